@@ -1,0 +1,1 @@
+//! moq-client (placeholder).

@@ -1,0 +1,208 @@
+//! Namespace discovery messages: PUBLISH_NAMESPACE, NAMESPACE, NAMESPACE_DONE,
+//! SUBSCRIBE_NAMESPACE, SUBSCRIBE_TRACKS and PUBLISH_SKIPPED (draft-19 §10.15-§10.20).
+
+use bytes::Bytes;
+
+use super::params::{ParamContext, Parameters};
+use super::{ControlMessage, body_done};
+use crate::Version;
+use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
+use crate::types::namespace::{FullTrackName, TrackNamespace};
+
+/// PUBLISH_NAMESPACE: the publisher has tracks in this namespace (draft-19 §10.15).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PublishNamespace {
+    /// The Request ID.
+    pub request_id: u64,
+    /// The namespace.
+    pub namespace: TrackNamespace,
+    /// The parameters (authorization).
+    pub params: Parameters,
+}
+
+impl ControlMessage for PublishNamespace {
+    const TYPE: u64 = 0x06;
+    const NAME: &'static str = "PUBLISH_NAMESPACE";
+
+    fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+        let request_id = buf.get_varint(v)?;
+        let namespace = TrackNamespace::decode(buf, v)?;
+        let params = Parameters::decode(buf, ParamContext::PublishNamespace, v)?;
+        body_done(buf, Self::NAME)?;
+        Ok(PublishNamespace {
+            request_id,
+            namespace,
+            params,
+        })
+    }
+
+    fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+        buf.put_varint(self.request_id, v);
+        self.namespace.encode(buf, v)?;
+        self.params.encode(buf, ParamContext::PublishNamespace, v)
+    }
+}
+
+fn decode_suffix(
+    buf: &mut Bytes,
+    v: Version,
+    name: &'static str,
+) -> Result<TrackNamespace, DecodeError> {
+    let suffix = TrackNamespace::decode(buf, v)?;
+    body_done(buf, name)?;
+    Ok(suffix)
+}
+
+/// NAMESPACE: a namespace matching the SUBSCRIBE_NAMESPACE prefix exists; carries only the
+/// fields after the prefix (draft-19 §10.16).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Namespace {
+    /// The namespace with the prefix removed.
+    pub suffix: TrackNamespace,
+}
+
+impl ControlMessage for Namespace {
+    const TYPE: u64 = 0x08;
+    const NAME: &'static str = "NAMESPACE";
+
+    fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+        Ok(Namespace {
+            suffix: decode_suffix(buf, v, Self::NAME)?,
+        })
+    }
+
+    fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+        self.suffix.encode(buf, v)
+    }
+}
+
+/// NAMESPACE_DONE: a namespace previously sent in NAMESPACE is gone (draft-19 §10.17).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceDone {
+    /// The namespace with the prefix removed.
+    pub suffix: TrackNamespace,
+}
+
+impl ControlMessage for NamespaceDone {
+    const TYPE: u64 = 0x0E;
+    const NAME: &'static str = "NAMESPACE_DONE";
+
+    fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+        Ok(NamespaceDone {
+            suffix: decode_suffix(buf, v, Self::NAME)?,
+        })
+    }
+
+    fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+        self.suffix.encode(buf, v)
+    }
+}
+
+fn decode_prefix_request(
+    buf: &mut Bytes,
+    ctx: ParamContext,
+    v: Version,
+    name: &'static str,
+) -> Result<(u64, TrackNamespace, Parameters), DecodeError> {
+    let request_id = buf.get_varint(v)?;
+    // draft-19 §10.18: 0 to 32 fields; more than 32 is a PROTOCOL_VIOLATION.
+    let prefix = TrackNamespace::decode(buf, v)?;
+    let params = Parameters::decode(buf, ctx, v)?;
+    body_done(buf, name)?;
+    Ok((request_id, prefix, params))
+}
+
+/// SUBSCRIBE_NAMESPACE: ask for NAMESPACE / NAMESPACE_DONE for namespaces under a prefix
+/// (draft-19 §10.18). A zero-field prefix means every namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubscribeNamespace {
+    /// The Request ID.
+    pub request_id: u64,
+    /// The Track Namespace Prefix.
+    pub prefix: TrackNamespace,
+    /// The parameters (authorization).
+    pub params: Parameters,
+}
+
+impl ControlMessage for SubscribeNamespace {
+    const TYPE: u64 = 0x50;
+    const NAME: &'static str = "SUBSCRIBE_NAMESPACE";
+
+    fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+        let (request_id, prefix, params) =
+            decode_prefix_request(buf, ParamContext::SubscribeNamespace, v, Self::NAME)?;
+        Ok(SubscribeNamespace {
+            request_id,
+            prefix,
+            params,
+        })
+    }
+
+    fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+        buf.put_varint(self.request_id, v);
+        self.prefix.encode(buf, v)?;
+        self.params.encode(buf, ParamContext::SubscribeNamespace, v)
+    }
+}
+
+/// SUBSCRIBE_TRACKS: ask for a PUBLISH for every track under a prefix (draft-19 §10.19).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubscribeTracks {
+    /// The Request ID.
+    pub request_id: u64,
+    /// The Track Namespace Prefix.
+    pub prefix: TrackNamespace,
+    /// The parameters: defaults for the resulting subscriptions, and track filters.
+    pub params: Parameters,
+}
+
+impl ControlMessage for SubscribeTracks {
+    const TYPE: u64 = 0x51;
+    const NAME: &'static str = "SUBSCRIBE_TRACKS";
+
+    fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+        let (request_id, prefix, params) =
+            decode_prefix_request(buf, ParamContext::SubscribeTracks, v, Self::NAME)?;
+        Ok(SubscribeTracks {
+            request_id,
+            prefix,
+            params,
+        })
+    }
+
+    fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+        buf.put_varint(self.request_id, v);
+        self.prefix.encode(buf, v)?;
+        self.params.encode(buf, ParamContext::SubscribeTracks, v)
+    }
+}
+
+/// PUBLISH_SKIPPED (PUBLISH_BLOCKED in draft-18): the publisher will not send a PUBLISH for this
+/// track on this SUBSCRIBE_TRACKS (draft-19 §10.20).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PublishSkipped {
+    /// The namespace with the prefix removed.
+    pub suffix: TrackNamespace,
+    /// The track name.
+    pub name: Bytes,
+}
+
+impl ControlMessage for PublishSkipped {
+    const TYPE: u64 = 0x0F;
+    const NAME: &'static str = "PUBLISH_SKIPPED";
+
+    fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+        let ns = TrackNamespace::decode(buf, v)?;
+        let t = FullTrackName::decode_name(ns, buf, v)?;
+        body_done(buf, Self::NAME)?;
+        Ok(PublishSkipped {
+            suffix: t.namespace,
+            name: t.name,
+        })
+    }
+
+    fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+        self.suffix.encode(buf, v)?;
+        buf.put_len_prefixed(&self.name, v, "track name", TrackNamespace::MAX_LEN)
+    }
+}

@@ -1,0 +1,739 @@
+//! Message Parameters (draft-19 §10.2) and the table of which message may carry which.
+//!
+//! Parameters are count-prefixed, delta-typed in ascending order, and every one must be known:
+//! an unknown parameter, one in a message that may not carry it, or a repeat of one that may not
+//! repeat, closes the session with PROTOCOL_VIOLATION.
+
+use bytes::{Buf, BufMut};
+
+use crate::Version;
+use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
+use crate::types::filter::{LocationFilter, RangeFilterKind, RangeFilterParam};
+use crate::types::location::{GroupOrder, Location};
+use crate::types::namespace::TrackNamespace;
+use crate::types::token::AuthToken;
+
+/// Message Parameter types (draft-19 §15.7).
+pub mod param {
+    /// OBJECT_DELIVERY_TIMEOUT (varint ms).
+    pub const OBJECT_DELIVERY_TIMEOUT: u64 = 0x02;
+    /// AUTHORIZATION_TOKEN (length-prefixed Token).
+    pub const AUTHORIZATION_TOKEN: u64 = 0x03;
+    /// RENDEZVOUS_TIMEOUT (varint ms).
+    pub const RENDEZVOUS_TIMEOUT: u64 = 0x04;
+    /// SUBGROUP_DELIVERY_TIMEOUT (varint ms).
+    pub const SUBGROUP_DELIVERY_TIMEOUT: u64 = 0x06;
+    /// EXPIRES (varint ms).
+    pub const EXPIRES: u64 = 0x08;
+    /// LARGEST_OBJECT (Location).
+    pub const LARGEST_OBJECT: u64 = 0x09;
+    /// FILL_TIMEOUT (varint ms).
+    pub const FILL_TIMEOUT: u64 = 0x0A;
+    /// FORWARD (uint8, 0 or 1).
+    pub const FORWARD: u64 = 0x10;
+    /// SUBSCRIBER_PRIORITY (uint8).
+    pub const SUBSCRIBER_PRIORITY: u64 = 0x20;
+    /// LOCATION_FILTER (length-prefixed Location Filter); SUBSCRIPTION_FILTER in draft-18.
+    pub const LOCATION_FILTER: u64 = 0x21;
+    /// GROUP_ORDER (uint8, 1 or 2).
+    pub const GROUP_ORDER: u64 = 0x22;
+    /// NEW_GROUP_REQUEST (varint).
+    pub const NEW_GROUP_REQUEST: u64 = 0x32;
+    /// TRACK_NAMESPACE_PREFIX (Track Namespace).
+    pub const TRACK_NAMESPACE_PREFIX: u64 = 0x34;
+}
+
+/// The message (or textual alias) a parameter block belongs to. The table of draft-19 §10.2 is
+/// written against these; a wire message that plays several roles (REQUEST_OK,
+/// REQUEST_UPDATE) is checked against the union when decoded and against its exact role by
+/// [`Parameters::validate`] once the session knows the role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ParamContext {
+    /// SUBSCRIBE.
+    Subscribe,
+    /// SUBSCRIBE_OK.
+    SubscribeOk,
+    /// PUBLISH.
+    Publish,
+    /// REQUEST_OK answering PUBLISH.
+    PublishOk,
+    /// FETCH.
+    Fetch,
+    /// FETCH_OK.
+    FetchOk,
+    /// TRACK_STATUS.
+    TrackStatus,
+    /// REQUEST_OK answering TRACK_STATUS.
+    TrackStatusOk,
+    /// PUBLISH_NAMESPACE.
+    PublishNamespace,
+    /// REQUEST_OK answering PUBLISH_NAMESPACE.
+    PublishNamespaceOk,
+    /// SUBSCRIBE_NAMESPACE.
+    SubscribeNamespace,
+    /// REQUEST_OK answering SUBSCRIBE_NAMESPACE.
+    SubscribeNamespaceOk,
+    /// SUBSCRIBE_TRACKS.
+    SubscribeTracks,
+    /// REQUEST_OK answering SUBSCRIBE_TRACKS.
+    SubscribeTracksOk,
+    /// REQUEST_UPDATE of a subscription (SUBSCRIBE, or PUBLISH from the subscriber).
+    UpdateSubscription,
+    /// REQUEST_UPDATE of a FETCH.
+    UpdateFetch,
+    /// REQUEST_UPDATE of a PUBLISH_NAMESPACE.
+    UpdatePublishNamespace,
+    /// REQUEST_UPDATE of a SUBSCRIBE_NAMESPACE.
+    UpdateSubscribeNamespace,
+    /// REQUEST_UPDATE of a SUBSCRIBE_TRACKS.
+    UpdateSubscribeTracks,
+    /// REQUEST_OK answering a REQUEST_UPDATE.
+    RequestUpdateOk,
+    /// Any REQUEST_OK, before its role is known.
+    AnyRequestOk,
+    /// Any REQUEST_UPDATE, before its role is known.
+    AnyRequestUpdate,
+}
+
+impl ParamContext {
+    const fn bit(self) -> u32 {
+        match self {
+            ParamContext::Subscribe => 1 << 0,
+            ParamContext::SubscribeOk => 1 << 1,
+            ParamContext::Publish => 1 << 2,
+            ParamContext::PublishOk => 1 << 3,
+            ParamContext::Fetch => 1 << 4,
+            ParamContext::FetchOk => 1 << 5,
+            ParamContext::TrackStatus => 1 << 6,
+            ParamContext::TrackStatusOk => 1 << 7,
+            ParamContext::PublishNamespace => 1 << 8,
+            ParamContext::PublishNamespaceOk => 1 << 9,
+            ParamContext::SubscribeNamespace => 1 << 10,
+            ParamContext::SubscribeNamespaceOk => 1 << 11,
+            ParamContext::SubscribeTracks => 1 << 12,
+            ParamContext::SubscribeTracksOk => 1 << 13,
+            ParamContext::UpdateSubscription => 1 << 14,
+            ParamContext::UpdateFetch => 1 << 15,
+            ParamContext::UpdatePublishNamespace => 1 << 16,
+            ParamContext::UpdateSubscribeNamespace => 1 << 17,
+            ParamContext::UpdateSubscribeTracks => 1 << 18,
+            ParamContext::RequestUpdateOk => 1 << 19,
+            ParamContext::AnyRequestOk => {
+                ParamContext::PublishOk.bit()
+                    | ParamContext::TrackStatusOk.bit()
+                    | ParamContext::PublishNamespaceOk.bit()
+                    | ParamContext::SubscribeNamespaceOk.bit()
+                    | ParamContext::SubscribeTracksOk.bit()
+                    | ParamContext::RequestUpdateOk.bit()
+            }
+            ParamContext::AnyRequestUpdate => {
+                ParamContext::UpdateSubscription.bit()
+                    | ParamContext::UpdateFetch.bit()
+                    | ParamContext::UpdatePublishNamespace.bit()
+                    | ParamContext::UpdateSubscribeNamespace.bit()
+                    | ParamContext::UpdateSubscribeTracks.bit()
+            }
+        }
+    }
+
+    /// A name for error messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ParamContext::Subscribe => "SUBSCRIBE",
+            ParamContext::SubscribeOk => "SUBSCRIBE_OK",
+            ParamContext::Publish => "PUBLISH",
+            ParamContext::PublishOk => "PUBLISH_OK",
+            ParamContext::Fetch => "FETCH",
+            ParamContext::FetchOk => "FETCH_OK",
+            ParamContext::TrackStatus => "TRACK_STATUS",
+            ParamContext::TrackStatusOk => "TRACK_STATUS_OK",
+            ParamContext::PublishNamespace => "PUBLISH_NAMESPACE",
+            ParamContext::PublishNamespaceOk => "PUBLISH_NAMESPACE_OK",
+            ParamContext::SubscribeNamespace => "SUBSCRIBE_NAMESPACE",
+            ParamContext::SubscribeNamespaceOk => "SUBSCRIBE_NAMESPACE_OK",
+            ParamContext::SubscribeTracks => "SUBSCRIBE_TRACKS",
+            ParamContext::SubscribeTracksOk => "SUBSCRIBE_TRACKS_OK",
+            ParamContext::UpdateSubscription => "REQUEST_UPDATE (subscription)",
+            ParamContext::UpdateFetch => "REQUEST_UPDATE (fetch)",
+            ParamContext::UpdatePublishNamespace => "REQUEST_UPDATE (publish namespace)",
+            ParamContext::UpdateSubscribeNamespace => "REQUEST_UPDATE (subscribe namespace)",
+            ParamContext::UpdateSubscribeTracks => "REQUEST_UPDATE (subscribe tracks)",
+            ParamContext::RequestUpdateOk => "REQUEST_UPDATE_OK",
+            ParamContext::AnyRequestOk => "REQUEST_OK",
+            ParamContext::AnyRequestUpdate => "REQUEST_UPDATE",
+        }
+    }
+}
+
+use ParamContext as C;
+
+/// Where each parameter may appear in `version`, as a mask of [`ParamContext`] bits; 0 means the
+/// parameter does not exist in that version (draft-19 §10.2.x, each parameter's "MAY appear in").
+const fn allowed_mask(ty: u64, v: Version) -> u32 {
+    // Parameters valid on a subscription are also valid in SUBSCRIBE_TRACKS (draft-19 §10.19.1).
+    const SUB_LIKE: u32 = C::Subscribe.bit() | C::SubscribeTracks.bit();
+    match ty {
+        param::OBJECT_DELIVERY_TIMEOUT | param::SUBGROUP_DELIVERY_TIMEOUT => {
+            SUB_LIKE | C::PublishOk.bit() | C::UpdateSubscription.bit()
+        }
+        param::AUTHORIZATION_TOKEN => {
+            C::Publish.bit()
+                | C::Subscribe.bit()
+                | C::AnyRequestUpdate.bit()
+                | C::SubscribeNamespace.bit()
+                | C::SubscribeTracks.bit()
+                | C::PublishNamespace.bit()
+                | C::TrackStatus.bit()
+                | C::Fetch.bit()
+        }
+        param::RENDEZVOUS_TIMEOUT => C::Subscribe.bit(),
+        param::EXPIRES => {
+            C::SubscribeOk.bit()
+                | C::Publish.bit()
+                | C::PublishOk.bit()
+                | C::SubscribeNamespaceOk.bit()
+                | C::SubscribeTracksOk.bit()
+                | C::PublishNamespaceOk.bit()
+                | C::RequestUpdateOk.bit()
+        }
+        param::LARGEST_OBJECT => {
+            C::SubscribeOk.bit()
+                | C::Publish.bit()
+                | C::RequestUpdateOk.bit()
+                | C::TrackStatusOk.bit()
+        }
+        param::FILL_TIMEOUT => C::Fetch.bit(),
+        param::FORWARD => {
+            SUB_LIKE | C::UpdateSubscription.bit() | C::Publish.bit() | C::PublishOk.bit()
+        }
+        param::SUBSCRIBER_PRIORITY => {
+            SUB_LIKE
+                | C::Fetch.bit()
+                | C::UpdateSubscription.bit()
+                | C::UpdateFetch.bit()
+                | C::PublishOk.bit()
+        }
+        param::LOCATION_FILTER => SUB_LIKE | C::PublishOk.bit() | C::UpdateSubscription.bit(),
+        param::GROUP_ORDER => {
+            if v.group_order_in_publish_ok() {
+                C::Subscribe.bit() | C::PublishOk.bit() | C::Fetch.bit()
+            } else {
+                SUB_LIKE | C::Fetch.bit()
+            }
+        }
+        0x25..=0x28 if v.has_range_filters() => {
+            SUB_LIKE | C::Fetch.bit() | C::PublishOk.bit() | C::UpdateSubscription.bit()
+        }
+        0x29 if v.has_range_filters() => C::SubscribeTracks.bit() | C::UpdateSubscribeTracks.bit(),
+        param::NEW_GROUP_REQUEST => SUB_LIKE | C::PublishOk.bit() | C::UpdateSubscription.bit(),
+        param::TRACK_NAMESPACE_PREFIX => {
+            C::UpdateSubscribeNamespace.bit() | C::UpdateSubscribeTracks.bit()
+        }
+        _ => 0,
+    }
+}
+
+/// True if parameter `ty` may appear in `ctx` under `version`.
+///
+/// ```
+/// use moq_core::{Version, message::{ParamContext, param}};
+/// use moq_core::message::param_allowed;
+/// assert!(param_allowed(param::FORWARD, ParamContext::Subscribe, Version::Draft19));
+/// assert!(!param_allowed(param::FORWARD, ParamContext::Fetch, Version::Draft19));
+/// assert!(!param_allowed(0x25, ParamContext::Subscribe, Version::Draft18));
+/// ```
+pub const fn param_allowed(ty: u64, ctx: ParamContext, version: Version) -> bool {
+    allowed_mask(ty, version) & ctx.bit() != 0
+}
+
+/// The Message Parameters of one control message, typed. Absent parameters are `None` / empty.
+///
+/// ```
+/// use moq_core::message::Parameters;
+/// let p = Parameters { forward: Some(false), subscriber_priority: Some(10), ..Default::default() };
+/// assert_eq!(p.forward, Some(false));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Parameters {
+    /// OBJECT_DELIVERY_TIMEOUT (0x02), ms.
+    pub object_delivery_timeout: Option<u64>,
+    /// AUTHORIZATION_TOKEN (0x03); may repeat.
+    pub authorization_tokens: Vec<AuthToken>,
+    /// RENDEZVOUS_TIMEOUT (0x04), ms.
+    pub rendezvous_timeout: Option<u64>,
+    /// SUBGROUP_DELIVERY_TIMEOUT (0x06), ms.
+    pub subgroup_delivery_timeout: Option<u64>,
+    /// EXPIRES (0x08), ms.
+    pub expires: Option<u64>,
+    /// LARGEST_OBJECT (0x09).
+    pub largest_object: Option<Location>,
+    /// FILL_TIMEOUT (0x0A), ms.
+    pub fill_timeout: Option<u64>,
+    /// FORWARD (0x10).
+    pub forward: Option<bool>,
+    /// SUBSCRIBER_PRIORITY (0x20).
+    pub subscriber_priority: Option<u8>,
+    /// LOCATION_FILTER (0x21).
+    pub location_filter: Option<LocationFilter>,
+    /// GROUP_ORDER (0x22).
+    pub group_order: Option<GroupOrder>,
+    /// Range Filters (0x25-0x29); may repeat with different SetID / property type. Encoded
+    /// in ascending type order, so decoding yields them sorted by kind.
+    pub range_filters: Vec<RangeFilterParam>,
+    /// NEW_GROUP_REQUEST (0x32).
+    pub new_group_request: Option<u64>,
+    /// TRACK_NAMESPACE_PREFIX (0x34).
+    pub track_namespace_prefix: Option<TrackNamespace>,
+}
+
+impl Parameters {
+    /// True if no parameter is present.
+    pub fn is_empty(&self) -> bool {
+        *self == Parameters::default()
+    }
+
+    /// The types present, ascending, one entry per instance.
+    pub fn types(&self) -> Vec<u64> {
+        let singles = [
+            (
+                self.object_delivery_timeout.is_some(),
+                param::OBJECT_DELIVERY_TIMEOUT,
+            ),
+            (self.rendezvous_timeout.is_some(), param::RENDEZVOUS_TIMEOUT),
+            (
+                self.subgroup_delivery_timeout.is_some(),
+                param::SUBGROUP_DELIVERY_TIMEOUT,
+            ),
+            (self.expires.is_some(), param::EXPIRES),
+            (self.largest_object.is_some(), param::LARGEST_OBJECT),
+            (self.fill_timeout.is_some(), param::FILL_TIMEOUT),
+            (self.forward.is_some(), param::FORWARD),
+            (
+                self.subscriber_priority.is_some(),
+                param::SUBSCRIBER_PRIORITY,
+            ),
+            (self.location_filter.is_some(), param::LOCATION_FILTER),
+            (self.group_order.is_some(), param::GROUP_ORDER),
+            (self.new_group_request.is_some(), param::NEW_GROUP_REQUEST),
+            (
+                self.track_namespace_prefix.is_some(),
+                param::TRACK_NAMESPACE_PREFIX,
+            ),
+        ];
+        let mut out: Vec<u64> = singles
+            .iter()
+            .filter(|(p, _)| *p)
+            .map(|(_, t)| *t)
+            .collect();
+        out.extend(
+            self.authorization_tokens
+                .iter()
+                .map(|_| param::AUTHORIZATION_TOKEN),
+        );
+        out.extend(self.range_filters.iter().map(|f| f.kind.param_type()));
+        out.sort_unstable();
+        out
+    }
+
+    /// Checks every parameter against the exact role `ctx` (draft-19 §10.2.1): a parameter in a
+    /// message that may not carry it is a PROTOCOL_VIOLATION.
+    pub fn validate(&self, ctx: ParamContext, version: Version) -> Result<(), DecodeError> {
+        for ty in self.types() {
+            if !param_allowed(ty, ctx, version) {
+                return Err(DecodeError::ParameterNotAllowed {
+                    param: ty,
+                    message: ctx.name(),
+                });
+            }
+        }
+        self.check_filters()
+    }
+
+    /// draft-19 §5.1.3: the same (type, SetID, property type) may not repeat.
+    fn check_filters(&self) -> Result<(), DecodeError> {
+        let keys: Vec<_> = self
+            .range_filters
+            .iter()
+            .filter_map(|p| {
+                p.filter
+                    .as_ref()
+                    .map(|f| (p.kind, f.set_id, f.property_type))
+            })
+            .collect();
+        for (i, k) in keys.iter().enumerate() {
+            if keys.get(i + 1..).is_some_and(|rest| rest.contains(k)) {
+                return Err(DecodeError::InvalidFilter(
+                    "filter repeated with the same SetID",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Total number of ranges across every Range Filter (compared to MAX_FILTER_RANGES).
+    pub fn filter_range_count(&self) -> usize {
+        self.range_filters
+            .iter()
+            .filter_map(|p| p.filter.as_ref())
+            .map(|f| f.ranges.len())
+            .sum()
+    }
+
+    /// Reads `Number of Parameters` and the parameters, checking each against `ctx`.
+    pub fn decode<B: Buf>(buf: &mut B, ctx: ParamContext, v: Version) -> Result<Self, DecodeError> {
+        let count = buf.get_varint(v)?;
+        let mut p = Parameters::default();
+        let mut ty = 0u64;
+        let mut last: Option<u64> = None;
+        for _ in 0..count {
+            let delta = buf.get_varint(v)?;
+            // draft-19 §10.2: a Type past 2^64-1 is a PROTOCOL_VIOLATION.
+            ty = ty.checked_add(delta).ok_or(DecodeError::TypeOverflow)?;
+            let mask = allowed_mask(ty, v);
+            // draft-19 §10.2: an unknown Message Parameter closes the session.
+            if mask == 0 {
+                return Err(DecodeError::UnknownParameter(ty));
+            }
+            // draft-19 §10.2.1: a parameter in a message not listed for it is a violation.
+            if mask & ctx.bit() == 0 {
+                return Err(DecodeError::ParameterNotAllowed {
+                    param: ty,
+                    message: ctx.name(),
+                });
+            }
+            let repeatable =
+                ty == param::AUTHORIZATION_TOKEN || RangeFilterKind::from_param_type(ty).is_some();
+            if last == Some(ty) && !repeatable {
+                return Err(DecodeError::DuplicateParameter(ty));
+            }
+            last = Some(ty);
+            p.decode_value(ty, buf, v)?;
+        }
+        p.check_filters()?;
+        Ok(p)
+    }
+
+    fn decode_value<B: Buf>(
+        &mut self,
+        ty: u64,
+        buf: &mut B,
+        v: Version,
+    ) -> Result<(), DecodeError> {
+        // Length-prefixed values must fill their length exactly.
+        fn exact<T>(
+            buf: &mut impl Buf,
+            v: Version,
+            what: &'static str,
+            f: impl FnOnce(&mut bytes::Bytes) -> Result<T, DecodeError>,
+        ) -> Result<T, DecodeError> {
+            let mut body = buf.get_len_prefixed(v, what, u16::MAX as u64)?;
+            let out = f(&mut body).map_err(|e| e.in_complete(what))?;
+            if body.has_remaining() {
+                return Err(DecodeError::TrailingBytes {
+                    message: what,
+                    extra: body.remaining(),
+                });
+            }
+            Ok(out)
+        }
+        match ty {
+            param::OBJECT_DELIVERY_TIMEOUT => {
+                self.object_delivery_timeout = Some(buf.get_varint(v)?)
+            }
+            param::AUTHORIZATION_TOKEN => {
+                let body = buf.get_len_prefixed(v, "authorization token", u16::MAX as u64)?;
+                self.authorization_tokens
+                    .push(AuthToken::decode_all(&mut body.clone(), v)?);
+            }
+            param::RENDEZVOUS_TIMEOUT => self.rendezvous_timeout = Some(buf.get_varint(v)?),
+            param::SUBGROUP_DELIVERY_TIMEOUT => {
+                self.subgroup_delivery_timeout = Some(buf.get_varint(v)?)
+            }
+            param::EXPIRES => self.expires = Some(buf.get_varint(v)?),
+            param::LARGEST_OBJECT => self.largest_object = Some(Location::decode(buf, v)?),
+            param::FILL_TIMEOUT => self.fill_timeout = Some(buf.get_varint(v)?),
+            param::FORWARD => {
+                // draft-19 §10.2.17: FORWARD other than 0 or 1 is a PROTOCOL_VIOLATION.
+                self.forward = Some(match buf.get_byte()? {
+                    0 => false,
+                    1 => true,
+                    x => {
+                        return Err(DecodeError::InvalidValue {
+                            field: "FORWARD",
+                            value: x.into(),
+                        });
+                    }
+                })
+            }
+            param::SUBSCRIBER_PRIORITY => self.subscriber_priority = Some(buf.get_byte()?),
+            param::LOCATION_FILTER => {
+                self.location_filter = Some(exact(buf, v, "LOCATION_FILTER", |b| {
+                    LocationFilter::decode(b, v)
+                })?)
+            }
+            // draft-19 §10.2.9: GROUP_ORDER other than 1 or 2 is a PROTOCOL_VIOLATION.
+            param::GROUP_ORDER => {
+                self.group_order = Some(GroupOrder::from_value(buf.get_byte()?.into())?)
+            }
+            param::NEW_GROUP_REQUEST => self.new_group_request = Some(buf.get_varint(v)?),
+            param::TRACK_NAMESPACE_PREFIX => {
+                self.track_namespace_prefix = Some(TrackNamespace::decode(buf, v)?)
+            }
+            _ => {
+                let Some(kind) = RangeFilterKind::from_param_type(ty) else {
+                    return Err(DecodeError::UnknownParameter(ty));
+                };
+                let f = exact(buf, v, "range filter", |b| {
+                    RangeFilterParam::decode_body(kind, b, v)
+                })?;
+                self.range_filters.push(f);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `Number of Parameters` and the parameters in ascending type order. Fails if a
+    /// parameter may not appear in `ctx` under `version`.
+    pub fn encode<B: BufMut>(
+        &self,
+        buf: &mut B,
+        ctx: ParamContext,
+        v: Version,
+    ) -> Result<(), EncodeError> {
+        let types = self.types();
+        for ty in &types {
+            if !param_allowed(*ty, ctx, v) {
+                return Err(EncodeError::Invalid {
+                    field: "parameters",
+                    reason: "a parameter is not allowed in this message or version",
+                });
+            }
+        }
+        buf.put_varint(types.len() as u64, v);
+        let mut prev = 0u64;
+        let mut put_type = |buf: &mut B, ty: u64| {
+            buf.put_varint(ty - prev, v);
+            prev = ty;
+        };
+        fn prefixed<B: BufMut>(
+            buf: &mut B,
+            v: Version,
+            f: impl FnOnce(&mut Vec<u8>) -> Result<(), EncodeError>,
+        ) -> Result<(), EncodeError> {
+            let mut tmp = Vec::new();
+            f(&mut tmp)?;
+            buf.put_len_prefixed(&tmp, v, "parameter value", u16::MAX as usize)
+        }
+        if let Some(x) = self.object_delivery_timeout {
+            put_type(buf, param::OBJECT_DELIVERY_TIMEOUT);
+            buf.put_varint(x, v);
+        }
+        for t in &self.authorization_tokens {
+            put_type(buf, param::AUTHORIZATION_TOKEN);
+            prefixed(buf, v, |b| t.encode_all(b, v))?;
+        }
+        if let Some(x) = self.rendezvous_timeout {
+            put_type(buf, param::RENDEZVOUS_TIMEOUT);
+            buf.put_varint(x, v);
+        }
+        if let Some(x) = self.subgroup_delivery_timeout {
+            put_type(buf, param::SUBGROUP_DELIVERY_TIMEOUT);
+            buf.put_varint(x, v);
+        }
+        if let Some(x) = self.expires {
+            put_type(buf, param::EXPIRES);
+            buf.put_varint(x, v);
+        }
+        if let Some(x) = self.largest_object {
+            put_type(buf, param::LARGEST_OBJECT);
+            x.encode(buf, v)?;
+        }
+        if let Some(x) = self.fill_timeout {
+            put_type(buf, param::FILL_TIMEOUT);
+            buf.put_varint(x, v);
+        }
+        if let Some(x) = self.forward {
+            put_type(buf, param::FORWARD);
+            buf.put_u8(x.into());
+        }
+        if let Some(x) = self.subscriber_priority {
+            put_type(buf, param::SUBSCRIBER_PRIORITY);
+            buf.put_u8(x);
+        }
+        if let Some(x) = &self.location_filter {
+            put_type(buf, param::LOCATION_FILTER);
+            prefixed(buf, v, |b| x.encode(b, v))?;
+        }
+        if let Some(x) = self.group_order {
+            put_type(buf, param::GROUP_ORDER);
+            buf.put_u8(x.value());
+        }
+        let mut filters: Vec<&RangeFilterParam> = self.range_filters.iter().collect();
+        filters.sort_by_key(|f| f.kind);
+        for f in filters {
+            put_type(buf, f.kind.param_type());
+            prefixed(buf, v, |b| f.encode_body(b, v))?;
+        }
+        if let Some(x) = self.new_group_request {
+            put_type(buf, param::NEW_GROUP_REQUEST);
+            buf.put_varint(x, v);
+        }
+        if let Some(x) = &self.track_namespace_prefix {
+            put_type(buf, param::TRACK_NAMESPACE_PREFIX);
+            x.encode(buf, v)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::filter::{FilterRange, RangeFilter};
+
+    const V: Version = Version::Draft19;
+
+    fn round_trip(p: &Parameters, ctx: ParamContext) {
+        let mut buf = Vec::new();
+        p.encode(&mut buf, ctx, V).unwrap();
+        let mut b = &buf[..];
+        assert_eq!(&Parameters::decode(&mut b, ctx, V).unwrap(), p);
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn subscribe_params_round_trip() {
+        round_trip(
+            &Parameters {
+                object_delivery_timeout: Some(100),
+                authorization_tokens: vec![AuthToken::new("a"), AuthToken::new("b")],
+                forward: Some(false),
+                subscriber_priority: Some(3),
+                location_filter: Some(LocationFilter::NextGroupStart),
+                group_order: Some(GroupOrder::Descending),
+                range_filters: vec![
+                    RangeFilterParam {
+                        kind: RangeFilterKind::Subgroup,
+                        filter: Some(RangeFilter {
+                            set_id: 1,
+                            property_type: None,
+                            ranges: vec![FilterRange {
+                                start: 0,
+                                end: None,
+                            }],
+                        }),
+                    },
+                    RangeFilterParam {
+                        kind: RangeFilterKind::Priority,
+                        filter: Some(RangeFilter {
+                            set_id: 1,
+                            property_type: None,
+                            ranges: vec![FilterRange {
+                                start: 0,
+                                end: Some(9),
+                            }],
+                        }),
+                    },
+                ],
+                new_group_request: Some(0),
+                ..Default::default()
+            },
+            ParamContext::Subscribe,
+        );
+    }
+
+    #[test]
+    fn hand_built_bytes() {
+        // 2 params: FORWARD (0x10) = 0, SUBSCRIBER_PRIORITY (delta 0x10 -> 0x20) = 7.
+        let bytes = [0x02, 0x10, 0x00, 0x10, 0x07];
+        let p = Parameters::decode(&mut &bytes[..], ParamContext::Subscribe, V).unwrap();
+        assert_eq!(p.forward, Some(false));
+        assert_eq!(p.subscriber_priority, Some(7));
+    }
+
+    #[test]
+    fn rejections() {
+        let dec = |bytes: &[u8], ctx| Parameters::decode(&mut &bytes[..], ctx, V);
+        // Unknown type 0x05.
+        assert_eq!(
+            dec(&[1, 0x05, 0], C::Subscribe),
+            Err(DecodeError::UnknownParameter(5))
+        );
+        // FILL_TIMEOUT in SUBSCRIBE.
+        assert!(matches!(
+            dec(&[1, 0x0A, 0], C::Subscribe),
+            Err(DecodeError::ParameterNotAllowed { .. })
+        ));
+        // FORWARD = 2.
+        assert!(matches!(
+            dec(&[1, 0x10, 2], C::Subscribe),
+            Err(DecodeError::InvalidValue { .. })
+        ));
+        // GROUP_ORDER = 0.
+        assert!(matches!(
+            dec(&[1, 0x22, 0], C::Subscribe),
+            Err(DecodeError::InvalidValue { .. })
+        ));
+        // FORWARD twice.
+        assert_eq!(
+            dec(&[2, 0x10, 1, 0, 1], C::Subscribe),
+            Err(DecodeError::DuplicateParameter(0x10))
+        );
+        // Range filter in draft-18 is unknown.
+        assert_eq!(
+            Parameters::decode(&mut &[1u8, 0x25, 0][..], C::Subscribe, Version::Draft18),
+            Err(DecodeError::UnknownParameter(0x25))
+        );
+        // Same filter type and SetID twice.
+        assert!(matches!(
+            dec(&[2, 0x26, 2, 0, 1, 0, 2, 0, 5], C::Subscribe),
+            Err(DecodeError::InvalidFilter(_))
+        ));
+        // LOCATION_FILTER with trailing bytes inside its length.
+        assert!(matches!(
+            dec(&[1, 0x21, 2, 1, 0], C::Subscribe),
+            Err(DecodeError::TrailingBytes { .. })
+        ));
+        // Token that cannot be decoded.
+        assert!(matches!(
+            dec(&[1, 0x03, 1, 9], C::Subscribe),
+            Err(DecodeError::KeyValueFormatting(_))
+        ));
+    }
+
+    #[test]
+    fn version_tables() {
+        assert!(param_allowed(
+            param::GROUP_ORDER,
+            C::PublishOk,
+            Version::Draft18
+        ));
+        assert!(!param_allowed(
+            param::GROUP_ORDER,
+            C::PublishOk,
+            Version::Draft19
+        ));
+        assert!(param_allowed(
+            param::GROUP_ORDER,
+            C::SubscribeTracks,
+            Version::Draft19
+        ));
+        assert!(param_allowed(
+            param::TRACK_NAMESPACE_PREFIX,
+            C::AnyRequestUpdate,
+            V
+        ));
+        assert!(!param_allowed(
+            param::TRACK_NAMESPACE_PREFIX,
+            C::UpdateSubscription,
+            V
+        ));
+        assert!(param_allowed(param::LARGEST_OBJECT, C::AnyRequestOk, V));
+        assert!(!param_allowed(
+            param::LARGEST_OBJECT,
+            C::PublishNamespaceOk,
+            V
+        ));
+    }
+}

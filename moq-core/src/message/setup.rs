@@ -1,0 +1,205 @@
+//! SETUP (draft-19 §10.3) and GOAWAY (§10.4).
+
+use bytes::{Buf, Bytes};
+
+use super::{ControlMessage, body_done};
+use crate::Version;
+use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
+use crate::types::kvp::{KeyValuePair, KvpValue, decode_kvps, encode_kvps};
+use crate::types::token::AuthToken;
+
+/// Setup Option types (draft-19 §15.4). The namespace is the same in every version.
+pub mod setup_option {
+    /// PATH (bytes; client, raw QUIC only).
+    pub const PATH: u64 = 0x01;
+    /// AUTHORIZATION_TOKEN (Token; may repeat).
+    pub const AUTHORIZATION_TOKEN: u64 = 0x03;
+    /// MAX_AUTH_TOKEN_CACHE_SIZE (varint bytes).
+    pub const MAX_AUTH_TOKEN_CACHE_SIZE: u64 = 0x04;
+    /// AUTHORITY (bytes; client, raw QUIC only).
+    pub const AUTHORITY: u64 = 0x05;
+    /// MAX_FILTER_RANGES (varint; draft-19).
+    pub const MAX_FILTER_RANGES: u64 = 0x06;
+    /// MOQT_IMPLEMENTATION (UTF-8).
+    pub const MOQT_IMPLEMENTATION: u64 = 0x07;
+    /// MAX_REQUEST_UPDATES (varint; draft-19).
+    pub const MAX_REQUEST_UPDATES: u64 = 0x08;
+}
+
+/// The Setup Options of a SETUP message, typed; unknown options (GREASE among them) are kept in
+/// `unknown` and otherwise ignored (draft-19 §10.3).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetupOptions {
+    /// PATH (0x01): path-abempty and optional `?query` of the `moqt://` URI.
+    pub path: Option<Bytes>,
+    /// AUTHORITY (0x05): authority of the `moqt://` URI.
+    pub authority: Option<Bytes>,
+    /// AUTHORIZATION_TOKEN (0x03), in order.
+    pub authorization_tokens: Vec<AuthToken>,
+    /// MAX_AUTH_TOKEN_CACHE_SIZE (0x04); absent means 0.
+    pub max_auth_token_cache_size: Option<u64>,
+    /// MAX_FILTER_RANGES (0x06, draft-19); absent means 0.
+    pub max_filter_ranges: Option<u64>,
+    /// MOQT_IMPLEMENTATION (0x07).
+    pub implementation: Option<String>,
+    /// MAX_REQUEST_UPDATES (0x08, draft-19); absent or 0 means unlimited.
+    pub max_request_updates: Option<u64>,
+    /// Options this crate does not understand, including GREASE.
+    pub unknown: Vec<KeyValuePair>,
+}
+
+/// SETUP: the first message on each control stream; its type 0x2F00 is also the control
+/// stream's type (draft-19 §3.3, §10.3).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Setup {
+    /// The options.
+    pub options: SetupOptions,
+}
+
+impl ControlMessage for Setup {
+    const TYPE: u64 = 0x2F00;
+    const NAME: &'static str = "SETUP";
+
+    fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+        let mut o = SetupOptions::default();
+        let mut seen = Vec::new();
+        for kvp in decode_kvps(buf, v)? {
+            let known = match kvp.key {
+                setup_option::MAX_FILTER_RANGES => v.has_range_filters(),
+                setup_option::MAX_REQUEST_UPDATES => v.has_max_request_updates(),
+                setup_option::PATH
+                | setup_option::AUTHORIZATION_TOKEN
+                | setup_option::MAX_AUTH_TOKEN_CACHE_SIZE
+                | setup_option::AUTHORITY
+                | setup_option::MOQT_IMPLEMENTATION => true,
+                _ => false,
+            };
+            if !known {
+                // draft-19 §10.3: unknown Setup Options MUST be ignored, duplicates allowed.
+                o.unknown.push(kvp);
+                continue;
+            }
+            if kvp.key != setup_option::AUTHORIZATION_TOKEN {
+                if seen.contains(&kvp.key) {
+                    return Err(DecodeError::DuplicateParameter(kvp.key));
+                }
+                seen.push(kvp.key);
+            }
+            match (kvp.key, kvp.value) {
+                (setup_option::PATH, KvpValue::Bytes(b)) => o.path = Some(b),
+                (setup_option::AUTHORITY, KvpValue::Bytes(b)) => o.authority = Some(b),
+                (setup_option::AUTHORIZATION_TOKEN, KvpValue::Bytes(b)) => o
+                    .authorization_tokens
+                    .push(AuthToken::decode_all(&mut b.clone(), v)?),
+                (setup_option::MAX_AUTH_TOKEN_CACHE_SIZE, KvpValue::Int(x)) => {
+                    o.max_auth_token_cache_size = Some(x)
+                }
+                (setup_option::MAX_FILTER_RANGES, KvpValue::Int(x)) => {
+                    o.max_filter_ranges = Some(x)
+                }
+                (setup_option::MOQT_IMPLEMENTATION, KvpValue::Bytes(b)) => {
+                    o.implementation = Some(String::from_utf8_lossy(&b).into_owned())
+                }
+                (setup_option::MAX_REQUEST_UPDATES, KvpValue::Int(x)) => {
+                    o.max_request_updates = Some(x)
+                }
+                // Parity fixes the shape, so a known key cannot carry the other shape.
+                _ => return Err(DecodeError::KeyValueFormatting("setup option")),
+            }
+        }
+        Ok(Setup { options: o })
+    }
+
+    fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+        let o = &self.options;
+        let mut pairs = Vec::new();
+        if let Some(p) = &o.path {
+            pairs.push(KeyValuePair::bytes(setup_option::PATH, p.clone())?);
+        }
+        for t in &o.authorization_tokens {
+            pairs.push(KeyValuePair::bytes(
+                setup_option::AUTHORIZATION_TOKEN,
+                t.to_bytes(v)?,
+            )?);
+        }
+        if let Some(x) = o.max_auth_token_cache_size {
+            pairs.push(KeyValuePair::int(
+                setup_option::MAX_AUTH_TOKEN_CACHE_SIZE,
+                x,
+            )?);
+        }
+        if let Some(a) = &o.authority {
+            pairs.push(KeyValuePair::bytes(setup_option::AUTHORITY, a.clone())?);
+        }
+        if let Some(x) = o.max_filter_ranges {
+            if !v.has_range_filters() {
+                return Err(EncodeError::NotInVersion("MAX_FILTER_RANGES", v));
+            }
+            pairs.push(KeyValuePair::int(setup_option::MAX_FILTER_RANGES, x)?);
+        }
+        if let Some(i) = &o.implementation {
+            pairs.push(KeyValuePair::bytes(
+                setup_option::MOQT_IMPLEMENTATION,
+                Bytes::copy_from_slice(i.as_bytes()),
+            )?);
+        }
+        if let Some(x) = o.max_request_updates {
+            if !v.has_max_request_updates() {
+                return Err(EncodeError::NotInVersion("MAX_REQUEST_UPDATES", v));
+            }
+            pairs.push(KeyValuePair::int(setup_option::MAX_REQUEST_UPDATES, x)?);
+        }
+        pairs.extend(o.unknown.iter().cloned());
+        pairs.sort_by_key(|p| p.key);
+        encode_kvps(&pairs, buf, v)
+    }
+}
+
+/// The largest New Session URI / Connect URI, in bytes (draft-19 §10.4).
+pub const MAX_URI_LEN: usize = 8192;
+
+/// GOAWAY: the sender will close the session (on the control stream) or migrate one request (on
+/// a request stream) (draft-19 §10.4).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Goaway {
+    /// Where to reconnect; empty means the current URI. A client's must be empty.
+    pub new_session_uri: Bytes,
+    /// How long, in ms, the sender waits before closing; 0 means no specific timeout.
+    pub timeout_ms: u64,
+    /// draft-18 only, on the control stream: the smallest peer Request ID that was not or
+    /// might not have been processed.
+    pub request_id: Option<u64>,
+}
+
+impl ControlMessage for Goaway {
+    const TYPE: u64 = 0x10;
+    const NAME: &'static str = "GOAWAY";
+
+    fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+        // draft-19 §10.4: a URI longer than 8192 bytes is a PROTOCOL_VIOLATION.
+        let new_session_uri = buf.get_len_prefixed(v, "new session URI", MAX_URI_LEN as u64)?;
+        let timeout_ms = buf.get_varint(v)?;
+        let request_id = if v.goaway_has_request_id() && buf.has_remaining() {
+            Some(buf.get_varint(v)?)
+        } else {
+            None
+        };
+        body_done(buf, Self::NAME)?;
+        Ok(Goaway {
+            new_session_uri,
+            timeout_ms,
+            request_id,
+        })
+    }
+
+    fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+        buf.put_len_prefixed(&self.new_session_uri, v, "new session URI", MAX_URI_LEN)?;
+        buf.put_varint(self.timeout_ms, v);
+        match self.request_id {
+            Some(id) if v.goaway_has_request_id() => buf.put_varint(id, v),
+            Some(_) => return Err(EncodeError::NotInVersion("GOAWAY Request ID", v)),
+            None => {}
+        }
+        Ok(())
+    }
+}

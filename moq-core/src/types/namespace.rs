@@ -1,0 +1,478 @@
+//! Track Namespace, Track Name and Full Track Name (draft-19 §2.4.1, §1.5).
+
+use std::fmt;
+use std::str::FromStr;
+
+use bytes::{Buf, BufMut, Bytes};
+
+use crate::Version;
+use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
+
+/// Why a namespace or track name is not valid.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NameError {
+    /// More than 32 fields.
+    #[error("track namespace has {0} fields (at most 32)")]
+    TooManyFields(usize),
+    /// A field of zero length.
+    #[error("track namespace field {0} is empty")]
+    EmptyField(usize),
+    /// Namespace or full track name longer than 4096 bytes.
+    #[error("{what} is {len} bytes (at most 4096)")]
+    TooLong {
+        /// "track namespace" or "full track name".
+        what: &'static str,
+        /// The length.
+        len: usize,
+    },
+    /// A rendered name (draft-19 §1.5) that does not parse.
+    #[error("invalid rendered name: {0}")]
+    InvalidRendering(&'static str),
+}
+
+impl From<NameError> for DecodeError {
+    fn from(e: NameError) -> Self {
+        match e {
+            NameError::TooManyFields(n) => DecodeError::TooManyNamespaceFields(n as u64),
+            NameError::EmptyField(i) => DecodeError::EmptyNamespaceField(i),
+            NameError::TooLong { what, len } => DecodeError::NameTooLong { what, len },
+            NameError::InvalidRendering(r) => DecodeError::ProtocolViolation(r),
+        }
+    }
+}
+
+/// An ordered tuple of 0 to 32 non-empty byte fields, at most 4096 bytes in all.
+///
+/// Comparison is field by field and byte-exact. A namespace is cheap to clone: each field is a
+/// reference-counted [`Bytes`].
+///
+/// ```
+/// use moq_core::TrackNamespace;
+/// let ns = TrackNamespace::from_strs(["example.com", "meeting=123"]).unwrap();
+/// let prefix = TrackNamespace::from_strs(["example.com"]).unwrap();
+/// assert!(prefix.is_prefix_of(&ns));
+/// assert_eq!(ns.strip_prefix(&prefix).unwrap().to_string(), "meeting.3d123");
+/// ```
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TrackNamespace(Vec<Bytes>);
+
+impl TrackNamespace {
+    /// At most this many fields (draft-19 §2.4.1).
+    pub const MAX_FIELDS: usize = 32;
+    /// At most this many bytes across all fields, and in a Full Track Name.
+    pub const MAX_LEN: usize = 4096;
+
+    /// A namespace from its fields, checked against the draft's limits.
+    pub fn new<I, F>(fields: I) -> Result<Self, NameError>
+    where
+        I: IntoIterator<Item = F>,
+        F: Into<Bytes>,
+    {
+        let ns = TrackNamespace(fields.into_iter().map(Into::into).collect());
+        ns.check()?;
+        Ok(ns)
+    }
+
+    /// A namespace from UTF-8 fields.
+    pub fn from_strs<I, S>(fields: I) -> Result<Self, NameError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Self::new(
+            fields
+                .into_iter()
+                .map(|s| Bytes::copy_from_slice(s.as_ref().as_bytes())),
+        )
+    }
+
+    /// The zero-field namespace; as a prefix it matches every namespace.
+    pub const fn empty() -> Self {
+        TrackNamespace(Vec::new())
+    }
+
+    fn check(&self) -> Result<(), NameError> {
+        // draft-19 §2.4.1: 0..=32 fields, each at least one byte, at most 4096 bytes in all.
+        if self.0.len() > Self::MAX_FIELDS {
+            return Err(NameError::TooManyFields(self.0.len()));
+        }
+        if let Some(i) = self.0.iter().position(|f| f.is_empty()) {
+            return Err(NameError::EmptyField(i));
+        }
+        let len = self.byte_len();
+        if len > Self::MAX_LEN {
+            return Err(NameError::TooLong {
+                what: "track namespace",
+                len,
+            });
+        }
+        Ok(())
+    }
+
+    /// The fields.
+    pub fn fields(&self) -> &[Bytes] {
+        &self.0
+    }
+
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True for the zero-field namespace.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Sum of the field lengths.
+    pub fn byte_len(&self) -> usize {
+        self.0.iter().map(Bytes::len).sum()
+    }
+
+    /// Namespace Prefix Matching (draft-19 §9.5): true if every field of `self` equals the field
+    /// at the same position of `other`, whole-field and byte-exact. `(a)` is a prefix of `(a, b)`
+    /// but not of `(ab)`; every namespace is a prefix of itself.
+    pub fn is_prefix_of(&self, other: &TrackNamespace) -> bool {
+        self.0.len() <= other.0.len() && self.0.iter().zip(other.0.iter()).all(|(a, b)| a == b)
+    }
+
+    /// True if one of the two is a field-wise prefix of the other (the PREFIX_OVERLAP test).
+    pub fn overlaps(&self, other: &TrackNamespace) -> bool {
+        self.is_prefix_of(other) || other.is_prefix_of(self)
+    }
+
+    /// The fields after `prefix`, or `None` if `prefix` is not a prefix of `self`.
+    pub fn strip_prefix(&self, prefix: &TrackNamespace) -> Option<TrackNamespace> {
+        if !prefix.is_prefix_of(self) {
+            return None;
+        }
+        Some(TrackNamespace(self.0.get(prefix.len()..)?.to_vec()))
+    }
+
+    /// `self` followed by the fields of `suffix`, checked against the limits.
+    pub fn join(&self, suffix: &TrackNamespace) -> Result<TrackNamespace, NameError> {
+        let mut fields = self.0.clone();
+        fields.extend(suffix.0.iter().cloned());
+        let ns = TrackNamespace(fields);
+        ns.check()?;
+        Ok(ns)
+    }
+
+    /// `self` with one more field appended.
+    pub fn child(&self, field: impl Into<Bytes>) -> Result<TrackNamespace, NameError> {
+        let mut fields = self.0.clone();
+        fields.push(field.into());
+        let ns = TrackNamespace(fields);
+        ns.check()?;
+        Ok(ns)
+    }
+
+    /// The first field starts with "." (draft-19 §3.2.1: reserved).
+    pub fn is_reserved(&self) -> bool {
+        self.0.first().is_some_and(|f| f.first() == Some(&b'.'))
+    }
+
+    /// The first field is exactly "." (draft-19 §3.2.1: never used; requests get DOES_NOT_EXIST).
+    pub fn is_dot(&self) -> bool {
+        self.0.first().is_some_and(|f| f.as_ref() == b".")
+    }
+
+    /// The first field is ".session" (draft-19 §3.2.2: session-level, never forwarded).
+    pub fn is_session_level(&self) -> bool {
+        self.0.first().is_some_and(|f| f.as_ref() == b".session")
+    }
+
+    /// Parses the rendered form of draft-19 §1.5 (fields joined by `-`).
+    pub fn parse_rendered(s: &str) -> Result<Self, NameError> {
+        if s.is_empty() {
+            return Ok(TrackNamespace::empty());
+        }
+        Self::new(
+            s.split('-')
+                .map(parse_rendered_field)
+                .collect::<Result<Vec<_>, _>>()?,
+        )
+    }
+}
+
+/// Renders bytes per draft-19 §1.5: `[A-Za-z0-9_]` as is, every other byte as `.xx`.
+pub(crate) fn render_field(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || b == b'_' {
+            write!(f, "{}", b as char)?;
+        } else {
+            write!(f, ".{b:02x}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Parses one rendered field, enforcing the bijective rules of draft-19 §1.5.1.
+pub(crate) fn parse_rendered_field(s: &str) -> Result<Bytes, NameError> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'.' {
+            let hex = |c: Option<u8>| match c {
+                Some(c @ b'0'..=b'9') => Ok(c - b'0'),
+                Some(c @ b'a'..=b'f') => Ok(c - b'a' + 10),
+                Some(b'A'..=b'F') => Err(NameError::InvalidRendering("uppercase hex digit")),
+                _ => Err(NameError::InvalidRendering(
+                    "'.' not followed by two hex digits",
+                )),
+            };
+            let v = (hex(bytes.next())? << 4) | hex(bytes.next())?;
+            if v.is_ascii_alphanumeric() || v == b'_' {
+                return Err(NameError::InvalidRendering("literal byte hex-encoded"));
+            }
+            out.push(v);
+        } else if b.is_ascii_alphanumeric() || b == b'_' {
+            out.push(b);
+        } else {
+            return Err(NameError::InvalidRendering("byte must be hex-encoded"));
+        }
+    }
+    Ok(Bytes::from(out))
+}
+
+impl fmt::Display for TrackNamespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, field) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("-")?;
+            }
+            render_field(f, field)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for TrackNamespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TrackNamespace({self})")
+    }
+}
+
+impl FromStr for TrackNamespace {
+    type Err = NameError;
+
+    /// Parses the rendered form of draft-19 §1.5, e.g. `example.2ecom-meeting`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse_rendered(s)
+    }
+}
+
+impl Decode for TrackNamespace {
+    fn decode<B: Buf>(buf: &mut B, v: Version) -> Result<Self, DecodeError> {
+        let n = buf.get_varint(v)?;
+        // draft-19 §2.4.1: more than 32 fields is a PROTOCOL_VIOLATION.
+        if n > Self::MAX_FIELDS as u64 {
+            return Err(DecodeError::TooManyNamespaceFields(n));
+        }
+        let mut fields = Vec::with_capacity(n as usize);
+        let mut total = 0usize;
+        for i in 0..n as usize {
+            let field = buf.get_len_prefixed(v, "track namespace field", Self::MAX_LEN as u64)?;
+            if field.is_empty() {
+                // draft-19 §2.4.1: zero-length field is a PROTOCOL_VIOLATION.
+                return Err(DecodeError::EmptyNamespaceField(i));
+            }
+            total += field.len();
+            if total > Self::MAX_LEN {
+                return Err(DecodeError::NameTooLong {
+                    what: "track namespace",
+                    len: total,
+                });
+            }
+            fields.push(field);
+        }
+        Ok(TrackNamespace(fields))
+    }
+}
+
+impl Encode for TrackNamespace {
+    fn encode<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
+        buf.put_varint(self.0.len() as u64, v);
+        for f in &self.0 {
+            buf.put_len_prefixed(f, v, "track namespace field", Self::MAX_LEN)?;
+        }
+        Ok(())
+    }
+}
+
+/// A track's full name: its namespace and its name (draft-19 §2.4.1).
+///
+/// The name may be empty; namespace plus name is at most 4096 bytes.
+///
+/// ```
+/// use moq_core::{FullTrackName, TrackNamespace};
+/// let t = FullTrackName::new(TrackNamespace::from_strs(["example.net", "team2"]).unwrap(), "report").unwrap();
+/// assert_eq!(t.to_string(), "example.2enet-team2--report");
+/// ```
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FullTrackName {
+    /// The namespace.
+    pub namespace: TrackNamespace,
+    /// The track name; may be empty.
+    pub name: Bytes,
+}
+
+impl FullTrackName {
+    /// A full track name, checked against the 4096-byte limit.
+    pub fn new(namespace: TrackNamespace, name: impl Into<Bytes>) -> Result<Self, NameError> {
+        let t = FullTrackName {
+            namespace,
+            name: name.into(),
+        };
+        let len = t.byte_len();
+        if len > TrackNamespace::MAX_LEN {
+            return Err(NameError::TooLong {
+                what: "full track name",
+                len,
+            });
+        }
+        Ok(t)
+    }
+
+    /// Namespace bytes plus name bytes.
+    pub fn byte_len(&self) -> usize {
+        self.namespace.byte_len() + self.name.len()
+    }
+
+    /// Decodes the `Track Name Length, Track Name` that follows a namespace already read.
+    pub(crate) fn decode_name<B: Buf>(
+        namespace: TrackNamespace,
+        buf: &mut B,
+        v: Version,
+    ) -> Result<Self, DecodeError> {
+        let name = buf.get_len_prefixed(v, "track name", TrackNamespace::MAX_LEN as u64)?;
+        let len = namespace.byte_len() + name.len();
+        // draft-19 §2.4.1: a Full Track Name over 4096 bytes is a PROTOCOL_VIOLATION.
+        if len > TrackNamespace::MAX_LEN {
+            return Err(DecodeError::NameTooLong {
+                what: "full track name",
+                len,
+            });
+        }
+        Ok(FullTrackName { namespace, name })
+    }
+}
+
+impl Decode for FullTrackName {
+    fn decode<B: Buf>(buf: &mut B, v: Version) -> Result<Self, DecodeError> {
+        let ns = TrackNamespace::decode(buf, v)?;
+        Self::decode_name(ns, buf, v)
+    }
+}
+
+impl Encode for FullTrackName {
+    fn encode<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
+        if self.byte_len() > TrackNamespace::MAX_LEN {
+            return Err(EncodeError::TooLong {
+                field: "full track name",
+                len: self.byte_len(),
+                max: TrackNamespace::MAX_LEN,
+            });
+        }
+        self.namespace.encode(buf, v)?;
+        buf.put_len_prefixed(&self.name, v, "track name", TrackNamespace::MAX_LEN)
+    }
+}
+
+impl fmt::Display for FullTrackName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}--", self.namespace)?;
+        render_field(f, &self.name)
+    }
+}
+
+impl fmt::Debug for FullTrackName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FullTrackName({self})")
+    }
+}
+
+impl FromStr for FullTrackName {
+    type Err = NameError;
+
+    /// Parses `namespace--name` in the rendered form of draft-19 §1.5.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (ns, name) = s.rsplit_once("--").ok_or(NameError::InvalidRendering(
+            "missing '--' before the track name",
+        ))?;
+        FullTrackName::new(ns.parse()?, parse_rendered_field(name)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V: Version = Version::Draft19;
+
+    fn ns(fields: &[&str]) -> TrackNamespace {
+        TrackNamespace::from_strs(fields.iter().copied()).unwrap()
+    }
+
+    #[test]
+    fn prefix_matching_is_field_wise() {
+        let foo = ns(&["foo"]);
+        let foobar = ns(&["foobar"]);
+        let foo_bar = ns(&["foo", "bar"]);
+        assert!(foo.is_prefix_of(&foo_bar));
+        assert!(!foo.is_prefix_of(&foobar));
+        assert!(foo_bar.is_prefix_of(&foo_bar));
+        assert!(TrackNamespace::empty().is_prefix_of(&foo));
+        assert!(foo.overlaps(&foo_bar) && foo_bar.overlaps(&foo));
+        assert!(!ns(&["a", "b"]).overlaps(&ns(&["a", "c"])));
+    }
+
+    #[test]
+    fn limits() {
+        let fields: Vec<String> = (0..33).map(|i| i.to_string()).collect();
+        assert_eq!(
+            TrackNamespace::from_strs(&fields),
+            Err(NameError::TooManyFields(33))
+        );
+        assert!(TrackNamespace::from_strs(&fields[..32]).is_ok());
+        assert_eq!(
+            TrackNamespace::from_strs(["a", ""]),
+            Err(NameError::EmptyField(1))
+        );
+        let big = "x".repeat(4097);
+        assert!(matches!(
+            TrackNamespace::from_strs([big.as_str()]),
+            Err(NameError::TooLong { .. })
+        ));
+        let ok = ns(&[&"x".repeat(4000)]);
+        assert!(FullTrackName::new(ok, vec![0u8; 97]).is_err());
+    }
+
+    #[test]
+    fn rendering_round_trip() {
+        let t: FullTrackName = "example.2enet-team2-project_x--report".parse().unwrap();
+        assert_eq!(t.namespace, ns(&["example.net", "team2", "project_x"]));
+        assert_eq!(&t.name[..], b"report");
+        assert_eq!(t.to_string(), "example.2enet-team2-project_x--report");
+        assert!("a.61".parse::<TrackNamespace>().is_err());
+        assert!("a.2E".parse::<TrackNamespace>().is_err());
+        assert!("a.2".parse::<TrackNamespace>().is_err());
+        assert!("a b".parse::<TrackNamespace>().is_err());
+    }
+
+    #[test]
+    fn wire_bytes() {
+        let mut buf = Vec::new();
+        ns(&["ab", "c"]).encode(&mut buf, V).unwrap();
+        assert_eq!(buf, [0x02, 0x02, b'a', b'b', 0x01, b'c']);
+        assert_eq!(
+            TrackNamespace::decode(&mut &[0x01u8, 0x00][..], V),
+            Err(DecodeError::EmptyNamespaceField(0))
+        );
+        assert_eq!(
+            TrackNamespace::decode(&mut &[0x21u8][..], V),
+            Err(DecodeError::TooManyNamespaceFields(33))
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! moq-relay (placeholder).

@@ -1,0 +1,1 @@
+//! moq-transport (placeholder).
