@@ -232,6 +232,11 @@ impl MessageReader {
         self.buf.len()
     }
 
+    /// The bytes buffered and not yet consumed.
+    pub fn buffer(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// Mutable access to the buffer, for reading straight into it.
     pub fn buffer_mut(&mut self) -> &mut BytesMut {
         &mut self.buf

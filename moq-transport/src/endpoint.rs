@@ -1,0 +1,370 @@
+//! Client and server endpoints over quinn: raw QUIC (`moqt://`, version by ALPN) and
+//! WebTransport (`https://`, version by `WT-Available-Protocols`) on the same UDP port.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use moq_core::Version;
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use tokio::sync::mpsc;
+use url::{Position, Url};
+use web_transport_quinn as wt;
+
+use crate::error::Error;
+use crate::session::{Destination, Role, Session, SessionConfig, lock};
+use crate::tls::{Certificate, ClientTls, server_config};
+use crate::transport::Connection;
+use crate::transport::quic::{QuicConnection, negotiated_alpn};
+use crate::transport::webtransport::WebTransportConnection;
+
+/// The ALPN token of HTTP/3, which carries WebTransport.
+pub const H3_ALPN: &str = "h3";
+
+/// QUIC transport settings for MOQT: datagrams on, room for many streams, keep-alive.
+pub fn transport_config() -> quinn::TransportConfig {
+    let mut t = quinn::TransportConfig::default();
+    t.max_concurrent_bidi_streams(1024u32.into());
+    t.max_concurrent_uni_streams(4096u32.into());
+    t.keep_alive_interval(Some(Duration::from_secs(4)));
+    if let Ok(idle) = Duration::from_secs(30).try_into() {
+        t.max_idle_timeout(Some(idle));
+    }
+    t.stream_receive_window((4u32 << 20).into());
+    t.receive_window((32u32 << 20).into());
+    t.send_window(32 << 20);
+    t.datagram_receive_buffer_size(Some(1 << 20));
+    t.datagram_send_buffer_size(1 << 20);
+    t
+}
+
+fn alpns(versions: &[Version]) -> Vec<&'static str> {
+    versions.iter().map(|v| v.alpn()).collect()
+}
+
+/// How a [`Client`] connects.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Whom to trust.
+    pub tls: ClientTls,
+    /// Versions to offer, most preferred first.
+    pub versions: Vec<Version>,
+    /// The configuration of each session.
+    pub session: SessionConfig,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            tls: ClientTls::default(),
+            versions: Version::ALL.to_vec(),
+            session: SessionConfig::default(),
+        }
+    }
+}
+
+/// Opens MOQT sessions to servers.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), moq_transport::Error> {
+/// use moq_transport::endpoint::{Client, ClientConfig};
+/// use moq_transport::tls::{ClientTls, parse_fingerprint};
+/// let config = ClientConfig {
+///     tls: ClientTls::pinned(parse_fingerprint("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff")?),
+///     ..Default::default()
+/// };
+/// let session = Client::new(config)?.connect("moqt://localhost:4443").await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Client {
+    config: ClientConfig,
+    quic: quinn::ClientConfig,
+    h3: quinn::ClientConfig,
+    endpoints: Mutex<HashMap<bool, quinn::Endpoint>>,
+}
+
+impl Client {
+    /// A client; no socket is bound until the first connection.
+    pub fn new(config: ClientConfig) -> Result<Client, Error> {
+        if config.versions.is_empty() {
+            return Err(Error::Invalid("no versions to offer".into()));
+        }
+        let transport = Arc::new(transport_config());
+        let make = |alpn: &[&str]| -> Result<quinn::ClientConfig, Error> {
+            let tls = config.tls.client_config(alpn)?;
+            let quic =
+                QuicClientConfig::try_from(tls).map_err(|e| Error::Invalid(format!("tls: {e}")))?;
+            let mut c = quinn::ClientConfig::new(Arc::new(quic));
+            c.transport_config(transport.clone());
+            Ok(c)
+        };
+        let quic = make(&alpns(&config.versions))?;
+        let h3 = make(&[H3_ALPN])?;
+        Ok(Client {
+            config,
+            quic,
+            h3,
+            endpoints: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn endpoint(&self, remote: &SocketAddr) -> Result<quinn::Endpoint, Error> {
+        let v6 = remote.is_ipv6();
+        let mut eps = lock(&self.endpoints);
+        if let Some(ep) = eps.get(&v6) {
+            return Ok(ep.clone());
+        }
+        let bind = if v6 {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0)
+        } else {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
+        };
+        let ep = quinn::Endpoint::client(bind)
+            .map_err(|e| Error::Connect(format!("bind {bind}: {e}")))?;
+        eps.insert(v6, ep.clone());
+        Ok(ep)
+    }
+
+    /// Connects to `url` and runs SETUP. `moqt://host:port/path?query` is raw QUIC (PATH and
+    /// AUTHORITY go in SETUP); `https://host:port/path` is WebTransport. The port defaults to 443.
+    pub async fn connect(&self, url: &str) -> Result<Session, Error> {
+        let url = Url::parse(url).map_err(|e| Error::Invalid(format!("url {url:?}: {e}")))?;
+        let webtransport = match url.scheme() {
+            "moqt" => false,
+            "https" => true,
+            s => {
+                return Err(Error::Invalid(format!(
+                    "unsupported scheme {s:?} (use moqt:// or https://)"
+                )));
+            }
+        };
+        let host = url
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| Error::Invalid("url has no host".into()))?;
+        let port = url.port().unwrap_or(443);
+        let server_name = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let remote = tokio::net::lookup_host((server_name.as_str(), port))
+            .await
+            .map_err(|e| Error::Connect(format!("resolve {host}: {e}")))?
+            .next()
+            .ok_or_else(|| Error::Connect(format!("{host} has no address")))?;
+        let endpoint = self.endpoint(&remote)?;
+        let cfg = if webtransport { &self.h3 } else { &self.quic };
+        let conn = endpoint
+            .connect_with(cfg.clone(), remote, &server_name)
+            .map_err(|e| Error::Connect(e.to_string()))?
+            .await
+            .map_err(|e| Error::Connect(format!("{remote}: {e}")))?;
+        let (conn, destination): (Arc<dyn Connection>, Destination) = if webtransport {
+            let request = wt::proto::ConnectRequest::new(url.clone())
+                .with_protocols(alpns(&self.config.versions).into_iter().map(str::to_string));
+            let session = wt::Session::connect(conn, request)
+                .await
+                .map_err(|e| Error::Connect(format!("WebTransport CONNECT: {e}")))?;
+            // A server that ignores WT-Available-Protocols gets our most preferred version.
+            let fallback = self.config.versions.first().map(|v| v.alpn().to_string());
+            let conn = WebTransportConnection::new(session).with_fallback_protocol(fallback);
+            (Arc::new(conn), Destination::default())
+        } else {
+            // draft-19 §10.3.1.1-2: AUTHORITY is the URI's authority, PATH its path and query.
+            let authority = url[Position::BeforeUsername..Position::AfterPort].to_string();
+            let path = url[Position::BeforePath..Position::AfterQuery].to_string();
+            (
+                Arc::new(QuicConnection::new(conn)),
+                Destination {
+                    path: Some(path),
+                    authority: Some(authority),
+                },
+            )
+        };
+        Session::establish(conn, Role::Client, self.config.session.clone(), destination).await
+    }
+}
+
+/// How a [`Server`] listens.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The UDP address to bind.
+    pub bind: SocketAddr,
+    /// The certificate to present.
+    pub certificate: Certificate,
+    /// Versions to accept, most preferred first.
+    pub versions: Vec<Version>,
+    /// Accept WebTransport (HTTP/3) on the same port.
+    pub webtransport: bool,
+    /// The configuration of each session. Its indexes are shared by every session (clones
+    /// share them), so namespaces one session knows are known to all.
+    pub session: SessionConfig,
+    /// Sessions that finished their handshake and wait for [`Server::accept`].
+    pub accept_queue: usize,
+}
+
+impl ServerConfig {
+    /// A server on `bind` presenting `certificate`, with defaults for the rest.
+    pub fn new(bind: SocketAddr, certificate: Certificate) -> Self {
+        ServerConfig {
+            bind,
+            certificate,
+            versions: Version::ALL.to_vec(),
+            webtransport: true,
+            session: SessionConfig::default(),
+            accept_queue: 128,
+        }
+    }
+}
+
+/// Accepts MOQT sessions over raw QUIC and WebTransport on one UDP port.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), moq_transport::Error> {
+/// use moq_transport::endpoint::{Server, ServerConfig};
+/// use moq_transport::tls::Certificate;
+/// let cert = Certificate::generate(&["localhost".into()])?;
+/// println!("fingerprint {}", cert.fingerprint_hex());
+/// let mut server = Server::bind(ServerConfig::new("[::]:4443".parse().unwrap(), cert))?;
+/// while let Some(session) = server.accept().await {
+///     tokio::spawn(async move { session.closed().await });
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Server {
+    endpoint: quinn::Endpoint,
+    sessions: mpsc::Receiver<Session>,
+}
+
+impl Server {
+    /// Binds and starts accepting.
+    pub fn bind(config: ServerConfig) -> Result<Server, Error> {
+        if config.versions.is_empty() {
+            return Err(Error::Invalid("no versions to accept".into()));
+        }
+        let mut alpn = alpns(&config.versions);
+        if config.webtransport {
+            alpn.push(H3_ALPN);
+        }
+        let tls = server_config(&config.certificate, &alpn)?;
+        let quic =
+            QuicServerConfig::try_from(tls).map_err(|e| Error::Invalid(format!("tls: {e}")))?;
+        let mut server = quinn::ServerConfig::with_crypto(Arc::new(quic));
+        server.transport_config(Arc::new(transport_config()));
+        let endpoint = quinn::Endpoint::server(server, config.bind)
+            .map_err(|e| Error::Connect(format!("bind {}: {e}", config.bind)))?;
+        let (tx, rx) = mpsc::channel(config.accept_queue.max(1));
+        tokio::spawn(accept_loop(endpoint.clone(), Arc::new(config), tx));
+        Ok(Server {
+            endpoint,
+            sessions: rx,
+        })
+    }
+
+    /// The next session that completed SETUP; `None` once the server is closed.
+    ///
+    /// Cancel safe.
+    pub async fn accept(&mut self) -> Option<Session> {
+        self.sessions.recv().await
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        self.endpoint
+            .local_addr()
+            .map_err(|e| Error::Connect(e.to_string()))
+    }
+
+    /// Stops accepting and closes every connection with `code`.
+    pub fn close(&self, code: u64, reason: &str) {
+        self.endpoint.close(
+            quinn::VarInt::from_u64(code).unwrap_or(quinn::VarInt::MAX),
+            reason.as_bytes(),
+        );
+    }
+}
+
+async fn accept_loop(
+    endpoint: quinn::Endpoint,
+    config: Arc<ServerConfig>,
+    tx: mpsc::Sender<Session>,
+) {
+    while let Some(incoming) = endpoint.accept().await {
+        let config = config.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let remote = incoming.remote_address();
+            match handshake(incoming, &config).await {
+                Ok(session) => {
+                    let _ = tx.send(session).await;
+                }
+                Err(e) => tracing::debug!(%remote, error = %e, "session handshake failed"),
+            }
+        });
+    }
+}
+
+async fn handshake(incoming: quinn::Incoming, config: &ServerConfig) -> Result<Session, Error> {
+    let conn = incoming.await.map_err(|e| Error::Connect(e.to_string()))?;
+    let alpn = negotiated_alpn(&conn).unwrap_or_default();
+    if alpn == H3_ALPN {
+        let request = wt::Request::accept(conn)
+            .await
+            .map_err(|e| Error::Connect(format!("WebTransport: {e}")))?;
+        // draft-19 §3.1.2: pick our most preferred version among those offered.
+        let offered = request.protocols.clone();
+        let chosen = config
+            .versions
+            .iter()
+            .find(|v| offered.iter().any(|p| p == v.alpn()))
+            .copied();
+        let chosen = match (chosen, offered.is_empty()) {
+            (Some(v), _) => v,
+            // A client that offers nothing gets our preferred version.
+            (None, true) => config
+                .versions
+                .first()
+                .copied()
+                .unwrap_or(Version::PREFERRED),
+            (None, false) => {
+                let _ = request.reject(http::StatusCode::BAD_REQUEST).await;
+                return Err(Error::Connect(format!("no common version in {offered:?}")));
+            }
+        };
+        let url = request.url.clone();
+        let path = url[Position::BeforePath..Position::AfterQuery].to_string();
+        let authority = url[Position::BeforeHost..Position::AfterPort].to_string();
+        let response = if offered.is_empty() {
+            wt::proto::ConnectResponse::OK
+        } else {
+            wt::proto::ConnectResponse::OK.with_protocol(chosen.alpn())
+        };
+        let session = request
+            .respond(response)
+            .await
+            .map_err(|e| Error::Connect(format!("WebTransport: {e}")))?;
+        let conn = WebTransportConnection::new(session)
+            .with_fallback_protocol(Some(chosen.alpn().to_string()));
+        Session::establish(
+            Arc::new(conn),
+            Role::Server,
+            config.session.clone(),
+            Destination {
+                path: Some(path),
+                authority: Some(authority),
+            },
+        )
+        .await
+    } else {
+        Session::establish(
+            Arc::new(QuicConnection::new(conn)),
+            Role::Server,
+            config.session.clone(),
+            Destination::default(),
+        )
+        .await
+    }
+}

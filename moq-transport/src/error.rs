@@ -1,0 +1,177 @@
+//! The one error type of this crate, and its mapping to wire codes.
+
+use moq_core::codes::{SessionErrorCode, StreamResetCode};
+use moq_core::message::RequestError;
+use moq_core::{DecodeError, EncodeError};
+
+use crate::transport::TransportError;
+
+/// Anything that can go wrong in a session or a request.
+///
+/// `Clone`, so one session failure can be handed to every handle that depended on it.
+/// [`Error::session_code`] is the single place an error becomes a session close code.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The peer sent bytes that do not decode; the session closes with the code the draft names.
+    #[error("malformed input: {0}")]
+    Decode(#[from] DecodeError),
+    /// The peer broke a protocol rule; the session closes with `code`.
+    #[error("protocol violation ({code:?}): {reason}")]
+    Violation {
+        /// The session close code the draft names for it.
+        code: SessionErrorCode,
+        /// What happened.
+        reason: String,
+    },
+    /// The peer closed the session.
+    #[error("session closed by peer ({code:?}): {reason}")]
+    ClosedByPeer {
+        /// The code the peer closed with.
+        code: SessionErrorCode,
+        /// The peer's reason phrase.
+        reason: String,
+    },
+    /// This side closed the session.
+    #[error("session closed ({code:?}): {reason}")]
+    Closed {
+        /// The code we closed with.
+        code: SessionErrorCode,
+        /// Our reason.
+        reason: String,
+    },
+    /// The connection failed underneath the session.
+    #[error("transport: {0}")]
+    Transport(TransportError),
+    /// The peer answered the request with REQUEST_ERROR.
+    #[error("request rejected ({:?}): {}", .0.code, .0.reason)]
+    Rejected(RequestError),
+    /// The request was cancelled, by the peer or locally, with this stream code.
+    #[error("request cancelled ({0:?})")]
+    Cancelled(StreamResetCode),
+    /// The request stream ended before the response the draft requires.
+    #[error("request stream ended before its response")]
+    EndedEarly,
+    /// A configured limit was reached.
+    #[error("limit reached: {0}")]
+    Limit(&'static str),
+    /// A GOAWAY was received; new requests are not started.
+    #[error("the peer is going away")]
+    GoingAway,
+    /// An argument could not be encoded on the wire.
+    #[error("cannot encode: {0}")]
+    Encode(#[from] EncodeError),
+    /// A bad argument or configuration.
+    #[error("invalid: {0}")]
+    Invalid(String),
+    /// Establishing the connection failed (DNS, TLS, ALPN, WebTransport CONNECT).
+    #[error("connect: {0}")]
+    Connect(String),
+    /// Something took longer than allowed.
+    #[error("timed out: {0}")]
+    Timeout(&'static str),
+}
+
+impl Error {
+    /// A violation with the given close code.
+    pub fn violation(code: SessionErrorCode, reason: impl Into<String>) -> Self {
+        Error::Violation {
+            code,
+            reason: reason.into(),
+        }
+    }
+
+    /// A PROTOCOL_VIOLATION.
+    pub fn protocol(reason: impl Into<String>) -> Self {
+        Self::violation(SessionErrorCode::PROTOCOL_VIOLATION, reason)
+    }
+
+    /// The code to close the session with when this error ends it.
+    ///
+    /// ```
+    /// use moq_transport::Error;
+    /// use moq_core::{DecodeError, codes::SessionErrorCode};
+    /// assert_eq!(Error::from(DecodeError::TypeOverflow).session_code(), SessionErrorCode::PROTOCOL_VIOLATION);
+    /// assert_eq!(Error::Timeout("setup").session_code(), SessionErrorCode::CONTROL_MESSAGE_TIMEOUT);
+    /// ```
+    pub fn session_code(&self) -> SessionErrorCode {
+        match self {
+            Error::Decode(e) => e.session_code(),
+            Error::Violation { code, .. }
+            | Error::ClosedByPeer { code, .. }
+            | Error::Closed { code, .. } => *code,
+            Error::Timeout(_) => SessionErrorCode::CONTROL_MESSAGE_TIMEOUT,
+            Error::Rejected(_) | Error::Cancelled(_) | Error::EndedEarly | Error::GoingAway => {
+                SessionErrorCode::NO_ERROR
+            }
+            Error::Transport(_)
+            | Error::Limit(_)
+            | Error::Encode(_)
+            | Error::Invalid(_)
+            | Error::Connect(_) => SessionErrorCode::INTERNAL_ERROR,
+        }
+    }
+
+    /// True if this error means the whole session is over.
+    pub fn is_session_error(&self) -> bool {
+        matches!(
+            self,
+            Error::Decode(_)
+                | Error::Violation { .. }
+                | Error::ClosedByPeer { .. }
+                | Error::Closed { .. }
+                | Error::Transport(_)
+        )
+    }
+}
+
+impl From<TransportError> for Error {
+    fn from(e: TransportError) -> Self {
+        match e {
+            TransportError::ClosedByPeer { code, reason } => Error::ClosedByPeer {
+                code: SessionErrorCode(code),
+                reason,
+            },
+            TransportError::Reset(code) | TransportError::Stopped(code) => {
+                Error::Cancelled(StreamResetCode(code))
+            }
+            e => Error::Transport(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pins the mapping from error to session close code.
+    #[test]
+    fn close_codes() {
+        let cases: Vec<(Error, SessionErrorCode)> = vec![
+            (
+                DecodeError::EmptyNamespaceField(0).into(),
+                SessionErrorCode::PROTOCOL_VIOLATION,
+            ),
+            (
+                DecodeError::KeyValueFormatting("x").into(),
+                SessionErrorCode::KEY_VALUE_FORMATTING_ERROR,
+            ),
+            (
+                Error::violation(SessionErrorCode::INVALID_REQUEST_ID, "dup"),
+                SessionErrorCode::INVALID_REQUEST_ID,
+            ),
+            (
+                Error::Timeout("setup"),
+                SessionErrorCode::CONTROL_MESSAGE_TIMEOUT,
+            ),
+            (Error::Limit("x"), SessionErrorCode::INTERNAL_ERROR),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.session_code(), code, "{e}");
+        }
+        assert!(matches!(
+            Error::from(TransportError::Reset(1)),
+            Error::Cancelled(StreamResetCode::CANCELLED)
+        ));
+    }
+}

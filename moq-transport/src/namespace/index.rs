@@ -1,0 +1,289 @@
+//! The set of namespaces an endpoint "knows" (draft-19 §6.1), with live watchers per prefix.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use moq_core::TrackNamespace;
+use tokio::sync::mpsc;
+
+use super::trie::PrefixTrie;
+
+/// A change to the set of namespaces under a watched prefix.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NamespaceEvent {
+    /// The namespace became known (NAMESPACE).
+    Added(TrackNamespace),
+    /// The namespace is no longer known (NAMESPACE_DONE).
+    Removed(TrackNamespace),
+}
+
+impl NamespaceEvent {
+    /// The namespace the event is about.
+    pub fn namespace(&self) -> &TrackNamespace {
+        match self {
+            NamespaceEvent::Added(ns) | NamespaceEvent::Removed(ns) => ns,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Registrations; a namespace is known while it has at least one.
+    published: PrefixTrie<()>,
+    /// Watchers, stored at their prefix.
+    watchers: PrefixTrie<mpsc::Sender<NamespaceEvent>>,
+}
+
+/// The namespaces an endpoint knows: those it publishes tracks in itself, and those it accepted
+/// in PUBLISH_NAMESPACE (draft-19 §6.1, §6.2). A relay shares one index between all sessions.
+///
+/// Several registrations of one namespace (two publishers) count as one: watchers see `Added`
+/// on the first and `Removed` after the last. A watcher sees the current set and then every
+/// change, in order, so a `Removed` always follows the `Added` (or snapshot entry) for it.
+///
+/// Cheap to clone; clones share the set.
+///
+/// ```
+/// # tokio_test_block_on(async {
+/// use moq_core::TrackNamespace;
+/// use moq_transport::namespace::{NamespaceIndex, NamespaceEvent};
+/// let index = NamespaceIndex::new();
+/// let room = TrackNamespace::from_strs(["meet", "room1"]).unwrap();
+/// let reg = index.publish(room.clone());
+/// let (now, mut watch) = index.watch(&TrackNamespace::from_strs(["meet"]).unwrap(), 16);
+/// assert_eq!(now, vec![room.clone()]);
+/// drop(reg);
+/// assert_eq!(watch.next().await, Some(NamespaceEvent::Removed(room)));
+/// # });
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct NamespaceIndex {
+    inner: Arc<Mutex<Inner>>,
+    ids: Arc<AtomicU64>,
+}
+
+impl NamespaceIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the trie half-updated in a way that matters
+        // more than stopping; recover the data.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Registers `ns` as known until the returned guard is dropped.
+    pub fn publish(&self, ns: TrackNamespace) -> NamespaceRegistration {
+        let id = self.next_id();
+        let mut inner = self.lock();
+        let first = inner.published.at(&ns).is_empty();
+        inner.published.insert(&ns, id, ());
+        if first {
+            notify(&mut inner, &ns, NamespaceEvent::Added(ns.clone()));
+        }
+        NamespaceRegistration {
+            index: self.clone(),
+            ns,
+            id,
+        }
+    }
+
+    /// True if `ns` itself is known.
+    pub fn contains(&self, ns: &TrackNamespace) -> bool {
+        !self.lock().published.at(ns).is_empty()
+    }
+
+    /// Every known namespace that has `prefix` as a field-wise prefix.
+    pub fn matching(&self, prefix: &TrackNamespace) -> Vec<TrackNamespace> {
+        let inner = self.lock();
+        dedup(inner.published.under(prefix).into_iter().map(|(ns, _)| ns))
+    }
+
+    /// True if some known namespace is a field-wise prefix of `ns` (it could hold `ns`'s tracks).
+    pub fn covers(&self, ns: &TrackNamespace) -> bool {
+        self.lock().published.prefixes_of(ns).next().is_some()
+    }
+
+    /// Number of distinct known namespaces.
+    pub fn len(&self) -> usize {
+        self.matching(&TrackNamespace::empty()).len()
+    }
+
+    /// True if no namespace is known.
+    pub fn is_empty(&self) -> bool {
+        self.lock().published.is_empty()
+    }
+
+    /// The namespaces under `prefix` now, and a watch for every later change. The two are taken
+    /// atomically, so nothing is missed or repeated. If more than `capacity` events queue up
+    /// unread, the watch ends (its [`NamespaceWatch::next`] returns `None`) rather than grow.
+    pub fn watch(
+        &self,
+        prefix: &TrackNamespace,
+        capacity: usize,
+    ) -> (Vec<TrackNamespace>, NamespaceWatch) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let id = self.next_id();
+        let mut inner = self.lock();
+        let now = dedup(inner.published.under(prefix).into_iter().map(|(ns, _)| ns));
+        inner.watchers.insert(prefix, id, tx);
+        drop(inner);
+        (
+            now,
+            NamespaceWatch {
+                index: self.clone(),
+                prefix: prefix.clone(),
+                id,
+                rx,
+            },
+        )
+    }
+
+    fn unpublish(&self, ns: &TrackNamespace, id: u64) {
+        let mut inner = self.lock();
+        if inner.published.remove(ns, id).is_some() && inner.published.at(ns).is_empty() {
+            notify(&mut inner, ns, NamespaceEvent::Removed(ns.clone()));
+        }
+    }
+}
+
+fn dedup(it: impl Iterator<Item = TrackNamespace>) -> Vec<TrackNamespace> {
+    let mut v: Vec<TrackNamespace> = it.collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Sends `event` to every watcher whose prefix is a prefix of `ns`; a watcher whose queue is
+/// full is dropped, which ends its watch.
+fn notify(inner: &mut Inner, ns: &TrackNamespace, event: NamespaceEvent) {
+    let mut lagged = Vec::new();
+    for (depth, id, tx) in inner.watchers.entries_on_path(ns) {
+        if tx.try_send(event.clone()).is_err() {
+            lagged.push((depth, id));
+        }
+    }
+    for (depth, id) in lagged {
+        let fields = ns.fields().get(..depth).unwrap_or_default();
+        if let Ok(prefix) = TrackNamespace::new(fields.iter().cloned()) {
+            inner.watchers.remove(&prefix, id);
+        }
+    }
+}
+
+/// Keeps a namespace registered in a [`NamespaceIndex`]; dropping it unregisters.
+#[derive(Debug)]
+pub struct NamespaceRegistration {
+    index: NamespaceIndex,
+    ns: TrackNamespace,
+    id: u64,
+}
+
+impl NamespaceRegistration {
+    /// The registered namespace.
+    pub fn namespace(&self) -> &TrackNamespace {
+        &self.ns
+    }
+}
+
+impl Drop for NamespaceRegistration {
+    fn drop(&mut self) {
+        self.index.unpublish(&self.ns, self.id);
+    }
+}
+
+/// Changes under a prefix of a [`NamespaceIndex`]; dropping it stops the watch.
+#[derive(Debug)]
+pub struct NamespaceWatch {
+    index: NamespaceIndex,
+    prefix: TrackNamespace,
+    id: u64,
+    rx: mpsc::Receiver<NamespaceEvent>,
+}
+
+impl NamespaceWatch {
+    /// The next change; `None` if this watch fell behind by more than its capacity and was
+    /// dropped by the index.
+    ///
+    /// Cancel safe.
+    pub async fn next(&mut self) -> Option<NamespaceEvent> {
+        self.rx.recv().await
+    }
+
+    /// The watched prefix.
+    pub fn prefix(&self) -> &TrackNamespace {
+        &self.prefix
+    }
+}
+
+impl Drop for NamespaceWatch {
+    fn drop(&mut self) {
+        self.index.lock().watchers.remove(&self.prefix, self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(f: &[&str]) -> TrackNamespace {
+        TrackNamespace::from_strs(f.iter().copied()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn two_publishers_count_once() {
+        let index = NamespaceIndex::new();
+        let (now, mut w) = index.watch(&TrackNamespace::empty(), 8);
+        assert!(now.is_empty());
+        let a = index.publish(ns(&["x"]));
+        let b = index.publish(ns(&["x"]));
+        assert_eq!(w.next().await, Some(NamespaceEvent::Added(ns(&["x"]))));
+        drop(a);
+        assert!(index.contains(&ns(&["x"])));
+        drop(b);
+        assert_eq!(w.next().await, Some(NamespaceEvent::Removed(ns(&["x"]))));
+        assert!(index.is_empty());
+    }
+
+    #[tokio::test]
+    async fn watchers_see_only_their_prefix() {
+        let index = NamespaceIndex::new();
+        let (_, mut wa) = index.watch(&ns(&["a"]), 8);
+        let (_, mut wb) = index.watch(&ns(&["b"]), 8);
+        let _r = index.publish(ns(&["a", "1"]));
+        let _s = index.publish(ns(&["b", "2"]));
+        assert_eq!(
+            wa.next().await,
+            Some(NamespaceEvent::Added(ns(&["a", "1"])))
+        );
+        assert_eq!(
+            wb.next().await,
+            Some(NamespaceEvent::Added(ns(&["b", "2"])))
+        );
+        assert!(wa.rx.try_recv().is_err());
+        assert_eq!(index.matching(&ns(&["a"])), vec![ns(&["a", "1"])]);
+        assert!(index.covers(&ns(&["a", "1", "deep"])));
+    }
+
+    #[tokio::test]
+    async fn overflow_ends_the_watch() {
+        let index = NamespaceIndex::new();
+        let (_, mut w) = index.watch(&TrackNamespace::empty(), 2);
+        let regs: Vec<_> = (0..5)
+            .map(|i| index.publish(ns(&[&i.to_string()])))
+            .collect();
+        assert!(w.next().await.is_some());
+        assert!(w.next().await.is_some());
+        assert_eq!(w.next().await, None);
+        drop(regs);
+    }
+}

@@ -1,0 +1,285 @@
+//! A trie keyed by namespace fields, so that prefix questions cost in proportion to the path and
+//! the matches, never to everything stored.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use moq_core::TrackNamespace;
+
+/// A map from namespaces to values, several values per namespace, each with a caller-chosen id.
+///
+/// - [`PrefixTrie::prefixes_of`]: values stored at every namespace that is a field-wise prefix of
+///   a given one (relay routing of SUBSCRIBE, draft-19 §9.5) — cost: the path length.
+/// - [`PrefixTrie::under`]: values stored at or below a prefix (answering SUBSCRIBE_NAMESPACE) —
+///   cost: the size of that subtree.
+/// - [`PrefixTrie::overlaps`]: whether any stored namespace is a prefix of, equal to, or an
+///   extension of a given one (PREFIX_OVERLAP) — cost: the path length.
+///
+/// ```
+/// use moq_core::TrackNamespace;
+/// use moq_transport::namespace::PrefixTrie;
+/// let ns = |f: &[&str]| TrackNamespace::from_strs(f.iter().copied()).unwrap();
+/// let mut t = PrefixTrie::new();
+/// t.insert(&ns(&["a"]), 1, "pub-a");
+/// t.insert(&ns(&["a", "b"]), 2, "pub-ab");
+/// let routes: Vec<_> = t.prefixes_of(&ns(&["a", "b", "c"])).map(|(_, v)| *v).collect();
+/// assert_eq!(routes, ["pub-a", "pub-ab"]);
+/// assert!(t.overlaps(&ns(&["a", "b", "x"])));
+/// assert!(!t.overlaps(&ns(&["b"])));
+/// ```
+#[derive(Debug)]
+pub struct PrefixTrie<V> {
+    root: Node<V>,
+}
+
+#[derive(Debug)]
+struct Node<V> {
+    children: HashMap<Bytes, Node<V>>,
+    values: Vec<(u64, V)>,
+    /// Number of values in this node and below.
+    count: usize,
+}
+
+impl<V> Default for Node<V> {
+    fn default() -> Self {
+        Node {
+            children: HashMap::new(),
+            values: Vec::new(),
+            count: 0,
+        }
+    }
+}
+
+impl<V> Default for PrefixTrie<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V> PrefixTrie<V> {
+    /// An empty trie.
+    pub fn new() -> Self {
+        PrefixTrie {
+            root: Node::default(),
+        }
+    }
+
+    /// Number of values stored.
+    pub fn len(&self) -> usize {
+        self.root.count
+    }
+
+    /// True if nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.root.count == 0
+    }
+
+    /// Stores `value` at `ns` under `id`.
+    pub fn insert(&mut self, ns: &TrackNamespace, id: u64, value: V) {
+        let mut node = &mut self.root;
+        node.count += 1;
+        for field in ns.fields() {
+            node = node.children.entry(field.clone()).or_default();
+            node.count += 1;
+        }
+        node.values.push((id, value));
+    }
+
+    /// Removes the value stored at `ns` under `id`, pruning empty nodes.
+    pub fn remove(&mut self, ns: &TrackNamespace, id: u64) -> Option<V> {
+        fn go<V>(node: &mut Node<V>, fields: &[Bytes], id: u64) -> Option<V> {
+            let removed = match fields.split_first() {
+                None => {
+                    let i = node.values.iter().position(|(k, _)| *k == id)?;
+                    Some(node.values.swap_remove(i).1)
+                }
+                Some((first, rest)) => {
+                    let child = node.children.get_mut(first)?;
+                    let v = go(child, rest, id)?;
+                    if child.count == 0 {
+                        node.children.remove(first);
+                    }
+                    Some(v)
+                }
+            };
+            if removed.is_some() {
+                node.count -= 1;
+            }
+            removed
+        }
+        go(&mut self.root, ns.fields(), id)
+    }
+
+    /// The values stored exactly at `ns`.
+    pub fn at(&self, ns: &TrackNamespace) -> &[(u64, V)] {
+        self.node(ns).map(|n| n.values.as_slice()).unwrap_or(&[])
+    }
+
+    /// Mutable values stored exactly at `ns`.
+    pub fn at_mut(&mut self, ns: &TrackNamespace) -> Option<&mut Vec<(u64, V)>> {
+        let mut node = &mut self.root;
+        for field in ns.fields() {
+            node = node.children.get_mut(field)?;
+        }
+        Some(&mut node.values)
+    }
+
+    fn node(&self, ns: &TrackNamespace) -> Option<&Node<V>> {
+        let mut node = &self.root;
+        for field in ns.fields() {
+            node = node.children.get(field)?;
+        }
+        Some(node)
+    }
+
+    /// The values stored at every namespace that is a field-wise prefix of `ns` (including `ns`
+    /// itself and the empty namespace), shortest first, with the depth they are stored at.
+    pub fn prefixes_of<'a>(
+        &'a self,
+        ns: &'a TrackNamespace,
+    ) -> impl Iterator<Item = (usize, &'a V)> + 'a {
+        self.entries_on_path(ns).map(|(depth, _, v)| (depth, v))
+    }
+
+    /// Like [`PrefixTrie::prefixes_of`], with each value's id.
+    pub fn entries_on_path<'a>(
+        &'a self,
+        ns: &'a TrackNamespace,
+    ) -> impl Iterator<Item = (usize, u64, &'a V)> + 'a {
+        let mut node = Some(&self.root);
+        let mut depth = 0usize;
+        let fields = ns.fields();
+        std::iter::from_fn(move || {
+            let n = node?;
+            let d = depth;
+            let here = n.values.iter().map(move |(id, v)| (d, *id, v));
+            node = fields.get(depth).and_then(|f| n.children.get(f));
+            depth += 1;
+            Some(here)
+        })
+        .flatten()
+    }
+
+    /// Every value stored at `prefix` or below it, with the namespace it is stored at.
+    pub fn under(&self, prefix: &TrackNamespace) -> Vec<(TrackNamespace, &V)> {
+        let mut out = Vec::new();
+        let Some(start) = self.node(prefix) else {
+            return out;
+        };
+        let mut path: Vec<Bytes> = prefix.fields().to_vec();
+        fn walk<'a, V>(
+            node: &'a Node<V>,
+            path: &mut Vec<Bytes>,
+            out: &mut Vec<(TrackNamespace, &'a V)>,
+        ) {
+            if !node.values.is_empty() {
+                // Stored namespaces were valid when inserted, so rebuilding them cannot fail.
+                if let Ok(ns) = TrackNamespace::new(path.iter().cloned()) {
+                    out.extend(node.values.iter().map(|(_, v)| (ns.clone(), v)));
+                }
+            }
+            for (field, child) in &node.children {
+                path.push(field.clone());
+                walk(child, path, out);
+                path.pop();
+            }
+        }
+        walk(start, &mut path, &mut out);
+        out
+    }
+
+    /// Number of values stored at `prefix` or below it.
+    pub fn count_under(&self, prefix: &TrackNamespace) -> usize {
+        self.node(prefix).map_or(0, |n| n.count)
+    }
+
+    /// True if a value is stored at a namespace that is a prefix of `ns`, equal to it, or has it
+    /// as a prefix: the PREFIX_OVERLAP test of draft-19 §10.18.
+    pub fn overlaps(&self, ns: &TrackNamespace) -> bool {
+        let mut node = &self.root;
+        if !node.values.is_empty() {
+            return true;
+        }
+        for field in ns.fields() {
+            match node.children.get(field) {
+                Some(child) => node = child,
+                None => return false,
+            }
+            if !node.values.is_empty() {
+                return true;
+            }
+        }
+        node.count > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(f: &[&str]) -> TrackNamespace {
+        TrackNamespace::from_strs(f.iter().copied()).unwrap()
+    }
+
+    #[test]
+    fn insert_remove_prune() {
+        let mut t = PrefixTrie::new();
+        t.insert(&ns(&["a", "b"]), 1, ());
+        t.insert(&ns(&["a", "b"]), 2, ());
+        t.insert(&ns(&["a", "c"]), 3, ());
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.count_under(&ns(&["a"])), 3);
+        assert_eq!(t.remove(&ns(&["a", "b"]), 1), Some(()));
+        assert_eq!(t.remove(&ns(&["a", "b"]), 1), None);
+        assert_eq!(t.remove(&ns(&["a", "x"]), 2), None);
+        assert_eq!(t.len(), 2);
+        t.remove(&ns(&["a", "b"]), 2);
+        t.remove(&ns(&["a", "c"]), 3);
+        assert!(t.is_empty());
+        assert!(t.root.children.is_empty(), "empty nodes are pruned");
+    }
+
+    #[test]
+    fn overlap_rules() {
+        let mut t = PrefixTrie::new();
+        t.insert(&ns(&["a", "b"]), 1, ());
+        assert!(t.overlaps(&ns(&["a", "b"])), "equal");
+        assert!(t.overlaps(&ns(&["a"])), "prefix of an established one");
+        assert!(
+            t.overlaps(&ns(&["a", "b", "c"])),
+            "extends an established one"
+        );
+        assert!(
+            t.overlaps(&TrackNamespace::empty()),
+            "the empty prefix overlaps everything"
+        );
+        assert!(
+            !t.overlaps(&ns(&["a", "c"])),
+            "disjoint siblings do not overlap"
+        );
+        assert!(!t.overlaps(&ns(&["ab"])), "whole fields only");
+        let mut e = PrefixTrie::new();
+        e.insert(&TrackNamespace::empty(), 1, ());
+        assert!(e.overlaps(&ns(&["z"])));
+    }
+
+    #[test]
+    fn under_and_prefixes() {
+        let mut t = PrefixTrie::new();
+        for (i, f) in [&["a"][..], &["a", "b"], &["a", "b", "c"], &["x"]]
+            .iter()
+            .enumerate()
+        {
+            t.insert(&ns(f), i as u64, i);
+        }
+        let mut under: Vec<usize> = t.under(&ns(&["a"])).into_iter().map(|(_, v)| *v).collect();
+        under.sort();
+        assert_eq!(under, [0, 1, 2]);
+        let pre: Vec<usize> = t
+            .prefixes_of(&ns(&["a", "b", "z"]))
+            .map(|(_, v)| *v)
+            .collect();
+        assert_eq!(pre, [0, 1]);
+        assert!(t.under(&ns(&["q"])).is_empty());
+    }
+}

@@ -1,0 +1,142 @@
+//! Session configuration and limits.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use moq_core::AuthToken;
+
+use super::auth::{AllowAll, Authorizer};
+use super::setup::IMPLEMENTATION;
+use crate::namespace::NamespaceIndex;
+
+/// Bounds on what one session may hold. Going past one is a clear error, never unbounded memory.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Streams the peer may open before SETUP completes; more are reset (draft-19 §3.3).
+    pub max_pending_streams: usize,
+    /// Concurrent SUBSCRIBE_NAMESPACE the peer may hold open with us.
+    pub max_namespace_subscriptions: usize,
+    /// Concurrent SUBSCRIBE_TRACKS the peer may hold open with us.
+    pub max_track_subscriptions: usize,
+    /// Namespaces the peer may publish to us at once.
+    pub max_published_namespaces: usize,
+    /// NAMESPACE / NAMESPACE_DONE queued for one namespace subscription before its stream is
+    /// reset (draft-19 §10.18 allows the reset when the stream is blocked).
+    pub namespace_queue: usize,
+    /// How long to wait for the peer's SETUP.
+    pub setup_timeout: Duration,
+    /// Request IDs remembered to detect duplicates that arrive out of order.
+    pub request_id_window: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_pending_streams: 64,
+            max_namespace_subscriptions: 64,
+            max_track_subscriptions: 64,
+            max_published_namespaces: 4096,
+            namespace_queue: 1024,
+            setup_timeout: Duration::from_secs(10),
+            request_id_window: 16 * 1024,
+        }
+    }
+}
+
+/// How a session behaves. [`SessionConfig::default`] is a sensible endpoint.
+///
+/// ```
+/// use moq_transport::{SessionConfig, namespace::NamespaceIndex};
+/// // A relay shares one index between all its sessions, so each answers SUBSCRIBE_NAMESPACE
+/// // with what every publisher announced.
+/// let shared = NamespaceIndex::new();
+/// let config = SessionConfig::default()
+///     .with_namespaces(shared.clone())
+///     .with_announced(shared);
+/// assert_eq!(config.max_request_updates, 16);
+/// ```
+#[derive(Clone)]
+pub struct SessionConfig {
+    /// MOQT_IMPLEMENTATION to send; `None` sends nothing.
+    pub implementation: Option<String>,
+    /// MAX_REQUEST_UPDATES we announce: outstanding REQUEST_UPDATEs per stream the peer may have
+    /// (draft-19; 0 = unlimited).
+    pub max_request_updates: u64,
+    /// MAX_AUTH_TOKEN_CACHE_SIZE we announce (0 = the peer may not register aliases).
+    pub max_auth_token_cache_size: u64,
+    /// MAX_FILTER_RANGES we announce (draft-19; 0 = the peer may not send Range Filters).
+    pub max_filter_ranges: u64,
+    /// AUTHORIZATION_TOKENs to send in SETUP.
+    pub setup_tokens: Vec<AuthToken>,
+    /// The authorization policy for the peer's requests.
+    pub authorizer: Arc<dyn Authorizer>,
+    /// The namespaces this endpoint knows, used to answer SUBSCRIBE_NAMESPACE. Our own
+    /// [`crate::Session::publish_namespace`] registers here.
+    pub namespaces: NamespaceIndex,
+    /// Where namespaces the peer announces with PUBLISH_NAMESPACE are registered once accepted.
+    /// A relay passes the same index as `namespaces`.
+    pub announced: NamespaceIndex,
+    /// Limits.
+    pub limits: Limits,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            implementation: Some(IMPLEMENTATION.to_string()),
+            max_request_updates: 16,
+            max_auth_token_cache_size: 4096,
+            max_filter_ranges: 32,
+            setup_tokens: Vec::new(),
+            authorizer: Arc::new(AllowAll),
+            namespaces: NamespaceIndex::new(),
+            announced: NamespaceIndex::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl SessionConfig {
+    /// Uses `index` as the set of namespaces this endpoint knows.
+    pub fn with_namespaces(mut self, index: NamespaceIndex) -> Self {
+        self.namespaces = index;
+        self
+    }
+
+    /// Registers accepted PUBLISH_NAMESPACEs in `index`.
+    pub fn with_announced(mut self, index: NamespaceIndex) -> Self {
+        self.announced = index;
+        self
+    }
+
+    /// Uses `authorizer` for the peer's requests.
+    pub fn with_authorizer(mut self, authorizer: impl Authorizer) -> Self {
+        self.authorizer = Arc::new(authorizer);
+        self
+    }
+
+    /// Sends `token` in SETUP.
+    pub fn with_setup_token(mut self, token: AuthToken) -> Self {
+        self.setup_tokens.push(token);
+        self
+    }
+
+    /// Replaces the limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+}
+
+impl fmt::Debug for SessionConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionConfig")
+            .field("implementation", &self.implementation)
+            .field("max_request_updates", &self.max_request_updates)
+            .field("max_auth_token_cache_size", &self.max_auth_token_cache_size)
+            .field("max_filter_ranges", &self.max_filter_ranges)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}

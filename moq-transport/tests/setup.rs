@@ -1,0 +1,130 @@
+//! SETUP over raw QUIC and WebTransport, for every supported version, and version negotiation.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{TRANSPORTS, TestServer, Transport, pair, timeout};
+use moq_core::Version;
+use moq_core::codes::SessionErrorCode;
+use moq_transport::transport::TransportKind;
+use moq_transport::{Error, IMPLEMENTATION, Role, SessionConfig};
+
+#[tokio::test]
+async fn setup_every_version_over_every_transport() {
+    timeout(async {
+        for transport in TRANSPORTS {
+            for version in Version::ALL {
+                let (client, server, _srv) = pair(transport, *version).await;
+                assert_eq!(client.version(), *version);
+                assert_eq!(server.version(), *version);
+                assert_eq!(client.role(), Role::Client);
+                assert_eq!(server.role(), Role::Server);
+                let kind = match transport {
+                    Transport::Quic => TransportKind::RawQuic,
+                    Transport::WebTransport => TransportKind::WebTransport,
+                };
+                assert_eq!(client.transport(), kind);
+                assert_eq!(server.transport(), kind);
+                // Each side saw the other's MOQT_IMPLEMENTATION.
+                assert_eq!(
+                    client.info().peer_implementation.as_deref(),
+                    Some(IMPLEMENTATION)
+                );
+                assert_eq!(
+                    server.info().peer_implementation.as_deref(),
+                    Some(IMPLEMENTATION)
+                );
+                // The server learns the path: from PATH on raw QUIC, from the CONNECT URL on
+                // WebTransport; AUTHORITY / the URL's authority likewise.
+                assert_eq!(server.info().path.as_deref(), Some("/moq?room=1"));
+                assert!(
+                    server
+                        .info()
+                        .authority
+                        .as_deref()
+                        .unwrap()
+                        .starts_with("localhost:")
+                );
+                // Raw-QUIC-only options are sent only over raw QUIC.
+                assert_eq!(
+                    server.peer_setup().path.is_some(),
+                    transport == Transport::Quic
+                );
+                assert!(client.peer_setup().path.is_none());
+                if version.has_max_request_updates() {
+                    assert_eq!(server.peer_setup().max_request_updates, Some(16));
+                } else {
+                    assert_eq!(server.peer_setup().max_request_updates, None);
+                }
+                client.close(SessionErrorCode::NO_ERROR, "done");
+                let err = server.closed().await;
+                assert!(
+                    matches!(
+                        err,
+                        Error::ClosedByPeer {
+                            code: SessionErrorCode::NO_ERROR,
+                            ..
+                        }
+                    ),
+                    "{transport:?} {version}: {err:?}"
+                );
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn server_chooses_by_its_preference() {
+    timeout(async {
+        for transport in TRANSPORTS {
+            // The client prefers 18, the server prefers 19: the server's preference wins.
+            let mut srv = TestServer::start(SessionConfig::default());
+            let (c, s) = srv
+                .connect(
+                    transport,
+                    vec![Version::Draft18, Version::Draft19],
+                    SessionConfig::default(),
+                )
+                .await;
+            assert_eq!(c.version(), Version::Draft19, "{transport:?}");
+            assert_eq!(s.version(), Version::Draft19, "{transport:?}");
+
+            // A server that only speaks 18 gets 18.
+            let mut srv = TestServer::start_with(SessionConfig::default(), vec![Version::Draft18]);
+            let (c, _s) = srv
+                .connect(transport, Version::ALL.to_vec(), SessionConfig::default())
+                .await;
+            assert_eq!(c.version(), Version::Draft18, "{transport:?}");
+
+            // No common version: the client cannot connect.
+            let srv = TestServer::start_with(SessionConfig::default(), vec![Version::Draft18]);
+            let client = srv.client(vec![Version::Draft19], SessionConfig::default());
+            assert!(
+                client.connect(&srv.url(transport)).await.is_err(),
+                "{transport:?}"
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn wrong_fingerprint_is_refused() {
+    timeout(async {
+        let srv = TestServer::start(SessionConfig::default());
+        let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
+            tls: moq_transport::tls::ClientTls::pinned([7u8; 32]),
+            ..Default::default()
+        })
+        .unwrap();
+        for transport in TRANSPORTS {
+            let err = client.connect(&srv.url(transport)).await.unwrap_err();
+            assert!(matches!(err, Error::Connect(_)), "{err:?}");
+        }
+        // Without pinning, web PKI roots do not trust a self-signed certificate either.
+        let client = moq_transport::endpoint::Client::new(Default::default()).unwrap();
+        assert!(client.connect(&srv.url(Transport::Quic)).await.is_err());
+    })
+    .await;
+}
