@@ -132,18 +132,11 @@ impl Drop for RequestGuard {
 
 impl SessionInner {
     /// Ends the session with `err`; the first reason wins and reaches every handle.
+    ///
+    /// The connection is closed before the reason is broadcast, so tasks that wake up and drop
+    /// their streams cannot send a FIN that the peer would mistake for a graceful end.
     pub(crate) fn close(&self, err: Error) {
-        let mut first = false;
-        self.close_tx.send_if_modified(|v| {
-            if v.is_none() {
-                *v = Some(err.clone());
-                first = true;
-                true
-            } else {
-                false
-            }
-        });
-        if !first {
+        if self.close_reason().is_some() {
             return;
         }
         match &err {
@@ -162,15 +155,26 @@ impl SessionInner {
                 self.conn.close(code.0, &reason);
             }
         }
+        self.close_tx.send_if_modified(|v| {
+            if v.is_none() {
+                *v = Some(err);
+                true
+            } else {
+                false
+            }
+        });
     }
 
-    /// Resolves with the reason once the session has ended.
+    /// Resolves with the reason once the session has ended and its connection is closed (so
+    /// streams dropped afterwards send nothing).
     pub(crate) async fn closed(&self) -> Error {
         let mut rx = self.close_tx.subscribe();
         let res = match rx.wait_for(|v| v.is_some()).await {
             Ok(v) => v.clone(),
             Err(_) => None,
         };
+        // WebTransport closes asynchronously (a capsule, then the connection): wait briefly.
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.conn.closed()).await;
         res.unwrap_or(Error::Closed {
             code: SessionErrorCode::NO_ERROR,
             reason: "session dropped".into(),
@@ -316,7 +320,7 @@ pub(crate) const REQUEST_PRIORITY: i32 = i32::MAX - 1;
 /// The session ends when [`Session::close`] is called, when the peer closes it, when the peer
 /// breaks a protocol rule (the session is closed with the code the draft names), or when the
 /// connection fails. Every handle built on it then ends with the same [`Error`]. Dropping the
-/// last clone does not close the session while requests are alive; call [`Session::close`].
+/// last clone closes the session with NO_ERROR.
 ///
 /// ```no_run
 /// # async fn example(session: moq_transport::Session) -> Result<(), moq_transport::Error> {
@@ -332,6 +336,19 @@ pub(crate) const REQUEST_PRIORITY: i32 = i32::MAX - 1;
 #[derive(Clone)]
 pub struct Session {
     pub(crate) inner: Arc<SessionInner>,
+    _owner: Arc<Owner>,
+}
+
+/// Closes the session when the last [`Session`] clone is dropped.
+struct Owner(Arc<SessionInner>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.close(Error::Closed {
+            code: SessionErrorCode::NO_ERROR,
+            reason: "session dropped".into(),
+        });
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -400,7 +417,10 @@ impl Session {
             Ok(()) => {
                 inner.setup_done.send_replace(true);
                 tracing::debug!(%version, ?role, ?kind, "session established");
-                Ok(Session { inner })
+                Ok(Session {
+                    _owner: Arc::new(Owner(inner.clone())),
+                    inner,
+                })
             }
             Err(e) => {
                 inner.close(e.clone());

@@ -89,15 +89,31 @@ impl Reader {
 }
 
 /// Writes control messages to the send half of a control or request stream.
+///
+/// Dropped without [`Writer::finish`] or [`Writer::reset`], it resets the stream with
+/// CANCELLED: a FIN is only ever sent on purpose (draft-19 §3.3.2).
 #[derive(Debug)]
 pub(crate) struct Writer {
     send: BoxSendStream,
     version: Version,
+    closed: bool,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if !self.closed {
+            self.send.reset(StreamResetCode::CANCELLED.0);
+        }
+    }
 }
 
 impl Writer {
     pub(crate) fn new(send: BoxSendStream, version: Version) -> Self {
-        Writer { send, version }
+        Writer {
+            send,
+            version,
+            closed: false,
+        }
     }
 
     /// Encodes and writes one message.
@@ -110,11 +126,13 @@ impl Writer {
 
     /// FIN.
     pub(crate) fn finish(&mut self) {
+        self.closed = true;
         let _ = self.send.finish();
     }
 
     /// RESET_STREAM.
     pub(crate) fn reset(&mut self, code: StreamResetCode) {
+        self.closed = true;
         self.send.reset(code.0);
     }
 

@@ -40,6 +40,8 @@ pub struct TestServer {
     pub server: Server,
     pub cert: Certificate,
     pub port: u16,
+    /// Accepted sessions, kept alive like a server application would.
+    pub sessions: Vec<Session>,
 }
 
 impl TestServer {
@@ -55,7 +57,12 @@ impl TestServer {
         config.versions = versions;
         let server = Server::bind(config).unwrap();
         let port = server.local_addr().unwrap().port();
-        TestServer { server, cert, port }
+        TestServer {
+            server,
+            cert,
+            port,
+            sessions: Vec::new(),
+        }
     }
 
     pub fn url(&self, transport: Transport) -> String {
@@ -84,7 +91,9 @@ impl TestServer {
         let client = self.client(versions, session);
         let url = self.url(transport);
         let (c, s) = tokio::join!(client.connect(&url), self.server.accept());
-        (c.unwrap(), s.unwrap())
+        let s = s.unwrap();
+        self.sessions.push(s.clone());
+        (c.unwrap(), s)
     }
 }
 
