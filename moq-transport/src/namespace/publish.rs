@@ -149,8 +149,14 @@ async fn run_published(
     let mut pending: VecDeque<oneshot::Sender<Result<(), Error>>> = VecDeque::new();
     let mut reader_open = true;
     let mut watch_stop = true;
+    let mut stop_code: Option<StreamResetCode> = None;
     let mut goaway = RequestGoaway::default();
     let end = loop {
+        // Revoked: the peer stopped our half and its own half has ended (draft-19 §3.3.3).
+        if let (false, Some(code)) = (reader_open, stop_code) {
+            writer.reset(code);
+            break Error::Cancelled(code);
+        }
         tokio::select! {
             c = cmd.recv() => match c {
                 None => {
@@ -200,14 +206,14 @@ async fn run_published(
                 }
                 Err(e) => break close(inner, e),
             },
-            s = writer.stopped(), if watch_stop => match s {
-                Ok(Some(code)) => {
-                    reader.stop(StreamResetCode(code));
-                    writer.reset(StreamResetCode(code));
-                    break Error::Cancelled(StreamResetCode(code));
+            s = writer.stopped(), if watch_stop => {
+                watch_stop = false;
+                match s {
+                    // Keep reading: messages the peer sent before cancelling still count.
+                    Ok(Some(code)) => stop_code = Some(StreamResetCode(code)),
+                    Ok(None) => {}
+                    Err(e) => break Error::from(e),
                 }
-                Ok(None) => watch_stop = false,
-                Err(e) => break Error::from(e),
             },
             e = inner.closed() => break e,
         }

@@ -172,6 +172,7 @@ impl Subscriber<'_> {
             VecDeque::new();
         let mut goaway = RequestGoaway::default();
         let mut watch_stop = true;
+        let mut stop_code: Option<StreamResetCode> = None;
         let next = loop {
             let step = tokio::select! {
                 c = cmd.recv() => match c {
@@ -186,14 +187,19 @@ impl Subscriber<'_> {
                         Next::Continue
                     }
                 },
-                m = self.reader.next() => self.on_message(m, &mut pending, &mut goaway).await,
-                s = self.writer.stopped(), if watch_stop => match s {
-                    Ok(Some(code)) => {
-                        self.reader.stop(StreamResetCode(code));
-                        Next::Ended(Some(Error::Cancelled(StreamResetCode(code))))
+                m = self.reader.next() => match self.on_message(m, &mut pending, &mut goaway).await {
+                    // A FIN after the peer stopped our half ends the request as cancelled.
+                    Next::Ended(None) => Next::Ended(stop_code.map(Error::Cancelled)),
+                    n => n,
+                },
+                s = self.writer.stopped(), if watch_stop => {
+                    watch_stop = false;
+                    match s {
+                        // Keep reading until the peer's half ends: what it sent still counts.
+                        Ok(Some(code)) => { stop_code = Some(StreamResetCode(code)); Next::Continue }
+                        Ok(None) => Next::Continue,
+                        Err(e) => Next::Failed(e.into()),
                     }
-                    Ok(None) => { watch_stop = false; Next::Continue }
-                    Err(e) => Next::Failed(e.into()),
                 },
                 e = self.inner.closed() => Next::Failed(e),
             };

@@ -12,11 +12,22 @@ use crate::transport::{BoxRecvStream, BoxSendStream, TransportError};
 const READ_CHUNK: usize = 64 * 1024;
 
 /// Reads control messages from the receive half of a control or request stream.
+///
+/// Dropped before the stream ended, it sends STOP_SENDING with CANCELLED.
 #[derive(Debug)]
 pub(crate) struct Reader {
     recv: BoxRecvStream,
     msgs: MessageReader,
     version: Version,
+    done: bool,
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if !self.done {
+            self.recv.stop(StreamResetCode::CANCELLED.0);
+        }
+    }
 }
 
 /// What reading a stream produced.
@@ -34,6 +45,7 @@ impl Reader {
             recv,
             msgs: MessageReader::new(version),
             version,
+            done: false,
         }
     }
 
@@ -62,11 +74,17 @@ impl Reader {
             }
             match self.recv.read_chunk(READ_CHUNK).await {
                 Ok(Some(chunk)) => self.msgs.push(&chunk),
-                Ok(None) if self.msgs.buffered() == 0 => return Ok(Frame::Fin),
                 Ok(None) => {
+                    self.done = true;
+                    if self.msgs.buffered() == 0 {
+                        return Ok(Frame::Fin);
+                    }
                     return Err(Error::protocol("stream ended in the middle of a message"));
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    self.done = true;
+                    return Err(e.into());
+                }
             }
         }
     }
@@ -84,6 +102,7 @@ impl Reader {
 
     /// Sends STOP_SENDING.
     pub(crate) fn stop(&mut self, code: StreamResetCode) {
+        self.done = true;
         self.recv.stop(code.0);
     }
 }
