@@ -45,7 +45,7 @@ pub enum Error {
     Transport(TransportError),
     /// The peer answered the request with REQUEST_ERROR.
     #[error("request rejected ({:?}): {}", .0.code, .0.reason)]
-    Rejected(RequestError),
+    Rejected(Box<RequestError>),
     /// The request was cancelled, by the peer or locally, with this stream code.
     #[error("request cancelled ({0:?})")]
     Cancelled(StreamResetCode),

@@ -31,7 +31,7 @@ pub(crate) async fn first_response(
             }
             Ok(ok)
         }
-        Ok(Some(Message::RequestError(e))) => Err(Error::Rejected(e)),
+        Ok(Some(Message::RequestError(e))) => Err(Error::Rejected(Box::new(e))),
         Ok(Some(m)) => {
             let e = Error::protocol(format!(
                 "{} before the response to {}",

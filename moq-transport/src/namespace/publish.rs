@@ -187,10 +187,10 @@ async fn run_published(
                     let Some(reply) = pending.pop_front() else {
                         break close(inner, Error::protocol("REQUEST_ERROR after PUBLISH_NAMESPACE was accepted"));
                     };
-                    let _ = reply.send(Err(Error::Rejected(e.clone())));
+                    let _ = reply.send(Err(Error::Rejected(Box::new(e.clone()))));
                     // draft-19 §10.9: a failed update closes the namespace request.
                     writer.finish();
-                    break Error::Rejected(e);
+                    break Error::Rejected(Box::new(e));
                 }
                 Ok(Some(Message::Goaway(g))) => match goaway.on_goaway(inner, g) {
                     Ok(info) => { goaway_tx.send_replace(Some(info)); }

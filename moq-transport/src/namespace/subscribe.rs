@@ -313,7 +313,7 @@ impl Subscriber<'_> {
             }
             Ok(Some(Message::RequestError(e))) => match pending.pop_front() {
                 Some((_, reply)) => {
-                    let _ = reply.send(Err(Error::Rejected(e.clone())));
+                    let _ = reply.send(Err(Error::Rejected(Box::new(e.clone()))));
                     // draft-19 §10.9: the responder closes the stream after a failed update.
                     Next::Continue
                 }

@@ -263,7 +263,9 @@ mod tests {
         };
         assert_eq!(c.resolve(std::slice::from_ref(&reg)).unwrap().len(), 1);
         assert_eq!(
-            c.resolve(&[reg.clone()]).unwrap_err().session_code(),
+            c.resolve(std::slice::from_ref(&reg))
+                .unwrap_err()
+                .session_code(),
             SessionErrorCode::DUPLICATE_AUTH_TOKEN_ALIAS
         );
         let used = c.resolve(&[AuthToken::UseAlias { alias: 1 }]).unwrap();
@@ -281,7 +283,9 @@ mod tests {
             value: Bytes::from(vec![0u8; 90]),
         };
         assert_eq!(
-            c.resolve(&[big.clone()]).unwrap_err().session_code(),
+            c.resolve(std::slice::from_ref(&big))
+                .unwrap_err()
+                .session_code(),
             SessionErrorCode::AUTH_TOKEN_CACHE_OVERFLOW
         );
         // In SETUP, an oversize REGISTER is used as a value instead.

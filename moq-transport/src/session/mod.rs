@@ -101,6 +101,7 @@ pub(crate) struct SessionInner {
     /// Prefixes of the peer's live SUBSCRIBE_NAMESPACE requests (one overlap space).
     pub(crate) namespace_prefixes: Mutex<PrefixTrie<()>>,
     /// Prefixes of the peer's live SUBSCRIBE_TRACKS requests (the other overlap space).
+    #[allow(dead_code)]
     pub(crate) track_prefixes: Mutex<PrefixTrie<()>>,
     announced: Mutex<HashMap<u64, Announced>>,
     keys: AtomicU64,
@@ -108,7 +109,7 @@ pub(crate) struct SessionInner {
     info: OnceLock<SessionInfo>,
     peer_setup: OnceLock<SetupOptions>,
     setup_done: watch::Sender<bool>,
-    setup_tx: Mutex<Option<oneshot::Sender<Result<(SetupOptions, Reader), Error>>>>,
+    setup_tx: Mutex<Option<SetupSender>>,
     pub(crate) control_seen: AtomicBool,
     control_writer: tokio::sync::Mutex<Option<Writer>>,
     goaway_sent: AtomicBool,
@@ -116,6 +117,9 @@ pub(crate) struct SessionInner {
     pub(crate) open_requests: AtomicUsize,
     pub(crate) pending_streams: Arc<tokio::sync::Semaphore>,
 }
+
+/// Hands the peer's SETUP (and its control stream) from the driver to the handshake.
+type SetupSender = oneshot::Sender<Result<(SetupOptions, Reader), Error>>;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
