@@ -212,7 +212,7 @@ impl Datagram {
             .map_err(|e| e.in_complete("OBJECT_DATAGRAM"))
     }
 
-    /// A padding datagram of `len` bytes in all (at least the type's 4 bytes).
+    /// A padding datagram of `len` bytes in all (at least the type's 5 bytes).
     pub fn padding(len: usize, v: Version) -> Bytes {
         let mut out = Vec::with_capacity(len.max(4));
         out.put_varint(PADDING_DATAGRAM_TYPE, v);

@@ -6,6 +6,7 @@ use super::{ControlMessage, body_done};
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
 use crate::types::kvp::{KeyValuePair, KvpValue, decode_kvps, encode_kvps};
+use crate::types::location::lossy_text;
 use crate::types::token::AuthToken;
 
 /// Setup Option types (draft-19 §15.4). The namespace is the same in every version.
@@ -98,7 +99,8 @@ impl ControlMessage for Setup {
                     o.max_filter_ranges = Some(x)
                 }
                 (setup_option::MOQT_IMPLEMENTATION, KvpValue::Bytes(b)) => {
-                    o.implementation = Some(String::from_utf8_lossy(&b).into_owned())
+                    // No longer than on the wire, so the SETUP still fits when re-encoded.
+                    o.implementation = Some(lossy_text(&b, b.len()))
                 }
                 (setup_option::MAX_REQUEST_UPDATES, KvpValue::Int(x)) => {
                     o.max_request_updates = Some(x)

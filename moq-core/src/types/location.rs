@@ -90,7 +90,23 @@ pub const MAX_REASON_LEN: usize = 1024;
 /// Invalid UTF-8 is replaced rather than refused: the phrase is diagnostic only.
 pub(crate) fn decode_reason<B: Buf>(buf: &mut B, v: Version) -> Result<String, DecodeError> {
     let bytes = buf.get_len_prefixed(v, "reason phrase", MAX_REASON_LEN as u64)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    Ok(lossy_text(&bytes, MAX_REASON_LEN))
+}
+
+/// Text from the wire with invalid UTF-8 replaced by U+FFFD, cut at a character boundary to at
+/// most `max` bytes. A replacement character takes three bytes where the invalid sequence may
+/// take one, so without the cut a 1024-byte reason could decode to more than 1024 bytes and then
+/// fail to encode again (when a relay forwards it, say).
+pub(crate) fn lossy_text(bytes: &[u8], max: usize) -> String {
+    let mut text = String::from_utf8_lossy(bytes).into_owned();
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 /// Writes a Reason Phrase; longer than 1024 bytes is an error.
