@@ -27,6 +27,7 @@ pub mod namespace;
 mod request;
 mod session;
 pub mod tls;
+pub mod track;
 pub mod transport;
 
 pub use error::Error;

@@ -163,7 +163,7 @@ pub mod property {
 /// let props = Properties::new()
 ///     .with_int(property::DEFAULT_PUBLISHER_PRIORITY, 7).unwrap()
 ///     .with_bytes(0x79, &b"app"[..]).unwrap();
-/// assert_eq!(props.get_varint(property::DEFAULT_PUBLISHER_PRIORITY), Some(7));
+/// assert_eq!(props.get_int(property::DEFAULT_PUBLISHER_PRIORITY), Some(7));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Properties(Vec<KeyValuePair>);
@@ -218,7 +218,7 @@ impl Properties {
     }
 
     /// The first integer value of type `key`, searching immutable properties too.
-    pub fn get_varint(&self, key: u64) -> Option<u64> {
+    pub fn get_int(&self, key: u64) -> Option<u64> {
         self.find(key).find_map(|p| match p.value {
             KvpValue::Int(v) => Some(v),
             KvpValue::Bytes(_) => None,
@@ -427,7 +427,7 @@ mod tests {
         let props = Properties::new()
             .with_bytes(property::IMMUTABLE_PROPERTIES, inner.clone())
             .unwrap();
-        assert_eq!(props.get_varint(0x3C), Some(2));
+        assert_eq!(props.get_int(0x3C), Some(2));
         assert!(props.validate_object().is_ok());
         let mut nested = Vec::new();
         encode_kvps(

@@ -28,6 +28,9 @@ pub struct Limits {
     pub setup_timeout: Duration,
     /// Request IDs remembered to detect duplicates that arrive out of order.
     pub request_id_window: usize,
+    /// The largest object payload assembled in memory by `next_object`; larger ones are
+    /// refused (read them in chunks with `next_event` instead).
+    pub max_object_size: usize,
 }
 
 impl Default for Limits {
@@ -40,6 +43,7 @@ impl Default for Limits {
             namespace_queue: 1024,
             setup_timeout: Duration::from_secs(10),
             request_id_window: 16 * 1024,
+            max_object_size: 64 << 20,
         }
     }
 }
@@ -77,6 +81,11 @@ pub struct SessionConfig {
     /// Where namespaces the peer announces with PUBLISH_NAMESPACE are registered once accepted.
     /// A relay passes the same index as `namespaces`.
     pub announced: NamespaceIndex,
+    /// Hand the peer's SUBSCRIBE, FETCH, TRACK_STATUS, PUBLISH and SUBSCRIBE_TRACKS to the
+    /// application through [`crate::Session::incoming`]. When false they are refused.
+    pub accept_requests: bool,
+    /// How many such requests wait for the application before new ones get EXCESSIVE_LOAD.
+    pub request_queue: usize,
     /// Limits.
     pub limits: Limits,
 }
@@ -92,6 +101,8 @@ impl Default for SessionConfig {
             authorizer: Arc::new(AllowAll),
             namespaces: NamespaceIndex::new(),
             announced: NamespaceIndex::new(),
+            accept_requests: false,
+            request_queue: 64,
             limits: Limits::default(),
         }
     }
@@ -119,6 +130,12 @@ impl SessionConfig {
     /// Sends `token` in SETUP.
     pub fn with_setup_token(mut self, token: AuthToken) -> Self {
         self.setup_tokens.push(token);
+        self
+    }
+
+    /// Hands the peer's track requests to the application ([`crate::Session::incoming`]).
+    pub fn with_requests(mut self) -> Self {
+        self.accept_requests = true;
         self
     }
 

@@ -5,13 +5,15 @@ use std::sync::atomic::Ordering;
 
 use bytes::BytesMut;
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
+use moq_core::coding::Vi64;
 use moq_core::data::{Datagram, StreamType};
-use moq_core::message::{Message, RequestError, peek_request_id};
+use moq_core::message::{ControlMessage, Message, RequestError, RequestUpdate, peek_request_id};
 
 use super::stream::{Frame, Reader, Writer};
 use super::{SessionInner, going_away, lock};
 use crate::error::Error;
 use crate::namespace::{serve_publish_namespace, serve_subscribe_namespace};
+use crate::track;
 use crate::transport::{BoxRecvStream, BoxSendStream, TransportError};
 
 /// Starts the tasks that watch the connection and accept the peer's streams and datagrams.
@@ -164,13 +166,16 @@ async fn handle_uni(inner: Arc<SessionInner>, mut recv: BoxRecvStream) {
             while let Ok(Some(_)) = recv.read_chunk(64 * 1024).await {}
         }
         StreamType::Subgroup(_) | StreamType::Fetch => {
-            let Ok(_permit) = wait_setup(&inner).await else {
-                recv.stop(StreamResetCode::INTERNAL_ERROR.0);
+            let Ok(permit) = wait_setup(&inner).await else {
+                recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
                 return;
             };
-            // No subscription or fetch can match: stop the stream (draft-19 §11.1 lets a
-            // receiver abandon a stream whose Track Alias or Request ID it does not know).
-            recv.stop(StreamResetCode::CANCELLED.0);
+            drop(permit);
+            if ty == StreamType::Fetch {
+                track::handle_fetch_stream(inner, recv, buf).await;
+            } else {
+                track::handle_subgroup_stream(inner, recv, buf).await;
+            }
         }
     }
 }
@@ -199,8 +204,13 @@ async fn handle_bi(inner: Arc<SessionInner>, send: BoxSendStream, mut recv: BoxR
     let msg = match Message::decode(&mut frame.clone(), v) {
         Ok(m) => m,
         Err(e) => {
-            // A request-level error (INVALID_FILTER) rejects only this request.
-            if let (Some(code), Some(id)) = (e.request_code(), peek_request_id(&frame, v)) {
+            // A request-level error (INVALID_FILTER) rejects only this request, if the stream
+            // begins with a request at all (draft-19 §3.3: REQUEST_UPDATE never does).
+            let mut ty: &[u8] = frame.as_ref();
+            let starts_request = Vi64::decode(&mut ty).is_ok_and(|t| t != RequestUpdate::TYPE);
+            if let (true, Some(code), Some(id)) =
+                (starts_request, e.request_code(), peek_request_id(&frame, v))
+            {
                 if inner.check_peer_request_id(id).is_ok() {
                     let _ = writer.send(RequestError::new(code, e.to_string())).await;
                     writer.finish();
@@ -242,14 +252,19 @@ async fn handle_bi(inner: Arc<SessionInner>, send: BoxSendStream, mut recv: BoxR
         Message::SubscribeNamespace(m) => {
             serve_subscribe_namespace(&inner, m, writer, reader).await
         }
+        Message::Subscribe(m) => track::serve_subscribe(&inner, m, writer, reader).await,
+        Message::Publish(m) => track::serve_publish(&inner, m, writer, reader).await,
+        Message::Fetch(m) => track::serve_fetch(&inner, m, writer, reader).await,
+        Message::TrackStatus(m) => track::serve_track_status(&inner, m, writer, reader).await,
+        Message::SubscribeTracks(m) => {
+            track::serve_subscribe_tracks(&inner, m, writer, reader).await
+        }
         other => {
-            let code = match other {
-                Message::Publish(_) => RequestErrorCode::UNINTERESTED,
-                Message::SubscribeTracks(_) => RequestErrorCode::NOT_SUPPORTED,
-                _ => RequestErrorCode::DOES_NOT_EXIST,
-            };
             let _ = writer
-                .send(RequestError::new(code, "no such track here"))
+                .send(RequestError::new(
+                    RequestErrorCode::NOT_SUPPORTED,
+                    other.name(),
+                ))
                 .await;
             writer.finish();
             Ok(())
@@ -272,8 +287,9 @@ async fn recv_datagrams(inner: Arc<SessionInner>) {
         match Datagram::decode(d, inner.version) {
             // draft-19 §11: an unknown datagram type closes the session.
             Err(e) => return inner.close(e.into()),
-            // draft-19 §11.5.2: padding is discarded; an object for an unknown alias may be dropped.
-            Ok(Datagram::Padding) | Ok(Datagram::Object(_)) => {}
+            // draft-19 §11.5.2: padding is discarded.
+            Ok(Datagram::Padding) => {}
+            Ok(Datagram::Object(d)) => track::handle_datagram(&inner, d),
         }
     }
 }

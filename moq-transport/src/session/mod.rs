@@ -23,8 +23,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
+use moq_core::message::FetchType;
 use moq_core::message::{Goaway, Parameters, RequestError, SetupOptions};
-use moq_core::{AuthToken, TrackNamespace, Version};
+use moq_core::{AuthToken, FullTrackName, TrackNamespace, Version};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::Error;
@@ -32,6 +33,11 @@ use crate::namespace::{
     NamespaceIndex, NamespaceSubscription, PrefixTrie, PublishedNamespace, publish_namespace,
     subscribe_namespace,
 };
+use crate::track::{
+    AliasTable, FetchResponse, Incoming, IncomingRequests, PublishOptions, PublishedTrack,
+    Subscription, TrackStatusInfo, TrackSubscription,
+};
+use crate::track::{JoinState, Sink};
 use crate::transport::{Connection, TransportKind};
 use auth::TokenCache;
 use ids::PeerRequestIds;
@@ -116,13 +122,44 @@ pub(crate) struct SessionInner {
     goaway_received: watch::Sender<Option<GoawayInfo>>,
     pub(crate) open_requests: AtomicUsize,
     pub(crate) pending_streams: Arc<tokio::sync::Semaphore>,
+    /// Subscriber side: Track Alias -> subscriptions, and fetches awaiting their stream.
+    pub(crate) aliases: Mutex<AliasTable>,
+    /// Bumped whenever an alias is registered, so held streams look again.
+    pub(crate) alias_generation: watch::Sender<u64>,
+    /// Streams held for an unknown alias.
+    pub(crate) parked_streams: AtomicUsize,
+    /// Publisher side: the next Track Alias we hand out.
+    next_alias: AtomicU64,
+    /// Publisher side: subscriptions by Request ID, for Joining FETCH.
+    joins: Mutex<HashMap<u64, watch::Receiver<JoinState>>>,
+    /// Requests for the application, if it takes them.
+    incoming_tx: Option<mpsc::Sender<Incoming>>,
+    incoming_rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Incoming>>>,
 }
 
 /// Hands the peer's SETUP (and its control stream) from the driver to the handshake.
 type SetupSender = oneshot::Sender<Result<(SetupOptions, Reader), Error>>;
 
+impl std::fmt::Debug for SessionInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionInner")
+            .field("version", &self.version)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Removes a subscription from the Joining FETCH table when its request ends.
+pub(crate) struct JoinGuard<'a>(&'a SessionInner, u64);
+
+impl Drop for JoinGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.joins).remove(&self.1);
+    }
 }
 
 /// Counts a live request for GOAWAY_TIMEOUT; decrements on drop.
@@ -286,6 +323,86 @@ impl SessionInner {
         lock(&self.announced).len()
     }
 
+    /// Registers a subscription's data sink under its Track Alias; DUPLICATE_TRACK_ALIAS closes
+    /// the session (draft-19 §11.1).
+    pub(crate) fn register_sink(
+        &self,
+        alias: u64,
+        track: &FullTrackName,
+        sink: Arc<Sink>,
+    ) -> Result<(), Error> {
+        let res = lock(&self.aliases).register(alias, track, sink);
+        match res {
+            Ok(()) => {
+                self.alias_generation.send_modify(|g| *g += 1);
+                Ok(())
+            }
+            Err(e) => {
+                self.close(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) fn unregister_sink(&self, alias: u64, request_id: u64) {
+        lock(&self.aliases).unregister(alias, request_id);
+    }
+
+    /// A fresh Track Alias for a subscription we publish.
+    pub(crate) fn next_track_alias(&self) -> u64 {
+        self.next_alias.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Records a subscription we publish, for Joining FETCH, until the guard drops.
+    pub(crate) fn track_join(
+        &self,
+        request_id: u64,
+        state: watch::Receiver<JoinState>,
+    ) -> JoinGuard<'_> {
+        lock(&self.joins).insert(request_id, state);
+        JoinGuard(self, request_id)
+    }
+
+    pub(crate) fn join_state(&self, request_id: u64) -> Option<watch::Receiver<JoinState>> {
+        lock(&self.joins).get(&request_id).cloned()
+    }
+
+    /// Hands a request to the application; a REQUEST_ERROR to send if it cannot take it.
+    pub(crate) fn deliver(&self, request: Incoming) -> Result<(), RequestError> {
+        let Some(tx) = &self.incoming_tx else {
+            return Err(RequestError::new(
+                RequestErrorCode::DOES_NOT_EXIST,
+                "no such track here",
+            ));
+        };
+        tx.try_send(request).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => RequestError::new(
+                RequestErrorCode::EXCESSIVE_LOAD,
+                "too many requests waiting",
+            ),
+            mpsc::error::TrySendError::Closed(_) => RequestError::new(
+                RequestErrorCode::GOING_AWAY,
+                "the application stopped taking requests",
+            ),
+        })
+    }
+
+    /// The peer's MAX_FILTER_RANGES (0 if it sent none: no Range Filters allowed).
+    pub(crate) fn peer_max_filter_ranges(&self) -> u64 {
+        self.peer_setup
+            .get()
+            .and_then(|s| s.max_filter_ranges)
+            .unwrap_or(0)
+    }
+
+    /// The peer's MAX_REQUEST_UPDATES (0 = unlimited).
+    pub(crate) fn peer_max_request_updates(&self) -> u64 {
+        self.peer_setup
+            .get()
+            .and_then(|s| s.max_request_updates)
+            .unwrap_or(0)
+    }
+
     /// Handles a GOAWAY from the control stream (draft-19 §10.4).
     pub(crate) fn on_goaway(&self, g: Goaway) -> Result<(), Error> {
         if self.goaway_received.borrow().is_some() {
@@ -386,6 +503,8 @@ impl Session {
             })?;
         let kind = conn.kind();
         let (setup_tx, setup_rx) = oneshot::channel();
+        let (incoming_tx, incoming_rx) = mpsc::channel(config.request_queue.max(1));
+        let incoming_tx = config.accept_requests.then_some(incoming_tx);
         let inner = Arc::new(SessionInner {
             conn: conn.clone(),
             version,
@@ -414,6 +533,13 @@ impl Session {
             goaway_sent: AtomicBool::new(false),
             goaway_received: watch::channel(None).0,
             open_requests: AtomicUsize::new(0),
+            aliases: Mutex::new(AliasTable::default()),
+            alias_generation: watch::channel(0).0,
+            parked_streams: AtomicUsize::new(0),
+            next_alias: AtomicU64::new(0),
+            joins: Mutex::new(HashMap::new()),
+            incoming_tx,
+            incoming_rx: Arc::new(tokio::sync::Mutex::new(incoming_rx)),
         });
         driver::spawn(inner.clone());
 
@@ -569,6 +695,62 @@ impl Session {
         params: Parameters,
     ) -> Result<NamespaceSubscription, Error> {
         subscribe_namespace(self.inner.clone(), prefix, params).await
+    }
+
+    /// Subscribes to `track` with SUBSCRIBE and waits for SUBSCRIBE_OK (draft-19 §5.1).
+    pub async fn subscribe(
+        &self,
+        track: FullTrackName,
+        params: Parameters,
+    ) -> Result<Subscription, Error> {
+        crate::track::subscribe(self.inner.clone(), track, params).await
+    }
+
+    /// Starts a subscription of ours with PUBLISH; objects may be sent before the peer's
+    /// answer (draft-19 §5.1).
+    pub async fn publish(
+        &self,
+        track: FullTrackName,
+        options: PublishOptions,
+    ) -> Result<PublishedTrack, Error> {
+        crate::track::publish(self.inner.clone(), track, options).await
+    }
+
+    /// Fetches past objects with FETCH and waits for FETCH_OK (draft-19 §5.2).
+    pub async fn fetch(
+        &self,
+        request: FetchType,
+        params: Parameters,
+    ) -> Result<FetchResponse, Error> {
+        crate::track::fetch(self.inner.clone(), request, params).await
+    }
+
+    /// Asks for a track's state with TRACK_STATUS (draft-19 §10.14).
+    pub async fn track_status(
+        &self,
+        track: FullTrackName,
+        params: Parameters,
+    ) -> Result<TrackStatusInfo, Error> {
+        crate::track::track_status(self.inner.clone(), track, params).await
+    }
+
+    /// Asks the peer to PUBLISH every track under `prefix` with SUBSCRIBE_TRACKS; the
+    /// PUBLISHes arrive through [`Session::incoming`] (draft-19 §6.1).
+    pub async fn subscribe_tracks(
+        &self,
+        prefix: TrackNamespace,
+        params: Parameters,
+    ) -> Result<TrackSubscription, Error> {
+        crate::track::subscribe_tracks(self.inner.clone(), prefix, params).await
+    }
+
+    /// The peer's requests for this side to answer: SUBSCRIBE, FETCH, TRACK_STATUS, PUBLISH and
+    /// SUBSCRIBE_TRACKS. Empty unless [`SessionConfig::accept_requests`] is set; without it those
+    /// requests are refused (DOES_NOT_EXIST, UNINTERESTED, NOT_SUPPORTED).
+    pub fn incoming(&self) -> IncomingRequests {
+        IncomingRequests {
+            rx: self.inner.incoming_rx.clone(),
+        }
     }
 
     /// Revokes our acceptance of every PUBLISH_NAMESPACE of `namespace` from the peer, by

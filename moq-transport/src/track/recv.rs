@@ -1,0 +1,448 @@
+//! The subscriber's side of the data plane: routing subgroup streams and datagrams to
+//! subscriptions by Track Alias, and fetch streams to fetches by Request ID (draft-19 §11).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use moq_core::codes::{SessionErrorCode, StreamResetCode};
+use moq_core::data::{
+    DatagramBody, FetchHeader, ObjectDatagram, SubgroupEvent, SubgroupHeader, SubgroupId,
+    SubgroupReader,
+};
+use moq_core::{DecodeError, FullTrackName, Location};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::{Object, SubscriptionParams};
+use crate::error::Error;
+use crate::session::{SessionInner, lock};
+use crate::transport::BoxRecvStream;
+
+/// What a subscription delivers.
+#[derive(Debug)]
+pub enum TrackEvent {
+    /// A subgroup stream; read its objects with [`IncomingSubgroup::next_object`].
+    Subgroup(IncomingSubgroup),
+    /// An object that arrived as a datagram.
+    Datagram(Object),
+}
+
+/// Where a subscription's data goes.
+#[derive(Debug)]
+pub(crate) struct Sink {
+    pub(crate) request_id: u64,
+    pub(crate) params: watch::Receiver<SubscriptionParams>,
+    pub(crate) default_priority: u8,
+    pub(crate) tx: mpsc::Sender<TrackEvent>,
+    pub(crate) streams: AtomicU64,
+    pub(crate) stream_arrived: tokio::sync::Notify,
+}
+
+/// Track Alias -> subscriptions, on the subscriber side of a session.
+#[derive(Debug, Default)]
+pub(crate) struct AliasTable {
+    by_alias: HashMap<u64, Vec<Arc<Sink>>>,
+    /// Aliases whose subscription ended recently: late data is discarded at once
+    /// (draft-19 §11.1).
+    ended: HashMap<u64, Instant>,
+    /// Which track each alias names, to catch DUPLICATE_TRACK_ALIAS.
+    tracks: HashMap<u64, FullTrackName>,
+    /// Datagrams for aliases not known yet, held briefly.
+    early_datagrams: Vec<(Instant, ObjectDatagram)>,
+    /// Fetches waiting for their data stream: Request ID -> where to hand it.
+    pub(crate) fetches: HashMap<u64, oneshot::Sender<(BoxRecvStream, BytesMut)>>,
+    /// Fetch streams that arrived before their FETCH was registered.
+    pub(crate) early_fetches: HashMap<u64, (BoxRecvStream, BytesMut)>,
+}
+
+/// How long data for an unknown Track Alias is held.
+const UNKNOWN_ALIAS_WAIT: Duration = Duration::from_secs(2);
+/// How many early datagrams are held at most.
+const MAX_EARLY_DATAGRAMS: usize = 256;
+/// How long an ended alias is remembered.
+const ENDED_MEMORY: Duration = Duration::from_secs(10);
+
+impl AliasTable {
+    /// Registers a subscription's sink; delivers datagrams that were waiting for it. Fails with
+    /// DUPLICATE_TRACK_ALIAS if the alias names a different track (draft-19 §11.1).
+    pub(crate) fn register(
+        &mut self,
+        alias: u64,
+        track: &FullTrackName,
+        sink: Arc<Sink>,
+    ) -> Result<(), Error> {
+        if let Some(existing) = self.tracks.get(&alias)
+            && existing != track
+            && self.by_alias.get(&alias).is_some_and(|v| !v.is_empty())
+        {
+            return Err(Error::violation(
+                SessionErrorCode::DUPLICATE_TRACK_ALIAS,
+                format!("track alias {alias} already names another track"),
+            ));
+        }
+        self.tracks.insert(alias, track.clone());
+        self.ended.remove(&alias);
+        let now = Instant::now();
+        let mut keep = Vec::new();
+        for (at, d) in self.early_datagrams.drain(..) {
+            if d.track_alias == alias {
+                let _ = sink.tx.try_send(TrackEvent::Datagram(datagram_object(
+                    &d,
+                    sink.default_priority,
+                )));
+            } else if now.duration_since(at) < UNKNOWN_ALIAS_WAIT {
+                keep.push((at, d));
+            }
+        }
+        self.early_datagrams = keep;
+        self.by_alias.entry(alias).or_default().push(sink);
+        Ok(())
+    }
+
+    pub(crate) fn unregister(&mut self, alias: u64, request_id: u64) {
+        if let Some(v) = self.by_alias.get_mut(&alias) {
+            v.retain(|s| s.request_id != request_id);
+            if v.is_empty() {
+                self.by_alias.remove(&alias);
+                self.tracks.remove(&alias);
+                let now = Instant::now();
+                self.ended
+                    .retain(|_, at| now.duration_since(*at) < ENDED_MEMORY);
+                self.ended.insert(alias, now);
+            }
+        }
+    }
+
+    /// The subscription a group of `alias` belongs to: the first whose filter admits it (with
+    /// several subscriptions sharing an alias, draft-19 §5.1 has the subscriber re-apply filters).
+    fn route(&self, alias: u64, loc: Location) -> Option<Arc<Sink>> {
+        let sinks = self.by_alias.get(&alias)?;
+        sinks
+            .iter()
+            .find(|s| s.params.borrow().in_range(loc))
+            .or_else(|| sinks.first())
+            .cloned()
+    }
+}
+
+fn datagram_object(d: &ObjectDatagram, default_priority: u8) -> Object {
+    let (status, payload) = match &d.body {
+        DatagramBody::Payload(p) => (moq_core::data::ObjectStatus::Normal, p.clone()),
+        DatagramBody::Status(s) => (*s, Bytes::new()),
+    };
+    Object {
+        location: Location::new(d.group, d.object),
+        subgroup: None,
+        priority: d.priority.unwrap_or(default_priority),
+        status,
+        properties: d.properties.clone(),
+        payload,
+    }
+}
+
+/// Routes a datagram to its subscription, holds it briefly if the alias is not known yet, or
+/// drops it (draft-19 §11.3).
+pub(crate) fn handle_datagram(inner: &SessionInner, d: ObjectDatagram) {
+    let mut table = lock(&inner.aliases);
+    let loc = Location::new(d.group, d.object);
+    if let Some(sink) = table.route(d.track_alias, loc) {
+        let _ = sink.tx.try_send(TrackEvent::Datagram(datagram_object(
+            &d,
+            sink.default_priority,
+        )));
+    } else if !table.ended.contains_key(&d.track_alias) {
+        let now = Instant::now();
+        table
+            .early_datagrams
+            .retain(|(at, _)| now.duration_since(*at) < UNKNOWN_ALIAS_WAIT);
+        if table.early_datagrams.len() < MAX_EARLY_DATAGRAMS {
+            table.early_datagrams.push((now, d));
+        }
+    }
+}
+
+/// Routes a subgroup stream to its subscription, waiting briefly (and boundedly) for an alias
+/// that is not known yet.
+pub(crate) async fn handle_subgroup_stream(
+    inner: Arc<SessionInner>,
+    mut recv: BoxRecvStream,
+    mut buf: BytesMut,
+) {
+    let v = inner.version;
+    let header = loop {
+        match SubgroupHeader::decode(&mut &buf[..], v) {
+            Ok(h) => {
+                // Consume exactly the header bytes.
+                let mut cur = &buf[..];
+                let _ = SubgroupHeader::decode(&mut cur, v);
+                let used = buf.len() - cur.len();
+                let _ = buf.split_to(used);
+                break h;
+            }
+            Err(DecodeError::Short) => {}
+            Err(e) => return inner.close(e.into()),
+        }
+        match recv.read_chunk(64 * 1024).await {
+            Ok(Some(c)) => buf.extend_from_slice(&c),
+            Ok(None) => {
+                return inner.close(Error::protocol("stream ended inside a SUBGROUP_HEADER"));
+            }
+            Err(_) => return,
+        }
+    };
+    let group = header.group;
+    let deadline = Instant::now() + UNKNOWN_ALIAS_WAIT;
+    let mut parked: Option<Parked<'_>> = None;
+    let sink = loop {
+        let mut generation = inner.alias_generation.subscribe();
+        {
+            let table = lock(&inner.aliases);
+            if let Some(sink) = table.route(header.track_alias, Location::new(group, 0)) {
+                break sink;
+            }
+            if table.ended.contains_key(&header.track_alias) {
+                // Late data for an ended subscription.
+                recv.stop(StreamResetCode::CANCELLED.0);
+                return;
+            }
+        }
+        // draft-19 §11.4.2: hold a stream for an unknown alias briefly, and boundedly.
+        if parked.is_none() {
+            match Parked::new(&inner) {
+                Some(p) => parked = Some(p),
+                None => {
+                    recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
+                    return;
+                }
+            }
+        }
+        tokio::select! {
+            _ = generation.changed() => {}
+            _ = tokio::time::sleep_until(deadline.into()) => {
+                recv.stop(StreamResetCode::CANCELLED.0);
+                return;
+            }
+            _ = inner.closed() => return,
+        }
+    };
+    drop(parked);
+    sink.streams.fetch_add(1, Ordering::Relaxed);
+    sink.stream_arrived.notify_waiters();
+    let default_priority = sink.default_priority;
+    let incoming = IncomingSubgroup {
+        inner: inner.clone(),
+        reader: SubgroupReader::new(header, v),
+        recv: Some(recv),
+        buf,
+        default_priority,
+        fin: false,
+    };
+    let _ = sink.tx.send(TrackEvent::Subgroup(incoming)).await;
+}
+
+/// Counts a stream held for an unknown alias; at most `max_pending_streams` at once.
+struct Parked<'a>(&'a SessionInner);
+
+impl<'a> Parked<'a> {
+    fn new(inner: &'a SessionInner) -> Option<Self> {
+        let n = inner.parked_streams.fetch_add(1, Ordering::Relaxed);
+        let p = Parked(inner);
+        (n < inner.config.limits.max_pending_streams).then_some(p)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.parked_streams.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Hands a fetch stream to its FETCH, or holds it until the FETCH is registered.
+pub(crate) async fn handle_fetch_stream(
+    inner: Arc<SessionInner>,
+    mut recv: BoxRecvStream,
+    mut buf: BytesMut,
+) {
+    let v = inner.version;
+    let header = loop {
+        let mut cur = &buf[..];
+        match FetchHeader::decode(&mut cur, v) {
+            Ok(h) => {
+                let used = buf.len() - cur.len();
+                let _ = buf.split_to(used);
+                break h;
+            }
+            Err(DecodeError::Short) => {}
+            Err(e) => return inner.close(e.into()),
+        }
+        match recv.read_chunk(64 * 1024).await {
+            Ok(Some(c)) => buf.extend_from_slice(&c),
+            Ok(None) => return inner.close(Error::protocol("stream ended inside a FETCH_HEADER")),
+            Err(_) => return,
+        }
+    };
+    let mut table = lock(&inner.aliases);
+    if let Some(tx) = table.fetches.remove(&header.request_id) {
+        let _ = tx.send((recv, buf));
+    } else if table.early_fetches.len() < inner.config.limits.max_pending_streams {
+        table.early_fetches.insert(header.request_id, (recv, buf));
+    } else {
+        recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
+    }
+}
+
+/// One subgroup stream of a subscription, read object by object.
+///
+/// Objects come in Object ID order. The stream ends with `Ok(None)` when the publisher finished
+/// it (every object of the subgroup was delivered), or with [`Error::Cancelled`] if it was
+/// reset (objects may be missing). Dropping it sends STOP_SENDING.
+#[derive(Debug)]
+pub struct IncomingSubgroup {
+    inner: Arc<SessionInner>,
+    reader: SubgroupReader,
+    recv: Option<BoxRecvStream>,
+    buf: BytesMut,
+    default_priority: u8,
+    fin: bool,
+}
+
+impl IncomingSubgroup {
+    /// The stream's header.
+    pub fn header(&self) -> &SubgroupHeader {
+        self.reader.header()
+    }
+
+    /// The Group ID.
+    pub fn group(&self) -> u64 {
+        self.reader.header().group
+    }
+
+    /// The Subgroup ID, once known.
+    pub fn subgroup_id(&self) -> Option<u64> {
+        match self.reader.header().subgroup {
+            SubgroupId::FirstObject => self.reader.subgroup_id(),
+            SubgroupId::Zero => Some(0),
+            SubgroupId::Explicit(id) => Some(id),
+        }
+    }
+
+    /// The publisher priority of the subgroup.
+    pub fn priority(&self) -> u8 {
+        self.reader
+            .header()
+            .priority
+            .unwrap_or(self.default_priority)
+    }
+
+    /// True if this subgroup holds the group's last object (END_OF_GROUP).
+    pub fn end_of_group(&self) -> bool {
+        self.reader.header().end_of_group
+    }
+
+    /// The next event: an object's fields or a chunk of its payload, without assembling
+    /// payloads (for forwarding). `Ok(None)` at a clean end of the stream.
+    pub async fn next_event(&mut self) -> Result<Option<SubgroupEvent>, Error> {
+        loop {
+            match self.reader.next(&mut self.buf) {
+                Ok(Some(ev)) => return Ok(Some(ev)),
+                Ok(None) => {}
+                Err(e) => {
+                    let e = Error::from(e);
+                    self.inner.close(e.clone());
+                    return Err(e);
+                }
+            }
+            if self.fin {
+                // draft-19 §11.4: a FIN in the middle of an object is a PROTOCOL_VIOLATION.
+                return match self.reader.finish(&self.buf) {
+                    Ok(()) => Ok(None),
+                    Err(e) => {
+                        let e = Error::from(e);
+                        self.inner.close(e.clone());
+                        Err(e)
+                    }
+                };
+            }
+            let Some(recv) = self.recv.as_mut() else {
+                return Ok(None);
+            };
+            match recv.read_chunk(64 * 1024).await {
+                Ok(Some(c)) => {
+                    if self.buf.is_empty() {
+                        self.buf = BytesMut::from(&c[..]);
+                    } else {
+                        self.buf.extend_from_slice(&c);
+                    }
+                }
+                Ok(None) => self.fin = true,
+                Err(e) => {
+                    self.recv = None;
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+
+    /// The next whole object; `Ok(None)` when the publisher finished the stream.
+    pub async fn next_object(&mut self) -> Result<Option<Object>, Error> {
+        let Some(ev) = self.next_event().await? else {
+            return Ok(None);
+        };
+        let SubgroupEvent::Object(o) = ev else {
+            return Err(Error::Invalid("payload without an object".into()));
+        };
+        let max = self.inner.config.limits.max_object_size as u64;
+        if o.payload_len > max {
+            self.stop(StreamResetCode::EXCESSIVE_LOAD);
+            return Err(Error::Limit("object larger than max_object_size"));
+        }
+        let mut payload = BytesMut::new();
+        let mut single: Option<Bytes> = None;
+        if o.payload_len > 0 {
+            loop {
+                match self.next_event().await? {
+                    Some(SubgroupEvent::Payload { data, last }) => {
+                        if last && single.is_none() && payload.is_empty() {
+                            single = Some(data);
+                        } else {
+                            if let Some(s) = single.take() {
+                                payload.extend_from_slice(&s);
+                            }
+                            payload.extend_from_slice(&data);
+                        }
+                        if last {
+                            break;
+                        }
+                    }
+                    _ => return Err(Error::protocol("subgroup stream ended inside an object")),
+                }
+            }
+        }
+        let subgroup = self.subgroup_id();
+        Ok(Some(Object {
+            location: Location::new(self.group(), o.id),
+            subgroup,
+            priority: self.priority(),
+            status: o.status,
+            properties: o.properties,
+            payload: single.unwrap_or_else(|| payload.freeze()),
+        }))
+    }
+
+    /// Sends STOP_SENDING: this subgroup is no longer of interest.
+    pub fn stop(&mut self, code: StreamResetCode) {
+        if let Some(mut r) = self.recv.take() {
+            r.stop(code.0);
+        }
+    }
+}
+
+impl Drop for IncomingSubgroup {
+    fn drop(&mut self) {
+        if !self.fin {
+            self.stop(StreamResetCode::CANCELLED);
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! The publisher's side of a subscription: subgroup streams and datagrams (draft-19 §11).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use moq_core::codes::{PublishDoneCode, StreamResetCode};
+use moq_core::data::{
+    DatagramBody, ObjectDatagram, ObjectStatus, SubgroupHeader, SubgroupId, SubgroupWriter,
+};
+use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
+use tokio::sync::{Notify, oneshot, watch};
+
+use super::{Object, SubscriptionParams, stream_priority};
+use crate::error::Error;
+use crate::session::{SessionInner, lock};
+use crate::transport::BoxSendStream;
+
+/// Why the application ends a subscription: the PUBLISH_DONE it sends.
+#[derive(Debug)]
+pub(crate) struct Finish {
+    pub(crate) status: PublishDoneCode,
+    pub(crate) reason: String,
+    pub(crate) stream_count: u64,
+    pub(crate) sent: oneshot::Sender<Result<(), Error>>,
+}
+
+/// State shared by a subscription's writer, its subgroup senders and its request task.
+#[derive(Debug)]
+pub(crate) struct WriterShared {
+    pub(crate) session: Arc<SessionInner>,
+    pub(crate) request_id: u64,
+    pub(crate) track_alias: u64,
+    pub(crate) track: FullTrackName,
+    pub(crate) publisher_priority: u8,
+    pub(crate) group_order: GroupOrder,
+    pub(crate) track_properties: Properties,
+    pub(crate) params: watch::Receiver<SubscriptionParams>,
+    /// Set when the subscription ends for any reason other than our own PUBLISH_DONE.
+    pub(crate) ended: watch::Receiver<Option<Error>>,
+    pub(crate) streams_opened: AtomicU64,
+    pub(crate) streams_open: AtomicUsize,
+    pub(crate) streams_closed: Notify,
+    pub(crate) largest: Mutex<Option<Location>>,
+    pub(crate) finish: Mutex<Option<oneshot::Sender<Finish>>>,
+    pub(crate) finished: AtomicBool,
+}
+
+impl WriterShared {
+    fn note_largest(&self, loc: Location) {
+        let mut l = lock(&self.largest);
+        if l.is_none_or(|x| loc > x) {
+            *l = Some(loc);
+        }
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        if let Some(e) = self.ended.borrow().clone() {
+            return Err(e);
+        }
+        if self.finished.load(Ordering::Relaxed) {
+            return Err(Error::Invalid("the subscription was finished".into()));
+        }
+        Ok(())
+    }
+
+    /// The publisher's delivery timeouts: Track Properties, overridden per subgroup by Object
+    /// Properties of its first object; the smaller non-zero of publisher and subscriber wins
+    /// (draft-19 §8).
+    fn timeout(
+        &self,
+        key: u64,
+        subscriber: Option<Duration>,
+        first: Option<&Properties>,
+    ) -> Option<Duration> {
+        let publisher = first
+            .and_then(|p| p.get_int(key))
+            .or_else(|| self.track_properties.get_int(key))
+            .filter(|v| *v > 0)
+            .map(Duration::from_millis);
+        match (publisher, subscriber) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Sends a subscription's objects: opens subgroup streams, sends datagrams, and ends the
+/// subscription with PUBLISH_DONE. Cheap to clone.
+///
+/// Objects that do not pass the subscription's filters (Forward State, Location Filter, Range
+/// Filters; draft-19 §5.1.4) are skipped, never sent. When the subscriber cancels, or the
+/// session ends, writes fail with that error and [`SubscriptionWriter::cancelled`] resolves.
+#[derive(Clone, Debug)]
+pub struct SubscriptionWriter {
+    pub(crate) shared: Arc<WriterShared>,
+}
+
+impl SubscriptionWriter {
+    /// The Request ID of the SUBSCRIBE or PUBLISH.
+    pub fn request_id(&self) -> u64 {
+        self.shared.request_id
+    }
+
+    /// The Track Alias this subscription's objects carry.
+    pub fn track_alias(&self) -> u64 {
+        self.shared.track_alias
+    }
+
+    /// The track.
+    pub fn track(&self) -> &FullTrackName {
+        &self.shared.track
+    }
+
+    /// The subscription's current parameters.
+    pub fn params(&self) -> SubscriptionParams {
+        self.shared.params.borrow().clone()
+    }
+
+    /// Resolves when the subscriber changes the parameters (REQUEST_UPDATE).
+    pub async fn params_changed(&self) -> Result<SubscriptionParams, Error> {
+        let mut rx = self.shared.params.clone();
+        let mut ended = self.shared.ended.clone();
+        tokio::select! {
+            r = rx.changed() => match r {
+                Ok(()) => Ok(rx.borrow().clone()),
+                Err(_) => Err(self.cancelled().await),
+            },
+            r = ended.wait_for(|e| e.is_some()) => Err(r.ok().and_then(|e| e.clone()).unwrap_or(Error::EndedEarly)),
+        }
+    }
+
+    /// The group order objects are prioritized in: the subscriber's, else the track's.
+    pub fn group_order(&self) -> GroupOrder {
+        self.params().group_order.unwrap_or(self.shared.group_order)
+    }
+
+    /// True while objects are wanted (Forward State 1).
+    pub fn is_forwarding(&self) -> bool {
+        self.shared.params.borrow().forward
+    }
+
+    /// True if an object with these fields would be sent.
+    pub fn wants(
+        &self,
+        loc: Location,
+        subgroup: Option<u64>,
+        priority: u8,
+        properties: &Properties,
+    ) -> bool {
+        self.shared
+            .params
+            .borrow()
+            .passes(loc, subgroup, priority, properties)
+    }
+
+    /// The largest location written so far.
+    pub fn largest(&self) -> Option<Location> {
+        *lock(&self.shared.largest)
+    }
+
+    /// Records a location as published (for LARGEST_OBJECT in REQUEST_UPDATE_OK) without
+    /// sending it, e.g. when it was filtered out.
+    pub fn observe(&self, loc: Location) {
+        self.shared.note_largest(loc);
+    }
+
+    /// Resolves when the subscription ends without our PUBLISH_DONE: [`Error::Cancelled`] when
+    /// the subscriber cancels it, or the session's error.
+    pub async fn cancelled(&self) -> Error {
+        let mut rx = self.shared.ended.clone();
+        let res = rx
+            .wait_for(|e| e.is_some())
+            .await
+            .ok()
+            .and_then(|e| e.clone());
+        res.unwrap_or(Error::EndedEarly)
+    }
+
+    /// Opens a subgroup stream (draft-19 §11.4.2). `priority` is the Publisher Priority
+    /// (`None` inherits DEFAULT_PUBLISHER_PRIORITY). The stream's QUIC priority follows the
+    /// draft's scheduling order (§7.2).
+    pub async fn open_subgroup(
+        &self,
+        group: u64,
+        subgroup: SubgroupId,
+        priority: Option<u8>,
+        end_of_group: bool,
+    ) -> Result<SubgroupSender, Error> {
+        self.shared.check_open()?;
+        let s = &self.shared;
+        let params = self.params();
+        let order = params.group_order.unwrap_or(s.group_order);
+        let publisher = priority.unwrap_or(s.publisher_priority);
+        let explicit = match subgroup {
+            SubgroupId::Zero => 0,
+            SubgroupId::FirstObject => 0,
+            SubgroupId::Explicit(id) => id,
+        };
+        let mut stream = tokio::select! {
+            r = s.session.conn.open_uni() => r?,
+            e = self.cancelled() => return Err(e),
+        };
+        stream.set_priority(stream_priority(
+            params.subscriber_priority,
+            publisher,
+            order,
+            group,
+            explicit,
+        ));
+        s.streams_opened.fetch_add(1, Ordering::Relaxed);
+        s.streams_open.fetch_add(1, Ordering::Relaxed);
+        let header = SubgroupHeader {
+            track_alias: s.track_alias,
+            group,
+            subgroup,
+            priority,
+            properties: true,
+            end_of_group,
+            first_object: false,
+        };
+        Ok(SubgroupSender {
+            shared: s.clone(),
+            writer: SubgroupWriter::new(header, s.session.version),
+            stream: Some(stream),
+            header_sent: false,
+            buf: Vec::with_capacity(64),
+            omitted: false,
+            subgroup_id: match subgroup {
+                SubgroupId::FirstObject => None,
+                _ => Some(explicit),
+            },
+            first_properties: None,
+            priority: publisher,
+        })
+    }
+
+    /// Sends one object as a datagram (draft-19 §11.3.1). Returns `false` if it was filtered
+    /// out or is larger than the path allows (it is then dropped, as the draft says).
+    pub fn send_datagram(&self, obj: &Object) -> Result<bool, Error> {
+        self.shared.check_open()?;
+        let s = &self.shared;
+        s.note_largest(obj.location);
+        if !self.wants(obj.location, None, obj.priority, &obj.properties) {
+            return Ok(false);
+        }
+        let d = ObjectDatagram {
+            track_alias: s.track_alias,
+            group: obj.location.group,
+            object: obj.location.object,
+            priority: (obj.priority != s.publisher_priority).then_some(obj.priority),
+            properties: obj.properties.clone(),
+            end_of_group: false,
+            body: match obj.status {
+                ObjectStatus::Normal if !obj.payload.is_empty() || !obj.properties.is_empty() => {
+                    DatagramBody::Payload(obj.payload.clone())
+                }
+                status => DatagramBody::Status(status),
+            },
+        };
+        let bytes = d.encode_to_bytes(s.session.version)?;
+        if s.session
+            .conn
+            .max_datagram_size()
+            .is_none_or(|max| bytes.len() > max)
+        {
+            return Ok(false);
+        }
+        s.session
+            .conn
+            .send_datagram(bytes)
+            .map(|()| true)
+            .map_err(Error::from)
+    }
+
+    /// Ends the subscription: waits until every subgroup stream is closed, then sends
+    /// PUBLISH_DONE with the exact Stream Count and finishes the request stream
+    /// (draft-19 §10.11).
+    pub async fn finish(self, status: PublishDoneCode, reason: &str) -> Result<(), Error> {
+        let s = &self.shared;
+        if s.finished.swap(true, Ordering::Relaxed) {
+            return Err(Error::Invalid("already finished".into()));
+        }
+        // draft-19 §10.11: PUBLISH_DONE only after every stream of the subscription is closed.
+        while s.streams_open.load(Ordering::Acquire) > 0 {
+            let notified = s.streams_closed.notified();
+            if s.streams_open.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            tokio::select! {
+                _ = notified => {}
+                e = self.cancelled() => return Err(e),
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        let finish = Finish {
+            status,
+            reason: reason.to_string(),
+            stream_count: s.streams_opened.load(Ordering::Relaxed),
+            sent: tx,
+        };
+        let sender = lock(&s.finish)
+            .take()
+            .ok_or(Error::Invalid("already finished".into()))?;
+        sender.send(finish).map_err(|_| Error::EndedEarly)?;
+        rx.await.unwrap_or(Err(Error::EndedEarly))
+    }
+}
+
+/// One open subgroup stream. Write objects in increasing Object ID order, then
+/// [`SubgroupSender::finish`] once the subgroup is complete. Dropping it unfinished resets the
+/// stream (draft-19 §11.4.3: FIN only when every object was delivered).
+#[derive(Debug)]
+pub struct SubgroupSender {
+    shared: Arc<WriterShared>,
+    writer: SubgroupWriter,
+    stream: Option<BoxSendStream>,
+    header_sent: bool,
+    buf: Vec<u8>,
+    omitted: bool,
+    subgroup_id: Option<u64>,
+    first_properties: Option<Properties>,
+    priority: u8,
+}
+
+impl SubgroupSender {
+    /// The group.
+    pub fn group(&self) -> u64 {
+        self.writer.header().group
+    }
+
+    /// The last Object ID written.
+    pub fn last_object(&self) -> Option<u64> {
+        self.writer.last_object()
+    }
+
+    /// Writes one object. `first_byte` is when its first byte was produced or received (for
+    /// OBJECT_DELIVERY_TIMEOUT, draft-19 §8); `None` means now. Objects that do not pass the
+    /// subscription's filters are skipped; if they are skipped because of Forward State the
+    /// stream can no longer be finished and is reset at the end.
+    pub async fn write(
+        &mut self,
+        id: u64,
+        properties: &Properties,
+        status: ObjectStatus,
+        payload: Bytes,
+        first_byte: Option<Instant>,
+    ) -> Result<(), Error> {
+        self.shared
+            .check_open()
+            .inspect_err(|_| self.abort(StreamResetCode::CANCELLED))?;
+        let loc = Location::new(self.group(), id);
+        self.shared.note_largest(loc);
+        let subgroup = self.subgroup_id.or(Some(id));
+        let params = self.shared.params.borrow().clone();
+        if !params.forward {
+            self.omitted = true;
+            return Ok(());
+        }
+        if !params.in_range(loc)
+            || !params.passes_range_filters(loc, subgroup, self.priority, properties)
+        {
+            return Ok(());
+        }
+        if self.first_properties.is_none() {
+            self.first_properties = Some(properties.clone());
+        }
+        // draft-19 §8: reset with DELIVERY_TIMEOUT an object older than the timeout.
+        let timeout = self.shared.timeout(
+            property::OBJECT_DELIVERY_TIMEOUT,
+            params.object_delivery_timeout,
+            self.first_properties.as_ref(),
+        );
+        if let (Some(t), Some(at)) = (timeout, first_byte)
+            && at.elapsed() > t
+        {
+            self.abort(StreamResetCode::DELIVERY_TIMEOUT);
+            return Err(Error::Cancelled(StreamResetCode::DELIVERY_TIMEOUT));
+        }
+        self.buf.clear();
+        if !self.header_sent {
+            self.writer.encode_header(&mut self.buf)?;
+            self.header_sent = true;
+        }
+        self.writer.encode_object_header(
+            &mut self.buf,
+            id,
+            properties,
+            status,
+            payload.len() as u64,
+        )?;
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(Error::Invalid("subgroup stream already closed".into()));
+        };
+        stream.write_all(&self.buf).await?;
+        if !payload.is_empty() {
+            stream.write_chunk(payload).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes a Normal object now.
+    pub async fn write_object(&mut self, id: u64, payload: Bytes) -> Result<(), Error> {
+        self.write(id, &Properties::new(), ObjectStatus::Normal, payload, None)
+            .await
+    }
+
+    /// Ends the subgroup: FIN if every object was sent, else a reset (draft-19 §11.4.3). With a
+    /// SUBGROUP_DELIVERY_TIMEOUT the stream is reset if not fully delivered in time (§8).
+    pub fn finish(mut self) {
+        if self.omitted {
+            self.abort(StreamResetCode::CANCELLED);
+            return;
+        }
+        let Some(mut stream) = self.stream.take() else {
+            return;
+        };
+        if !self.header_sent {
+            // An empty subgroup still says it exists.
+            self.buf.clear();
+            if self.writer.encode_header(&mut self.buf).is_ok() {
+                let buf = std::mem::take(&mut self.buf);
+                let shared = self.shared.clone();
+                tokio::spawn(async move {
+                    let _ = stream.write_all(&buf).await;
+                    let _ = stream.finish();
+                    closed(&shared);
+                });
+                return;
+            }
+        }
+        let _ = stream.finish();
+        let params = self.shared.params.borrow().clone();
+        let timeout = self.shared.timeout(
+            property::SUBGROUP_DELIVERY_TIMEOUT,
+            params.subgroup_delivery_timeout,
+            self.first_properties.as_ref(),
+        );
+        if let Some(t) = timeout {
+            tokio::spawn(async move {
+                if tokio::time::timeout(t, stream.stopped()).await.is_err() {
+                    stream.reset(StreamResetCode::DELIVERY_TIMEOUT.0);
+                }
+            });
+        }
+        closed(&self.shared);
+    }
+
+    /// Resets the stream with `code`.
+    pub fn abort(&mut self, code: StreamResetCode) {
+        if let Some(mut s) = self.stream.take() {
+            s.reset(code.0);
+            closed(&self.shared);
+        }
+    }
+}
+
+fn closed(shared: &WriterShared) {
+    if shared.streams_open.fetch_sub(1, Ordering::AcqRel) == 1 {
+        shared.streams_closed.notify_waiters();
+    }
+}
+
+impl Drop for SubgroupSender {
+    fn drop(&mut self) {
+        self.abort(StreamResetCode::CANCELLED);
+    }
+}
