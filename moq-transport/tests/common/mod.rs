@@ -1,6 +1,8 @@
 //! Loopback helpers: a server and client on 127.0.0.1 with a generated certificate.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod raw;
+
 use std::future::Future;
 use std::time::Duration;
 

@@ -1,0 +1,874 @@
+//! Misbehaving peers over loopback QUIC: one side is our `Session`, the other a raw quinn peer
+//! (tests/common/raw.rs) that writes arbitrary bytes. Each test checks the session close code our
+//! side chose, read on the raw side from the QUIC CONNECTION_CLOSE, and that our own handles end
+//! with the same error; or, for request-level errors, that the session stays open.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::raw::{
+    RawConn, RawServer, encode, frame, frame_with_len, put_namespace, put_vi, raw_setup, vi,
+};
+use common::{TestServer, timeout};
+use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
+use moq_core::message::{
+    Goaway, Message, Namespace, NamespaceDone, Parameters, PublishNamespace, RequestError,
+    RequestOk, RequestUpdate, Setup, SetupOptions, SubscribeNamespace,
+};
+use moq_core::{Location, Properties, TrackNamespace, Version};
+use moq_transport::namespace::{NamespaceEvent, NamespaceSubscription};
+use moq_transport::{Error, Session, SessionConfig};
+
+const V19: Version = Version::Draft19;
+const V18: Version = Version::Draft18;
+const PROTOCOL_VIOLATION: SessionErrorCode = SessionErrorCode::PROTOCOL_VIOLATION;
+
+/// SUBSCRIBE_NAMESPACE's message type.
+const SUBSCRIBE_NAMESPACE: u64 = 0x50;
+/// SUBSCRIBE's message type.
+const SUBSCRIBE: u64 = 0x03;
+/// REQUEST_UPDATE's message type.
+const REQUEST_UPDATE: u64 = 0x02;
+
+fn ns(fields: &[&str]) -> TrackNamespace {
+    TrackNamespace::from_strs(fields.iter().copied()).unwrap()
+}
+
+/// Asserts `err` is our side closing the session with `code` (not the peer, not the transport).
+#[track_caller]
+fn assert_closed_with(err: &Error, code: SessionErrorCode) {
+    assert!(
+        matches!(err, Error::Violation { .. } | Error::Decode(_)),
+        "expected a violation detected by our side, got {err:?}"
+    );
+    assert_eq!(err.session_code(), code, "{err}");
+}
+
+/// Waits until our `session` has closed the connection with `code`, checked on both ends. The
+/// reason phrase must contain `hint`, so that a catch-all code such as PROTOCOL_VIOLATION is
+/// known to come from the rule under test.
+async fn expect_close(raw: &RawConn, session: &Session, code: SessionErrorCode, hint: &str) {
+    let (got, reason) = raw.closed().await;
+    assert_eq!(got, code, "close code seen by the raw peer ({reason})");
+    assert!(reason.contains(hint), "{reason:?} should mention {hint:?}");
+    assert_closed_with(&session.closed().await, code);
+}
+
+/// One of our servers with `config` and a raw client that finished SETUP with it.
+async fn raw_client_with(
+    config: SessionConfig,
+    version: Version,
+) -> (RawConn, Session, TestServer) {
+    let mut srv = TestServer::start(config);
+    let (raw, _, session) = RawConn::to_server(&mut srv, version).await;
+    (raw, session, srv)
+}
+
+async fn raw_client(version: Version) -> (RawConn, Session, TestServer) {
+    raw_client_with(SessionConfig::default(), version).await
+}
+
+/// One of our clients that finished SETUP with a raw server.
+async fn our_client(version: Version) -> (Session, RawConn, RawServer) {
+    let raw_srv = RawServer::start(&[version]);
+    let client = raw_srv.client(vec![version]);
+    let (session, raw) = raw_srv.connect(&client, raw_setup()).await;
+    (session.unwrap(), raw, raw_srv)
+}
+
+/// A raw client opens one request stream carrying `first`; our server must close with `code`.
+async fn request_closes(first: &[u8], code: SessionErrorCode, hint: &str) {
+    let (raw, session, _srv) = raw_client(V19).await;
+    let _request = raw.open_request(first).await;
+    expect_close(&raw, &session, code, hint).await;
+}
+
+async fn next_event(sub: &mut NamespaceSubscription) -> NamespaceEvent {
+    sub.next()
+        .await
+        .expect("subscription ended")
+        .expect("subscription failed")
+}
+
+fn quic_code(code: StreamResetCode) -> quinn::VarInt {
+    quinn::VarInt::from_u64(code.0).unwrap()
+}
+
+/// A hand-built SUBSCRIBE_NAMESPACE body: Request ID 0, prefix ("a"), then `params` as given
+/// (starting with Number of Parameters).
+fn subscribe_namespace_body(params: &[u8]) -> Vec<u8> {
+    let mut body = vi(0);
+    put_namespace(&mut body, &[b"a"]);
+    body.extend_from_slice(params);
+    body
+}
+
+/// draft-19 §10.18: a NAMESPACE_DONE for a suffix the publisher never sent in NAMESPACE closes
+/// the session with PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn namespace_done_before_its_namespace() {
+    timeout(async {
+        let (session, raw, _srv) = our_client(V19).await;
+        let (sub, _streams) = tokio::join!(session.subscribe_namespace(ns(&["a"])), async {
+            let (mut send, recv, first) = raw.accept_request().await;
+            assert!(
+                matches!(&first, Message::SubscribeNamespace(m) if m.request_id == 0),
+                "{first:?}"
+            );
+            let mut bytes = encode(RequestOk::default(), V19);
+            bytes.extend(encode(
+                NamespaceDone {
+                    suffix: ns(&["never"]),
+                },
+                V19,
+            ));
+            send.write_all(&bytes).await.unwrap();
+            (send, recv)
+        });
+        let mut sub = sub.unwrap();
+        let err = sub.next().await.expect("an error item").unwrap_err();
+        assert_closed_with(&err, PROTOCOL_VIOLATION);
+        assert!(sub.next().await.is_none());
+        expect_close(&raw, &session, PROTOCOL_VIOLATION, "NAMESPACE_DONE").await;
+    })
+    .await;
+}
+
+/// draft-19 §10.18: the first message on a SUBSCRIBE_NAMESPACE response stream must be
+/// REQUEST_OK or REQUEST_ERROR; a NAMESPACE first closes the session with PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn namespace_before_request_ok() {
+    timeout(async {
+        let (session, raw, _srv) = our_client(V19).await;
+        let (res, _streams) = tokio::join!(session.subscribe_namespace(ns(&["a"])), async {
+            let (mut send, recv, _) = raw.accept_request().await;
+            let bytes = encode(Namespace { suffix: ns(&["x"]) }, V19);
+            send.write_all(&bytes).await.unwrap();
+            (send, recv)
+        });
+        assert_closed_with(&res.unwrap_err(), PROTOCOL_VIOLATION);
+        expect_close(
+            &raw,
+            &session,
+            PROTOCOL_VIOLATION,
+            "NAMESPACE before the response",
+        )
+        .await;
+    })
+    .await;
+}
+
+/// draft-19 §6.2: PUBLISH_NAMESPACE gets exactly one REQUEST_OK or REQUEST_ERROR and the
+/// publisher SHOULD close the session on more; ours closes it with PROTOCOL_VIOLATION on a
+/// second REQUEST_OK with no REQUEST_UPDATE outstanding.
+#[tokio::test]
+async fn second_request_ok_for_publish_namespace() {
+    timeout(async {
+        let (session, raw, _srv) = our_client(V19).await;
+        let (res, _streams) = tokio::join!(session.publish_namespace(ns(&["p"])), async {
+            let (mut send, recv, first) = raw.accept_request().await;
+            assert!(
+                matches!(&first, Message::PublishNamespace(m) if m.namespace == ns(&["p"])),
+                "{first:?}"
+            );
+            let mut bytes = encode(RequestOk::default(), V19);
+            bytes.extend(encode(RequestOk::default(), V19));
+            send.write_all(&bytes).await.unwrap();
+            (send, recv)
+        });
+        let published = res.unwrap();
+        assert_closed_with(&published.ended().await, PROTOCOL_VIOLATION);
+        assert!(!published.is_active());
+        expect_close(&raw, &session, PROTOCOL_VIOLATION, "second REQUEST_OK").await;
+    })
+    .await;
+}
+
+/// draft-19 §10.2.1, §10.5: a REQUEST_OK answering SUBSCRIBE_NAMESPACE may carry only the
+/// parameters listed for SUBSCRIBE_NAMESPACE_OK (not LARGEST_OBJECT) and no Track Properties
+/// (those belong to TRACK_STATUS_OK); either closes the session with PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn request_ok_with_contents_not_allowed_for_its_request() {
+    timeout(async {
+        let largest = RequestOk {
+            params: Parameters {
+                largest_object: Some(Location {
+                    group: 1,
+                    object: 0,
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let with_properties = RequestOk {
+            track_properties: Properties::new().with_int(0x3e, 1).unwrap(),
+            ..Default::default()
+        };
+        for (ok, hint) in [
+            (largest, "0x9 may not appear"),
+            (with_properties, "track properties"),
+        ] {
+            let (session, raw, _srv) = our_client(V19).await;
+            let (res, _streams) = tokio::join!(session.subscribe_namespace(ns(&["a"])), async {
+                let (mut send, recv, _) = raw.accept_request().await;
+                send.write_all(&encode(ok, V19)).await.unwrap();
+                (send, recv)
+            });
+            assert_closed_with(&res.unwrap_err(), PROTOCOL_VIOLATION);
+            expect_close(&raw, &session, PROTOCOL_VIOLATION, hint).await;
+        }
+    })
+    .await;
+}
+
+/// draft-19 §10.18: a FIN or RESET_STREAM on the SUBSCRIBE_NAMESPACE response stream SHOULD count
+/// as a NAMESPACE_DONE for every active namespace; the subscription then ends (after a reset,
+/// with the reset code as its last item) and the session stays open.
+#[tokio::test]
+async fn response_stream_end_removes_every_namespace() {
+    timeout(async {
+        for reset in [true, false] {
+            let (session, raw, _srv) = our_client(V19).await;
+            let (sub, (mut send, _recv)) =
+                tokio::join!(session.subscribe_namespace(ns(&["a"])), async {
+                    let (mut send, recv, _) = raw.accept_request().await;
+                    let mut bytes = encode(RequestOk::default(), V19);
+                    bytes.extend(encode(Namespace { suffix: ns(&["x"]) }, V19));
+                    bytes.extend(encode(Namespace { suffix: ns(&["y"]) }, V19));
+                    send.write_all(&bytes).await.unwrap();
+                    (send, recv)
+                });
+            let mut sub = sub.unwrap();
+            assert_eq!(
+                next_event(&mut sub).await,
+                NamespaceEvent::Added(ns(&["a", "x"]))
+            );
+            assert_eq!(
+                next_event(&mut sub).await,
+                NamespaceEvent::Added(ns(&["a", "y"]))
+            );
+            // Both NAMESPACEs have been read, so a reset cannot discard them in flight.
+            if reset {
+                send.reset(quic_code(StreamResetCode::EXPIRED_AUTH_TOKEN))
+                    .unwrap();
+            } else {
+                send.finish().unwrap();
+            }
+            assert_eq!(
+                next_event(&mut sub).await,
+                NamespaceEvent::Removed(ns(&["a", "x"]))
+            );
+            assert_eq!(
+                next_event(&mut sub).await,
+                NamespaceEvent::Removed(ns(&["a", "y"]))
+            );
+            if reset {
+                let err = sub.next().await.expect("the reset code").unwrap_err();
+                assert!(
+                    matches!(err, Error::Cancelled(StreamResetCode::EXPIRED_AUTH_TOKEN)),
+                    "{err:?}"
+                );
+            }
+            assert!(sub.next().await.is_none(), "reset={reset}");
+
+            // The session is still open: a new request gets its answer.
+            assert!(session.close_reason().is_none(), "reset={reset}");
+            let (res, _streams) = tokio::join!(session.subscribe_namespace(ns(&["b"])), async {
+                let (mut send, recv, _) = raw.accept_request().await;
+                let refusal = RequestError::new(RequestErrorCode::DOES_NOT_EXIST, "none");
+                send.write_all(&encode(refusal, V19)).await.unwrap();
+                send.finish().unwrap();
+                (send, recv)
+            });
+            assert!(
+                matches!(res, Err(Error::Rejected(ref e)) if e.code == RequestErrorCode::DOES_NOT_EXIST),
+                "{res:?}"
+            );
+            assert!(raw.is_open());
+        }
+    })
+    .await;
+}
+
+/// draft-19 §2.4.1, §10.18: a Track Namespace Prefix has at most 32 fields; 33 closes the
+/// session with PROTOCOL_VIOLATION (32 is accepted).
+#[tokio::test]
+async fn prefix_of_33_fields() {
+    timeout(async {
+        let (raw, session, _srv) = raw_client(V19).await;
+        let prefix = |id: u64, n: usize| {
+            let mut body = vi(id);
+            put_namespace(&mut body, &vec![&b"f"[..]; n]);
+            put_vi(&mut body, 0);
+            frame(SUBSCRIBE_NAMESPACE, &body)
+        };
+        let (_send, mut resp) = raw.open_request(&prefix(0, 32)).await;
+        assert!(matches!(resp.expect().await, Message::RequestOk(_)));
+        let _request = raw.open_request(&prefix(2, 33)).await;
+        expect_close(&raw, &session, PROTOCOL_VIOLATION, "33 fields").await;
+    })
+    .await;
+}
+
+/// draft-19 §10.1: a client's Request IDs are even; an odd one from the client closes the
+/// session with INVALID_REQUEST_ID.
+#[tokio::test]
+async fn request_id_of_the_wrong_parity() {
+    timeout(async {
+        let request = SubscribeNamespace {
+            request_id: 1,
+            prefix: ns(&["a"]),
+            params: Default::default(),
+        };
+        request_closes(
+            &encode(request, V19),
+            SessionErrorCode::INVALID_REQUEST_ID,
+            "wrong parity",
+        )
+        .await;
+    })
+    .await;
+}
+
+/// draft-19 §10.1: Request IDs are never reused, across request types; a duplicate on a second
+/// request stream closes the session with INVALID_REQUEST_ID.
+#[tokio::test]
+async fn duplicate_request_id() {
+    timeout(async {
+        let (raw, session, _srv) = raw_client(V19).await;
+        let first = PublishNamespace {
+            request_id: 0,
+            namespace: ns(&["p"]),
+            params: Default::default(),
+        };
+        let (_send, mut resp) = raw.open_request(&encode(first, V19)).await;
+        assert!(matches!(resp.expect().await, Message::RequestOk(_)));
+        let again = SubscribeNamespace {
+            request_id: 0,
+            prefix: ns(&["a"]),
+            params: Default::default(),
+        };
+        let _request = raw.open_request(&encode(again, V19)).await;
+        expect_close(
+            &raw,
+            &session,
+            SessionErrorCode::INVALID_REQUEST_ID,
+            "duplicate",
+        )
+        .await;
+    })
+    .await;
+}
+
+/// draft-19 §3.3: a request stream must begin with one of the seven request messages; one that
+/// begins with NAMESPACE closes the session with PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn request_stream_starting_with_a_response_message() {
+    timeout(async {
+        let bytes = encode(Namespace { suffix: ns(&["x"]) }, V19);
+        request_closes(&bytes, PROTOCOL_VIOLATION, "starts with NAMESPACE").await;
+    })
+    .await;
+}
+
+/// draft-19 §3.3, §10.9: REQUEST_UPDATE is not one of the seven messages that may begin a
+/// request stream, so a stream beginning with it closes the session with PROTOCOL_VIOLATION,
+/// even when its parameters would otherwise only reject the request (an invalid Range Filter).
+#[tokio::test]
+async fn request_stream_starting_with_request_update() {
+    timeout(async {
+        // With an even property type the body decodes and the stream is refused for its first
+        // message; with an odd one the body fails to decode first, which must not be mistaken
+        // for a request-level INVALID_FILTER.
+        for (property_type, hint) in [(2, "starts with REQUEST_UPDATE"), (3, "invalid filter")] {
+            let mut body = vi(0);
+            body.extend(property_filter_params(property_type));
+            request_closes(&frame(REQUEST_UPDATE, &body), PROTOCOL_VIOLATION, hint).await;
+        }
+    })
+    .await;
+}
+
+/// draft-19 §3.4: a unidirectional stream of unknown type (0x01) MUST close the session; ours
+/// closes it with PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn unknown_unidirectional_stream_type() {
+    timeout(async {
+        let (raw, session, _srv) = raw_client(V19).await;
+        let _stream = raw.open_uni(&[0x01, 0x00, 0x00]).await;
+        expect_close(&raw, &session, PROTOCOL_VIOLATION, "stream type").await;
+    })
+    .await;
+}
+
+/// draft-19 §3.3: each peer opens one control stream; ours closes the session with
+/// PROTOCOL_VIOLATION when the peer opens a second.
+#[tokio::test]
+async fn second_control_stream() {
+    timeout(async {
+        let (raw, session, _srv) = raw_client(V19).await;
+        let setup = encode(
+            Setup {
+                options: raw_setup(),
+            },
+            V19,
+        );
+        let _stream = raw.open_uni(&setup).await;
+        expect_close(&raw, &session, PROTOCOL_VIOLATION, "second control stream").await;
+    })
+    .await;
+}
+
+/// draft-19 §3.3: closing the control stream (FIN, or a reset) closes the session with
+/// PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn control_stream_closed() {
+    timeout(async {
+        for reset in [false, true] {
+            let (mut raw, session, _srv) = raw_client(V19).await;
+            let control = raw.control.as_mut().unwrap();
+            let hint = if reset {
+                control
+                    .reset(quic_code(StreamResetCode::CANCELLED))
+                    .unwrap();
+                "reset its control stream"
+            } else {
+                control.finish().unwrap();
+                "closed its control stream"
+            };
+            expect_close(&raw, &session, PROTOCOL_VIOLATION, hint).await;
+        }
+    })
+    .await;
+}
+
+/// draft-19 §11: a datagram of unknown type (0x30: bit 0x10 set, so no OBJECT_DATAGRAM, and not
+/// PADDING) MUST close the session; ours closes it with PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn unknown_datagram_type() {
+    timeout(async {
+        let (raw, session, _srv) = raw_client(V19).await;
+        raw.send_datagram(&[0x30, 0x00, 0x00, 0x00]);
+        expect_close(&raw, &session, PROTOCOL_VIOLATION, "datagram type").await;
+    })
+    .await;
+}
+
+/// draft-19 §3.3, §10: the control stream begins with SETUP and otherwise carries only GOAWAY;
+/// ours closes the session with PROTOCOL_VIOLATION on a second SETUP.
+#[tokio::test]
+async fn second_setup_on_the_control_stream() {
+    timeout(async {
+        let (mut raw, session, _srv) = raw_client(V19).await;
+        let setup = encode(
+            Setup {
+                options: raw_setup(),
+            },
+            V19,
+        );
+        raw.write_control(&setup).await;
+        expect_close(&raw, &session, PROTOCOL_VIOLATION, "second SETUP").await;
+    })
+    .await;
+}
+
+/// draft-19 §10: an unknown control message type (0x11) MUST close the session; ours closes it
+/// with PROTOCOL_VIOLATION (here on the control stream after SETUP).
+#[tokio::test]
+async fn unknown_message_type_on_the_control_stream() {
+    timeout(async {
+        let (mut raw, session, _srv) = raw_client(V19).await;
+        raw.write_control(&frame(0x11, &[])).await;
+        expect_close(&raw, &session, PROTOCOL_VIOLATION, "message type 0x11").await;
+    })
+    .await;
+}
+
+/// draft-19 §10.4: a client's GOAWAY must carry an empty New Session URI; a server receiving a
+/// non-empty one closes the session with PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn client_goaway_with_a_uri() {
+    timeout(async {
+        let (mut raw, session, _srv) = raw_client(V19).await;
+        let goaway = Goaway {
+            new_session_uri: Bytes::from_static(b"moqt://elsewhere.example/moq"),
+            timeout_ms: 0,
+            request_id: None,
+        };
+        raw.write_control(&encode(goaway, V19)).await;
+        expect_close(
+            &raw,
+            &session,
+            PROTOCOL_VIOLATION,
+            "GOAWAY with a New Session URI",
+        )
+        .await;
+    })
+    .await;
+}
+
+/// draft-19 §10.4: at most one GOAWAY on the control stream; a second closes the session with
+/// PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn second_goaway_on_the_control_stream() {
+    timeout(async {
+        let (mut raw, session, _srv) = raw_client(V19).await;
+        let goaway = encode(Goaway::default(), V19);
+        raw.write_control(&goaway).await;
+        let info = session.wait_goaway().await.expect("the first GOAWAY");
+        assert!(info.new_session_uri.is_empty());
+        assert!(session.close_reason().is_none());
+        raw.write_control(&goaway).await;
+        expect_close(&raw, &session, PROTOCOL_VIOLATION, "second GOAWAY").await;
+    })
+    .await;
+}
+
+/// draft-19 §10.3.1.2: a PATH that is not `path-abempty [ "?" query ]` closes the session with
+/// MALFORMED_PATH (a well-formed one is accepted).
+#[tokio::test]
+async fn malformed_path() {
+    timeout(async {
+        let mut srv = TestServer::start(SessionConfig::default());
+        let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
+        let options = SetupOptions {
+            path: Some(Bytes::from_static(b"/moq?room=1")),
+            ..raw_setup()
+        };
+        let (_, session) = tokio::join!(raw.handshake(options), srv.server.accept());
+        assert_eq!(session.unwrap().info().path.as_deref(), Some("/moq?room=1"));
+
+        let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
+        raw.send_setup(SetupOptions {
+            path: Some(Bytes::from_static(b"moq")),
+            ..raw_setup()
+        })
+        .await;
+        assert_eq!(raw.closed_code().await, SessionErrorCode::MALFORMED_PATH);
+    })
+    .await;
+}
+
+/// draft-19 §10.3.1.1: an AUTHORITY that is not an RFC 3986 authority with a host (":443")
+/// closes the session with MALFORMED_AUTHORITY.
+#[tokio::test]
+async fn malformed_authority() {
+    timeout(async {
+        let srv = TestServer::start(SessionConfig::default());
+        let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
+        raw.send_setup(SetupOptions {
+            authority: Some(Bytes::from_static(b":443")),
+            ..raw_setup()
+        })
+        .await;
+        assert_eq!(
+            raw.closed_code().await,
+            SessionErrorCode::MALFORMED_AUTHORITY
+        );
+    })
+    .await;
+}
+
+/// draft-19 §10.3.1.1-2: PATH and AUTHORITY are client-only; a server's SETUP carrying PATH
+/// closes the session with INVALID_PATH, one carrying AUTHORITY with INVALID_AUTHORITY.
+#[tokio::test]
+async fn path_or_authority_from_the_server() {
+    timeout(async {
+        let cases = [
+            (
+                SetupOptions {
+                    path: Some(Bytes::from_static(b"/x")),
+                    ..raw_setup()
+                },
+                SessionErrorCode::INVALID_PATH,
+            ),
+            (
+                SetupOptions {
+                    authority: Some(Bytes::from_static(b"example.com")),
+                    ..raw_setup()
+                },
+                SessionErrorCode::INVALID_AUTHORITY,
+            ),
+        ];
+        for (options, code) in cases {
+            let raw_srv = RawServer::start(&[V19]);
+            let client = raw_srv.client(vec![V19]);
+            let (res, raw) = raw_srv.connect(&client, options).await;
+            assert_closed_with(&res.unwrap_err(), code);
+            assert_eq!(raw.closed_code().await, code);
+        }
+    })
+    .await;
+}
+
+/// draft-19 §3.3: request streams that arrive before SETUP SHOULD be buffered; ours are held
+/// and answered once the peer's SETUP arrives.
+#[tokio::test]
+async fn request_stream_before_setup_is_held() {
+    timeout(async {
+        let mut srv = TestServer::start(SessionConfig::default());
+        let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
+        let request = PublishNamespace {
+            request_id: 0,
+            namespace: ns(&["early"]),
+            params: Default::default(),
+        };
+        let (_send, mut resp) = raw.open_request(&encode(request, V19)).await;
+        // Nothing tells the raw side that our server has taken the stream in, so give it a
+        // moment (loopback: far more than enough); it must not answer before SETUP.
+        let early = tokio::time::timeout(Duration::from_millis(200), resp.next()).await;
+        assert!(early.is_err(), "answered before SETUP: {early:?}");
+        let (_, session) = tokio::join!(raw.handshake(raw_setup()), srv.server.accept());
+        let session = session.unwrap();
+        assert!(matches!(resp.expect().await, Message::RequestOk(_)));
+        assert!(session.announced().contains(&ns(&["early"])));
+        assert!(session.close_reason().is_none());
+        assert!(raw.is_open());
+    })
+    .await;
+}
+
+/// draft-19 §3.3: a peer MAY reset request streams that arrive before SETUP instead of
+/// buffering them; ours holds up to `max_pending_streams` and resets the rest with
+/// EXCESSIVE_LOAD, then answers the ones it held once SETUP arrives.
+#[tokio::test]
+async fn early_streams_beyond_the_limit_are_reset() {
+    timeout(async {
+        let mut config = SessionConfig::default();
+        config.limits.max_pending_streams = 1;
+        let mut srv = TestServer::start(config);
+        let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
+        let publish = |request_id, name| {
+            let request = PublishNamespace {
+                request_id,
+                namespace: ns(&[name]),
+                params: Default::default(),
+            };
+            encode(request, V19)
+        };
+        let (_a_send, mut a) = raw.open_request(&publish(0, "a")).await;
+        let (_b_send, mut b) = raw.open_request(&publish(2, "b")).await;
+        // Our server takes whichever stream it handles first; the other one is reset. The reset
+        // also proves the held one arrived before SETUP.
+        let (reset, mut held, held_ns) = tokio::select! {
+            r = a.next() => (r, b, "b"),
+            r = b.next() => (r, a, "a"),
+        };
+        let code = quic_code(StreamResetCode::EXCESSIVE_LOAD);
+        assert!(
+            matches!(reset, Err(quinn::ReadError::Reset(c)) if c == code),
+            "{reset:?}"
+        );
+        let (_, session) = tokio::join!(raw.handshake(raw_setup()), srv.server.accept());
+        let session = session.unwrap();
+        assert!(matches!(held.expect().await, Message::RequestOk(_)));
+        assert!(session.announced().contains(&ns(&[held_ns])));
+        assert!(session.close_reason().is_none());
+    })
+    .await;
+}
+
+/// draft-19 §10.3.1.7: more REQUEST_UPDATEs outstanding on one request stream than the
+/// MAX_REQUEST_UPDATES we announced closes the session with TOO_MANY_REQUEST_UPDATES.
+#[tokio::test]
+async fn too_many_request_updates() {
+    timeout(async {
+        let config = SessionConfig {
+            max_request_updates: 1,
+            ..Default::default()
+        };
+        let mut srv = TestServer::start(config);
+        let (raw, options, session) = RawConn::to_server(&mut srv, V19).await;
+        assert_eq!(options.max_request_updates, Some(1));
+        let request = PublishNamespace {
+            request_id: 0,
+            namespace: ns(&["u"]),
+            params: Default::default(),
+        };
+        let (mut send, mut resp) = raw.open_request(&encode(request, V19)).await;
+        assert!(matches!(resp.expect().await, Message::RequestOk(_)));
+        let update = |request_id| {
+            encode(
+                RequestUpdate {
+                    request_id,
+                    params: Default::default(),
+                },
+                V19,
+            )
+        };
+        // One at a time is within the limit.
+        send.write_all(&update(2)).await.unwrap();
+        assert!(matches!(resp.expect().await, Message::RequestOk(_)));
+        // Three without waiting for answers. One write, so they reach our server together and
+        // it sees all three outstanding when it handles the first.
+        let three: Vec<u8> = [4, 6, 8].into_iter().flat_map(update).collect();
+        send.write_all(&three).await.unwrap();
+        expect_close(
+            &raw,
+            &session,
+            SessionErrorCode::TOO_MANY_REQUEST_UPDATES,
+            "REQUEST_UPDATEs outstanding",
+        )
+        .await;
+    })
+    .await;
+}
+
+/// draft-19 §10.2.1: a Message Parameter in a message not listed for it (FILL_TIMEOUT 0x0A in
+/// SUBSCRIBE_NAMESPACE) closes the session with PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn parameter_not_allowed_in_the_message() {
+    timeout(async {
+        // The hand-built body matches the encoder's output without parameters.
+        let plain = SubscribeNamespace {
+            request_id: 0,
+            prefix: ns(&["a"]),
+            params: Default::default(),
+        };
+        assert_eq!(
+            frame(SUBSCRIBE_NAMESPACE, &subscribe_namespace_body(&vi(0))),
+            encode(plain, V19)
+        );
+        let mut params = vi(1);
+        put_vi(&mut params, 0x0A);
+        put_vi(&mut params, 5);
+        let bytes = frame(SUBSCRIBE_NAMESPACE, &subscribe_namespace_body(&params));
+        request_closes(&bytes, PROTOCOL_VIOLATION, "0xa may not appear").await;
+    })
+    .await;
+}
+
+/// draft-19 §10.2: an unknown Message Parameter (0x0C) closes the session with
+/// PROTOCOL_VIOLATION; parameters are never skipped.
+#[tokio::test]
+async fn unknown_parameter() {
+    timeout(async {
+        let mut params = vi(1);
+        put_vi(&mut params, 0x0C);
+        put_vi(&mut params, 5);
+        let bytes = frame(SUBSCRIBE_NAMESPACE, &subscribe_namespace_body(&params));
+        request_closes(&bytes, PROTOCOL_VIOLATION, "parameter 0xc").await;
+    })
+    .await;
+}
+
+/// draft-19 §10: a Message Length that does not match the body (one byte too long, or one byte
+/// too short) closes the session with PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn length_does_not_match_the_body() {
+    timeout(async {
+        let body = subscribe_namespace_body(&vi(0));
+        let len = u16::try_from(body.len()).unwrap();
+        let mut padded = body.clone();
+        padded.push(0x00);
+        for bytes in [
+            frame_with_len(SUBSCRIBE_NAMESPACE, len + 1, &padded),
+            frame_with_len(SUBSCRIBE_NAMESPACE, len - 1, &body),
+        ] {
+            request_closes(&bytes, PROTOCOL_VIOLATION, "SUBSCRIBE_NAMESPACE").await;
+        }
+    })
+    .await;
+}
+
+/// A parameter block (Number of Parameters included) with one OBJECT_PROPERTY_FILTER (0x28):
+/// SetID 0, `property_type`, one range [0, 5].
+fn property_filter_params(property_type: u64) -> Vec<u8> {
+    let mut params = vi(1); // Number of Parameters
+    put_vi(&mut params, 0x28); // OBJECT_PROPERTY_FILTER
+    let mut filter = vec![0u8]; // SetID
+    put_vi(&mut filter, property_type);
+    put_vi(&mut filter, 0); // Start
+    put_vi(&mut filter, 5); // End - Start
+    put_vi(&mut params, filter.len() as u64);
+    params.extend(filter);
+    params
+}
+
+/// A hand-built SUBSCRIBE for track ("a")/"t" carrying [`property_filter_params`].
+fn subscribe_with_property_filter(request_id: u64, property_type: u64) -> Vec<u8> {
+    let mut body = vi(request_id);
+    put_namespace(&mut body, &[b"a"]);
+    put_vi(&mut body, 1);
+    body.push(b't');
+    body.extend(property_filter_params(property_type));
+    frame(SUBSCRIBE, &body)
+}
+
+/// draft-19 §10.2.13, §5.1.3: an OBJECT_PROPERTY_FILTER with an odd Property Type is rejected
+/// with REQUEST_ERROR INVALID_FILTER, a request-level error: the session stays open.
+#[tokio::test]
+async fn odd_property_type_in_a_filter_is_invalid_filter() {
+    timeout(async {
+        let (raw, session, _srv) = raw_client(V19).await;
+        let answer = |bytes: Vec<u8>| {
+            let raw = &raw;
+            async move {
+                let (_send, mut resp) = raw.open_request(&bytes).await;
+                let m = resp.expect().await;
+                assert!(resp.next().await.unwrap().is_none(), "FIN after the error");
+                m
+            }
+        };
+        // An even property type decodes: there is just no such track here.
+        match answer(subscribe_with_property_filter(0, 2)).await {
+            Message::RequestError(e) => assert_eq!(e.code, RequestErrorCode::DOES_NOT_EXIST),
+            m => panic!("{m:?}"),
+        }
+        match answer(subscribe_with_property_filter(2, 3)).await {
+            Message::RequestError(e) => assert_eq!(e.code, RequestErrorCode::INVALID_FILTER),
+            m => panic!("{m:?}"),
+        }
+        // The session is still open and serves the next request.
+        let next = SubscribeNamespace {
+            request_id: 4,
+            prefix: ns(&["a"]),
+            params: Default::default(),
+        };
+        let (_send, mut resp) = raw.open_request(&encode(next, V19)).await;
+        assert!(matches!(resp.expect().await, Message::RequestOk(_)));
+        assert!(session.close_reason().is_none());
+        assert!(raw.is_open());
+    })
+    .await;
+}
+
+/// draft-18 §10.4: the Request ID in a control-stream GOAWAY names one of the receiver's
+/// requests; a server's GOAWAY to our client with an odd (server-parity) Request ID closes the
+/// session with INVALID_REQUEST_ID (an even one is accepted).
+#[tokio::test]
+async fn draft18_goaway_request_id_of_the_wrong_parity() {
+    timeout(async {
+        for (request_id, valid) in [(2, true), (1, false)] {
+            let (session, mut raw, _srv) = our_client(V18).await;
+            assert_eq!(session.version(), V18);
+            let goaway = Goaway {
+                new_session_uri: Bytes::new(),
+                timeout_ms: 0,
+                request_id: Some(request_id),
+            };
+            raw.write_control(&encode(goaway, V18)).await;
+            if valid {
+                assert!(session.wait_goaway().await.is_some());
+                assert!(session.close_reason().is_none());
+            } else {
+                expect_close(
+                    &raw,
+                    &session,
+                    SessionErrorCode::INVALID_REQUEST_ID,
+                    "GOAWAY Request ID",
+                )
+                .await;
+            }
+        }
+    })
+    .await;
+}
