@@ -282,10 +282,10 @@ fn request_error_redirect() {
         code: RequestErrorCode::REDIRECT,
         retry_interval: 0,
         reason: String::new(),
-        redirect: Some(Redirect {
+        redirect: Some(Box::new(Redirect {
             connect_uri: Bytes::from_static(b"moqt://relay.example"),
             track: FullTrackName::new(ns(&["live"]), "cam").unwrap(),
-        }),
+        })),
     };
     for v in [D18, D19] {
         check(&bytes, msg.clone(), v);
@@ -299,7 +299,7 @@ fn request_error_redirect() {
             code: RequestErrorCode::REDIRECT,
             retry_interval: 1,
             reason: String::new(),
-            redirect: Some(Redirect::default()),
+            redirect: Some(Box::default()),
         },
         D19,
     );

@@ -77,7 +77,7 @@ pub struct RequestError {
     /// A diagnostic reason, at most 1024 bytes.
     pub reason: String,
     /// Present exactly when `code` is REDIRECT.
-    pub redirect: Option<Redirect>,
+    pub redirect: Option<Box<Redirect>>,
 }
 
 impl RequestError {
@@ -105,7 +105,7 @@ impl ControlMessage for RequestError {
             let connect_uri = buf.get_len_prefixed(v, "connect URI", MAX_URI_LEN as u64)?;
             let ns = TrackNamespace::decode(buf, v)?;
             let track = FullTrackName::decode_name(ns, buf, v)?;
-            Some(Redirect { connect_uri, track })
+            Some(Box::new(Redirect { connect_uri, track }))
         } else {
             None
         };
@@ -125,7 +125,7 @@ impl ControlMessage for RequestError {
         if self.code == RequestErrorCode::REDIRECT {
             // An absent Redirect is sent empty: same URI, same track.
             let empty = Redirect::default();
-            let r = self.redirect.as_ref().unwrap_or(&empty);
+            let r = self.redirect.as_deref().unwrap_or(&empty);
             buf.put_len_prefixed(&r.connect_uri, v, "connect URI", MAX_URI_LEN)?;
             r.track.encode(buf, v)?;
         } else if self.redirect.is_some() {

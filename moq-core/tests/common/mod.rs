@@ -646,7 +646,7 @@ pub fn request_error() -> impl Strategy<Value = RequestError> {
                 code: RequestErrorCode::REDIRECT,
                 retry_interval,
                 reason,
-                redirect: Some(Redirect { connect_uri, track }),
+                redirect: Some(Box::new(Redirect { connect_uri, track })),
             },
         );
     prop_oneof![plain, redirect]

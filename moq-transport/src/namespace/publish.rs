@@ -218,6 +218,7 @@ async fn run_published(
             e = inner.closed() => break e,
         }
     };
+    let end = inner.error(end);
     for reply in pending {
         let _ = reply.send(Err(end.clone()));
     }

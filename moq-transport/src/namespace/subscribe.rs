@@ -235,7 +235,7 @@ impl Subscriber<'_> {
                 }
                 err
             }
-            Next::Failed(e) => Some(e),
+            Next::Failed(e) => Some(self.inner.error(e)),
             Next::Continue => None,
         };
         for (_, reply) in pending {

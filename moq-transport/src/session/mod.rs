@@ -102,6 +102,8 @@ pub(crate) struct SessionInner {
     pub(crate) role: Role,
     pub(crate) config: SessionConfig,
     close_tx: watch::Sender<Option<Error>>,
+    /// The reason the session ended, set before the connection is closed.
+    close_reason: OnceLock<Error>,
     next_request_id: AtomicU64,
     peer_ids: Mutex<PeerRequestIds>,
     /// Prefixes of the peer's live SUBSCRIBE_NAMESPACE requests (one overlap space).
@@ -177,7 +179,7 @@ impl SessionInner {
     /// The connection is closed before the reason is broadcast, so tasks that wake up and drop
     /// their streams cannot send a FIN that the peer would mistake for a graceful end.
     pub(crate) fn close(&self, err: Error) {
-        if self.close_reason().is_some() {
+        if self.close_reason.set(err.clone()).is_err() {
             return;
         }
         match &err {
@@ -224,7 +226,15 @@ impl SessionInner {
 
     /// The reason the session ended, if it has.
     pub(crate) fn close_reason(&self) -> Option<Error> {
-        self.close_tx.borrow().clone()
+        self.close_reason.get().cloned()
+    }
+
+    /// `e`, or the session's close reason if `e` only reports the session going away.
+    pub(crate) fn error(&self, e: Error) -> Error {
+        match (&e, self.close_reason()) {
+            (Error::Transport(_) | Error::ClosedByPeer { .. }, Some(reason)) => reason,
+            _ => e,
+        }
     }
 
     /// Records one of the peer's Request IDs, closing the session with INVALID_REQUEST_ID if it
@@ -519,6 +529,7 @@ impl Session {
             )),
             config,
             close_tx: watch::channel(None).0,
+            close_reason: OnceLock::new(),
             next_request_id: AtomicU64::new(role.request_id_parity()),
             namespace_prefixes: Mutex::new(PrefixTrie::new()),
             track_prefixes: Mutex::new(PrefixTrie::new()),

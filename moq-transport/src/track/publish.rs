@@ -172,18 +172,19 @@ async fn await_publish_ok(
     }
 }
 
+/// The application's answer to a PUBLISH, and where to hand back the subscription.
+type PublishDecision = (
+    Result<Parameters, RequestError>,
+    oneshot::Sender<Result<Subscription, Error>>,
+);
+
 /// A PUBLISH from the peer, for the application to answer.
 #[derive(Debug)]
 pub struct IncomingPublish {
     pub(crate) track: FullTrackName,
     pub(crate) info: SubscriptionInfo,
     pub(crate) params: Parameters,
-    pub(crate) decision: Option<
-        oneshot::Sender<(
-            Result<Parameters, RequestError>,
-            oneshot::Sender<Result<Subscription, Error>>,
-        )>,
-    >,
+    pub(crate) decision: Option<oneshot::Sender<PublishDecision>>,
 }
 
 impl IncomingPublish {

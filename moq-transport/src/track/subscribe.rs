@@ -72,8 +72,11 @@ enum End {
     Failed(Error),
 }
 
+/// Where the answer to a REQUEST_UPDATE goes: the LARGEST_OBJECT of REQUEST_UPDATE_OK.
+type UpdateReply = oneshot::Sender<Result<Option<Location>, Error>>;
+
 enum Command {
-    Update(Parameters, oneshot::Sender<Result<Option<Location>, Error>>),
+    Update(Parameters, UpdateReply),
 }
 
 /// A subscription to a track: its subgroup streams and datagrams, as they arrive.
@@ -347,8 +350,7 @@ impl SubscriberTask {
         mut writer: Writer,
         mut reader: Reader,
     ) {
-        let mut pending: VecDeque<(Parameters, oneshot::Sender<Result<Option<Location>, Error>>)> =
-            VecDeque::new();
+        let mut pending: VecDeque<(Parameters, UpdateReply)> = VecDeque::new();
         let mut goaway = RequestGoaway::default();
         let mut watch_stop = true;
         let end = loop {
@@ -405,7 +407,7 @@ impl SubscriberTask {
                     Ok(Some(m)) => break fail(inner, Error::protocol(format!("{} on a subscription stream", m.name()))),
                     // draft-19 §3.3.2: a FIN before PUBLISH_DONE means the request failed.
                     Ok(None) => break End::Failed(Error::EndedEarly),
-                    Err(e) => break End::Failed(if e.is_session_error() { fail_err(inner, e) } else { e }),
+                    Err(e) => break End::Failed(if e.is_session_error() { fail_err(inner, inner.error(e)) } else { e }),
                 },
                 s = writer.stopped(), if watch_stop => {
                     watch_stop = false;
@@ -415,6 +417,10 @@ impl SubscriberTask {
                 }
                 e = inner.closed() => break End::Failed(e),
             }
+        };
+        let end = match end {
+            End::Failed(e) => End::Failed(inner.error(e)),
+            done => done,
         };
         for (_, reply) in pending {
             let _ = reply.send(Err(match &end {

@@ -310,10 +310,7 @@ async fn serve_accepted(
     let mut goaway = RequestGoaway::default();
     let res = loop {
         tokio::select! {
-            s = skip_rx.recv() => match s {
-                Some((suffix, name)) => writer.send(PublishSkipped { suffix, name }).await?,
-                None => {}
-            },
+            Some((suffix, name)) = skip_rx.recv() => writer.send(PublishSkipped { suffix, name }).await?,
             m = reader.next(), if reader_open => match m {
                 Ok(Some(Message::RequestUpdate(u))) => {
                     check_update(inner, reader, &u, ParamContext::UpdateSubscribeTracks)?;

@@ -1,0 +1,690 @@
+//! Subscriptions and the data plane over loopback QUIC and WebTransport, draft-18 and -19:
+//! SUBSCRIBE / SUBSCRIBE_OK / PUBLISH_DONE, REQUEST_UPDATE, unsubscribe, subgroup streams,
+//! datagrams, PUBLISH, FETCH (standalone and joining), TRACK_STATUS, SUBSCRIBE_TRACKS and
+//! filters (draft-19 §5, §10.7-§10.20, §11).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use bytes::Bytes;
+use common::{TRANSPORTS, TestServer, Transport, timeout};
+use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
+use moq_core::data::{RangeEnd, SubgroupId};
+use moq_core::message::{FetchType, Parameters, RequestError};
+use moq_core::{
+    FullTrackName, GroupOrder, Location, LocationFilter, Properties, TrackNamespace, Version,
+    property,
+};
+use moq_transport::track::{
+    FetchEnd, FetchItem, Incoming, SubscribeResponse, Subscription, TrackEvent, TrackStatusInfo,
+};
+use moq_transport::{Error, Session, SessionConfig};
+
+fn track(name: &str) -> FullTrackName {
+    FullTrackName::new(
+        TrackNamespace::from_strs(["live", "room"]).unwrap(),
+        name.as_bytes().to_vec(),
+    )
+    .unwrap()
+}
+
+/// A client (subscriber) and a server session that takes requests (publisher).
+async fn pair_with_requests(
+    transport: Transport,
+    version: Version,
+) -> (Session, Session, TestServer) {
+    let mut srv = TestServer::start(SessionConfig::default().with_requests());
+    let (c, s) = srv
+        .connect(
+            transport,
+            vec![version],
+            SessionConfig::default().with_requests(),
+        )
+        .await;
+    (c, s, srv)
+}
+
+async fn next_subscribe(s: &Session) -> moq_transport::track::IncomingSubscribe {
+    match s.incoming().next().await.expect("no request") {
+        Incoming::Subscribe(r) => r,
+        other => panic!("expected SUBSCRIBE, got {other:?}"),
+    }
+}
+
+/// Subscribes and has the server accept with `response`.
+async fn subscribe_accepted(
+    client: &Session,
+    server: &Session,
+    t: FullTrackName,
+    params: Parameters,
+    response: SubscribeResponse,
+) -> (Subscription, moq_transport::track::SubscriptionWriter) {
+    let accept = async {
+        let req = next_subscribe(server).await;
+        req.accept(response).await.unwrap()
+    };
+    let (sub, writer) = tokio::join!(client.subscribe(t, params), accept);
+    (sub.unwrap(), writer)
+}
+
+/// Reads every object of every subgroup until the subscription ends.
+async fn collect(sub: &mut Subscription) -> (Vec<(Location, Bytes)>, Option<Error>) {
+    let mut out = Vec::new();
+    loop {
+        match sub.next().await {
+            Some(Ok(TrackEvent::Subgroup(mut s))) => {
+                while let Some(o) = s.next_object().await.unwrap() {
+                    out.push((o.location, o.payload));
+                }
+            }
+            Some(Ok(TrackEvent::Datagram(o))) => out.push((o.location, o.payload)),
+            Some(Err(e)) => return (out, Some(e)),
+            None => return (out, None),
+        }
+    }
+}
+
+#[tokio::test]
+async fn subscribe_objects_and_publish_done() {
+    timeout(async {
+        for transport in TRANSPORTS {
+            for version in Version::ALL {
+                let (client, server, _srv) = pair_with_requests(transport, *version).await;
+                let t = track("video");
+                let props = Properties::new()
+                    .with_int(property::DEFAULT_PUBLISHER_PRIORITY, 7)
+                    .unwrap();
+                let response = SubscribeResponse {
+                    largest: Some(Location::new(4, 2)),
+                    track_properties: props.clone(),
+                    ..Default::default()
+                };
+                let (mut sub, writer) = subscribe_accepted(
+                    &client,
+                    &server,
+                    t.clone(),
+                    Parameters::default(),
+                    response,
+                )
+                .await;
+                assert_eq!(writer.track(), &t);
+                assert_eq!(sub.info().largest, Some(Location::new(4, 2)));
+                assert_eq!(sub.info().track_properties, props);
+                assert_eq!(sub.info().publisher_priority(), 7);
+                assert_eq!(sub.info().track_alias, writer.track_alias());
+
+                for g in 5..8u64 {
+                    let mut s = writer
+                        .open_subgroup(g, SubgroupId::Zero, None, true)
+                        .await
+                        .unwrap();
+                    for o in 0..3u64 {
+                        s.write_object(o, Bytes::from(format!("{g}.{o}")))
+                            .await
+                            .unwrap();
+                    }
+                    s.finish();
+                }
+                writer
+                    .clone()
+                    .finish(PublishDoneCode::TRACK_ENDED, "bye")
+                    .await
+                    .unwrap();
+                let (objects, err) = collect(&mut sub).await;
+                assert!(err.is_none(), "{err:?}");
+                assert_eq!(objects.len(), 9, "{transport:?} {version}");
+                let mut sorted = objects.clone();
+                sorted.sort_by_key(|(l, _)| *l);
+                assert_eq!(sorted[0], (Location::new(5, 0), Bytes::from("5.0")));
+                let done = sub.publish_done().unwrap();
+                assert_eq!(done.status, PublishDoneCode::TRACK_ENDED);
+                assert_eq!(done.stream_count, 3, "exact Stream Count");
+                assert_eq!(writer.largest(), Some(Location::new(7, 2)));
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rejection_and_no_handler() {
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let reject = async {
+            next_subscribe(&server)
+                .await
+                .reject(RequestError::new(RequestErrorCode::DOES_NOT_EXIST, "nope"))
+        };
+        let (sub, ()) = tokio::join!(client.subscribe(track("x"), Parameters::default()), reject);
+        match sub.unwrap_err() {
+            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::DOES_NOT_EXIST),
+            e => panic!("{e:?}"),
+        }
+        // A session that does not take requests refuses them (the server-side default).
+        let mut srv = TestServer::start(SessionConfig::default());
+        let (client, _server) = srv
+            .connect(
+                Transport::Quic,
+                vec![Version::Draft19],
+                SessionConfig::default(),
+            )
+            .await;
+        match client
+            .subscribe(track("x"), Parameters::default())
+            .await
+            .unwrap_err()
+        {
+            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::DOES_NOT_EXIST),
+            e => panic!("{e:?}"),
+        }
+        // Reserved namespaces do not exist (draft-19 §3.2.1).
+        let dot = FullTrackName::new(TrackNamespace::from_strs(["."]).unwrap(), "t").unwrap();
+        match client
+            .subscribe(dot, Parameters::default())
+            .await
+            .unwrap_err()
+        {
+            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::DOES_NOT_EXIST),
+            e => panic!("{e:?}"),
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn unsubscribe_reaches_the_publisher() {
+    timeout(async {
+        for transport in TRANSPORTS {
+            let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
+            let (sub, writer) = subscribe_accepted(
+                &client,
+                &server,
+                track("a"),
+                Parameters::default(),
+                SubscribeResponse::default(),
+            )
+            .await;
+            drop(sub);
+            let err = writer.cancelled().await;
+            assert!(
+                matches!(err, Error::Cancelled(StreamResetCode::CANCELLED)),
+                "{err:?}"
+            );
+            assert!(
+                writer
+                    .open_subgroup(0, SubgroupId::Zero, None, false)
+                    .await
+                    .is_err()
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn request_update_changes_forward_and_answers_once() {
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let (sub, writer) = subscribe_accepted(
+            &client,
+            &server,
+            track("u"),
+            Parameters::default(),
+            SubscribeResponse::default(),
+        )
+        .await;
+        writer.observe(Location::new(3, 1));
+        let largest = sub
+            .update(Parameters {
+                forward: Some(false),
+                subscriber_priority: Some(9),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            largest,
+            Some(Location::new(3, 1)),
+            "REQUEST_UPDATE_OK carries LARGEST_OBJECT"
+        );
+        let p = writer.params();
+        assert!(!p.forward);
+        assert_eq!(p.subscriber_priority, 9);
+        assert!(!writer.is_forwarding());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn datagrams_are_delivered() {
+    timeout(async {
+        for transport in TRANSPORTS {
+            let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
+            let (mut sub, writer) = subscribe_accepted(
+                &client,
+                &server,
+                track("d"),
+                Parameters::default(),
+                SubscribeResponse::default(),
+            )
+            .await;
+            let obj = moq_transport::track::Object {
+                location: Location::new(1, 2),
+                priority: 3,
+                payload: Bytes::from_static(b"hello"),
+                ..Default::default()
+            };
+            // Datagrams are unreliable; on loopback they arrive. Send a few, take the first.
+            for _ in 0..3 {
+                assert!(writer.send_datagram(&obj).unwrap());
+            }
+            match sub.next().await.unwrap().unwrap() {
+                TrackEvent::Datagram(o) => {
+                    assert_eq!(o.location, Location::new(1, 2));
+                    assert_eq!(o.priority, 3);
+                    assert_eq!(&o.payload[..], b"hello");
+                    assert_eq!(o.subgroup, None);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn location_filter_is_enforced_by_the_publisher() {
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let params = Parameters {
+            location_filter: Some(LocationFilter::AbsoluteRange {
+                start: Location::new(2, 1),
+                end_group_delta: 1,
+            }),
+            ..Default::default()
+        };
+        let (mut sub, writer) = subscribe_accepted(
+            &client,
+            &server,
+            track("f"),
+            params,
+            SubscribeResponse::default(),
+        )
+        .await;
+        for g in 0..5u64 {
+            let mut s = writer
+                .open_subgroup(g, SubgroupId::Zero, None, false)
+                .await
+                .unwrap();
+            for o in 0..2u64 {
+                s.write_object(o, Bytes::from_static(b"x")).await.unwrap();
+            }
+            s.finish();
+        }
+        writer
+            .clone()
+            .finish(PublishDoneCode::TRACK_ENDED, "")
+            .await
+            .unwrap();
+        let (objects, err) = collect(&mut sub).await;
+        assert!(err.is_none());
+        let mut locs: Vec<Location> = objects.into_iter().map(|(l, _)| l).collect();
+        locs.sort();
+        assert_eq!(
+            locs,
+            vec![
+                Location::new(2, 1),
+                Location::new(3, 0),
+                Location::new(3, 1)
+            ]
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn publish_accepted_and_rejected() {
+    timeout(async {
+        for version in Version::ALL {
+            let (client, server, _srv) = pair_with_requests(Transport::Quic, *version).await;
+            // The client publishes to the server.
+            let published = client
+                .publish(track("p"), Default::default())
+                .await
+                .unwrap();
+            let incoming = match server.incoming().next().await.unwrap() {
+                Incoming::Publish(p) => p,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(incoming.track(), &track("p"));
+            // Objects may flow before PUBLISH_OK.
+            let writer = published.writer().clone();
+            let mut s = writer
+                .open_subgroup(0, SubgroupId::Zero, None, false)
+                .await
+                .unwrap();
+            s.write_object(0, Bytes::from_static(b"early"))
+                .await
+                .unwrap();
+            s.finish();
+            let mut sub = incoming.accept(Parameters::default()).await.unwrap();
+            published.accepted().await.unwrap();
+            writer
+                .clone()
+                .finish(PublishDoneCode::TRACK_ENDED, "")
+                .await
+                .unwrap();
+            let (objects, err) = collect(&mut sub).await;
+            assert!(err.is_none());
+            assert_eq!(
+                objects,
+                vec![(Location::new(0, 0), Bytes::from_static(b"early"))]
+            );
+
+            // Rejected with UNINTERESTED.
+            let published = client
+                .publish(track("q"), Default::default())
+                .await
+                .unwrap();
+            match server.incoming().next().await.unwrap() {
+                Incoming::Publish(p) => {
+                    p.reject(RequestError::new(RequestErrorCode::UNINTERESTED, "no"))
+                }
+                other => panic!("{other:?}"),
+            }
+            match published.accepted().await.unwrap_err() {
+                Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::UNINTERESTED),
+                e => panic!("{e:?}"),
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn standalone_fetch_in_both_orders() {
+    timeout(async {
+        for transport in TRANSPORTS {
+            for order in [GroupOrder::Ascending, GroupOrder::Descending] {
+                let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
+                let request = FetchType::Standalone {
+                    track: track("vod"),
+                    start: Location::new(1, 0),
+                    end: Location::new(3, 0),
+                };
+                let params = Parameters {
+                    group_order: Some(order),
+                    ..Default::default()
+                };
+                let serve = async {
+                    let f = match server.incoming().next().await.unwrap() {
+                        Incoming::Fetch(f) => f,
+                        other => panic!("{other:?}"),
+                    };
+                    assert_eq!(f.start(), Location::new(1, 0));
+                    assert!(
+                        f.contains(Location::new(3, 99)),
+                        "object 0 in End means the whole group"
+                    );
+                    assert!(!f.contains(Location::new(4, 0)));
+                    assert_eq!(f.group_order(), order);
+                    let mut w = f
+                        .accept(FetchEnd {
+                            end_of_track: false,
+                            end: Location::new(3, 2),
+                            track_properties: Properties::new(),
+                        })
+                        .await
+                        .unwrap();
+                    let groups: Vec<u64> = if order == GroupOrder::Ascending {
+                        vec![1, 2, 3]
+                    } else {
+                        vec![3, 2, 1]
+                    };
+                    for (i, g) in groups.iter().enumerate() {
+                        if *g == 2 {
+                            continue;
+                        }
+                        for o in 0..2u64 {
+                            let obj = moq_transport::track::Object {
+                                location: Location::new(*g, o),
+                                subgroup: Some(0),
+                                priority: 1,
+                                payload: Bytes::from(format!("{g}.{o}")),
+                                ..Default::default()
+                            };
+                            w.write(&obj).await.unwrap();
+                        }
+                        if i == 0 && order == GroupOrder::Ascending {
+                            // Group 2 does not exist.
+                            w.end_of_range(RangeEnd::NonExistent, Location::new(2, 9))
+                                .await
+                                .unwrap();
+                        }
+                    }
+                    w.finish();
+                };
+                let (resp, ()) = tokio::join!(client.fetch(request, params), serve);
+                let mut resp = resp.unwrap();
+                assert_eq!(resp.end().end, Location::new(3, 2));
+                let mut got = Vec::new();
+                while let Some(item) = resp.next().await {
+                    got.push(item.unwrap());
+                }
+                let locs: Vec<Location> = got
+                    .iter()
+                    .filter_map(|i| match i {
+                        FetchItem::Object(o) => Some(o.location),
+                        _ => None,
+                    })
+                    .collect();
+                let expected: Vec<Location> = match order {
+                    GroupOrder::Ascending => vec![(1, 0), (1, 1), (3, 0), (3, 1)],
+                    GroupOrder::Descending => vec![(3, 0), (3, 1), (1, 0), (1, 1)],
+                }
+                .into_iter()
+                .map(|(g, o)| Location::new(g, o))
+                .collect();
+                assert_eq!(locs, expected, "{transport:?} {order:?}");
+                if order == GroupOrder::Ascending {
+                    assert!(got.contains(&FetchItem::EndOfRange {
+                        kind: RangeEnd::NonExistent,
+                        location: Location::new(2, 9)
+                    }));
+                }
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn joining_fetch_resolves_against_the_subscription() {
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let response = SubscribeResponse {
+            largest: Some(Location::new(10, 4)),
+            ..Default::default()
+        };
+        let (sub, _writer) = subscribe_accepted(
+            &client,
+            &server,
+            track("j"),
+            Parameters::default(),
+            response,
+        )
+        .await;
+        let request = FetchType::RelativeJoining {
+            joining_request_id: sub.request_id(),
+            joining_start: 2,
+        };
+        let serve = async {
+            let f = match server.incoming().next().await.unwrap() {
+                Incoming::Fetch(f) => f,
+                other => panic!("{other:?}"),
+            };
+            // draft-19 §10.12.2.1: Start {10 - 2, 0}, End {10, 4 + 1}.
+            assert_eq!(f.track(), &track("j"));
+            assert_eq!(f.start(), Location::new(8, 0));
+            assert_eq!(f.end(), Location::new(10, 5));
+            let w = f
+                .accept(FetchEnd {
+                    end_of_track: false,
+                    end: f_end(),
+                    track_properties: Properties::new(),
+                })
+                .await
+                .unwrap();
+            w.finish();
+        };
+        fn f_end() -> Location {
+            Location::new(10, 5)
+        }
+        let (resp, ()) = tokio::join!(client.fetch(request, Parameters::default()), serve);
+        let mut resp = resp.unwrap();
+        assert!(resp.next().await.is_none());
+
+        // An unknown Request ID: INVALID_JOINING_REQUEST_ID.
+        let bad = FetchType::AbsoluteJoining {
+            joining_request_id: 1000,
+            joining_start: 0,
+        };
+        match client.fetch(bad, Parameters::default()).await.unwrap_err() {
+            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::INVALID_JOINING_REQUEST_ID),
+            e => panic!("{e:?}"),
+        }
+        // A subscription with no objects yet: INVALID_RANGE.
+        let (sub2, _w2) = subscribe_accepted(
+            &client,
+            &server,
+            track("k"),
+            Parameters::default(),
+            SubscribeResponse::default(),
+        )
+        .await;
+        let join_empty = FetchType::RelativeJoining {
+            joining_request_id: sub2.request_id(),
+            joining_start: 0,
+        };
+        match client
+            .fetch(join_empty, Parameters::default())
+            .await
+            .unwrap_err()
+        {
+            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::INVALID_RANGE),
+            e => panic!("{e:?}"),
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn track_status() {
+    timeout(async {
+        for version in Version::ALL {
+            let (client, server, _srv) =
+                pair_with_requests(Transport::WebTransport, *version).await;
+            let props = Properties::new()
+                .with_int(property::MAX_CACHE_DURATION, 5000)
+                .unwrap();
+            let serve = async {
+                match server.incoming().next().await.unwrap() {
+                    Incoming::TrackStatus(t) => {
+                        assert_eq!(t.track(), &track("s"));
+                        t.accept(TrackStatusInfo {
+                            largest: Some(Location::new(9, 9)),
+                            expires: None,
+                            track_properties: props.clone(),
+                        });
+                    }
+                    other => panic!("{other:?}"),
+                }
+            };
+            let (info, ()) = tokio::join!(
+                client.track_status(track("s"), Parameters::default()),
+                serve
+            );
+            let info = info.unwrap();
+            assert_eq!(info.largest, Some(Location::new(9, 9)));
+            assert_eq!(info.track_properties, props);
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn subscribe_tracks_and_publish_skipped() {
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let prefix = TrackNamespace::from_strs(["live"]).unwrap();
+        let serve = async {
+            match server.incoming().next().await.unwrap() {
+                Incoming::SubscribeTracks(r) => r.accept().await.unwrap(),
+                other => panic!("{other:?}"),
+            }
+        };
+        let (ts, responder) = tokio::join!(
+            client.subscribe_tracks(prefix.clone(), Parameters::default()),
+            serve
+        );
+        let mut ts = ts.unwrap();
+        assert!(responder.matches(&track("a")));
+        responder.skipped(&track("a")).await.unwrap();
+        assert_eq!(ts.next_skipped().await.unwrap().unwrap(), track("a"));
+        // A PUBLISH for a matching track arrives on its own stream.
+        let published = server
+            .publish(track("b"), Default::default())
+            .await
+            .unwrap();
+        match client.incoming().next().await.unwrap() {
+            Incoming::Publish(p) => {
+                assert_eq!(p.track(), &track("b"));
+                let _sub = p.accept(Parameters::default()).await.unwrap();
+            }
+            other => panic!("{other:?}"),
+        }
+        published.accepted().await.unwrap();
+        // Its own overlap space: a second overlapping SUBSCRIBE_TRACKS is refused, while a
+        // SUBSCRIBE_NAMESPACE with the same prefix is fine.
+        let _ns = client.subscribe_namespace(prefix.clone()).await.unwrap();
+        match client
+            .subscribe_tracks(prefix.child("x").unwrap(), Parameters::default())
+            .await
+            .unwrap_err()
+        {
+            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::PREFIX_OVERLAP),
+            e => panic!("{e:?}"),
+        }
+        // Cancelling reaches the responder.
+        drop(ts);
+        responder.ended().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn session_end_ends_subscriptions_and_writers() {
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let (mut sub, writer) = subscribe_accepted(
+            &client,
+            &server,
+            track("e"),
+            Parameters::default(),
+            SubscribeResponse::default(),
+        )
+        .await;
+        client.close(moq_core::codes::SessionErrorCode::NO_ERROR, "bye");
+        let (_, err) = collect(&mut sub).await;
+        assert!(matches!(err, Some(Error::Closed { .. })), "{err:?}");
+        assert!(sub.next().await.is_none());
+        let e = writer.cancelled().await;
+        assert!(e.is_session_error(), "{e:?}");
+    })
+    .await;
+}
