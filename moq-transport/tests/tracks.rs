@@ -688,3 +688,73 @@ async fn session_end_ends_subscriptions_and_writers() {
     })
     .await;
 }
+
+/// draft-19 §7.2: with Descending group order a new group's stream has a higher send priority,
+/// so its first object is not stuck behind the tail of the previous group under load.
+#[tokio::test]
+async fn new_group_is_not_stuck_behind_the_old_tail() {
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let params = Parameters {
+            group_order: Some(GroupOrder::Descending),
+            ..Default::default()
+        };
+        let (mut sub, writer) = subscribe_accepted(
+            &client,
+            &server,
+            track("prio"),
+            params,
+            SubscribeResponse::default(),
+        )
+        .await;
+        // Queue a large tail on group 1, then the first object of group 2.
+        let tail = Bytes::from(vec![7u8; 16 << 20]);
+        let mut old = writer
+            .open_subgroup(1, SubgroupId::Zero, None, false)
+            .await
+            .unwrap();
+        let mut new = writer
+            .open_subgroup(2, SubgroupId::Zero, None, false)
+            .await
+            .unwrap();
+        let send = async {
+            old.write_object(0, tail).await.unwrap();
+            old.finish();
+        };
+        let send_new = async {
+            new.write_object(0, Bytes::from_static(b"keyframe"))
+                .await
+                .unwrap();
+            new.finish();
+        };
+        // Read both streams as they come, recording the order in which objects complete.
+        let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
+        let recv = async {
+            let mut tasks = Vec::new();
+            for _ in 0..2 {
+                let Some(Ok(TrackEvent::Subgroup(mut s))) = sub.next().await else {
+                    panic!("no subgroup")
+                };
+                let tx = order_tx.clone();
+                tasks.push(tokio::spawn(async move {
+                    while let Some(o) = s.next_object().await.unwrap() {
+                        tx.send((o.location.group, o.payload.len())).unwrap();
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+        };
+        tokio::join!(send, send_new, recv);
+        drop(order_tx);
+        let first = order_rx.recv().await.unwrap();
+        assert_eq!(
+            first,
+            (2, 8),
+            "the new group's first object arrives before the old group's tail"
+        );
+        assert_eq!(order_rx.recv().await.unwrap(), (1, 16 << 20));
+    })
+    .await;
+}
