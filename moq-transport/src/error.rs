@@ -125,6 +125,12 @@ impl Error {
     }
 }
 
+impl From<moq_core::NameError> for Error {
+    fn from(e: moq_core::NameError) -> Self {
+        Error::Invalid(e.to_string())
+    }
+}
+
 impl From<TransportError> for Error {
     fn from(e: TransportError) -> Self {
         match e {

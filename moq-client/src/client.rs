@@ -1,0 +1,481 @@
+//! Client and server builders, sessions, and the reconnecting client.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use moq_core::{AuthToken, Version};
+use moq_transport::SessionConfig;
+use moq_transport::endpoint::{self, ClientConfig, ServerConfig};
+use moq_transport::tls::{Certificate, ClientTls, parse_fingerprint};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::Error;
+use crate::publisher::Publisher;
+use crate::subscriber::{SessionSource, Subscriber};
+
+/// Aborts a task when dropped.
+#[derive(Debug)]
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A MOQT session with its publishing and subscribing sides.
+///
+/// Dropping every clone closes the session. Clones share the session.
+#[derive(Clone, Debug)]
+pub struct Session {
+    transport: moq_transport::Session,
+    publisher: Publisher,
+    subscriber: Subscriber,
+    _serve: Arc<AbortOnDrop>,
+}
+
+impl Session {
+    fn attach(transport: moq_transport::Session, publisher: Publisher) -> Session {
+        let source = SessionSource {
+            current: watch::channel(Some(transport.clone())).1,
+            reconnects: false,
+        };
+        let subscriber = Subscriber::new(source);
+        let serve = {
+            let publisher = publisher.clone();
+            let transport = transport.clone();
+            let subscriber = subscriber.clone();
+            tokio::spawn(async move { publisher.serve(transport, Some(subscriber)).await })
+        };
+        Session {
+            transport,
+            publisher,
+            subscriber,
+            _serve: Arc::new(AbortOnDrop(serve)),
+        }
+    }
+
+    /// The publishing side.
+    pub fn publisher(&self) -> &Publisher {
+        &self.publisher
+    }
+
+    /// The subscribing side.
+    pub fn subscriber(&self) -> &Subscriber {
+        &self.subscriber
+    }
+
+    /// The underlying transport session (for lower-level requests).
+    pub fn transport(&self) -> &moq_transport::Session {
+        &self.transport
+    }
+
+    /// The negotiated version.
+    pub fn version(&self) -> Version {
+        self.transport.version()
+    }
+
+    /// Closes the session gracefully.
+    pub fn close(&self) {
+        self.transport
+            .close(moq_core::codes::SessionErrorCode::NO_ERROR, "closed");
+    }
+
+    /// Resolves when the session ends.
+    pub async fn closed(&self) -> Error {
+        self.transport.closed().await
+    }
+}
+
+/// Builds a [`Client`].
+///
+/// ```no_run
+/// # async fn run() -> Result<(), moq_client::Error> {
+/// let client = moq_client::Client::builder()
+///     .fingerprint("4af7fe029cf78c23f5d9aaa503391fc9954b940fc12e12021d2020dcc9185323")?
+///     .build()?;
+/// let session = client.connect("moqt://localhost:4443").await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Default)]
+pub struct ClientBuilder {
+    tls: ClientTls,
+    versions: Option<Vec<Version>>,
+    session: SessionConfig,
+    publisher: Option<Publisher>,
+}
+
+impl ClientBuilder {
+    /// Trusts the server whose certificate has this SHA-256 fingerprint (hex, colons allowed).
+    pub fn fingerprint(mut self, hex: &str) -> Result<Self, Error> {
+        self.tls.fingerprints.push(parse_fingerprint(hex)?);
+        Ok(self)
+    }
+
+    /// Trusts any server. For development only.
+    pub fn insecure(mut self) -> Self {
+        self.tls.insecure = true;
+        self
+    }
+
+    /// Trusts an extra root certificate (DER).
+    pub fn root(mut self, der: Vec<u8>) -> Self {
+        self.tls.roots.push(der.into());
+        self
+    }
+
+    /// Offers only `versions`, most preferred first (default: draft-19, draft-18).
+    pub fn versions(mut self, versions: Vec<Version>) -> Self {
+        self.versions = Some(versions);
+        self
+    }
+
+    /// Sends an AUTHORIZATION_TOKEN in SETUP.
+    pub fn token(mut self, token: impl Into<bytes::Bytes>) -> Self {
+        self.session.setup_tokens.push(AuthToken::new(token));
+        self
+    }
+
+    /// Uses `publisher` (shared with other sessions) instead of a new one.
+    pub fn publisher(mut self, publisher: Publisher) -> Self {
+        self.publisher = Some(publisher);
+        self
+    }
+
+    /// Replaces the session configuration.
+    pub fn session_config(mut self, config: SessionConfig) -> Self {
+        self.session = config;
+        self
+    }
+
+    /// Builds the client.
+    pub fn build(self) -> Result<Client, Error> {
+        let mut session = self.session;
+        session.accept_requests = true;
+        let transport = endpoint::Client::new(ClientConfig {
+            tls: self.tls,
+            versions: self.versions.unwrap_or_else(|| Version::ALL.to_vec()),
+            session,
+        })?;
+        Ok(Client {
+            transport: Arc::new(transport),
+            publisher: self.publisher.unwrap_or_default(),
+        })
+    }
+}
+
+/// Connects to MOQT servers and relays: `moqt://` (raw QUIC) or `https://` (WebTransport).
+#[derive(Clone, Debug)]
+pub struct Client {
+    transport: Arc<endpoint::Client>,
+    publisher: Publisher,
+}
+
+impl Client {
+    /// A builder.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// The publisher shared by this client's sessions.
+    pub fn publisher(&self) -> &Publisher {
+        &self.publisher
+    }
+
+    /// Connects once.
+    pub async fn connect(&self, url: &str) -> Result<Session, Error> {
+        let transport = self.transport.connect(url).await?;
+        Ok(Session::attach(transport, self.publisher.clone()))
+    }
+
+    /// A client that stays connected: it reconnects with `backoff` when the session is lost,
+    /// follows GOAWAY to the new URI, re-publishes namespaces and renews subscriptions.
+    pub fn reconnecting(&self, url: &str, backoff: Backoff) -> Reconnecting {
+        let (current_tx, current_rx) = watch::channel(None);
+        let (status_tx, status_rx) = watch::channel(Status::Connecting);
+        let subscriber = Subscriber::new(SessionSource {
+            current: current_rx,
+            reconnects: true,
+        });
+        let task = tokio::spawn(reconnect_loop(
+            self.clone(),
+            url.to_string(),
+            backoff,
+            current_tx,
+            status_tx,
+            subscriber.clone(),
+        ));
+        Reconnecting {
+            publisher: self.publisher.clone(),
+            subscriber,
+            status: status_rx,
+            _task: AbortOnDrop(task),
+        }
+    }
+}
+
+/// How long to wait between reconnection attempts: doubling from `min` up to `max`.
+#[derive(Clone, Copy, Debug)]
+pub struct Backoff {
+    /// The first wait.
+    pub min: Duration,
+    /// The longest wait.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            min: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The state of a [`Reconnecting`] client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Connecting (or reconnecting).
+    Connecting,
+    /// Connected to this URL.
+    Connected(String),
+    /// Disconnected; will retry after the backoff.
+    Disconnected(String),
+    /// Moving to another URL after a GOAWAY.
+    Migrating(String),
+}
+
+/// A client that stays connected. Its [`Publisher`] and [`Subscriber`] outlive sessions.
+/// Dropping it stops reconnecting and closes the session.
+#[derive(Debug)]
+pub struct Reconnecting {
+    publisher: Publisher,
+    subscriber: Subscriber,
+    status: watch::Receiver<Status>,
+    _task: AbortOnDrop,
+}
+
+impl Reconnecting {
+    /// The publishing side (namespaces are re-published on every new session).
+    pub fn publisher(&self) -> &Publisher {
+        &self.publisher
+    }
+
+    /// The subscribing side (subscriptions are renewed on every new session).
+    pub fn subscriber(&self) -> &Subscriber {
+        &self.subscriber
+    }
+
+    /// The current status.
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    /// Waits for the next status change and returns it.
+    pub async fn next_status(&mut self) -> Option<Status> {
+        self.status.changed().await.ok()?;
+        Some(self.status.borrow_and_update().clone())
+    }
+
+    /// Waits until connected.
+    pub async fn connected(&self) -> Result<(), Error> {
+        let mut rx = self.status.clone();
+        rx.wait_for(|s| matches!(s, Status::Connected(_)))
+            .await
+            .map(|_| ())
+            .map_err(|_| Error::EndedEarly)
+    }
+}
+
+async fn reconnect_loop(
+    client: Client,
+    mut url: String,
+    backoff: Backoff,
+    current: watch::Sender<Option<moq_transport::Session>>,
+    status: watch::Sender<Status>,
+    subscriber: Subscriber,
+) {
+    let mut wait = backoff.min;
+    let mut session: Option<(moq_transport::Session, AbortOnDrop)> = None;
+    loop {
+        let Some((s, _serve)) = &session else {
+            status.send_replace(Status::Connecting);
+            match client.transport.connect(&url).await {
+                Ok(s) => {
+                    wait = backoff.min;
+                    let serve = {
+                        let p = client.publisher.clone();
+                        let s = s.clone();
+                        let sub = subscriber.clone();
+                        tokio::spawn(async move { p.serve(s, Some(sub)).await })
+                    };
+                    current.send_replace(Some(s.clone()));
+                    status.send_replace(Status::Connected(url.clone()));
+                    session = Some((s, AbortOnDrop(serve)));
+                }
+                Err(e) => {
+                    status.send_replace(Status::Disconnected(e.to_string()));
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(backoff.max);
+                }
+            }
+            continue;
+        };
+        tokio::select! {
+            e = s.closed() => {
+                tracing::info!(error = %e, "session lost; reconnecting");
+                status.send_replace(Status::Disconnected(e.to_string()));
+                session = None;
+                tokio::time::sleep(wait).await;
+            }
+            g = s.wait_goaway() => {
+                let Some(g) = g else { continue };
+                if !g.new_session_uri.is_empty() {
+                    url = g.new_session_uri.clone();
+                }
+                status.send_replace(Status::Migrating(url.clone()));
+                // Make before break: connect to the new URI, then let the old session go.
+                let old = session.take();
+                match client.transport.connect(&url).await {
+                    Ok(new) => {
+                        let serve = {
+                            let p = client.publisher.clone();
+                            let n = new.clone();
+                            let sub = subscriber.clone();
+                            tokio::spawn(async move { p.serve(n, Some(sub)).await })
+                        };
+                        current.send_replace(Some(new.clone()));
+                        status.send_replace(Status::Connected(url.clone()));
+                        session = Some((new, AbortOnDrop(serve)));
+                    }
+                    Err(e) => {
+                        status.send_replace(Status::Disconnected(e.to_string()));
+                    }
+                }
+                if let Some((old, _)) = old {
+                    old.close(moq_core::codes::SessionErrorCode::NO_ERROR, "migrated");
+                }
+            }
+        }
+    }
+}
+
+/// Builds a [`Server`].
+#[derive(Debug)]
+pub struct ServerBuilder {
+    bind: SocketAddr,
+    certificate: Option<Certificate>,
+    generate: Vec<String>,
+    versions: Vec<Version>,
+    publisher: Option<Publisher>,
+    session: SessionConfig,
+}
+
+impl Default for ServerBuilder {
+    fn default() -> Self {
+        ServerBuilder {
+            bind: SocketAddr::from(([0, 0, 0, 0], 4443)),
+            certificate: None,
+            generate: Vec::new(),
+            versions: Version::ALL.to_vec(),
+            publisher: None,
+            session: SessionConfig::default(),
+        }
+    }
+}
+
+impl ServerBuilder {
+    /// The UDP address (default 0.0.0.0:4443).
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.bind = addr;
+        self
+    }
+
+    /// Presents `certificate`.
+    pub fn certificate(mut self, certificate: Certificate) -> Self {
+        self.certificate = Some(certificate);
+        self
+    }
+
+    /// Generates a self-signed development certificate for `hosts`.
+    pub fn generate_certificate(mut self, hosts: &[&str]) -> Self {
+        self.generate = hosts.iter().map(|h| h.to_string()).collect();
+        self
+    }
+
+    /// Accepts only `versions`, most preferred first.
+    pub fn versions(mut self, versions: Vec<Version>) -> Self {
+        self.versions = versions;
+        self
+    }
+
+    /// Serves `publisher`'s namespaces and tracks to every session.
+    pub fn publisher(mut self, publisher: Publisher) -> Self {
+        self.publisher = Some(publisher);
+        self
+    }
+
+    /// Replaces the session configuration.
+    pub fn session_config(mut self, config: SessionConfig) -> Self {
+        self.session = config;
+        self
+    }
+
+    /// Binds and starts accepting.
+    pub fn build(self) -> Result<Server, Error> {
+        let certificate = match self.certificate {
+            Some(c) => c,
+            None if !self.generate.is_empty() => Certificate::generate(&self.generate)?,
+            None => Certificate::generate(&["localhost".to_string()])?,
+        };
+        let fingerprint = certificate.fingerprint_hex();
+        let mut config = ServerConfig::new(self.bind, certificate);
+        config.versions = self.versions;
+        config.session = self.session;
+        config.session.accept_requests = true;
+        Ok(Server {
+            transport: endpoint::Server::bind(config)?,
+            publisher: self.publisher.unwrap_or_default(),
+            fingerprint,
+        })
+    }
+}
+
+/// Accepts MOQT sessions (raw QUIC and WebTransport on one port) and serves its publisher's
+/// tracks on all of them.
+#[derive(Debug)]
+pub struct Server {
+    transport: endpoint::Server,
+    publisher: Publisher,
+    fingerprint: String,
+}
+
+impl Server {
+    /// A builder.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// The next session.
+    pub async fn accept(&mut self) -> Option<Session> {
+        let s = self.transport.accept().await?;
+        Some(Session::attach(s, self.publisher.clone()))
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        self.transport.local_addr()
+    }
+
+    /// The SHA-256 fingerprint of the certificate, hex.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// The publisher served to every session.
+    pub fn publisher(&self) -> &Publisher {
+        &self.publisher
+    }
+}

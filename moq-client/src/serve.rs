@@ -1,0 +1,237 @@
+//! Serving a [`Track`] to subscribers and fetchers: one task per subscription follows the
+//! track and writes each subgroup on its own stream; FETCH is answered from the cache.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
+use moq_core::data::{ObjectStatus, RangeEnd, SubgroupId};
+use moq_core::message::RequestError;
+use moq_core::{GroupOrder, Location};
+use moq_transport::track::{FetchEnd, IncomingFetch, Object, SubscriptionWriter};
+use tokio::task::JoinHandle;
+
+use crate::Error;
+use crate::track::{Subgroup, SubgroupEnd, Track};
+
+/// How a subscription is served.
+#[derive(Clone, Copy, Debug)]
+pub struct ServeOptions {
+    /// Send objects as datagrams instead of subgroup streams.
+    pub datagrams: bool,
+    /// Subgroup streams in flight for one subscriber before the oldest is reset with
+    /// TOO_FAR_BEHIND: a slow subscriber is bounded and never stalls the others.
+    pub max_inflight: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            datagrams: false,
+            max_inflight: 64,
+        }
+    }
+}
+
+/// Serves `track` on an accepted subscription until the track ends (PUBLISH_DONE
+/// TRACK_ENDED), the subscription's End Group is passed, or the subscriber cancels.
+pub async fn serve_subscription(
+    track: Track,
+    writer: SubscriptionWriter,
+    opts: ServeOptions,
+) -> Result<(), Error> {
+    let start = writer.params().start;
+    let mut reader = track.reader(start.group);
+    let mut inflight: VecDeque<JoinHandle<()>> = VecDeque::new();
+    let status = loop {
+        let next = tokio::select! {
+            n = reader.next() => n,
+            e = writer.cancelled() => {
+                for t in inflight {
+                    t.abort();
+                }
+                return Err(e);
+            }
+        };
+        let Some(sg) = next else {
+            break PublishDoneCode::TRACK_ENDED;
+        };
+        let params = writer.params();
+        if params.end_group.is_some_and(|end| sg.group > end) {
+            break PublishDoneCode::SUBSCRIPTION_ENDED;
+        }
+        if !params.forward {
+            continue;
+        }
+        inflight.retain(|t| !t.is_finished());
+        if inflight.len() >= opts.max_inflight
+            && let Some(oldest) = inflight.pop_front()
+        {
+            // The subscriber is too far behind: drop its oldest subgroup (its stream resets).
+            oldest.abort();
+        }
+        let w = writer.clone();
+        let default_priority = track.default_priority();
+        inflight.push_back(tokio::spawn(async move {
+            let _ = send_subgroup(&w, &sg, start, default_priority, opts.datagrams).await;
+        }));
+    };
+    for t in inflight {
+        let _ = t.await;
+    }
+    writer.finish(status, "").await
+}
+
+async fn send_subgroup(
+    writer: &SubscriptionWriter,
+    sg: &Subgroup,
+    start: Location,
+    default_priority: u8,
+    datagrams: bool,
+) -> Result<(), Error> {
+    if datagrams {
+        let mut i = 0;
+        while let Ok(o) = sg.wait(i).await {
+            i += 1;
+            let loc = Location::new(sg.group, o.id);
+            if loc < start {
+                continue;
+            }
+            writer.send_datagram(&Object {
+                location: loc,
+                subgroup: None,
+                priority: sg.priority,
+                status: o.status,
+                properties: o.properties,
+                payload: o.payload,
+            })?;
+        }
+        return Ok(());
+    }
+    let id = if sg.id == 0 {
+        SubgroupId::Zero
+    } else {
+        SubgroupId::Explicit(sg.id)
+    };
+    let priority = (sg.priority != default_priority).then_some(sg.priority);
+    let mut stream = writer
+        .open_subgroup(sg.group, id, priority, sg.end_of_group)
+        .await?;
+    let mut i = 0;
+    loop {
+        match sg.wait(i).await {
+            Ok(o) => {
+                i += 1;
+                if Location::new(sg.group, o.id) < start {
+                    continue;
+                }
+                stream
+                    .write(o.id, &o.properties, o.status, o.payload, Some(o.received))
+                    .await?;
+            }
+            Err(SubgroupEnd::Finished) => {
+                stream.finish();
+                return Ok(());
+            }
+            Err(_) => {
+                stream.abort(StreamResetCode::CANCELLED);
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Answers a FETCH from `track`'s cache: cached objects in the requested order, End of Unknown
+/// Range for groups already evicted (draft-19 §11.4.4.2).
+pub async fn serve_fetch(track: &Track, fetch: IncomingFetch) -> Result<(), Error> {
+    let Some(largest) = track.largest() else {
+        // draft-19 §10.12.3: no objects yet is INVALID_RANGE.
+        fetch.reject(RequestError::new(
+            RequestErrorCode::INVALID_RANGE,
+            "no objects",
+        ));
+        return Ok(());
+    };
+    let start = fetch.start();
+    if start > largest {
+        fetch.reject(RequestError::new(
+            RequestErrorCode::INVALID_RANGE,
+            "start after the largest object",
+        ));
+        return Ok(());
+    }
+    let requested_end = fetch.end();
+    let past_largest = Location::new(largest.group, largest.object + 1);
+    let beyond = requested_end.object == 0 && requested_end.group > largest.group
+        || requested_end.object != 0 && requested_end > past_largest;
+    let end = if beyond { past_largest } else { requested_end };
+    let order = fetch.group_order();
+    let end_of_track = track.is_ended() && beyond;
+    let (req_start, req_end) = (fetch.start(), fetch.end());
+    let contains = |loc: Location| {
+        let before_end = if req_end.object == 0 {
+            loc.group <= req_end.group
+        } else {
+            loc < req_end
+        };
+        loc >= req_start && before_end && loc < past_largest
+    };
+    let last_group = end.group;
+    let mut groups: Vec<_> = track
+        .groups()
+        .into_iter()
+        .filter(|g| g.id >= start.group && g.id <= last_group)
+        .collect();
+    if order == GroupOrder::Descending {
+        groups.reverse();
+    }
+    let evicted = track.evicted_below();
+    let mut w = fetch
+        .accept(FetchEnd {
+            end_of_track,
+            end,
+            track_properties: track.properties(),
+        })
+        .await?;
+    if order == GroupOrder::Ascending && start.group < evicted && evicted > 0 {
+        let last_unknown = Location::new(evicted - 1, u64::MAX);
+        w.end_of_range(
+            RangeEnd::Unknown,
+            last_unknown.min(Location::new(last_group, u64::MAX)),
+        )
+        .await?;
+    }
+    let mut last_written_group = None;
+    for g in groups {
+        for (sg, o) in g.objects() {
+            let loc = Location::new(g.id, o.id);
+            if !contains(loc) || o.status != ObjectStatus::Normal {
+                continue;
+            }
+            w.write(&Object {
+                location: loc,
+                subgroup: Some(sg.id),
+                priority: sg.priority,
+                status: o.status,
+                properties: o.properties,
+                payload: o.payload,
+            })
+            .await?;
+            last_written_group = Some(g.id);
+        }
+    }
+    // In descending order the evicted groups come last; a marker must name a group below the
+    // previous entry's.
+    if order == GroupOrder::Descending
+        && start.group < evicted
+        && last_written_group.is_none_or(|g| g > start.group)
+    {
+        w.end_of_range(RangeEnd::Unknown, Location::new(start.group, 0))
+            .await?;
+    }
+    w.finish();
+    Ok(())
+}
+
+/// How long a relay or publisher waits for a FETCH's cache fill by default.
+pub const DEFAULT_FILL_TIMEOUT: Duration = Duration::from_secs(2);

@@ -1,0 +1,634 @@
+//! Tracks held in memory: groups, subgroups and objects as they are produced, a bounded cache
+//! of recent groups, and readers that follow it live.
+//!
+//! The same structure serves a publishing application (it writes objects) and a relay (it
+//! writes what arrives from upstream, deduplicating objects that arrive twice).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use moq_core::data::ObjectStatus;
+use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
+use tokio::sync::watch;
+
+use crate::Error;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How much of a track is kept in memory. The oldest groups go first; the group being written
+/// is never evicted.
+#[derive(Clone, Copy, Debug)]
+pub struct CacheLimits {
+    /// At most this many groups.
+    pub max_groups: usize,
+    /// At most this many payload bytes.
+    pub max_bytes: usize,
+    /// Groups older than this are dropped (MAX_CACHE_DURATION lowers it).
+    pub max_age: Option<Duration>,
+}
+
+impl Default for CacheLimits {
+    fn default() -> Self {
+        CacheLimits {
+            max_groups: 32,
+            max_bytes: 64 << 20,
+            max_age: Some(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// One object in the cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CachedObject {
+    /// Object ID.
+    pub id: u64,
+    /// Normal, End of Group or End of Track.
+    pub status: ObjectStatus,
+    /// Object Properties.
+    pub properties: Properties,
+    /// The payload.
+    pub payload: Bytes,
+    /// When its first byte was produced or received (for delivery timeouts and cache age).
+    pub received: Instant,
+}
+
+/// How a subgroup ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubgroupEnd {
+    /// Still being written.
+    Open,
+    /// Complete: every object is here.
+    Finished,
+    /// Abandoned: objects may be missing.
+    Reset,
+}
+
+#[derive(Debug)]
+struct SubgroupInner {
+    objects: Vec<CachedObject>,
+    end: SubgroupEnd,
+    bytes: usize,
+}
+
+/// One subgroup: objects in increasing Object ID order.
+#[derive(Debug)]
+pub struct Subgroup {
+    /// Group ID.
+    pub group: u64,
+    /// Subgroup ID.
+    pub id: u64,
+    /// Publisher priority.
+    pub priority: u8,
+    /// Whether this subgroup holds the group's last object.
+    pub end_of_group: bool,
+    inner: Mutex<SubgroupInner>,
+    changed: watch::Sender<u64>,
+}
+
+impl Subgroup {
+    fn new(group: u64, id: u64, priority: u8, end_of_group: bool) -> Self {
+        Subgroup {
+            group,
+            id,
+            priority,
+            end_of_group,
+            inner: Mutex::new(SubgroupInner {
+                objects: Vec::new(),
+                end: SubgroupEnd::Open,
+                bytes: 0,
+            }),
+            changed: watch::channel(0).0,
+        }
+    }
+
+    /// The object at position `i`, or how the subgroup stands if there is none yet.
+    pub fn get(&self, i: usize) -> Result<CachedObject, SubgroupEnd> {
+        let inner = lock(&self.inner);
+        inner.objects.get(i).cloned().ok_or(inner.end)
+    }
+
+    /// Waits until there is an object at position `i` or the subgroup ends.
+    pub async fn wait(&self, i: usize) -> Result<CachedObject, SubgroupEnd> {
+        let mut rx = self.changed.subscribe();
+        loop {
+            match self.get(i) {
+                Err(SubgroupEnd::Open) => {}
+                other => return other,
+            }
+            if rx.changed().await.is_err() {
+                return self.get(i);
+            }
+        }
+    }
+
+    /// Appends an object. Objects must have increasing IDs; one already present (a duplicate
+    /// from a second upstream) is ignored, and so is anything after the subgroup ended.
+    /// Returns whether it was added.
+    pub fn append(&self, obj: CachedObject) -> bool {
+        let mut inner = lock(&self.inner);
+        if inner.end != SubgroupEnd::Open || inner.objects.last().is_some_and(|l| l.id >= obj.id) {
+            return false;
+        }
+        inner.bytes += obj.payload.len();
+        inner.objects.push(obj);
+        drop(inner);
+        self.changed.send_modify(|v| *v += 1);
+        true
+    }
+
+    /// Marks the subgroup complete.
+    pub fn finish(&self) {
+        self.end(SubgroupEnd::Finished);
+    }
+
+    /// Marks the subgroup abandoned.
+    pub fn reset(&self) {
+        self.end(SubgroupEnd::Reset);
+    }
+
+    fn end(&self, how: SubgroupEnd) {
+        let mut inner = lock(&self.inner);
+        if inner.end == SubgroupEnd::Open {
+            inner.end = how;
+            drop(inner);
+            self.changed.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// How the subgroup stands.
+    pub fn state(&self) -> SubgroupEnd {
+        lock(&self.inner).end
+    }
+
+    /// The last Object ID, if any.
+    pub fn last_id(&self) -> Option<u64> {
+        lock(&self.inner).objects.last().map(|o| o.id)
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        lock(&self.inner).objects.len()
+    }
+
+    /// True if no object is here yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn bytes(&self) -> usize {
+        lock(&self.inner).bytes
+    }
+}
+
+/// One group: its subgroups, by Subgroup ID.
+#[derive(Debug)]
+pub struct Group {
+    /// Group ID.
+    pub id: u64,
+    subgroups: Mutex<BTreeMap<u64, Arc<Subgroup>>>,
+    created: Instant,
+}
+
+impl Group {
+    /// The subgroups, by ID.
+    pub fn subgroups(&self) -> Vec<Arc<Subgroup>> {
+        lock(&self.subgroups).values().cloned().collect()
+    }
+
+    /// The subgroup `id`, if present.
+    pub fn subgroup(&self, id: u64) -> Option<Arc<Subgroup>> {
+        lock(&self.subgroups).get(&id).cloned()
+    }
+
+    fn bytes(&self) -> usize {
+        lock(&self.subgroups).values().map(|s| s.bytes()).sum()
+    }
+
+    /// Every object in the group, by Object ID (objects of all subgroups merged).
+    pub fn objects(&self) -> Vec<(Arc<Subgroup>, CachedObject)> {
+        let mut out = Vec::new();
+        for sg in self.subgroups() {
+            let mut i = 0;
+            while let Ok(o) = sg.get(i) {
+                out.push((sg.clone(), o));
+                i += 1;
+            }
+        }
+        out.sort_by_key(|(_, o)| o.id);
+        out
+    }
+}
+
+/// The mutable part of a track.
+#[derive(Debug)]
+struct TrackInner {
+    groups: BTreeMap<u64, Arc<Group>>,
+    largest: Option<Location>,
+    /// Every subgroup ever created, in creation order, as (group, subgroup) — readers follow
+    /// this log; it is trimmed with the cache.
+    log: Vec<(u64, u64)>,
+    log_base: usize,
+    ended: bool,
+    evicted_below: u64,
+}
+
+/// A track's shared state. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Track {
+    state: Arc<TrackState>,
+}
+
+#[derive(Debug)]
+struct TrackState {
+    name: FullTrackName,
+    properties: Mutex<Properties>,
+    limits: CacheLimits,
+    inner: Mutex<TrackInner>,
+    changed: watch::Sender<usize>,
+}
+
+impl Track {
+    /// A new, empty track.
+    pub fn new(name: FullTrackName, properties: Properties, limits: CacheLimits) -> Self {
+        let mut limits = limits;
+        if let Some(ms) = properties.get_int(property::MAX_CACHE_DURATION) {
+            // draft-19 §12.3: objects are not served from cache after MAX_CACHE_DURATION.
+            let d = Duration::from_millis(ms);
+            limits.max_age = Some(limits.max_age.map_or(d, |a| a.min(d)));
+        }
+        Track {
+            state: Arc::new(TrackState {
+                name,
+                properties: Mutex::new(properties),
+                limits,
+                inner: Mutex::new(TrackInner {
+                    groups: BTreeMap::new(),
+                    largest: None,
+                    log: Vec::new(),
+                    log_base: 0,
+                    ended: false,
+                    evicted_below: 0,
+                }),
+                changed: watch::channel(0).0,
+            }),
+        }
+    }
+
+    /// True if both handles are the same track.
+    pub fn same(&self, other: &Track) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
+    }
+
+    /// The track's name.
+    pub fn name(&self) -> &FullTrackName {
+        &self.state.name
+    }
+
+    /// The track's properties.
+    pub fn properties(&self) -> Properties {
+        lock(&self.state.properties).clone()
+    }
+
+    /// Replaces the track's properties (the most recent set wins, draft-19 §2.5).
+    pub fn set_properties(&self, p: Properties) {
+        *lock(&self.state.properties) = p;
+    }
+
+    /// DEFAULT_PUBLISHER_PRIORITY, or 128.
+    pub fn default_priority(&self) -> u8 {
+        self.properties()
+            .get_int(property::DEFAULT_PUBLISHER_PRIORITY)
+            .and_then(|p| u8::try_from(p).ok())
+            .unwrap_or(128)
+    }
+
+    /// DEFAULT_PUBLISHER_GROUP_ORDER, or Ascending.
+    pub fn group_order(&self) -> GroupOrder {
+        match self
+            .properties()
+            .get_int(property::DEFAULT_PUBLISHER_GROUP_ORDER)
+        {
+            Some(2) => GroupOrder::Descending,
+            _ => GroupOrder::Ascending,
+        }
+    }
+
+    /// The largest location written, if any.
+    pub fn largest(&self) -> Option<Location> {
+        lock(&self.state.inner).largest
+    }
+
+    /// Raises the largest location (a relay learns it from upstream before objects arrive).
+    pub fn observe_largest(&self, loc: Location) {
+        let mut inner = lock(&self.state.inner);
+        if inner.largest.is_none_or(|l| loc > l) {
+            inner.largest = Some(loc);
+        }
+    }
+
+    /// The group `id`, if cached.
+    pub fn group(&self, id: u64) -> Option<Arc<Group>> {
+        lock(&self.state.inner).groups.get(&id).cloned()
+    }
+
+    /// The cached groups, ascending.
+    pub fn groups(&self) -> Vec<Arc<Group>> {
+        lock(&self.state.inner).groups.values().cloned().collect()
+    }
+
+    /// Groups below this ID were evicted from the cache (their objects' status is unknown).
+    pub fn evicted_below(&self) -> u64 {
+        lock(&self.state.inner).evicted_below
+    }
+
+    /// True once [`Track::end`] was called.
+    pub fn is_ended(&self) -> bool {
+        lock(&self.state.inner).ended
+    }
+
+    /// Marks the track as over (no more groups); live readers end.
+    pub fn end(&self) {
+        let mut inner = lock(&self.state.inner);
+        inner.ended = true;
+        drop(inner);
+        self.state.changed.send_modify(|g| *g += 1);
+    }
+
+    /// The subgroup (`group`, `id`), created if absent (a group older than the eviction point
+    /// is refused).
+    pub fn subgroup(
+        &self,
+        group: u64,
+        id: u64,
+        priority: u8,
+        end_of_group: bool,
+    ) -> Option<Arc<Subgroup>> {
+        let mut inner = lock(&self.state.inner);
+        if group < inner.evicted_below {
+            return None;
+        }
+        let g = inner
+            .groups
+            .entry(group)
+            .or_insert_with(|| {
+                Arc::new(Group {
+                    id: group,
+                    subgroups: Mutex::new(BTreeMap::new()),
+                    created: Instant::now(),
+                })
+            })
+            .clone();
+        let mut subs = lock(&g.subgroups);
+        if let Some(s) = subs.get(&id) {
+            return Some(s.clone());
+        }
+        let s = Arc::new(Subgroup::new(group, id, priority, end_of_group));
+        subs.insert(id, s.clone());
+        drop(subs);
+        inner.log.push((group, id));
+        self.evict(&mut inner);
+        drop(inner);
+        self.state.changed.send_modify(|g| *g += 1);
+        Some(s)
+    }
+
+    /// Appends an object to (`group`, `subgroup`) and notes the largest location.
+    pub fn append(&self, sg: &Subgroup, obj: CachedObject) -> bool {
+        let loc = Location::new(sg.group, obj.id);
+        let added = sg.append(obj);
+        if added {
+            self.observe_largest(loc);
+        }
+        added
+    }
+
+    fn evict(&self, inner: &mut TrackInner) {
+        let limits = self.state.limits;
+        let now = Instant::now();
+        loop {
+            let n = inner.groups.len();
+            if n <= 1 {
+                break;
+            }
+            let Some((&oldest, g)) = inner.groups.iter().next() else {
+                break;
+            };
+            let bytes: usize = inner.groups.values().map(|g| g.bytes()).sum();
+            let too_old = limits
+                .max_age
+                .is_some_and(|a| now.duration_since(g.created) > a);
+            if n > limits.max_groups || bytes > limits.max_bytes || too_old {
+                inner.groups.remove(&oldest);
+                inner.evicted_below = inner.evicted_below.max(oldest + 1);
+                // Trim the log of entries for evicted groups.
+                let keep_from = inner
+                    .log
+                    .iter()
+                    .position(|(g, _)| *g >= inner.evicted_below)
+                    .unwrap_or(inner.log.len());
+                inner.log.drain(..keep_from);
+                inner.log_base += keep_from;
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// A reader of subgroups in groups at or after `start_group`, first those already cached,
+    /// then each new one as it appears.
+    pub fn reader(&self, start_group: u64) -> TrackReader {
+        TrackReader {
+            track: self.clone(),
+            next: 0,
+            start_group,
+            rx: self.state.changed.subscribe(),
+        }
+    }
+
+    /// Starts a new group after the largest one, with one subgroup (ID 0), for a publishing
+    /// application.
+    pub fn append_group(&self) -> Result<GroupWriter, Error> {
+        let id = self.largest().map_or(0, |l| l.group + 1);
+        self.create_group(id)
+    }
+
+    /// Starts group `id` with one subgroup (ID 0).
+    pub fn create_group(&self, id: u64) -> Result<GroupWriter, Error> {
+        let priority = self.default_priority();
+        let sg = self
+            .subgroup(id, 0, priority, true)
+            .ok_or(Error::Invalid("group is older than the cache".into()))?;
+        if sg.state() != SubgroupEnd::Open || !sg.is_empty() {
+            return Err(Error::Invalid(format!("group {id} already exists")));
+        }
+        self.observe_largest(Location::new(id, 0));
+        Ok(GroupWriter {
+            track: self.clone(),
+            subgroup: sg,
+            next_id: 0,
+        })
+    }
+}
+
+/// Writes one group (a single subgroup) of a track: objects get IDs 0, 1, 2, ...
+/// Dropping it without [`GroupWriter::finish`] marks the group abandoned (readers reset).
+#[derive(Debug)]
+pub struct GroupWriter {
+    track: Track,
+    subgroup: Arc<Subgroup>,
+    next_id: u64,
+}
+
+impl GroupWriter {
+    /// The Group ID.
+    pub fn group_id(&self) -> u64 {
+        self.subgroup.group
+    }
+
+    /// Appends an object with the next Object ID.
+    pub fn write(&mut self, payload: impl Into<Bytes>) -> u64 {
+        self.write_with(payload, Properties::new())
+    }
+
+    /// Appends an object with properties.
+    pub fn write_with(&mut self, payload: impl Into<Bytes>, properties: Properties) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.track.append(
+            &self.subgroup,
+            CachedObject {
+                id,
+                status: ObjectStatus::Normal,
+                properties,
+                payload: payload.into(),
+                received: Instant::now(),
+            },
+        );
+        id
+    }
+
+    /// Ends the group: every object was written.
+    pub fn finish(self) {
+        self.subgroup.finish();
+    }
+}
+
+impl Drop for GroupWriter {
+    fn drop(&mut self) {
+        if self.subgroup.state() == SubgroupEnd::Open {
+            self.subgroup.reset();
+        }
+    }
+}
+
+/// Follows a track's subgroups as they appear.
+#[derive(Debug)]
+pub struct TrackReader {
+    track: Track,
+    next: usize,
+    start_group: u64,
+    rx: watch::Receiver<usize>,
+}
+
+impl TrackReader {
+    /// The next subgroup (in creation order) at or after the start group; `None` once the
+    /// track ended and every subgroup was returned.
+    ///
+    /// Cancel safe.
+    pub async fn next(&mut self) -> Option<Arc<Subgroup>> {
+        loop {
+            {
+                let inner = lock(&self.track.state.inner);
+                if self.next < inner.log_base {
+                    // Subgroups we had not reached were evicted; skip them.
+                    self.next = inner.log_base;
+                }
+                while let Some(&(g, s)) = inner.log.get(self.next - inner.log_base) {
+                    self.next += 1;
+                    if g < self.start_group {
+                        continue;
+                    }
+                    if let Some(sg) = inner.groups.get(&g).and_then(|grp| grp.subgroup(s)) {
+                        return Some(sg);
+                    }
+                }
+                if inner.ended {
+                    return None;
+                }
+            }
+            if self.rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// Skips ahead: subgroups of groups below `group` will not be returned.
+    pub fn skip_to(&mut self, group: u64) {
+        self.start_group = self.start_group.max(group);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use moq_core::TrackNamespace;
+
+    fn track() -> Track {
+        let name = FullTrackName::new(TrackNamespace::from_strs(["t"]).unwrap(), "x").unwrap();
+        Track::new(
+            name,
+            Properties::new(),
+            CacheLimits {
+                max_groups: 3,
+                ..Default::default()
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn readers_follow_live_and_cache_is_bounded() {
+        let t = track();
+        let mut r = t.reader(0);
+        for _ in 0..5 {
+            let mut g = t.append_group().unwrap();
+            g.write("a");
+            g.finish();
+        }
+        assert_eq!(t.groups().len(), 3);
+        assert_eq!(t.evicted_below(), 2);
+        let first = r.next().await.unwrap();
+        assert_eq!(first.group, 2, "evicted subgroups are skipped");
+        assert_eq!(t.largest(), Some(Location::new(4, 0)));
+        let mut late = t.reader(3);
+        assert_eq!(late.next().await.unwrap().group, 3);
+        t.end();
+        assert_eq!(late.next().await.unwrap().group, 4);
+        assert!(late.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn duplicates_are_ignored() {
+        let t = track();
+        let sg = t.subgroup(0, 0, 1, false).unwrap();
+        let o = |id| CachedObject {
+            id,
+            status: ObjectStatus::Normal,
+            properties: Properties::new(),
+            payload: Bytes::new(),
+            received: Instant::now(),
+        };
+        assert!(t.append(&sg, o(0)));
+        assert!(t.append(&sg, o(1)));
+        assert!(!t.append(&sg, o(1)), "same object from a second upstream");
+        assert!(!t.append(&sg, o(0)));
+        assert!(t.append(&sg, o(2)));
+        sg.finish();
+        assert!(!t.append(&sg, o(3)), "nothing after the end");
+        assert_eq!(sg.wait(3).await, Err(SubgroupEnd::Finished));
+        assert_eq!(sg.wait(2).await.unwrap().id, 2);
+    }
+}
