@@ -368,7 +368,7 @@ impl Publisher {
         let Ok(writer) = req.accept(response).await else {
             return;
         };
-        let _ = serve_subscription(track, writer, self.shared.serve).await;
+        let _ = serve_subscription(track, writer, self.shared.serve.clone()).await;
     }
 
     async fn on_fetch(&self, f: IncomingFetch) {
@@ -421,7 +421,7 @@ impl Publisher {
                     ..Default::default()
                 };
                 let session = session.clone();
-                let serve = self.shared.serve;
+                let serve = self.shared.serve.clone();
                 let name = track.name().clone();
                 let handle = tokio::spawn(async move {
                     let Ok(p) = session.publish(track.name().clone(), options).await else {

@@ -2,6 +2,8 @@
 //! track and writes each subgroup on its own stream; FETCH is answered from the cache.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
@@ -12,16 +14,29 @@ use moq_transport::track::{FetchEnd, IncomingFetch, Object, SubscriptionWriter};
 use tokio::task::JoinHandle;
 
 use crate::Error;
-use crate::track::{Subgroup, SubgroupEnd, Track};
+use crate::track::{DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, Track};
+
+/// Counters of what was served, shared by every subscription that uses them.
+#[derive(Debug, Default)]
+pub struct ServeStats {
+    /// Objects written to subscribers.
+    pub objects: AtomicU64,
+    /// Payload bytes written to subscribers.
+    pub bytes: AtomicU64,
+    /// Subgroups dropped because a subscriber fell too far behind.
+    pub dropped: AtomicU64,
+}
 
 /// How a subscription is served.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ServeOptions {
     /// Send objects as datagrams instead of subgroup streams.
     pub datagrams: bool,
     /// Subgroup streams in flight for one subscriber before the oldest is reset with
     /// TOO_FAR_BEHIND: a slow subscriber is bounded and never stalls the others.
     pub max_inflight: usize,
+    /// Where to count what is served, if anywhere.
+    pub stats: Option<Arc<ServeStats>>,
 }
 
 impl Default for ServeOptions {
@@ -29,6 +44,7 @@ impl Default for ServeOptions {
         ServeOptions {
             datagrams: false,
             max_inflight: 64,
+            stats: None,
         }
     }
 }
@@ -69,11 +85,24 @@ pub async fn serve_subscription(
         {
             // The subscriber is too far behind: drop its oldest subgroup (its stream resets).
             oldest.abort();
+            if let Some(s) = &opts.stats {
+                s.dropped.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let w = writer.clone();
         let default_priority = track.default_priority();
+        let datagrams = opts.datagrams || sg.id == DATAGRAM_SUBGROUP;
+        let stats = opts.stats.clone();
         inflight.push_back(tokio::spawn(async move {
-            let _ = send_subgroup(&w, &sg, start, default_priority, opts.datagrams).await;
+            let _ = send_subgroup(
+                &w,
+                &sg,
+                start,
+                default_priority,
+                datagrams,
+                stats.as_deref(),
+            )
+            .await;
         }));
     };
     for t in inflight {
@@ -82,12 +111,20 @@ pub async fn serve_subscription(
     writer.finish(status, "").await
 }
 
+fn count(stats: Option<&ServeStats>, bytes: usize) {
+    if let Some(s) = stats {
+        s.objects.fetch_add(1, Ordering::Relaxed);
+        s.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
 async fn send_subgroup(
     writer: &SubscriptionWriter,
     sg: &Subgroup,
     start: Location,
     default_priority: u8,
     datagrams: bool,
+    stats: Option<&ServeStats>,
 ) -> Result<(), Error> {
     if datagrams {
         let mut i = 0;
@@ -97,14 +134,17 @@ async fn send_subgroup(
             if loc < start {
                 continue;
             }
-            writer.send_datagram(&Object {
+            let len = o.payload.len();
+            if writer.send_datagram(&Object {
                 location: loc,
                 subgroup: None,
                 priority: sg.priority,
                 status: o.status,
                 properties: o.properties,
                 payload: o.payload,
-            })?;
+            })? {
+                count(stats, len);
+            }
         }
         return Ok(());
     }

@@ -19,6 +19,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The Subgroup ID under which objects that travel as datagrams are kept; they are served as
+/// datagrams.
+pub const DATAGRAM_SUBGROUP: u64 = u64::MAX;
+
 /// How much of a track is kept in memory. The oldest groups go first; the group being written
 /// is never evicted.
 #[derive(Clone, Copy, Debug)]

@@ -188,7 +188,7 @@ impl Client {
 }
 
 /// How a [`Server`] listens.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServerConfig {
     /// The UDP address to bind.
     pub bind: SocketAddr,
@@ -203,7 +203,13 @@ pub struct ServerConfig {
     pub session: SessionConfig,
     /// Sessions that finished their handshake and wait for [`Server::accept`].
     pub accept_queue: usize,
+    /// Adjusts `session` for each new session (e.g. to give it its own index); `None` uses
+    /// `session` as is.
+    pub per_session: Option<PerSession>,
 }
+
+/// Builds each session's configuration from the server's (see [`ServerConfig::per_session`]).
+pub type PerSession = Arc<dyn Fn(SessionConfig) -> SessionConfig + Send + Sync>;
 
 impl ServerConfig {
     /// A server on `bind` presenting `certificate`, with defaults for the rest.
@@ -215,6 +221,27 @@ impl ServerConfig {
             webtransport: true,
             session: SessionConfig::default(),
             accept_queue: 128,
+            per_session: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("bind", &self.bind)
+            .field("versions", &self.versions)
+            .field("webtransport", &self.webtransport)
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerConfig {
+    fn session_config(&self) -> SessionConfig {
+        match &self.per_session {
+            Some(f) => f(self.session.clone()),
+            None => self.session.clone(),
         }
     }
 }
@@ -351,7 +378,7 @@ async fn handshake(incoming: quinn::Incoming, config: &ServerConfig) -> Result<S
         Session::establish(
             Arc::new(conn),
             Role::Server,
-            config.session.clone(),
+            config.session_config(),
             Destination {
                 path: Some(path),
                 authority: Some(authority),
@@ -362,7 +389,7 @@ async fn handshake(incoming: quinn::Incoming, config: &ServerConfig) -> Result<S
         Session::establish(
             Arc::new(QuicConnection::new(conn)),
             Role::Server,
-            config.session.clone(),
+            config.session_config(),
             Destination::default(),
         )
         .await
