@@ -1,6 +1,7 @@
-//! The main demo: one process runs a server on loopback that indexes namespaces like a relay,
-//! two publishers announce namespaces under one prefix, and a subscriber discovers them with
-//! SUBSCRIBE_NAMESPACE, watching them come and go. Exits 0 when everything was seen.
+//! The main demo, in one process: a relay on loopback, two publishers announcing namespaces
+//! under one prefix (one over raw QUIC, one over WebTransport), and a subscriber that discovers
+//! them with SUBSCRIBE_NAMESPACE, subscribes to a track of each through the relay, and prints
+//! what it sees. Exits 0 when everything arrived.
 //!
 //! ```text
 //! cargo run --example demo
@@ -9,11 +10,10 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use moq_core::TrackNamespace;
-use moq_transport::SessionConfig;
-use moq_transport::endpoint::{Client, ClientConfig, Server, ServerConfig};
-use moq_transport::namespace::{NamespaceEvent, NamespaceIndex};
-use moq_transport::tls::{Certificate, ClientTls};
+use moq_client::{
+    Client, FullTrackName, Location, NamespaceEvent, SubscribeOptions, TrackNamespace,
+};
+use moq_relay::{Relay, RelayConfig};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -28,74 +28,96 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn run() -> anyhow::Result<()> {
-    // A server with one namespace index shared by every session: what one client announces,
-    // any client can discover.
-    let cert = Certificate::generate(&["localhost".into()])?;
-    let shared = NamespaceIndex::new();
-    let mut config = ServerConfig::new("127.0.0.1:0".parse()?, cert.clone());
-    config.session = SessionConfig::default()
-        .with_namespaces(shared.clone())
-        .with_announced(shared);
-    let mut server = Server::bind(config)?;
-    let addr = server.local_addr()?;
+    let relay = Relay::bind(RelayConfig::development("127.0.0.1:0".parse()?)?)?;
+    relay.spawn();
+    let port = relay.local_addr().port();
     println!(
-        "server listening on {addr} (certificate sha-256 {})",
-        cert.fingerprint_hex()
+        "relay listening on {} (certificate sha-256 {})",
+        relay.local_addr(),
+        relay.fingerprint()
     );
-    tokio::spawn(async move {
-        let mut sessions = Vec::new();
-        while let Some(session) = server.accept().await {
-            sessions.push(session);
-        }
-    });
+    let quic = format!("moqt://localhost:{port}/demo");
+    let webtransport = format!("https://localhost:{port}/demo");
+    let client = || Client::builder().fingerprint(relay.fingerprint())?.build();
 
-    let client = Client::new(ClientConfig {
-        tls: ClientTls::pinned(cert.fingerprint()),
-        ..Default::default()
-    })?;
-    let quic = format!("moqt://localhost:{}/demo", addr.port());
-    let webtransport = format!("https://localhost:{}/demo", addr.port());
-
-    // The subscriber discovers everything under (demo, rooms).
+    // Two publishers, each with a namespace under (demo, rooms) and a "chat" track.
     let prefix = TrackNamespace::from_strs(["demo", "rooms"])?;
-    let subscriber = client.connect(&quic).await?;
-    println!(
-        "subscriber connected over raw QUIC ({})",
-        subscriber.version()
-    );
-    let mut discovery = subscriber.subscribe_namespace(prefix.clone()).await?;
+    let mut publishers = Vec::new();
+    for (who, url) in [("alice", &quic), ("bob", &webtransport)] {
+        let session = client()?.connect(url).await?;
+        let ns = prefix.child(who)?;
+        let announced = session.publisher().publish_namespace(ns.clone())?;
+        announced.announced().await?;
+        let track = session
+            .publisher()
+            .create_track(FullTrackName::new(ns, "chat")?)?;
+        for i in 0..3 {
+            let mut group = track.append_group()?;
+            group.write(format!("{who} says hello #{i}"));
+            group.finish();
+        }
+        println!(
+            "{who} published {} over {}",
+            announced.namespace(),
+            if url.starts_with("https") {
+                "WebTransport"
+            } else {
+                "raw QUIC"
+            }
+        );
+        publishers.push((session, announced, track));
+    }
 
-    // Two publishers, one over raw QUIC and one over WebTransport.
-    let alice = client.connect(&quic).await?;
-    let bob = client.connect(&webtransport).await?;
-    println!("publishers connected over raw QUIC and WebTransport");
-    let alice_room = alice.publish_namespace(prefix.child("alice")?).await?;
-    let bob_room = bob.publish_namespace(prefix.child("bob")?).await?;
-
-    let mut seen = Vec::new();
-    while seen.len() < 2 {
+    // The subscriber discovers both namespaces and reads each chat from the beginning.
+    let subscriber = client()?.connect(&quic).await?;
+    let mut discovery = subscriber
+        .subscriber()
+        .subscribe_namespace(prefix.clone())
+        .await?;
+    let mut found = Vec::new();
+    while found.len() < 2 {
         match discovery.next().await {
             Some(Ok(NamespaceEvent::Added(ns))) => {
                 println!("discovered namespace {ns}");
-                seen.push(ns);
+                found.push(ns);
             }
-            Some(Ok(ev)) => bail!("unexpected {ev:?}"),
+            Some(Ok(other)) => bail!("unexpected {other:?}"),
             Some(Err(e)) => return Err(e.into()),
             None => bail!("discovery ended early"),
         }
     }
+    for ns in found {
+        let name = FullTrackName::new(ns, "chat")?;
+        let mut track = subscriber
+            .subscriber()
+            .subscribe(
+                name.clone(),
+                SubscribeOptions::default().from(Location::new(0, 0)),
+            )
+            .await?;
+        let mut received = 0;
+        while received < 3 {
+            let mut group = track.next().await.context("track ended early")??;
+            while let Some(object) = group.next_object().await {
+                let object = object?;
+                println!(
+                    "{name} {}: {}",
+                    object.location,
+                    String::from_utf8_lossy(&object.payload)
+                );
+                received += 1;
+            }
+        }
+    }
 
-    // Alice leaves: the subscriber sees NAMESPACE_DONE.
-    drop(alice_room);
+    // A publisher leaves: its namespace is withdrawn.
+    let (session, announced, _track) = publishers.remove(0);
+    drop(announced);
     match discovery.next().await {
         Some(Ok(NamespaceEvent::Removed(ns))) => println!("namespace gone: {ns}"),
         other => bail!("expected a removal, got {other:?}"),
     }
-    drop(bob_room);
-    match discovery.next().await {
-        Some(Ok(NamespaceEvent::Removed(ns))) => println!("namespace gone: {ns}"),
-        other => bail!("expected a removal, got {other:?}"),
-    }
+    session.close();
     println!("demo complete");
     Ok(())
 }

@@ -1,0 +1,70 @@
+//! Relay configuration.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use moq_client::{CacheLimits, ServeOptions};
+use moq_core::Version;
+use moq_transport::tls::Certificate;
+use moq_transport::{AllowAll, Authorizer, Limits};
+
+/// How a relay runs.
+#[derive(Clone)]
+pub struct RelayConfig {
+    /// The UDP address for raw QUIC and WebTransport.
+    pub bind: SocketAddr,
+    /// The certificate to present.
+    pub certificate: Certificate,
+    /// Versions accepted, most preferred first.
+    pub versions: Vec<Version>,
+    /// How much of each track is cached.
+    pub cache: CacheLimits,
+    /// How downstream subscriptions are served.
+    pub serve: ServeOptions,
+    /// Who may publish and subscribe.
+    pub authorizer: Arc<dyn Authorizer>,
+    /// The longest RENDEZVOUS_TIMEOUT honoured (a SUBSCRIBE held for a publisher to appear).
+    pub max_rendezvous: Duration,
+    /// How long an upstream subscription is kept after its last downstream subscriber left.
+    pub upstream_linger: Duration,
+    /// Per-session limits.
+    pub limits: Limits,
+}
+
+impl std::fmt::Debug for RelayConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayConfig")
+            .field("bind", &self.bind)
+            .field("versions", &self.versions)
+            .field("cache", &self.cache)
+            .field("max_rendezvous", &self.max_rendezvous)
+            .field("upstream_linger", &self.upstream_linger)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RelayConfig {
+    /// A relay on `bind` presenting `certificate`, with defaults for the rest.
+    pub fn new(bind: SocketAddr, certificate: Certificate) -> Self {
+        RelayConfig {
+            bind,
+            certificate,
+            versions: Version::ALL.to_vec(),
+            cache: CacheLimits::default(),
+            serve: ServeOptions::default(),
+            authorizer: Arc::new(AllowAll),
+            max_rendezvous: Duration::from_secs(30),
+            upstream_linger: Duration::from_secs(2),
+            limits: Limits::default(),
+        }
+    }
+
+    /// A relay on `bind` with a generated certificate for `localhost` (development).
+    pub fn development(bind: SocketAddr) -> Result<Self, moq_transport::Error> {
+        Ok(Self::new(
+            bind,
+            Certificate::generate(&["localhost".to_string()])?,
+        ))
+    }
+}

@@ -1,0 +1,868 @@
+//! The relay: sessions, routes, per-track upstream subscriptions, fan-out and FETCH.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use moq_client::Track;
+use moq_client::serve::{serve_fetch, serve_subscription};
+use moq_client::track::{CachedObject, DATAGRAM_SUBGROUP, SubgroupEnd};
+use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode, StreamResetCode};
+use moq_core::message::{FetchType, Parameters, RequestError};
+use moq_core::{FullTrackName, TrackNamespace};
+use moq_transport::endpoint::{Server, ServerConfig};
+use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie};
+use moq_transport::track::{
+    FetchItem, Incoming, IncomingFetch, IncomingPublish, IncomingSubgroup, IncomingSubscribe,
+    IncomingSubscribeTracks, IncomingTrackStatus, PublishOptions, SubscribeResponse, Subscription,
+    TrackEvent, TrackStatusInfo,
+};
+use moq_transport::{Error, Session, SessionConfig};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::RelayConfig;
+use crate::metrics::Metrics;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A publisher's session reachable for a namespace.
+#[derive(Clone, Debug)]
+struct Route {
+    session_id: u64,
+    session: Session,
+}
+
+/// One track the relay carries: its cache and the upstream subscriptions feeding it.
+#[derive(Debug)]
+struct RelayTrack {
+    name: FullTrackName,
+    cache: Track,
+    /// Upstream subscriptions by the publisher's session ID.
+    upstreams: Mutex<HashMap<u64, JoinHandle<()>>>,
+    /// Upstream subscriptions established and still delivering.
+    live_upstreams: AtomicUsize,
+    /// Upstream attempts not answered yet.
+    pending_upstreams: AtomicUsize,
+    /// The first successful upstream answer, or the last error once every attempt failed.
+    answer: watch::Sender<Option<Result<(), RequestError>>>,
+    /// Downstream subscriptions served from this track.
+    downstreams: AtomicUsize,
+    /// Set when the track came from a PUBLISH rather than from routing.
+    published: bool,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: RelayConfig,
+    index: NamespaceIndex,
+    routes: Mutex<PrefixTrie<Route>>,
+    routes_changed: watch::Sender<u64>,
+    tracks: Mutex<HashMap<FullTrackName, Arc<RelayTrack>>>,
+    /// Tracks PUBLISHed to the relay: name -> (publisher session, track).
+    published: Mutex<HashMap<FullTrackName, (u64, Arc<RelayTrack>)>>,
+    published_changed: watch::Sender<u64>,
+    sessions: Mutex<HashMap<u64, Session>>,
+    metrics: Arc<Metrics>,
+    next_id: AtomicU64,
+}
+
+/// A running relay. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Relay {
+    inner: Arc<Inner>,
+    server: Arc<tokio::sync::Mutex<Server>>,
+    addr: SocketAddr,
+    fingerprint: String,
+}
+
+impl Relay {
+    /// Binds the relay's UDP port. Sessions are accepted by [`Relay::run`].
+    pub fn bind(config: RelayConfig) -> Result<Relay, Error> {
+        let index = NamespaceIndex::new();
+        let mut session = SessionConfig::default()
+            .with_namespaces(index.clone())
+            .with_requests();
+        session.authorizer = config.authorizer.clone();
+        session.limits = config.limits.clone();
+        let fingerprint = config.certificate.fingerprint_hex();
+        let mut server = ServerConfig::new(config.bind, config.certificate.clone());
+        server.versions = config.versions.clone();
+        server.session = session;
+        // Each session registers what its peer announces in its own index, which the relay
+        // mirrors into its routes and the shared index.
+        server.per_session = Some(Arc::new(|c: SessionConfig| {
+            c.with_announced(NamespaceIndex::new())
+        }));
+        let server = Server::bind(server)?;
+        let addr = server.local_addr()?;
+        let metrics = Arc::new(Metrics::default());
+        let mut config = config;
+        config.serve.stats = Some(metrics.serve.clone());
+        Ok(Relay {
+            inner: Arc::new(Inner {
+                config,
+                index,
+                routes: Mutex::new(PrefixTrie::new()),
+                routes_changed: watch::channel(0).0,
+                tracks: Mutex::new(HashMap::new()),
+                published: Mutex::new(HashMap::new()),
+                published_changed: watch::channel(0).0,
+                sessions: Mutex::new(HashMap::new()),
+                metrics,
+                next_id: AtomicU64::new(1),
+            }),
+            server: Arc::new(tokio::sync::Mutex::new(server)),
+            addr,
+            fingerprint,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The SHA-256 fingerprint of the relay's certificate, hex.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// The relay's counters.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The namespaces the relay knows.
+    pub fn namespaces(&self) -> &NamespaceIndex {
+        &self.inner.index
+    }
+
+    /// Number of open sessions.
+    pub fn sessions(&self) -> usize {
+        lock(&self.inner.sessions).len()
+    }
+
+    /// Accepts and serves sessions until the relay is shut down.
+    pub async fn run(&self) {
+        loop {
+            let session = self.server.lock().await.accept().await;
+            let Some(session) = session else { return };
+            let inner = self.inner.clone();
+            tokio::spawn(async move { handle_session(inner, session).await });
+        }
+    }
+
+    /// Runs the relay in the background.
+    pub fn spawn(&self) -> JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move { this.run().await })
+    }
+
+    /// Sends GOAWAY to every session (draft-19 §10.4): clients reconnect to `new_uri` (or the
+    /// same URI if empty) and sessions still open after `timeout` are closed.
+    pub async fn goaway(&self, new_uri: &str, timeout: Duration) {
+        let sessions: Vec<Session> = lock(&self.inner.sessions).values().cloned().collect();
+        for s in sessions {
+            let _ = s.goaway(new_uri, timeout).await;
+        }
+    }
+
+    /// Drains: GOAWAY to everyone, waits up to `grace` for sessions to leave, then closes.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.goaway("", grace).await;
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.sessions() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.server
+            .lock()
+            .await
+            .close(SessionErrorCode::NO_ERROR.0, "relay shutting down");
+    }
+}
+
+async fn handle_session(inner: Arc<Inner>, session: Session) {
+    let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+    inner.metrics.sessions_total.fetch_add(1, Ordering::Relaxed);
+    inner
+        .metrics
+        .sessions_active
+        .fetch_add(1, Ordering::Relaxed);
+    lock(&inner.sessions).insert(id, session.clone());
+    tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
+    let routes = tokio::spawn(sync_routes(inner.clone(), id, session.clone()));
+    let incoming = session.incoming();
+    loop {
+        let req = tokio::select! {
+            r = incoming.next() => r,
+            _ = session.closed() => None,
+        };
+        let Some(req) = req else { break };
+        let inner = inner.clone();
+        let session = session.clone();
+        tokio::spawn(async move {
+            match req {
+                Incoming::Subscribe(r) => on_subscribe(inner, r).await,
+                Incoming::Fetch(f) => on_fetch(inner, f).await,
+                Incoming::TrackStatus(t) => on_track_status(inner, t).await,
+                Incoming::Publish(p) => on_publish(inner, id, p).await,
+                Incoming::SubscribeTracks(r) => on_subscribe_tracks(inner, id, session, r).await,
+                _ => {}
+            }
+        });
+    }
+    let _ = session.closed().await;
+    routes.abort();
+    remove_routes_of(&inner, id);
+    lock(&inner.sessions).remove(&id);
+    inner
+        .metrics
+        .sessions_active
+        .fetch_sub(1, Ordering::Relaxed);
+    tracing::info!(session = id, "session ended");
+}
+
+/// Mirrors what a session's peer announces (its accepted PUBLISH_NAMESPACEs) into the routes
+/// and the shared index. `.session` namespaces are never forwarded (draft-19 §3.2.2).
+async fn sync_routes(inner: Arc<Inner>, id: u64, session: Session) {
+    let mut registered: HashMap<TrackNamespace, NamespaceRegistration> = HashMap::new();
+    loop {
+        let (now, mut watch) = session.announced().watch(&TrackNamespace::empty(), 4096);
+        let now: HashSet<TrackNamespace> = now.into_iter().collect();
+        let gone: Vec<TrackNamespace> = registered
+            .keys()
+            .filter(|n| !now.contains(*n))
+            .cloned()
+            .collect();
+        for ns in gone {
+            remove_route(&inner, &mut registered, &ns, id);
+        }
+        for ns in now {
+            add_route(&inner, &mut registered, ns, id, &session);
+        }
+        loop {
+            match watch.next().await {
+                Some(NamespaceEvent::Added(ns)) => {
+                    add_route(&inner, &mut registered, ns, id, &session)
+                }
+                Some(NamespaceEvent::Removed(ns)) => remove_route(&inner, &mut registered, &ns, id),
+                // Fell behind: take a fresh snapshot.
+                None => break,
+            }
+        }
+    }
+}
+
+fn add_route(
+    inner: &Arc<Inner>,
+    registered: &mut HashMap<TrackNamespace, NamespaceRegistration>,
+    ns: TrackNamespace,
+    id: u64,
+    session: &Session,
+) {
+    if ns.is_session_level() || registered.contains_key(&ns) {
+        return;
+    }
+    tracing::debug!(session = id, namespace = %ns, "route added");
+    lock(&inner.routes).insert(
+        &ns,
+        id,
+        Route {
+            session_id: id,
+            session: session.clone(),
+        },
+    );
+    registered.insert(ns.clone(), inner.index.publish(ns.clone()));
+    inner.routes_changed.send_modify(|v| *v += 1);
+    // draft-19 §9.6: a publisher that arrives for a namespace with active subscriptions gets
+    // SUBSCRIBE (this is also how a publisher's switchover to a new session works).
+    let tracks: Vec<Arc<RelayTrack>> = lock(&inner.tracks)
+        .values()
+        .filter(|t| {
+            !t.published
+                && ns.is_prefix_of(&t.name.namespace)
+                && t.downstreams.load(Ordering::Relaxed) > 0
+        })
+        .cloned()
+        .collect();
+    for t in tracks {
+        start_upstream(inner, &t, id, session.clone());
+    }
+}
+
+fn remove_route(
+    inner: &Inner,
+    registered: &mut HashMap<TrackNamespace, NamespaceRegistration>,
+    ns: &TrackNamespace,
+    id: u64,
+) {
+    if registered.remove(ns).is_some() {
+        tracing::debug!(session = id, namespace = %ns, "route removed");
+        lock(&inner.routes).remove(ns, id);
+        inner.routes_changed.send_modify(|v| *v += 1);
+    }
+}
+
+fn remove_routes_of(inner: &Inner, id: u64) {
+    let mut routes = lock(&inner.routes);
+    let mine: Vec<TrackNamespace> = routes
+        .under(&TrackNamespace::empty())
+        .into_iter()
+        .filter(|(_, r)| r.session_id == id)
+        .map(|(ns, _)| ns)
+        .collect();
+    for ns in mine {
+        routes.remove(&ns, id);
+    }
+    drop(routes);
+    inner.routes_changed.send_modify(|v| *v += 1);
+}
+
+/// Every publisher session whose announced namespace is a prefix of `ns` (draft-19 §9.5).
+fn routes_for(inner: &Inner, ns: &TrackNamespace) -> Vec<Route> {
+    let routes = lock(&inner.routes);
+    let mut seen = HashSet::new();
+    routes
+        .prefixes_of(ns)
+        .map(|(_, r)| r.clone())
+        .filter(|r| seen.insert(r.session_id))
+        .collect()
+}
+
+/// The relay track for `name`, created (and subscribed upstream to every matching publisher)
+/// if absent.
+fn get_or_create_track(inner: &Arc<Inner>, name: &FullTrackName) -> Arc<RelayTrack> {
+    let (track, created) = {
+        let mut tracks = lock(&inner.tracks);
+        match tracks.get(name) {
+            Some(t) => (t.clone(), false),
+            None => {
+                let t = Arc::new(RelayTrack {
+                    name: name.clone(),
+                    cache: Track::new(name.clone(), Default::default(), inner.config.cache),
+                    upstreams: Mutex::new(HashMap::new()),
+                    live_upstreams: AtomicUsize::new(0),
+                    pending_upstreams: AtomicUsize::new(0),
+                    answer: watch::channel(None).0,
+                    downstreams: AtomicUsize::new(0),
+                    published: false,
+                });
+                tracks.insert(name.clone(), t.clone());
+                (t, true)
+            }
+        }
+    };
+    if created || lock(&track.upstreams).is_empty() {
+        for r in routes_for(inner, &name.namespace) {
+            start_upstream(inner, &track, r.session_id, r.session);
+        }
+    }
+    track
+}
+
+/// Subscribes upstream to `track` on a publisher's session, unless already subscribed there.
+fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, session: Session) {
+    let mut upstreams = lock(&track.upstreams);
+    if upstreams.get(&session_id).is_some_and(|h| !h.is_finished()) {
+        return;
+    }
+    track.pending_upstreams.fetch_add(1, Ordering::Relaxed);
+    let t = track.clone();
+    let metrics = inner.metrics.clone();
+    let handle = tokio::spawn(async move {
+        // Relays use their own priority and order upstream (draft-19 §7.3); no filter, so the
+        // publisher sends what it has cached and nothing is missed across a switchover.
+        let res = session
+            .subscribe(t.name.clone(), Parameters::default())
+            .await;
+        t.pending_upstreams.fetch_sub(1, Ordering::Relaxed);
+        match res {
+            Ok(sub) => {
+                let info = sub.info().clone();
+                t.cache.set_properties(info.track_properties.clone());
+                if let Some(l) = info.largest {
+                    t.cache.observe_largest(l);
+                }
+                t.answer.send_replace(Some(Ok(())));
+                metrics.upstream_active.fetch_add(1, Ordering::Relaxed);
+                t.live_upstreams.fetch_add(1, Ordering::Relaxed);
+                let status = ingest(&t, sub, &metrics).await;
+                t.live_upstreams.fetch_sub(1, Ordering::Relaxed);
+                metrics.upstream_active.fetch_sub(1, Ordering::Relaxed);
+                if status == Some(PublishDoneCode::TRACK_ENDED)
+                    && t.live_upstreams.load(Ordering::Relaxed) == 0
+                {
+                    t.cache.end();
+                }
+            }
+            Err(e) => {
+                tracing::debug!(track = %t.name, error = %e, "upstream SUBSCRIBE failed");
+                let err = match e {
+                    Error::Rejected(r) => *r,
+                    e => RequestError::new(RequestErrorCode::INTERNAL_ERROR, e.to_string()),
+                };
+                if t.pending_upstreams.load(Ordering::Relaxed) == 0
+                    && t.live_upstreams.load(Ordering::Relaxed) == 0
+                {
+                    t.answer.send_if_modified(|a| {
+                        if a.is_none() {
+                            *a = Some(Err(err));
+                            true
+                        } else {
+                            false
+                        }
+                    });
+                }
+            }
+        }
+    });
+    upstreams.insert(session_id, handle);
+}
+
+/// Feeds an upstream subscription into the track's cache until it ends; returns its
+/// PUBLISH_DONE status, if any.
+async fn ingest(
+    t: &Arc<RelayTrack>,
+    mut sub: Subscription,
+    metrics: &Arc<Metrics>,
+) -> Option<PublishDoneCode> {
+    while let Some(ev) = sub.next().await {
+        match ev {
+            Ok(TrackEvent::Subgroup(s)) => {
+                let t = t.clone();
+                let metrics = metrics.clone();
+                tokio::spawn(async move { ingest_subgroup(&t, s, &metrics).await });
+            }
+            Ok(TrackEvent::Datagram(o)) => {
+                if let Some(sg) =
+                    t.cache
+                        .subgroup(o.location.group, DATAGRAM_SUBGROUP, o.priority, false)
+                {
+                    metrics.objects_received.fetch_add(1, Ordering::Relaxed);
+                    let obj = CachedObject {
+                        id: o.location.object,
+                        status: o.status,
+                        properties: o.properties,
+                        payload: o.payload,
+                        received: Instant::now(),
+                    };
+                    if !t.cache.append(&sg, obj) {
+                        metrics.duplicates.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    sub.publish_done().map(|d| d.status)
+}
+
+/// Copies one upstream subgroup stream into the cache. Objects already there (sent by another
+/// upstream of the same track, e.g. during a switchover) are dropped, so downstream sees no
+/// duplicate; a reset is passed on only if no other upstream can complete the subgroup.
+async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: &Metrics) {
+    let first = s.next_object().await;
+    let group = s.group();
+    let id = s.subgroup_id().unwrap_or(0);
+    let Some(sg) = t.cache.subgroup(group, id, s.priority(), s.end_of_group()) else {
+        return;
+    };
+    let mut next = Some(first);
+    loop {
+        let res = match next.take() {
+            Some(r) => r,
+            None => s.next_object().await,
+        };
+        match res {
+            Ok(Some(o)) => {
+                metrics.objects_received.fetch_add(1, Ordering::Relaxed);
+                let obj = CachedObject {
+                    id: o.location.object,
+                    status: o.status,
+                    properties: o.properties,
+                    payload: o.payload,
+                    received: Instant::now(),
+                };
+                if !t.cache.append(&sg, obj) {
+                    metrics.duplicates.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(None) => {
+                sg.finish();
+                return;
+            }
+            Err(_) => {
+                if t.live_upstreams.load(Ordering::Relaxed) <= 1 {
+                    sg.reset();
+                    return;
+                }
+                // Another upstream may complete it; reset if it makes no progress.
+                let before = sg.len();
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if sg.state() == SubgroupEnd::Open && sg.len() == before {
+                    sg.reset();
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Waits for the track's first upstream answer, or for a publisher to appear within the
+/// rendezvous time (draft-19 §10.2.4).
+async fn wait_answer(
+    inner: &Arc<Inner>,
+    t: &Arc<RelayTrack>,
+    rendezvous: Option<Duration>,
+) -> Result<(), RequestError> {
+    let deadline = rendezvous.map(|d| tokio::time::Instant::now() + d);
+    let mut answer = t.answer.subscribe();
+    let mut routes = inner.routes_changed.subscribe();
+    loop {
+        if let Some(a) = answer.borrow_and_update().clone() {
+            return a;
+        }
+        let upstreams = !lock(&t.upstreams).is_empty();
+        if !upstreams {
+            // No publisher: DOES_NOT_EXIST now, or wait for one (RENDEZVOUS_TIMEOUT).
+            let Some(deadline) = deadline else {
+                return Err(RequestError::new(
+                    RequestErrorCode::DOES_NOT_EXIST,
+                    "no publisher for this track",
+                ));
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(RequestError::new(
+                    RequestErrorCode::TIMEOUT,
+                    "no publisher appeared",
+                ));
+            }
+        }
+        tokio::select! {
+            _ = answer.changed() => {}
+            _ = routes.changed() => {
+                for r in routes_for(inner, &t.name.namespace) {
+                    start_upstream(inner, t, r.session_id, r.session);
+                }
+            }
+            _ = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if lock(&t.upstreams).is_empty() {
+                    return Err(RequestError::new(RequestErrorCode::TIMEOUT, "no publisher appeared"));
+                }
+            }
+        }
+    }
+}
+
+/// Counts a downstream subscription; the last one leaving lets the upstreams go after the
+/// linger time.
+struct Downstream {
+    inner: Arc<Inner>,
+    track: Arc<RelayTrack>,
+}
+
+impl Downstream {
+    fn new(inner: &Arc<Inner>, track: &Arc<RelayTrack>) -> Self {
+        track.downstreams.fetch_add(1, Ordering::Relaxed);
+        inner
+            .metrics
+            .subscriptions_active
+            .fetch_add(1, Ordering::Relaxed);
+        Downstream {
+            inner: inner.clone(),
+            track: track.clone(),
+        }
+    }
+}
+
+impl Drop for Downstream {
+    fn drop(&mut self) {
+        self.inner
+            .metrics
+            .subscriptions_active
+            .fetch_sub(1, Ordering::Relaxed);
+        if self.track.downstreams.fetch_sub(1, Ordering::Relaxed) != 1 || self.track.published {
+            return;
+        }
+        let inner = self.inner.clone();
+        let track = self.track.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(inner.config.upstream_linger).await;
+            if track.downstreams.load(Ordering::Relaxed) > 0 {
+                return;
+            }
+            let mut tracks = lock(&inner.tracks);
+            if tracks
+                .get(&track.name)
+                .is_some_and(|t| Arc::ptr_eq(t, &track))
+            {
+                tracks.remove(&track.name);
+            }
+            drop(tracks);
+            for (_, h) in lock(&track.upstreams).drain() {
+                h.abort();
+            }
+            tracing::debug!(track = %track.name, "upstream released");
+        });
+    }
+}
+
+async fn on_subscribe(inner: Arc<Inner>, req: IncomingSubscribe) {
+    let name = req.track().clone();
+    let rendezvous = req
+        .params()
+        .rendezvous_timeout
+        .filter(|t| *t > 0)
+        .map(|t| Duration::from_millis(t).min(inner.config.max_rendezvous));
+    let track = get_or_create_track(&inner, &name);
+    let guard = Downstream::new(&inner, &track);
+    if let Err(e) = wait_answer(&inner, &track, rendezvous).await {
+        tracing::debug!(track = %name, code = ?e.code, "SUBSCRIBE refused");
+        return req.reject(e);
+    }
+    let response = SubscribeResponse {
+        track_alias: None,
+        largest: track.cache.largest(),
+        expires: None,
+        track_properties: track.cache.properties(),
+    };
+    let Ok(writer) = req.accept(response).await else {
+        return;
+    };
+    let _ = serve_subscription(track.cache.clone(), writer, inner.config.serve.clone()).await;
+    drop(guard);
+}
+
+async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
+    let name = f.track().clone();
+    let cached = lock(&inner.tracks).get(&name).cloned();
+    if let Some(t) = cached
+        && t.cache.largest().is_some()
+        && f.start().group >= t.cache.evicted_below()
+        && t.cache
+            .groups()
+            .first()
+            .is_some_and(|g| g.id <= f.start().group)
+    {
+        inner.metrics.fetch_cached.fetch_add(1, Ordering::Relaxed);
+        let _ = serve_fetch(&t.cache, f).await;
+        return;
+    }
+    // Not (entirely) cached: fill from one upstream publisher (draft-19 §9.5).
+    let Some(route) = routes_for(&inner, &name.namespace).into_iter().next() else {
+        return f.reject(RequestError::new(
+            RequestErrorCode::DOES_NOT_EXIST,
+            "no publisher for this track",
+        ));
+    };
+    inner.metrics.fetch_upstream.fetch_add(1, Ordering::Relaxed);
+    let request = FetchType::Standalone {
+        track: name,
+        start: f.start(),
+        end: f.end(),
+    };
+    let params = Parameters {
+        group_order: Some(f.group_order()),
+        ..Default::default()
+    };
+    let mut upstream = match route.session.fetch(request, params).await {
+        Ok(r) => r,
+        Err(Error::Rejected(e)) => return f.reject(*e),
+        Err(e) => {
+            return f.reject(RequestError::new(
+                RequestErrorCode::INTERNAL_ERROR,
+                e.to_string(),
+            ));
+        }
+    };
+    let Ok(mut w) = f.accept(upstream.end().clone()).await else {
+        return;
+    };
+    while let Some(item) = upstream.next().await {
+        let res = match item {
+            Ok(FetchItem::Object(o)) => w.write(&o).await,
+            Ok(FetchItem::EndOfRange { kind, location }) => w.end_of_range(kind, location).await,
+            Err(_) => {
+                w.abort(StreamResetCode::INTERNAL_ERROR);
+                return;
+            }
+        };
+        if res.is_err() {
+            return;
+        }
+    }
+    w.finish();
+}
+
+async fn on_track_status(inner: Arc<Inner>, t: IncomingTrackStatus) {
+    let name = t.track().clone();
+    let cached = lock(&inner.tracks).get(&name).cloned();
+    if let Some(rt) = cached
+        && matches!(*rt.answer.borrow(), Some(Ok(())))
+    {
+        return t.accept(TrackStatusInfo {
+            largest: rt.cache.largest(),
+            expires: None,
+            track_properties: rt.cache.properties(),
+        });
+    }
+    let Some(route) = routes_for(&inner, &name.namespace).into_iter().next() else {
+        return t.reject(RequestError::new(
+            RequestErrorCode::DOES_NOT_EXIST,
+            "no publisher for this track",
+        ));
+    };
+    match route
+        .session
+        .track_status(name, Parameters::default())
+        .await
+    {
+        Ok(info) => t.accept(info),
+        Err(Error::Rejected(e)) => t.reject(*e),
+        Err(e) => t.reject(RequestError::new(
+            RequestErrorCode::INTERNAL_ERROR,
+            e.to_string(),
+        )),
+    }
+}
+
+/// A publisher PUBLISHes a track to the relay: accept it into the cache and offer it to
+/// SUBSCRIBE_TRACKS subscribers (draft-19 §9.6).
+async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
+    let name = p.track().clone();
+    let info = p.info().clone();
+    let track = {
+        let mut tracks = lock(&inner.tracks);
+        tracks
+            .entry(name.clone())
+            .or_insert_with(|| {
+                Arc::new(RelayTrack {
+                    name: name.clone(),
+                    cache: Track::new(
+                        name.clone(),
+                        info.track_properties.clone(),
+                        inner.config.cache,
+                    ),
+                    upstreams: Mutex::new(HashMap::new()),
+                    live_upstreams: AtomicUsize::new(0),
+                    pending_upstreams: AtomicUsize::new(0),
+                    answer: watch::channel(None).0,
+                    downstreams: AtomicUsize::new(0),
+                    published: true,
+                })
+            })
+            .clone()
+    };
+    let Ok(sub) = p.accept(Parameters::default()).await else {
+        return;
+    };
+    track.cache.set_properties(info.track_properties.clone());
+    if let Some(l) = info.largest {
+        track.cache.observe_largest(l);
+    }
+    track.answer.send_replace(Some(Ok(())));
+    track.live_upstreams.fetch_add(1, Ordering::Relaxed);
+    lock(&inner.published).insert(name.clone(), (session_id, track.clone()));
+    inner.published_changed.send_modify(|v| *v += 1);
+    inner
+        .metrics
+        .upstream_active
+        .fetch_add(1, Ordering::Relaxed);
+    let status = ingest(&track, sub, &inner.metrics).await;
+    inner
+        .metrics
+        .upstream_active
+        .fetch_sub(1, Ordering::Relaxed);
+    track.live_upstreams.fetch_sub(1, Ordering::Relaxed);
+    {
+        let mut published = lock(&inner.published);
+        if published
+            .get(&name)
+            .is_some_and(|(id, _)| *id == session_id)
+        {
+            published.remove(&name);
+        }
+    }
+    if status == Some(PublishDoneCode::TRACK_ENDED)
+        || track.live_upstreams.load(Ordering::Relaxed) == 0
+    {
+        track.cache.end();
+        let mut tracks = lock(&inner.tracks);
+        if tracks.get(&name).is_some_and(|t| Arc::ptr_eq(t, &track)) {
+            tracks.remove(&name);
+        }
+    }
+    inner.published_changed.send_modify(|v| *v += 1);
+}
+
+/// SUBSCRIBE_TRACKS: PUBLISH each matching published track to the subscriber, never its own
+/// (draft-19 §6.1), now and as they arrive.
+async fn on_subscribe_tracks(
+    inner: Arc<Inner>,
+    session_id: u64,
+    session: Session,
+    r: IncomingSubscribeTracks,
+) {
+    let Ok(responder) = r.accept().await else {
+        return;
+    };
+    let mut forwarded: HashMap<FullTrackName, JoinHandle<()>> = HashMap::new();
+    let mut changed = inner.published_changed.subscribe();
+    loop {
+        let prefix = responder.prefix();
+        let candidates: Vec<(FullTrackName, Arc<RelayTrack>)> = lock(&inner.published)
+            .iter()
+            .filter(|(n, (owner, _))| *owner != session_id && prefix.is_prefix_of(&n.namespace))
+            .map(|(n, (_, t))| (n.clone(), t.clone()))
+            .collect();
+        forwarded.retain(|_, h| !h.is_finished());
+        for (name, track) in candidates {
+            if forwarded.contains_key(&name) {
+                continue;
+            }
+            let session = session.clone();
+            let inner2 = inner.clone();
+            let defaults = responder.defaults().clone();
+            let handle = tokio::spawn(async move {
+                let options = PublishOptions {
+                    forward: defaults.forward,
+                    largest: track.cache.largest(),
+                    track_properties: track.cache.properties(),
+                    ..Default::default()
+                };
+                let Ok(p) = session.publish(track.name.clone(), options).await else {
+                    return;
+                };
+                if p.accepted().await.is_err() {
+                    return;
+                }
+                let guard = Downstream::new(&inner2, &track);
+                let _ = serve_subscription(
+                    track.cache.clone(),
+                    p.into_writer(),
+                    inner2.config.serve.clone(),
+                )
+                .await;
+                drop(guard);
+            });
+            forwarded.insert(name, handle);
+        }
+        tokio::select! {
+            r = changed.changed() => if r.is_err() { break },
+            _ = responder.ended() => break,
+        }
+    }
+    for (_, h) in forwarded {
+        h.abort();
+    }
+}
