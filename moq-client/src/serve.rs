@@ -165,9 +165,11 @@ async fn send_subgroup(
                 if Location::new(sg.group, o.id) < start {
                     continue;
                 }
+                let len = o.payload.len();
                 stream
                     .write(o.id, &o.properties, o.status, o.payload, Some(o.received))
                     .await?;
+                count(stats, len);
             }
             Err(SubgroupEnd::Finished) => {
                 stream.finish();
