@@ -53,3 +53,8 @@ pub use moq_transport;
 pub use moq_transport::Error;
 pub use moq_transport::namespace::NamespaceEvent;
 pub use moq_transport::track::Object;
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
