@@ -25,15 +25,32 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Closes a transport session when dropped.
+#[derive(Debug)]
+struct CloseOnDrop(moq_transport::Session);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close(
+            moq_core::codes::SessionErrorCode::NO_ERROR,
+            "session dropped",
+        );
+    }
+}
+
 /// A MOQT session with its publishing and subscribing sides.
 ///
-/// Dropping every clone closes the session. Clones share the session.
+/// Dropping every clone closes the session (streams made from it then end with an error).
+/// Clones share the session.
 #[derive(Clone, Debug)]
 pub struct Session {
     transport: moq_transport::Session,
     publisher: Publisher,
     subscriber: Subscriber,
     _serve: Arc<AbortOnDrop>,
+    // The subscriber's streams hold the transport session too; this closes it with the last
+    // `Session` clone.
+    _close: Arc<CloseOnDrop>,
 }
 
 impl Session {
@@ -50,6 +67,7 @@ impl Session {
             tokio::spawn(async move { publisher.serve(transport, Some(subscriber)).await })
         };
         Session {
+            _close: Arc::new(CloseOnDrop(transport.clone())),
             transport,
             publisher,
             subscriber,
@@ -255,6 +273,20 @@ pub struct Reconnecting {
     subscriber: Subscriber,
     status: watch::Receiver<Status>,
     _task: AbortOnDrop,
+}
+
+impl Drop for Reconnecting {
+    fn drop(&mut self) {
+        // Stop reconnecting first, then close the current session: the subscriber's streams
+        // hold it, and would otherwise keep it open.
+        self._task.0.abort();
+        if let Some(s) = self.subscriber.source.current.borrow().as_ref() {
+            s.close(
+                moq_core::codes::SessionErrorCode::NO_ERROR,
+                "client dropped",
+            );
+        }
+    }
 }
 
 impl Reconnecting {

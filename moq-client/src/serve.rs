@@ -154,9 +154,10 @@ async fn send_subgroup(
         SubgroupId::Explicit(sg.id)
     };
     let priority = (sg.priority != default_priority).then_some(sg.priority);
-    let mut stream = writer
-        .open_subgroup(sg.group, id, priority, sg.end_of_group)
-        .await?;
+    // The stream is opened with the first object that passes the filter: a subgroup whose
+    // objects are all before the start (the current group under a LargestObject filter) sends
+    // nothing rather than an empty stream.
+    let mut stream = None;
     let mut i = 0;
     loop {
         match sg.wait(i).await {
@@ -165,18 +166,29 @@ async fn send_subgroup(
                 if Location::new(sg.group, o.id) < start {
                     continue;
                 }
+                let s = match &mut stream {
+                    Some(s) => s,
+                    None => stream.insert(
+                        writer
+                            .open_subgroup(sg.group, id, priority, sg.end_of_group)
+                            .await?,
+                    ),
+                };
                 let len = o.payload.len();
-                stream
-                    .write(o.id, &o.properties, o.status, o.payload, Some(o.received))
+                s.write(o.id, &o.properties, o.status, o.payload, Some(o.received))
                     .await?;
                 count(stats, len);
             }
             Err(SubgroupEnd::Finished) => {
-                stream.finish();
+                if let Some(s) = stream {
+                    s.finish();
+                }
                 return Ok(());
             }
             Err(_) => {
-                stream.abort(StreamResetCode::CANCELLED);
+                if let Some(s) = &mut stream {
+                    s.abort(StreamResetCode::CANCELLED);
+                }
                 return Ok(());
             }
         }

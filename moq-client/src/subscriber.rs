@@ -64,7 +64,9 @@ pub struct SubscribeOptions {
     pub priority: Option<u8>,
     /// GROUP_ORDER; default: the publisher's.
     pub group_order: Option<GroupOrder>,
-    /// LOCATION_FILTER; default: everything from now on.
+    /// LOCATION_FILTER; default ([`None`]): everything from now on, sent as LargestObject.
+    /// Use [`SubscribeOptions::from`] with `Location::new(0, 0)` for everything the publisher
+    /// still has (the equivalent of an unfiltered subscription, draft-19 §5.1.2).
     pub filter: Option<LocationFilter>,
     /// FORWARD; default true.
     pub forward: Option<bool>,
@@ -99,7 +101,8 @@ impl SubscribeOptions {
         self
     }
 
-    /// Starts at the current group's latest object (LargestObject).
+    /// Starts after the largest object published so far (LargestObject): what is published
+    /// from now on. This is the default.
     pub fn latest_group(mut self) -> Self {
         self.filter = Some(LocationFilter::LargestObject);
         self
@@ -129,12 +132,13 @@ impl SubscribeOptions {
         self
     }
 
-    /// The SUBSCRIBE parameters.
+    /// The SUBSCRIBE parameters. Without a filter, LargestObject is sent: an unfiltered
+    /// SUBSCRIBE would ask for every object the publisher still has (draft-19 §5.1.2).
     pub fn to_parameters(&self) -> Parameters {
         Parameters {
             subscriber_priority: self.priority,
             group_order: self.group_order,
-            location_filter: self.filter,
+            location_filter: Some(self.filter.unwrap_or(LocationFilter::LargestObject)),
             forward: self.forward,
             object_delivery_timeout: self.delivery_timeout.map(ms),
             rendezvous_timeout: self.rendezvous_timeout.map(ms),
@@ -273,7 +277,13 @@ impl Subscriber {
             let mut sub = first;
             loop {
                 let mut active = std::collections::HashSet::new();
-                while let Some(ev) = sub.next().await {
+                loop {
+                    // Dropping the NamespaceStream cancels the SUBSCRIBE_NAMESPACE at once.
+                    let ev = tokio::select! {
+                        ev = sub.next() => ev,
+                        _ = tx.closed() => return,
+                    };
+                    let Some(ev) = ev else { break };
                     match &ev {
                         Ok(NamespaceEvent::Added(n)) => {
                             active.insert(n.clone());
@@ -298,10 +308,23 @@ impl Subscriber {
                 }
                 // Renew on the next session.
                 sub = loop {
-                    let Ok(s) = source.session().await else {
-                        return;
+                    let s = tokio::select! {
+                        s = source.session() => s,
+                        _ = tx.closed() => return,
                     };
-                    match s.subscribe_namespace(prefix.clone()).await {
+                    let s = match s {
+                        Ok(s) => s,
+                        Err(e) => {
+                            // The client was dropped: no session will come.
+                            let _ = tx.send(Err(e)).await;
+                            return;
+                        }
+                    };
+                    let renewed = tokio::select! {
+                        r = s.subscribe_namespace(prefix.clone()) => r,
+                        _ = tx.closed() => return,
+                    };
+                    match renewed {
                         Ok(sub) => break sub,
                         Err(e) if e.is_session_error() => continue,
                         Err(e) => {
@@ -369,10 +392,23 @@ impl Subscriber {
                     opts.filter = Some(LocationFilter::AbsoluteStart(Location::new(g + 1, 0)));
                 }
                 sub = loop {
-                    let Ok(s) = source.session().await else {
-                        return;
+                    let s = tokio::select! {
+                        s = source.session() => s,
+                        _ = tx.closed() => return,
                     };
-                    match s.subscribe(track.clone(), opts.to_parameters()).await {
+                    let s = match s {
+                        Ok(s) => s,
+                        Err(e) => {
+                            // The client was dropped: no session will come.
+                            let _ = tx.send(Err(e)).await;
+                            return;
+                        }
+                    };
+                    let renewed = tokio::select! {
+                        r = s.subscribe(track.clone(), opts.to_parameters()) => r,
+                        _ = tx.closed() => return,
+                    };
+                    match renewed {
                         Ok(sub) => break sub,
                         Err(e) if e.is_session_error() => continue,
                         Err(e) => {

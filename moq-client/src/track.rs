@@ -453,23 +453,33 @@ impl Track {
         }
     }
 
-    /// Starts a new group after the largest one, with one subgroup (ID 0), for a publishing
-    /// application.
+    /// Starts a new group after the largest one (written or started), with one subgroup
+    /// (ID 0), for a publishing application.
     pub fn append_group(&self) -> Result<GroupWriter, Error> {
-        let id = self.largest().map_or(0, |l| l.group + 1);
+        let id = {
+            let inner = lock(&self.state.inner);
+            let written = inner.largest.map(|l| l.group);
+            let started = inner.groups.keys().next_back().copied();
+            written.max(started).map_or(0, |g| g + 1)
+        };
         self.create_group(id)
     }
 
     /// Starts group `id` with one subgroup (ID 0).
     pub fn create_group(&self, id: u64) -> Result<GroupWriter, Error> {
         let priority = self.default_priority();
+        if self.group(id).is_some_and(|g| g.subgroup(0).is_some()) {
+            // Another writer has (or had) it.
+            return Err(Error::Invalid(format!("group {id} already exists")));
+        }
         let sg = self
             .subgroup(id, 0, priority, true)
             .ok_or(Error::Invalid("group is older than the cache".into()))?;
         if sg.state() != SubgroupEnd::Open || !sg.is_empty() {
             return Err(Error::Invalid(format!("group {id} already exists")));
         }
-        self.observe_largest(Location::new(id, 0));
+        // The Largest Object moves with the first object written, not when the group starts
+        // (draft-19 §5.1.2): a subscriber arriving now must not skip this group's object 0.
         Ok(GroupWriter {
             track: self.clone(),
             subgroup: sg,
