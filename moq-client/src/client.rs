@@ -202,6 +202,14 @@ impl Client {
         &self.publisher
     }
 
+    /// This client with another publisher (same endpoint and settings).
+    pub fn with_publisher(&self, publisher: Publisher) -> Client {
+        Client {
+            transport: self.transport.clone(),
+            publisher,
+        }
+    }
+
     /// Connects once.
     pub async fn connect(&self, url: &str) -> Result<Session, Error> {
         let transport = self.transport.connect(url).await?;

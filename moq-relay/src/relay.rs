@@ -431,12 +431,15 @@ async fn ingest(
     mut sub: Subscription,
     metrics: &Arc<Metrics>,
 ) -> Option<PublishDoneCode> {
+    let mut streams = tokio::task::JoinSet::new();
     while let Some(ev) = sub.next().await {
+        // Reap finished copies so the set stays as small as the open streams.
+        while streams.try_join_next().is_some() {}
         match ev {
             Ok(TrackEvent::Subgroup(s)) => {
                 let t = t.clone();
                 let metrics = metrics.clone();
-                tokio::spawn(async move { ingest_subgroup(&t, s, &metrics).await });
+                streams.spawn(async move { ingest_subgroup(&t, s, &metrics).await });
             }
             Ok(TrackEvent::Datagram(o)) => {
                 if let Some(sg) =
@@ -459,8 +462,20 @@ async fn ingest(
             Err(_) => break,
         }
     }
+    // The track ends only after every subgroup stream it sent is in the cache: PUBLISH_DONE
+    // can overtake the data streams (draft-19 §10.11 Stream Count). Streams still open after
+    // the drain time are cut.
+    let drain = tokio::time::timeout(STREAM_DRAIN, async {
+        while streams.join_next().await.is_some() {}
+    });
+    if drain.await.is_err() {
+        streams.abort_all();
+    }
     sub.publish_done().map(|d| d.status)
 }
+
+/// How long a finished upstream's subgroup streams may take to arrive before the track ends.
+const STREAM_DRAIN: Duration = Duration::from_secs(5);
 
 /// Copies one upstream subgroup stream into the cache. Objects already there (sent by another
 /// upstream of the same track, e.g. during a switchover) are dropped, so downstream sees no

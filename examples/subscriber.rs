@@ -1,0 +1,171 @@
+//! Subscribes to one track and prints its objects: connects to a relay (or any MOQT server),
+//! sends SUBSCRIBE for `--namespace` + `--track`, and prints each object as it arrives. Exits 0
+//! on Ctrl-C, when the publisher ends the track, or after `--count` objects.
+//!
+//! ```text
+//! # The clock of the publisher example, from now on:
+//! cargo run --example subscriber -- --url moqt://localhost:4443 --fingerprint <HEX> \
+//!     --namespace demo/clock --track clock
+//! # Everything the relay still has, waiting up to 10 s for the publisher to appear, 3 objects:
+//! cargo run --example subscriber -- --url https://localhost:4443 --insecure \
+//!     --namespace demo/clock --track clock --from 0 --rendezvous 10 --count 3
+//! ```
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use moq_client::{
+    Client, FullTrackName, Location, Session, SubscribeOptions, TrackNamespace, TrackStream,
+    Version,
+};
+
+/// Subscribe to a track and print its objects.
+#[derive(Parser, Debug)]
+struct Args {
+    /// The server: `moqt://host:port` (raw QUIC) or `https://host:port` (WebTransport).
+    #[arg(long, default_value = "moqt://localhost:4443")]
+    url: String,
+    /// Trust the server whose certificate has this SHA-256 fingerprint (hex).
+    #[arg(long)]
+    fingerprint: Option<String>,
+    /// Trust any certificate (development only).
+    #[arg(long)]
+    insecure: bool,
+    /// The track's namespace, as slash-separated fields.
+    #[arg(long, default_value = "demo/clock")]
+    namespace: String,
+    /// The track's name.
+    #[arg(long, default_value = "clock")]
+    track: String,
+    /// Offer only this draft (18 or 19); default: both, 19 preferred.
+    #[arg(long, value_parser = parse_draft)]
+    draft: Option<Version>,
+    /// Exit after this many objects.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Start at this group (what is still cached); default: from now on.
+    #[arg(long)]
+    from: Option<u64>,
+    /// Let the server hold the SUBSCRIBE this many seconds for the track to appear
+    /// (RENDEZVOUS_TIMEOUT). "From now on" counts from when the track appeared and the
+    /// subscription began; add `--from 0` to also get what was written before.
+    #[arg(long)]
+    rendezvous: Option<u64>,
+}
+
+fn parse_draft(s: &str) -> Result<Version, String> {
+    match s {
+        "18" => Ok(Version::Draft18),
+        "19" => Ok(Version::Draft19),
+        _ => Err(format!("unsupported draft {s:?} (18 or 19)")),
+    }
+}
+
+/// `a/b/c` as a namespace of three fields.
+fn parse_namespace(s: &str) -> anyhow::Result<TrackNamespace> {
+    let fields = s.split('/').filter(|f| !f.is_empty());
+    TrackNamespace::from_strs(fields).with_context(|| format!("bad namespace {s:?}"))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let args = Args::parse();
+
+    let mut builder = Client::builder();
+    if let Some(fp) = &args.fingerprint {
+        builder = builder.fingerprint(fp)?;
+    }
+    if args.insecure {
+        builder = builder.insecure();
+    }
+    if let Some(v) = args.draft {
+        builder = builder.versions(vec![v]);
+    }
+    let client = builder.build()?;
+    let session = tokio::select! {
+        s = client.connect(&args.url) => s.with_context(|| format!("connecting to {}", args.url))?,
+        _ = tokio::signal::ctrl_c() => return Ok(()),
+    };
+    println!("connected to {} ({})", args.url, session.version());
+
+    let result = tokio::select! {
+        r = run(&session, &args) => r,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    };
+    close(&session).await;
+    result
+}
+
+async fn run(session: &Session, args: &Args) -> anyhow::Result<()> {
+    let name = FullTrackName::new(parse_namespace(&args.namespace)?, args.track.clone())?;
+    let mut options = SubscribeOptions::default();
+    if let Some(g) = args.from {
+        options = options.from(Location::new(g, 0));
+    }
+    if let Some(s) = args.rendezvous {
+        options = options.rendezvous(Duration::from_secs(s));
+    }
+    let mut stream = session
+        .subscriber()
+        .subscribe(name, options)
+        .await
+        .context("SUBSCRIBE refused")?;
+    match stream.info().and_then(|i| i.largest) {
+        Some(l) => println!(
+            "subscribed to {:?}; largest so far: group {} object {}",
+            args.track, l.group, l.object
+        ),
+        None => println!("subscribed to {:?}; nothing published yet", args.track),
+    }
+    let received = print_objects(&mut stream, args.count).await?;
+    println!("received {received} objects; bye");
+    Ok(())
+}
+
+/// Prints objects until the track ends or `count` were printed; returns how many.
+async fn print_objects(stream: &mut TrackStream, count: Option<u64>) -> anyhow::Result<u64> {
+    let mut received = 0;
+    while let Some(group) = stream.next().await {
+        let mut group = group.context("subscription failed")?;
+        while let Some(object) = group.next_object().await {
+            let object = match object {
+                Ok(o) => o,
+                // A group abandoned by the publisher (or dropped for being too far behind).
+                Err(e) => {
+                    println!("group {} cut short: {e}", group.group());
+                    break;
+                }
+            };
+            println!(
+                "group {} object {}: {}",
+                object.location.group,
+                object.location.object,
+                String::from_utf8_lossy(&object.payload)
+            );
+            received += 1;
+            if count.is_some_and(|n| received >= n) {
+                return Ok(received);
+            }
+        }
+    }
+    if count.is_some_and(|n| received < n) {
+        bail!("the track ended after {received} objects");
+    }
+    println!("the track ended");
+    Ok(received)
+}
+
+/// Closes the session and gives the CONNECTION_CLOSE a moment to leave before the process
+/// exits (the client endpoint offers nothing to await for that), so the server does not wait
+/// for an idle timeout.
+async fn close(session: &Session) {
+    session.close();
+    session.closed().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
