@@ -54,6 +54,10 @@ struct RelayTrack {
     downstreams: AtomicUsize,
     /// Set when the track came from a PUBLISH rather than from routing.
     published: bool,
+    /// The latest rendezvous deadline of a downstream SUBSCRIBE still waiting for the track:
+    /// upstream SUBSCRIBEs carry what is left of it, so a publisher that announced the
+    /// namespace but has not created the track yet holds the request too.
+    rendezvous_until: Mutex<Option<tokio::time::Instant>>,
 }
 
 #[derive(Debug)]
@@ -336,7 +340,11 @@ fn routes_for(inner: &Inner, ns: &TrackNamespace) -> Vec<Route> {
 
 /// The relay track for `name`, created (and subscribed upstream to every matching publisher)
 /// if absent.
-fn get_or_create_track(inner: &Arc<Inner>, name: &FullTrackName) -> Arc<RelayTrack> {
+fn get_or_create_track(
+    inner: &Arc<Inner>,
+    name: &FullTrackName,
+    rendezvous: Option<Duration>,
+) -> Arc<RelayTrack> {
     let (track, created) = {
         let mut tracks = lock(&inner.tracks);
         match tracks.get(name) {
@@ -351,12 +359,18 @@ fn get_or_create_track(inner: &Arc<Inner>, name: &FullTrackName) -> Arc<RelayTra
                     answer: watch::channel(None).0,
                     downstreams: AtomicUsize::new(0),
                     published: false,
+                    rendezvous_until: Mutex::new(None),
                 });
                 tracks.insert(name.clone(), t.clone());
                 (t, true)
             }
         }
     };
+    if let Some(d) = rendezvous {
+        let until = tokio::time::Instant::now() + d;
+        let mut current = lock(&track.rendezvous_until);
+        *current = Some(current.map_or(until, |c| c.max(until)));
+    }
     if created || lock(&track.upstreams).is_empty() {
         for r in routes_for(inner, &name.namespace) {
             start_upstream(inner, &track, r.session_id, r.session);
@@ -377,9 +391,14 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
     let handle = tokio::spawn(async move {
         // Relays use their own priority and order upstream (draft-19 §7.3); no filter, so the
         // publisher sends what it has cached and nothing is missed across a switchover.
-        let res = session
-            .subscribe(t.name.clone(), Parameters::default())
-            .await;
+        let rendezvous = lock(&t.rendezvous_until)
+            .and_then(|until| until.checked_duration_since(tokio::time::Instant::now()))
+            .map(|left| left.as_millis().clamp(1, u64::MAX as u128) as u64);
+        let params = Parameters {
+            rendezvous_timeout: rendezvous,
+            ..Default::default()
+        };
+        let res = session.subscribe(t.name.clone(), params).await;
         t.pending_upstreams.fetch_sub(1, Ordering::Relaxed);
         match res {
             Ok(sub) => {
@@ -639,7 +658,7 @@ async fn on_subscribe(inner: Arc<Inner>, req: IncomingSubscribe) {
         .rendezvous_timeout
         .filter(|t| *t > 0)
         .map(|t| Duration::from_millis(t).min(inner.config.max_rendezvous));
-    let track = get_or_create_track(&inner, &name);
+    let track = get_or_create_track(&inner, &name, rendezvous);
     let guard = Downstream::new(&inner, &track);
     if let Err(e) = wait_answer(&inner, &track, rendezvous).await {
         tracing::debug!(track = %name, code = ?e.code, "SUBSCRIBE refused");
@@ -774,6 +793,7 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
                     answer: watch::channel(None).0,
                     downstreams: AtomicUsize::new(0),
                     published: true,
+                    rendezvous_until: Mutex::new(None),
                 })
             })
             .clone()

@@ -439,6 +439,47 @@ async fn rendezvous_holds_a_subscribe_until_a_publisher_appears() {
     .await;
 }
 
+/// A publisher that announced the namespace but has not created the track yet: the relay's
+/// upstream SUBSCRIBE carries the rendezvous time, so the publisher holds it too.
+#[tokio::test]
+async fn rendezvous_passes_upstream_to_an_announced_publisher() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["announced-early"]);
+        let name = track(&n, "t");
+        let p = connect(&relay, true).await;
+        let _h = announce(&p, &n).await;
+        let before = p.transport().open_requests();
+        let s = connect(&relay, false).await;
+        let pending = {
+            let sub = s.subscriber().clone();
+            let name = name.clone();
+            tokio::spawn(async move {
+                sub.subscribe(
+                    name,
+                    SubscribeOptions::default().rendezvous(Duration::from_secs(10)),
+                )
+                .await
+            })
+        };
+        // No signal for "the upstream SUBSCRIBE is held": poll the publisher's request count.
+        while p.transport().open_requests() <= before {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!pending.is_finished(), "answered before the track existed");
+        let producer = p.publisher().create_track(name.clone()).unwrap();
+        let mut sub = pending.await.unwrap().unwrap();
+        let mut w = producer.append_group().unwrap();
+        w.write("late");
+        w.finish();
+        assert_eq!(
+            read_objects(&mut sub, 1).await,
+            vec![(0, "late".to_string())]
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn publish_reaches_subscribe_tracks() {
     timeout(async {
