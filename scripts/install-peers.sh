@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# Installs the third-party MOQT implementations used as interop peers, pinned, into a cache
+# outside the repository (default ~/.cache/moq-peers, override with MOQ_PEERS):
+#
+#   aiomoqt 0.13.3          (PyPI, Python 3.12 venv)  moq-interop-relay, moq-interop-client
+#   moq-relay 0.17.10       (crates.io, moq-dev)      moq-relay   [--no-default-features --features noq]
+#   moq-clock 0.10.21       (crates.io, moq-dev)      moq-clock
+#   moq-relay-ietf 0.8.0    (crates.io, Cloudflare)   moq-relay-ietf    } one cargo install,
+#   moq-clock-ietf 0.6.25   (crates.io, Cloudflare)   moq-clock-ietf    } draft-18 only
+#
+# Layout of $MOQ_PEERS:
+#   bin/              symlinks to the six peer binaries only (what scripts/peers.env puts on PATH)
+#   venv/bin/         aiomoqt's venv (moq-interop-relay, moq-interop-client, python)
+#   cargo/bin/        the cargo-installed binaries (cargo install --root)
+#   target/           shared CARGO_TARGET_DIR, so reinstalls reuse build artifacts
+#   stamps/STEP       what was installed by a step (spec line); a step is skipped when its stamp
+#                     matches, `cargo install --list` records the pinned versions, and every
+#                     binary answers --version with that version (--help for the two without one)
+#   logs/STEP.log     full output of the last run of a step; logs/timings.txt one line per run
+#
+# Usage: scripts/install-peers.sh [--force] [--only STEP[,STEP...]] [--list]
+#   steps: aiomoqt moq-relay moq-clock moq-ietf
+#   --force   reinstall even when the stamp and versions match
+# Env: MOQ_PEERS (install root), PYTHON312 (explicit python3.12 binary), CARGO_BUILD_JOBS.
+#
+# Every step runs even when an earlier one failed; the script exits non-zero at the end, naming
+# the failed steps and the tail of their logs. Afterwards: `source scripts/peers.env`.
+# Needs network access to crates.io and PyPI only; no system packages are required on the
+# project's Debian image (rustls with aws-lc-rs builds with the C compiler, no cmake/openssl).
+set -euo pipefail
+
+MOQ_PEERS="${MOQ_PEERS:-$HOME/.cache/moq-peers}"
+export CARGO_TARGET_DIR="$MOQ_PEERS/target"
+CARGO_ROOT="$MOQ_PEERS/cargo"
+VENV="$MOQ_PEERS/venv"
+STAMPS="$MOQ_PEERS/stamps"
+LOGS="$MOQ_PEERS/logs"
+
+AIOMOQT_VERSION=0.13.3
+MOQ_RELAY_VERSION=0.17.10
+MOQ_CLOCK_VERSION=0.10.21
+MOQ_RELAY_IETF_VERSION=0.8.0
+MOQ_CLOCK_IETF_VERSION=0.6.25
+
+ALL_STEPS=(aiomoqt moq-relay moq-clock moq-ietf)
+force=0
+only=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --force) force=1 ;;
+        --only) only="${2:?--only needs a step list}"; shift ;;
+        --only=*) only="${1#--only=}" ;;
+        --list) printf '%s\n' "${ALL_STEPS[@]}"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+        *) echo "install-peers: unknown argument: $1 (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+steps=("${ALL_STEPS[@]}")
+if [ -n "$only" ]; then
+    IFS=',' read -r -a steps <<<"$only"
+    for s in "${steps[@]}"; do
+        case " ${ALL_STEPS[*]} " in *" $s "*) ;; *) echo "install-peers: unknown step '$s' (steps: ${ALL_STEPS[*]})" >&2; exit 2 ;; esac
+    done
+fi
+
+mkdir -p "$MOQ_PEERS" "$CARGO_ROOT" "$STAMPS" "$LOGS" "$CARGO_TARGET_DIR"
+
+say() { printf '==> %s\n' "$*"; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { s = b - a; printf "%dm%02ds (%.1fs)", s / 60, s % 60, s }'; }
+
+# ---- up-to-date checks ----------------------------------------------------------------------
+
+# stamp_ok STEP SPEC: the stamp of STEP records exactly SPEC.
+stamp_ok() { [ "$force" = 0 ] && [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
+
+# bin_has_version BIN VERSION: cargo's install record (cargo install --list) has package BIN at
+# VERSION, and the binary runs: its --version output names VERSION, or, for the binaries that
+# have no --version flag (moq-relay-ietf, moq-clock-ietf), --help succeeds.
+bin_has_version() {
+    local bin="$CARGO_ROOT/bin/$1" out
+    [ -x "$bin" ] || return 1
+    cargo install --list --root "$CARGO_ROOT" 2>/dev/null | grep -qxF -- "$1 v$2:" || return 1
+    if out="$("$bin" --version 2>&1 </dev/null)"; then
+        grep -qwF -- "$2" <<<"$out"
+    else
+        "$bin" --help >/dev/null 2>&1 </dev/null
+    fi
+}
+
+# ---- Python 3.12 ----------------------------------------------------------------------------
+
+# Finds a python3.12 binary without relying on the user's shell setup (no shims, no pyenv init).
+find_python312() {
+    local cand root
+    if [ -n "${PYTHON312:-}" ]; then
+        [ -x "$PYTHON312" ] && { echo "$PYTHON312"; return 0; }
+        echo "install-peers: PYTHON312=$PYTHON312 is not executable" >&2; return 1
+    fi
+    local roots=()
+    [ -n "${PYENV_ROOT:-}" ] && roots+=("$PYENV_ROOT")
+    if command -v pyenv >/dev/null 2>&1; then roots+=("$(pyenv root 2>/dev/null || true)"); fi
+    [ -x "$HOME/.pyenv/bin/pyenv" ] && roots+=("$("$HOME/.pyenv/bin/pyenv" root 2>/dev/null || true)")
+    roots+=("$HOME/.pyenv")
+    for root in "${roots[@]}"; do
+        [ -n "$root" ] || continue
+        # newest 3.12.x first
+        for cand in $(ls -d "$root"/versions/3.12.*/bin/python3.12 2>/dev/null | sort -t. -k3,3nr); do
+            [ -x "$cand" ] && { echo "$cand"; return 0; }
+        done
+    done
+    for cand in python3.12 /usr/bin/python3.12 /usr/local/bin/python3.12; do
+        cand="$(command -v "$cand" 2>/dev/null || true)"
+        [ -n "$cand" ] && [ -x "$cand" ] && { echo "$cand"; return 0; }
+    done
+    return 1
+}
+
+# ---- steps ----------------------------------------------------------------------------------
+
+step_aiomoqt() {
+    local spec="aiomoqt==$AIOMOQT_VERSION python3.12"
+    if stamp_ok aiomoqt "$spec" && [ -x "$VENV/bin/python" ] \
+        && [ "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("aiomoqt"))' 2>/dev/null)" = "$AIOMOQT_VERSION" ] \
+        && [ "$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = 3.12 ] \
+        && [ -x "$VENV/bin/moq-interop-relay" ] && [ -x "$VENV/bin/moq-interop-client" ]; then
+        return 10
+    fi
+    local py
+    if ! py="$(find_python312)"; then
+        echo "install-peers: no Python 3.12 found. Looked in \$PYTHON312, \$PYENV_ROOT, \`pyenv root\`," >&2
+        echo "  ~/.pyenv/versions/3.12.*/bin/python3.12 and python3.12 on PATH." >&2
+        echo "  Install one (e.g. \`pyenv install 3.12\`) or set PYTHON312=/path/to/python3.12." >&2
+        return 1
+    fi
+    echo "python: $py ($("$py" --version 2>&1))"
+    if [ -x "$VENV/bin/python" ] && [ "$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" != 3.12 ]; then
+        echo "existing venv is not Python 3.12: recreating"; rm -rf "$VENV"
+    fi
+    [ -x "$VENV/bin/python" ] || "$py" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --disable-pip-version-check "aiomoqt==$AIOMOQT_VERSION"
+    [ -x "$VENV/bin/moq-interop-relay" ] && [ -x "$VENV/bin/moq-interop-client" ] \
+        || { echo "aiomoqt installed but moq-interop-relay/moq-interop-client are missing" >&2; return 1; }
+    echo "$spec" >"$STAMPS/aiomoqt"
+}
+
+# cargo_step STEP SPEC 'bin:version ...' -- cargo install args...
+cargo_step() {
+    local step="$1" spec="$2" bins="$3" b ok=1
+    shift 4
+    if stamp_ok "$step" "$spec"; then
+        for b in $bins; do bin_has_version "${b%%:*}" "${b#*:}" || ok=0; done
+        [ "$ok" = 1 ] && return 10
+    fi
+    rm -f "$STAMPS/$step"
+    echo "+ cargo install --root $CARGO_ROOT $*   (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+    cargo install --root "$CARGO_ROOT" --force "$@"
+    for b in $bins; do
+        bin_has_version "${b%%:*}" "${b#*:}" || {
+            echo "installed, but ${b%%:*} ${b#*:} does not check out (cargo install --list / --version / --help):" >&2
+            cargo install --list --root "$CARGO_ROOT" >&2 || true
+            "$CARGO_ROOT/bin/${b%%:*}" --version >&2 || true
+            return 1
+        }
+    done
+    echo "$spec" >"$STAMPS/$step"
+}
+
+step_moq-relay() {
+    # No --locked: the published Cargo.lock pins crates (e.g. webpki-roots 1.0.11) that the
+    # registry does not serve, so the lockfile cannot be used as is.
+    cargo_step moq-relay "moq-relay $MOQ_RELAY_VERSION --no-default-features --features noq" \
+        "moq-relay:$MOQ_RELAY_VERSION" -- \
+        moq-relay --version "$MOQ_RELAY_VERSION" --no-default-features --features noq
+}
+
+step_moq-clock() {
+    cargo_step moq-clock "moq-clock $MOQ_CLOCK_VERSION --locked" \
+        "moq-clock:$MOQ_CLOCK_VERSION" -- \
+        moq-clock --version "$MOQ_CLOCK_VERSION" --locked
+}
+
+step_moq-ietf() {
+    # One command for both so the shared crates (moq-transport, moq-native-ietf, ...) build once.
+    cargo_step moq-ietf "moq-relay-ietf $MOQ_RELAY_IETF_VERSION moq-clock-ietf $MOQ_CLOCK_IETF_VERSION --locked" \
+        "moq-relay-ietf:$MOQ_RELAY_IETF_VERSION moq-clock-ietf:$MOQ_CLOCK_IETF_VERSION" -- \
+        "moq-relay-ietf@$MOQ_RELAY_IETF_VERSION" "moq-clock-ietf@$MOQ_CLOCK_IETF_VERSION" --locked
+}
+
+# ---- main -----------------------------------------------------------------------------------
+
+if ! command -v cargo >/dev/null 2>&1; then
+    [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+say "installing MOQT interop peers into $MOQ_PEERS (steps: ${steps[*]})"
+failed=()
+summary=()
+t_all="$(now)"
+for s in "${steps[@]}"; do
+    log="$LOGS/$s.log"
+    say "[$s] start $(date '+%H:%M:%S') (log: $log)"
+    t0="$(now)"
+    set +e
+    ( set -euo pipefail; "step_$s" ) >"$log" 2>&1
+    rc=$?
+    set -e
+    t1="$(now)"
+    took="$(elapsed "$t0" "$t1")"
+    case "$rc" in
+        0)  say "[$s] installed in $took"; summary+=("$s: installed in $took")
+            echo "$(date -Is) $s installed $took" >>"$LOGS/timings.txt" ;;
+        10) say "[$s] up to date, skipped ($took)"; summary+=("$s: up to date") ;;
+        *)  say "[$s] FAILED (exit $rc) after $took; last lines of $log:"
+            tail -n 40 "$log" | sed 's/^/    | /'
+            summary+=("$s: FAILED (exit $rc), see $log"); failed+=("$s")
+            echo "$(date -Is) $s FAILED $took" >>"$LOGS/timings.txt" ;;
+    esac
+done
+
+# Symlink every installed peer binary into $MOQ_PEERS/bin (not the venv's python/pip).
+mkdir -p "$MOQ_PEERS/bin"
+for b in "$VENV/bin/moq-interop-relay" "$VENV/bin/moq-interop-client" \
+    "$CARGO_ROOT/bin/moq-relay" "$CARGO_ROOT/bin/moq-clock" \
+    "$CARGO_ROOT/bin/moq-relay-ietf" "$CARGO_ROOT/bin/moq-clock-ietf"; do
+    if [ -x "$b" ]; then ln -sfn "$b" "$MOQ_PEERS/bin/$(basename "$b")"; else rm -f "$MOQ_PEERS/bin/$(basename "$b")"; fi
+done
+
+say "summary (total $(elapsed "$t_all" "$(now)")):"
+printf '    %s\n' "${summary[@]}"
+say "binaries: $MOQ_PEERS/bin: $(ls "$MOQ_PEERS/bin" | tr '\n' ' ')"
+say "put them on PATH with: . scripts/peers.env"
+if [ "${#failed[@]}" -gt 0 ]; then
+    say "FAILED steps: ${failed[*]}" >&2
+    exit 1
+fi
