@@ -1,7 +1,7 @@
 //! Publishes a clock: connects to a relay (or any MOQT server), announces a namespace with
-//! PUBLISH_NAMESPACE, and writes a track (default "clock") with one group per second, each
-//! holding one object: the current UTC time. Prints what it publishes. Ctrl-C (or `--count`
-//! objects) ends the track and exits 0.
+//! PUBLISH_NAMESPACE, and writes a track (default "clock"): by default one group per second,
+//! each holding one object, the current UTC time (`--group-size` and `--interval-ms` change
+//! that). Prints what it publishes. Ctrl-C (or `--count` objects) ends the track and exits 0.
 //!
 //! ```text
 //! # Against a local relay with a generated certificate (its fingerprint is printed at start):
@@ -42,6 +42,12 @@ struct Args {
     /// Exit after publishing this many objects.
     #[arg(long)]
     count: Option<u64>,
+    /// Objects per group (a group is finished after this many).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    group_size: u64,
+    /// Milliseconds between objects.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    interval_ms: u64,
 }
 
 fn parse_draft(s: &str) -> Result<Version, String> {
@@ -120,22 +126,36 @@ async fn main() -> anyhow::Result<()> {
         _ = tokio::signal::ctrl_c() => return Ok(()),
     }
     println!("published namespace {}", slashed(&ns));
-    println!("publishing track {:?}: one group per second", args.track);
+    println!(
+        "publishing track {:?}: an object every {} ms, {} per group",
+        args.track, args.interval_ms, args.group_size
+    );
 
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut tick = tokio::time::interval(Duration::from_millis(args.interval_ms));
     let mut published = 0u64;
+    let mut open: Option<moq_client::GroupWriter> = None;
     while args.count.is_none_or(|n| published < n) {
         tokio::select! {
             _ = tick.tick() => {}
             _ = tokio::signal::ctrl_c() => break,
             e = session.closed() => bail!("session ended: {e}"),
         }
-        let mut group = track.append_group()?;
+        let group = match open.as_mut() {
+            Some(g) => g,
+            None => open.insert(track.append_group()?),
+        };
         let text = now_utc();
         let object = group.write(text.clone());
         println!("group {} object {object}: {text}", group.group_id());
-        group.finish();
+        if object + 1 >= args.group_size
+            && let Some(g) = open.take()
+        {
+            g.finish();
+        }
         published += 1;
+    }
+    if let Some(g) = open.take() {
+        g.finish();
     }
 
     // End the track (subscribers get PUBLISH_DONE) and withdraw the namespace, then give the

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of the project: unit, integration and doc tests of the whole workspace, the
-# examples, and a short fuzz smoke of every decoder entry point.
+# examples, a short fuzz smoke of every decoder entry point, and the interop matrix against
+# aiomoqt, moq-dev and Cloudflare (installs the pinned peers into ~/.cache/moq-peers once).
 #
 #   FUZZ_SECONDS=30   seconds per fuzz target (0 skips the fuzz smoke)
+#   INTEROP=0         skips the interop matrix (it needs crates.io and PyPI the first time)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -21,6 +23,11 @@ cargo run --quiet --example demo
 if [ "${FUZZ_SECONDS:-30}" != "0" ]; then
     step "fuzz smoke (${FUZZ_SECONDS:-30}s per target)"
     scripts/fuzz-smoke.sh
+fi
+
+if [ "${INTEROP:-1}" != "0" ]; then
+    step "interop matrix (tests/interop-expected.txt)"
+    scripts/interop.sh
 fi
 
 step "all tests passed"

@@ -176,6 +176,7 @@ impl ClientBuilder {
             tls: self.tls,
             versions: self.versions.unwrap_or_else(|| Version::ALL.to_vec()),
             session,
+            share_indexes: false,
         })?;
         Ok(Client {
             transport: Arc::new(transport),

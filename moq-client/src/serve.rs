@@ -56,6 +56,7 @@ pub async fn serve_subscription(
     writer: SubscriptionWriter,
     opts: ServeOptions,
 ) -> Result<(), Error> {
+    let _serving = track.serving();
     let start = writer.params().start;
     let mut reader = track.reader(start.group);
     let mut inflight: VecDeque<JoinHandle<()>> = VecDeque::new();

@@ -232,6 +232,9 @@ impl Group {
 struct TrackInner {
     groups: BTreeMap<u64, Arc<Group>>,
     largest: Option<Location>,
+    /// The largest location of an object actually in the cache (`largest` may run ahead of it:
+    /// a relay learns the publisher's Largest Object before the objects arrive).
+    stored: Option<Location>,
     /// Every subgroup ever created, in creation order, as (group, subgroup) — readers follow
     /// this log; it is trimmed with the cache.
     log: Vec<(u64, u64)>,
@@ -253,6 +256,8 @@ struct TrackState {
     limits: CacheLimits,
     inner: Mutex<TrackInner>,
     changed: watch::Sender<usize>,
+    /// Subscriptions being served from this track right now.
+    subscribers: watch::Sender<usize>,
 }
 
 impl Track {
@@ -272,14 +277,35 @@ impl Track {
                 inner: Mutex::new(TrackInner {
                     groups: BTreeMap::new(),
                     largest: None,
+                    stored: None,
                     log: Vec::new(),
                     log_base: 0,
                     ended: false,
                     evicted_below: 0,
                 }),
                 changed: watch::channel(0).0,
+                subscribers: watch::channel(0).0,
             }),
         }
+    }
+
+    /// How many subscriptions are being served from this track right now.
+    pub fn subscribers(&self) -> usize {
+        *self.state.subscribers.borrow()
+    }
+
+    /// Waits until at least one subscription is served from this track: a publisher can hold
+    /// back work (or, in a test, its first objects) until someone listens.
+    pub async fn subscribed(&self) {
+        let mut rx = self.state.subscribers.subscribe();
+        // The sender lives as long as this track, so this cannot fail while we hold `self`.
+        let _ = rx.wait_for(|n| *n > 0).await;
+    }
+
+    /// Counts a served subscription until the guard drops.
+    pub(crate) fn serving(&self) -> ServingGuard {
+        self.state.subscribers.send_modify(|n| *n += 1);
+        ServingGuard(self.clone())
     }
 
     /// True if both handles are the same track.
@@ -405,9 +431,36 @@ impl Track {
         let loc = Location::new(sg.group, obj.id);
         let added = sg.append(obj);
         if added {
+            let mut inner = lock(&self.state.inner);
+            if inner.stored.is_none_or(|l| loc > l) {
+                inner.stored = Some(loc);
+            }
+            drop(inner);
             self.observe_largest(loc);
         }
         added
+    }
+
+    /// True if the cache can answer a FETCH of `start` up to `end` (exclusive, as in FETCH):
+    /// it holds the start group and every object up to the end or the largest location known,
+    /// whichever is first, has been stored.
+    pub fn covers(&self, start: Location, end: Location) -> bool {
+        let inner = lock(&self.state.inner);
+        let (Some(largest), Some(stored)) = (inner.largest, inner.stored) else {
+            return false;
+        };
+        let has_start = start.group >= inner.evicted_below
+            && inner
+                .groups
+                .keys()
+                .next()
+                .is_some_and(|g| *g <= start.group);
+        let last = if end.object == 0 {
+            Location::new(end.group, u64::MAX)
+        } else {
+            Location::new(end.group, end.object - 1)
+        };
+        has_start && stored >= last.min(largest)
     }
 
     fn evict(&self, inner: &mut TrackInner) {
@@ -485,6 +538,19 @@ impl Track {
             subgroup: sg,
             next_id: 0,
         })
+    }
+}
+
+/// Counts one subscription served from a track; see [`Track::subscribers`].
+#[derive(Debug)]
+pub(crate) struct ServingGuard(Track);
+
+impl Drop for ServingGuard {
+    fn drop(&mut self) {
+        self.0
+            .state
+            .subscribers
+            .send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -601,6 +667,26 @@ mod tests {
                 ..Default::default()
             },
         )
+    }
+
+    #[test]
+    fn covers_only_what_is_stored() {
+        let t = track();
+        assert!(!t.covers(Location::new(0, 0), Location::new(1, 0)));
+        let mut g = t.create_group(0).unwrap();
+        g.write("a");
+        g.write("b");
+        g.finish();
+        // Group 0; and a range past the largest location is capped at it.
+        assert!(t.covers(Location::new(0, 0), Location::new(0, 2)));
+        assert!(t.covers(Location::new(0, 1), Location::new(5, 0)));
+        // The upstream announced more than arrived: not covered until it is stored.
+        t.observe_largest(Location::new(2, 0));
+        assert!(!t.covers(Location::new(0, 0), Location::new(2, 1)));
+        assert!(t.covers(Location::new(0, 0), Location::new(0, 2)));
+        let mut g = t.create_group(2).unwrap();
+        g.write("c");
+        assert!(t.covers(Location::new(0, 0), Location::new(2, 1)));
     }
 
     #[tokio::test]

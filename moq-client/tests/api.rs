@@ -707,3 +707,27 @@ async fn dropping_reconnecting_closes_it() {
     })
     .await;
 }
+
+/// `Track::subscribed` resolves when a subscription starts being served, and the count falls
+/// back when the subscriber leaves.
+#[tokio::test]
+async fn a_track_knows_when_it_is_subscribed() {
+    timeout(async {
+        let mut srv = TestServer::start();
+        let (client, _server) = srv.connect(Transport::Quic, Version::Draft19).await;
+        let name = track(&["watched"], "t");
+        let producer = srv.publisher.create_track(name.clone()).unwrap();
+        assert_eq!(producer.subscribers(), 0);
+        let stream = client
+            .subscriber()
+            .subscribe(name, SubscribeOptions::default())
+            .await
+            .unwrap();
+        producer.subscribed().await;
+        assert_eq!(producer.subscribers(), 1);
+        drop(stream);
+        // The serving task notices the cancellation; no public signal for that, so poll.
+        eventually("the subscriber left", || producer.subscribers() == 0).await;
+    })
+    .await;
+}

@@ -680,13 +680,10 @@ async fn on_subscribe(inner: Arc<Inner>, req: IncomingSubscribe) {
 async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     let name = f.track().clone();
     let cached = lock(&inner.tracks).get(&name).cloned();
+    // From the cache only if it holds the whole range: objects the upstream announced but that
+    // are still in flight are fetched upstream instead.
     if let Some(t) = cached
-        && t.cache.largest().is_some()
-        && f.start().group >= t.cache.evicted_below()
-        && t.cache
-            .groups()
-            .first()
-            .is_some_and(|g| g.id <= f.start().group)
+        && t.cache.covers(f.start(), f.end())
     {
         inner.metrics.fetch_cached.fetch_add(1, Ordering::Relaxed);
         let _ = serve_fetch(&t.cache, f).await;

@@ -13,20 +13,26 @@ use url::{Position, Url};
 use web_transport_quinn as wt;
 
 use crate::error::Error;
+use crate::namespace::NamespaceIndex;
 use crate::session::{Destination, Role, Session, SessionConfig, lock};
 use crate::tls::{Certificate, ClientTls, server_config};
-use crate::transport::Connection;
 use crate::transport::quic::{QuicConnection, negotiated_alpn};
 use crate::transport::webtransport::WebTransportConnection;
+use crate::transport::{Connection, credit};
 
 /// The ALPN token of HTTP/3, which carries WebTransport.
 pub const H3_ALPN: &str = "h3";
 
 /// QUIC transport settings for MOQT: datagrams on, room for many streams, keep-alive.
+///
+/// The peer's stream limits start at [`credit::INITIAL_BIDI_STREAMS`] and
+/// [`credit::INITIAL_UNI_STREAMS`]; sessions raise them as streams are used, up to
+/// [`credit::MAX_BIDI_STREAMS`] and [`credit::MAX_UNI_STREAMS`] (quinn allocates per-stream
+/// state for the whole limit up front).
 pub fn transport_config() -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
-    t.max_concurrent_bidi_streams(1024u32.into());
-    t.max_concurrent_uni_streams(4096u32.into());
+    t.max_concurrent_bidi_streams(credit::INITIAL_BIDI_STREAMS.into());
+    t.max_concurrent_uni_streams(credit::INITIAL_UNI_STREAMS.into());
     t.keep_alive_interval(Some(Duration::from_secs(4)));
     if let Ok(idle) = Duration::from_secs(30).try_into() {
         t.max_idle_timeout(Some(idle));
@@ -52,6 +58,10 @@ pub struct ClientConfig {
     pub versions: Vec<Version>,
     /// The configuration of each session.
     pub session: SessionConfig,
+    /// Whether every session uses `session`'s namespace indexes as given. When false (the
+    /// default) each connection gets fresh ones: a namespace published on one session is not
+    /// offered to the peer of another (two sessions to one relay are two different peers).
+    pub share_indexes: bool,
 }
 
 impl Default for ClientConfig {
@@ -60,6 +70,7 @@ impl Default for ClientConfig {
             tls: ClientTls::default(),
             versions: Version::ALL.to_vec(),
             session: SessionConfig::default(),
+            share_indexes: false,
         }
     }
 }
@@ -183,7 +194,12 @@ impl Client {
                 },
             )
         };
-        Session::establish(conn, Role::Client, self.config.session.clone(), destination).await
+        let mut config = self.config.session.clone();
+        if !self.config.share_indexes {
+            config.namespaces = NamespaceIndex::new();
+            config.announced = NamespaceIndex::new();
+        }
+        Session::establish(conn, Role::Client, config, destination).await
     }
 }
 

@@ -43,12 +43,7 @@ pub(crate) async fn first_response(
         }
         // draft-19 §3.3.2: a FIN before the required messages means the request failed.
         Ok(None) => Err(Error::EndedEarly),
-        Err(e) => {
-            if e.is_session_error() {
-                inner.close(e.clone());
-            }
-            Err(e)
-        }
+        Err(e) => Err(inner.fail(e)),
     }
 }
 

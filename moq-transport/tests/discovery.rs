@@ -203,6 +203,36 @@ async fn endpoint_knows_what_it_publishes_itself() {
     .await;
 }
 
+/// Two sessions of one client are two peers to the server: what one publishes is not offered
+/// by the other when the server asks it with SUBSCRIBE_NAMESPACE (found against moq-dev's
+/// relay, which then routed SUBSCRIBEs to the session without the track).
+#[tokio::test]
+async fn a_client_s_sessions_do_not_share_namespaces() {
+    timeout(async {
+        let mut srv = TestServer::start(SessionConfig::default());
+        let client = srv.client(Version::ALL.to_vec(), SessionConfig::default());
+        let url = srv.url(Transport::Quic);
+        let (a, a_srv) = tokio::join!(client.connect(&url), srv.server.accept());
+        let (b, b_srv) = tokio::join!(client.connect(&url), srv.server.accept());
+        let (a, a_srv, b, b_srv) = (a.unwrap(), a_srv.unwrap(), b.unwrap(), b_srv.unwrap());
+        let _p = a.publish_namespace(ns(&["only", "a"])).await.unwrap();
+        let mut from_a = a_srv.subscribe_namespace(ns(&["only"])).await.unwrap();
+        assert_eq!(
+            next(&mut from_a).await,
+            NamespaceEvent::Added(ns(&["only", "a"]))
+        );
+        // b knows nothing under the prefix: the first thing it offers is what it publishes
+        // later (existing namespaces would have come first).
+        let mut from_b = b_srv.subscribe_namespace(ns(&["only"])).await.unwrap();
+        let _q = b.publish_namespace(ns(&["only", "b"])).await.unwrap();
+        assert_eq!(
+            next(&mut from_b).await,
+            NamespaceEvent::Added(ns(&["only", "b"]))
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn prefix_overlap_in_one_session() {
     timeout(async {

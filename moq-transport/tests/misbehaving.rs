@@ -872,3 +872,95 @@ async fn draft18_goaway_request_id_of_the_wrong_parity() {
     })
     .await;
 }
+
+/// draft-19 §10.12.2: a Joining FETCH names a SUBSCRIBE that travels on another stream, so it
+/// may arrive first; it is answered once the SUBSCRIBE is there, not refused as an unknown
+/// Joining Request ID.
+#[tokio::test]
+async fn joining_fetch_that_overtakes_its_subscribe() {
+    use moq_core::FullTrackName;
+    use moq_core::message::{Fetch, FetchType, Subscribe};
+    use moq_transport::track::{FetchEnd, Incoming, SubscribeResponse};
+    timeout(async {
+        let config = SessionConfig {
+            accept_requests: true,
+            ..Default::default()
+        };
+        let (raw, session, _srv) = raw_client_with(config, V19).await;
+        let name = FullTrackName::new(ns(&["join"]), "t").unwrap();
+        let fetch = Fetch {
+            request_id: 2,
+            fetch_type: FetchType::RelativeJoining {
+                joining_request_id: 0,
+                joining_start: 1,
+            },
+            params: Default::default(),
+        };
+        let (_f, mut fetch_resp) = raw.open_request(&encode(fetch, V19)).await;
+        // Not synchronisation: the gap makes the FETCH reach our server before the SUBSCRIBE.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let subscribe = Subscribe {
+            request_id: 0,
+            track: name.clone(),
+            params: Default::default(),
+        };
+        let (_s, mut sub_resp) = raw.open_request(&encode(subscribe, V19)).await;
+        let incoming = session.incoming();
+        let _writer = match incoming.next().await.unwrap() {
+            Incoming::Subscribe(s) => s
+                .accept(SubscribeResponse {
+                    largest: Some(Location::new(5, 2)),
+                    ..Default::default()
+                })
+                .await
+                .unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert!(matches!(sub_resp.expect().await, Message::SubscribeOk(_)));
+        match incoming.next().await.unwrap() {
+            Incoming::Fetch(f) => {
+                // Start {5 - 1, 0}, End {5, 2 + 1}.
+                assert_eq!(
+                    (f.start(), f.end()),
+                    (Location::new(4, 0), Location::new(5, 3))
+                );
+                let end = FetchEnd {
+                    end_of_track: false,
+                    end: f.end(),
+                    track_properties: Properties::new(),
+                };
+                f.accept(end).await.unwrap().finish();
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(fetch_resp.expect().await, Message::FetchOk(_)));
+    })
+    .await;
+}
+
+/// draft-19 §10.2.1: a response carrying a Message Parameter its message may not have (here
+/// SUBSCRIBE_OK with GROUP_ORDER 0x22, as a pre-final draft-18 peer sends it) closes the session
+/// on the requesting side too, and the request fails.
+#[tokio::test]
+async fn subscribe_ok_with_a_parameter_not_allowed() {
+    use moq_core::FullTrackName;
+    timeout(async {
+        let (session, raw, _srv) = our_client(V19).await;
+        let name = FullTrackName::new(ns(&["p"]), "t").unwrap();
+        let request = {
+            let s = session.clone();
+            tokio::spawn(async move { s.subscribe(name, Parameters::default()).await })
+        };
+        let (mut send, _reader, msg) = raw.accept_request().await;
+        assert!(matches!(msg, Message::Subscribe(_)), "{msg:?}");
+        // Track Alias 5, one parameter: GROUP_ORDER (uint8) = 1; no Track Properties.
+        let mut body = vi(5);
+        put_vi(&mut body, 1);
+        put_vi(&mut body, 0x22);
+        body.push(1);
+        send.write_all(&frame(0x04, &body)).await.unwrap();
+        expect_close(&raw, &session, PROTOCOL_VIOLATION, "0x22 may not appear").await;
+        assert!(request.await.unwrap().is_err());
+    })
+    .await;
+}

@@ -94,6 +94,7 @@ pub(crate) fn timeout(case: &str) -> Duration {
             Duration::from_secs(3)
         }
         "announce-subscribe" => Duration::from_secs(4),
+        "fetch" | "join" => Duration::from_secs(15),
         "subscribe-before-announce" => Duration::from_secs(5),
         _ => Duration::from_secs(10),
     }
@@ -273,7 +274,9 @@ async fn publish_track_subscribe(t: &Target) -> Result<(), Failure> {
         match ev? {
             TrackEvent::Subgroup(mut g) => {
                 while let Some(o) = g.next_object().await? {
-                    objects.push(o);
+                    if o.status == moq_core::data::ObjectStatus::Normal {
+                        objects.push(o);
+                    }
                 }
             }
             TrackEvent::Datagram(o) => objects.push(o),
@@ -337,8 +340,10 @@ async fn data_subgroup_basic(t: &Target) -> Result<(), Failure> {
         .subscribe(name.clone(), Parameters::default())
         .await
         .map_err(|e| Failure::new("SUBSCRIBE_OK", e))?;
-    // Groups 0..3 of five objects each, written after SUBSCRIBE_OK so the
+    // Groups 0..3 of five objects each, written once the relay's SUBSCRIBE reached the
+    // publisher (a relay may answer SUBSCRIBE_OK before it subscribes upstream), so the
     // subscription (Largest Object filter) sees all of them.
+    track.subscribed().await;
     for g in 0..3u64 {
         let mut w = track.create_group(g)?;
         for o in 0..5u64 {
@@ -356,6 +361,10 @@ async fn data_subgroup_basic(t: &Target) -> Result<(), Failure> {
                     return Err(Failure::new("subgroup 0", format!("{:?}", g.subgroup_id())));
                 }
                 while let Some(o) = g.next_object().await? {
+                    // An End of Group / End of Track marker is not an object of the track.
+                    if o.status != moq_core::data::ObjectStatus::Normal {
+                        continue;
+                    }
                     if got.insert(o.location, o.payload).is_some() {
                         return Err(Failure::new("no duplicate", o.location));
                     }
@@ -451,72 +460,137 @@ async fn namespace_discovery(t: &Target) -> Result<(), Failure> {
 }
 
 /// A publisher session with a track of three groups, announced under a unique namespace.
-async fn publisher_with_groups(
-    t: &Target,
-    case: &str,
-) -> Result<
-    (
-        moq_client::Session,
-        FullTrackName,
-        moq_client::TrackProducer,
-        moq_client::NamespaceHandle,
-    ),
-    Failure,
-> {
+/// A live track with history at the relay, as the interop runner sets it up for `fetch` and
+/// `join`: a publisher writing 50 objects a second, five per group, and a subscriber that has
+/// seen three groups arrive through the relay.
+struct History {
+    _publisher: moq_client::Session,
+    _announced: moq_client::NamespaceHandle,
+    _viewer: moq_client::Session,
+    _live: moq_client::TrackStream,
+    writer: tokio::task::JoinHandle<()>,
+    name: FullTrackName,
+    /// A group the viewer saw whole, so the relay has all of it.
+    whole_group: u64,
+}
+
+impl Drop for History {
+    fn drop(&mut self) {
+        self.writer.abort();
+    }
+}
+
+/// Objects per group on the history track.
+const HISTORY_GROUP: u64 = 5;
+
+async fn relay_history(t: &Target, case: &str) -> Result<History, Failure> {
     let namespace = unique(&["moq-interop", case])?;
     let name = FullTrackName::new(namespace.clone(), "track")?;
     let publisher = Publisher::default();
     let track = publisher.create_track(name.clone())?;
-    for g in 0..3u64 {
-        let mut w = track.create_group(g)?;
-        w.write(format!("group {g}"));
-        w.finish();
-    }
     let p = t.session_with(publisher).await?;
     let h = p.publisher().publish_namespace(namespace)?;
     h.announced()
         .await
         .map_err(|e| Failure::new("PUBLISH_NAMESPACE_OK", e))?;
-    Ok((p, name, track, h))
+    let writer = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            let Ok(mut g) = track.append_group() else {
+                return;
+            };
+            for o in 0..HISTORY_GROUP {
+                tick.tick().await;
+                g.write(canonical_payload(g.group_id(), o));
+            }
+            g.finish();
+        }
+    });
+    let viewer = t.session_with(Publisher::default()).await?;
+    let mut live = viewer
+        .subscriber()
+        .subscribe(name.clone(), SubscribeOptions::default())
+        .await
+        .map_err(|e| Failure::new("SUBSCRIBE_OK", e))?;
+    let mut groups = Vec::new();
+    while groups.len() < 3 {
+        match live.next().await {
+            Some(Ok(g)) => {
+                if !groups.contains(&g.group()) {
+                    groups.push(g.group());
+                }
+            }
+            Some(Err(e)) => return Err(Failure::new("live objects", e)),
+            None => return Err(Failure::new("live objects", "the subscription ended")),
+        }
+    }
+    // The first group may have been joined part way; the second is whole.
+    let whole_group = groups.get(1).copied().unwrap_or_default();
+    Ok(History {
+        _publisher: p,
+        _announced: h,
+        _viewer: viewer,
+        _live: live,
+        writer,
+        name,
+        whole_group,
+    })
+}
+
+/// Reads a FETCH to its end: the Locations of its objects.
+async fn fetched(resp: &mut moq_transport::track::FetchResponse) -> Result<Vec<Location>, Failure> {
+    let mut got = Vec::new();
+    while let Some(item) = resp.next().await {
+        if let FetchItem::Object(o) = item?
+            && o.status == moq_core::data::ObjectStatus::Normal
+        {
+            got.push(o.location);
+        }
+    }
+    Ok(got)
 }
 
 async fn fetch(t: &Target) -> Result<(), Failure> {
-    let (_p, name, _track, _h) = publisher_with_groups(t, "fetch").await?;
+    let history = relay_history(t, "fetch").await?;
+    let g = history.whole_group;
     let s = t.session_with(Publisher::default()).await?;
+    // The whole of group g: End {g, 0} with Object 0 means through the end of group g.
     let request = FetchType::Standalone {
-        track: name,
-        start: Location::new(0, 0),
-        end: Location::new(2, 0),
+        track: history.name.clone(),
+        start: Location::new(g, 0),
+        end: Location::new(g, 0),
     };
     let mut resp = s
         .transport()
         .fetch(request, Parameters::default())
         .await
         .map_err(|e| Failure::new("FETCH_OK", e))?;
-    let mut groups = Vec::new();
-    while let Some(item) = resp.next().await {
-        if let FetchItem::Object(o) = item? {
-            groups.push(o.location.group);
-        }
-    }
-    if groups != [0, 1, 2] {
-        return Err(Failure::new("groups 0, 1, 2", format!("{groups:?}")));
+    let got = fetched(&mut resp).await?;
+    let want: Vec<Location> = (0..HISTORY_GROUP).map(|o| Location::new(g, o)).collect();
+    if got != want {
+        return Err(Failure::new(
+            format!("objects {g}/0..{HISTORY_GROUP}"),
+            format!("{got:?}"),
+        ));
     }
     Ok(())
 }
 
 async fn join(t: &Target) -> Result<(), Failure> {
-    let (_p, name, track, _h) = publisher_with_groups(t, "join").await?;
+    let history = relay_history(t, "join").await?;
     let s = t.session_with(Publisher::default()).await?;
     let sub = s
         .transport()
         .subscribe(
-            name.clone(),
+            history.name.clone(),
             SubscribeOptions::default().latest_group().to_parameters(),
         )
         .await
         .map_err(|e| Failure::new("SUBSCRIBE_OK", e))?;
-    // A Joining FETCH for the group before the live edge.
+    let Some(joining) = sub.info().largest else {
+        return Err(Failure::new("SUBSCRIBE_OK with a Largest Location", "none"));
+    };
+    // A Relative Joining FETCH one group back: {J.group - 1, 0} up to the Joining Location.
     let request = FetchType::RelativeJoining {
         joining_request_id: sub.request_id(),
         joining_start: 1,
@@ -526,16 +600,14 @@ async fn join(t: &Target) -> Result<(), Failure> {
         .fetch(request, Parameters::default())
         .await
         .map_err(|e| Failure::new("FETCH_OK", e))?;
-    let mut groups = Vec::new();
-    while let Some(item) = resp.next().await {
-        if let FetchItem::Object(o) = item? {
-            groups.push(o.location.group);
-        }
+    let got = fetched(&mut resp).await?;
+    let first = Location::new(joining.group.saturating_sub(1), 0);
+    if got.is_empty() || got.iter().any(|l| *l < first || *l > joining) {
+        return Err(Failure::new(
+            format!("objects {first} to {joining}"),
+            format!("{got:?}"),
+        ));
     }
-    if groups != [1, 2] {
-        return Err(Failure::new("groups 1, 2", format!("{groups:?}")));
-    }
-    drop(track);
     Ok(())
 }
 

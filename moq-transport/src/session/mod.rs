@@ -134,6 +134,9 @@ pub(crate) struct SessionInner {
     next_alias: AtomicU64,
     /// Publisher side: subscriptions by Request ID, for Joining FETCH.
     joins: Mutex<HashMap<u64, watch::Receiver<JoinState>>>,
+    /// Bumped whenever a subscription is recorded in `joins`, so a Joining FETCH that overtook
+    /// its SUBSCRIBE (they travel on separate streams) can wait for it.
+    joins_changed: watch::Sender<u64>,
     /// Requests for the application, if it takes them.
     incoming_tx: Option<mpsc::Sender<Incoming>>,
     incoming_rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Incoming>>>,
@@ -174,6 +177,16 @@ impl Drop for RequestGuard {
 }
 
 impl SessionInner {
+    /// Passes on an error from reading a response: one that breaks the session (a malformed
+    /// message, a violation) closes it first (draft-19 §10.2.1: e.g. a Message Parameter not
+    /// allowed in the message is a PROTOCOL_VIOLATION).
+    pub(crate) fn fail(&self, err: Error) -> Error {
+        if err.is_session_error() {
+            self.close(err.clone());
+        }
+        err
+    }
+
     /// Ends the session with `err`; the first reason wins and reaches every handle.
     ///
     /// The connection is closed before the reason is broadcast, so tasks that wake up and drop
@@ -370,7 +383,27 @@ impl SessionInner {
         state: watch::Receiver<JoinState>,
     ) -> JoinGuard<'_> {
         lock(&self.joins).insert(request_id, state);
+        self.joins_changed.send_modify(|g| *g = g.wrapping_add(1));
         JoinGuard(self, request_id)
+    }
+
+    /// The subscription `request_id` for a Joining FETCH, waiting up to `wait` for a SUBSCRIBE
+    /// whose stream has not arrived yet.
+    pub(crate) async fn join_state_within(
+        &self,
+        request_id: u64,
+        wait: Duration,
+    ) -> Option<watch::Receiver<JoinState>> {
+        let mut changed = self.joins_changed.subscribe();
+        let appeared = async {
+            loop {
+                if let Some(j) = self.join_state(request_id) {
+                    return Some(j);
+                }
+                changed.changed().await.ok()?;
+            }
+        };
+        tokio::time::timeout(wait, appeared).await.ok().flatten()
     }
 
     pub(crate) fn join_state(&self, request_id: u64) -> Option<watch::Receiver<JoinState>> {
@@ -549,6 +582,7 @@ impl Session {
             parked_streams: AtomicUsize::new(0),
             next_alias: AtomicU64::new(0),
             joins: Mutex::new(HashMap::new()),
+            joins_changed: watch::channel(0).0,
             incoming_tx,
             incoming_rx: Arc::new(tokio::sync::Mutex::new(incoming_rx)),
         });

@@ -248,7 +248,7 @@ pub(crate) async fn fetch(
             return Err(e);
         }
         Ok(None) => return Err(Error::EndedEarly),
-        Err(e) => return Err(e),
+        Err(e) => return Err(inner.fail(e)),
     };
     // draft-19 §10.13: an End Location smaller than the Start Location is a violation.
     if let Some(start) = start
@@ -429,6 +429,9 @@ fn refuse(code: RequestErrorCode, reason: &str) -> RequestError {
     RequestError::new(code, reason)
 }
 
+/// How long a Joining FETCH waits for the SUBSCRIBE it names to arrive.
+const JOINING_SUBSCRIBE_WAIT: Duration = Duration::from_secs(1);
+
 /// Resolves a FETCH to (track, start, end) (draft-19 §10.12.2 for joining fetches).
 async fn resolve(
     inner: &SessionInner,
@@ -451,7 +454,14 @@ async fn resolve(
             joining_start,
         } => (*joining_request_id, *joining_start, false),
     };
-    let Some(mut rx) = inner.join_state(joining_id) else {
+    // The SUBSCRIBE travels on its own stream and may arrive after the FETCH that joins it; a
+    // Request ID below the FETCH's own is given a moment to appear.
+    let wait = if joining_id < msg.request_id {
+        JOINING_SUBSCRIBE_WAIT
+    } else {
+        Duration::ZERO
+    };
+    let Some(mut rx) = inner.join_state_within(joining_id, wait).await else {
         return Err(refuse(
             RequestErrorCode::INVALID_JOINING_REQUEST_ID,
             "no such subscription",

@@ -168,7 +168,7 @@ async fn await_publish_ok(
             Err(e)
         }
         Ok(None) => Err(Error::EndedEarly),
-        Err(e) => Err(e),
+        Err(e) => Err(inner.fail(e)),
     }
 }
 

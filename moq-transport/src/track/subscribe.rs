@@ -235,7 +235,7 @@ pub(crate) async fn subscribe(
             return Err(e);
         }
         Ok(None) => return Err(Error::EndedEarly),
-        Err(e) => return Err(e),
+        Err(e) => return Err(inner.fail(e)),
     };
     if let Err(e) = ok.track_properties.validate_track() {
         let e = Error::from(e);

@@ -79,6 +79,7 @@ impl TestServer {
             tls: ClientTls::pinned(self.cert.fingerprint()),
             versions,
             session,
+            share_indexes: false,
         })
         .unwrap()
     }

@@ -311,6 +311,7 @@ impl RawServer {
             tls: ClientTls::pinned(self.cert.fingerprint()),
             versions,
             session: SessionConfig::default(),
+            share_indexes: false,
         })
         .unwrap()
     }

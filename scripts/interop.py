@@ -1,0 +1,585 @@
+#!/usr/bin/env python3
+"""The interop matrix: our relay and client against aiomoqt, moq-dev and Cloudflare.
+
+Run by scripts/interop.sh (which installs the peers and builds our binaries first). Starts every
+relay on a free loopback port, runs each client against each relay it can speak to, plus the
+clock publish/subscribe pairs across implementations, and compares every outcome with
+tests/interop-expected.txt. Exit 1 if any outcome differs from the table (a failure where a pass
+was expected is a regression; a pass where a failure was expected means the table is stale).
+
+    scripts/interop.py [--only SUBSTRING] [--docs]
+
+--docs rewrites docs/interop.md from this run. Logs: target/interop/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = Path(os.environ.get("MOQ_PEERS", Path.home() / ".cache" / "moq-peers"))
+OUT = ROOT / "target" / "interop"
+EXPECTED = ROOT / "tests" / "interop-expected.txt"
+DOC = ROOT / "docs" / "interop.md"
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "debug"
+
+OURS_RELAY = TARGET / "moq-relay"
+OURS_CLIENT = TARGET / "moq-interop-client"
+OURS_PUB = TARGET / "examples" / "publisher"
+OURS_SUB = TARGET / "examples" / "subscriber"
+AIOMOQT_RELAY = PEERS / "venv" / "bin" / "moq-interop-relay"
+AIOMOQT_CLIENT = PEERS / "venv" / "bin" / "moq-interop-client"
+MOQDEV_RELAY = PEERS / "cargo" / "bin" / "moq-relay"
+MOQDEV_CLOCK = PEERS / "cargo" / "bin" / "moq-clock"
+IETF_RELAY = PEERS / "cargo" / "bin" / "moq-relay-ietf"
+IETF_CLOCK = PEERS / "cargo" / "bin" / "moq-clock-ietf"
+
+# Display names (also the names used in the expectations table).
+PEER_NAMES = {
+    "ours": "ours (this workspace)",
+    "aiomoqt": "aiomoqt 0.13.3",
+    "moq-dev": "moq-dev moq-relay 0.17.10",
+    "cloudflare": "Cloudflare moq-relay-ietf 0.8.0",
+}
+
+# Which drafts each relay speaks (of the ones we speak).
+RELAY_DRAFTS = {"ours": [18, 19], "aiomoqt": [18], "moq-dev": [18, 19], "cloudflare": [18]}
+TRANSPORTS = {"quic": "moqt", "wt": "https"}
+
+
+# Children: no backtraces in their output, and our binaries' logs at warn unless asked.
+CHILD_ENV = {"RUST_BACKTRACE": "0", "RUST_LOG": os.environ.get("INTEROP_RUST_LOG", "warn")}
+
+
+def reason(out: str, err: str, rc: int) -> str:
+    """The most telling line of a failed run: anyhow's cause, else the last line printed."""
+    lines = [line.strip() for line in (err + "\n" + out).splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if line == "Caused by:" and i + 1 < len(lines):
+            return lines[i + 1][:200]
+    for line in lines:
+        if line.startswith("Error:"):
+            return line[:200]
+    return (lines[-1] if lines else f"exit {rc}")[:200]
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def free_port() -> int:
+    """A UDP port free on every interface (aiomoqt's relay binds 0.0.0.0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("0.0.0.0", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Outcome:
+    """One row of the matrix: who, what, and how it went."""
+
+    client: str
+    relay: str
+    draft: int
+    transport: str
+    case: str
+    result: str  # pass | fail | skip
+    detail: str = ""
+
+
+@dataclass
+class Expectation:
+    expect: str
+    note: str
+
+
+@dataclass
+class Table:
+    rows: dict[tuple[str, str, str, str, str], Expectation] = field(default_factory=dict)
+
+    @staticmethod
+    def load(path: Path) -> "Table":
+        t = Table()
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split(None, 6)
+            if len(parts) < 6:
+                raise SystemExit(f"{path}:{n}: want client relay draft transport case expect [note]")
+            client, relay, draft, transport, case, expect = parts[:6]
+            if expect not in ("pass", "fail", "skip"):
+                raise SystemExit(f"{path}:{n}: expect must be pass, fail or skip")
+            note = parts[6] if len(parts) > 6 else ""
+            t.rows[(client, relay, draft, transport, case)] = Expectation(expect, note)
+        return t
+
+    def lookup(self, o: Outcome) -> Expectation | None:
+        """The most specific row: exact values first, then '*' (case, transport, draft, relay)."""
+        for relay in (o.relay, "*"):
+            for draft in (str(o.draft), "*"):
+                for transport in (o.transport, "*"):
+                    for case in (o.case, "*"):
+                        e = self.rows.get((o.client, relay, draft, transport, case))
+                        if e is not None:
+                            return e
+        return None
+
+
+class Procs:
+    """Child processes, killed (whole process group) at exit."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, name: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
+        logf = open(OUT / "logs" / f"{name}.log", "w")
+        p = subprocess.Popen(
+            [str(a) for a in argv],
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **CHILD_ENV, **(env or {})},
+            start_new_session=True,
+        )
+        self.procs.append(p)
+        return p
+
+    def stop(self, p: subprocess.Popen) -> None:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.wait()
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            self.stop(p)
+
+
+def run(argv: list, timeout: float, env: dict | None = None) -> tuple[int, str, str]:
+    """Runs to completion (or kills it at the timeout: rc -9)."""
+    p = subprocess.Popen(
+        [str(a) for a in argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **CHILD_ENV, **(env or {})},
+        start_new_session=True,
+        text=True,
+    )
+    try:
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        return -9, out, err
+
+
+TAP_LINE = re.compile(r"^(not ok|ok) \d+ - (\S+)(.*)$")
+
+
+def parse_tap(out: str) -> dict[str, tuple[str, str]]:
+    """case -> (pass|fail|skip, detail) from TAP 14 output."""
+    results: dict[str, tuple[str, str]] = {}
+    current = None
+    for line in out.splitlines():
+        m = TAP_LINE.match(line)
+        if m:
+            status, case, rest = m.groups()
+            if "# SKIP" in rest:
+                results[case] = ("skip", rest.split("# SKIP", 1)[1].strip())
+            else:
+                results[case] = ("pass" if status == "ok" else "fail", "")
+            current = case if status == "not ok" else None
+            continue
+        if current is not None:
+            s = line.strip()
+            for key in ("message:", "received:", "expected:"):
+                if s.startswith(key) and current in results and not results[current][1]:
+                    results[current] = ("fail", s)
+    return results
+
+
+class Matrix:
+    def __init__(self, only: str | None) -> None:
+        self.only = only
+        self.procs = Procs()
+        self.outcomes: list[Outcome] = []
+        self.ports: dict[str, int] = {}
+        self.versions: dict[str, str] = {}
+
+    def wanted(self, *names: object) -> bool:
+        return self.only is None or any(self.only in str(n) for n in names)
+
+    # ---- relays -------------------------------------------------------------------------
+
+    def start_relays(self) -> None:
+        cert, key = OUT / "cert.pem", OUT / "key.pem"
+        subprocess.run(
+            [
+                "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                "ec_paramgen_curve:prime256v1", "-nodes", "-days", "7", "-subj", "/CN=localhost",
+                "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                "-addext", "basicConstraints=critical,CA:FALSE",
+                "-addext", "extendedKeyUsage=serverAuth",
+                "-keyout", str(key), "-out", str(cert),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        for name in PEER_NAMES:
+            self.ports[name] = free_port()
+        p = self.ports
+        self.procs.start(
+            "relay-ours",
+            [OURS_RELAY, "--bind", f"127.0.0.1:{p['ours']}", "--tls-cert", cert, "--tls-key", key],
+            {"RUST_LOG": "info"},
+        )
+        self.procs.start(
+            "relay-aiomoqt",
+            [AIOMOQT_RELAY, "--port", p["aiomoqt"], "--cert", cert, "--key", key, "--dual"],
+        )
+        self.procs.start(
+            "relay-moq-dev",
+            [
+                MOQDEV_RELAY, "--listen", f"127.0.0.1:{p['moq-dev']}", "--listen-tls-cert", cert,
+                "--listen-tls-key", key, "--auth-public", "**", "--log-level", "info",
+            ],
+        )
+        self.procs.start(
+            "relay-cloudflare",
+            [
+                IETF_RELAY, "--bind", f"127.0.0.1:{p['cloudflare']}", "--tls-cert", cert,
+                "--tls-key", key, "--coordinator-file", OUT / "coordinator.json",
+            ],
+        )
+        for name in PEER_NAMES:
+            self.wait_ready(name)
+
+    def url(self, relay: str, transport: str) -> str:
+        return f"{TRANSPORTS[transport]}://127.0.0.1:{self.ports[relay]}"
+
+    def wait_ready(self, relay: str) -> None:
+        """Retries a SETUP until the relay answers (UDP has no connect to wait on)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            rc, _, _ = run(
+                [OURS_CLIENT, "-r", self.url(relay, "quic"), "--tls-disable-verify", "-t", "setup-only"],
+                timeout=10,
+                env={"MOQT_DRAFT": str(RELAY_DRAFTS[relay][0])},
+            )
+            if rc == 0:
+                return
+            time.sleep(0.3)
+        raise SystemExit(f"relay {relay} did not answer SETUP within 30 s (see {OUT}/logs)")
+
+    # ---- test clients -------------------------------------------------------------------
+
+    def record(self, o: Outcome) -> None:
+        self.outcomes.append(o)
+
+    def our_client(self) -> None:
+        for relay, drafts in RELAY_DRAFTS.items():
+            for draft in drafts:
+                for transport in TRANSPORTS:
+                    if not self.wanted("ours", relay, transport, f"d{draft}"):
+                        continue
+                    log(f"-- our interop client -> {relay} relay, draft-{draft}, {transport}")
+                    rc, out, err = run(
+                        [OURS_CLIENT, "-r", self.url(relay, transport), "--tls-disable-verify"],
+                        timeout=300,
+                        env={"MOQT_DRAFT": str(draft)},
+                    )
+                    (OUT / "logs" / f"client-ours-{relay}-{draft}-{transport}.tap").write_text(
+                        out + "\n# stderr\n" + err
+                    )
+                    self.collect("ours", relay, draft, transport, rc, out, err)
+
+    def aiomoqt_client(self) -> None:
+        # aiomoqt speaks no draft-19; against our relay: the 12 default cases, fetch and join.
+        relay = "ours"
+        for transport in TRANSPORTS:
+            if not self.wanted("aiomoqt", transport):
+                continue
+            for case in (None, "fetch", "join"):
+                log(f"-- aiomoqt interop client -> {relay} relay, draft-18, {transport}, {case or 'default cases'}")
+                argv = [AIOMOQT_CLIENT, "-r", self.url(relay, transport), "--tls-disable-verify", "--draft", "18"]
+                if case:
+                    argv += ["-t", case]
+                rc, out, err = run(argv, timeout=300)
+                (OUT / "logs" / f"client-aiomoqt-{relay}-18-{transport}-{case or 'default'}.tap").write_text(
+                    out + "\n# stderr\n" + err
+                )
+                self.collect("aiomoqt", relay, 18, transport, rc, out, err)
+
+    def collect(self, client: str, relay: str, draft: int, transport: str, rc: int, out: str, err: str) -> None:
+        results = parse_tap(out)
+        if rc == 127 and not results:
+            self.record(Outcome(client, relay, draft, transport, "*", "skip", "unsupported (exit 127)"))
+            return
+        if not results:
+            tail = (err.strip().splitlines() or ["no output"])[-1]
+            self.record(Outcome(client, relay, draft, transport, "*", "fail", f"exit {rc}: {tail}"))
+            return
+        for case, (result, detail) in results.items():
+            self.record(Outcome(client, relay, draft, transport, case, result, detail))
+
+    # ---- clocks across implementations --------------------------------------------------
+
+    def clocks(self) -> None:
+        """Publisher -> relay -> subscriber, each end ours or a third-party clock."""
+        pairs = [
+            # (publisher, pub draft, relay, subscriber, sub draft, transport)
+            ("moq-clock-ietf", 18, "ours", "ours", 18, "quic"),
+            ("moq-clock-ietf", 18, "ours", "ours", 19, "quic"),
+            ("moq-clock-ietf", 18, "ours", "ours", 19, "wt"),
+            ("moq-clock", 18, "ours", "ours", 19, "quic"),
+            ("ours", 19, "ours", "moq-clock-ietf", 18, "quic"),
+            ("ours", 18, "ours", "moq-clock-ietf", 18, "wt"),
+            ("moq-clock-ietf", 18, "cloudflare", "ours", 18, "quic"),
+            ("ours", 18, "cloudflare", "moq-clock-ietf", 18, "quic"),
+            ("moq-clock-ietf", 18, "moq-dev", "ours", 19, "quic"),
+            ("ours", 19, "moq-dev", "ours", 18, "quic"),
+            ("ours", 18, "moq-dev", "moq-clock-ietf", 18, "quic"),
+            ("moq-clock-ietf", 18, "aiomoqt", "ours", 18, "quic"),
+            ("ours", 18, "aiomoqt", "moq-clock-ietf", 18, "wt"),
+        ]
+        for n, (pub, pd, relay, sub, sd, transport) in enumerate(pairs):
+            client = f"{pub}>{sub}"
+            case = f"clock-d{pd}>d{sd}"
+            if not self.wanted(client, relay, case, transport, "clock"):
+                continue
+            log(f"-- clock: {pub} (draft-{pd}) -> {relay} relay -> {sub} (draft-{sd}), {transport}")
+            result, detail = self.clock(f"{n}", pub, pd, relay, sub, sd, transport)
+            self.record(Outcome(client, relay, pd, transport, case, result, detail))
+
+    def clock(self, n: str, pub: str, pd: int, relay: str, sub: str, sd: int, transport: str) -> tuple[str, str]:
+        url = self.url(relay, transport)
+        ns = f"interop-clock-{os.getpid()}-{n}"
+        track = "now"
+        name = f"clock-{n}-{pub}-{relay}-{sub}"
+        if pub == "moq-clock-ietf":
+            pargv = [IETF_CLOCK, url, "--tls-disable-verify", "--publish", "--namespace", ns, "--track", track]
+        elif pub == "moq-clock":
+            ns = f"interop-clock-{os.getpid()}-{n}"
+            track = "seconds"
+            pargv = [
+                MOQDEV_CLOCK, "--url", url, "--broadcast", ns, "--track", track, "--tls-disable-verify",
+                "--client-version", f"moq-transport-{pd}", "publish",
+            ]
+        else:
+            pargv = [
+                OURS_PUB, "--url", url, "--insecure", "--namespace", ns, "--track", track, "--draft", str(pd),
+                "--group-size", "100", "--interval-ms", "250",
+            ]
+        publisher = self.procs.start(f"{name}-pub", pargv)
+        try:
+            deadline = time.monotonic() + 20
+            attempt = 0
+            last = ""
+            # The subscriber is retried until the publisher's namespace is routable (the
+            # third-party relays answer a SUBSCRIBE for an unknown track at once).
+            while time.monotonic() < deadline:
+                attempt += 1
+                if publisher.poll() is not None:
+                    return "fail", f"publisher exited {publisher.returncode} (logs/{name}-pub.log)"
+                if sub == "ours":
+                    rc, out, err = run(
+                        [
+                            OURS_SUB, "--url", url, "--insecure", "--namespace", ns, "--track", track,
+                            "--draft", str(sd), "--count", "3",
+                        ],
+                        timeout=max(1.0, deadline - time.monotonic()),
+                    )
+                    (OUT / "logs" / f"{name}-sub-{attempt}.log").write_text(out + err)
+                    objects = [line for line in out.splitlines() if re.match(r"^group \d+ object \d+:", line)]
+                    if rc == 0 and len(objects) >= 3:
+                        return "pass", objects[-1]
+                    last = reason(out, err, rc)
+                else:
+                    rc, out, err = run(
+                        [IETF_CLOCK, url, "--tls-disable-verify", "--namespace", ns, "--track", track],
+                        timeout=min(6.0, max(1.0, deadline - time.monotonic())),
+                    )
+                    (OUT / "logs" / f"{name}-sub-{attempt}.log").write_text(out + err)
+                    lines = [line for line in out.splitlines() if line.strip()]
+                    if len(lines) >= 2:
+                        return "pass", lines[-1]
+                    last = reason(out, err, rc) if lines == [] and (out or err) else f"{len(lines)} lines"
+                time.sleep(0.5)
+            return "fail", last[:200]
+        finally:
+            self.procs.stop(publisher)
+
+    # ---- reporting ----------------------------------------------------------------------
+
+    def compare(self, table: Table) -> list[tuple[Outcome, Expectation | None]]:
+        bad = []
+        for o in self.outcomes:
+            e = table.lookup(o)
+            if e is None or e.expect != o.result:
+                bad.append((o, e))
+        return bad
+
+    def summary(self, table: Table) -> str:
+        lines = []
+        width = max((len(o.case) for o in self.outcomes), default=10)
+        for o in self.outcomes:
+            e = table.lookup(o)
+            expect = e.expect if e else "?"
+            mark = "ok  " if expect == o.result else "DIFF"
+            note = f"  ({o.detail})" if o.result != "pass" and o.detail else ""
+            lines.append(
+                f"{mark} {o.client:>22} -> {o.relay:<10} d{o.draft} {o.transport:<4} {o.case:<{width}} "
+                f"{o.result} (expected {expect}){note}"
+            )
+        return "\n".join(lines)
+
+
+def docs(m: Matrix, table: Table) -> str:
+    """docs/interop.md: one table per client/relay pairing, from this run."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out = [
+        "# Interop results",
+        "",
+        f"Generated by `scripts/interop.sh --docs` on {now}; do not edit by hand. The expected",
+        "outcome of every cell is in `tests/interop-expected.txt`, and `scripts/test.sh` (the",
+        "README's test command) fails when a run differs from it. Peers are pinned in",
+        "`scripts/install-peers.sh`; how to drive them is in `docs/interop-peers.md`.",
+        "",
+        "Peers: " + "; ".join(f"**{k}** = {v}" for k, v in PEER_NAMES.items() if k != "ours")
+        + "; moq-dev moq-clock 0.10.21; Cloudflare moq-clock-ietf 0.6.25.",
+        "",
+        "Transports: `quic` = raw QUIC (`moqt://`, ALPN `moqt-NN`), `wt` = WebTransport over HTTP/3",
+        "(`https://`, ALPN `h3`, draft in `WT-Available-Protocols`).",
+        "",
+        "## Interop-runner test cases",
+        "",
+    ]
+    groups: dict[tuple[str, str], list[Outcome]] = {}
+    for o in m.outcomes:
+        if ">" in o.client:
+            continue
+        groups.setdefault((o.client, o.relay), []).append(o)
+    for (client, relay), rows in groups.items():
+        columns = sorted({(o.draft, o.transport) for o in rows})
+        cases: list[str] = []
+        for o in rows:
+            if o.case not in cases:
+                cases.append(o.case)
+        out.append(f"### {client} client -> {PEER_NAMES.get(relay, relay)} relay")
+        out.append("")
+        out.append("| case | " + " | ".join(f"d{d} {t}" for d, t in columns) + " |")
+        out.append("|---|" + "---|" * len(columns))
+        notes: dict[str, str] = {}
+        for case in cases:
+            cells = []
+            for d, t in columns:
+                hit = [o for o in rows if o.case == case and o.draft == d and o.transport == t]
+                if not hit:
+                    cells.append("")
+                    continue
+                o = hit[0]
+                e = table.lookup(o)
+                cell = {"pass": "pass", "fail": "**fail**", "skip": "skip"}[o.result]
+                if e and e.expect != o.result:
+                    cell += " (unexpected)"
+                if e and e.note and o.result != "pass":
+                    notes[case] = e.note
+                cells.append(cell)
+            out.append(f"| `{case}` | " + " | ".join(cells) + " |")
+        if notes:
+            out.append("")
+            for case, note in notes.items():
+                out.append(f"- `{case}`: {note}")
+        out.append("")
+    out += [
+        "## Clocks across implementations",
+        "",
+        "A publisher, a relay and a subscriber; each row has at least one end from this",
+        "workspace. Pass = the subscriber printed at least 3 (ours) or 2 (moq-clock-ietf) objects.",
+        "",
+        "| publisher | relay | subscriber | transport | result | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for o in m.outcomes:
+        if ">" not in o.client:
+            continue
+        pub, sub = o.client.split(">")
+        m_ = re.match(r"clock-d(\d+)>d(\d+)", o.case)
+        pd, sd = (m_.group(1), m_.group(2)) if m_ else ("?", "?")
+        e = table.lookup(o)
+        note = e.note if e and o.result != "pass" else ""
+        result = o.result if o.result == "pass" else f"**{o.result}**"
+        if e and e.expect != o.result:
+            result += " (unexpected)"
+        out.append(f"| {pub} (d{pd}) | {o.relay} | {sub} (d{sd}) | {o.transport} | {result} | {note} |")
+    out.append("")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help="run only the rows whose client, relay, transport or case contains this")
+    ap.add_argument("--docs", action="store_true", help="rewrite docs/interop.md from this run")
+    args = ap.parse_args()
+
+    missing = [p for p in (OURS_RELAY, OURS_CLIENT, OURS_PUB, OURS_SUB, AIOMOQT_RELAY, AIOMOQT_CLIENT,
+                           MOQDEV_RELAY, MOQDEV_CLOCK, IETF_RELAY, IETF_CLOCK) if not p.exists()]
+    if missing:
+        log("missing binaries (run scripts/interop.sh, which installs and builds them):")
+        for p in missing:
+            log(f"  {p}")
+        return 1
+    if not shutil.which("openssl"):
+        log("openssl is needed to make the test certificate")
+        return 1
+    if OUT.exists():
+        shutil.rmtree(OUT)
+    (OUT / "logs").mkdir(parents=True)
+    table = Table.load(EXPECTED)
+    m = Matrix(args.only)
+    started = time.monotonic()
+    try:
+        m.start_relays()
+        log("relays: " + ", ".join(f"{k} 127.0.0.1:{v}" for k, v in m.ports.items()))
+        m.our_client()
+        m.aiomoqt_client()
+        m.clocks()
+    finally:
+        m.procs.stop_all()
+    log("")
+    log(m.summary(table))
+    bad = m.compare(table)
+    (OUT / "results.tsv").write_text(
+        "".join(f"{o.client}\t{o.relay}\t{o.draft}\t{o.transport}\t{o.case}\t{o.result}\t{o.detail}\n"
+                for o in m.outcomes)
+    )
+    if args.docs:
+        DOC.write_text(docs(m, table))
+        log(f"wrote {DOC.relative_to(ROOT)}")
+    passed = sum(1 for o in m.outcomes if o.result == "pass")
+    log(f"\ninterop: {len(m.outcomes)} outcomes, {passed} pass, {len(bad)} differ from "
+        f"{EXPECTED.relative_to(ROOT)}, {time.monotonic() - started:.0f} s; logs in {OUT.relative_to(ROOT)}")
+    for o, e in bad:
+        log(f"  DIFF {o.client} -> {o.relay} d{o.draft} {o.transport} {o.case}: got {o.result}"
+            f"{' (' + o.detail + ')' if o.detail else ''}, expected {e.expect if e else 'no row in the table'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The interop matrix against aiomoqt, moq-dev and Cloudflare (see docs/interop.md).
+#
+#   scripts/interop.sh [--only SUBSTRING] [--docs]
+#
+# Installs the pinned peers (cached in ${MOQ_PEERS:-~/.cache/moq-peers}; skipped when present),
+# builds our relay, interop client and example publisher/subscriber, then runs
+# scripts/interop.py, which fails when any outcome differs from tests/interop-expected.txt.
+# --docs also rewrites docs/interop.md. Needs openssl (for the test certificate).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+scripts/install-peers.sh
+# shellcheck source=peers.env
+. scripts/peers.env
+
+cargo build --quiet -p moq-relay -p moq-interop -p moq-examples --bins --examples
+exec "$AIOMOQT_VENV/bin/python" scripts/interop.py "$@"
