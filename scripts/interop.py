@@ -55,6 +55,7 @@ PEER_NAMES = {
 
 # Which drafts each relay speaks (of the ones we speak).
 RELAY_DRAFTS = {"ours": [18, 19], "aiomoqt": [18], "moq-dev": [18, 19], "cloudflare": [18]}
+RELAY_DRAFTS_EXTRA = {"moq-dev-cluster": [19]}
 TRANSPORTS = {"quic": "moqt", "wt": "https"}
 
 
@@ -280,7 +281,7 @@ class Matrix:
             rc, _, _ = run(
                 [OURS_CLIENT, "-r", self.url(relay, "quic"), "--tls-disable-verify", "-t", "setup-only"],
                 timeout=10,
-                env={"MOQT_DRAFT": str(RELAY_DRAFTS[relay][0])},
+                env={"MOQT_DRAFT": str({**RELAY_DRAFTS, **RELAY_DRAFTS_EXTRA}[relay][0])},
             )
             if rc == 0:
                 return
@@ -357,18 +358,51 @@ class Matrix:
             ("ours", 18, "moq-dev", "moq-clock-ietf", 18, "quic"),
             ("moq-clock-ietf", 18, "aiomoqt", "ours", 18, "quic"),
             ("ours", 18, "aiomoqt", "moq-clock-ietf", 18, "wt"),
+            # A second moq-dev relay dials ours as a draft-19 cluster peer ("A~B": the publisher
+            # uses A, the subscriber B): draft-19 between two implementations, both directions.
+            ("moq-clock-ietf", 18, "moq-dev~ours", "ours", 19, "quic"),
+            ("ours", 19, "ours~moq-dev", "moq-clock-ietf", 18, "quic"),
         ]
+        cluster = None
         for n, (pub, pd, relay, sub, sd, transport) in enumerate(pairs):
             client = f"{pub}>{sub}"
             case = f"clock-d{pd}>d{sd}"
             if not self.wanted(client, relay, case, transport, "clock"):
                 continue
+            if "~" in relay and cluster is None:
+                # Only now: the cluster peer mirrors our relay's namespaces, which the client
+                # matrices above must not see.
+                cluster = self.start_cluster()
             log(f"-- clock: {pub} (draft-{pd}) -> {relay} relay -> {sub} (draft-{sd}), {transport}")
             result, detail = self.clock(f"{n}", pub, pd, relay, sub, sd, transport)
             self.record(Outcome(client, relay, pd, transport, case, result, detail))
+        if cluster is not None:
+            self.procs.stop(cluster)
+
+    def start_cluster(self) -> subprocess.Popen:
+        """A moq-dev relay that dials ours as a draft-19 cluster peer."""
+        self.ports["moq-dev-cluster"] = free_port()
+        p = self.procs.start(
+            "relay-moq-dev-cluster",
+            [
+                MOQDEV_RELAY, "--listen", f"127.0.0.1:{self.ports['moq-dev-cluster']}",
+                "--listen-tls-cert", OUT / "cert.pem", "--listen-tls-key", OUT / "key.pem",
+                "--auth-public", "**", "--log-level", "info",
+                "--cluster-connect", self.url("ours", "quic"), "--connect-version", "moq-transport-19",
+                "--connect-tls-insecure",
+            ],
+        )
+        self.wait_ready("moq-dev-cluster")
+        return p
 
     def clock(self, n: str, pub: str, pd: int, relay: str, sub: str, sd: int, transport: str) -> tuple[str, str]:
-        url = self.url(relay, transport)
+        # "A~B": publish to relay A, subscribe at relay B (the moq-dev cluster peer of ours).
+        pub_relay, _, sub_relay = relay.partition("~")
+        sub_relay = sub_relay or pub_relay
+        pub_relay = "moq-dev-cluster" if pub_relay == "moq-dev" and sub_relay == "ours" else pub_relay
+        sub_relay = "moq-dev-cluster" if sub_relay == "moq-dev" and pub_relay == "ours" else sub_relay
+        url = self.url(pub_relay, transport)
+        sub_url = self.url(sub_relay, transport)
         ns = f"interop-clock-{os.getpid()}-{n}"
         track = "now"
         name = f"clock-{n}-{pub}-{relay}-{sub}"
@@ -400,7 +434,7 @@ class Matrix:
                 if sub == "ours":
                     rc, out, err = run(
                         [
-                            OURS_SUB, "--url", url, "--insecure", "--namespace", ns, "--track", track,
+                            OURS_SUB, "--url", sub_url, "--insecure", "--namespace", ns, "--track", track,
                             "--draft", str(sd), "--count", "3",
                         ],
                         timeout=max(1.0, deadline - time.monotonic()),
@@ -412,7 +446,7 @@ class Matrix:
                     last = reason(out, err, rc)
                 else:
                     rc, out, err = run(
-                        [IETF_CLOCK, url, "--tls-disable-verify", "--namespace", ns, "--track", track],
+                        [IETF_CLOCK, sub_url, "--tls-disable-verify", "--namespace", ns, "--track", track],
                         timeout=min(6.0, max(1.0, deadline - time.monotonic())),
                     )
                     (OUT / "logs" / f"{name}-sub-{attempt}.log").write_text(out + err)
@@ -467,6 +501,24 @@ def docs(m: Matrix, table: Table) -> str:
         "Transports: `quic` = raw QUIC (`moqt://`, ALPN `moqt-NN`), `wt` = WebTransport over HTTP/3",
         "(`https://`, ALPN `h3`, draft in `WT-Available-Protocols`).",
         "",
+        "## Summary",
+        "",
+        "| client -> relay | drafts | transports | pass | expected failures (peer limits) |",
+        "|---|---|---|---|---|",
+    ]
+    pairs: dict[tuple[str, str], list[Outcome]] = {}
+    for o in m.outcomes:
+        key = ("clocks", "across") if ">" in o.client else (o.client, o.relay)
+        pairs.setdefault(key, []).append(o)
+    for (client, relay), rows in pairs.items():
+        drafts = ", ".join(sorted({f"d{o.draft}" for o in rows}))
+        transports = ", ".join(sorted({o.transport for o in rows}))
+        passed = sum(1 for o in rows if o.result == "pass")
+        expected_fail = sum(1 for o in rows if o.result != "pass" and (e := table.lookup(o)) and e.expect == o.result)
+        label = "clock pairs (below)" if client == "clocks" else f"{client} -> {relay}"
+        out.append(f"| {label} | {drafts} | {transports} | {passed}/{len(rows)} | {expected_fail} |")
+    out += [
+        "",
         "## Interop-runner test cases",
         "",
     ]
@@ -512,6 +564,8 @@ def docs(m: Matrix, table: Table) -> str:
         "",
         "A publisher, a relay and a subscriber; each row has at least one end from this",
         "workspace. Pass = the subscriber printed at least 3 (ours) or 2 (moq-clock-ietf) objects.",
+        "Relay `A~B`: the publisher uses relay A and the subscriber relay B, where a second moq-dev",
+        "relay dials ours as a cluster peer at draft-19 (the only third-party draft-19 client).",
         "",
         "| publisher | relay | subscriber | transport | result | note |",
         "|---|---|---|---|---|---|",
