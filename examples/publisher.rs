@@ -12,33 +12,25 @@
 //!     --namespace demo/clock --track clock --count 5
 //! ```
 
+mod cli;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use moq_client::{Client, FullTrackName, Session, TrackNamespace, Version};
+use moq_client::FullTrackName;
 
 /// Publish a clock track.
 #[derive(Parser, Debug)]
 struct Args {
-    /// The server: `moqt://host:port` (raw QUIC) or `https://host:port` (WebTransport).
-    #[arg(long, default_value = "moqt://localhost:4443")]
-    url: String,
-    /// Trust the server whose certificate has this SHA-256 fingerprint (hex).
-    #[arg(long)]
-    fingerprint: Option<String>,
-    /// Trust any certificate (development only).
-    #[arg(long)]
-    insecure: bool,
+    #[command(flatten)]
+    connect: cli::Connect,
     /// The namespace to publish, as slash-separated fields.
     #[arg(long, default_value = "demo/clock")]
     namespace: String,
     /// The track's name.
     #[arg(long, default_value = "clock")]
     track: String,
-    /// Offer only this draft (18 or 19); default: both, 19 preferred.
-    #[arg(long, value_parser = parse_draft)]
-    draft: Option<Version>,
     /// Exit after publishing this many objects.
     #[arg(long)]
     count: Option<u64>,
@@ -48,30 +40,6 @@ struct Args {
     /// Milliseconds between objects.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     interval_ms: u64,
-}
-
-fn parse_draft(s: &str) -> Result<Version, String> {
-    match s {
-        "18" => Ok(Version::Draft18),
-        "19" => Ok(Version::Draft19),
-        _ => Err(format!("unsupported draft {s:?} (18 or 19)")),
-    }
-}
-
-/// `a/b/c` as a namespace of three fields.
-fn parse_namespace(s: &str) -> anyhow::Result<TrackNamespace> {
-    let fields = s.split('/').filter(|f| !f.is_empty());
-    TrackNamespace::from_strs(fields).with_context(|| format!("bad namespace {s:?}"))
-}
-
-/// A namespace as slash-separated fields.
-fn slashed(ns: &TrackNamespace) -> String {
-    let fields: Vec<_> = ns
-        .fields()
-        .iter()
-        .map(|f| String::from_utf8_lossy(f).into_owned())
-        .collect();
-    fields.join("/")
 }
 
 /// HH:MM:SS UTC.
@@ -89,34 +57,14 @@ fn now_utc() -> String {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
     let args = Args::parse();
-
-    let mut builder = Client::builder();
-    if let Some(fp) = &args.fingerprint {
-        builder = builder.fingerprint(fp)?;
-    }
-    if args.insecure {
-        builder = builder.insecure();
-    }
-    if let Some(v) = args.draft {
-        builder = builder.versions(vec![v]);
-    }
-    let client = builder.build()?;
-
-    let session = tokio::select! {
-        s = client.connect(&args.url) => s.with_context(|| format!("connecting to {}", args.url))?,
-        _ = tokio::signal::ctrl_c() => return Ok(()),
+    let Some(session) = args.connect.session().await? else {
+        return Ok(());
     };
-    println!("connected to {} ({})", args.url, session.version());
 
     // Create the track before announcing its namespace: a relay may subscribe as soon as the
     // namespace is announced, and a track that does not exist yet is DOES_NOT_EXIST.
-    let ns = parse_namespace(&args.namespace)?;
+    let ns = cli::parse_namespace(&args.namespace)?;
     let track = session
         .publisher()
         .create_track(FullTrackName::new(ns.clone(), args.track.clone())?)?;
@@ -125,7 +73,7 @@ async fn main() -> anyhow::Result<()> {
         r = announced.announced() => r.context("PUBLISH_NAMESPACE refused")?,
         _ = tokio::signal::ctrl_c() => return Ok(()),
     }
-    println!("published namespace {}", slashed(&ns));
+    println!("published namespace {}", cli::slashed(&ns));
     println!(
         "publishing track {:?}: an object every {} ms, {} per group",
         args.track, args.interval_ms, args.group_size
@@ -163,16 +111,7 @@ async fn main() -> anyhow::Result<()> {
     drop(track);
     drop(announced);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    close(&session).await;
+    cli::close(&session).await;
     println!("published {published} objects; bye");
     Ok(())
-}
-
-/// Closes the session and gives the CONNECTION_CLOSE a moment to leave before the process
-/// exits (the client endpoint offers nothing to await for that), so the server does not wait
-/// for an idle timeout.
-async fn close(session: &Session) {
-    session.close();
-    session.closed().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
 }

@@ -11,36 +11,25 @@
 //!     --namespace demo/clock --track clock --from 0 --rendezvous 10 --count 3
 //! ```
 
+mod cli;
+
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use moq_client::{
-    Client, FullTrackName, Location, Session, SubscribeOptions, TrackNamespace, TrackStream,
-    Version,
-};
+use moq_client::{FullTrackName, Location, Session, SubscribeOptions, TrackStream};
 
 /// Subscribe to a track and print its objects.
 #[derive(Parser, Debug)]
 struct Args {
-    /// The server: `moqt://host:port` (raw QUIC) or `https://host:port` (WebTransport).
-    #[arg(long, default_value = "moqt://localhost:4443")]
-    url: String,
-    /// Trust the server whose certificate has this SHA-256 fingerprint (hex).
-    #[arg(long)]
-    fingerprint: Option<String>,
-    /// Trust any certificate (development only).
-    #[arg(long)]
-    insecure: bool,
+    #[command(flatten)]
+    connect: cli::Connect,
     /// The track's namespace, as slash-separated fields.
     #[arg(long, default_value = "demo/clock")]
     namespace: String,
     /// The track's name.
     #[arg(long, default_value = "clock")]
     track: String,
-    /// Offer only this draft (18 or 19); default: both, 19 preferred.
-    #[arg(long, value_parser = parse_draft)]
-    draft: Option<Version>,
     /// Exit after this many objects.
     #[arg(long)]
     count: Option<u64>,
@@ -54,56 +43,23 @@ struct Args {
     rendezvous: Option<u64>,
 }
 
-fn parse_draft(s: &str) -> Result<Version, String> {
-    match s {
-        "18" => Ok(Version::Draft18),
-        "19" => Ok(Version::Draft19),
-        _ => Err(format!("unsupported draft {s:?} (18 or 19)")),
-    }
-}
-
-/// `a/b/c` as a namespace of three fields.
-fn parse_namespace(s: &str) -> anyhow::Result<TrackNamespace> {
-    let fields = s.split('/').filter(|f| !f.is_empty());
-    TrackNamespace::from_strs(fields).with_context(|| format!("bad namespace {s:?}"))
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
     let args = Args::parse();
-
-    let mut builder = Client::builder();
-    if let Some(fp) = &args.fingerprint {
-        builder = builder.fingerprint(fp)?;
-    }
-    if args.insecure {
-        builder = builder.insecure();
-    }
-    if let Some(v) = args.draft {
-        builder = builder.versions(vec![v]);
-    }
-    let client = builder.build()?;
-    let session = tokio::select! {
-        s = client.connect(&args.url) => s.with_context(|| format!("connecting to {}", args.url))?,
-        _ = tokio::signal::ctrl_c() => return Ok(()),
+    let Some(session) = args.connect.session().await? else {
+        return Ok(());
     };
-    println!("connected to {} ({})", args.url, session.version());
 
     let result = tokio::select! {
         r = run(&session, &args) => r,
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
-    close(&session).await;
+    cli::close(&session).await;
     result
 }
 
 async fn run(session: &Session, args: &Args) -> anyhow::Result<()> {
-    let name = FullTrackName::new(parse_namespace(&args.namespace)?, args.track.clone())?;
+    let name = FullTrackName::new(cli::parse_namespace(&args.namespace)?, args.track.clone())?;
     let mut options = SubscribeOptions::default();
     if let Some(g) = args.from {
         options = options.from(Location::new(g, 0));
@@ -159,13 +115,4 @@ async fn print_objects(stream: &mut TrackStream, count: Option<u64>) -> anyhow::
     }
     println!("the track ended");
     Ok(received)
-}
-
-/// Closes the session and gives the CONNECTION_CLOSE a moment to leave before the process
-/// exits (the client endpoint offers nothing to await for that), so the server does not wait
-/// for an idle timeout.
-async fn close(session: &Session) {
-    session.close();
-    session.closed().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
 }

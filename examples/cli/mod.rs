@@ -1,0 +1,87 @@
+//! What the example programs share: the connection flags, namespaces on the command line, and
+//! a clean close. Each program uses part of it.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use anyhow::Context;
+use moq_client::{Client, Session, TrackNamespace, Version};
+
+/// How to reach the server (flattened into each program's flags).
+#[derive(clap::Args, Debug)]
+pub(crate) struct Connect {
+    /// The server: `moqt://host:port` (raw QUIC) or `https://host:port` (WebTransport).
+    #[arg(long, default_value = "moqt://localhost:4443")]
+    pub(crate) url: String,
+    /// Trust the server whose certificate has this SHA-256 fingerprint (hex).
+    #[arg(long)]
+    pub(crate) fingerprint: Option<String>,
+    /// Trust any certificate (development only).
+    #[arg(long)]
+    pub(crate) insecure: bool,
+    /// Offer only this draft (18 or 19); default: both, 19 preferred.
+    #[arg(long, value_parser = parse_draft)]
+    pub(crate) draft: Option<Version>,
+}
+
+impl Connect {
+    /// Logs to stderr (RUST_LOG, default warn), then connects; `None` if Ctrl-C came first.
+    pub(crate) async fn session(&self) -> anyhow::Result<Option<Session>> {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn".into()),
+            )
+            .init();
+        let mut builder = Client::builder();
+        if let Some(fp) = &self.fingerprint {
+            builder = builder.fingerprint(fp)?;
+        }
+        if self.insecure {
+            builder = builder.insecure();
+        }
+        if let Some(v) = self.draft {
+            builder = builder.versions(vec![v]);
+        }
+        let client = builder.build()?;
+        let session = tokio::select! {
+            s = client.connect(&self.url) => s.with_context(|| format!("connecting to {}", self.url))?,
+            _ = tokio::signal::ctrl_c() => return Ok(None),
+        };
+        println!("connected to {} ({})", self.url, session.version());
+        Ok(Some(session))
+    }
+}
+
+fn parse_draft(s: &str) -> Result<Version, String> {
+    match s {
+        "18" => Ok(Version::Draft18),
+        "19" => Ok(Version::Draft19),
+        _ => Err(format!("unsupported draft {s:?} (18 or 19)")),
+    }
+}
+
+/// `a/b/c` as a namespace of three fields; `` as the empty prefix.
+pub(crate) fn parse_namespace(s: &str) -> anyhow::Result<TrackNamespace> {
+    let fields = s.split('/').filter(|f| !f.is_empty());
+    TrackNamespace::from_strs(fields).with_context(|| format!("bad namespace {s:?}"))
+}
+
+/// A namespace as slash-separated fields.
+pub(crate) fn slashed(ns: &TrackNamespace) -> String {
+    let fields: Vec<_> = ns
+        .fields()
+        .iter()
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect();
+    fields.join("/")
+}
+
+/// Closes the session and gives the CONNECTION_CLOSE a moment to leave before the process
+/// exits (the client endpoint offers nothing to await for that), so the server does not wait
+/// for an idle timeout.
+pub(crate) async fn close(session: &Session) {
+    session.close();
+    session.closed().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
