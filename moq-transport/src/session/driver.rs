@@ -247,17 +247,24 @@ async fn handle_bi(inner: Arc<SessionInner>, send: BoxSendStream, mut recv: BoxR
         writer.finish();
         return;
     }
+    // Each request's future is boxed at its own size: inline, the task would be as large as
+    // the largest of them (about 6 KB) for every request, and a PUBLISH_NAMESPACE lives as
+    // long as the namespace is published.
     let res = match msg {
-        Message::PublishNamespace(m) => serve_publish_namespace(&inner, m, writer, reader).await,
-        Message::SubscribeNamespace(m) => {
-            serve_subscribe_namespace(&inner, m, writer, reader).await
+        Message::PublishNamespace(m) => {
+            Box::pin(serve_publish_namespace(&inner, m, writer, reader)).await
         }
-        Message::Subscribe(m) => track::serve_subscribe(&inner, m, writer, reader).await,
-        Message::Publish(m) => track::serve_publish(&inner, m, writer, reader).await,
-        Message::Fetch(m) => track::serve_fetch(&inner, m, writer, reader).await,
-        Message::TrackStatus(m) => track::serve_track_status(&inner, m, writer, reader).await,
+        Message::SubscribeNamespace(m) => {
+            Box::pin(serve_subscribe_namespace(&inner, m, writer, reader)).await
+        }
+        Message::Subscribe(m) => Box::pin(track::serve_subscribe(&inner, m, writer, reader)).await,
+        Message::Publish(m) => Box::pin(track::serve_publish(&inner, m, writer, reader)).await,
+        Message::Fetch(m) => Box::pin(track::serve_fetch(&inner, m, writer, reader)).await,
+        Message::TrackStatus(m) => {
+            Box::pin(track::serve_track_status(&inner, m, writer, reader)).await
+        }
         Message::SubscribeTracks(m) => {
-            track::serve_subscribe_tracks(&inner, m, writer, reader).await
+            Box::pin(track::serve_subscribe_tracks(&inner, m, writer, reader)).await
         }
         other => {
             let _ = writer

@@ -398,7 +398,10 @@ impl IncomingSubgroup {
             self.stop(StreamResetCode::EXCESSIVE_LOAD);
             return Err(Error::Limit("object larger than max_object_size"));
         }
+        // Sized once rather than grown chunk by chunk; at most 1 MiB ahead of the data, so a
+        // peer announcing a large object it never sends does not make us reserve it.
         let mut payload = BytesMut::new();
+        let mut sized = false;
         let mut single: Option<Bytes> = None;
         if o.payload_len > 0 {
             loop {
@@ -407,6 +410,10 @@ impl IncomingSubgroup {
                         if last && single.is_none() && payload.is_empty() {
                             single = Some(data);
                         } else {
+                            if !sized {
+                                payload.reserve((o.payload_len as usize).min(1 << 20));
+                                sized = true;
+                            }
                             if let Some(s) = single.take() {
                                 payload.extend_from_slice(&s);
                             }

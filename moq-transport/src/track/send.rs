@@ -393,9 +393,13 @@ impl SubgroupSender {
         let Some(stream) = self.stream.as_mut() else {
             return Err(Error::Invalid("subgroup stream already closed".into()));
         };
-        stream.write_all(&self.buf).await?;
-        if !payload.is_empty() {
-            stream.write_chunk(payload).await?;
+        if payload.is_empty() {
+            stream.write_all(&self.buf).await?;
+        } else {
+            // Header and payload in one write: each write takes the connection's lock and
+            // wakes its driver, which for small objects costs more than the bytes.
+            let header = Bytes::copy_from_slice(&self.buf);
+            stream.write_all_chunks(&mut [header, payload]).await?;
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 //! [`SendStream`] and [`RecvStream`] say exactly that and nothing more, so the same session code
 //! runs over raw QUIC ([`quic`]) and WebTransport ([`webtransport`]).
 
+pub mod credit;
 pub mod quic;
 pub mod webtransport;
 
@@ -99,6 +100,14 @@ pub trait SendStream: Send + Sync + 'static {
     async fn write_all(&mut self, buf: &[u8]) -> Result<(), TransportError>;
     /// Writes a chunk without copying where the transport allows.
     async fn write_chunk(&mut self, buf: Bytes) -> Result<(), TransportError>;
+    /// Writes every chunk in order, without copying where the transport allows, in as few
+    /// transport writes as it can (the default writes them one by one).
+    async fn write_all_chunks(&mut self, bufs: &mut [Bytes]) -> Result<(), TransportError> {
+        for b in bufs.iter_mut() {
+            self.write_chunk(std::mem::take(b)).await?;
+        }
+        Ok(())
+    }
     /// Sets the send priority; higher values are sent first.
     fn set_priority(&mut self, priority: i32);
     /// Ends the stream gracefully (FIN) after the data written so far.

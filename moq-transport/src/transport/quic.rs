@@ -1,10 +1,15 @@
 //! The raw QUIC adapter, over quinn. The version is the negotiated ALPN (`moqt-19`, ...).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use super::credit::{
+    Counted, INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS, MAX_BIDI_STREAMS, MAX_UNI_STREAMS,
+    StreamCredit,
+};
 use super::{
     BoxRecvStream, BoxSendStream, Connection, RecvStream, SendStream, TransportError, TransportKind,
 };
@@ -13,12 +18,20 @@ use super::{
 #[derive(Clone, Debug)]
 pub struct QuicConnection {
     conn: quinn::Connection,
+    uni: Arc<StreamCredit>,
+    bi: Arc<StreamCredit>,
 }
 
 impl QuicConnection {
-    /// Wraps an established connection.
+    /// Wraps an established connection configured with
+    /// [`crate::endpoint::transport_config`]: the peer's stream limits start there and are
+    /// raised as the streams are used (see [`super::credit`]).
     pub fn new(conn: quinn::Connection) -> Self {
-        QuicConnection { conn }
+        QuicConnection {
+            conn,
+            uni: StreamCredit::new(INITIAL_UNI_STREAMS, MAX_UNI_STREAMS),
+            bi: StreamCredit::new(INITIAL_BIDI_STREAMS, MAX_BIDI_STREAMS),
+        }
     }
 
     /// The underlying quinn connection.
@@ -83,12 +96,27 @@ impl Connection for QuicConnection {
 
     async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
         let (s, r) = self.conn.accept_bi().await.map_err(conn_error)?;
-        Ok((Box::new(QuicSend(s)), Box::new(QuicRecv(r))))
+        let (open, raise) = self.bi.opened();
+        if let Some(n) = raise {
+            self.conn.set_max_concurrent_bi_streams(varint(n));
+        }
+        let r = Counted {
+            inner: QuicRecv(r),
+            _open: open,
+        };
+        Ok((Box::new(QuicSend(s)), Box::new(r)))
     }
 
     async fn accept_uni(&self) -> Result<BoxRecvStream, TransportError> {
         let r = self.conn.accept_uni().await.map_err(conn_error)?;
-        Ok(Box::new(QuicRecv(r)))
+        let (open, raise) = self.uni.opened();
+        if let Some(n) = raise {
+            self.conn.set_max_concurrent_uni_streams(varint(n));
+        }
+        Ok(Box::new(Counted {
+            inner: QuicRecv(r),
+            _open: open,
+        }))
     }
 
     fn send_datagram(&self, data: Bytes) -> Result<(), TransportError> {
@@ -138,6 +166,10 @@ impl SendStream for QuicSend {
 
     async fn write_chunk(&mut self, buf: Bytes) -> Result<(), TransportError> {
         self.0.write_chunk(buf).await.map_err(write_error)
+    }
+
+    async fn write_all_chunks(&mut self, bufs: &mut [Bytes]) -> Result<(), TransportError> {
+        self.0.write_all_chunks(bufs).await.map_err(write_error)
     }
 
     fn set_priority(&mut self, priority: i32) {

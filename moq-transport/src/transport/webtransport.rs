@@ -4,11 +4,16 @@
 //! WebTransport error codes are 32 bits; MOQT's codes all fit.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use web_transport_quinn as wt;
 
+use super::credit::{
+    Counted, INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS, MAX_BIDI_STREAMS, MAX_UNI_STREAMS,
+    StreamCredit,
+};
 use super::{
     BoxRecvStream, BoxSendStream, Connection, RecvStream, SendStream, TransportError, TransportKind,
 };
@@ -18,14 +23,20 @@ use super::{
 pub struct WebTransportConnection {
     session: wt::Session,
     fallback: Option<String>,
+    uni: Arc<StreamCredit>,
+    bi: Arc<StreamCredit>,
 }
 
 impl WebTransportConnection {
-    /// Wraps an established session.
+    /// Wraps an established session whose QUIC connection was configured with
+    /// [`crate::endpoint::transport_config`]: the peer's stream limits start there and are
+    /// raised as the streams are used (see [`super::credit`]).
     pub fn new(session: wt::Session) -> Self {
         WebTransportConnection {
             session,
             fallback: None,
+            uni: StreamCredit::new(INITIAL_UNI_STREAMS, MAX_UNI_STREAMS),
+            bi: StreamCredit::new(INITIAL_BIDI_STREAMS, MAX_BIDI_STREAMS),
         }
     }
 
@@ -39,6 +50,10 @@ impl WebTransportConnection {
     pub fn inner(&self) -> &wt::Session {
         &self.session
     }
+}
+
+fn varint(n: u64) -> quinn::VarInt {
+    quinn::VarInt::from_u64(n).unwrap_or(quinn::VarInt::MAX)
 }
 
 fn code32(code: u64) -> u32 {
@@ -90,12 +105,29 @@ impl Connection for WebTransportConnection {
 
     async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
         let (s, r) = self.session.accept_bi().await.map_err(session_error)?;
-        Ok((Box::new(WtSend(s)), Box::new(WtRecv(r))))
+        let (open, raise) = self.bi.opened();
+        if let Some(n) = raise {
+            // The session derefs to its QUIC connection; HTTP/3's own streams count there too,
+            // which the three-quarters threshold leaves room for.
+            self.session.set_max_concurrent_bi_streams(varint(n));
+        }
+        let r = Counted {
+            inner: WtRecv(r),
+            _open: open,
+        };
+        Ok((Box::new(WtSend(s)), Box::new(r)))
     }
 
     async fn accept_uni(&self) -> Result<BoxRecvStream, TransportError> {
         let r = self.session.accept_uni().await.map_err(session_error)?;
-        Ok(Box::new(WtRecv(r)))
+        let (open, raise) = self.uni.opened();
+        if let Some(n) = raise {
+            self.session.set_max_concurrent_uni_streams(varint(n));
+        }
+        Ok(Box::new(Counted {
+            inner: WtRecv(r),
+            _open: open,
+        }))
     }
 
     fn send_datagram(&self, data: Bytes) -> Result<(), TransportError> {
@@ -148,6 +180,10 @@ impl SendStream for WtSend {
 
     async fn write_chunk(&mut self, buf: Bytes) -> Result<(), TransportError> {
         self.0.write_chunk(buf).await.map_err(write_error)
+    }
+
+    async fn write_all_chunks(&mut self, bufs: &mut [Bytes]) -> Result<(), TransportError> {
+        self.0.write_all_chunks(bufs).await.map_err(write_error)
     }
 
     fn set_priority(&mut self, priority: i32) {

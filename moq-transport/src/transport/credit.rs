@@ -1,0 +1,120 @@
+//! Stream credit that grows with use.
+//!
+//! quinn allocates bookkeeping for every stream the peer may open as soon as the limit allows
+//! it (about 35 bytes per stream), so a limit of 4096 unidirectional and 1024 bidirectional
+//! streams costs ~170 KiB per connection even when idle. Connections therefore start with
+//! [`INITIAL_UNI_STREAMS`] / [`INITIAL_BIDI_STREAMS`] and the limit doubles, up to
+//! [`MAX_UNI_STREAMS`] / [`MAX_BIDI_STREAMS`], whenever three quarters of it are in use
+//! (streams accepted and not yet dropped by the session).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::{RecvStream, TransportError};
+
+/// Unidirectional streams the peer may open at first.
+pub const INITIAL_UNI_STREAMS: u32 = 128;
+/// Unidirectional streams the peer may have open at most.
+pub const MAX_UNI_STREAMS: u32 = 4096;
+/// Bidirectional streams (requests) the peer may open at first.
+pub const INITIAL_BIDI_STREAMS: u32 = 128;
+/// Bidirectional streams the peer may have open at most.
+pub const MAX_BIDI_STREAMS: u32 = 1024;
+
+/// Counts the peer's open streams of one direction and decides when to raise its limit.
+#[derive(Debug)]
+pub(crate) struct StreamCredit {
+    open: AtomicU64,
+    limit: AtomicU64,
+    max: u64,
+}
+
+impl StreamCredit {
+    pub(crate) fn new(initial: u32, max: u32) -> Arc<Self> {
+        Arc::new(StreamCredit {
+            open: AtomicU64::new(0),
+            limit: AtomicU64::new(initial.into()),
+            max: max.max(initial).into(),
+        })
+    }
+
+    /// Counts an accepted stream until the returned guard is dropped. Returns the new limit
+    /// if it should be raised now.
+    pub(crate) fn opened(self: &Arc<Self>) -> (OpenStream, Option<u64>) {
+        let open = self.open.fetch_add(1, Ordering::AcqRel) + 1;
+        let guard = OpenStream(self.clone());
+        let mut limit = self.limit.load(Ordering::Acquire);
+        loop {
+            if open * 4 < limit * 3 || limit >= self.max {
+                return (guard, None);
+            }
+            let raised = (limit * 2).min(self.max);
+            match self
+                .limit
+                .compare_exchange(limit, raised, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return (guard, Some(raised)),
+                Err(now) => limit = now,
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn open(&self) -> u64 {
+        self.open.load(Ordering::Acquire)
+    }
+}
+
+/// One accepted stream, counted until dropped.
+#[derive(Debug)]
+pub(crate) struct OpenStream(Arc<StreamCredit>);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A receive stream that keeps its [`OpenStream`] count while it lives.
+#[derive(Debug)]
+pub(crate) struct Counted<R> {
+    pub(crate) inner: R,
+    pub(crate) _open: OpenStream,
+}
+
+#[async_trait]
+impl<R: RecvStream> RecvStream for Counted<R> {
+    async fn read_chunk(&mut self, max: usize) -> Result<Option<Bytes>, TransportError> {
+        self.inner.read_chunk(max).await
+    }
+
+    fn stop(&mut self, code: u64) {
+        self.inner.stop(code);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_at_three_quarters_up_to_the_max() {
+        let c = StreamCredit::new(4, 16);
+        let mut held = Vec::new();
+        let mut raises = Vec::new();
+        for _ in 0..16 {
+            let (g, r) = c.opened();
+            held.push(g);
+            raises.extend(r);
+        }
+        assert_eq!(raises, vec![8, 16], "3 of 4 open, then 6 of 8");
+        assert_eq!(c.open(), 16);
+        held.clear();
+        assert_eq!(c.open(), 0, "dropping the streams returns the count");
+        let (_g, r) = c.opened();
+        assert_eq!(r, None, "never lowered, never above the max");
+    }
+}
