@@ -1067,3 +1067,192 @@ fn fetch_group_below_zero_and_fin_mid_object() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The allowed-message table of every Message Parameter (§10.2.x "MAY appear in", §10.19.1)
+
+/// Every role a parameter block can have, with its name.
+const CONTEXTS: [ParamContext; 20] = [
+    ParamContext::Subscribe,
+    ParamContext::SubscribeOk,
+    ParamContext::Publish,
+    ParamContext::PublishOk,
+    ParamContext::Fetch,
+    ParamContext::FetchOk,
+    ParamContext::TrackStatus,
+    ParamContext::TrackStatusOk,
+    ParamContext::PublishNamespace,
+    ParamContext::PublishNamespaceOk,
+    ParamContext::SubscribeNamespace,
+    ParamContext::SubscribeNamespaceOk,
+    ParamContext::SubscribeTracks,
+    ParamContext::SubscribeTracksOk,
+    ParamContext::UpdateSubscription,
+    ParamContext::UpdateFetch,
+    ParamContext::UpdatePublishNamespace,
+    ParamContext::UpdateSubscribeNamespace,
+    ParamContext::UpdateSubscribeTracks,
+    ParamContext::RequestUpdateOk,
+];
+
+/// A valid value of parameter `ty`, as it follows the Type on the wire.
+fn param_value(ty: u64) -> Vec<u8> {
+    match ty {
+        0x03 => vec![0x02, 0x03, 0x00], // Token: USE_VALUE, Token Type 0, empty value
+        0x09 => vec![0x01, 0x02],       // Location {1, 2}
+        0x10 | 0x22 => vec![0x01],      // FORWARD 1 / GROUP_ORDER Ascending
+        0x20 => vec![0x05],             // SUBSCRIBER_PRIORITY
+        0x21 => vec![0x01, 0x01],       // LOCATION_FILTER: Next Group Start
+        0x25..=0x27 => vec![0x02, 0x00, 0x00], // SetID 0, open range from 0
+        0x28 | 0x29 => vec![0x03, 0x00, 0x02, 0x00], // SetID 0, Property Type 2, from 0
+        0x34 => vec![0x01, 0x01, b'a'], // Track Namespace (a)
+        _ => vec![0x05],                // varints
+    }
+}
+
+/// draft-19 §10.2.1 with each parameter's "MAY appear in" (§10.2.2-§10.2.19) and §10.19.1 (a
+/// parameter valid in SUBSCRIBE is valid in SUBSCRIBE_TRACKS): `param_allowed` says exactly
+/// this for every parameter and role, and decoding a parameter in any other role is a
+/// PROTOCOL_VIOLATION (draft-18: GROUP_ORDER in PUBLISH_OK, not SUBSCRIBE_TRACKS; no Range
+/// Filters).
+#[test]
+fn every_parameter_is_allowed_exactly_where_the_draft_lists_it() {
+    use ParamContext as C;
+    let sub_like = [C::Subscribe, C::SubscribeTracks];
+    let on_subscription = |more: &[C]| {
+        let mut v = sub_like.to_vec();
+        v.extend_from_slice(more);
+        v
+    };
+    let all_updates = [
+        C::UpdateSubscription,
+        C::UpdateFetch,
+        C::UpdatePublishNamespace,
+        C::UpdateSubscribeNamespace,
+        C::UpdateSubscribeTracks,
+    ];
+    let range_filter = on_subscription(&[C::Fetch, C::PublishOk, C::UpdateSubscription]);
+    let table: Vec<(u64, Vec<C>)> = vec![
+        (
+            0x02,
+            on_subscription(&[C::PublishOk, C::UpdateSubscription]),
+        ),
+        (0x03, {
+            let mut v = vec![
+                C::Publish,
+                C::Subscribe,
+                C::SubscribeNamespace,
+                C::SubscribeTracks,
+                C::PublishNamespace,
+                C::TrackStatus,
+                C::Fetch,
+            ];
+            v.extend(all_updates);
+            v
+        }),
+        (0x04, on_subscription(&[])),
+        (
+            0x06,
+            on_subscription(&[C::PublishOk, C::UpdateSubscription]),
+        ),
+        (
+            0x08,
+            vec![
+                C::SubscribeOk,
+                C::Publish,
+                C::PublishOk,
+                C::SubscribeNamespaceOk,
+                C::SubscribeTracksOk,
+                C::PublishNamespaceOk,
+                C::RequestUpdateOk,
+            ],
+        ),
+        (
+            0x09,
+            vec![
+                C::SubscribeOk,
+                C::Publish,
+                C::RequestUpdateOk,
+                C::TrackStatusOk,
+            ],
+        ),
+        (0x0A, vec![C::Fetch]),
+        (
+            0x10,
+            on_subscription(&[C::UpdateSubscription, C::Publish, C::PublishOk]),
+        ),
+        (
+            0x20,
+            on_subscription(&[
+                C::Fetch,
+                C::UpdateSubscription,
+                C::UpdateFetch,
+                C::PublishOk,
+            ]),
+        ),
+        (
+            0x21,
+            on_subscription(&[C::PublishOk, C::UpdateSubscription]),
+        ),
+        (0x22, vec![C::Subscribe, C::SubscribeTracks, C::Fetch]),
+        (0x25, range_filter.clone()),
+        (0x26, range_filter.clone()),
+        (0x27, range_filter.clone()),
+        (0x28, range_filter),
+        (0x29, vec![C::SubscribeTracks, C::UpdateSubscribeTracks]),
+        (
+            0x32,
+            on_subscription(&[C::PublishOk, C::UpdateSubscription]),
+        ),
+        (
+            0x34,
+            vec![C::UpdateSubscribeNamespace, C::UpdateSubscribeTracks],
+        ),
+    ];
+    for v in BOTH {
+        for (ty, allowed) in &table {
+            let allowed: Vec<C> = match (v, *ty) {
+                (D18, 0x22) => vec![C::Subscribe, C::PublishOk, C::Fetch],
+                (D18, 0x25..=0x29) => vec![],
+                _ => allowed.clone(),
+            };
+            let mut bytes = vec![0x01];
+            bytes.extend(vi(*ty));
+            bytes.extend(param_value(*ty));
+            for ctx in CONTEXTS {
+                let want = allowed.contains(&ctx);
+                assert_eq!(
+                    moq_core::message::param_allowed(*ty, ctx, v),
+                    want,
+                    "{ty:#x} in {} under {v}",
+                    ctx.name()
+                );
+                let got = moq_core::message::Parameters::decode(&mut &bytes[..], ctx, v);
+                if want {
+                    assert!(got.is_ok(), "{ty:#x} in {}: {got:?}", ctx.name());
+                } else if allowed.is_empty() {
+                    assert_eq!(got, Err(DecodeError::UnknownParameter(*ty)));
+                } else {
+                    let err = got.unwrap_err();
+                    assert_eq!(
+                        err,
+                        DecodeError::ParameterNotAllowed {
+                            param: *ty,
+                            message: ctx.name()
+                        }
+                    );
+                    assert_eq!(err.session_code(), VIOLATION);
+                }
+            }
+        }
+        // Nothing else is a parameter: the gaps in the table are unknown types.
+        for ty in (0u64..0x40).filter(|t| !table.iter().any(|(k, _)| k == t)) {
+            assert!(
+                CONTEXTS
+                    .iter()
+                    .all(|c| !moq_core::message::param_allowed(ty, *c, v)),
+                "{ty:#x} under {v}"
+            );
+        }
+    }
+}

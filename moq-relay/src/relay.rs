@@ -17,7 +17,7 @@ use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, NamespaceRegistra
 use moq_transport::track::{
     FetchItem, Incoming, IncomingFetch, IncomingPublish, IncomingSubgroup, IncomingSubscribe,
     IncomingSubscribeTracks, IncomingTrackStatus, PublishOptions, SubscribeResponse, Subscription,
-    TrackEvent, TrackStatusInfo,
+    SubscriptionParams, TrackEvent, TrackStatusInfo,
 };
 use moq_transport::{Error, Session, SessionConfig};
 use tokio::sync::watch;
@@ -52,12 +52,18 @@ struct RelayTrack {
     answer: watch::Sender<Option<Result<(), RequestError>>>,
     /// Downstream subscriptions served from this track.
     downstreams: AtomicUsize,
+    /// Sessions with a downstream SUBSCRIBE for this track (held or established), by session
+    /// ID, with how many: a SUBSCRIBE_TRACKS PUBLISH is not sent to them (draft-19 §9.5).
+    subscribers: Mutex<HashMap<u64, usize>>,
     /// Set when the track came from a PUBLISH rather than from routing.
     published: bool,
     /// The latest rendezvous deadline of a downstream SUBSCRIBE still waiting for the track:
     /// upstream SUBSCRIBEs carry what is left of it, so a publisher that announced the
     /// namespace but has not created the track yet holds the request too.
     rendezvous_until: Mutex<Option<tokio::time::Instant>>,
+    /// A NEW_GROUP_REQUEST from a downstream SUBSCRIBE that arrived with no upstream
+    /// subscription: upstream SUBSCRIBEs carry it (draft-19 §10.2.18).
+    new_group_request: Mutex<Option<u64>>,
 }
 
 #[derive(Debug)]
@@ -211,7 +217,7 @@ async fn handle_session(inner: Arc<Inner>, session: Session) {
         let session = session.clone();
         tokio::spawn(async move {
             match req {
-                Incoming::Subscribe(r) => on_subscribe(inner, r).await,
+                Incoming::Subscribe(r) => on_subscribe(inner, id, r).await,
                 Incoming::Fetch(f) => on_fetch(inner, f).await,
                 Incoming::TrackStatus(t) => on_track_status(inner, t).await,
                 Incoming::Publish(p) => on_publish(inner, id, p).await,
@@ -344,6 +350,7 @@ fn get_or_create_track(
     inner: &Arc<Inner>,
     name: &FullTrackName,
     rendezvous: Option<Duration>,
+    new_group_request: Option<u64>,
 ) -> Arc<RelayTrack> {
     let (track, created) = {
         let mut tracks = lock(&inner.tracks);
@@ -358,8 +365,10 @@ fn get_or_create_track(
                     pending_upstreams: AtomicUsize::new(0),
                     answer: watch::channel(None).0,
                     downstreams: AtomicUsize::new(0),
+                    subscribers: Mutex::new(HashMap::new()),
                     published: false,
                     rendezvous_until: Mutex::new(None),
+                    new_group_request: Mutex::new(None),
                 });
                 tracks.insert(name.clone(), t.clone());
                 (t, true)
@@ -372,6 +381,11 @@ fn get_or_create_track(
         *current = Some(current.map_or(until, |c| c.max(until)));
     }
     if created || lock(&track.upstreams).is_empty() {
+        // draft-19 §10.2.18: with no Established upstream subscription, a NEW_GROUP_REQUEST
+        // goes upstream with the SUBSCRIBE.
+        if new_group_request.is_some() {
+            *lock(&track.new_group_request) = new_group_request;
+        }
         for r in routes_for(inner, &name.namespace) {
             start_upstream(inner, &track, r.session_id, r.session);
         }
@@ -396,12 +410,15 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
             .map(|left| left.as_millis().clamp(1, u64::MAX as u128) as u64);
         let params = Parameters {
             rendezvous_timeout: rendezvous,
+            new_group_request: *lock(&t.new_group_request),
             ..Default::default()
         };
         let res = session.subscribe(t.name.clone(), params).await;
         t.pending_upstreams.fetch_sub(1, Ordering::Relaxed);
         match res {
             Ok(sub) => {
+                // Answered: the request is no longer outstanding for later upstreams.
+                *lock(&t.new_group_request) = None;
                 let info = sub.info().clone();
                 t.cache.set_properties(info.track_properties.clone());
                 if let Some(l) = info.largest {
@@ -651,15 +668,47 @@ impl Drop for Downstream {
     }
 }
 
-async fn on_subscribe(inner: Arc<Inner>, req: IncomingSubscribe) {
+/// Marks a session as a SUBSCRIBE subscriber of a track while it lives.
+struct SubscriberMark {
+    track: Arc<RelayTrack>,
+    session_id: u64,
+}
+
+impl SubscriberMark {
+    fn new(track: &Arc<RelayTrack>, session_id: u64) -> Self {
+        *lock(&track.subscribers).entry(session_id).or_insert(0) += 1;
+        SubscriberMark {
+            track: track.clone(),
+            session_id,
+        }
+    }
+}
+
+impl Drop for SubscriberMark {
+    fn drop(&mut self) {
+        let mut subscribers = lock(&self.track.subscribers);
+        if let Some(n) = subscribers.get_mut(&self.session_id) {
+            *n -= 1;
+            if *n == 0 {
+                subscribers.remove(&self.session_id);
+            }
+        }
+    }
+}
+
+async fn on_subscribe(inner: Arc<Inner>, session_id: u64, req: IncomingSubscribe) {
     let name = req.track().clone();
     let rendezvous = req
         .params()
         .rendezvous_timeout
         .filter(|t| *t > 0)
         .map(|t| Duration::from_millis(t).min(inner.config.max_rendezvous));
-    let track = get_or_create_track(&inner, &name, rendezvous);
+    let track = get_or_create_track(&inner, &name, rendezvous, req.params().new_group_request);
     let guard = Downstream::new(&inner, &track);
+    // Registered before waiting: a SUBSCRIBE held for a publisher (RENDEZVOUS_TIMEOUT) that a
+    // PUBLISH answers proceeds, and that PUBLISH is not also forwarded to this session through
+    // its SUBSCRIBE_TRACKS (draft-19 §9.5).
+    let _mark = SubscriberMark::new(&track, session_id);
     if let Err(e) = wait_answer(&inner, &track, rendezvous).await {
         tracing::debug!(track = %name, code = ?e.code, "SUBSCRIBE refused");
         return req.reject(e);
@@ -789,8 +838,10 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
                     pending_upstreams: AtomicUsize::new(0),
                     answer: watch::channel(None).0,
                     downstreams: AtomicUsize::new(0),
+                    subscribers: Mutex::new(HashMap::new()),
                     published: true,
                     rendezvous_until: Mutex::new(None),
+                    new_group_request: Mutex::new(None),
                 })
             })
             .clone()
@@ -838,7 +889,8 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
 }
 
 /// SUBSCRIBE_TRACKS: PUBLISH each matching published track to the subscriber, never its own
-/// (draft-19 §6.1), now and as they arrive.
+/// (draft-19 §6.1), now and as they arrive; not the tracks whose properties fail its
+/// TRACK_PROPERTY_FILTERs (draft-19 §5.1.3, §6.3), nor those it has SUBSCRIBEd to (§9.5).
 async fn on_subscribe_tracks(
     inner: Arc<Inner>,
     session_id: u64,
@@ -852,9 +904,16 @@ async fn on_subscribe_tracks(
     let mut changed = inner.published_changed.subscribe();
     loop {
         let prefix = responder.prefix();
+        let filters = &responder.defaults().range_filters;
         let candidates: Vec<(FullTrackName, Arc<RelayTrack>)> = lock(&inner.published)
             .iter()
             .filter(|(n, (owner, _))| *owner != session_id && prefix.is_prefix_of(&n.namespace))
+            // draft-19 §9.5: a SUBSCRIBE from this session (e.g. one held for a publisher)
+            // takes the track; the PUBLISH is not also forwarded.
+            .filter(|(_, (_, t))| !lock(&t.subscribers).contains_key(&session_id))
+            // draft-19 §5.1.3, §6.3: PUBLISHes whose track fails the TRACK_PROPERTY_FILTERs
+            // are not forwarded.
+            .filter(|(_, (_, t))| SubscriptionParams::track_passes(filters, &t.cache.properties()))
             .map(|(n, (_, t))| (n.clone(), t.clone()))
             .collect();
         forwarded.retain(|_, h| !h.is_finished());

@@ -595,3 +595,666 @@ async fn goaway_moves_a_reconnecting_client() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// draft-19 §6, §9 rule by rule, with moq-transport sessions on both sides so that what the
+// relay sends upstream (SUBSCRIBE, FETCH, their parameters) can be seen and answered by hand.
+
+use moq_core::data::{ObjectStatus, SubgroupId};
+use moq_core::message::{FetchType, Parameters, RequestError};
+use moq_core::{AuthToken, Properties, RangeFilter, RangeFilterKind, RangeFilterParam};
+use moq_transport::track::{
+    FetchEnd, FetchItem, Incoming, IncomingSubscribe, PublishOptions, SubscribeResponse, TrackEvent,
+};
+use moq_transport::{AuthRequest, Authorizer, RequestKind, SessionInfo};
+
+/// An application-private Track / Object Property (draft-19 §15.8: 0x78-0x7F), integer-valued.
+const APP_INT: u64 = 0x7A;
+/// An application-private Property with a byte value.
+const APP_BYTES: u64 = 0x79;
+
+/// A moq-transport session to the relay that takes requests itself (SUBSCRIBE, FETCH, PUBLISH
+/// ...), offering every version (the relay picks draft-19).
+async fn transport_session(relay: &Relay, webtransport: bool) -> moq_transport::Session {
+    let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
+        tls: moq_transport::tls::ClientTls::pinned(
+            moq_transport::tls::parse_fingerprint(relay.fingerprint()).unwrap(),
+        ),
+        versions: Version::ALL.to_vec(),
+        session: moq_transport::SessionConfig::default().with_requests(),
+        share_indexes: false,
+    })
+    .unwrap();
+    client.connect(&url(relay, webtransport)).await.unwrap()
+}
+
+/// Waits until the relay has `namespace` in its index (a route to its publisher exists).
+async fn relay_knows(relay: &Relay, namespace: &TrackNamespace) {
+    let (now, mut watch) = relay.namespaces().watch(namespace, 16);
+    if now.contains(namespace) {
+        return;
+    }
+    while let Some(ev) = watch.next().await {
+        if ev == NamespaceEvent::Added(namespace.clone()) {
+            return;
+        }
+    }
+    panic!("namespace watch ended");
+}
+
+async fn next_subscribe(s: &moq_transport::Session) -> IncomingSubscribe {
+    match s.incoming().next().await.expect("no request") {
+        Incoming::Subscribe(r) => r,
+        other => panic!("expected SUBSCRIBE, got {other:?}"),
+    }
+}
+
+fn rejected(e: Error) -> RequestErrorCode {
+    match e {
+        Error::Rejected(r) => r.code,
+        e => panic!("expected REQUEST_ERROR, got {e:?}"),
+    }
+}
+
+/// Track properties the publishers below send: a known one and two the relay does not know.
+fn track_props() -> Properties {
+    Properties::new()
+        .with_int(moq_core::property::DEFAULT_PUBLISHER_PRIORITY, 9)
+        .unwrap()
+        .with_bytes(APP_BYTES, &b"origin-a"[..])
+        .unwrap()
+        .with_int(APP_INT, 1)
+        .unwrap()
+}
+
+/// Object `i` of the test subgroup: binary payloads of varying length (some empty), properties
+/// on every third.
+fn test_object(i: u64) -> (Properties, bytes::Bytes) {
+    let props = if i % 3 == 0 {
+        Properties::new()
+            .with_int(APP_INT, i)
+            .unwrap()
+            .with_bytes(APP_BYTES, vec![0xFF, 0x00, i as u8])
+            .unwrap()
+    } else {
+        Properties::new()
+    };
+    let payload: Vec<u8> = (0..(i * 37) % 300).map(|b| (b * 7 + i) as u8).collect();
+    (props, payload.into())
+}
+
+/// A round trip on `session`'s connection to the relay: anything the relay sent before its
+/// answer has had time to arrive (used before checking that something did not happen).
+async fn round_trip(session: &moq_transport::Session) {
+    // Answered with REQUEST_OK the first time, PREFIX_OVERLAP later: either is a round trip.
+    let _ = session.subscribe_namespace(ns(&["round-trip"])).await;
+}
+
+/// draft-19 §9.2, §9.4, §9.6, §9.7, §9.1, §10.2.16, §10.2.18: for a Forward=1 subscriber the
+/// relay subscribes upstream with Forward=1 (and passes its NEW_GROUP_REQUEST on), answers
+/// SUBSCRIBE_OK only once the upstream subscription is Established, passes on LARGEST_OBJECT and
+/// every Track Property in SUBSCRIBE_OK, TRACK_STATUS_OK and (from its cache) FETCH_OK, and
+/// forwards a many-object subgroup with every object field (Subgroup ID, priority, properties,
+/// status, payload bytes) unchanged, in order.
+#[tokio::test]
+async fn relay_keeps_every_field_and_waits_for_the_upstream() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["fields"]);
+        let name = track(&n, "t");
+        let publisher = transport_session(&relay, false).await;
+        let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
+        relay_knows(&relay, &n).await;
+
+        let subscriber = transport_session(&relay, true).await;
+        let pending = {
+            let s = subscriber.clone();
+            let name = name.clone();
+            let params = Parameters {
+                forward: Some(true),
+                new_group_request: Some(0),
+                ..Default::default()
+            };
+            tokio::spawn(async move { s.subscribe(name, params).await })
+        };
+        // draft-19 §9.2, §9.5: Forward=1 downstream, so Forward=1 upstream (omitted means 1);
+        // §10.2.18: with no upstream subscription yet, NEW_GROUP_REQUEST goes upstream too.
+        let upstream = next_subscribe(&publisher).await;
+        assert_eq!(upstream.track(), &name);
+        assert_ne!(upstream.params().forward, Some(false));
+        assert_eq!(upstream.params().new_group_request, Some(0));
+        // draft-19 §9.4: no SUBSCRIBE_OK while the upstream SUBSCRIBE is unanswered.
+        round_trip(&subscriber).await;
+        assert!(!pending.is_finished(), "SUBSCRIBE_OK before the upstream");
+        let writer = upstream
+            .accept(SubscribeResponse {
+                largest: Some(Location::new(3, 1)),
+                track_properties: track_props(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut sub = pending.await.unwrap().unwrap();
+        // draft-19 §10.2.16 (§9.4): LARGEST_OBJECT at least the upstream's; §9.6: every property.
+        assert_eq!(sub.info().largest, Some(Location::new(3, 1)));
+        assert_eq!(sub.info().track_properties, track_props());
+
+        // One subgroup of many objects: Subgroup ID 7, priority 200, End of Group at the end.
+        const N: u64 = 40;
+        let mut s = writer
+            .open_subgroup(4, SubgroupId::Explicit(7), Some(200), true)
+            .await
+            .unwrap();
+        for i in 0..N {
+            let (props, payload) = test_object(i);
+            s.write(i * 2, &props, ObjectStatus::Normal, payload, None)
+                .await
+                .unwrap();
+        }
+        s.write(
+            N * 2,
+            &Properties::new(),
+            ObjectStatus::EndOfGroup,
+            bytes::Bytes::new(),
+            None,
+        )
+        .await
+        .unwrap();
+        s.finish();
+
+        // draft-19 §9.4: no reordering, nothing dropped; §9.7: fields and payloads unchanged.
+        let mut got = match sub.next().await.unwrap().unwrap() {
+            TrackEvent::Subgroup(g) => g,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(got.group(), 4);
+        assert_eq!(got.subgroup_id(), Some(7));
+        assert_eq!(got.priority(), 200);
+        for i in 0..N {
+            let o = got.next_object().await.unwrap().expect("object missing");
+            let (props, payload) = test_object(i);
+            assert_eq!(o.location, Location::new(4, i * 2));
+            assert_eq!(o.subgroup, Some(7));
+            assert_eq!(o.priority, 200);
+            assert_eq!(o.status, ObjectStatus::Normal);
+            assert_eq!(o.properties, props, "object {i}");
+            assert_eq!(o.payload, payload, "object {i}");
+        }
+        let end = got.next_object().await.unwrap().unwrap();
+        assert_eq!(
+            (end.location, end.status),
+            (Location::new(4, N * 2), ObjectStatus::EndOfGroup)
+        );
+        assert!(
+            got.next_object().await.unwrap().is_none(),
+            "FIN after the last object"
+        );
+
+        // draft-19 §9.6: TRACK_STATUS_OK and FETCH_OK carry the track's properties too; the
+        // FETCH is answered from the cache (§9.1: every field stored).
+        let status = subscriber
+            .track_status(name.clone(), Parameters::default())
+            .await
+            .unwrap();
+        assert_eq!(status.track_properties, track_props());
+        assert_eq!(status.largest, Some(Location::new(4, N * 2)));
+        let request = FetchType::Standalone {
+            track: name.clone(),
+            start: Location::new(4, 0),
+            end: Location::new(5, 0),
+        };
+        let mut fetch = subscriber
+            .fetch(request, Parameters::default())
+            .await
+            .unwrap();
+        assert_eq!(fetch.end().track_properties, track_props());
+        let mut i = 0;
+        while let Some(item) = fetch.next().await {
+            let FetchItem::Object(o) = item.unwrap() else {
+                continue;
+            };
+            let (props, payload) = test_object(i);
+            assert_eq!(o.location, Location::new(4, i * 2));
+            assert_eq!((o.subgroup, o.priority), (Some(7), 200));
+            assert_eq!((o.properties, o.payload), (props, payload));
+            i += 1;
+        }
+        assert_eq!(i, N);
+        assert_eq!(relay.metrics().fetch_cached.load(Ordering::Relaxed), 1);
+    })
+    .await;
+}
+
+/// draft-19 §9.4: a FETCH the cache cannot answer is sent upstream and FETCH_OK is withheld
+/// until the upstream answers; §9.6, §9.7: FETCH_OK's Track Properties and the objects come
+/// through unchanged.
+#[tokio::test]
+async fn fetch_ok_waits_for_the_upstream_fetch() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["vod2"]);
+        let name = track(&n, "t");
+        let publisher = transport_session(&relay, true).await;
+        let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
+        relay_knows(&relay, &n).await;
+        let subscriber = transport_session(&relay, false).await;
+        let pending = {
+            let s = subscriber.clone();
+            let request = FetchType::Standalone {
+                track: name.clone(),
+                start: Location::new(1, 0),
+                end: Location::new(2, 0),
+            };
+            tokio::spawn(async move { s.fetch(request, Parameters::default()).await })
+        };
+        let upstream = match publisher.incoming().next().await.unwrap() {
+            Incoming::Fetch(f) => f,
+            other => panic!("expected FETCH, got {other:?}"),
+        };
+        assert_eq!(upstream.track(), &name);
+        assert_eq!(upstream.start(), Location::new(1, 0));
+        round_trip(&subscriber).await;
+        assert!(!pending.is_finished(), "FETCH_OK before the upstream's");
+        let mut w = upstream
+            .accept(FetchEnd {
+                end_of_track: false,
+                end: Location::new(1, 3),
+                track_properties: track_props(),
+            })
+            .await
+            .unwrap();
+        for i in 0..3 {
+            let (properties, payload) = test_object(i);
+            w.write(&moq_transport::track::Object {
+                location: Location::new(1, i),
+                subgroup: Some(2),
+                priority: 17,
+                properties,
+                payload,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        }
+        w.finish();
+        let mut fetch = pending.await.unwrap().unwrap();
+        assert_eq!(fetch.end().end, Location::new(1, 3));
+        assert_eq!(fetch.end().track_properties, track_props());
+        let mut i = 0;
+        while let Some(item) = fetch.next().await {
+            let FetchItem::Object(o) = item.unwrap() else {
+                panic!("unexpected End of Range");
+            };
+            let (props, payload) = test_object(i);
+            assert_eq!(o.location, Location::new(1, i));
+            assert_eq!((o.subgroup, o.priority), (Some(2), 17));
+            assert_eq!((o.properties, o.payload), (props, payload));
+            i += 1;
+        }
+        assert_eq!(i, 3);
+        assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 1);
+    })
+    .await;
+}
+
+/// draft-19 §9.5: a SUBSCRIBE goes to every publisher whose PUBLISH_NAMESPACE is the track's
+/// namespace or a prefix of it (fields matched whole: (ab) is no prefix of (a, b)), each with
+/// Forward=1; a PUBLISHed track does not make its publisher a route for its namespace (an
+/// explicit PUBLISH_NAMESPACE is needed), though the track itself is served.
+#[tokio::test]
+async fn subscribe_goes_to_every_matching_publisher_only() {
+    timeout(async {
+        let relay = relay();
+        let (p1, p2, p3, p4) = (
+            transport_session(&relay, false).await,
+            transport_session(&relay, true).await,
+            transport_session(&relay, false).await,
+            transport_session(&relay, true).await,
+        );
+        let _a1 = p1.publish_namespace(ns(&["a"])).await.unwrap();
+        let _a2 = p2.publish_namespace(ns(&["a", "b"])).await.unwrap();
+        let _a3 = p3.publish_namespace(ns(&["ab"])).await.unwrap();
+        for n in [ns(&["a"]), ns(&["a", "b"]), ns(&["ab"])] {
+            relay_knows(&relay, &n).await;
+        }
+        let subscriber = transport_session(&relay, false).await;
+        let name = track(&ns(&["a", "b"]), "t");
+        let pending = {
+            let s = subscriber.clone();
+            let name = name.clone();
+            tokio::spawn(async move { s.subscribe(name, Parameters::default()).await })
+        };
+        let mut writers = Vec::new();
+        for p in [&p1, &p2] {
+            let upstream = next_subscribe(p).await;
+            assert_eq!(upstream.track(), &name);
+            assert_ne!(upstream.params().forward, Some(false));
+            writers.push(upstream.accept(SubscribeResponse::default()).await.unwrap());
+        }
+        let mut sub = pending.await.unwrap().unwrap();
+        // Objects from either publisher reach the subscriber (draft-19 §9.3).
+        for (g, w) in writers.iter().enumerate() {
+            let mut s = w
+                .open_subgroup(g as u64, SubgroupId::Zero, None, false)
+                .await
+                .unwrap();
+            s.write_object(0, bytes::Bytes::from(format!("from p{}", g + 1)))
+                .await
+                .unwrap();
+            s.finish();
+        }
+        let mut from = BTreeSet::new();
+        while from.len() < 2 {
+            let TrackEvent::Subgroup(mut s) = sub.next().await.unwrap().unwrap() else {
+                panic!("datagram")
+            };
+            let o = s.next_object().await.unwrap().unwrap();
+            from.insert(String::from_utf8(o.payload.to_vec()).unwrap());
+        }
+        assert_eq!(from, BTreeSet::from(["from p1".into(), "from p2".into()]));
+        // p3's (ab) did not match: the first SUBSCRIBE it sees is one for its own namespace.
+        let other = {
+            let s = subscriber.clone();
+            tokio::spawn(async move {
+                s.subscribe(track(&ns(&["ab"]), "t"), Parameters::default())
+                    .await
+            })
+        };
+        let upstream = next_subscribe(&p3).await;
+        assert_eq!(upstream.track(), &track(&ns(&["ab"]), "t"));
+        let _w3 = upstream.accept(SubscribeResponse::default()).await.unwrap();
+        other.await.unwrap().unwrap();
+
+        // p4 PUBLISHes (solo)/t1 without PUBLISH_NAMESPACE: (solo)/t1 is served, (solo)/t2 is
+        // not routed to p4.
+        let published = p4
+            .publish(track(&ns(&["solo"]), "t1"), PublishOptions::default())
+            .await
+            .unwrap();
+        published.accepted().await.unwrap();
+        let err = subscriber
+            .subscribe(track(&ns(&["solo"]), "t2"), Parameters::default())
+            .await
+            .unwrap_err();
+        assert_eq!(rejected(err), RequestErrorCode::DOES_NOT_EXIST);
+        subscriber
+            .subscribe(track(&ns(&["solo"]), "t1"), Parameters::default())
+            .await
+            .unwrap();
+        // A namespace route appears only with the explicit PUBLISH_NAMESPACE.
+        assert!(!relay.namespaces().contains(&ns(&["solo"])));
+    })
+    .await;
+}
+
+/// A TRACK_PROPERTY_FILTER (0x29) on APP_INT = 1 (SetID 0, one range [1, 1]).
+fn app_int_is_one() -> Parameters {
+    Parameters {
+        range_filters: vec![RangeFilterParam {
+            kind: RangeFilterKind::TrackProperty,
+            filter: Some(RangeFilter {
+                set_id: 0,
+                property_type: Some(APP_INT),
+                ranges: vec![moq_core::FilterRange {
+                    start: 1,
+                    end: Some(1),
+                }],
+            }),
+        }],
+        ..Default::default()
+    }
+}
+
+/// draft-19 §6.1, §6.3, §9.5, §9.6: SUBSCRIBE_TRACKS with a zero-field prefix covers every
+/// namespace; the relay PUBLISHes matching tracks with their properties, but never the
+/// subscriber's own tracks, and not those whose Track Properties fail its TRACK_PROPERTY_FILTER.
+#[tokio::test]
+async fn subscribe_tracks_skips_own_and_filtered_tracks() {
+    timeout(async {
+        let relay = relay();
+        let viewer = transport_session(&relay, false).await;
+        let _tracks = viewer
+            .subscribe_tracks(TrackNamespace::empty(), app_int_is_one())
+            .await
+            .unwrap();
+        let props = |v: u64| Properties::new().with_int(APP_INT, v).unwrap();
+        // The viewer's own track passes the filter but is its own.
+        let own = viewer
+            .publish(
+                track(&ns(&["mine"]), "own"),
+                PublishOptions {
+                    track_properties: props(1),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        own.accepted().await.unwrap();
+        let publisher = transport_session(&relay, true).await;
+        let mut kept = Vec::new();
+        for (name, value) in [("filtered", 2), ("passes", 1)] {
+            let p = publisher
+                .publish(
+                    track(&ns(&["other"]), name),
+                    PublishOptions {
+                        track_properties: props(value),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+            p.accepted().await.unwrap();
+            kept.push(p);
+        }
+        // The first (and only) PUBLISH the viewer gets is the one that passes.
+        match viewer.incoming().next().await.unwrap() {
+            Incoming::Publish(p) => {
+                assert_eq!(p.track(), &track(&ns(&["other"]), "passes"));
+                assert_eq!(p.info().track_properties, props(1));
+            }
+            other => panic!("{other:?}"),
+        }
+    })
+    .await;
+}
+
+/// draft-19 §9.5, §10.2.6: a SUBSCRIBE held for a publisher (RENDEZVOUS_TIMEOUT) proceeds when
+/// the track is PUBLISHed, and that PUBLISH is not also forwarded to the same subscriber through
+/// its SUBSCRIBE_TRACKS.
+#[tokio::test]
+async fn held_subscribe_takes_the_publish() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["held"]);
+        let viewer = transport_session(&relay, false).await;
+        let _tracks = viewer
+            .subscribe_tracks(n.clone(), Parameters::default())
+            .await
+            .unwrap();
+        let pending = {
+            let s = viewer.clone();
+            let params = Parameters {
+                rendezvous_timeout: Some(10_000),
+                ..Default::default()
+            };
+            let name = track(&n, "t");
+            tokio::spawn(async move { s.subscribe(name, params).await })
+        };
+        // No signal for "the relay holds the SUBSCRIBE": poll its counter.
+        while relay.metrics().subscriptions_active.load(Ordering::Relaxed) == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let publisher = transport_session(&relay, true).await;
+        let t = publisher
+            .publish(track(&n, "t"), PublishOptions::default())
+            .await
+            .unwrap();
+        t.accepted().await.unwrap();
+        let mut sub = pending.await.unwrap().unwrap();
+        let u = publisher
+            .publish(track(&n, "u"), PublishOptions::default())
+            .await
+            .unwrap();
+        u.accepted().await.unwrap();
+        // The only PUBLISH the viewer gets is for u.
+        match viewer.incoming().next().await.unwrap() {
+            Incoming::Publish(p) => assert_eq!(p.track(), &track(&n, "u")),
+            other => panic!("{other:?}"),
+        }
+        // And t's objects arrive on the SUBSCRIBE.
+        let mut s = t
+            .writer()
+            .open_subgroup(0, SubgroupId::Zero, None, false)
+            .await
+            .unwrap();
+        s.write_object(0, bytes::Bytes::from_static(b"t0"))
+            .await
+            .unwrap();
+        s.finish();
+        let TrackEvent::Subgroup(mut g) = sub.next().await.unwrap().unwrap() else {
+            panic!("datagram")
+        };
+        assert_eq!(&g.next_object().await.unwrap().unwrap().payload[..], b"t0");
+    })
+    .await;
+}
+
+/// Publishing needs the token "pub" and, for PUBLISH, the track name "allowed"; anything under
+/// (private) needs the token "key".
+struct Policy;
+
+impl Policy {
+    fn decide(req: &AuthRequest<'_>) -> Result<(), RequestError> {
+        let has = |t: &[u8]| req.tokens.iter().any(|x| &x.value[..] == t);
+        let private = req
+            .namespace
+            .fields()
+            .first()
+            .is_some_and(|f| &f[..] == b"private");
+        let ok = match req.kind {
+            RequestKind::PublishNamespace => has(b"pub"),
+            RequestKind::Publish => has(b"pub") && req.track_name == Some(&b"allowed"[..]),
+            _ => !private || has(b"key"),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(RequestError::new(RequestErrorCode::UNAUTHORIZED, "policy"))
+        }
+    }
+}
+
+/// The trait is declared with `async_trait`; written out here without the macro.
+impl Authorizer for Policy {
+    fn authorize<'a, 'b, 'c, 'd, 'r>(
+        &'a self,
+        _session: &'b SessionInfo,
+        req: &'c AuthRequest<'d>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), RequestError>> + Send + 'r>>
+    where
+        'a: 'r,
+        'b: 'r,
+        'c: 'r,
+        'd: 'r,
+        Self: 'r,
+    {
+        Box::pin(std::future::ready(Policy::decide(req)))
+    }
+}
+
+fn token(t: &'static str) -> Parameters {
+    Parameters {
+        authorization_tokens: vec![AuthToken::new(t)],
+        ..Default::default()
+    }
+}
+
+/// draft-19 §9.4, §9.5: the relay checks every subscriber's and publisher's authorization per
+/// request (through its Authorizer): PUBLISH_NAMESPACE and PUBLISH need the publisher's token,
+/// a PUBLISH authorized for one track says nothing about another, and SUBSCRIBE, FETCH and
+/// TRACK_STATUS under (private) need the subscriber's token; refused requests create no route.
+#[tokio::test]
+async fn relay_authorizes_publishers_and_subscribers() {
+    timeout(async {
+        init_tracing();
+        let mut config = RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap();
+        config.authorizer = std::sync::Arc::new(Policy);
+        let relay = Relay::bind(config).unwrap();
+        relay.spawn();
+        let p = transport_session(&relay, false).await;
+        let err = p.publish_namespace(ns(&["private"])).await.unwrap_err();
+        assert_eq!(rejected(err), RequestErrorCode::UNAUTHORIZED);
+        let _ok = p
+            .publish_namespace_with(ns(&["private"]), token("pub"))
+            .await
+            .unwrap();
+        relay_knows(&relay, &ns(&["private"])).await;
+        let publish = |name: &'static str, tokens: Vec<AuthToken>| {
+            let p = p.clone();
+            async move {
+                p.publish(
+                    track(&ns(&["pushed"]), name),
+                    PublishOptions {
+                        authorization_tokens: tokens,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap()
+                .accepted()
+                .await
+            }
+        };
+        assert_eq!(
+            rejected(publish("allowed", vec![]).await.unwrap_err()),
+            RequestErrorCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            rejected(
+                publish("other", vec![AuthToken::new("pub")])
+                    .await
+                    .unwrap_err()
+            ),
+            RequestErrorCode::UNAUTHORIZED
+        );
+        publish("allowed", vec![AuthToken::new("pub")])
+            .await
+            .unwrap();
+
+        let s = transport_session(&relay, true).await;
+        let name = track(&ns(&["private"]), "t");
+        let err = s
+            .subscribe(name.clone(), Parameters::default())
+            .await
+            .unwrap_err();
+        assert_eq!(rejected(err), RequestErrorCode::UNAUTHORIZED);
+        let request = FetchType::Standalone {
+            track: name.clone(),
+            start: Location::new(0, 0),
+            end: Location::new(1, 0),
+        };
+        let err = s.fetch(request, Parameters::default()).await.unwrap_err();
+        assert_eq!(rejected(err), RequestErrorCode::UNAUTHORIZED);
+        let err = s
+            .track_status(name.clone(), Parameters::default())
+            .await
+            .unwrap_err();
+        assert_eq!(rejected(err), RequestErrorCode::UNAUTHORIZED);
+        // Refused before anything went upstream: nothing was fetched there, and the first
+        // request the publisher sees is the authorized SUBSCRIBE below.
+        assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 0);
+        // With the token the SUBSCRIBE is routed to the publisher.
+        let pending = {
+            let s = s.clone();
+            tokio::spawn(async move { s.subscribe(name, token("key")).await })
+        };
+        let upstream = next_subscribe(&p).await;
+        assert!(
+            upstream.params().authorization_tokens.is_empty(),
+            "parameters are hop-by-hop"
+        );
+        let _w = upstream.accept(SubscribeResponse::default()).await.unwrap();
+        pending.await.unwrap().unwrap();
+    })
+    .await;
+}

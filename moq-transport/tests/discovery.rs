@@ -640,3 +640,149 @@ async fn requests_after_our_goaway_are_refused_with_going_away() {
     })
     .await;
 }
+
+/// draft-19 §6.1, §6.2, §10.9, §10.18, §10.19: every discovery request gets a single
+/// REQUEST_OK or REQUEST_ERROR as the first message of its response stream, seen by a raw
+/// client: a refused PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS gets
+/// REQUEST_ERROR and FIN; an accepted PUBLISH_NAMESPACE exactly one REQUEST_OK (what follows
+/// answers REQUEST_UPDATEs: one without a token keeps the request's token, one with a refused
+/// token fails and closes the stream); an accepted SUBSCRIBE_NAMESPACE REQUEST_OK, then NAMESPACE.
+#[tokio::test]
+async fn discovery_requests_get_one_answer_first() {
+    use common::raw::{MsgReader, RawConn, encode};
+    use moq_core::message::{
+        Message, Namespace, PublishNamespace, RequestUpdate, SubscribeNamespace, SubscribeTracks,
+    };
+    use moq_transport::track::Incoming;
+    const V: Version = Version::Draft19;
+
+    /// The response is REQUEST_ERROR with `code`, then FIN.
+    async fn refused(mut r: MsgReader, code: RequestErrorCode) {
+        match r.expect().await {
+            Message::RequestError(e) => assert_eq!(e.code, code),
+            m => panic!("expected REQUEST_ERROR, got {m:?}"),
+        }
+        assert!(r.next().await.unwrap().is_none(), "FIN after REQUEST_ERROR");
+    }
+    let token = |t: &'static str| Parameters {
+        authorization_tokens: vec![AuthToken::new(t)],
+        ..Default::default()
+    };
+
+    timeout(async {
+        let mut srv = TestServer::start(relay_config().with_authorizer(Policy).with_requests());
+        let (raw, _, server) = RawConn::to_server(&mut srv, V).await;
+        let _reg = server.namespaces().publish(ns(&["a", "1"]));
+
+        // PUBLISH_NAMESPACE.
+        let publish = |request_id, params| {
+            encode(
+                PublishNamespace {
+                    request_id,
+                    namespace: ns(&["p"]),
+                    params,
+                },
+                V,
+            )
+        };
+        let (_s, r) = raw.open_request(&publish(0, Parameters::default())).await;
+        refused(r, RequestErrorCode::UNAUTHORIZED).await;
+        let (mut send, mut r) = raw.open_request(&publish(2, token("ok"))).await;
+        assert!(matches!(r.expect().await, Message::RequestOk(_)));
+        let update = |request_id, params| encode(RequestUpdate { request_id, params }, V);
+        send.write_all(&update(4, Parameters::default()))
+            .await
+            .unwrap();
+        assert!(matches!(r.expect().await, Message::RequestOk(_)));
+        send.write_all(&update(6, token("bad"))).await.unwrap();
+        refused(r, RequestErrorCode::UNAUTHORIZED).await;
+
+        // SUBSCRIBE_NAMESPACE.
+        let subscribe = |request_id, prefix| {
+            encode(
+                SubscribeNamespace {
+                    request_id,
+                    prefix,
+                    params: Parameters::default(),
+                },
+                V,
+            )
+        };
+        let (_s8, mut r) = raw.open_request(&subscribe(8, ns(&["a"]))).await;
+        assert!(matches!(r.expect().await, Message::RequestOk(_)));
+        assert_eq!(
+            r.expect().await,
+            Message::Namespace(Namespace { suffix: ns(&["1"]) })
+        );
+        let (_s, r10) = raw.open_request(&subscribe(10, ns(&["secret"]))).await;
+        refused(r10, RequestErrorCode::UNAUTHORIZED).await;
+        let (_s, r12) = raw.open_request(&subscribe(12, ns(&["a", "b"]))).await;
+        refused(r12, RequestErrorCode::PREFIX_OVERLAP).await;
+
+        // SUBSCRIBE_TRACKS.
+        let tracks = |request_id, prefix| {
+            encode(
+                SubscribeTracks {
+                    request_id,
+                    prefix,
+                    params: Parameters::default(),
+                },
+                V,
+            )
+        };
+        let (_s14, mut r) = raw.open_request(&tracks(14, ns(&["t"]))).await;
+        let _responder = match server.incoming().next().await.unwrap() {
+            Incoming::SubscribeTracks(req) => req.accept().await.unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert!(matches!(r.expect().await, Message::RequestOk(_)));
+        let (_s, r16) = raw.open_request(&tracks(16, ns(&["t", "x"]))).await;
+        refused(r16, RequestErrorCode::PREFIX_OVERLAP).await;
+        assert!(raw.is_open());
+    })
+    .await;
+}
+
+/// draft-19 §6.2: a PUBLISH_NAMESPACE for a namespace inside an active SUBSCRIBE_NAMESPACE
+/// prefix is valid and travels on its own request stream; its lifetime is independent (the
+/// namespace subscription outlives its withdrawal), and a SUBSCRIBE for a track of the
+/// withdrawn namespace is answered, not a protocol error.
+#[tokio::test]
+async fn publish_namespace_inside_an_active_prefix() {
+    timeout(async {
+        let (client, server, _srv) = pair(Transport::Quic, Version::Draft19).await;
+        let mut sub = client.subscribe_namespace(ns(&["a"])).await.unwrap();
+        let (_, mut announced) = client.announced().watch(&TrackNamespace::empty(), 16);
+        let published = server.publish_namespace(ns(&["a", "x"])).await.unwrap();
+        assert_eq!(
+            announced.next().await,
+            Some(NamespaceEvent::Added(ns(&["a", "x"])))
+        );
+        // The server publishes (a, x) itself, so the namespace subscription reports it too.
+        assert_eq!(next(&mut sub).await, NamespaceEvent::Added(ns(&["a", "x"])));
+        published.withdraw();
+        assert_eq!(
+            announced.next().await,
+            Some(NamespaceEvent::Removed(ns(&["a", "x"])))
+        );
+        assert_eq!(
+            next(&mut sub).await,
+            NamespaceEvent::Removed(ns(&["a", "x"]))
+        );
+        let _y = server.namespaces().publish(ns(&["a", "y"]));
+        assert_eq!(
+            next(&mut sub).await,
+            NamespaceEvent::Added(ns(&["a", "y"])),
+            "the namespace subscription is still active"
+        );
+        let name = moq_core::FullTrackName::new(ns(&["a", "x"]), "t").unwrap();
+        let err = client
+            .subscribe(name, Parameters::default())
+            .await
+            .unwrap_err();
+        assert_eq!(rejected_code(err), RequestErrorCode::DOES_NOT_EXIST);
+        assert!(client.close_reason().is_none());
+        assert!(server.close_reason().is_none());
+    })
+    .await;
+}

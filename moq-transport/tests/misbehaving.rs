@@ -964,3 +964,32 @@ async fn subscribe_ok_with_a_parameter_not_allowed() {
     })
     .await;
 }
+
+/// draft-19 §11.5: the receiver discards a padding stream's data (type 0x132B3E28, then zeros)
+/// so it does not exhaust flow control: 8 MiB, far more than one stream's receive window, can
+/// only be written if our side reads it away. A padding datagram (0x132B3E29) is discarded too;
+/// the session stays open and answers the next request.
+#[tokio::test]
+async fn padding_streams_and_datagrams_are_discarded() {
+    use moq_core::data::{Datagram, PADDING_STREAM_TYPE};
+    timeout(async {
+        let (raw, session, _srv) = raw_client(V19).await;
+        raw.send_datagram(&Datagram::padding(64, V19));
+        let mut stream = raw.open_uni(&vi(PADDING_STREAM_TYPE)).await;
+        let zeros = vec![0u8; 64 * 1024];
+        for _ in 0..128 {
+            stream.write_all(&zeros).await.unwrap();
+        }
+        stream.finish().unwrap();
+        let request = SubscribeNamespace {
+            request_id: 0,
+            prefix: ns(&["after", "padding"]),
+            params: Default::default(),
+        };
+        let (_send, mut resp) = raw.open_request(&encode(request, V19)).await;
+        assert!(matches!(resp.expect().await, Message::RequestOk(_)));
+        assert!(session.close_reason().is_none());
+        assert!(raw.is_open());
+    })
+    .await;
+}

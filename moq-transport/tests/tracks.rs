@@ -758,3 +758,61 @@ async fn new_group_is_not_stuck_behind_the_old_tail() {
     })
     .await;
 }
+
+/// draft-19 §10.2.15 (EXPIRES): the publisher's EXPIRES in SUBSCRIBE_OK reaches the subscriber;
+/// draft-19 §8, §10.2.4 (OBJECT_DELIVERY_TIMEOUT): the subscriber's timeout reaches the
+/// publisher, which resets the subgroup stream with DELIVERY_TIMEOUT instead of sending an
+/// object older than it.
+#[tokio::test]
+async fn expires_and_object_delivery_timeout() {
+    use std::time::{Duration, Instant};
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let params = Parameters {
+            object_delivery_timeout: Some(100),
+            ..Default::default()
+        };
+        let response = SubscribeResponse {
+            expires: Some(Duration::from_secs(30)),
+            ..Default::default()
+        };
+        let (sub, writer) =
+            subscribe_accepted(&client, &server, track("late"), params, response).await;
+        assert_eq!(sub.info().expires, Some(Duration::from_secs(30)));
+        assert_eq!(
+            writer.params().object_delivery_timeout,
+            Some(Duration::from_millis(100))
+        );
+        let mut s = writer
+            .open_subgroup(0, SubgroupId::Zero, None, false)
+            .await
+            .unwrap();
+        let props = Properties::new();
+        let fresh = Some(Instant::now());
+        s.write(
+            0,
+            &props,
+            moq_core::data::ObjectStatus::Normal,
+            Bytes::from_static(b"on time"),
+            fresh,
+        )
+        .await
+        .unwrap();
+        let stale = Instant::now().checked_sub(Duration::from_secs(1));
+        let err = s
+            .write(
+                1,
+                &props,
+                moq_core::data::ObjectStatus::Normal,
+                Bytes::from_static(b"late"),
+                stale,
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Cancelled(StreamResetCode::DELIVERY_TIMEOUT)),
+            "{err:?}"
+        );
+    })
+    .await;
+}

@@ -187,7 +187,9 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
                 | C::TrackStatus.bit()
                 | C::Fetch.bit()
         }
-        param::RENDEZVOUS_TIMEOUT => C::Subscribe.bit(),
+        // draft-19 §10.2.6 lists SUBSCRIBE; §10.19.1 makes every SUBSCRIBE parameter valid in
+        // SUBSCRIBE_TRACKS too.
+        param::RENDEZVOUS_TIMEOUT => SUB_LIKE,
         param::EXPIRES => {
             C::SubscribeOk.bit()
                 | C::Publish.bit()

@@ -257,7 +257,7 @@ pub(crate) async fn serve_publish_namespace(
     } else {
         None
     };
-    let tokens = inner.resolve_tokens(&msg.params.authorization_tokens)?;
+    let mut tokens = inner.resolve_tokens(&msg.params.authorization_tokens)?;
     let refusal = match refusal {
         Some(r) => Some(r),
         None => inner
@@ -289,7 +289,12 @@ pub(crate) async fn serve_publish_namespace(
                 m = reader.next(), if reader_open => match m {
                     Ok(Some(Message::RequestUpdate(u))) => {
                         check_update(inner, &reader, &u, ParamContext::UpdatePublishNamespace)?;
-                        let tokens = inner.resolve_tokens(&u.params.authorization_tokens)?;
+                        // draft-19 §10.9: a parameter absent from REQUEST_UPDATE keeps its value, so
+                    // the request's tokens stand unless the update brings new ones.
+                    let new_tokens = inner.resolve_tokens(&u.params.authorization_tokens)?;
+                    if !new_tokens.is_empty() {
+                        tokens = new_tokens;
+                    }
                         let auth = AuthRequest { kind: RequestKind::PublishNamespace, namespace: &ns, track_name: None, tokens: &tokens };
                         match inner.authorize(&auth).await {
                             Ok(()) => writer.send(RequestOk::default()).await?,

@@ -380,7 +380,7 @@ pub(crate) async fn serve_subscribe_namespace(
     mut writer: Writer,
     mut reader: Reader,
 ) -> Result<(), Error> {
-    let tokens = inner.resolve_tokens(&msg.params.authorization_tokens)?;
+    let mut tokens = inner.resolve_tokens(&msg.params.authorization_tokens)?;
     let mut prefix = msg.prefix;
     let limits = &inner.config.limits;
     let refusal = if lock(&inner.namespace_prefixes).len() >= limits.max_namespace_subscriptions {
@@ -456,7 +456,12 @@ pub(crate) async fn serve_subscribe_namespace(
             m = reader.next(), if reader_open => match m {
                 Ok(Some(Message::RequestUpdate(u))) => {
                     check_update(inner, &reader, &u, ParamContext::UpdateSubscribeNamespace)?;
-                    let tokens = inner.resolve_tokens(&u.params.authorization_tokens)?;
+                    // draft-19 §10.9: a parameter absent from REQUEST_UPDATE keeps its value, so
+                    // the request's tokens stand unless the update brings new ones.
+                    let new_tokens = inner.resolve_tokens(&u.params.authorization_tokens)?;
+                    if !new_tokens.is_empty() {
+                        tokens = new_tokens;
+                    }
                     let new_prefix = u.params.track_namespace_prefix.clone().unwrap_or_else(|| prefix.clone());
                     let auth = AuthRequest { kind: RequestKind::SubscribeNamespace, namespace: &new_prefix, track_name: None, tokens: &tokens };
                     let mut refusal = inner.authorize(&auth).await.err();
