@@ -289,7 +289,7 @@ fn add_route(
     );
     registered.insert(ns.clone(), inner.index.publish(ns.clone()));
     inner.routes_changed.send_modify(|v| *v += 1);
-    // draft-19 §9.6: a publisher that arrives for a namespace with active subscriptions gets
+    // draft-19 §9.5: a publisher that arrives for a namespace with active subscriptions gets
     // SUBSCRIBE (this is also how a publisher's switchover to a new session works).
     let tracks: Vec<Arc<RelayTrack>> = lock(&inner.tracks)
         .values()
@@ -817,7 +817,7 @@ async fn on_track_status(inner: Arc<Inner>, t: IncomingTrackStatus) {
 }
 
 /// A publisher PUBLISHes a track to the relay: accept it into the cache and offer it to
-/// SUBSCRIBE_TRACKS subscribers (draft-19 §9.6).
+/// SUBSCRIBE_TRACKS subscribers (draft-19 §9.5).
 async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
     let name = p.track().clone();
     let info = p.info().clone();
