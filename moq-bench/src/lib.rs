@@ -1,0 +1,34 @@
+//! Benchmarks of the MOQT stack, as ratios measured within one run on one machine:
+//!
+//! 1. [`throughput`]: one raw quinn stream against our session carrying objects (one long
+//!    subgroup, and one stream per object);
+//! 2. [`fanout`]: one track fanned out to N subscriptions through our relay and third-party
+//!    relays (CPU per delivered object, delivery latency);
+//! 3. [`discovery`]: SUBSCRIBE_NAMESPACE cost per match as the number of published namespaces
+//!    grows;
+//! 4. [`memory`]: relay resident memory per idle session and per subscription.
+//!
+//! The `moq-bench` binary runs them and prints the tables; see `docs/benchmarks.md`.
+
+pub mod discovery;
+pub mod fanout;
+pub mod latency;
+pub mod memory;
+pub mod procfs;
+pub mod relays;
+pub mod throughput;
+
+/// The machine: logical CPUs and the CPU model from `/proc/cpuinfo`.
+pub fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!("{cpus} logical CPUs, {model}")
+}

@@ -1,0 +1,325 @@
+//! `moq-bench`: prints the four benchmark sections (see the crate docs and
+//! `docs/benchmarks.md`).
+//!
+//! ```text
+//! cargo build --release -p moq-relay -p moq-bench
+//! target/release/moq-bench                      # everything, a few minutes
+//! target/release/moq-bench --quick              # small sizes, a smoke test
+//! target/release/moq-bench --sections raw,discovery
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use moq_bench::discovery::{DiscoveryConfig, RelayTarget};
+use moq_bench::fanout::{FanoutConfig, PublishModel};
+use moq_bench::memory::MemoryConfig;
+use moq_bench::relays::{RelayCommand, RelayKind};
+use moq_bench::throughput::ThroughputConfig;
+use moq_bench::{discovery, fanout, machine, memory, throughput};
+use moq_core::Version;
+
+/// Benchmarks of moqt-rs: throughput against raw quinn, relay fan-out against moq-dev's and
+/// Cloudflare's relays, discovery scaling, relay memory. Prints ratios measured in one run.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Sections to run: raw, fanout, discovery, memory (comma-separated; default all).
+    #[arg(long, value_delimiter = ',')]
+    sections: Option<Vec<Section>>,
+    /// Small sizes: the whole run takes seconds (a smoke test, not a measurement).
+    #[arg(long)]
+    quick: bool,
+    /// Our relay binary (default: moq-relay next to this program, else this program hosting
+    /// the relay library).
+    #[arg(long)]
+    relay: Option<PathBuf>,
+    /// moq-dev's moq-relay (default $MOQ_DEV_RELAY, else $MOQ_PEERS/cargo/bin/moq-relay).
+    #[arg(long, env = "MOQ_DEV_RELAY")]
+    moq_dev_relay: Option<PathBuf>,
+    /// Cloudflare's moq-relay-ietf (default $MOQ_IETF_RELAY, else
+    /// $MOQ_PEERS/cargo/bin/moq-relay-ietf).
+    #[arg(long, env = "MOQ_IETF_RELAY")]
+    ietf_relay: Option<PathBuf>,
+    /// Compare against our relay only.
+    #[arg(long)]
+    ours_only: bool,
+    /// Draft for sections 1 and 3 (section 2 and 4 use 18, which every relay speaks).
+    #[arg(long, default_value_t = 19)]
+    draft: u32,
+    /// Section 1: seconds each case writes.
+    #[arg(long)]
+    raw_seconds: Option<f64>,
+    /// Section 1: rounds (each figure is the median).
+    #[arg(long)]
+    raw_repeats: Option<usize>,
+    /// Section 1: object sizes in bytes.
+    #[arg(long, value_delimiter = ',')]
+    raw_sizes: Option<Vec<usize>>,
+    /// Section 2: objects per second.
+    #[arg(long)]
+    rate: Option<u32>,
+    /// Section 2: object size in bytes (at least 17).
+    #[arg(long)]
+    size: Option<usize>,
+    /// Section 2: objects per group.
+    #[arg(long)]
+    group_size: Option<u64>,
+    /// Section 2: subscription counts.
+    #[arg(long, value_delimiter = ',')]
+    subscriptions: Option<Vec<usize>>,
+    /// Section 2: subscriptions per subscriber session.
+    #[arg(long)]
+    subs_per_session: Option<usize>,
+    /// Section 2: seconds in the measurement window.
+    #[arg(long)]
+    fanout_seconds: Option<f64>,
+    /// Section 2: publishing model (default: PUBLISH_NAMESPACE, else PUBLISH).
+    #[arg(long)]
+    model: Option<Model>,
+    /// Section 3: namespace totals.
+    #[arg(long, value_delimiter = ',')]
+    namespaces: Option<Vec<usize>>,
+    /// Section 3: run the relay in this process instead of as a child.
+    #[arg(long)]
+    discovery_in_process: bool,
+    /// Section 4: idle sessions.
+    #[arg(long)]
+    idle_sessions: Option<usize>,
+    /// Section 4: subscriptions.
+    #[arg(long)]
+    memory_subscriptions: Option<usize>,
+    /// Internal: serve the moq_relay library on this address (used when the moq-relay binary
+    /// was not built).
+    #[arg(long, hide = true)]
+    serve_relay: Option<std::net::SocketAddr>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Section {
+    Raw,
+    Fanout,
+    Discovery,
+    Memory,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Model {
+    Namespace,
+    Publish,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    if let Some(addr) = args.serve_relay {
+        return serve_relay(addr).await;
+    }
+    let sections = args.sections.clone().unwrap_or_else(|| {
+        vec![
+            Section::Raw,
+            Section::Fanout,
+            Section::Discovery,
+            Section::Memory,
+        ]
+    });
+    let version = Version::from_draft(args.draft).context("unsupported --draft")?;
+    let workdir = std::env::temp_dir().join(format!("moq-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&workdir)?;
+    let result = run(&args, &sections, version, &workdir).await;
+    let _ = std::fs::remove_dir_all(&workdir);
+    result
+}
+
+async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path) -> Result<()> {
+    let started = Instant::now();
+    let command: Vec<String> = std::env::args().collect();
+    println!("{}", command.join(" "));
+    println!("machine: {}", machine());
+    if let Some(rev) = git_revision() {
+        println!("source: {rev}");
+    }
+    let (relays, skipped) = relay_commands(args)?;
+
+    if sections.contains(&Section::Raw) {
+        let t = Instant::now();
+        let mut cfg = if args.quick {
+            ThroughputConfig::quick()
+        } else {
+            ThroughputConfig::full()
+        };
+        cfg.version = version;
+        if let Some(s) = args.raw_seconds {
+            cfg.duration = Duration::from_secs_f64(s);
+        }
+        if let Some(r) = args.raw_repeats {
+            cfg.repeats = r;
+        }
+        if let Some(s) = &args.raw_sizes {
+            cfg.sizes = s.clone();
+        }
+        heading("1. Throughput against raw quinn (loopback)");
+        let report = throughput::run(&cfg).await?;
+        print!("{}", report.render());
+        took(t);
+    }
+
+    if sections.contains(&Section::Fanout) {
+        let t = Instant::now();
+        let mut cfg = if args.quick {
+            FanoutConfig::quick(relays.clone(), workdir.to_path_buf())
+        } else {
+            FanoutConfig::full(relays.clone(), workdir.to_path_buf())
+        };
+        if let Some(v) = args.rate {
+            cfg.rate = v;
+        }
+        if let Some(v) = args.size {
+            cfg.size = v;
+        }
+        if let Some(v) = args.group_size {
+            cfg.group_size = v;
+        }
+        if let Some(v) = &args.subscriptions {
+            cfg.counts = v.clone();
+        }
+        if let Some(v) = args.subs_per_session {
+            cfg.subs_per_session = v;
+        }
+        if let Some(v) = args.fanout_seconds {
+            cfg.duration = Duration::from_secs_f64(v);
+        }
+        cfg.model = args.model.map(|m| match m {
+            Model::Namespace => PublishModel::Namespace,
+            Model::Publish => PublishModel::Publish,
+        });
+        heading("2. Relay fan-out");
+        let report = fanout::run(&cfg, skipped.clone()).await;
+        print!("{}", report.render());
+        took(t);
+    }
+
+    if sections.contains(&Section::Discovery) {
+        let t = Instant::now();
+        let target = match relays.iter().find(|r| r.kind == RelayKind::Ours) {
+            Some(r) if !args.discovery_in_process => RelayTarget::Process(r.clone()),
+            _ => RelayTarget::InProcess,
+        };
+        let mut cfg = if args.quick {
+            DiscoveryConfig::quick(target, workdir.to_path_buf())
+        } else {
+            DiscoveryConfig::full(target, workdir.to_path_buf())
+        };
+        cfg.version = version;
+        if let Some(v) = &args.namespaces {
+            cfg.totals = v.clone();
+        }
+        heading("3. Discovery scaling (our relay)");
+        let report = discovery::run(&cfg).await?;
+        print!("{}", report.render());
+        took(t);
+    }
+
+    if sections.contains(&Section::Memory) {
+        let t = Instant::now();
+        let mut cfg = if args.quick {
+            MemoryConfig::quick(relays.clone(), workdir.to_path_buf())
+        } else {
+            MemoryConfig::full(relays.clone(), workdir.to_path_buf())
+        };
+        if let Some(v) = args.idle_sessions {
+            cfg.sessions = v;
+        }
+        if let Some(v) = args.memory_subscriptions {
+            cfg.subscriptions = v;
+        }
+        heading("4. Relay memory");
+        let report = memory::run(&cfg, skipped.clone()).await;
+        print!("{}", report.render());
+        took(t);
+    }
+    println!("\ntotal {:.0} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// `git describe --always --dirty` of the working directory, if it is a checkout.
+fn git_revision() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let rev = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !rev.is_empty()).then_some(rev)
+}
+
+fn heading(title: &str) {
+    println!("\n== {title} ==");
+}
+
+fn took(t: Instant) {
+    println!("  ({:.1} s)", t.elapsed().as_secs_f64());
+}
+
+/// Our relay and the third-party ones that are installed; messages for those skipped.
+fn relay_commands(args: &Args) -> Result<(Vec<RelayCommand>, Vec<String>)> {
+    let me = std::env::current_exe().context("locating this program")?;
+    let mut relays = Vec::new();
+    let mut skipped = Vec::new();
+    match &args.relay {
+        Some(p) if p.is_file() => relays.push(RelayCommand::new(RelayKind::Ours, p)),
+        Some(p) => bail!("--relay {}: no such file", p.display()),
+        None => {
+            let sibling = me.with_file_name("moq-relay");
+            if sibling.is_file() {
+                relays.push(RelayCommand::new(RelayKind::Ours, sibling));
+            } else {
+                let mut c = RelayCommand::new(RelayKind::Ours, &me);
+                c.self_hosted = true;
+                relays.push(c);
+            }
+        }
+    }
+    if args.ours_only {
+        return Ok((relays, skipped));
+    }
+    let peers = std::env::var_os("MOQ_PEERS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/moq-peers")))
+        .unwrap_or_default();
+    for (kind, flag, file) in [
+        (RelayKind::MoqDev, &args.moq_dev_relay, "moq-relay"),
+        (RelayKind::Cloudflare, &args.ietf_relay, "moq-relay-ietf"),
+    ] {
+        let path = flag
+            .clone()
+            .unwrap_or_else(|| peers.join("cargo/bin").join(file));
+        if path.is_file() {
+            relays.push(RelayCommand::new(kind, path));
+        } else {
+            skipped.push(format!(
+                "{}: {} not found (run scripts/install-peers.sh)",
+                kind.label(),
+                path.display()
+            ));
+        }
+    }
+    Ok((relays, skipped))
+}
+
+/// Runs the relay library as the `moq-relay` binary does (generated certificate, default
+/// settings) until killed.
+async fn serve_relay(addr: std::net::SocketAddr) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let relay = moq_relay::Relay::bind(moq_relay::RelayConfig::development(addr)?)?;
+    println!("certificate sha-256 fingerprint: {}", relay.fingerprint());
+    relay.run().await;
+    Ok(())
+}

@@ -1,0 +1,505 @@
+//! Section 1: loopback throughput of one raw quinn unidirectional stream against our session
+//! carrying objects, on one long subgroup and with one subgroup (stream) per object.
+//!
+//! Both use `moq_transport::endpoint::transport_config()` and the same rustls configuration
+//! (`moq_transport::tls`); sender and receiver run in this process. Each case writes as fast
+//! as it can for a fixed time, then the receiver drains; the figure is bytes received over the
+//! time from the first write to the last byte read.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use bytes::Bytes;
+use moq_core::codes::PublishDoneCode;
+use moq_core::data::SubgroupId;
+use moq_core::message::Parameters;
+use moq_core::{FullTrackName, LocationFilter, TrackNamespace, Version};
+use moq_transport::endpoint::{self, ClientConfig, ServerConfig, transport_config};
+use moq_transport::tls::{Certificate, ClientTls};
+use moq_transport::track::{Incoming, IncomingSubgroup, SubscribeResponse, TrackEvent};
+use moq_transport::transport::credit;
+use moq_transport::{Session, SessionConfig};
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use tokio::sync::Notify;
+
+/// What section 1 runs.
+#[derive(Clone, Debug)]
+pub struct ThroughputConfig {
+    /// How long each case writes.
+    pub duration: Duration,
+    /// Rounds over all cases (interleaved); each figure is the median round.
+    pub repeats: usize,
+    /// Object sizes to try.
+    pub sizes: Vec<usize>,
+    /// The draft our session speaks.
+    pub version: Version,
+}
+
+impl ThroughputConfig {
+    /// The default run: 1 KiB, 16 KiB and 64 KiB, draft-19; 3 rounds of 1 s per case.
+    pub fn full() -> Self {
+        ThroughputConfig {
+            duration: Duration::from_secs(1),
+            repeats: 3,
+            sizes: vec![1024, 16 * 1024, 64 * 1024],
+            version: Version::Draft19,
+        }
+    }
+
+    /// A smoke run: one round of 0.2 s per case.
+    pub fn quick() -> Self {
+        ThroughputConfig {
+            duration: Duration::from_millis(200),
+            repeats: 1,
+            ..Self::full()
+        }
+    }
+}
+
+/// One measurement: bytes over seconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rate {
+    /// Payload bytes delivered.
+    pub bytes: u64,
+    /// Objects delivered (0 for the raw stream).
+    pub objects: u64,
+    /// From the first write to the last byte read.
+    pub seconds: f64,
+}
+
+impl Rate {
+    /// Megabytes (10^6) per second.
+    pub fn mb_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes as f64 / self.seconds / 1e6
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One object size.
+#[derive(Clone, Copy, Debug)]
+pub struct SizeRow {
+    /// The object size in bytes.
+    pub size: usize,
+    /// All objects on one subgroup stream.
+    pub one_subgroup: Rate,
+    /// One subgroup stream per object.
+    pub stream_per_object: Rate,
+    /// Raw quinn with one stream per object-sized chunk (what QUIC streams alone cost).
+    pub raw_stream_per_object: Rate,
+}
+
+/// The result of section 1.
+#[derive(Clone, Debug)]
+pub struct ThroughputReport {
+    /// One raw quinn unidirectional stream.
+    pub raw: Rate,
+    /// Our session, per object size.
+    pub rows: Vec<SizeRow>,
+    /// The draft our session spoke.
+    pub version: Version,
+    /// Rounds; each figure is the median.
+    pub repeats: usize,
+}
+
+impl ThroughputReport {
+    /// The section as text.
+    pub fn render(&self) -> String {
+        let raw = self.raw.mb_per_s();
+        let mut out = String::new();
+        out.push_str(&format!(
+            "raw quinn, one unidirectional stream (64 KiB writes): {raw:.0} MB/s\n"
+        ));
+        out.push_str(&format!(
+            "our session ({}, raw QUIC), subscriber reads whole objects:\n",
+            self.version
+        ));
+        out.push_str(&format!(
+            "  {:>7}  {:>22}  {:>22}  {:>27}\n",
+            "object", "one subgroup", "one stream per object", "raw quinn, stream/object"
+        ));
+        for r in &self.rows {
+            let a = r.one_subgroup.mb_per_s();
+            let b = r.stream_per_object.mb_per_s();
+            let c = r.raw_stream_per_object.mb_per_s();
+            out.push_str(&format!(
+                "  {:>7}  {:>7.0} MB/s ({:>5.2}x)  {:>7.0} MB/s ({:>5.2}x)  {:>7.0} MB/s (ours {:>4.2}x)\n",
+                size_label(r.size),
+                a,
+                ratio(a, raw),
+                b,
+                ratio(b, raw),
+                c,
+                ratio(b, c),
+            ));
+        }
+        out.push_str(&format!(
+            "  (x = ours / raw quinn, one stream; last column: raw quinn with one stream per \
+             object, and ours per object / it; medians of {} interleaved rounds)\n",
+            self.repeats
+        ));
+        out
+    }
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
+/// "1 KiB", "64 KiB", "300 B".
+pub fn size_label(n: usize) -> String {
+    if n >= 1024 && n % 1024 == 0 {
+        format!("{} KiB", n / 1024)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// Runs section 1.
+pub async fn run(cfg: &ThroughputConfig) -> Result<ThroughputReport> {
+    let pair = SessionPair::connect(cfg.version).await?;
+    let mut raw = Vec::new();
+    let mut ours: Vec<(Vec<Rate>, Vec<Rate>, Vec<Rate>)> =
+        cfg.sizes.iter().map(|_| Default::default()).collect();
+    let mut case = 0u64;
+    for _ in 0..cfg.repeats.max(1) {
+        raw.push(
+            raw_quinn(cfg.duration, None)
+                .await
+                .context("raw quinn stream")?,
+        );
+        for (&size, (one, per, raw_per)) in cfg.sizes.iter().zip(ours.iter_mut()) {
+            raw_per.push(
+                raw_quinn(cfg.duration, Some(size))
+                    .await
+                    .with_context(|| format!("raw quinn, {} per stream", size_label(size)))?,
+            );
+            one.push(
+                pair.transfer(case, size, false, cfg.duration)
+                    .await
+                    .with_context(|| format!("{} objects on one subgroup", size_label(size)))?,
+            );
+            per.push(
+                pair.transfer(case + 1, size, true, cfg.duration)
+                    .await
+                    .with_context(|| format!("{} objects, one stream each", size_label(size)))?,
+            );
+            case += 2;
+        }
+    }
+    pair.close();
+    let rows = cfg
+        .sizes
+        .iter()
+        .zip(ours)
+        .map(|(&size, (one, per, raw_per))| SizeRow {
+            size,
+            one_subgroup: median(one),
+            stream_per_object: median(per),
+            raw_stream_per_object: median(raw_per),
+        })
+        .collect();
+    Ok(ThroughputReport {
+        raw: median(raw),
+        rows,
+        version: cfg.version,
+        repeats: cfg.repeats.max(1),
+    })
+}
+
+/// The median by throughput.
+fn median(mut rates: Vec<Rate>) -> Rate {
+    rates.sort_by(|a, b| a.mb_per_s().total_cmp(&b.mb_per_s()));
+    rates.get(rates.len() / 2).copied().unwrap_or_default()
+}
+
+const RAW_ALPN: &str = "moq-bench-raw";
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// A raw quinn connection with our transport and TLS configuration (stream limits at the
+/// maximum our sessions grow to).
+async fn raw_pair() -> Result<(quinn::Connection, quinn::Connection, quinn::Endpoint)> {
+    let cert = Certificate::generate(&["localhost".to_string()])?;
+    let transport = || {
+        let mut t = transport_config();
+        t.max_concurrent_uni_streams(credit::MAX_UNI_STREAMS.into());
+        t.max_concurrent_bidi_streams(credit::MAX_BIDI_STREAMS.into());
+        Arc::new(t)
+    };
+    let tls = moq_transport::tls::server_config(&cert, &[RAW_ALPN])?;
+    let mut server_cfg = quinn::ServerConfig::with_crypto(Arc::new(
+        QuicServerConfig::try_from(tls).map_err(|e| anyhow!("{e}"))?,
+    ));
+    server_cfg.transport_config(transport());
+    let server = quinn::Endpoint::server(server_cfg, loopback())?;
+    let addr = server.local_addr()?;
+
+    let tls = ClientTls::pinned(cert.fingerprint()).client_config(&[RAW_ALPN])?;
+    let mut client_cfg = quinn::ClientConfig::new(Arc::new(
+        QuicClientConfig::try_from(tls).map_err(|e| anyhow!("{e}"))?,
+    ));
+    client_cfg.transport_config(transport());
+    let mut client = quinn::Endpoint::client(loopback())?;
+    client.set_default_client_config(client_cfg);
+    let accept = async {
+        let incoming = server.accept().await.context("no connection")?;
+        anyhow::Ok(incoming.await?)
+    };
+    let (c, s) = tokio::join!(client.connect(addr, "localhost")?, accept);
+    Ok((c?, s?, server))
+}
+
+/// Raw quinn for `duration`: one unidirectional stream written in 64 KiB chunks (`None`), or
+/// one stream per `size`-byte chunk.
+pub async fn raw_quinn(duration: Duration, stream_per: Option<usize>) -> Result<Rate> {
+    let (client, server, server_endpoint) = raw_pair().await?;
+    let counter = Arc::new(Counter::default());
+    let reader = {
+        let counter = counter.clone();
+        tokio::spawn(async move {
+            while let Ok(mut recv) = server.accept_uni().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let mut bytes = 0u64;
+                    while let Ok(Some(chunk)) = recv.read_chunk(usize::MAX, true).await {
+                        bytes += chunk.bytes.len() as u64;
+                        if stream_per.is_none() {
+                            counter.add(chunk.bytes.len() as u64);
+                        }
+                    }
+                    if stream_per.is_some() {
+                        counter.add(bytes);
+                    }
+                });
+            }
+        })
+    };
+    let chunk = Bytes::from(vec![0x5au8; stream_per.unwrap_or(64 * 1024)]);
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut written = 0u64;
+    let mut objects = 0u64;
+    match stream_per {
+        None => {
+            let mut send = client.open_uni().await?;
+            while Instant::now() < deadline {
+                send.write_chunk(chunk.clone()).await?;
+                written += chunk.len() as u64;
+            }
+            send.finish()?;
+        }
+        Some(_) => {
+            while Instant::now() < deadline {
+                let mut send = client.open_uni().await?;
+                send.write_chunk(chunk.clone()).await?;
+                send.finish()?;
+                written += chunk.len() as u64;
+                objects += 1;
+            }
+        }
+    }
+    let done = tokio::time::timeout(Duration::from_secs(60), counter.wait_for(written)).await;
+    let end = Instant::now();
+    reader.abort();
+    client.close(0u32.into(), b"done");
+    server_endpoint.close(0u32.into(), b"done");
+    if done.is_err() {
+        bail!(
+            "raw quinn delivered {} of {written} bytes within 60 s",
+            counter.bytes.load(Ordering::SeqCst)
+        );
+    }
+    Ok(Rate {
+        bytes: written,
+        objects,
+        seconds: end.duration_since(start).as_secs_f64(),
+    })
+}
+
+/// A connected client session and the server session it reached.
+struct SessionPair {
+    client: Session,
+    server: Session,
+    _endpoint: endpoint::Server,
+}
+
+impl SessionPair {
+    async fn connect(version: Version) -> Result<SessionPair> {
+        let cert = Certificate::generate(&["localhost".to_string()])?;
+        let fingerprint = cert.fingerprint();
+        let mut config = ServerConfig::new(loopback(), cert);
+        config.versions = vec![version];
+        config.webtransport = false;
+        config.session = SessionConfig::default().with_requests();
+        let mut server = endpoint::Server::bind(config)?;
+        let port = server.local_addr()?.port();
+        let client = endpoint::Client::new(ClientConfig {
+            tls: ClientTls::pinned(fingerprint),
+            versions: vec![version],
+            ..Default::default()
+        })?;
+        let url = format!("moqt://127.0.0.1:{port}/");
+        let (client, server_session) = tokio::join!(client.connect(&url), server.accept());
+        Ok(SessionPair {
+            client: client?,
+            server: server_session.context("server closed")?,
+            _endpoint: server,
+        })
+    }
+
+    fn close(&self) {
+        self.client
+            .close(moq_core::codes::SessionErrorCode::NO_ERROR, "done");
+    }
+
+    /// Subscribes to a fresh track and sends `size`-byte objects for `duration`: on one
+    /// subgroup, or one subgroup (group) per object.
+    async fn transfer(
+        &self,
+        case: u64,
+        size: usize,
+        stream_per_object: bool,
+        duration: Duration,
+    ) -> Result<Rate> {
+        let name = FullTrackName::new(
+            TrackNamespace::from_strs(["bench", "throughput"])?,
+            format!("case-{case}").into_bytes(),
+        )?;
+        let params = Parameters {
+            location_filter: Some(LocationFilter::LargestObject),
+            ..Default::default()
+        };
+        let subscribe = self.client.subscribe(name, params);
+        let incoming = self.server.incoming();
+        let accept = async {
+            match incoming.next().await {
+                Some(Incoming::Subscribe(req)) => Ok(req
+                    .accept(SubscribeResponse {
+                        track_alias: None,
+                        largest: None,
+                        expires: None,
+                        track_properties: Default::default(),
+                    })
+                    .await?),
+                Some(_) => bail!("unexpected request"),
+                None => bail!("server session ended"),
+            }
+        };
+        let (sub, writer) = tokio::join!(subscribe, accept);
+        let mut sub = sub?;
+        let writer = writer?;
+
+        let counter = Arc::new(Counter::default());
+        let reader = {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                while let Some(ev) = sub.next().await {
+                    match ev {
+                        Ok(TrackEvent::Subgroup(s)) => {
+                            tokio::spawn(read_subgroup(s, counter.clone()));
+                        }
+                        Ok(TrackEvent::Datagram(_)) => {}
+                        Err(_) => break,
+                    }
+                }
+            })
+        };
+
+        let payload = Bytes::from(vec![0xa5u8; size]);
+        let start = Instant::now();
+        let deadline = start + duration;
+        let mut objects = 0u64;
+        if stream_per_object {
+            let mut group = 0u64;
+            while Instant::now() < deadline {
+                let mut sg = writer
+                    .open_subgroup(group, SubgroupId::Zero, None, true)
+                    .await?;
+                sg.write_object(0, payload.clone()).await?;
+                sg.finish();
+                group += 1;
+                objects += 1;
+            }
+        } else {
+            let mut sg = writer
+                .open_subgroup(0, SubgroupId::Zero, None, true)
+                .await?;
+            while Instant::now() < deadline {
+                sg.write_object(objects, payload.clone()).await?;
+                objects += 1;
+            }
+            sg.finish();
+        }
+        let total = objects * size as u64;
+        let wait = counter.wait_for(total);
+        let done = tokio::time::timeout(Duration::from_secs(60), wait).await;
+        let received = counter.bytes.load(Ordering::SeqCst);
+        let end = Instant::now();
+        tokio::spawn(async move {
+            let _ = writer.finish(PublishDoneCode::TRACK_ENDED, "").await;
+        });
+        reader.abort();
+        if done.is_err() {
+            bail!("received {received} of {total} bytes within 60 s");
+        }
+        Ok(Rate {
+            bytes: total,
+            objects,
+            seconds: end.duration_since(start).as_secs_f64(),
+        })
+    }
+}
+
+/// Bytes and objects received so far; readers wake the waiter only once the target (known
+/// when the writer stops) is reached, so counting costs two atomic adds per object.
+#[derive(Debug)]
+struct Counter {
+    bytes: AtomicU64,
+    objects: AtomicU64,
+    target: AtomicU64,
+    reached: Notify,
+}
+
+impl Default for Counter {
+    fn default() -> Self {
+        Counter {
+            bytes: AtomicU64::new(0),
+            objects: AtomicU64::new(0),
+            target: AtomicU64::new(u64::MAX),
+            reached: Notify::new(),
+        }
+    }
+}
+
+impl Counter {
+    async fn wait_for(&self, bytes: u64) {
+        let notified = self.reached.notified();
+        self.target.store(bytes, Ordering::SeqCst);
+        if self.bytes.load(Ordering::SeqCst) >= bytes {
+            return;
+        }
+        notified.await;
+    }
+
+    fn add(&self, bytes: u64) {
+        self.objects.fetch_add(1, Ordering::Relaxed);
+        let now = self.bytes.fetch_add(bytes, Ordering::SeqCst) + bytes;
+        if now >= self.target.load(Ordering::SeqCst) {
+            self.reached.notify_waiters();
+        }
+    }
+}
+
+async fn read_subgroup(mut s: IncomingSubgroup, counter: Arc<Counter>) {
+    while let Ok(Some(o)) = s.next_object().await {
+        counter.add(o.payload.len() as u64);
+    }
+}
