@@ -73,8 +73,26 @@ async fn server_publisher_discovery_and_subscribe() {
                 "default options: what is written after subscribing ({transport:?} {version})"
             );
 
+            // draft-18 allows one subscription per track in a session (DUPLICATE_SUBSCRIPTION),
+            // so there the next two subscriptions use sessions of their own.
+            let mut kept = Vec::new();
+            let (second, third) = if version.allows_duplicate_subscriptions() {
+                (client.clone(), client.clone())
+            } else {
+                let err = client
+                    .subscriber()
+                    .subscribe(name.clone(), SubscribeOptions::default())
+                    .await
+                    .unwrap_err();
+                rejected_with(err, RequestErrorCode::DUPLICATE_SUBSCRIPTION);
+                let (a, a_srv) = srv.connect(transport, version).await;
+                let (b, b_srv) = srv.connect(transport, version).await;
+                kept.extend([a_srv, b_srv]);
+                (a, b)
+            };
+
             // An absolute start replays the cache.
-            let mut all = client
+            let mut all = second
                 .subscriber()
                 .subscribe(name.clone(), SubscribeOptions::default().from(loc(0, 0)))
                 .await
@@ -89,7 +107,7 @@ async fn server_publisher_discovery_and_subscribe() {
                 ]
             );
             // ... from the middle of a group.
-            let mut mid = client
+            let mut mid = third
                 .subscriber()
                 .subscribe(name.clone(), SubscribeOptions::default().from(loc(1, 1)))
                 .await

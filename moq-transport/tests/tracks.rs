@@ -816,3 +816,46 @@ async fn expires_and_object_delivery_timeout() {
     })
     .await;
 }
+
+/// draft-18 §5.1: a second SUBSCRIBE to a track this session already subscribes to fails with
+/// DUPLICATE_SUBSCRIPTION; draft-19 dropped the rule, so both are served there.
+#[tokio::test]
+async fn duplicate_subscriptions_by_version() {
+    timeout(async {
+        for version in [Version::Draft18, Version::Draft19] {
+            let (client, server, _srv) = pair_with_requests(Transport::Quic, version).await;
+            let (first, _w1) = subscribe_accepted(
+                &client,
+                &server,
+                track("dup"),
+                Parameters::default(),
+                SubscribeResponse::default(),
+            )
+            .await;
+            if version.allows_duplicate_subscriptions() {
+                let (_second, _w2) = subscribe_accepted(
+                    &client,
+                    &server,
+                    track("dup"),
+                    Parameters::default(),
+                    SubscribeResponse::default(),
+                )
+                .await;
+                continue;
+            }
+            // Refused by the session itself: the application never sees it.
+            match client
+                .subscribe(track("dup"), Parameters::default())
+                .await
+                .unwrap_err()
+            {
+                Error::Rejected(e) => {
+                    assert_eq!(e.code, RequestErrorCode::DUPLICATE_SUBSCRIPTION)
+                }
+                e => panic!("{e:?}"),
+            }
+            drop(first);
+        }
+    })
+    .await;
+}

@@ -376,15 +376,25 @@ impl SessionInner {
         self.next_alias.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Records a subscription we publish, for Joining FETCH, until the guard drops.
+    /// Records a subscription we publish, for Joining FETCH, until the guard drops. `None` if
+    /// the version allows one subscription per track and this session already has one for the
+    /// same track (the caller answers DUPLICATE_SUBSCRIPTION).
     pub(crate) fn track_join(
         &self,
         request_id: u64,
         state: watch::Receiver<JoinState>,
-    ) -> JoinGuard<'_> {
-        lock(&self.joins).insert(request_id, state);
+    ) -> Option<JoinGuard<'_>> {
+        let mut joins = lock(&self.joins);
+        if !self.version.allows_duplicate_subscriptions() {
+            let track = &state.borrow().track;
+            if joins.values().any(|j| j.borrow().track == *track) {
+                return None;
+            }
+        }
+        joins.insert(request_id, state);
+        drop(joins);
         self.joins_changed.send_modify(|g| *g = g.wrapping_add(1));
-        JoinGuard(self, request_id)
+        Some(JoinGuard(self, request_id))
     }
 
     /// The subscription `request_id` for a Joining FETCH, waiting up to `wait` for a SUBSCRIBE

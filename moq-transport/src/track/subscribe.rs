@@ -583,7 +583,18 @@ pub(crate) async fn serve_subscribe(
         track: msg.track.clone(),
         established: None,
     });
-    let _join_guard = inner.track_join(msg.request_id, join.1);
+    // draft-18 §5.1: at most one subscription per track and role in a session; a second
+    // SUBSCRIBE fails with DUPLICATE_SUBSCRIPTION (draft-19 allows several).
+    let Some(_join_guard) = inner.track_join(msg.request_id, join.1) else {
+        writer
+            .send(RequestError::new(
+                RequestErrorCode::DUPLICATE_SUBSCRIPTION,
+                "this session already subscribes to the track",
+            ))
+            .await?;
+        writer.finish();
+        return Ok(());
+    };
     let (dtx, drx) = oneshot::channel();
     let request = IncomingSubscribe {
         request_id: msg.request_id,
