@@ -24,6 +24,15 @@ pub const INITIAL_BIDI_STREAMS: u32 = 128;
 /// Bidirectional streams the peer may have open at most.
 pub const MAX_BIDI_STREAMS: u32 = 1024;
 
+/// Which of the peer's stream limits a [`StreamCredit`] governs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Direction {
+    /// Bidirectional streams.
+    Bi,
+    /// Unidirectional streams.
+    Uni,
+}
+
 /// Counts the peer's open streams of one direction and decides when to raise its limit.
 #[derive(Debug)]
 pub(crate) struct StreamCredit {
@@ -59,6 +68,28 @@ impl StreamCredit {
                 Ok(_) => return (guard, Some(raised)),
                 Err(now) => limit = now,
             }
+        }
+    }
+
+    /// Counts a stream the peer opened on `conn` until the returned wrapper drops, and raises
+    /// the peer's limit for that direction there when it is due (QUIC MAX_STREAMS).
+    pub(crate) fn accepted<R>(
+        self: &Arc<Self>,
+        conn: &quinn::Connection,
+        dir: Direction,
+        recv: R,
+    ) -> Counted<R> {
+        let (open, raise) = self.opened();
+        if let Some(n) = raise {
+            let n = quinn::VarInt::from_u64(n).unwrap_or(quinn::VarInt::MAX);
+            match dir {
+                Direction::Bi => conn.set_max_concurrent_bi_streams(n),
+                Direction::Uni => conn.set_max_concurrent_uni_streams(n),
+            }
+        }
+        Counted {
+            inner: recv,
+            _open: open,
         }
     }
 

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::credit::{
-    Counted, INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS, MAX_BIDI_STREAMS, MAX_UNI_STREAMS,
+    Direction, INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS, MAX_BIDI_STREAMS, MAX_UNI_STREAMS,
     StreamCredit,
 };
 use super::{
@@ -96,27 +96,17 @@ impl Connection for QuicConnection {
 
     async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
         let (s, r) = self.conn.accept_bi().await.map_err(conn_error)?;
-        let (open, raise) = self.bi.opened();
-        if let Some(n) = raise {
-            self.conn.set_max_concurrent_bi_streams(varint(n));
-        }
-        let r = Counted {
-            inner: QuicRecv(r),
-            _open: open,
-        };
+        let r = self.bi.accepted(&self.conn, Direction::Bi, QuicRecv(r));
         Ok((Box::new(QuicSend(s)), Box::new(r)))
     }
 
     async fn accept_uni(&self) -> Result<BoxRecvStream, TransportError> {
         let r = self.conn.accept_uni().await.map_err(conn_error)?;
-        let (open, raise) = self.uni.opened();
-        if let Some(n) = raise {
-            self.conn.set_max_concurrent_uni_streams(varint(n));
-        }
-        Ok(Box::new(Counted {
-            inner: QuicRecv(r),
-            _open: open,
-        }))
+        Ok(Box::new(self.uni.accepted(
+            &self.conn,
+            Direction::Uni,
+            QuicRecv(r),
+        )))
     }
 
     fn send_datagram(&self, data: Bytes) -> Result<(), TransportError> {

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use web_transport_quinn as wt;
 
 use super::credit::{
-    Counted, INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS, MAX_BIDI_STREAMS, MAX_UNI_STREAMS,
+    Direction, INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS, MAX_BIDI_STREAMS, MAX_UNI_STREAMS,
     StreamCredit,
 };
 use super::{
@@ -50,10 +50,6 @@ impl WebTransportConnection {
     pub fn inner(&self) -> &wt::Session {
         &self.session
     }
-}
-
-fn varint(n: u64) -> quinn::VarInt {
-    quinn::VarInt::from_u64(n).unwrap_or(quinn::VarInt::MAX)
 }
 
 fn code32(code: u64) -> u32 {
@@ -105,29 +101,19 @@ impl Connection for WebTransportConnection {
 
     async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
         let (s, r) = self.session.accept_bi().await.map_err(session_error)?;
-        let (open, raise) = self.bi.opened();
-        if let Some(n) = raise {
-            // The session derefs to its QUIC connection; HTTP/3's own streams count there too,
-            // which the three-quarters threshold leaves room for.
-            self.session.set_max_concurrent_bi_streams(varint(n));
-        }
-        let r = Counted {
-            inner: WtRecv(r),
-            _open: open,
-        };
+        // The session derefs to its QUIC connection; HTTP/3's own streams count there too,
+        // which the three-quarters threshold leaves room for.
+        let r = self.bi.accepted(&self.session, Direction::Bi, WtRecv(r));
         Ok((Box::new(WtSend(s)), Box::new(r)))
     }
 
     async fn accept_uni(&self) -> Result<BoxRecvStream, TransportError> {
         let r = self.session.accept_uni().await.map_err(session_error)?;
-        let (open, raise) = self.uni.opened();
-        if let Some(n) = raise {
-            self.session.set_max_concurrent_uni_streams(varint(n));
-        }
-        Ok(Box::new(Counted {
-            inner: WtRecv(r),
-            _open: open,
-        }))
+        Ok(Box::new(self.uni.accepted(
+            &self.session,
+            Direction::Uni,
+            WtRecv(r),
+        )))
     }
 
     fn send_datagram(&self, data: Bytes) -> Result<(), TransportError> {
