@@ -30,6 +30,9 @@ pub struct RelayConfig {
     pub upstream_linger: Duration,
     /// Per-session limits.
     pub limits: Limits,
+    /// A qlog trace of every QUIC connection goes into this directory (the `qlog` feature,
+    /// on by default).
+    pub qlog_dir: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for RelayConfig {
@@ -57,6 +60,7 @@ impl RelayConfig {
             max_rendezvous: Duration::from_secs(30),
             upstream_linger: Duration::from_secs(2),
             limits: Limits::default(),
+            qlog_dir: None,
         }
     }
 

@@ -62,6 +62,9 @@ struct Args {
     /// The longest RENDEZVOUS_TIMEOUT honoured, in milliseconds.
     #[arg(long)]
     max_rendezvous_ms: Option<u64>,
+    /// Write a qlog trace of every QUIC connection into this directory.
+    #[arg(long)]
+    qlog_dir: Option<PathBuf>,
 }
 
 /// The TOML file's settings.
@@ -78,6 +81,7 @@ struct FileConfig {
     cache_bytes: Option<usize>,
     cache_seconds: Option<u64>,
     max_rendezvous_ms: Option<u64>,
+    qlog_dir: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -131,6 +135,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some(ms) = args.max_rendezvous_ms.or(file.max_rendezvous_ms) {
         config.max_rendezvous = Duration::from_millis(ms);
     }
+    config.qlog_dir = args.qlog_dir.or(file.qlog_dir);
     let relay = Relay::bind(config)?;
     println!(
         "moq-relay listening on {} (udp: moqt:// and https://)",

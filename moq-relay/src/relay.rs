@@ -103,6 +103,7 @@ impl Relay {
         let mut server = ServerConfig::new(config.bind, config.certificate.clone());
         server.versions = config.versions.clone();
         server.session = session;
+        server.qlog_dir = config.qlog_dir.clone();
         // Each session registers what its peer announces in its own index, which the relay
         // mirrors into its routes and the shared index.
         server.per_session = Some(Arc::new(|c: SessionConfig| {

@@ -222,6 +222,9 @@ pub struct ServerConfig {
     /// Adjusts `session` for each new session (e.g. to give it its own index); `None` uses
     /// `session` as is.
     pub per_session: Option<PerSession>,
+    /// Writes a qlog trace (JSON-SEQ, `<time>-<peer address>.sqlog`) of every QUIC connection
+    /// into this directory. Needs the crate's `qlog` feature; [`Server::bind`] fails without it.
+    pub qlog_dir: Option<std::path::PathBuf>,
 }
 
 /// Builds each session's configuration from the server's (see [`ServerConfig::per_session`]).
@@ -238,6 +241,7 @@ impl ServerConfig {
             session: SessionConfig::default(),
             accept_queue: 128,
             per_session: None,
+            qlog_dir: None,
         }
     }
 }
@@ -297,10 +301,14 @@ impl Server {
             QuicServerConfig::try_from(tls).map_err(|e| Error::Invalid(format!("tls: {e}")))?;
         let mut server = quinn::ServerConfig::with_crypto(Arc::new(quic));
         server.transport_config(Arc::new(transport_config()));
+        let qlog = match &config.qlog_dir {
+            Some(dir) => Some(Qlog::new(dir, &server)?),
+            None => None,
+        };
         let endpoint = quinn::Endpoint::server(server, config.bind)
             .map_err(|e| Error::Connect(format!("bind {}: {e}", config.bind)))?;
         let (tx, rx) = mpsc::channel(config.accept_queue.max(1));
-        tokio::spawn(accept_loop(endpoint.clone(), Arc::new(config), tx));
+        tokio::spawn(accept_loop(endpoint.clone(), Arc::new(config), qlog, tx));
         Ok(Server {
             endpoint,
             sessions: rx,
@@ -330,17 +338,89 @@ impl Server {
     }
 }
 
+/// Per-connection qlog traces: each accepted connection gets the server's configuration with a
+/// trace file of its own.
+#[cfg(feature = "qlog")]
+struct Qlog {
+    dir: std::path::PathBuf,
+    server: quinn::ServerConfig,
+}
+
+#[cfg(feature = "qlog")]
+impl Qlog {
+    fn new(dir: &std::path::Path, server: &quinn::ServerConfig) -> Result<Qlog, Error> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::Invalid(format!("qlog dir {}: {e}", dir.display())))?;
+        Ok(Qlog {
+            dir: dir.to_path_buf(),
+            server: server.clone(),
+        })
+    }
+
+    /// The server configuration for one connection from `remote`, tracing into a new file;
+    /// `None` (trace nothing) if the file cannot be created.
+    fn for_connection(&self, remote: SocketAddr) -> Option<Arc<quinn::ServerConfig>> {
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let name = format!("{millis}-{remote}.sqlog").replace([':', '[', ']'], "_");
+        let path = self.dir.join(name);
+        let file = match std::fs::File::create(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "no qlog for this connection");
+                return None;
+            }
+        };
+        let mut qlog = quinn::QlogConfig::default();
+        qlog.writer(Box::new(std::io::LineWriter::new(file)))
+            .title(Some(format!("moq-transport server, peer {remote}")));
+        let mut transport = transport_config();
+        transport.qlog_stream(qlog.into_stream());
+        let mut server = self.server.clone();
+        server.transport_config(Arc::new(transport));
+        Some(Arc::new(server))
+    }
+}
+
+/// Without the `qlog` feature a trace directory is refused at bind.
+#[cfg(not(feature = "qlog"))]
+struct Qlog;
+
+#[cfg(not(feature = "qlog"))]
+impl Qlog {
+    fn new(_dir: &std::path::Path, _server: &quinn::ServerConfig) -> Result<Qlog, Error> {
+        Err(Error::Invalid(
+            "qlog_dir needs moq-transport's `qlog` feature".into(),
+        ))
+    }
+
+    fn for_connection(&self, _remote: SocketAddr) -> Option<Arc<quinn::ServerConfig>> {
+        None
+    }
+}
+
 async fn accept_loop(
     endpoint: quinn::Endpoint,
     config: Arc<ServerConfig>,
+    qlog: Option<Qlog>,
     tx: mpsc::Sender<Session>,
 ) {
     while let Some(incoming) = endpoint.accept().await {
         let config = config.clone();
         let tx = tx.clone();
+        let remote = incoming.remote_address();
+        let traced = qlog.as_ref().and_then(|q| q.for_connection(remote));
+        let connecting = match traced {
+            Some(server) => incoming.accept_with(server),
+            None => incoming.accept(),
+        };
         tokio::spawn(async move {
-            let remote = incoming.remote_address();
-            match handshake(incoming, &config).await {
+            let result = match connecting {
+                Ok(connecting) => handshake(connecting, &config).await,
+                Err(e) => Err(Error::Connect(e.to_string())),
+            };
+            match result {
                 Ok(session) => {
                     let _ = tx.send(session).await;
                 }
@@ -350,8 +430,10 @@ async fn accept_loop(
     }
 }
 
-async fn handshake(incoming: quinn::Incoming, config: &ServerConfig) -> Result<Session, Error> {
-    let conn = incoming.await.map_err(|e| Error::Connect(e.to_string()))?;
+async fn handshake(connecting: quinn::Connecting, config: &ServerConfig) -> Result<Session, Error> {
+    let conn = connecting
+        .await
+        .map_err(|e| Error::Connect(e.to_string()))?;
     let alpn = negotiated_alpn(&conn).unwrap_or_default();
     if alpn == H3_ALPN {
         let request = wt::Request::accept(conn)

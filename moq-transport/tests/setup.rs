@@ -128,3 +128,47 @@ async fn wrong_fingerprint_is_refused() {
     })
     .await;
 }
+
+/// `ServerConfig::qlog_dir`: every accepted connection, raw QUIC or WebTransport, leaves a qlog
+/// trace (JSON-SEQ) of its own in the directory.
+#[cfg(feature = "qlog")]
+#[tokio::test]
+async fn qlog_trace_per_connection() {
+    use moq_transport::endpoint::{Client, ClientConfig, Server, ServerConfig};
+    use moq_transport::tls::{Certificate, ClientTls};
+    timeout(async {
+        let dir = std::env::temp_dir().join(format!("moq-qlog-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cert = Certificate::generate(&["localhost".into()]).unwrap();
+        let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
+        config.qlog_dir = Some(dir.clone());
+        let mut server = Server::bind(config).unwrap();
+        let port = server.local_addr().unwrap().port();
+        let client = Client::new(ClientConfig {
+            tls: ClientTls::pinned(cert.fingerprint()),
+            ..Default::default()
+        })
+        .unwrap();
+        for url in [
+            format!("moqt://localhost:{port}"),
+            format!("https://localhost:{port}"),
+        ] {
+            let (c, s) = tokio::join!(client.connect(&url), server.accept());
+            let (c, s) = (c.unwrap(), s.unwrap());
+            c.close(SessionErrorCode::NO_ERROR, "done");
+            s.closed().await;
+        }
+        let mut traces: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect();
+        traces.sort();
+        assert_eq!(traces.len(), 2, "one trace per connection");
+        for t in &traces {
+            assert!(t.contains("\"qlog_version\""), "{t:.200}");
+            assert!(t.contains("packet_received"), "{t:.200}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    })
+    .await;
+}
