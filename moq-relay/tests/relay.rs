@@ -211,15 +211,15 @@ async fn subscribe_routes_by_namespace_prefix_and_fans_out() {
         assert!(relay.metrics().serve.objects.load(Ordering::Relaxed) >= 12);
         // A track nobody publishes: DOES_NOT_EXIST.
         let s = connect(&relay, false).await;
-        match s
-            .subscriber()
-            .subscribe(track(&ns(&["nobody"]), "x"), SubscribeOptions::default())
-            .await
-            .unwrap_err()
-        {
-            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::DOES_NOT_EXIST),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(
+            rejected(
+                s.subscriber()
+                    .subscribe(track(&ns(&["nobody"]), "x"), SubscribeOptions::default())
+                    .await
+                    .unwrap_err()
+            ),
+            RequestErrorCode::DOES_NOT_EXIST
+        );
     })
     .await;
 }
@@ -431,10 +431,7 @@ async fn rendezvous_holds_a_subscribe_until_a_publisher_appears() {
             )
             .await
             .unwrap_err();
-        match err {
-            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::TIMEOUT),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(rejected(err), RequestErrorCode::TIMEOUT);
     })
     .await;
 }
@@ -537,15 +534,15 @@ async fn reserved_namespaces_are_refused() {
                 .unwrap_err();
             assert!(matches!(err, Error::Invalid(_)), "{err:?}");
         }
-        match s
-            .subscriber()
-            .subscribe(track(&ns(&["."]), "x"), SubscribeOptions::default())
-            .await
-            .unwrap_err()
-        {
-            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::DOES_NOT_EXIST),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(
+            rejected(
+                s.subscriber()
+                    .subscribe(track(&ns(&["."]), "x"), SubscribeOptions::default())
+                    .await
+                    .unwrap_err()
+            ),
+            RequestErrorCode::DOES_NOT_EXIST
+        );
     })
     .await;
 }

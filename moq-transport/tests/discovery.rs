@@ -6,7 +6,7 @@
 mod common;
 
 use async_trait::async_trait;
-use common::{TRANSPORTS, TestServer, Transport, pair, timeout};
+use common::{TRANSPORTS, TestServer, Transport, pair, rejected_code, timeout};
 use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::{Parameters, RequestError};
 use moq_core::{AuthToken, TrackNamespace, Version};
@@ -30,13 +30,6 @@ async fn next(sub: &mut NamespaceSubscription) -> NamespaceEvent {
         .await
         .expect("subscription ended")
         .expect("subscription failed")
-}
-
-fn rejected_code(e: Error) -> RequestErrorCode {
-    match e {
-        Error::Rejected(r) => r.code,
-        e => panic!("expected a REQUEST_ERROR, got {e:?}"),
-    }
 }
 
 #[tokio::test]

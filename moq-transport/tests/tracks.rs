@@ -12,7 +12,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{TRANSPORTS, TestServer, Transport, timeout};
+use common::{TRANSPORTS, TestServer, Transport, rejected_code, timeout};
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
 use moq_core::data::{RangeEnd, SubgroupId};
 use moq_core::message::{FetchType, Parameters, RequestError};
@@ -161,10 +161,10 @@ async fn rejection_and_no_handler() {
                 .reject(RequestError::new(RequestErrorCode::DOES_NOT_EXIST, "nope"))
         };
         let (sub, ()) = tokio::join!(client.subscribe(track("x"), Parameters::default()), reject);
-        match sub.unwrap_err() {
-            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::DOES_NOT_EXIST),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(
+            rejected_code(sub.unwrap_err()),
+            RequestErrorCode::DOES_NOT_EXIST
+        );
         // A session that does not take requests refuses them (the server-side default).
         let mut srv = TestServer::start(SessionConfig::default());
         let (client, _server) = srv
@@ -174,24 +174,26 @@ async fn rejection_and_no_handler() {
                 SessionConfig::default(),
             )
             .await;
-        match client
-            .subscribe(track("x"), Parameters::default())
-            .await
-            .unwrap_err()
-        {
-            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::DOES_NOT_EXIST),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(
+            rejected_code(
+                client
+                    .subscribe(track("x"), Parameters::default())
+                    .await
+                    .unwrap_err()
+            ),
+            RequestErrorCode::DOES_NOT_EXIST
+        );
         // Reserved namespaces do not exist (draft-19 §3.2.1).
         let dot = FullTrackName::new(TrackNamespace::from_strs(["."]).unwrap(), "t").unwrap();
-        match client
-            .subscribe(dot, Parameters::default())
-            .await
-            .unwrap_err()
-        {
-            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::DOES_NOT_EXIST),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(
+            rejected_code(
+                client
+                    .subscribe(dot, Parameters::default())
+                    .await
+                    .unwrap_err()
+            ),
+            RequestErrorCode::DOES_NOT_EXIST
+        );
     })
     .await;
 }
@@ -397,10 +399,10 @@ async fn publish_accepted_and_rejected() {
                 }
                 other => panic!("{other:?}"),
             }
-            match published.accepted().await.unwrap_err() {
-                Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::UNINTERESTED),
-                e => panic!("{e:?}"),
-            }
+            assert_eq!(
+                rejected_code(published.accepted().await.unwrap_err()),
+                RequestErrorCode::UNINTERESTED
+            );
         }
     })
     .await;
@@ -554,10 +556,10 @@ async fn joining_fetch_resolves_against_the_subscription() {
             joining_request_id: 1000,
             joining_start: 0,
         };
-        match client.fetch(bad, Parameters::default()).await.unwrap_err() {
-            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::INVALID_JOINING_REQUEST_ID),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(
+            rejected_code(client.fetch(bad, Parameters::default()).await.unwrap_err()),
+            RequestErrorCode::INVALID_JOINING_REQUEST_ID
+        );
         // A subscription with no objects yet: INVALID_RANGE.
         let (sub2, _w2) = subscribe_accepted(
             &client,
@@ -571,14 +573,15 @@ async fn joining_fetch_resolves_against_the_subscription() {
             joining_request_id: sub2.request_id(),
             joining_start: 0,
         };
-        match client
-            .fetch(join_empty, Parameters::default())
-            .await
-            .unwrap_err()
-        {
-            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::INVALID_RANGE),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(
+            rejected_code(
+                client
+                    .fetch(join_empty, Parameters::default())
+                    .await
+                    .unwrap_err()
+            ),
+            RequestErrorCode::INVALID_RANGE
+        );
     })
     .await;
 }
@@ -652,14 +655,15 @@ async fn subscribe_tracks_and_publish_skipped() {
         // Its own overlap space: a second overlapping SUBSCRIBE_TRACKS is refused, while a
         // SUBSCRIBE_NAMESPACE with the same prefix is fine.
         let _ns = client.subscribe_namespace(prefix.clone()).await.unwrap();
-        match client
-            .subscribe_tracks(prefix.child("x").unwrap(), Parameters::default())
-            .await
-            .unwrap_err()
-        {
-            Error::Rejected(e) => assert_eq!(e.code, RequestErrorCode::PREFIX_OVERLAP),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(
+            rejected_code(
+                client
+                    .subscribe_tracks(prefix.child("x").unwrap(), Parameters::default())
+                    .await
+                    .unwrap_err()
+            ),
+            RequestErrorCode::PREFIX_OVERLAP
+        );
         // Cancelling reaches the responder.
         drop(ts);
         responder.ended().await;
@@ -844,16 +848,15 @@ async fn duplicate_subscriptions_by_version() {
                 continue;
             }
             // Refused by the session itself: the application never sees it.
-            match client
-                .subscribe(track("dup"), Parameters::default())
-                .await
-                .unwrap_err()
-            {
-                Error::Rejected(e) => {
-                    assert_eq!(e.code, RequestErrorCode::DUPLICATE_SUBSCRIPTION)
-                }
-                e => panic!("{e:?}"),
-            }
+            assert_eq!(
+                rejected_code(
+                    client
+                        .subscribe(track("dup"), Parameters::default())
+                        .await
+                        .unwrap_err()
+                ),
+                RequestErrorCode::DUPLICATE_SUBSCRIPTION
+            );
             drop(first);
         }
     })

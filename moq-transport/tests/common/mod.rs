@@ -108,3 +108,11 @@ pub async fn pair(transport: Transport, version: Version) -> (Session, Session, 
         .await;
     (c, s, server)
 }
+
+/// The REQUEST_ERROR code of a refused request (panics on any other error).
+pub fn rejected_code(e: moq_transport::Error) -> moq_core::codes::RequestErrorCode {
+    match e {
+        moq_transport::Error::Rejected(r) => r.code,
+        e => panic!("expected a REQUEST_ERROR, got {e:?}"),
+    }
+}
