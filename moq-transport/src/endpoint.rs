@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use moq_core::Version;
@@ -12,9 +12,12 @@ use tokio::sync::mpsc;
 use url::{Position, Url};
 use web_transport_quinn as wt;
 
+use parking_lot::Mutex;
+
+use crate::Session;
 use crate::error::Error;
-use crate::namespace::NamespaceIndex;
-use crate::session::{Destination, Role, Session, SessionConfig, lock};
+use crate::index::NamespaceIndex;
+use crate::session::{Destination, Role, SessionConfig};
 use crate::tls::{Certificate, ClientTls, server_config};
 use crate::transport::quic::{QuicConnection, negotiated_alpn};
 use crate::transport::webtransport::WebTransportConnection;
@@ -123,7 +126,7 @@ impl Client {
 
     fn endpoint(&self, remote: &SocketAddr) -> Result<quinn::Endpoint, Error> {
         let v6 = remote.is_ipv6();
-        let mut eps = lock(&self.endpoints);
+        let mut eps = self.endpoints.lock();
         if let Some(ep) = eps.get(&v6) {
             return Ok(ep.clone());
         }

@@ -184,6 +184,31 @@ impl Message {
         Ok(())
     }
 
+    /// The Request ID of a message that opens a request (draft-19 §3.3: SUBSCRIBE, PUBLISH,
+    /// FETCH, TRACK_STATUS, PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE, SUBSCRIBE_TRACKS); `None`
+    /// for every other message.
+    ///
+    /// ```
+    /// use moq_core::message::{Message, Subscribe, RequestOk};
+    /// use moq_core::{FullTrackName, TrackNamespace};
+    /// let track = FullTrackName::new(TrackNamespace::from_strs(["a"]).unwrap(), "t").unwrap();
+    /// let sub = Message::from(Subscribe { request_id: 4, track, params: Default::default() });
+    /// assert_eq!(sub.request_id(), Some(4));
+    /// assert_eq!(Message::from(RequestOk::default()).request_id(), None);
+    /// ```
+    pub fn request_id(&self) -> Option<u64> {
+        match self {
+            Message::Subscribe(m) => Some(m.request_id),
+            Message::Publish(m) => Some(m.request_id),
+            Message::Fetch(m) => Some(m.request_id),
+            Message::TrackStatus(m) => Some(m.request_id),
+            Message::PublishNamespace(m) => Some(m.request_id),
+            Message::SubscribeNamespace(m) => Some(m.request_id),
+            Message::SubscribeTracks(m) => Some(m.request_id),
+            _ => None,
+        }
+    }
+
     /// Encodes the framed message into a new vector.
     pub fn encode_to_vec(&self, v: Version) -> Result<Vec<u8>, EncodeError> {
         let mut out = Vec::new();

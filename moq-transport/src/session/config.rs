@@ -7,8 +7,10 @@ use std::time::Duration;
 use moq_core::AuthToken;
 
 use super::auth::{AllowAll, Authorizer};
-use super::setup::IMPLEMENTATION;
-use crate::namespace::NamespaceIndex;
+use crate::index::NamespaceIndex;
+
+/// This implementation's MOQT_IMPLEMENTATION value.
+pub const IMPLEMENTATION: &str = concat!("moqt-rs/", env!("CARGO_PKG_VERSION"));
 
 /// Bounds on what one session may hold. Going past one is a clear error, never unbounded memory.
 #[derive(Clone, Debug)]

@@ -1,205 +1,201 @@
-//! The session driver: accepts the peer's streams and datagrams and dispatches them.
+//! The session driver: accepts the peer's streams and datagrams and hands them up.
+//!
+//! The driver knows the control stream and how a request stream begins; what a request, a data
+//! stream or a datagram means is for the layers above, reached through [`Dispatch`].
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::BytesMut;
-use moq_core::codes::{RequestErrorCode, StreamResetCode};
+use moq_core::codes::StreamResetCode;
 use moq_core::coding::Vi64;
-use moq_core::data::{Datagram, StreamType};
-use moq_core::message::{ControlMessage, Message, RequestError, RequestUpdate, peek_request_id};
+use moq_core::data::{Datagram, ObjectDatagram, StreamType};
+use moq_core::message::{
+    ControlMessage, Message, RequestError, RequestUpdate, SetupOptions, peek_request_id,
+};
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
 
-use super::stream::{Frame, Reader, Writer};
-use super::{SessionInner, going_away, lock};
+use super::core::{REQUEST_PRIORITY, SessionCore, going_away};
 use crate::error::Error;
-use crate::namespace::{serve_publish_namespace, serve_subscribe_namespace};
-use crate::track;
-use crate::transport::{BoxRecvStream, BoxSendStream, TransportError};
+use crate::framing::{Frame, Reader, Writer};
+use crate::transport::{BoxRecvStream, BoxSendStream};
 
-/// Starts the tasks that watch the connection and accept the peer's streams and datagrams.
-pub(super) fn spawn(inner: Arc<SessionInner>) {
-    tokio::spawn(watch_connection(inner.clone()));
-    tokio::spawn(accept_uni(inner.clone()));
-    tokio::spawn(accept_bi(inner.clone()));
-    tokio::spawn(recv_datagrams(inner));
+/// A future the driver runs for a stream, boxed at its own size: inline, every stream's task
+/// would be as large as the largest kind of request, and a PUBLISH_NAMESPACE lives as long as
+/// the namespace is published.
+pub(crate) type Serve = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A data stream the peer opened, its type read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DataStream {
+    /// A subgroup stream (draft-19 §11.4.2).
+    Subgroup,
+    /// A fetch stream (draft-19 §11.4.4).
+    Fetch,
+}
+
+/// What the layers above the core do with what the peer sends.
+pub(crate) trait Dispatch: Send + Sync + 'static {
+    /// Serves a request the peer opened: its first message (Request ID checked, not refused
+    /// for GOAWAY) and its stream.
+    fn request(&self, msg: Message, writer: Writer, reader: Reader) -> Serve;
+    /// Reads a data stream; `buf` holds what was read past the stream type.
+    fn data_stream(&self, ty: DataStream, recv: BoxRecvStream, buf: BytesMut) -> Serve;
+    /// Delivers an object datagram.
+    fn datagram(&self, datagram: ObjectDatagram);
+}
+
+/// Hands the peer's SETUP (and its control stream) from the driver to the handshake.
+pub(crate) type SetupReceiver = oneshot::Receiver<Result<(SetupOptions, Reader), Error>>;
+
+struct Driver {
+    core: Arc<SessionCore>,
+    dispatch: Arc<dyn Dispatch>,
+    setup: Mutex<Option<oneshot::Sender<Result<(SetupOptions, Reader), Error>>>>,
+    control_seen: AtomicBool,
+}
+
+/// Starts accepting the peer's streams and datagrams; returns where the peer's SETUP arrives.
+pub(crate) fn start(core: &Arc<SessionCore>, dispatch: Arc<dyn Dispatch>) -> SetupReceiver {
+    let (tx, rx) = oneshot::channel();
+    let driver = Arc::new(Driver {
+        core: core.clone(),
+        dispatch,
+        setup: Mutex::new(Some(tx)),
+        control_seen: AtomicBool::new(false),
+    });
+    core.spawn(accept_uni(driver.clone()));
+    core.spawn(accept_bi(driver.clone()));
+    core.spawn(recv_datagrams(driver));
+    rx
 }
 
 /// Reads the control stream after SETUP: only GOAWAY may follow (draft-19 §10).
-pub(super) fn spawn_control_reader(inner: Arc<SessionInner>, mut reader: Reader) {
-    tokio::spawn(async move {
-        loop {
-            let res = tokio::select! {
-                r = reader.next() => r,
-                _ = inner.closed() => return,
-            };
-            let err = match res {
-                Ok(Some(Message::Goaway(g))) => match inner.on_goaway(g) {
+pub(crate) fn read_control(core: &Arc<SessionCore>, mut reader: Reader) {
+    let core2 = core.clone();
+    core.spawn(async move {
+        let core = core2;
+        let err = loop {
+            match reader.next().await {
+                Ok(Some(Message::Goaway(g))) => match core.on_goaway(g) {
                     Ok(()) => continue,
-                    Err(e) => e,
+                    Err(e) => break e,
                 },
                 Ok(Some(Message::Setup(_))) => {
-                    Error::protocol("second SETUP on the control stream")
+                    break Error::protocol("second SETUP on the control stream");
                 }
-                Ok(Some(m)) => Error::protocol(format!("{} on the control stream", m.name())),
+                Ok(Some(m)) => break Error::protocol(format!("{} on the control stream", m.name())),
                 // draft-19 §3.3: closing a control stream is a PROTOCOL_VIOLATION.
-                Ok(None) => Error::protocol("the peer closed its control stream"),
-                Err(Error::Cancelled(_)) => Error::protocol("the peer reset its control stream"),
-                Err(e) => e,
-            };
-            inner.close(err);
-            return;
-        }
+                Ok(None) => break Error::protocol("the peer closed its control stream"),
+                Err(Error::Cancelled(_)) => {
+                    break Error::protocol("the peer reset its control stream");
+                }
+                Err(e) => break e,
+            }
+        };
+        core.close(err);
     });
 }
 
-async fn watch_connection(inner: Arc<SessionInner>) {
-    tokio::select! {
-        e = inner.conn.closed() => inner.close(e.into()),
-        _ = inner.closed() => {}
-    }
-}
-
-/// Ends the session because accepting failed (the connection is gone).
-fn accept_failed(inner: &SessionInner, e: TransportError) {
-    inner.close(e.into());
-}
-
-async fn accept_uni(inner: Arc<SessionInner>) {
+async fn accept_uni(driver: Arc<Driver>) {
     loop {
-        let recv = tokio::select! {
-            r = inner.conn.accept_uni() => r,
-            _ = inner.closed() => return,
-        };
-        match recv {
-            Ok(recv) => {
-                tokio::spawn(handle_uni(inner.clone(), recv));
-            }
-            Err(e) => return accept_failed(&inner, e),
+        match driver.core.conn().accept_uni().await {
+            Ok(recv) => driver.core.spawn(handle_uni(driver.clone(), recv)),
+            Err(e) => return driver.core.close(e.into()),
         }
     }
 }
 
-async fn accept_bi(inner: Arc<SessionInner>) {
+async fn accept_bi(driver: Arc<Driver>) {
     loop {
-        let stream = tokio::select! {
-            r = inner.conn.accept_bi() => r,
-            _ = inner.closed() => return,
-        };
-        match stream {
-            Ok((send, recv)) => {
-                tokio::spawn(handle_bi(inner.clone(), send, recv));
-            }
-            Err(e) => return accept_failed(&inner, e),
+        match driver.core.conn().accept_bi().await {
+            Ok((send, recv)) => driver.core.spawn(handle_bi(driver.clone(), send, recv)),
+            Err(e) => return driver.core.close(e.into()),
         }
     }
 }
 
-/// Waits until SETUP is done, holding at most `max_pending_streams` streams meanwhile
-/// (draft-19 §3.3: early streams SHOULD be buffered; a peer MAY reset them instead).
-async fn wait_setup(inner: &SessionInner) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ()> {
-    if *inner.setup_done.borrow() {
-        return Ok(None);
-    }
-    let permit = inner
-        .pending_streams
-        .clone()
-        .try_acquire_owned()
-        .map_err(|_| ())?;
-    let mut rx = inner.setup_done.subscribe();
-    tokio::select! {
-        r = rx.wait_for(|done| *done) => r.map(|_| Some(permit)).map_err(|_| ()),
-        _ = inner.closed() => Err(()),
-    }
-}
-
-async fn handle_uni(inner: Arc<SessionInner>, mut recv: BoxRecvStream) {
-    let v = inner.version;
+async fn handle_uni(driver: Arc<Driver>, mut recv: BoxRecvStream) {
+    let core = &driver.core;
+    let v = core.version();
     let mut buf = BytesMut::new();
     // Read until the stream type is known.
     let ty = loop {
         match StreamType::peek(&buf, v) {
             Ok(Some(t)) => break t,
             Ok(None) => {}
-            Err(e) => return inner.close(e.into()),
+            Err(e) => return core.close(e.into()),
         }
-        let chunk = tokio::select! {
-            r = recv.read_chunk(64 * 1024) => r,
-            _ = inner.closed() => return,
-        };
-        match chunk {
+        match recv.read_chunk(64 * 1024).await {
             Ok(Some(c)) => buf.extend_from_slice(&c),
             // A stream that ends or is reset before its type carries nothing.
             Ok(None) | Err(_) => return,
         }
     };
-    match ty {
-        StreamType::Control => {
-            // draft-19 §3.3: one control stream per peer.
-            if inner.control_seen.swap(true, Ordering::Relaxed) {
-                return inner.close(Error::protocol("a second control stream"));
-            }
-            let mut reader = Reader::with_buffer(recv, v, &buf);
-            let first = tokio::select! {
-                r = reader.next() => r,
-                _ = inner.closed() => return,
-            };
-            let res = match first {
-                Ok(Some(Message::Setup(s))) => Ok((s.options, reader)),
-                Ok(Some(m)) => Err(Error::protocol(format!(
-                    "control stream starts with {}",
-                    m.name()
-                ))),
-                Ok(None) | Err(Error::Cancelled(_)) => {
-                    Err(Error::protocol("control stream closed before SETUP"))
-                }
-                Err(e) => Err(e),
-            };
-            if let Err(e) = &res {
-                inner.close(e.clone());
-            }
-            if let Some(tx) = lock(&inner.setup_tx).take() {
-                let _ = tx.send(res);
-            }
-        }
+    let ty = match ty {
+        StreamType::Control => return driver.control_stream(recv, buf).await,
         StreamType::Padding => {
             // draft-19 §11.5.1: discard everything on a padding stream.
             while let Ok(Some(_)) = recv.read_chunk(64 * 1024).await {}
+            return;
         }
-        StreamType::Subgroup(_) | StreamType::Fetch => {
-            let Ok(permit) = wait_setup(&inner).await else {
-                recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
-                return;
-            };
-            drop(permit);
-            if ty == StreamType::Fetch {
-                track::handle_fetch_stream(inner, recv, buf).await;
-            } else {
-                track::handle_subgroup_stream(inner, recv, buf).await;
+        StreamType::Subgroup(_) => DataStream::Subgroup,
+        StreamType::Fetch => DataStream::Fetch,
+    };
+    if core.wait_setup().await.is_err() {
+        recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
+        return;
+    }
+    driver.dispatch.data_stream(ty, recv, buf).await;
+}
+
+impl Driver {
+    /// The peer's control stream: SETUP first, handed to the handshake.
+    async fn control_stream(&self, recv: BoxRecvStream, buf: BytesMut) {
+        // draft-19 §3.3: one control stream per peer.
+        if self.control_seen.swap(true, Ordering::Relaxed) {
+            return self.core.close(Error::protocol("a second control stream"));
+        }
+        let mut reader = Reader::with_buffer(recv, self.core.version(), &buf);
+        let res = match reader.next().await {
+            Ok(Some(Message::Setup(s))) => Ok((s.options, reader)),
+            Ok(Some(m)) => Err(Error::protocol(format!(
+                "control stream starts with {}",
+                m.name()
+            ))),
+            Ok(None) | Err(Error::Cancelled(_)) => {
+                Err(Error::protocol("control stream closed before SETUP"))
             }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &res {
+            self.core.close(e.clone());
+        }
+        if let Some(tx) = self.setup.lock().take() {
+            let _ = tx.send(res);
         }
     }
 }
 
-async fn handle_bi(inner: Arc<SessionInner>, send: BoxSendStream, mut recv: BoxRecvStream) {
-    let Ok(_permit) = wait_setup(&inner).await else {
+async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRecvStream) {
+    let core = &driver.core;
+    if core.wait_setup().await.is_err() {
         recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
-        let mut send = send;
         send.reset(StreamResetCode::EXCESSIVE_LOAD.0);
         return;
-    };
-    let v = inner.version;
+    }
+    let v = core.version();
     let mut reader = Reader::new(recv, v);
     let mut writer = Writer::new(send, v);
-    writer.set_priority(super::REQUEST_PRIORITY);
-    let frame = tokio::select! {
-        r = reader.next_frame() => r,
-        _ = inner.closed() => return,
-    };
-    let frame = match frame {
+    writer.set_priority(REQUEST_PRIORITY);
+    let frame = match reader.next_frame().await {
         Ok(Frame::Bytes(b)) => b,
         // An empty stream carries no request.
         Ok(Frame::Fin) | Err(Error::Cancelled(_)) => return,
-        Err(e) => return inner.close(e),
+        Err(e) => return core.close(e),
     };
     let msg = match Message::decode(&mut frame.clone(), v) {
         Ok(m) => m,
@@ -211,92 +207,48 @@ async fn handle_bi(inner: Arc<SessionInner>, send: BoxSendStream, mut recv: BoxR
             if let (true, Some(code), Some(id)) =
                 (starts_request, e.request_code(), peek_request_id(&frame, v))
             {
-                if inner.check_peer_request_id(id).is_ok() {
+                if core.check_peer_request_id(id).is_ok() {
                     let _ = writer.send(RequestError::new(code, e.to_string())).await;
                     writer.finish();
                 }
                 return;
             }
-            return inner.close(e.into());
+            return core.close(e.into());
         }
     };
     // draft-19 §3.3: a request stream begins with one of seven request messages.
-    let request_id = match &msg {
-        Message::Subscribe(m) => m.request_id,
-        Message::Publish(m) => m.request_id,
-        Message::Fetch(m) => m.request_id,
-        Message::TrackStatus(m) => m.request_id,
-        Message::PublishNamespace(m) => m.request_id,
-        Message::SubscribeNamespace(m) => m.request_id,
-        Message::SubscribeTracks(m) => m.request_id,
-        m => {
-            return inner.close(Error::protocol(format!(
-                "request stream starts with {}",
-                m.name()
-            )));
-        }
+    let Some(request_id) = msg.request_id() else {
+        return core.close(Error::protocol(format!(
+            "request stream starts with {}",
+            msg.name()
+        )));
     };
-    if inner.check_peer_request_id(request_id).is_err() {
+    if core.check_peer_request_id(request_id).is_err() {
         return;
     }
-    let _guard = inner.request_guard();
+    let _open = core.open_request();
     tracing::debug!(request = msg.name(), request_id, "incoming request");
-    if inner.goaway_sent() {
+    if core.goaway_sent() {
         // draft-19 §10.4: after a GOAWAY new requests MAY be rejected with GOING_AWAY.
         let _ = writer.send(going_away()).await;
         writer.finish();
         return;
     }
-    // Each request's future is boxed at its own size: inline, the task would be as large as
-    // the largest of them (about 6 KB) for every request, and a PUBLISH_NAMESPACE lives as
-    // long as the namespace is published.
-    let res = match msg {
-        Message::PublishNamespace(m) => {
-            Box::pin(serve_publish_namespace(&inner, m, writer, reader)).await
-        }
-        Message::SubscribeNamespace(m) => {
-            Box::pin(serve_subscribe_namespace(&inner, m, writer, reader)).await
-        }
-        Message::Subscribe(m) => Box::pin(track::serve_subscribe(&inner, m, writer, reader)).await,
-        Message::Publish(m) => Box::pin(track::serve_publish(&inner, m, writer, reader)).await,
-        Message::Fetch(m) => Box::pin(track::serve_fetch(&inner, m, writer, reader)).await,
-        Message::TrackStatus(m) => {
-            Box::pin(track::serve_track_status(&inner, m, writer, reader)).await
-        }
-        Message::SubscribeTracks(m) => {
-            Box::pin(track::serve_subscribe_tracks(&inner, m, writer, reader)).await
-        }
-        other => {
-            let _ = writer
-                .send(RequestError::new(
-                    RequestErrorCode::NOT_SUPPORTED,
-                    other.name(),
-                ))
-                .await;
-            writer.finish();
-            Ok(())
-        }
-    };
-    if let Err(e) = res
-        && e.is_session_error()
-    {
-        inner.close(e);
-    }
+    driver.dispatch.request(msg, writer, reader).await;
 }
 
-async fn recv_datagrams(inner: Arc<SessionInner>) {
+async fn recv_datagrams(driver: Arc<Driver>) {
+    let core = &driver.core;
     loop {
-        let d = tokio::select! {
-            r = inner.conn.recv_datagram() => r,
-            _ = inner.closed() => return,
+        let Ok(d) = core.conn().recv_datagram().await else {
+            return;
         };
-        let Ok(d) = d else { return };
-        match Datagram::decode(d, inner.version) {
+        match Datagram::decode(d, core.version()) {
             // draft-19 §11: an unknown datagram type closes the session.
-            Err(e) => return inner.close(e.into()),
+            Err(e) => return core.close(e.into()),
             // draft-19 §11.5.2: padding is discarded.
             Ok(Datagram::Padding) => {}
-            Ok(Datagram::Object(d)) => track::handle_datagram(&inner, d),
+            Ok(Datagram::Object(d)) => driver.dispatch.datagram(d),
         }
     }
 }

@@ -5,13 +5,10 @@ use moq_core::Version;
 use moq_core::codes::SessionErrorCode;
 use moq_core::message::{Setup, SetupOptions};
 
-use super::Role;
 use super::config::SessionConfig;
+use super::core::Role;
 use crate::error::Error;
 use crate::transport::TransportKind;
-
-/// This implementation's MOQT_IMPLEMENTATION value.
-pub const IMPLEMENTATION: &str = concat!("moqt-rs/", env!("CARGO_PKG_VERSION"));
 
 /// Our SETUP. PATH and AUTHORITY are sent only by a raw-QUIC client (draft-19 §10.3.1.1-2).
 pub(crate) fn local_setup(

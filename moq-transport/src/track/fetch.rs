@@ -12,17 +12,15 @@ use moq_core::message::{
 use moq_core::{FullTrackName, GroupOrder, Location, Properties};
 use tokio::sync::{oneshot, watch};
 
-use super::subscribe::{JoinPoint, check_track_request};
-use super::{Incoming, Object};
+use super::incoming::Incoming;
+use super::params::{Object, stream_priority};
+use super::recv::FetchStream;
+use super::send::JoinPoint;
+use super::state::{Asked, TrackState, no_such_track};
 use crate::error::Error;
-use crate::request::{RequestGoaway, check_update};
-use crate::session::stream::{Reader, Writer, cancel};
-use crate::session::{AuthRequest, RequestKind, SessionInner, lock};
+use crate::request::{Event, Request, RequestStream};
+use crate::session::{RequestKind, SessionCore};
 use crate::transport::{BoxRecvStream, BoxSendStream};
-
-/// The parameters of a FETCH (SUBSCRIBER_PRIORITY, GROUP_ORDER, Range Filters, FILL_TIMEOUT,
-/// AUTHORIZATION_TOKEN).
-pub type FetchOptions = Parameters;
 
 /// What a FETCH asks for.
 pub type FetchRequest = FetchType;
@@ -59,13 +57,13 @@ pub enum FetchItem {
 #[derive(Debug)]
 pub struct FetchResponse {
     end: FetchEnd,
-    inner: Arc<SessionInner>,
-    stream: Option<oneshot::Receiver<(BoxRecvStream, BytesMut)>>,
+    core: Arc<SessionCore>,
+    stream: Option<oneshot::Receiver<FetchStream>>,
     recv: Option<BoxRecvStream>,
     buf: BytesMut,
     reader: FetchReader,
     fin: bool,
-    _control: (Writer, Reader),
+    request: Request,
 }
 
 impl FetchResponse {
@@ -83,7 +81,7 @@ impl FetchResponse {
         };
         let (recv, buf) = tokio::select! {
             r = rx => r.map_err(|_| Error::EndedEarly)?,
-            e = self.inner.closed() => return Err(e),
+            e = self.core.closed() => return Err(e),
         };
         self.recv = Some(recv);
         self.buf = buf;
@@ -91,6 +89,8 @@ impl FetchResponse {
     }
 
     /// The next object or End of Range marker.
+    ///
+    /// *Not* cancel safe: dropped while an object's payload is being read, that object is lost.
     pub async fn next(&mut self) -> Option<Result<FetchItem, Error>> {
         match self.next_inner().await {
             Ok(Some(i)) => Some(Ok(i)),
@@ -108,7 +108,7 @@ impl FetchResponse {
                     if o.payload_len == 0 {
                         return Ok(Some(FetchItem::Object(fetch_object(o, Bytes::new()))));
                     }
-                    if o.payload_len > self.inner.config.limits.max_object_size as u64 {
+                    if o.payload_len > self.core.config().limits.max_object_size as u64 {
                         return Err(Error::Limit("object larger than max_object_size"));
                     }
                     current = Some((o, BytesMut::new()));
@@ -137,7 +137,7 @@ impl FetchResponse {
                 Ok(None) => {}
                 Err(e) => {
                     let e = Error::from(e);
-                    self.inner.close(e.clone());
+                    self.core.close(e.clone());
                     return Err(e);
                 }
             }
@@ -145,12 +145,12 @@ impl FetchResponse {
                 return match self.reader.finish(&self.buf) {
                     Ok(()) if current.is_none() => {
                         // Done: close our half of the request stream gracefully.
-                        self._control.0.finish();
+                        self.request.finish();
                         Ok(None)
                     }
                     _ => {
                         let e = Error::protocol("fetch stream ended inside an object");
-                        self.inner.close(e.clone());
+                        self.core.close(e.clone());
                         Err(e)
                     }
                 };
@@ -200,64 +200,44 @@ fn last_covered(end: Location) -> Location {
 
 /// Sends FETCH and waits for FETCH_OK.
 pub(crate) async fn fetch(
-    inner: Arc<SessionInner>,
+    tracks: &TrackState,
     request: FetchRequest,
     params: Parameters,
 ) -> Result<FetchResponse, Error> {
-    params.validate(ParamContext::Fetch, inner.version)?;
-    let (mut writer, mut reader) = inner.open_request().await?;
-    let request_id = inner.next_request_id();
-    let (tx, rx) = oneshot::channel();
-    {
-        let mut table = lock(&inner.aliases);
-        match table.early_fetches.remove(&request_id) {
-            Some(s) => {
-                let _ = tx.send(s);
-            }
-            None => {
-                table.fetches.insert(request_id, tx);
-            }
-        }
-    }
+    let core = tracks.core();
+    params.validate(ParamContext::Fetch, core.version())?;
     let order = params.group_order.unwrap_or(GroupOrder::Ascending);
     let start = match &request {
         FetchType::Standalone { start, .. } => Some(*start),
         _ => None,
     };
-    writer
-        .send(Fetch {
+    let mut req = Request::open(core, "FETCH", |request_id| {
+        Fetch {
             request_id,
             fetch_type: request,
             params,
+        }
+        .into()
+    })
+    .await?;
+    // The data stream may overtake FETCH_OK (one that arrived already is held for us).
+    let stream = tracks.recv.expect_fetch(req.id());
+    let answer = req
+        .response(|m| match m {
+            Message::FetchOk(ok) => Ok(ok),
+            m => Err(m),
         })
-        .await?;
-    let msg = tokio::select! {
-        m = reader.next() => m,
-        e = inner.closed() => return Err(e),
-    };
-    let ok = match msg {
-        Ok(Some(Message::FetchOk(ok))) => ok,
-        Ok(Some(Message::RequestError(e))) => {
-            lock(&inner.aliases).fetches.remove(&request_id);
-            writer.finish();
-            return Err(Error::Rejected(Box::new(e)));
-        }
-        Ok(Some(m)) => {
-            let e = Error::protocol(format!("{} before the response to FETCH", m.name()));
-            inner.close(e.clone());
-            return Err(e);
-        }
-        Ok(None) => return Err(Error::EndedEarly),
-        Err(e) => return Err(inner.fail(e)),
-    };
+        .await;
+    let ok = answer.inspect_err(|_| tracks.recv.forget_fetch(req.id()))?;
     // draft-19 §10.13: an End Location smaller than the Start Location is a violation.
     if let Some(start) = start
         && last_covered(ok.end_location) < start
         && ok.end_location != start
     {
-        let e = Error::protocol("FETCH_OK End Location before the FETCH's Start Location");
-        inner.close(e.clone());
-        return Err(e);
+        req.cancel(StreamResetCode::CANCELLED);
+        return Err(core.fail(Error::protocol(
+            "FETCH_OK End Location before the FETCH's Start Location",
+        )));
     }
     Ok(FetchResponse {
         end: FetchEnd {
@@ -265,25 +245,25 @@ pub(crate) async fn fetch(
             end: ok.end_location,
             track_properties: ok.track_properties,
         },
-        inner: inner.clone(),
-        stream: Some(rx),
+        core: core.clone(),
+        stream: Some(stream),
         recv: None,
         buf: BytesMut::new(),
-        reader: FetchReader::new(order, inner.version),
+        reader: FetchReader::new(order, core.version()),
         fin: false,
-        _control: (writer, reader),
+        request: req,
     })
 }
 
 /// A FETCH from the peer, resolved to a track and a range, for the application to answer.
 #[derive(Debug)]
 pub struct IncomingFetch {
-    pub(crate) request_id: u64,
-    pub(crate) track: FullTrackName,
-    pub(crate) start: Location,
-    pub(crate) end: Location,
-    pub(crate) params: Parameters,
-    pub(crate) decision: Option<oneshot::Sender<FetchDecision>>,
+    request_id: u64,
+    track: FullTrackName,
+    start: Location,
+    end: Location,
+    params: Parameters,
+    decision: Option<oneshot::Sender<FetchDecision>>,
 }
 
 pub(crate) enum FetchDecision {
@@ -359,11 +339,13 @@ pub struct FetchWriter {
     writer: data::FetchWriter,
     buf: Vec<u8>,
     cancelled: watch::Receiver<Option<Error>>,
+    core: Arc<SessionCore>,
 }
 
 impl FetchWriter {
     fn check(&mut self) -> Result<(), Error> {
-        if let Some(e) = self.cancelled.borrow().clone() {
+        let cancelled = self.cancelled.borrow().clone();
+        if let Some(e) = cancelled.or_else(|| self.core.close_reason()) {
             if let Some(mut s) = self.stream.take() {
                 s.reset(StreamResetCode::CANCELLED.0);
             }
@@ -434,7 +416,7 @@ const JOINING_SUBSCRIBE_WAIT: Duration = Duration::from_secs(1);
 
 /// Resolves a FETCH to (track, start, end) (draft-19 §10.12.2 for joining fetches).
 async fn resolve(
-    inner: &SessionInner,
+    tracks: &TrackState,
     msg: &Fetch,
 ) -> Result<(FullTrackName, Location, Location), RequestError> {
     let (joining_id, joining_start, relative) = match &msg.fetch_type {
@@ -461,7 +443,7 @@ async fn resolve(
     } else {
         Duration::ZERO
     };
-    let Some(mut rx) = inner.join_state_within(joining_id, wait).await else {
+    let Some(mut rx) = tracks.send.join_state_within(joining_id, wait).await else {
         return Err(refuse(
             RequestErrorCode::INVALID_JOINING_REQUEST_ID,
             "no such subscription",
@@ -518,131 +500,94 @@ async fn resolve(
 
 /// Answers a FETCH: resolution and checks here, the objects from the application.
 pub(crate) async fn serve_fetch(
-    inner: &Arc<SessionInner>,
+    tracks: Arc<TrackState>,
     msg: Fetch,
-    mut writer: Writer,
-    mut reader: Reader,
+    stream: RequestStream,
 ) -> Result<(), Error> {
-    let tokens = inner.resolve_tokens(&msg.params.authorization_tokens)?;
-    let resolved = resolve(inner, &msg).await;
-    let (track, start, end) = match resolved {
+    let core = tracks.core();
+    let mut req = Request::accept(
+        core,
+        stream,
+        "FETCH",
+        msg.request_id,
+        &msg.params.authorization_tokens,
+        Some(ParamContext::UpdateFetch),
+    )?;
+    let (track, start, end) = match resolve(&tracks, &msg).await {
         Ok(r) => r,
-        Err(e) => {
-            writer.send(e).await?;
-            writer.finish();
-            return Ok(());
-        }
+        Err(e) => return req.refuse(e).await,
     };
-    let mut refusal = check_track_request(inner, &track, &msg.params);
-    if refusal.is_none() {
-        refusal = inner
-            .authorize(&AuthRequest {
-                kind: RequestKind::Fetch,
-                namespace: &track.namespace,
-                track_name: Some(&track.name),
-                tokens: &tokens,
-            })
-            .await
-            .err();
+    let refusal = tracks.check_track_request(&track, &msg.params);
+    let auth = req.authorize(
+        refusal,
+        RequestKind::Fetch,
+        &track.namespace,
+        Some(&track.name),
+    );
+    if let Err(e) = auth.await {
+        return req.refuse(e).await;
     }
-    if let Some(e) = refusal {
-        writer.send(e).await?;
-        writer.finish();
-        return Ok(());
-    }
-    let (dtx, drx) = oneshot::channel();
-    let request = IncomingFetch {
-        request_id: msg.request_id,
-        track,
-        start,
-        end,
-        params: msg.params.clone(),
-        decision: Some(dtx),
+    let make = |decision| {
+        Incoming::Fetch(IncomingFetch {
+            request_id: msg.request_id,
+            track,
+            start,
+            end,
+            params: msg.params.clone(),
+            decision: Some(decision),
+        })
     };
-    if let Err(e) = inner.deliver(Incoming::Fetch(request)) {
-        writer.send(e).await?;
-        writer.finish();
-        return Ok(());
-    }
-    let decision = tokio::select! {
-        d = drx => d.ok(),
-        e = inner.closed() => return Err(e),
-    };
-    let (fetch_end, reply) = match decision {
-        Some(FetchDecision::Accept(end, reply)) => (end, reply),
-        Some(FetchDecision::Reject(e)) => {
-            writer.send(e).await?;
-            writer.finish();
-            return Ok(());
-        }
-        None => {
-            writer
-                .send(refuse(RequestErrorCode::INTERNAL_ERROR, "not answered"))
-                .await?;
-            writer.finish();
-            return Ok(());
-        }
+    let (fetch_end, reply) = match tracks.ask(&mut req, make, no_such_track(), None).await {
+        Asked::Answer(FetchDecision::Accept(end, reply)) => (end, reply),
+        Asked::Answer(FetchDecision::Reject(e)) | Asked::Refuse(e) => return req.refuse(e).await,
+        Asked::Gone => return Ok(()),
     };
     let order = msg.params.group_order.unwrap_or(GroupOrder::Ascending);
-    let mut stream = tokio::select! {
-        s = inner.conn.open_uni() => s?,
-        e = inner.closed() => return Err(e),
-    };
+    let mut stream = core.conn().open_uni().await?;
     let priority = msg.params.subscriber_priority.unwrap_or(128);
-    stream.set_priority(super::stream_priority(priority, 128, order, 0, 0));
+    stream.set_priority(stream_priority(priority, 128, order, 0, 0));
     let mut header = Vec::new();
     FetchHeader {
         request_id: msg.request_id,
     }
-    .encode(&mut header, inner.version)?;
+    .encode(&mut header, core.version())?;
     stream.write_all(&header).await?;
     let (cancel_tx, cancel_rx) = watch::channel(None);
     let fw = FetchWriter {
         stream: Some(stream),
-        writer: data::FetchWriter::new(order, inner.version),
+        writer: data::FetchWriter::new(order, core.version()),
         buf: Vec::new(),
         cancelled: cancel_rx,
+        core: core.clone(),
     };
-    writer
-        .send(FetchOk {
-            end_of_track: fetch_end.end_of_track,
-            end_location: fetch_end.end,
-            params: Parameters::default(),
-            track_properties: fetch_end.track_properties,
-        })
-        .await?;
+    req.send(FetchOk {
+        end_of_track: fetch_end.end_of_track,
+        end_location: fetch_end.end,
+        params: Parameters::default(),
+        track_properties: fetch_end.track_properties,
+    })
+    .await?;
     let _ = reply.send(Ok(fw));
-    // Serve REQUEST_UPDATE (priority) and cancellation until the requester is done.
-    let mut goaway = RequestGoaway::default();
-    let mut watch_stop = true;
+    // Serve REQUEST_UPDATE (priority) and cancellation until the requester is done; one that
+    // finished its half already will send nothing more (draft-19 §3.3.2).
+    if req.peer_finished() {
+        req.finish();
+        return Ok(());
+    }
     loop {
-        tokio::select! {
-            m = reader.next() => match m {
-                Ok(Some(Message::RequestUpdate(u))) => {
-                    check_update(inner, &reader, &u, ParamContext::UpdateFetch)?;
-                    writer.send(RequestOk::default()).await?;
-                }
-                Ok(Some(Message::Goaway(g))) => { goaway.on_goaway(inner, g)?; }
-                Ok(Some(m)) => return Err(Error::protocol(format!("{} on a FETCH stream", m.name()))),
-                Ok(None) => { writer.finish(); return Ok(()); }
-                Err(Error::Cancelled(code)) => {
-                    cancel_tx.send_replace(Some(Error::Cancelled(code)));
-                    writer.reset(code);
-                    return Ok(());
-                }
-                Err(e) => return Err(e),
-            },
-            s = writer.stopped(), if watch_stop => {
-                watch_stop = false;
-                if let Ok(Some(code)) = s {
-                    // draft-19 §5.2: STOP_SENDING cancels the fetch; reset both streams.
-                    let code = StreamResetCode(code);
-                    cancel_tx.send_replace(Some(Error::Cancelled(code)));
-                    cancel(&mut writer, &mut reader, code);
-                    return Ok(());
-                }
+        match req.next().await {
+            Event::Update(_) => req.send(RequestOk::default()).await?,
+            Event::Fin => {
+                req.finish();
+                return Ok(());
             }
-            e = inner.closed() => { cancel_tx.send_replace(Some(e.clone())); return Err(e) }
+            Event::Message(m) => return Err(req.unexpected(&m)),
+            // draft-19 §5.2: cancelling the FETCH resets its data stream too.
+            Event::Ended(e) => {
+                cancel_tx.send_replace(Some(e));
+                return Ok(());
+            }
+            Event::Dropped | Event::Updated(_) => {}
         }
     }
 }

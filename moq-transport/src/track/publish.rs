@@ -5,18 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
-use moq_core::message::{Message, ParamContext, Parameters, Publish, RequestError, RequestOk};
+use moq_core::message::{ParamContext, Parameters, Publish, RequestError, RequestOk};
 use moq_core::{FullTrackName, Location, Properties};
 use tokio::sync::{oneshot, watch};
 
+use super::incoming::Incoming;
+use super::params::{SubscriptionParams, millis};
 use super::send::SubscriptionWriter;
-use super::subscribe::{
-    Publisher, SubscriberTask, check_track_request, new_subscription, track_group_order,
-};
-use super::{Incoming, Subscription, SubscriptionInfo, SubscriptionParams};
+use super::state::{Asked, TrackState};
+use super::subscription::{PublisherTask, Subscription, SubscriptionInfo, new_subscription};
 use crate::error::Error;
-use crate::session::stream::{Reader, Writer, cancel};
-use crate::session::{AuthRequest, RequestKind, SessionInner};
+use crate::request::{Request, RequestStream};
+use crate::session::{RequestKind, SessionCore};
 
 /// How to PUBLISH a track.
 #[derive(Clone, Debug, Default)]
@@ -40,6 +40,7 @@ pub struct PublishOptions {
 pub struct PublishedTrack {
     writer: SubscriptionWriter,
     answer: watch::Receiver<Option<Result<(), Error>>>,
+    core: Arc<SessionCore>,
 }
 
 impl PublishedTrack {
@@ -49,14 +50,14 @@ impl PublishedTrack {
     }
 
     /// Waits for PUBLISH_OK (`Ok`) or REQUEST_ERROR ([`Error::Rejected`], e.g. UNINTERESTED).
+    ///
+    /// Cancel safe.
     pub async fn accepted(&self) -> Result<(), Error> {
         let mut rx = self.answer.clone();
-        let res = rx
-            .wait_for(|a| a.is_some())
-            .await
-            .ok()
-            .and_then(|a| a.clone());
-        res.unwrap_or(Err(Error::EndedEarly))
+        match rx.wait_for(Option::is_some).await {
+            Ok(a) => a.clone().unwrap_or(Err(Error::EndedEarly)),
+            Err(_) => Err(self.core.gone()),
+        }
     }
 
     /// The writer, for keeping after the answer.
@@ -67,109 +68,64 @@ impl PublishedTrack {
 
 /// Sends PUBLISH and returns at once: the answer comes later.
 pub(crate) async fn publish(
-    inner: Arc<SessionInner>,
+    tracks: &Arc<TrackState>,
     track: FullTrackName,
     opts: PublishOptions,
 ) -> Result<PublishedTrack, Error> {
+    let core = tracks.core();
     if track.namespace.is_dot() || track.namespace.is_session_level() {
         return Err(Error::Invalid(format!(
             "track {track} is in a reserved namespace"
         )));
     }
-    let (mut writer, reader) = inner.open_request().await?;
-    let guard = inner.request_guard();
-    let request_id = inner.next_request_id();
-    let alias = opts.track_alias.unwrap_or_else(|| inner.next_track_alias());
+    let alias = opts
+        .track_alias
+        .unwrap_or_else(|| tracks.send.next_track_alias());
     let params = Parameters {
         forward: opts.forward.filter(|f| !f),
         largest_object: opts.largest,
-        expires: opts
-            .expires
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        expires: opts.expires.map(millis),
         authorization_tokens: opts.authorization_tokens.clone(),
         ..Default::default()
     };
-    writer
-        .send(Publish {
+    let (name, properties) = (track.clone(), opts.track_properties.clone());
+    let mut req = Request::open(core, "PUBLISH", |request_id| {
+        Publish {
             request_id,
-            track: track.clone(),
+            track: name,
             track_alias: alias,
-            params: params.clone(),
-            track_properties: opts.track_properties.clone(),
-        })
-        .await?;
-    let sub_params = SubscriptionParams {
+            params,
+            track_properties: properties,
+        }
+        .into()
+    })
+    .await?;
+    let initial = SubscriptionParams {
         forward: opts.forward.unwrap_or(true),
         ..Default::default()
     };
-    let order = track_group_order(&opts.track_properties);
-    let publisher = Publisher::new(
-        &inner,
-        request_id,
-        alias,
-        track,
-        &opts.track_properties,
-        order,
-        sub_params,
-    );
+    let publisher =
+        PublisherTask::new(core, req.id(), alias, track, &opts.track_properties, initial);
     let (answer_tx, answer_rx) = watch::channel(None);
     let out = PublishedTrack {
         writer: publisher.writer(),
         answer: answer_rx,
+        core: core.clone(),
     };
-    tokio::spawn(async move {
-        let _guard = guard;
-        let mut reader = reader;
-        match await_publish_ok(&inner, &mut reader, &publisher).await {
-            Ok(()) => {
+    let tracks = tracks.clone();
+    core.spawn(async move {
+        match req.request_ok(ParamContext::PublishOk).await {
+            Ok(ok) => {
+                publisher.apply(&ok.params);
                 answer_tx.send_replace(Some(Ok(())));
-                if let Err(e) = publisher.run(&inner, writer, reader, None).await
-                    && e.is_session_error()
-                {
-                    inner.close(e);
-                }
+                let _ = publisher.run(&tracks, &mut req, None).await;
             }
             Err(e) => {
-                if let Error::Rejected(_) = &e {
-                    writer.finish();
-                } else {
-                    cancel(&mut writer, &mut reader, StreamResetCode::CANCELLED);
-                }
                 answer_tx.send_replace(Some(Err(e)));
             }
         }
     });
     Ok(out)
-}
-
-async fn await_publish_ok(
-    inner: &SessionInner,
-    reader: &mut Reader,
-    publisher: &Publisher,
-) -> Result<(), Error> {
-    let msg = tokio::select! {
-        m = reader.next() => m,
-        e = inner.closed() => return Err(e),
-    };
-    match msg {
-        Ok(Some(Message::RequestOk(ok))) => {
-            ok.validate(ParamContext::PublishOk, inner.version)
-                .inspect_err(|e| inner.close(e.clone().into()))?;
-            let largest = publisher.writer().largest();
-            publisher
-                .params_sender()
-                .send_modify(|p| p.apply(&ok.params, largest));
-            Ok(())
-        }
-        Ok(Some(Message::RequestError(e))) => Err(Error::Rejected(Box::new(e))),
-        Ok(Some(m)) => {
-            let e = Error::protocol(format!("{} before the response to PUBLISH", m.name()));
-            inner.close(e.clone());
-            Err(e)
-        }
-        Ok(None) => Err(Error::EndedEarly),
-        Err(e) => Err(inner.fail(e)),
-    }
 }
 
 /// The application's answer to a PUBLISH, and where to hand back the subscription.
@@ -181,10 +137,10 @@ type PublishDecision = (
 /// A PUBLISH from the peer, for the application to answer.
 #[derive(Debug)]
 pub struct IncomingPublish {
-    pub(crate) track: FullTrackName,
-    pub(crate) info: SubscriptionInfo,
-    pub(crate) params: Parameters,
-    pub(crate) decision: Option<oneshot::Sender<PublishDecision>>,
+    track: FullTrackName,
+    info: SubscriptionInfo,
+    params: Parameters,
+    decision: Option<oneshot::Sender<PublishDecision>>,
 }
 
 impl IncomingPublish {
@@ -223,39 +179,41 @@ impl IncomingPublish {
 
 /// Answers a PUBLISH: checks, then the application decides.
 pub(crate) async fn serve_publish(
-    inner: &Arc<SessionInner>,
+    tracks: Arc<TrackState>,
     msg: Publish,
-    mut writer: Writer,
-    mut reader: Reader,
+    stream: RequestStream,
 ) -> Result<(), Error> {
-    let tokens = inner.resolve_tokens(&msg.params.authorization_tokens)?;
-    msg.track_properties.validate_track()?;
-    let mut refusal = check_track_request(inner, &msg.track, &Parameters::default());
-    if refusal.is_none() && msg.track_properties.unknown_mandatory(&[]).is_some() {
+    let core = tracks.core();
+    let mut req = Request::accept(
+        core,
+        stream,
+        "PUBLISH",
+        msg.request_id,
+        &msg.params.authorization_tokens,
+        None,
+    )?;
+    let track = msg.track;
+    let props = msg.track_properties;
+    props.validate_track().map_err(|e| core.fail(e.into()))?;
+    let mut refusal = tracks.check_track_request(&track, &Parameters::default());
+    if refusal.is_none() && props.unknown_mandatory(&[]).is_some() {
         // draft-19 §2.5.1: a mandatory property we do not understand.
         refusal = Some(RequestError::new(
             RequestErrorCode::UNSUPPORTED_EXTENSION,
             "unknown mandatory track property",
         ));
     }
-    if refusal.is_none() {
-        refusal = inner
-            .authorize(&AuthRequest {
-                kind: RequestKind::Publish,
-                namespace: &msg.track.namespace,
-                track_name: Some(&msg.track.name),
-                tokens: &tokens,
-            })
-            .await
-            .err();
-    }
-    if let Some(e) = refusal {
-        writer.send(e).await?;
-        writer.finish();
-        return Ok(());
+    let auth = req.authorize(
+        refusal,
+        RequestKind::Publish,
+        &track.namespace,
+        Some(&track.name),
+    );
+    if let Err(e) = auth.await {
+        return req.refuse(e).await;
     }
     let info = SubscriptionInfo {
-        track: msg.track.clone(),
+        track: track.clone(),
         track_alias: msg.track_alias,
         largest: msg.params.largest_object,
         expires: msg
@@ -263,77 +221,49 @@ pub(crate) async fn serve_publish(
             .expires
             .filter(|e| *e > 0)
             .map(Duration::from_millis),
-        track_properties: msg.track_properties.clone(),
+        track_properties: props,
     };
     // Objects may come before PUBLISH_OK, so the alias is live from now on.
     let initial = Parameters {
         forward: msg.params.forward,
         ..Default::default()
     };
-    let (sub, task) = new_subscription(inner, info.clone(), msg.request_id, &initial)?;
-    let (dtx, drx) = oneshot::channel();
-    let request = IncomingPublish {
-        track: msg.track.clone(),
-        info,
-        params: msg.params.clone(),
-        decision: Some(dtx),
+    let (sub, task) = new_subscription(&tracks, &mut req, info.clone(), &initial)?;
+    let make = |decision| {
+        Incoming::Publish(IncomingPublish {
+            track,
+            info,
+            params: msg.params,
+            decision: Some(decision),
+        })
     };
     let uninterested = RequestError::new(RequestErrorCode::UNINTERESTED, "not interested");
-    if let Err(e) = inner.deliver(Incoming::Publish(request)) {
-        let e = if e.code == RequestErrorCode::DOES_NOT_EXIST {
-            uninterested
-        } else {
-            e
-        };
-        writer.send(e).await?;
-        writer.finish();
-        inner.unregister_sink(msg.track_alias, msg.request_id);
-        return Ok(());
-    }
-    let decision = tokio::select! {
-        d = drx => d.ok(),
-        e = inner.closed() => return Err(e),
-    };
+    let decision = tracks
+        .ask(&mut req, make, uninterested.clone(), Some(uninterested))
+        .await;
     match decision {
-        Some((Ok(params), reply)) => {
-            if let Err(e) = params.validate(ParamContext::PublishOk, inner.version) {
+        Asked::Answer((Ok(params), reply)) => {
+            if let Err(e) = params.validate(ParamContext::PublishOk, core.version()) {
                 let _ = reply.send(Err(e.into()));
-                inner.unregister_sink(msg.track_alias, msg.request_id);
-                cancel(&mut writer, &mut reader, StreamResetCode::INTERNAL_ERROR);
+                req.cancel(StreamResetCode::INTERNAL_ERROR);
                 return Ok(());
             }
-            writer
-                .send(RequestOk {
-                    params: params.clone(),
-                    track_properties: Properties::new(),
-                })
-                .await?;
+            req.send(RequestOk {
+                params: params.clone(),
+                track_properties: Properties::new(),
+            })
+            .await?;
+            task.apply(&params);
             let _ = reply.send(Ok(sub));
-            run_task(inner, task, params, writer, reader).await;
+            task.run(&mut req).await;
             Ok(())
         }
-        other => {
-            let e = match other {
-                Some((Err(e), _)) => e,
-                _ => uninterested,
-            };
-            // draft-19 §10.10: UNINTERESTED, and STOP_SENDING on the track's data streams
-            // (its alias is dropped, so they are stopped as they arrive).
-            inner.unregister_sink(msg.track_alias, msg.request_id);
-            writer.send(e).await?;
-            writer.finish();
-            Ok(())
+        Asked::Answer((Err(e), _)) | Asked::Refuse(e) => {
+            // draft-19 §10.10: UNINTERESTED, and STOP_SENDING on the track's data streams (its
+            // alias is dropped with the task, so they are stopped as they arrive).
+            drop(task);
+            req.refuse(e).await
         }
+        Asked::Gone => Ok(()),
     }
-}
-
-async fn run_task(
-    inner: &SessionInner,
-    task: SubscriberTask,
-    params: Parameters,
-    writer: Writer,
-    reader: Reader,
-) {
-    task.apply(&params);
-    task.run(inner, writer, reader).await;
 }

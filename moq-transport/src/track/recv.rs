@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -13,11 +13,12 @@ use moq_core::data::{
     SubgroupReader,
 };
 use moq_core::{DecodeError, FullTrackName, Location};
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::{Object, SubscriptionParams};
+use super::params::{Object, SubscriptionParams};
 use crate::error::Error;
-use crate::session::{SessionInner, lock};
+use crate::session::SessionCore;
 use crate::transport::BoxRecvStream;
 
 /// What a subscription delivers.
@@ -42,7 +43,7 @@ pub(crate) struct Sink {
 
 /// Track Alias -> subscriptions, on the subscriber side of a session.
 #[derive(Debug, Default)]
-pub(crate) struct AliasTable {
+struct AliasTable {
     by_alias: HashMap<u64, Vec<Arc<Sink>>>,
     /// Aliases whose subscription ended recently: late data is discarded at once
     /// (draft-19 §11.1).
@@ -52,10 +53,13 @@ pub(crate) struct AliasTable {
     /// Datagrams for aliases not known yet, held briefly.
     early_datagrams: Vec<(Instant, ObjectDatagram)>,
     /// Fetches waiting for their data stream: Request ID -> where to hand it.
-    pub(crate) fetches: HashMap<u64, oneshot::Sender<(BoxRecvStream, BytesMut)>>,
+    fetches: HashMap<u64, oneshot::Sender<FetchStream>>,
     /// Fetch streams that arrived before their FETCH was registered.
-    pub(crate) early_fetches: HashMap<u64, (BoxRecvStream, BytesMut)>,
+    early_fetches: HashMap<u64, FetchStream>,
 }
+
+/// A fetch's data stream, and what was read of it past the header.
+pub(crate) type FetchStream = (BoxRecvStream, BytesMut);
 
 /// How long data for an unknown Track Alias is held.
 const UNKNOWN_ALIAS_WAIT: Duration = Duration::from_secs(2);
@@ -67,7 +71,7 @@ const ENDED_MEMORY: Duration = Duration::from_secs(10);
 impl AliasTable {
     /// Registers a subscription's sink; delivers datagrams that were waiting for it. Fails with
     /// DUPLICATE_TRACK_ALIAS if the alias names a different track (draft-19 §11.1).
-    pub(crate) fn register(
+    fn register(
         &mut self,
         alias: u64,
         track: &FullTrackName,
@@ -101,7 +105,7 @@ impl AliasTable {
         Ok(())
     }
 
-    pub(crate) fn unregister(&mut self, alias: u64, request_id: u64) {
+    fn unregister(&mut self, alias: u64, request_id: u64) {
         if let Some(v) = self.by_alias.get_mut(&alias) {
             v.retain(|s| s.request_id != request_id);
             if v.is_empty() {
@@ -142,154 +146,226 @@ fn datagram_object(d: &ObjectDatagram, default_priority: u8) -> Object {
     }
 }
 
-/// Routes a datagram to its subscription, holds it briefly if the alias is not known yet, or
-/// drops it (draft-19 §11.3).
-pub(crate) fn handle_datagram(inner: &SessionInner, d: ObjectDatagram) {
-    let mut table = lock(&inner.aliases);
-    let loc = Location::new(d.group, d.object);
-    if let Some(sink) = table.route(d.track_alias, loc) {
-        let _ = sink.tx.try_send(TrackEvent::Datagram(datagram_object(
-            &d,
-            sink.default_priority,
-        )));
-    } else if !table.ended.contains_key(&d.track_alias) {
-        let now = Instant::now();
-        table
-            .early_datagrams
-            .retain(|(at, _)| now.duration_since(*at) < UNKNOWN_ALIAS_WAIT);
-        if table.early_datagrams.len() < MAX_EARLY_DATAGRAMS {
-            table.early_datagrams.push((now, d));
+/// The subscriber's side of a session's data plane.
+#[derive(Debug)]
+pub(crate) struct RecvState {
+    core: Arc<SessionCore>,
+    aliases: Mutex<AliasTable>,
+    /// Bumped whenever an alias is registered, so held streams look again.
+    generation: watch::Sender<u64>,
+    /// Streams held for an unknown alias.
+    parked: AtomicUsize,
+}
+
+impl RecvState {
+    pub(crate) fn new(core: Arc<SessionCore>) -> Self {
+        RecvState {
+            core,
+            aliases: Mutex::new(AliasTable::default()),
+            generation: watch::channel(0).0,
+            parked: AtomicUsize::new(0),
+        }
+    }
+
+    /// Registers a subscription's data sink under its Track Alias until the guard drops;
+    /// DUPLICATE_TRACK_ALIAS closes the session (draft-19 §11.1).
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        alias: u64,
+        track: &FullTrackName,
+        sink: Arc<Sink>,
+    ) -> Result<SinkGuard, Error> {
+        let request_id = sink.request_id;
+        let res = self.aliases.lock().register(alias, track, sink);
+        res.map_err(|e| self.core.fail(e))?;
+        self.generation.send_modify(|g| *g += 1);
+        Ok(SinkGuard {
+            recv: self.clone(),
+            alias,
+            request_id,
+        })
+    }
+
+    /// Where the data stream of FETCH `request_id` will be handed, including one that arrived
+    /// before the FETCH was sent.
+    pub(crate) fn expect_fetch(&self, request_id: u64) -> oneshot::Receiver<FetchStream> {
+        let (tx, rx) = oneshot::channel();
+        let mut table = self.aliases.lock();
+        match table.early_fetches.remove(&request_id) {
+            Some(s) => {
+                let _ = tx.send(s);
+            }
+            None => {
+                table.fetches.insert(request_id, tx);
+            }
+        }
+        rx
+    }
+
+    /// Forgets a FETCH that will get no data stream.
+    pub(crate) fn forget_fetch(&self, request_id: u64) {
+        self.aliases.lock().fetches.remove(&request_id);
+    }
+
+    /// Routes a datagram to its subscription, holds it briefly if the alias is not known yet,
+    /// or drops it (draft-19 §11.3).
+    pub(crate) fn datagram(&self, d: ObjectDatagram) {
+        let mut table = self.aliases.lock();
+        let loc = Location::new(d.group, d.object);
+        if let Some(sink) = table.route(d.track_alias, loc) {
+            let _ = sink.tx.try_send(TrackEvent::Datagram(datagram_object(
+                &d,
+                sink.default_priority,
+            )));
+        } else if !table.ended.contains_key(&d.track_alias) {
+            let now = Instant::now();
+            table
+                .early_datagrams
+                .retain(|(at, _)| now.duration_since(*at) < UNKNOWN_ALIAS_WAIT);
+            if table.early_datagrams.len() < MAX_EARLY_DATAGRAMS {
+                table.early_datagrams.push((now, d));
+            }
+        }
+    }
+
+    /// Routes a subgroup stream to its subscription, waiting briefly (and boundedly) for an
+    /// alias that is not known yet.
+    pub(crate) async fn subgroup_stream(&self, mut recv: BoxRecvStream, mut buf: BytesMut) {
+        let core = &self.core;
+        let v = core.version();
+        let header = loop {
+            let mut cur = &buf[..];
+            match SubgroupHeader::decode(&mut cur, v) {
+                Ok(h) => {
+                    let used = buf.len() - cur.len();
+                    let _ = buf.split_to(used);
+                    break h;
+                }
+                Err(DecodeError::Short) => {}
+                Err(e) => return core.close(e.into()),
+            }
+            match recv.read_chunk(64 * 1024).await {
+                Ok(Some(c)) => buf.extend_from_slice(&c),
+                Ok(None) => {
+                    return core.close(Error::protocol("stream ended inside a SUBGROUP_HEADER"));
+                }
+                Err(_) => return,
+            }
+        };
+        let group = header.group;
+        let deadline = Instant::now() + UNKNOWN_ALIAS_WAIT;
+        let mut parked: Option<Parked<'_>> = None;
+        let sink = loop {
+            let mut generation = self.generation.subscribe();
+            {
+                let table = self.aliases.lock();
+                if let Some(sink) = table.route(header.track_alias, Location::new(group, 0)) {
+                    break sink;
+                }
+                if table.ended.contains_key(&header.track_alias) {
+                    // Late data for an ended subscription.
+                    recv.stop(StreamResetCode::CANCELLED.0);
+                    return;
+                }
+            }
+            // draft-19 §11.4.2: hold a stream for an unknown alias briefly, and boundedly.
+            if parked.is_none() {
+                match Parked::new(self) {
+                    Some(p) => parked = Some(p),
+                    None => {
+                        recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
+                        return;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = generation.changed() => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    recv.stop(StreamResetCode::CANCELLED.0);
+                    return;
+                }
+            }
+        };
+        drop(parked);
+        sink.streams.fetch_add(1, Ordering::Relaxed);
+        sink.stream_arrived.notify_waiters();
+        let incoming = IncomingSubgroup {
+            core: core.clone(),
+            reader: SubgroupReader::new(header, v),
+            recv: Some(recv),
+            buf,
+            default_priority: sink.default_priority,
+            fin: false,
+        };
+        let _ = sink.tx.send(TrackEvent::Subgroup(incoming)).await;
+    }
+
+    /// Hands a fetch stream to its FETCH, or holds it until the FETCH is registered.
+    pub(crate) async fn fetch_stream(&self, mut recv: BoxRecvStream, mut buf: BytesMut) {
+        let core = &self.core;
+        let v = core.version();
+        let header = loop {
+            let mut cur = &buf[..];
+            match FetchHeader::decode(&mut cur, v) {
+                Ok(h) => {
+                    let used = buf.len() - cur.len();
+                    let _ = buf.split_to(used);
+                    break h;
+                }
+                Err(DecodeError::Short) => {}
+                Err(e) => return core.close(e.into()),
+            }
+            match recv.read_chunk(64 * 1024).await {
+                Ok(Some(c)) => buf.extend_from_slice(&c),
+                Ok(None) => {
+                    return core.close(Error::protocol("stream ended inside a FETCH_HEADER"));
+                }
+                Err(_) => return,
+            }
+        };
+        let mut table = self.aliases.lock();
+        if let Some(tx) = table.fetches.remove(&header.request_id) {
+            let _ = tx.send((recv, buf));
+        } else if table.early_fetches.len() < core.config().limits.max_pending_streams {
+            table.early_fetches.insert(header.request_id, (recv, buf));
+        } else {
+            recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
         }
     }
 }
 
-/// Routes a subgroup stream to its subscription, waiting briefly (and boundedly) for an alias
-/// that is not known yet.
-pub(crate) async fn handle_subgroup_stream(
-    inner: Arc<SessionInner>,
-    mut recv: BoxRecvStream,
-    mut buf: BytesMut,
-) {
-    let v = inner.version;
-    let header = loop {
-        match SubgroupHeader::decode(&mut &buf[..], v) {
-            Ok(h) => {
-                // Consume exactly the header bytes.
-                let mut cur = &buf[..];
-                let _ = SubgroupHeader::decode(&mut cur, v);
-                let used = buf.len() - cur.len();
-                let _ = buf.split_to(used);
-                break h;
-            }
-            Err(DecodeError::Short) => {}
-            Err(e) => return inner.close(e.into()),
-        }
-        match recv.read_chunk(64 * 1024).await {
-            Ok(Some(c)) => buf.extend_from_slice(&c),
-            Ok(None) => {
-                return inner.close(Error::protocol("stream ended inside a SUBGROUP_HEADER"));
-            }
-            Err(_) => return,
-        }
-    };
-    let group = header.group;
-    let deadline = Instant::now() + UNKNOWN_ALIAS_WAIT;
-    let mut parked: Option<Parked<'_>> = None;
-    let sink = loop {
-        let mut generation = inner.alias_generation.subscribe();
-        {
-            let table = lock(&inner.aliases);
-            if let Some(sink) = table.route(header.track_alias, Location::new(group, 0)) {
-                break sink;
-            }
-            if table.ended.contains_key(&header.track_alias) {
-                // Late data for an ended subscription.
-                recv.stop(StreamResetCode::CANCELLED.0);
-                return;
-            }
-        }
-        // draft-19 §11.4.2: hold a stream for an unknown alias briefly, and boundedly.
-        if parked.is_none() {
-            match Parked::new(&inner) {
-                Some(p) => parked = Some(p),
-                None => {
-                    recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
-                    return;
-                }
-            }
-        }
-        tokio::select! {
-            _ = generation.changed() => {}
-            _ = tokio::time::sleep_until(deadline.into()) => {
-                recv.stop(StreamResetCode::CANCELLED.0);
-                return;
-            }
-            _ = inner.closed() => return,
-        }
-    };
-    drop(parked);
-    sink.streams.fetch_add(1, Ordering::Relaxed);
-    sink.stream_arrived.notify_waiters();
-    let default_priority = sink.default_priority;
-    let incoming = IncomingSubgroup {
-        inner: inner.clone(),
-        reader: SubgroupReader::new(header, v),
-        recv: Some(recv),
-        buf,
-        default_priority,
-        fin: false,
-    };
-    let _ = sink.tx.send(TrackEvent::Subgroup(incoming)).await;
+/// Keeps a subscription's sink registered; dropping it (the subscription ended, or its task
+/// was cancelled with the session) unregisters it, so the subscription's streams end.
+#[derive(Debug)]
+pub(crate) struct SinkGuard {
+    recv: Arc<RecvState>,
+    alias: u64,
+    request_id: u64,
+}
+
+impl Drop for SinkGuard {
+    fn drop(&mut self) {
+        self.recv
+            .aliases
+            .lock()
+            .unregister(self.alias, self.request_id);
+    }
 }
 
 /// Counts a stream held for an unknown alias; at most `max_pending_streams` at once.
-struct Parked<'a>(&'a SessionInner);
+struct Parked<'a>(&'a RecvState);
 
 impl<'a> Parked<'a> {
-    fn new(inner: &'a SessionInner) -> Option<Self> {
-        let n = inner.parked_streams.fetch_add(1, Ordering::Relaxed);
-        let p = Parked(inner);
-        (n < inner.config.limits.max_pending_streams).then_some(p)
+    fn new(recv: &'a RecvState) -> Option<Self> {
+        let n = recv.parked.fetch_add(1, Ordering::Relaxed);
+        let p = Parked(recv);
+        (n < recv.core.config().limits.max_pending_streams).then_some(p)
     }
 }
 
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
-        self.0.parked_streams.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Hands a fetch stream to its FETCH, or holds it until the FETCH is registered.
-pub(crate) async fn handle_fetch_stream(
-    inner: Arc<SessionInner>,
-    mut recv: BoxRecvStream,
-    mut buf: BytesMut,
-) {
-    let v = inner.version;
-    let header = loop {
-        let mut cur = &buf[..];
-        match FetchHeader::decode(&mut cur, v) {
-            Ok(h) => {
-                let used = buf.len() - cur.len();
-                let _ = buf.split_to(used);
-                break h;
-            }
-            Err(DecodeError::Short) => {}
-            Err(e) => return inner.close(e.into()),
-        }
-        match recv.read_chunk(64 * 1024).await {
-            Ok(Some(c)) => buf.extend_from_slice(&c),
-            Ok(None) => return inner.close(Error::protocol("stream ended inside a FETCH_HEADER")),
-            Err(_) => return,
-        }
-    };
-    let mut table = lock(&inner.aliases);
-    if let Some(tx) = table.fetches.remove(&header.request_id) {
-        let _ = tx.send((recv, buf));
-    } else if table.early_fetches.len() < inner.config.limits.max_pending_streams {
-        table.early_fetches.insert(header.request_id, (recv, buf));
-    } else {
-        recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
+        self.0.parked.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -300,7 +376,7 @@ pub(crate) async fn handle_fetch_stream(
 /// reset (objects may be missing). Dropping it sends STOP_SENDING.
 #[derive(Debug)]
 pub struct IncomingSubgroup {
-    inner: Arc<SessionInner>,
+    core: Arc<SessionCore>,
     reader: SubgroupReader,
     recv: Option<BoxRecvStream>,
     buf: BytesMut,
@@ -350,7 +426,7 @@ impl IncomingSubgroup {
                 Ok(None) => {}
                 Err(e) => {
                     let e = Error::from(e);
-                    self.inner.close(e.clone());
+                    self.core.close(e.clone());
                     return Err(e);
                 }
             }
@@ -360,7 +436,7 @@ impl IncomingSubgroup {
                     Ok(()) => Ok(None),
                     Err(e) => {
                         let e = Error::from(e);
-                        self.inner.close(e.clone());
+                        self.core.close(e.clone());
                         Err(e)
                     }
                 };
@@ -393,7 +469,7 @@ impl IncomingSubgroup {
         let SubgroupEvent::Object(o) = ev else {
             return Err(Error::Invalid("payload without an object".into()));
         };
-        let max = self.inner.config.limits.max_object_size as u64;
+        let max = self.core.config().limits.max_object_size as u64;
         if o.payload_len > max {
             self.stop(StreamResetCode::EXCESSIVE_LOAD);
             return Err(Error::Limit("object larger than max_object_size"));

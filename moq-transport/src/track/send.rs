@@ -1,7 +1,8 @@
 //! The publisher's side of a subscription: subgroup streams and datagrams (draft-19 §11).
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -10,12 +11,106 @@ use moq_core::data::{
     DatagramBody, ObjectDatagram, ObjectStatus, SubgroupHeader, SubgroupId, SubgroupWriter,
 };
 use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
+use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot, watch};
 
-use super::{Object, SubscriptionParams, stream_priority};
+use super::params::{Object, SubscriptionParams, stream_priority};
 use crate::error::Error;
-use crate::session::{SessionInner, lock};
+use crate::session::SessionCore;
 use crate::transport::BoxSendStream;
+
+/// The publisher's record of a subscription, for Joining FETCH (draft-19 §5.2).
+#[derive(Clone, Debug)]
+pub(crate) struct JoinState {
+    pub(crate) track: FullTrackName,
+    /// `None` while Pending (subscriber); then the Joining Location if Forward was 1.
+    pub(crate) established: Option<JoinPoint>,
+}
+
+/// Where a Joining FETCH joins an established subscription.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct JoinPoint {
+    pub(crate) forward: bool,
+    pub(crate) joining: Option<Location>,
+}
+
+/// The publisher's side of a session's data plane: the Track Aliases it hands out and the
+/// subscriptions a Joining FETCH can name.
+#[derive(Debug)]
+pub(crate) struct SendState {
+    core: Arc<SessionCore>,
+    next_alias: AtomicU64,
+    joins: Mutex<HashMap<u64, watch::Receiver<JoinState>>>,
+    /// Bumped whenever a subscription is recorded in `joins`, so a Joining FETCH that overtook
+    /// its SUBSCRIBE (they travel on separate streams) can wait for it.
+    joins_changed: watch::Sender<u64>,
+}
+
+impl SendState {
+    pub(crate) fn new(core: Arc<SessionCore>) -> Self {
+        SendState {
+            core,
+            next_alias: AtomicU64::new(0),
+            joins: Mutex::new(HashMap::new()),
+            joins_changed: watch::channel(0).0,
+        }
+    }
+
+    /// A fresh Track Alias for a subscription we publish.
+    pub(crate) fn next_track_alias(&self) -> u64 {
+        self.next_alias.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Records a subscription we publish, for Joining FETCH, until the guard drops. `None` if
+    /// the version allows one subscription per track and this session already has one for the
+    /// same track (the caller answers DUPLICATE_SUBSCRIPTION).
+    pub(crate) fn track_join(
+        &self,
+        request_id: u64,
+        state: watch::Receiver<JoinState>,
+    ) -> Option<JoinGuard<'_>> {
+        let mut joins = self.joins.lock();
+        if !self.core.version().allows_duplicate_subscriptions() {
+            let track = &state.borrow().track;
+            if joins.values().any(|j| j.borrow().track == *track) {
+                return None;
+            }
+        }
+        joins.insert(request_id, state);
+        drop(joins);
+        self.joins_changed.send_modify(|g| *g = g.wrapping_add(1));
+        Some(JoinGuard(self, request_id))
+    }
+
+    /// The subscription `request_id` for a Joining FETCH, waiting up to `wait` for a SUBSCRIBE
+    /// whose stream has not arrived yet.
+    pub(crate) async fn join_state_within(
+        &self,
+        request_id: u64,
+        wait: Duration,
+    ) -> Option<watch::Receiver<JoinState>> {
+        let mut changed = self.joins_changed.subscribe();
+        let appeared = async {
+            loop {
+                if let Some(j) = self.joins.lock().get(&request_id).cloned() {
+                    return Some(j);
+                }
+                changed.changed().await.ok()?;
+            }
+        };
+        tokio::time::timeout(wait, appeared).await.ok().flatten()
+    }
+}
+
+/// Removes a subscription from the Joining FETCH table when its request ends.
+#[derive(Debug)]
+pub(crate) struct JoinGuard<'a>(&'a SendState, u64);
+
+impl Drop for JoinGuard<'_> {
+    fn drop(&mut self) {
+        self.0.joins.lock().remove(&self.1);
+    }
+}
 
 /// Why the application ends a subscription: the PUBLISH_DONE it sends.
 #[derive(Debug)]
@@ -29,7 +124,7 @@ pub(crate) struct Finish {
 /// State shared by a subscription's writer, its subgroup senders and its request task.
 #[derive(Debug)]
 pub(crate) struct WriterShared {
-    pub(crate) session: Arc<SessionInner>,
+    pub(crate) core: Arc<SessionCore>,
     pub(crate) request_id: u64,
     pub(crate) track_alias: u64,
     pub(crate) track: FullTrackName,
@@ -49,14 +144,28 @@ pub(crate) struct WriterShared {
 
 impl WriterShared {
     fn note_largest(&self, loc: Location) {
-        let mut l = lock(&self.largest);
+        let mut l = self.largest.lock();
         if l.is_none_or(|x| loc > x) {
             *l = Some(loc);
         }
     }
 
+    /// Resolves once every subgroup stream of the subscription is closed.
+    pub(crate) async fn all_streams_closed(&self) {
+        while self.streams_open.load(Ordering::Acquire) > 0 {
+            let closed = self.streams_closed.notified();
+            if self.streams_open.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            closed.await;
+        }
+    }
+
     fn check_open(&self) -> Result<(), Error> {
         if let Some(e) = self.ended.borrow().clone() {
+            return Err(e);
+        }
+        if let Some(e) = self.core.close_reason() {
             return Err(e);
         }
         if self.finished.load(Ordering::Relaxed) {
@@ -121,13 +230,12 @@ impl SubscriptionWriter {
     /// Resolves when the subscriber changes the parameters (REQUEST_UPDATE).
     pub async fn params_changed(&self) -> Result<SubscriptionParams, Error> {
         let mut rx = self.shared.params.clone();
-        let mut ended = self.shared.ended.clone();
         tokio::select! {
             r = rx.changed() => match r {
                 Ok(()) => Ok(rx.borrow().clone()),
                 Err(_) => Err(self.cancelled().await),
             },
-            r = ended.wait_for(|e| e.is_some()) => Err(r.ok().and_then(|e| e.clone()).unwrap_or(Error::EndedEarly)),
+            e = self.cancelled() => Err(e),
         }
     }
 
@@ -157,7 +265,7 @@ impl SubscriptionWriter {
 
     /// The largest location written so far.
     pub fn largest(&self) -> Option<Location> {
-        *lock(&self.shared.largest)
+        *self.shared.largest.lock()
     }
 
     /// Records a location as published (for LARGEST_OBJECT in REQUEST_UPDATE_OK) without
@@ -175,7 +283,8 @@ impl SubscriptionWriter {
             .await
             .ok()
             .and_then(|e| e.clone());
-        res.unwrap_or(Error::EndedEarly)
+        // No reason given: the subscription's task went with the session.
+        res.unwrap_or_else(|| self.shared.core.gone())
     }
 
     /// Opens a subgroup stream (draft-19 §11.4.2). `priority` is the Publisher Priority
@@ -199,7 +308,7 @@ impl SubscriptionWriter {
             SubgroupId::Explicit(id) => id,
         };
         let mut stream = tokio::select! {
-            r = s.session.conn.open_uni() => r?,
+            r = s.core.conn().open_uni() => r?,
             e = self.cancelled() => return Err(e),
         };
         stream.set_priority(stream_priority(
@@ -222,7 +331,7 @@ impl SubscriptionWriter {
         };
         Ok(SubgroupSender {
             shared: s.clone(),
-            writer: SubgroupWriter::new(header, s.session.version),
+            writer: SubgroupWriter::new(header, s.core.version()),
             stream: Some(stream),
             header_sent: false,
             buf: Vec::with_capacity(64),
@@ -259,16 +368,16 @@ impl SubscriptionWriter {
                 status => DatagramBody::Status(status),
             },
         };
-        let bytes = d.encode_to_bytes(s.session.version)?;
-        if s.session
-            .conn
+        let bytes = d.encode_to_bytes(s.core.version())?;
+        if s.core
+            .conn()
             .max_datagram_size()
             .is_none_or(|max| bytes.len() > max)
         {
             return Ok(false);
         }
-        s.session
-            .conn
+        s.core
+            .conn()
             .send_datagram(bytes)
             .map(|()| true)
             .map_err(Error::from)
@@ -283,15 +392,9 @@ impl SubscriptionWriter {
             return Err(Error::Invalid("already finished".into()));
         }
         // draft-19 §10.11: PUBLISH_DONE only after every stream of the subscription is closed.
-        while s.streams_open.load(Ordering::Acquire) > 0 {
-            let notified = s.streams_closed.notified();
-            if s.streams_open.load(Ordering::Acquire) == 0 {
-                break;
-            }
-            tokio::select! {
-                _ = notified => {}
-                e = self.cancelled() => return Err(e),
-            }
+        tokio::select! {
+            _ = s.all_streams_closed() => {}
+            e = self.cancelled() => return Err(e),
         }
         let (tx, rx) = oneshot::channel();
         let finish = Finish {
@@ -300,7 +403,9 @@ impl SubscriptionWriter {
             stream_count: s.streams_opened.load(Ordering::Relaxed),
             sent: tx,
         };
-        let sender = lock(&s.finish)
+        let sender = s
+            .finish
+            .lock()
             .take()
             .ok_or(Error::Invalid("already finished".into()))?;
         sender.send(finish).map_err(|_| Error::EndedEarly)?;
@@ -426,7 +531,7 @@ impl SubgroupSender {
             if self.writer.encode_header(&mut self.buf).is_ok() {
                 let buf = std::mem::take(&mut self.buf);
                 let shared = self.shared.clone();
-                tokio::spawn(async move {
+                self.shared.core.spawn(async move {
                     let _ = stream.write_all(&buf).await;
                     let _ = stream.finish();
                     closed(&shared);
@@ -442,7 +547,7 @@ impl SubgroupSender {
             self.first_properties.as_ref(),
         );
         if let Some(t) = timeout {
-            tokio::spawn(async move {
+            self.shared.core.spawn(async move {
                 if tokio::time::timeout(t, stream.stopped()).await.is_err() {
                     stream.reset(StreamResetCode::DELIVERY_TIMEOUT.0);
                 }

@@ -4,17 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use moq_core::codes::RequestErrorCode;
 use moq_core::message::{ParamContext, Parameters, RequestError, RequestOk, TrackStatus};
 use moq_core::{FullTrackName, Location, Properties};
 use tokio::sync::oneshot;
 
-use super::Incoming;
-use super::subscribe::check_track_request;
+use super::incoming::Incoming;
+use super::params::millis;
+use super::state::{Asked, TrackState, no_such_track};
 use crate::error::Error;
-use crate::request::first_response;
-use crate::session::stream::{Reader, Writer};
-use crate::session::{AuthRequest, RequestKind, SessionInner};
+use crate::request::{Request, RequestStream};
+use crate::session::RequestKind;
 
 /// A track's state, as TRACK_STATUS_OK carries it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,24 +28,24 @@ pub struct TrackStatusInfo {
 
 /// Sends TRACK_STATUS and waits for the answer.
 pub(crate) async fn track_status(
-    inner: Arc<SessionInner>,
+    tracks: &TrackState,
     track: FullTrackName,
     params: Parameters,
 ) -> Result<TrackStatusInfo, Error> {
-    params.validate(ParamContext::TrackStatus, inner.version)?;
-    let (mut writer, mut reader) = inner.open_request().await?;
-    let _guard = inner.request_guard();
-    let request_id = inner.next_request_id();
-    writer
-        .send(TrackStatus {
+    let core = tracks.core();
+    params.validate(ParamContext::TrackStatus, core.version())?;
+    let mut req = Request::open(core, "TRACK_STATUS", |request_id| {
+        TrackStatus {
             request_id,
             track,
             params,
-        })
-        .await?;
+        }
+        .into()
+    })
+    .await?;
     // draft-19 §10.14: TRACK_STATUS is the first and only message we send.
-    writer.finish();
-    let ok = first_response(&inner, &mut reader, ParamContext::TrackStatusOk).await?;
+    req.finish();
+    let ok = req.request_ok(ParamContext::TrackStatusOk).await?;
     Ok(TrackStatusInfo {
         largest: ok.params.largest_object,
         expires: ok
@@ -61,9 +60,9 @@ pub(crate) async fn track_status(
 /// A TRACK_STATUS from the peer, for the application to answer.
 #[derive(Debug)]
 pub struct IncomingTrackStatus {
-    pub(crate) track: FullTrackName,
-    pub(crate) params: Parameters,
-    pub(crate) decision: Option<oneshot::Sender<Result<TrackStatusInfo, RequestError>>>,
+    track: FullTrackName,
+    params: Parameters,
+    decision: Option<oneshot::Sender<Result<TrackStatusInfo, RequestError>>>,
 }
 
 impl IncomingTrackStatus {
@@ -94,60 +93,51 @@ impl IncomingTrackStatus {
 
 /// Answers a TRACK_STATUS.
 pub(crate) async fn serve_track_status(
-    inner: &Arc<SessionInner>,
+    tracks: Arc<TrackState>,
     msg: TrackStatus,
-    mut writer: Writer,
-    _reader: Reader,
+    stream: RequestStream,
 ) -> Result<(), Error> {
-    let tokens = inner.resolve_tokens(&msg.params.authorization_tokens)?;
-    let mut refusal = check_track_request(inner, &msg.track, &msg.params);
-    if refusal.is_none() {
-        refusal = inner
-            .authorize(&AuthRequest {
-                kind: RequestKind::TrackStatus,
-                namespace: &msg.track.namespace,
-                track_name: Some(&msg.track.name),
-                tokens: &tokens,
-            })
-            .await
-            .err();
+    let mut req = Request::accept(
+        tracks.core(),
+        stream,
+        "TRACK_STATUS",
+        msg.request_id,
+        &msg.params.authorization_tokens,
+        None,
+    )?;
+    let track = msg.track;
+    let refusal = tracks.check_track_request(&track, &msg.params);
+    let auth = req.authorize(
+        refusal,
+        RequestKind::TrackStatus,
+        &track.namespace,
+        Some(&track.name),
+    );
+    if let Err(e) = auth.await {
+        return req.refuse(e).await;
     }
-    let answer = match refusal {
-        Some(e) => Err(e),
-        None => {
-            let (tx, rx) = oneshot::channel();
-            let request = IncomingTrackStatus {
-                track: msg.track,
-                params: msg.params,
-                decision: Some(tx),
-            };
-            match inner.deliver(Incoming::TrackStatus(request)) {
-                Err(e) => Err(e),
-                Ok(()) => tokio::select! {
-                    r = rx => r.unwrap_or_else(|_| Err(RequestError::new(RequestErrorCode::INTERNAL_ERROR, "not answered"))),
-                    e = inner.closed() => return Err(e),
-                },
-            }
-        }
+    let make = |decision| {
+        Incoming::TrackStatus(IncomingTrackStatus {
+            track,
+            params: msg.params,
+            decision: Some(decision),
+        })
     };
-    match answer {
-        Ok(info) => {
-            writer
-                .send(RequestOk {
-                    params: Parameters {
-                        largest_object: info.largest,
-                        expires: info
-                            .expires
-                            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-                        ..Default::default()
-                    },
-                    track_properties: info.track_properties,
-                })
-                .await?
-        }
-        Err(e) => writer.send(e).await?,
-    }
+    let info = match tracks.ask(&mut req, make, no_such_track(), None).await {
+        Asked::Answer(Ok(info)) => info,
+        Asked::Answer(Err(e)) | Asked::Refuse(e) => return req.refuse(e).await,
+        Asked::Gone => return Ok(()),
+    };
+    req.send(RequestOk {
+        params: Parameters {
+            largest_object: info.largest,
+            expires: info.expires.map(millis),
+            ..Default::default()
+        },
+        track_properties: info.track_properties,
+    })
+    .await?;
     // draft-19 §10.14: FIN after TRACK_STATUS_OK or REQUEST_ERROR.
-    writer.finish();
+    req.finish();
     Ok(())
 }

@@ -1,4 +1,7 @@
-//! Framed control messages over one stream half.
+//! Framed control messages over one stream half: the layer between the transport's byte
+//! streams and the session. A [`Reader`] yields whole messages (a FIN inside one is a violation),
+//! a [`Writer`] encodes them; neither sends a FIN or a reset the caller did not ask for, except
+//! that dropping one unfinished cancels its half.
 
 use bytes::Bytes;
 use moq_core::Version;
@@ -164,11 +167,4 @@ impl Writer {
     pub(crate) async fn stopped(&mut self) -> Result<Option<u64>, TransportError> {
         self.send.stopped().await
     }
-}
-
-/// Cancels both halves of a request stream: RESET_STREAM on ours, STOP_SENDING on theirs
-/// (draft-19 §3.3.3).
-pub(crate) fn cancel(writer: &mut Writer, reader: &mut Reader, code: StreamResetCode) {
-    writer.reset(code);
-    reader.stop(code);
 }

@@ -1,9 +1,10 @@
 //! The set of namespaces an endpoint "knows" (draft-19 §6.1), with live watchers per prefix.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use moq_core::TrackNamespace;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::mpsc;
 
 use super::trie::PrefixTrie;
@@ -72,9 +73,7 @@ impl NamespaceIndex {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave the trie half-updated in a way that matters
-        // more than stopping; recover the data.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock()
     }
 
     fn next_id(&self) -> u64 {

@@ -1,0 +1,397 @@
+//! [`Session`], the application's handle on a session, and the table that routes what the peer
+//! sends to the request kinds and the data plane.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use moq_core::codes::{SessionErrorCode, StreamResetCode};
+use moq_core::data::ObjectDatagram;
+use moq_core::message::{FetchType, Message, Parameters, SetupOptions};
+use moq_core::{FullTrackName, TrackNamespace, Version};
+
+use crate::error::Error;
+use crate::framing::{Reader, Writer};
+use crate::index::NamespaceIndex;
+use crate::namespace::{self, NamespaceState, NamespaceSubscription, PublishedNamespace};
+use crate::request::RequestStream;
+use crate::session::{
+    self, DataStream, Destination, Dispatch, GoawayInfo, Role, Serve, SessionConfig, SessionCore,
+    SessionInfo,
+};
+use crate::track::{
+    self, FetchResponse, IncomingRequests, PublishOptions, PublishedTrack, Subscription,
+    TrackState, TrackStatusInfo, TrackSubscription,
+};
+use crate::transport::{BoxRecvStream, Connection, TransportKind};
+
+/// Everything a session is: its core and the state of its request kinds.
+#[derive(Debug)]
+struct Shared {
+    core: Arc<SessionCore>,
+    namespaces: Arc<NamespaceState>,
+    tracks: Arc<TrackState>,
+}
+
+impl Dispatch for Shared {
+    fn request(&self, msg: Message, writer: Writer, reader: Reader) -> Serve {
+        let stream = RequestStream::new(writer, reader);
+        let (ns, tracks) = (self.namespaces.clone(), self.tracks.clone());
+        // Each kind's future is boxed at its own size.
+        let serve: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>> = match msg {
+            Message::PublishNamespace(m) => {
+                Box::pin(namespace::serve_publish_namespace(ns, m, stream))
+            }
+            Message::SubscribeNamespace(m) => {
+                Box::pin(namespace::serve_subscribe_namespace(ns, m, stream))
+            }
+            Message::Subscribe(m) => Box::pin(track::serve_subscribe(tracks, m, stream)),
+            Message::Publish(m) => Box::pin(track::serve_publish(tracks, m, stream)),
+            Message::Fetch(m) => Box::pin(track::serve_fetch(tracks, m, stream)),
+            Message::TrackStatus(m) => Box::pin(track::serve_track_status(tracks, m, stream)),
+            Message::SubscribeTracks(m) => {
+                Box::pin(track::serve_subscribe_tracks(tracks, ns, m, stream))
+            }
+            // The driver hands over request messages only.
+            _ => return Box::pin(std::future::ready(())),
+        };
+        let core = self.core.clone();
+        Box::pin(async move {
+            if let Err(e) = serve.await {
+                core.fail(e);
+            }
+        })
+    }
+
+    fn data_stream(&self, ty: DataStream, recv: BoxRecvStream, buf: BytesMut) -> Serve {
+        let state = self.tracks.recv.clone();
+        match ty {
+            DataStream::Subgroup => Box::pin(async move { state.subgroup_stream(recv, buf).await }),
+            DataStream::Fetch => Box::pin(async move { state.fetch_stream(recv, buf).await }),
+        }
+    }
+
+    fn datagram(&self, datagram: ObjectDatagram) {
+        self.tracks.recv.datagram(datagram);
+    }
+}
+
+/// The application's count of a session: when the last [`Session`] clone drops, the session
+/// closes. Internal references (its tasks, the handles of its requests) do not count.
+#[derive(Debug)]
+struct Owner(Arc<Shared>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.core.close(Error::Closed {
+            code: SessionErrorCode::NO_ERROR,
+            reason: "session dropped".into(),
+        });
+    }
+}
+
+/// A MOQT session. Cheap to clone; every clone is the same session.
+///
+/// The session ends when [`Session::close`] is called, when the peer closes it, when the peer
+/// breaks a protocol rule (the session is closed with the code the draft names), or when the
+/// connection fails. Every handle built on it then ends with the same [`Error`]. Dropping the
+/// last clone closes the session with NO_ERROR; the handles of its requests (subscriptions,
+/// announcements, ...) and tasks given to [`Session::spawn`] do not keep it open. Each of its
+/// tasks is dropped when it closes.
+///
+/// ```no_run
+/// # async fn example(session: moq_transport::Session) -> Result<(), moq_transport::Error> {
+/// use moq_core::TrackNamespace;
+/// // Announce a namespace, then discover what the peer knows under a prefix.
+/// let _announcement = session.publish_namespace(TrackNamespace::from_strs(["chat", "room1"]).unwrap()).await?;
+/// let mut discovery = session.subscribe_namespace(TrackNamespace::from_strs(["chat"]).unwrap()).await?;
+/// while let Some(event) = discovery.next().await {
+///     println!("{:?}", event?);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Session {
+    owner: Arc<Owner>,
+}
+
+/// A reference to a [`Session`] that does not keep it open (see [`Session::downgrade`]).
+#[derive(Clone, Debug)]
+pub struct WeakSession {
+    owner: Weak<Owner>,
+}
+
+impl WeakSession {
+    /// The session, unless the application dropped its last handle.
+    pub fn upgrade(&self) -> Option<Session> {
+        self.owner.upgrade().map(|owner| Session { owner })
+    }
+}
+
+impl Session {
+    /// Runs the SETUP exchange on an established connection and starts the session.
+    ///
+    /// The version is the one the connection negotiated (ALPN or `WT-Protocol`). A client sends
+    /// `destination` as PATH and AUTHORITY on raw QUIC; a server passes what the WebTransport
+    /// CONNECT asked for (or nothing on raw QUIC, where PATH and AUTHORITY arrive in SETUP).
+    pub async fn establish(
+        conn: Arc<dyn Connection>,
+        role: Role,
+        config: SessionConfig,
+        destination: Destination,
+    ) -> Result<Session, Error> {
+        let core = SessionCore::start(conn, role, config)?;
+        let shared = Arc::new(Shared {
+            namespaces: Arc::new(NamespaceState::new(core.clone())),
+            tracks: Arc::new(TrackState::new(core.clone())),
+            core: core.clone(),
+        });
+        session::establish(&core, shared.clone(), destination).await?;
+        Ok(Session {
+            owner: Arc::new(Owner(shared)),
+        })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.owner.0
+    }
+
+    fn core(&self) -> &Arc<SessionCore> {
+        &self.shared().core
+    }
+
+    /// A reference that does not keep the session open: for the application's own tasks that
+    /// should end with the session rather than hold it.
+    pub fn downgrade(&self) -> WeakSession {
+        WeakSession {
+            owner: Arc::downgrade(&self.owner),
+        }
+    }
+
+    /// Runs `task` as one of the session's tasks: it is dropped when the session closes (and
+    /// does not keep the session open; give it a [`WeakSession`] if it needs one).
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.core().spawn(task);
+    }
+
+    /// How many tasks the session runs (its accept loops, one per open stream and request, and
+    /// those given to [`Session::spawn`]); zero once it has closed and they have stopped.
+    pub fn task_count(&self) -> usize {
+        self.core().tasks().len()
+    }
+
+    /// Resolves once the session has closed and every one of its tasks has stopped.
+    ///
+    /// Cancel safe.
+    pub async fn stopped(&self) {
+        self.core().tasks().stopped().await;
+    }
+
+    /// The negotiated version.
+    pub fn version(&self) -> Version {
+        self.core().version()
+    }
+
+    /// Client or server.
+    pub fn role(&self) -> Role {
+        self.core().role()
+    }
+
+    /// Raw QUIC or WebTransport.
+    pub fn transport(&self) -> TransportKind {
+        self.core().kind()
+    }
+
+    /// What is known about the peer.
+    pub fn info(&self) -> &SessionInfo {
+        // Set before the session is handed out.
+        static UNKNOWN: std::sync::OnceLock<SessionInfo> = std::sync::OnceLock::new();
+        self.core().info().unwrap_or_else(|| {
+            UNKNOWN.get_or_init(|| SessionInfo {
+                version: Version::PREFERRED,
+                transport: TransportKind::RawQuic,
+                path: None,
+                authority: None,
+                peer_implementation: None,
+                setup_tokens: Vec::new(),
+                remote: None,
+            })
+        })
+    }
+
+    /// The peer's SETUP options.
+    pub fn peer_setup(&self) -> &SetupOptions {
+        // Set before the session is handed out.
+        static NONE: std::sync::OnceLock<SetupOptions> = std::sync::OnceLock::new();
+        self.core()
+            .peer_setup()
+            .unwrap_or_else(|| NONE.get_or_init(SetupOptions::default))
+    }
+
+    /// The namespaces this endpoint knows (answers the peer's SUBSCRIBE_NAMESPACE).
+    pub fn namespaces(&self) -> &NamespaceIndex {
+        &self.core().config().namespaces
+    }
+
+    /// Where the peer's accepted PUBLISH_NAMESPACEs are registered; watch it to learn them.
+    pub fn announced(&self) -> &NamespaceIndex {
+        &self.core().config().announced
+    }
+
+    /// Announces `namespace` to the peer with PUBLISH_NAMESPACE and waits for its answer.
+    /// While the returned handle lives the namespace is also registered as known locally.
+    ///
+    /// Cancel safe: dropped before the answer, the request is cancelled.
+    pub async fn publish_namespace(
+        &self,
+        namespace: TrackNamespace,
+    ) -> Result<PublishedNamespace, Error> {
+        self.publish_namespace_with(namespace, Parameters::default())
+            .await
+    }
+
+    /// [`Session::publish_namespace`] with parameters (AUTHORIZATION_TOKEN).
+    pub async fn publish_namespace_with(
+        &self,
+        namespace: TrackNamespace,
+        params: Parameters,
+    ) -> Result<PublishedNamespace, Error> {
+        namespace::publish_namespace(&self.shared().namespaces, namespace, params).await
+    }
+
+    /// Asks the peer for the namespaces under `prefix` with SUBSCRIBE_NAMESPACE; the zero-field
+    /// prefix asks for all of them. Waits for REQUEST_OK; a REQUEST_ERROR is returned as
+    /// [`Error::Rejected`].
+    ///
+    /// Cancel safe: dropped before the answer, the request is cancelled.
+    pub async fn subscribe_namespace(
+        &self,
+        prefix: TrackNamespace,
+    ) -> Result<NamespaceSubscription, Error> {
+        self.subscribe_namespace_with(prefix, Parameters::default())
+            .await
+    }
+
+    /// [`Session::subscribe_namespace`] with parameters (AUTHORIZATION_TOKEN).
+    pub async fn subscribe_namespace_with(
+        &self,
+        prefix: TrackNamespace,
+        params: Parameters,
+    ) -> Result<NamespaceSubscription, Error> {
+        namespace::subscribe_namespace(&self.shared().namespaces, prefix, params).await
+    }
+
+    /// Subscribes to `track` with SUBSCRIBE and waits for SUBSCRIBE_OK (draft-19 §5.1).
+    ///
+    /// Cancel safe: dropped before the answer, the request is cancelled.
+    pub async fn subscribe(
+        &self,
+        track: FullTrackName,
+        params: Parameters,
+    ) -> Result<Subscription, Error> {
+        track::subscribe(&self.shared().tracks, track, params).await
+    }
+
+    /// Starts a subscription of ours with PUBLISH; objects may be sent before the peer's
+    /// answer (draft-19 §5.1).
+    pub async fn publish(
+        &self,
+        track: FullTrackName,
+        options: PublishOptions,
+    ) -> Result<PublishedTrack, Error> {
+        track::publish(&self.shared().tracks, track, options).await
+    }
+
+    /// Fetches past objects with FETCH and waits for FETCH_OK (draft-19 §5.2).
+    ///
+    /// Cancel safe: dropped before the answer, the request is cancelled.
+    pub async fn fetch(
+        &self,
+        request: FetchType,
+        params: Parameters,
+    ) -> Result<FetchResponse, Error> {
+        track::fetch(&self.shared().tracks, request, params).await
+    }
+
+    /// Asks for a track's state with TRACK_STATUS (draft-19 §10.14).
+    ///
+    /// Cancel safe: dropped before the answer, the request is cancelled.
+    pub async fn track_status(
+        &self,
+        track: FullTrackName,
+        params: Parameters,
+    ) -> Result<TrackStatusInfo, Error> {
+        track::track_status(&self.shared().tracks, track, params).await
+    }
+
+    /// Asks the peer to PUBLISH every track under `prefix` with SUBSCRIBE_TRACKS; the
+    /// PUBLISHes arrive through [`Session::incoming`] (draft-19 §6.1).
+    ///
+    /// Cancel safe: dropped before the answer, the request is cancelled.
+    pub async fn subscribe_tracks(
+        &self,
+        prefix: TrackNamespace,
+        params: Parameters,
+    ) -> Result<TrackSubscription, Error> {
+        track::subscribe_tracks(&self.shared().tracks, prefix, params).await
+    }
+
+    /// The peer's requests for this side to answer: SUBSCRIBE, FETCH, TRACK_STATUS, PUBLISH and
+    /// SUBSCRIBE_TRACKS. Empty unless [`SessionConfig::accept_requests`] is set; without it those
+    /// requests are refused (DOES_NOT_EXIST, UNINTERESTED, NOT_SUPPORTED).
+    pub fn incoming(&self) -> IncomingRequests {
+        self.shared().tracks.incoming.requests(self.core())
+    }
+
+    /// Revokes our acceptance of every PUBLISH_NAMESPACE of `namespace` from the peer, by
+    /// cancelling its request stream with `code` (draft-19 §6.2). Returns how many were revoked.
+    pub fn revoke_namespace(&self, namespace: &TrackNamespace, code: StreamResetCode) -> usize {
+        self.shared().namespaces.revoke(namespace, code)
+    }
+
+    /// Sends GOAWAY on the control stream (draft-19 §10.4). A server may name a new URI; a
+    /// client's must be empty. After `timeout` (if non-zero) a server closes the session, with
+    /// GOAWAY_TIMEOUT if requests are still open.
+    pub async fn goaway(&self, new_session_uri: &str, timeout: Duration) -> Result<(), Error> {
+        self.core().send_goaway(new_session_uri, timeout).await
+    }
+
+    /// The GOAWAY the peer sent, if any.
+    pub fn goaway_received(&self) -> Option<GoawayInfo> {
+        self.core().goaway_received()
+    }
+
+    /// Resolves when the peer sends GOAWAY; `None` if the session ends first.
+    ///
+    /// Cancel safe.
+    pub async fn wait_goaway(&self) -> Option<GoawayInfo> {
+        self.core().wait_goaway().await
+    }
+
+    /// Closes the session with `code` and `reason`; every handle ends with [`Error::Closed`].
+    pub fn close(&self, code: SessionErrorCode, reason: &str) {
+        self.core().close(Error::Closed {
+            code,
+            reason: reason.into(),
+        });
+    }
+
+    /// Resolves with the reason once the session has ended.
+    ///
+    /// Cancel safe.
+    pub async fn closed(&self) -> Error {
+        self.core().closed().await
+    }
+
+    /// The reason the session ended, if it has.
+    pub fn close_reason(&self) -> Option<Error> {
+        self.core().close_reason()
+    }
+
+    /// Number of requests currently open on this session, in both directions.
+    pub fn open_requests(&self) -> usize {
+        self.core().open_requests()
+    }
+}

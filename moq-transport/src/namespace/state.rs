@@ -1,0 +1,190 @@
+//! What a session keeps about namespaces: the two prefix overlap spaces and the peer's accepted
+//! PUBLISH_NAMESPACEs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use moq_core::TrackNamespace;
+use moq_core::codes::{RequestErrorCode, StreamResetCode};
+use moq_core::message::RequestError;
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+
+use crate::index::PrefixTrie;
+use crate::session::SessionCore;
+
+/// The prefixes of the peer's live requests of one kind. Two of them may not overlap: equal, a
+/// prefix of, or an extension of each other (draft-19 §10.18, §10.19).
+#[derive(Debug)]
+pub(crate) struct OverlapSpace {
+    what: &'static str,
+    prefixes: Mutex<PrefixTrie<()>>,
+    keys: AtomicU64,
+    limit: usize,
+}
+
+impl OverlapSpace {
+    fn new(what: &'static str, limit: usize) -> Self {
+        OverlapSpace {
+            what,
+            prefixes: Mutex::new(PrefixTrie::new()),
+            keys: AtomicU64::new(0),
+            limit,
+        }
+    }
+
+    /// EXCESSIVE_LOAD if the peer already holds as many of these requests as it may.
+    pub(crate) fn check_room(&self) -> Option<RequestError> {
+        (self.prefixes.lock().len() >= self.limit).then(|| {
+            RequestError::new(
+                RequestErrorCode::EXCESSIVE_LOAD,
+                format!("too many {} requests", self.what),
+            )
+        })
+    }
+
+    /// Takes a slot for `prefix`, held until the slot drops; PREFIX_OVERLAP if it overlaps a
+    /// live one.
+    pub(crate) fn take(&self, prefix: &TrackNamespace) -> Result<Slot<'_>, RequestError> {
+        let key = self.keys.fetch_add(1, Ordering::Relaxed);
+        let mut t = self.prefixes.lock();
+        if t.overlaps(prefix) {
+            return Err(self.overlap());
+        }
+        t.insert(prefix, key, ());
+        Ok(Slot {
+            space: self,
+            prefix: prefix.clone(),
+            key,
+        })
+    }
+
+    fn overlap(&self) -> RequestError {
+        RequestError::new(
+            RequestErrorCode::PREFIX_OVERLAP,
+            format!("prefix overlaps an existing {}", self.what),
+        )
+    }
+}
+
+/// A prefix held in an [`OverlapSpace`]; dropping it frees the prefix.
+#[derive(Debug)]
+pub(crate) struct Slot<'a> {
+    space: &'a OverlapSpace,
+    prefix: TrackNamespace,
+    key: u64,
+}
+
+impl Slot<'_> {
+    /// Moves the slot to `prefix` (a REQUEST_UPDATE's TRACK_NAMESPACE_PREFIX re-checks
+    /// PREFIX_OVERLAP, draft-19 §10.9.2); on overlap it stays where it was.
+    pub(crate) fn move_to(&mut self, prefix: &TrackNamespace) -> Result<(), RequestError> {
+        let mut t = self.space.prefixes.lock();
+        t.remove(&self.prefix, self.key);
+        if t.overlaps(prefix) {
+            t.insert(&self.prefix, self.key, ());
+            return Err(self.space.overlap());
+        }
+        t.insert(prefix, self.key, ());
+        self.prefix = prefix.clone();
+        Ok(())
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.space.prefixes.lock().remove(&self.prefix, self.key);
+    }
+}
+
+/// An accepted PUBLISH_NAMESPACE of the peer, so the application can revoke it.
+#[derive(Debug)]
+struct Announced {
+    namespace: TrackNamespace,
+    revoke: mpsc::Sender<StreamResetCode>,
+}
+
+/// A session's namespace state.
+#[derive(Debug)]
+pub(crate) struct NamespaceState {
+    core: Arc<SessionCore>,
+    /// The peer's live SUBSCRIBE_NAMESPACE prefixes.
+    pub(crate) subscriptions: OverlapSpace,
+    /// The peer's live SUBSCRIBE_TRACKS prefixes.
+    pub(crate) track_subscriptions: OverlapSpace,
+    announced: Mutex<HashMap<u64, Announced>>,
+    keys: AtomicU64,
+}
+
+impl NamespaceState {
+    pub(crate) fn new(core: Arc<SessionCore>) -> Self {
+        let limits = &core.config().limits;
+        NamespaceState {
+            subscriptions: OverlapSpace::new(
+                "SUBSCRIBE_NAMESPACE",
+                limits.max_namespace_subscriptions,
+            ),
+            track_subscriptions: OverlapSpace::new(
+                "SUBSCRIBE_TRACKS",
+                limits.max_track_subscriptions,
+            ),
+            announced: Mutex::new(HashMap::new()),
+            keys: AtomicU64::new(0),
+            core,
+        }
+    }
+
+    pub(crate) fn core(&self) -> &Arc<SessionCore> {
+        &self.core
+    }
+
+    /// EXCESSIVE_LOAD if the peer already publishes as many namespaces as it may.
+    pub(crate) fn check_announce_room(&self) -> Option<RequestError> {
+        let max = self.core.config().limits.max_published_namespaces;
+        (self.announced.lock().len() >= max).then(|| {
+            RequestError::new(
+                RequestErrorCode::EXCESSIVE_LOAD,
+                "too many published namespaces",
+            )
+        })
+    }
+
+    /// Records an accepted PUBLISH_NAMESPACE until the guard drops; the receiver gets the code
+    /// if the application revokes it.
+    pub(crate) fn accept(
+        &self,
+        namespace: TrackNamespace,
+    ) -> (AcceptedGuard<'_>, mpsc::Receiver<StreamResetCode>) {
+        let (tx, rx) = mpsc::channel(1);
+        let key = self.keys.fetch_add(1, Ordering::Relaxed);
+        self.announced.lock().insert(
+            key,
+            Announced {
+                namespace,
+                revoke: tx,
+            },
+        );
+        (AcceptedGuard(self, key), rx)
+    }
+
+    /// Revokes every accepted PUBLISH_NAMESPACE of `namespace`; returns how many.
+    pub(crate) fn revoke(&self, namespace: &TrackNamespace, code: StreamResetCode) -> usize {
+        self.announced
+            .lock()
+            .values()
+            .filter(|a| &a.namespace == namespace)
+            .filter(|a| a.revoke.try_send(code).is_ok())
+            .count()
+    }
+}
+
+/// Forgets an accepted PUBLISH_NAMESPACE when it ends.
+#[derive(Debug)]
+pub(crate) struct AcceptedGuard<'a>(&'a NamespaceState, u64);
+
+impl Drop for AcceptedGuard<'_> {
+    fn drop(&mut self) {
+        self.0.announced.lock().remove(&self.1);
+    }
+}

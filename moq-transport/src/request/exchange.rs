@@ -1,0 +1,566 @@
+//! One request, from either end: the rules every request kind shares (draft-19 §3.3.2, §3.3.3,
+//! §10.1, §10.4, §10.9).
+//!
+//! A request kind (SUBSCRIBE, FETCH, ...) supplies its first message, its answer and what it
+//! does once established; everything else is here: the Request ID, the one first response,
+//! REQUEST_UPDATE in both directions with MAX_REQUEST_UPDATES, GOAWAY on the request stream,
+//! FIN and cancellation, tokens and authorization, and waiting for the application's decision
+//! while the peer may give up.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use moq_core::TrackNamespace;
+use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
+use moq_core::message::{
+    Goaway, Message, ParamContext, Parameters, RequestError, RequestOk, RequestUpdate,
+};
+use moq_core::AuthToken;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::handle::{Command, EndSlot, Feed, RequestHandle, UpdateReply};
+use super::stream::RequestStream;
+use crate::error::Error;
+use crate::session::{AuthRequest, GoawayInfo, OpenRequest, RequestKind, ResolvedToken, SessionCore};
+
+/// What happened next on an established request.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// A message for the kind to handle: anything but REQUEST_UPDATE, the answers to ours, and
+    /// GOAWAY. Pass one the kind does not expect to [`Request::unexpected`].
+    Message(Message),
+    /// The peer's REQUEST_UPDATE, already checked (Request ID, parameters, MAX_REQUEST_UPDATES,
+    /// tokens); answer it with [`Request::answer_update`].
+    Update(RequestUpdate),
+    /// The peer answered one of our REQUEST_UPDATEs.
+    Updated(Updated),
+    /// The peer finished its half: it sends nothing more, which does not cancel the request
+    /// (draft-19 §3.3.2).
+    Fin,
+    /// The application dropped its handle.
+    Dropped,
+    /// The request is over: the peer cancelled it (both halves are ended with its code), or
+    /// the session failed (it is closed already).
+    Ended(Error),
+}
+
+/// The peer's answer to one of our REQUEST_UPDATEs, for the kind to apply before replying.
+#[derive(Debug)]
+pub(crate) struct Updated {
+    /// What the update asked for.
+    pub(crate) params: Parameters,
+    /// REQUEST_OK (checked as REQUEST_UPDATE_OK) or REQUEST_ERROR.
+    pub(crate) answer: Result<RequestOk, RequestError>,
+    reply: UpdateReply,
+}
+
+impl Updated {
+    /// Tells the application how its update went.
+    pub(crate) fn reply(self) {
+        let res = self.answer.map_err(|e| Error::Rejected(Box::new(e)));
+        let _ = self.reply.send(res);
+    }
+}
+
+/// How the wait for a decision on the peer's request ended.
+#[derive(Debug)]
+pub(crate) enum Decision<T> {
+    /// The decision.
+    Made(T),
+    /// Whoever was to decide dropped the request unanswered.
+    Unanswered,
+    /// The peer cancelled, or the session failed (see [`Event::Ended`]): nothing more to do.
+    Ended,
+}
+
+/// An update we sent, waiting for its answer.
+#[derive(Debug)]
+struct Pending {
+    params: Parameters,
+    reply: UpdateReply,
+}
+
+/// One request, as the end that sent it (the requester) or the end that answers it.
+#[derive(Debug)]
+pub(crate) struct Request {
+    core: Arc<SessionCore>,
+    stream: RequestStream,
+    /// The request message's name, for errors ("SUBSCRIBE").
+    name: &'static str,
+    id: u64,
+    /// REQUEST_UPDATEs the peer may send on this request, checked against this context.
+    peer_updates: Option<ParamContext>,
+    /// What our own REQUEST_UPDATEs are checked against.
+    our_updates: Option<ParamContext>,
+    /// The request's AUTHORIZATION_TOKENs, resolved (the responder's view).
+    tokens: Vec<ResolvedToken>,
+    /// True until the peer finishes or resets its half.
+    reader_open: bool,
+    /// True until STOP_SENDING (or the end of our half) was seen.
+    watch_stop: bool,
+    /// Whether the peer's STOP_SENDING on our half cancels the request at once; otherwise
+    /// reading goes on until its half ends, so what it sent before still counts.
+    stop_cancels: bool,
+    /// STOP_SENDING seen while reading goes on.
+    stopped: Option<StreamResetCode>,
+    /// A message that arrived before the answer, handed to the kind after it.
+    deferred: Option<Message>,
+    goaway: watch::Sender<Option<GoawayInfo>>,
+    pending: VecDeque<Pending>,
+    commands: Option<mpsc::Receiver<Command>>,
+    end: EndSlot,
+    _open: OpenRequest,
+}
+
+impl Request {
+    /// Sends a request: opens its stream, takes a Request ID and sends the first message that
+    /// `first` builds from it. Refused once the session ended or the peer sent GOAWAY.
+    pub(crate) async fn open(
+        core: &Arc<SessionCore>,
+        name: &'static str,
+        first: impl FnOnce(u64) -> Message,
+    ) -> Result<Request, Error> {
+        let (writer, reader) = tokio::select! {
+            r = core.open_request_stream() => r?,
+            e = core.closed() => return Err(e),
+        };
+        let id = core.next_request_id();
+        let mut req = Request::new(core, RequestStream::new(writer, reader), name, id, true);
+        req.stream.send(first(id)).await?;
+        Ok(req)
+    }
+
+    /// The responder's end of the peer's request `id`; resolves its tokens (alias errors close
+    /// the session, draft-19 §10.2.2). `peer_updates` is what the peer's REQUEST_UPDATEs are
+    /// checked against, `None` if this request takes none.
+    pub(crate) fn accept(
+        core: &Arc<SessionCore>,
+        stream: RequestStream,
+        name: &'static str,
+        id: u64,
+        tokens: &[AuthToken],
+        peer_updates: Option<ParamContext>,
+    ) -> Result<Request, Error> {
+        let tokens = core.resolve_tokens(tokens)?;
+        let mut req = Request::new(core, stream, name, id, false);
+        req.tokens = tokens;
+        req.peer_updates = peer_updates;
+        Ok(req)
+    }
+
+    fn new(
+        core: &Arc<SessionCore>,
+        stream: RequestStream,
+        name: &'static str,
+        id: u64,
+        requester: bool,
+    ) -> Request {
+        Request {
+            core: core.clone(),
+            stream,
+            name,
+            id,
+            peer_updates: None,
+            our_updates: None,
+            tokens: Vec::new(),
+            reader_open: true,
+            watch_stop: true,
+            stop_cancels: !requester,
+            stopped: None,
+            deferred: None,
+            goaway: watch::channel(None).0,
+            pending: VecDeque::new(),
+            commands: None,
+            end: EndSlot::default(),
+            _open: core.open_request(),
+        }
+    }
+
+    /// The Request ID.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Lets the peer send REQUEST_UPDATE on this request, checked against `ctx`.
+    pub(crate) fn take_updates(&mut self, ctx: ParamContext) {
+        self.peer_updates = Some(ctx);
+    }
+
+    /// Makes the peer's STOP_SENDING on our half cancel the request at once (a subscription's
+    /// publisher side, draft-19 §5.1) instead of reading on until the peer's half ends.
+    pub(crate) fn stop_cancels(&mut self) {
+        self.stop_cancels = true;
+    }
+
+    /// True once the peer finished its half (it sends nothing more, draft-19 §3.3.2).
+    pub(crate) fn peer_finished(&self) -> bool {
+        !self.reader_open
+    }
+
+    // The requester's side.
+
+    /// Waits for the one first response. `accept` takes the kind's answer (or hands back a
+    /// message that is not one). REQUEST_ERROR is [`Error::Rejected`] and our half is finished;
+    /// any other message first closes the session with PROTOCOL_VIOLATION (draft-19 §3.3.2); a
+    /// FIN first means the request failed. On every error the request is over.
+    pub(crate) async fn response<T>(
+        &mut self,
+        accept: impl FnOnce(Message) -> Result<T, Message>,
+    ) -> Result<T, Error> {
+        let msg = tokio::select! {
+            m = self.stream.reader.next() => m,
+            e = self.core.closed() => return Err(e),
+        };
+        let err = match msg {
+            Ok(Some(Message::RequestError(e))) => {
+                self.stream.finish();
+                return Err(Error::Rejected(Box::new(e)));
+            }
+            Ok(Some(m)) => match accept(m) {
+                Ok(t) => return Ok(t),
+                Err(m) => self.violation(format!(
+                    "{} before the response to {}",
+                    m.name(),
+                    self.name
+                )),
+            },
+            Ok(None) => Error::EndedEarly,
+            Err(e) => self.core.fail(self.core.error(e)),
+        };
+        self.stream.cancel(StreamResetCode::CANCELLED);
+        Err(err)
+    }
+
+    /// Waits for REQUEST_OK as the first response, checked against `ctx` (a parameter not
+    /// allowed there closes the session, draft-19 §10.2.1).
+    pub(crate) async fn request_ok(&mut self, ctx: ParamContext) -> Result<RequestOk, Error> {
+        let ok = self
+            .response(|m| match m {
+                Message::RequestOk(ok) => Ok(ok),
+                m => Err(m),
+            })
+            .await?;
+        let version = self.core.version();
+        ok.validate(ctx, version).map_err(|e| {
+            self.stream.cancel(StreamResetCode::CANCELLED);
+            self.core.fail(e.into())
+        })?;
+        Ok(ok)
+    }
+
+    /// The application's handle on this request, whose REQUEST_UPDATEs are checked against
+    /// `ctx`. Dropping the handle ends [`Request::next`] with [`Event::Dropped`].
+    pub(crate) fn handle(&mut self, ctx: ParamContext) -> RequestHandle {
+        let (tx, rx) = mpsc::channel(4);
+        self.commands = Some(rx);
+        self.our_updates = Some(ctx);
+        RequestHandle::new(
+            self.core.clone(),
+            self.id,
+            tx,
+            self.goaway.subscribe(),
+            self.end.subscribe(),
+        )
+    }
+
+    /// A queue of `capacity` items for the application, which ends as this request ends.
+    pub(crate) fn feed<T>(&self, capacity: usize) -> (mpsc::Sender<T>, Feed<T>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        (
+            tx,
+            Feed::new(rx, self.end.subscribe(), self.core.clone()),
+        )
+    }
+
+    /// Records how the request ended, for the application's handle and feed.
+    pub(crate) fn set_end(&self, end: Result<(), Error>) {
+        self.end.set(end);
+    }
+
+    // The responder's side.
+
+    /// The authorizer's verdict on this request, unless `refusal` already refuses it.
+    pub(crate) async fn authorize(
+        &self,
+        refusal: Option<RequestError>,
+        kind: RequestKind,
+        namespace: &TrackNamespace,
+        track_name: Option<&[u8]>,
+    ) -> Result<(), RequestError> {
+        if let Some(e) = refusal {
+            return Err(e);
+        }
+        self.core
+            .authorize(&AuthRequest {
+                kind,
+                namespace,
+                track_name,
+                tokens: &self.tokens,
+            })
+            .await
+    }
+
+    /// Refuses the request: REQUEST_ERROR, then FIN (draft-19 §3.3.2).
+    pub(crate) async fn refuse(mut self, e: RequestError) -> Result<(), Error> {
+        tracing::debug!(request = self.name, id = self.id, code = ?e.code, reason = %e.reason, "refused");
+        self.stream.send(e).await?;
+        self.stream.finish();
+        Ok(())
+    }
+
+    /// Waits for the decision on this request, reading the peer meanwhile: a FIN only ends
+    /// its half (draft-19 §3.3.2), a reset cancels the request, and REQUEST_UPDATE before the
+    /// answer is a violation. Another message (a PUBLISH_DONE ending a PUBLISH early, §5.1) is
+    /// kept for [`Request::next`] after the answer.
+    pub(crate) async fn decide<T>(&mut self, decision: oneshot::Receiver<T>) -> Decision<T> {
+        tokio::pin!(decision);
+        while self.deferred.is_none() {
+            tokio::select! {
+                d = &mut decision => return d.map_or(Decision::Unanswered, Decision::Made),
+                ev = self.next() => match ev {
+                    Event::Ended(_) => return Decision::Ended,
+                    Event::Message(m) => self.deferred = Some(m),
+                    Event::Update(_) => {
+                        self.violation(format!("REQUEST_UPDATE before the response to {}", self.name));
+                        return Decision::Ended;
+                    }
+                    // No handle and no updates of ours exist before the answer.
+                    Event::Fin | Event::Dropped | Event::Updated(_) => {}
+                },
+            }
+        }
+        decision.await.map_or(Decision::Unanswered, Decision::Made)
+    }
+
+    /// Answers the peer's REQUEST_UPDATE. A REQUEST_ERROR ends the request: it is followed by
+    /// a FIN (draft-19 §10.9); returns whether the request goes on.
+    pub(crate) async fn answer_update(
+        &mut self,
+        answer: Result<RequestOk, RequestError>,
+    ) -> Result<bool, Error> {
+        match answer {
+            Ok(ok) => {
+                self.stream.send(ok).await?;
+                Ok(true)
+            }
+            Err(e) => {
+                self.stream.send(e).await?;
+                self.stream.finish();
+                Ok(false)
+            }
+        }
+    }
+
+    // Both sides.
+
+    /// Sends a message on the request's stream.
+    pub(crate) async fn send(&mut self, msg: impl Into<Message>) -> Result<(), Error> {
+        self.stream.send(msg).await
+    }
+
+    /// FIN on our half.
+    pub(crate) fn finish(&mut self) {
+        self.stream.finish();
+    }
+
+    /// Cancels the request with `code` (draft-19 §3.3.3).
+    pub(crate) fn cancel(&mut self, code: StreamResetCode) {
+        self.stream.cancel(code);
+    }
+
+    /// Cancels the request for an application that dropped its handle.
+    pub(crate) fn dropped(&mut self) -> Error {
+        self.cancel(StreamResetCode::CANCELLED);
+        Error::Cancelled(StreamResetCode::CANCELLED)
+    }
+
+    /// Closes the session with PROTOCOL_VIOLATION for a message this request does not take.
+    pub(crate) fn unexpected(&self, m: &Message) -> Error {
+        self.violation(format!("{} on a {} stream", m.name(), self.name))
+    }
+
+    /// Closes the session with PROTOCOL_VIOLATION.
+    pub(crate) fn violation(&self, reason: String) -> Error {
+        self.core.fail(Error::protocol(reason))
+    }
+
+    /// The next thing that happens on the request. Cancel safe (an update being sent when the
+    /// future is dropped is answered as failed).
+    pub(crate) async fn next(&mut self) -> Event {
+        if let Some(m) = self.deferred.take() {
+            return Event::Message(m);
+        }
+        loop {
+            tokio::select! {
+                c = recv_command(&mut self.commands) => match c {
+                    None => return Event::Dropped,
+                    Some(Command::Update(params, reply)) => self.send_update(params, reply).await,
+                },
+                m = self.stream.reader.next(), if self.reader_open => {
+                    if let Some(ev) = self.on_message(m) {
+                        return ev;
+                    }
+                }
+                s = self.stream.writer.stopped(), if self.watch_stop => {
+                    self.watch_stop = false;
+                    match s {
+                        Ok(Some(code)) => {
+                            let code = StreamResetCode(code);
+                            if self.stop_cancels || !self.reader_open {
+                                // draft-19 §3.3.3: cancelled by the peer.
+                                self.cancel(code);
+                                return Event::Ended(Error::Cancelled(code));
+                            }
+                            self.stopped = Some(code);
+                        }
+                        Ok(None) => {}
+                        Err(e) => return Event::Ended(self.core.error(e.into())),
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_message(&mut self, m: Result<Option<Message>, Error>) -> Option<Event> {
+        let version = self.core.version();
+        match m {
+            Ok(Some(Message::RequestUpdate(u))) => Some(match self.peer_updates {
+                Some(ctx) => match self.check_update(&u, ctx) {
+                    Ok(()) => Event::Update(u),
+                    Err(e) => Event::Ended(e),
+                },
+                None => Event::Ended(self.unexpected(&Message::RequestUpdate(u))),
+            }),
+            Ok(Some(Message::RequestOk(ok))) => {
+                let Some(p) = self.pending.pop_front() else {
+                    return Some(Event::Ended(self.violation(format!(
+                        "second REQUEST_OK for {} (no REQUEST_UPDATE outstanding)",
+                        self.name
+                    ))));
+                };
+                if let Err(e) = ok.validate(ParamContext::RequestUpdateOk, version) {
+                    return Some(Event::Ended(self.core.fail(e.into())));
+                }
+                Some(Event::Updated(Updated {
+                    params: p.params,
+                    answer: Ok(ok),
+                    reply: p.reply,
+                }))
+            }
+            Ok(Some(Message::RequestError(e))) => {
+                let Some(p) = self.pending.pop_front() else {
+                    return Some(Event::Ended(self.violation(format!(
+                        "REQUEST_ERROR after {} was accepted",
+                        self.name
+                    ))));
+                };
+                Some(Event::Updated(Updated {
+                    params: p.params,
+                    answer: Err(e),
+                    reply: p.reply,
+                }))
+            }
+            Ok(Some(Message::Goaway(g))) => self.on_goaway(g).err().map(Event::Ended),
+            Ok(Some(m)) => Some(Event::Message(m)),
+            Ok(None) => {
+                self.reader_open = false;
+                match self.stopped {
+                    // The peer stopped our half and has ended its own: cancelled.
+                    Some(code) => {
+                        self.stream.reset(code);
+                        Some(Event::Ended(Error::Cancelled(code)))
+                    }
+                    None => Some(Event::Fin),
+                }
+            }
+            Err(Error::Cancelled(code)) => {
+                // draft-19 §3.3.3: the peer reset its half; end ours with its code.
+                self.reader_open = false;
+                self.stream.reset(code);
+                Some(Event::Ended(Error::Cancelled(code)))
+            }
+            Err(e) => {
+                self.reader_open = false;
+                Some(Event::Ended(self.core.fail(self.core.error(e))))
+            }
+        }
+    }
+
+    /// Checks the peer's REQUEST_UPDATE: a fresh Request ID, parameters allowed for `ctx`, at
+    /// most MAX_REQUEST_UPDATES outstanding (counting updates already buffered behind it, since
+    /// each is answered at once), and its tokens. Session errors close the session.
+    fn check_update(&mut self, u: &RequestUpdate, ctx: ParamContext) -> Result<(), Error> {
+        let core = &self.core;
+        core.check_peer_request_id(u.request_id)?;
+        u.params
+            .validate(ctx, core.version())
+            .map_err(|e| core.fail(e.into()))?;
+        let max = core.config().max_request_updates;
+        if max > 0 && core.version().has_max_request_updates() {
+            let outstanding = 1 + self.stream.reader.buffered_frames() as u64;
+            // draft-19 §10.3.1.7: more than MAX_REQUEST_UPDATES outstanding on one stream.
+            if outstanding > max {
+                return Err(core.fail(Error::violation(
+                    SessionErrorCode::TOO_MANY_REQUEST_UPDATES,
+                    format!("{outstanding} REQUEST_UPDATEs outstanding (at most {max})"),
+                )));
+            }
+        }
+        // draft-19 §10.9: a parameter absent from REQUEST_UPDATE keeps its value, so the
+        // request's tokens stand unless the update brings new ones.
+        let tokens = core.resolve_tokens(&u.params.authorization_tokens)?;
+        if !tokens.is_empty() {
+            self.tokens = tokens;
+        }
+        Ok(())
+    }
+
+    /// Sends one of our REQUEST_UPDATEs, within the peer's MAX_REQUEST_UPDATES.
+    async fn send_update(&mut self, params: Parameters, reply: UpdateReply) {
+        let version = self.core.version();
+        if let Some(ctx) = self.our_updates
+            && let Err(e) = params.validate(ctx, version)
+        {
+            let _ = reply.send(Err(e.into()));
+            return;
+        }
+        let max = self.core.peer_max_request_updates();
+        if max > 0 && self.pending.len() as u64 >= max {
+            let _ = reply.send(Err(Error::Limit("the peer's MAX_REQUEST_UPDATES")));
+            return;
+        }
+        let update = RequestUpdate {
+            request_id: self.core.next_request_id(),
+            params: params.clone(),
+        };
+        match self.stream.send(update).await {
+            Ok(()) => self.pending.push_back(Pending { params, reply }),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
+    /// GOAWAY on a request stream: at most one (draft-19 §10.4).
+    fn on_goaway(&mut self, g: Goaway) -> Result<(), Error> {
+        if self.goaway.borrow().is_some() {
+            return Err(self.violation("second GOAWAY on a request stream".into()));
+        }
+        let info = self.core.check_goaway(&g).map_err(|e| self.core.fail(e))?;
+        self.goaway.send_replace(Some(info));
+        Ok(())
+    }
+}
+
+/// The next command from the application's handle; never resolves while there is no handle.
+async fn recv_command(commands: &mut Option<mpsc::Receiver<Command>>) -> Option<Command> {
+    match commands {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The REQUEST_ERROR for a request its answerer dropped unanswered.
+pub(crate) fn not_answered() -> RequestError {
+    RequestError::new(RequestErrorCode::INTERNAL_ERROR, "not answered")
+}

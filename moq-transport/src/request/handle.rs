@@ -1,0 +1,188 @@
+//! The application's side of a request: the handle that updates and cancels it, and the feed
+//! of what it delivers.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use moq_core::message::{Parameters, RequestOk};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::error::Error;
+use crate::session::{GoawayInfo, SessionCore};
+
+/// Where the answer to a REQUEST_UPDATE goes.
+pub(crate) type UpdateReply = oneshot::Sender<Result<RequestOk, Error>>;
+
+/// What a handle asks of its request's task.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Send REQUEST_UPDATE with these parameters.
+    Update(Parameters, UpdateReply),
+}
+
+/// How a request ended: `Ok` when it ended gracefully. Unset while it runs; a request whose
+/// task was cancelled with the session never sets it, and the session's reason stands in.
+#[derive(Debug, Default)]
+pub(crate) struct EndSlot(watch::Sender<Option<Result<(), Error>>>);
+
+impl EndSlot {
+    pub(crate) fn set(&self, end: Result<(), Error>) {
+        self.0.send_if_modified(|e| {
+            if e.is_none() {
+                *e = Some(end);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    pub(crate) fn subscribe(&self) -> EndWatch {
+        self.0.subscribe()
+    }
+}
+
+type EndWatch = watch::Receiver<Option<Result<(), Error>>>;
+
+/// How the request behind `end` ended, if it has.
+fn end_of(end: &EndWatch, core: &SessionCore) -> Option<Result<(), Error>> {
+    if let Some(r) = end.borrow().clone() {
+        return Some(r);
+    }
+    // The task is gone without saying why: the session ended under it.
+    end.has_changed().is_err().then(|| Err(core.gone()))
+}
+
+/// The application's handle on an established request: its Request ID, REQUEST_UPDATE, the
+/// GOAWAY on its stream and how it ended. Dropping it cancels the request.
+#[derive(Debug)]
+pub(crate) struct RequestHandle {
+    core: Arc<SessionCore>,
+    id: u64,
+    commands: mpsc::Sender<Command>,
+    goaway: watch::Receiver<Option<GoawayInfo>>,
+    end: EndWatch,
+}
+
+impl RequestHandle {
+    pub(super) fn new(
+        core: Arc<SessionCore>,
+        id: u64,
+        commands: mpsc::Sender<Command>,
+        goaway: watch::Receiver<Option<GoawayInfo>>,
+        end: EndWatch,
+    ) -> Self {
+        RequestHandle {
+            core,
+            id,
+            commands,
+            goaway,
+            end,
+        }
+    }
+
+    /// The Request ID.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Sends REQUEST_UPDATE and waits for the answer.
+    pub(crate) async fn update(&self, params: Parameters) -> Result<RequestOk, Error> {
+        let (tx, rx) = oneshot::channel();
+        if self
+            .commands
+            .send(Command::Update(params, tx))
+            .await
+            .is_err()
+        {
+            return Err(self.end_error());
+        }
+        rx.await.unwrap_or_else(|_| Err(self.end_error()))
+    }
+
+    /// The GOAWAY the peer sent on this request's stream, if any (draft-19 §10.4).
+    pub(crate) fn goaway(&self) -> Option<GoawayInfo> {
+        self.goaway.borrow().clone()
+    }
+
+    /// How the request ended, if it has.
+    pub(crate) fn end(&self) -> Option<Result<(), Error>> {
+        end_of(&self.end, &self.core)
+    }
+
+    /// Resolves when the request ends.
+    pub(crate) async fn ended(&self) -> Result<(), Error> {
+        let mut rx = self.end.clone();
+        match rx.wait_for(Option::is_some).await {
+            Ok(end) => end.clone().unwrap_or(Ok(())),
+            Err(_) => Err(self.core.gone()),
+        }
+    }
+
+    /// Why an operation on the request failed: how it ended.
+    fn end_error(&self) -> Error {
+        match self.end() {
+            Some(Err(e)) => e,
+            _ => Error::EndedEarly,
+        }
+    }
+}
+
+/// What a request delivers to the application, in order, then how it ended: each item, then
+/// the error if it ended with one (once), then `None`.
+#[derive(Debug)]
+pub(crate) struct Feed<T> {
+    rx: mpsc::Receiver<T>,
+    end: EndWatch,
+    core: Arc<SessionCore>,
+    done: bool,
+}
+
+impl<T> Feed<T> {
+    pub(super) fn new(rx: mpsc::Receiver<T>, end: EndWatch, core: Arc<SessionCore>) -> Self {
+        Feed {
+            rx,
+            end,
+            core,
+            done: false,
+        }
+    }
+
+    /// The next item, or how the request ended. Cancel safe.
+    pub(crate) async fn next(&mut self) -> Option<Result<T, Error>> {
+        match self.rx.recv().await {
+            Some(item) => Some(Ok(item)),
+            None => self.finish(),
+        }
+    }
+
+    /// [`Feed::next`] as a poll.
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<T, Error>>> {
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(item)) => Poll::Ready(Some(Ok(item))),
+            Poll::Ready(None) => Poll::Ready(self.finish()),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Every sender is gone: report the end once.
+    fn finish(&mut self) -> Option<Result<T, Error>> {
+        if std::mem::replace(&mut self.done, true) {
+            return None;
+        }
+        match end_of(&self.end, &self.core) {
+            Some(Ok(())) => None,
+            Some(Err(e)) => Some(Err(e)),
+            None => Some(Err(self.core.gone())),
+        }
+    }
+}
+
+impl<T> futures::Stream for Feed<T> {
+    type Item = Result<T, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Feed::poll_next(&mut self, cx)
+    }
+}

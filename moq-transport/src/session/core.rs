@@ -1,0 +1,493 @@
+//! The session core: lifecycle and close, what SETUP settled, Request IDs, authorization tokens,
+//! GOAWAY, and the task set. The request kinds and the data planes build on it; it knows none of
+//! them.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use moq_core::codes::{RequestErrorCode, SessionErrorCode};
+use moq_core::message::{Goaway, RequestError, SetupOptions};
+use moq_core::{AuthToken, Version};
+use parking_lot::Mutex;
+use tokio::sync::{Semaphore, watch};
+
+use super::auth::{AuthRequest, ResolvedToken, SessionInfo, TokenCache, unauthorized};
+use super::config::SessionConfig;
+use super::ids::PeerRequestIds;
+use super::tasks::TaskSet;
+use crate::error::Error;
+use crate::framing::{Reader, Writer};
+use crate::transport::{Connection, TransportKind};
+
+/// Which end of the connection this is. Clients use even Request IDs, servers odd ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The side that opened the connection.
+    Client,
+    /// The side that accepted it.
+    Server,
+}
+
+impl Role {
+    /// The parity of this role's Request IDs (draft-19 §10.1).
+    pub const fn request_id_parity(self) -> u64 {
+        match self {
+            Role::Client => 0,
+            Role::Server => 1,
+        }
+    }
+
+    /// The other side.
+    pub const fn peer(self) -> Role {
+        match self {
+            Role::Client => Role::Server,
+            Role::Server => Role::Client,
+        }
+    }
+}
+
+/// A GOAWAY received on the control stream or a request stream (draft-19 §3.6, §10.4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GoawayInfo {
+    /// Where to reconnect; empty means the current URI.
+    pub new_session_uri: String,
+    /// How long the peer waits before closing; zero if it gave none.
+    pub timeout: Duration,
+}
+
+/// Where the session's peer asked to connect; known to a server from PATH / AUTHORITY or the
+/// WebTransport CONNECT request, and sent by a raw-QUIC client.
+#[derive(Clone, Debug, Default)]
+pub struct Destination {
+    /// Path and query.
+    pub path: Option<String>,
+    /// Host and port.
+    pub authority: Option<String>,
+}
+
+/// Priority of control streams (draft-19 §7.2: highest).
+pub(crate) const CONTROL_PRIORITY: i32 = i32::MAX;
+/// Priority of request streams (draft-19 §7.2: below control, above data).
+pub(crate) const REQUEST_PRIORITY: i32 = i32::MAX - 1;
+/// How long a transport that closes gracefully (WebTransport's close capsule) may take before
+/// the session's tasks are cancelled anyway.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// The state every part of a session shares.
+pub(crate) struct SessionCore {
+    conn: Arc<dyn Connection>,
+    version: Version,
+    role: Role,
+    config: SessionConfig,
+    /// The reason the session ended, set before the connection is closed.
+    reason: OnceLock<Error>,
+    /// True once `reason` is set.
+    ended: watch::Sender<bool>,
+    tasks: TaskSet,
+    next_request_id: AtomicU64,
+    peer_ids: Mutex<PeerRequestIds>,
+    tokens: Mutex<TokenCache>,
+    info: OnceLock<SessionInfo>,
+    peer_setup: OnceLock<SetupOptions>,
+    setup_done: watch::Sender<bool>,
+    pending_streams: Arc<Semaphore>,
+    goaway_sent: AtomicBool,
+    goaway_received: watch::Sender<Option<GoawayInfo>>,
+    control: tokio::sync::Mutex<Option<Writer>>,
+    open_requests: AtomicUsize,
+}
+
+impl std::fmt::Debug for SessionCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionCore")
+            .field("version", &self.version)
+            .field("role", &self.role)
+            .field("transport", &self.conn.kind())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counts a live request for GOAWAY_TIMEOUT (draft-19 §3.6) while it lives.
+#[derive(Debug)]
+pub(crate) struct OpenRequest(Arc<SessionCore>);
+
+impl Drop for OpenRequest {
+    fn drop(&mut self) {
+        self.0.open_requests.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl SessionCore {
+    /// The core of a session on `conn`, whose version is the protocol the connection
+    /// negotiated (ALPN or `WT-Protocol`). Starts the task that watches the connection.
+    pub(crate) fn start(
+        conn: Arc<dyn Connection>,
+        role: Role,
+        config: SessionConfig,
+    ) -> Result<Arc<SessionCore>, Error> {
+        let protocol = conn.protocol();
+        let version = protocol
+            .as_deref()
+            .and_then(|p| Version::from_alpn(p.as_bytes()))
+            .ok_or_else(|| {
+                Error::Connect(format!("no MOQT version negotiated (got {protocol:?})"))
+            })?;
+        let core = Arc::new(SessionCore {
+            conn,
+            version,
+            role,
+            peer_ids: Mutex::new(PeerRequestIds::new(
+                role.peer().request_id_parity(),
+                config.limits.request_id_window,
+            )),
+            tokens: Mutex::new(TokenCache::new(config.max_auth_token_cache_size)),
+            pending_streams: Arc::new(Semaphore::new(config.limits.max_pending_streams)),
+            config,
+            reason: OnceLock::new(),
+            ended: watch::channel(false).0,
+            tasks: TaskSet::default(),
+            next_request_id: AtomicU64::new(role.request_id_parity()),
+            info: OnceLock::new(),
+            peer_setup: OnceLock::new(),
+            setup_done: watch::channel(false).0,
+            goaway_sent: AtomicBool::new(false),
+            goaway_received: watch::channel(None).0,
+            control: tokio::sync::Mutex::new(None),
+            open_requests: AtomicUsize::new(0),
+        });
+        core.tasks.spawn_uncancelled(watch_connection(core.clone()));
+        Ok(core)
+    }
+
+    pub(crate) fn conn(&self) -> &Arc<dyn Connection> {
+        &self.conn
+    }
+
+    pub(crate) fn version(&self) -> Version {
+        self.version
+    }
+
+    pub(crate) fn role(&self) -> Role {
+        self.role
+    }
+
+    pub(crate) fn kind(&self) -> TransportKind {
+        self.conn.kind()
+    }
+
+    pub(crate) fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    // Lifecycle.
+
+    /// Ends the session with `err`; the first reason wins and reaches every handle.
+    ///
+    /// The connection is closed first, then the reason is published; the session's tasks are
+    /// cancelled once the connection has closed (at once for raw QUIC; WebTransport first sends
+    /// its close capsule), so no task that wakes up can send a FIN the peer would mistake for a
+    /// graceful end.
+    pub(crate) fn close(&self, err: Error) {
+        if self.reason.set(err.clone()).is_err() {
+            return;
+        }
+        match &err {
+            Error::ClosedByPeer { .. } | Error::Transport(_) => {
+                tracing::info!(error = %err, "session ended");
+            }
+            _ => {
+                let code = err.session_code();
+                if code == SessionErrorCode::NO_ERROR {
+                    tracing::info!(error = %err, "closing session");
+                } else {
+                    tracing::warn!(code = ?code, error = %err, "closing session");
+                }
+                let mut reason = err.to_string();
+                reason.truncate(1024);
+                self.conn.close(code.0, &reason);
+            }
+        }
+        self.ended.send_replace(true);
+    }
+
+    /// Closes the session if `err` ends it (a malformed message, a violation; draft-19
+    /// §10.2.1), and passes it on.
+    pub(crate) fn fail(&self, err: Error) -> Error {
+        if err.is_session_error() {
+            self.close(err.clone());
+        }
+        err
+    }
+
+    /// Resolves with the reason once the session has ended.
+    pub(crate) async fn closed(&self) -> Error {
+        let mut rx = self.ended.subscribe();
+        let _ = rx.wait_for(|ended| *ended).await;
+        self.gone()
+    }
+
+    /// The reason the session ended, if it has.
+    pub(crate) fn close_reason(&self) -> Option<Error> {
+        self.reason.get().cloned()
+    }
+
+    /// Why something built on the session ended without saying why itself: the session's
+    /// reason, or [`Error::EndedEarly`] while the session lives.
+    pub(crate) fn gone(&self) -> Error {
+        self.close_reason().unwrap_or(Error::EndedEarly)
+    }
+
+    /// `e`, or the session's reason if `e` only reports the session going away.
+    pub(crate) fn error(&self, e: Error) -> Error {
+        match (&e, self.close_reason()) {
+            (Error::Transport(_) | Error::ClosedByPeer { .. }, Some(reason)) => reason,
+            _ => e,
+        }
+    }
+
+    /// Runs `task` as one of the session's tasks: it is dropped when the session closes.
+    pub(crate) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.tasks.spawn(task);
+    }
+
+    pub(crate) fn tasks(&self) -> &TaskSet {
+        &self.tasks
+    }
+
+    // SETUP.
+
+    /// Records what SETUP settled; streams held until now are released.
+    pub(crate) fn established(&self, info: SessionInfo, peer: SetupOptions) {
+        let _ = self.info.set(info);
+        let _ = self.peer_setup.set(peer);
+        self.setup_done.send_replace(true);
+    }
+
+    /// Waits until SETUP is done, holding at most `max_pending_streams` streams meanwhile
+    /// (draft-19 §3.3: early streams SHOULD be buffered; a peer MAY reset them instead).
+    /// `Err` if the stream should be refused.
+    pub(crate) async fn wait_setup(&self) -> Result<(), ()> {
+        if *self.setup_done.borrow() {
+            return Ok(());
+        }
+        let _permit = self.pending_streams.try_acquire().map_err(|_| ())?;
+        let mut rx = self.setup_done.subscribe();
+        rx.wait_for(|done| *done).await.map(|_| ()).map_err(|_| ())
+    }
+
+    pub(crate) fn info(&self) -> Option<&SessionInfo> {
+        self.info.get()
+    }
+
+    pub(crate) fn peer_setup(&self) -> Option<&SetupOptions> {
+        self.peer_setup.get()
+    }
+
+    /// The peer's MAX_FILTER_RANGES (0 if it sent none: no Range Filters allowed).
+    pub(crate) fn peer_max_filter_ranges(&self) -> u64 {
+        self.peer_setup()
+            .and_then(|s| s.max_filter_ranges)
+            .unwrap_or(0)
+    }
+
+    /// The peer's MAX_REQUEST_UPDATES (0 = unlimited).
+    pub(crate) fn peer_max_request_updates(&self) -> u64 {
+        self.peer_setup()
+            .and_then(|s| s.max_request_updates)
+            .unwrap_or(0)
+    }
+
+    // Request IDs, tokens, authorization.
+
+    /// Our next Request ID (draft-19 §10.1: by parity, +2 each).
+    pub(crate) fn next_request_id(&self) -> u64 {
+        self.next_request_id.fetch_add(2, Ordering::Relaxed)
+    }
+
+    /// Records one of the peer's Request IDs, closing the session with INVALID_REQUEST_ID if it
+    /// has the wrong parity or repeats (draft-19 §10.1).
+    pub(crate) fn check_peer_request_id(&self, id: u64) -> Result<(), Error> {
+        let res = self.peer_ids.lock().check(id);
+        res.map_err(|e| self.fail(e))
+    }
+
+    /// Resolves AUTHORIZATION_TOKEN parameters; alias errors close the session.
+    pub(crate) fn resolve_tokens(&self, tokens: &[AuthToken]) -> Result<Vec<ResolvedToken>, Error> {
+        let res = self.tokens.lock().resolve(tokens);
+        res.map_err(|e| self.fail(e))
+    }
+
+    /// Resolves the tokens of the peer's SETUP (draft-19 §10.3.1.4).
+    pub(crate) fn resolve_setup_tokens(
+        &self,
+        tokens: &[AuthToken],
+    ) -> Result<Vec<ResolvedToken>, Error> {
+        let from_client = self.role == Role::Server;
+        self.tokens.lock().resolve_setup(tokens, from_client)
+    }
+
+    /// Runs the application's authorizer on a request of the peer.
+    pub(crate) async fn authorize(&self, req: &AuthRequest<'_>) -> Result<(), RequestError> {
+        match self.info() {
+            Some(info) => self.config.authorizer.authorize(info, req).await,
+            None => Err(unauthorized()),
+        }
+    }
+
+    // Requests.
+
+    /// Counts a live request until the guard drops.
+    pub(crate) fn open_request(self: &Arc<Self>) -> OpenRequest {
+        self.open_requests.fetch_add(1, Ordering::Relaxed);
+        OpenRequest(self.clone())
+    }
+
+    /// Requests open in both directions.
+    pub(crate) fn open_requests(&self) -> usize {
+        self.open_requests.load(Ordering::Relaxed)
+    }
+
+    /// Opens a stream for a new request of ours. Refused after the session ended or a GOAWAY
+    /// arrived (draft-19 §10.4: SHOULD NOT initiate new requests).
+    pub(crate) async fn open_request_stream(&self) -> Result<(Writer, Reader), Error> {
+        if let Some(e) = self.close_reason() {
+            return Err(e);
+        }
+        if self.goaway_received.borrow().is_some() {
+            return Err(Error::GoingAway);
+        }
+        let (send, recv) = self.conn.open_bi().await.map_err(|e| self.error(e.into()))?;
+        let mut writer = Writer::new(send, self.version);
+        // draft-19 §7.2: request streams go before object data.
+        writer.set_priority(REQUEST_PRIORITY);
+        Ok((writer, Reader::new(recv, self.version)))
+    }
+
+    // GOAWAY.
+
+    /// Keeps our control stream for GOAWAY.
+    pub(crate) async fn set_control(&self, writer: Writer) {
+        *self.control.lock().await = Some(writer);
+    }
+
+    /// Whether we sent GOAWAY (new requests may be refused with GOING_AWAY).
+    pub(crate) fn goaway_sent(&self) -> bool {
+        self.goaway_sent.load(Ordering::Relaxed)
+    }
+
+    /// Sends GOAWAY on the control stream (draft-19 §10.4); see [`crate::Session::goaway`].
+    pub(crate) async fn send_goaway(
+        self: &Arc<Self>,
+        new_session_uri: &str,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        if self.role == Role::Client && !new_session_uri.is_empty() {
+            return Err(Error::Invalid("a client's GOAWAY carries no URI".into()));
+        }
+        if self.goaway_sent.swap(true, Ordering::Relaxed) {
+            return Err(Error::Invalid("GOAWAY already sent".into()));
+        }
+        let msg = Goaway {
+            new_session_uri: Bytes::copy_from_slice(new_session_uri.as_bytes()),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            request_id: None,
+        };
+        {
+            let mut w = self.control.lock().await;
+            let w = w
+                .as_mut()
+                .ok_or(Error::Invalid("no control stream".into()))?;
+            w.send(msg).await?;
+        }
+        if self.role == Role::Server && !timeout.is_zero() {
+            let core = self.clone();
+            self.spawn(async move {
+                tokio::time::sleep(timeout).await;
+                // draft-19 §3.6: close with GOAWAY_TIMEOUT if requests are still open.
+                let code = if core.open_requests() > 0 {
+                    SessionErrorCode::GOAWAY_TIMEOUT
+                } else {
+                    SessionErrorCode::NO_ERROR
+                };
+                core.close(Error::Closed {
+                    code,
+                    reason: "GOAWAY timeout".into(),
+                });
+            });
+        }
+        Ok(())
+    }
+
+    /// The GOAWAY the peer sent on the control stream, if any.
+    pub(crate) fn goaway_received(&self) -> Option<GoawayInfo> {
+        self.goaway_received.borrow().clone()
+    }
+
+    /// Resolves when the peer sends GOAWAY; `None` if the session ends first.
+    pub(crate) async fn wait_goaway(&self) -> Option<GoawayInfo> {
+        let mut rx = self.goaway_received.subscribe();
+        tokio::select! {
+            r = rx.wait_for(|g| g.is_some()) => r.ok().and_then(|g| g.clone()),
+            _ = self.closed() => None,
+        }
+    }
+
+    /// Checks a GOAWAY the peer sent, on the control stream or a request stream: a server
+    /// receiving a New Session URI closes the session (draft-19 §10.4).
+    pub(crate) fn check_goaway(&self, g: &Goaway) -> Result<GoawayInfo, Error> {
+        if self.role == Role::Server && !g.new_session_uri.is_empty() {
+            return Err(Error::protocol("client GOAWAY with a New Session URI"));
+        }
+        Ok(GoawayInfo {
+            new_session_uri: String::from_utf8_lossy(&g.new_session_uri).into_owned(),
+            timeout: Duration::from_millis(g.timeout_ms),
+        })
+    }
+
+    /// Handles a GOAWAY from the control stream (draft-19 §10.4).
+    pub(crate) fn on_goaway(&self, g: Goaway) -> Result<(), Error> {
+        if self.goaway_received.borrow().is_some() {
+            return Err(Error::protocol("second GOAWAY on the control stream"));
+        }
+        let info = self.check_goaway(&g)?;
+        // draft-18 §10.4: the Request ID names one of ours, so it must have our parity.
+        if let Some(id) = g.request_id
+            && id % 2 != self.role.request_id_parity()
+        {
+            return Err(Error::violation(
+                SessionErrorCode::INVALID_REQUEST_ID,
+                "GOAWAY Request ID has the wrong parity",
+            ));
+        }
+        tracing::info!(uri = %info.new_session_uri, timeout = ?info.timeout, "GOAWAY received");
+        self.goaway_received.send_replace(Some(info));
+        Ok(())
+    }
+}
+
+/// The REQUEST_ERROR for a request refused because we are going away.
+pub(crate) fn going_away() -> RequestError {
+    RequestError::new(RequestErrorCode::GOING_AWAY, "going away")
+}
+
+/// Ends the session when the connection closes, and cancels the session's tasks once the
+/// connection is closed, whoever closed it.
+async fn watch_connection(core: Arc<SessionCore>) {
+    let mut ended = core.ended.subscribe();
+    let closed_by_us = tokio::select! {
+        e = core.conn.closed() => {
+            core.close(e.into());
+            false
+        }
+        r = ended.wait_for(|ended| *ended) => r.is_ok(),
+    };
+    if closed_by_us {
+        // WebTransport first delivers its close capsule; raw QUIC is closed already.
+        let _ = tokio::time::timeout(CLOSE_GRACE, core.conn.closed()).await;
+    }
+    core.tasks.cancel();
+}

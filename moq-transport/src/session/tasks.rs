@@ -1,0 +1,52 @@
+//! The one owner of a session's tasks.
+
+use std::future::Future;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Every task a session runs: its accept loops, one per stream and request, and those the
+/// application hands it. Cancelling the set drops every task at its next poll; nothing needs to
+/// watch for the end of the session itself.
+#[derive(Debug, Default)]
+pub(crate) struct TaskSet {
+    tracker: TaskTracker,
+    cancel: CancellationToken,
+}
+
+impl TaskSet {
+    /// Runs `task` until it completes or the set is cancelled, whichever comes first. After
+    /// cancellation, new tasks are dropped without running.
+    pub(crate) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        if self.cancel.is_cancelled() {
+            return;
+        }
+        let run = self.cancel.clone().run_until_cancelled_owned(task);
+        self.tracker.spawn(async move {
+            let _ = run.await;
+        });
+    }
+
+    /// Runs `task` to completion even if the set is cancelled meanwhile (the task that cancels
+    /// it), still counted by the set.
+    pub(crate) fn spawn_uncancelled(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.tracker.spawn(task);
+    }
+
+    /// Cancels every task, now and to come.
+    pub(crate) fn cancel(&self) {
+        self.tracker.close();
+        self.cancel.cancel();
+    }
+
+    /// Tasks still alive.
+    pub(crate) fn len(&self) -> usize {
+        self.tracker.len()
+    }
+
+    /// Resolves once the set was cancelled and every task has stopped.
+    pub(crate) async fn stopped(&self) {
+        self.cancel.cancelled().await;
+        self.tracker.wait().await;
+    }
+}

@@ -1,0 +1,349 @@
+//! What the data plane carries and how a subscription filters it: objects, a subscription's
+//! parameters and filters (draft-19 §5.1), and stream priorities (§7.2).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use moq_core::data::ObjectStatus;
+use moq_core::message::Parameters;
+use moq_core::{
+    GroupOrder, Location, LocationFilter, Properties, RangeFilterKind, RangeFilterParam, property,
+};
+
+/// One object as the data plane carries it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Object {
+    /// Group and Object ID.
+    pub location: Location,
+    /// The Subgroup ID; `None` for an object sent as a datagram.
+    pub subgroup: Option<u64>,
+    /// The publisher priority (0 highest).
+    pub priority: u8,
+    /// Normal, End of Group or End of Track.
+    pub status: ObjectStatus,
+    /// Object Properties.
+    pub properties: Properties,
+    /// The payload (empty unless the status is Normal).
+    pub payload: Bytes,
+}
+
+/// The publisher's view of one subscription's parameters, as SUBSCRIBE / PUBLISH_OK /
+/// REQUEST_UPDATE left them (draft-19 §5.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubscriptionParams {
+    /// Forward State: objects are sent only when true.
+    pub forward: bool,
+    /// Subscriber priority (0 highest, default 128).
+    pub subscriber_priority: u8,
+    /// The group order the subscriber asked for, if any.
+    pub group_order: Option<GroupOrder>,
+    /// The Location Filter as sent; `None` means unfiltered.
+    pub location_filter: Option<LocationFilter>,
+    /// Where the filter starts, resolved against the Largest Object when it was set.
+    pub start: Location,
+    /// The last group that passes, if the filter has an end.
+    pub end_group: Option<u64>,
+    /// Range Filters on objects (SUBGROUP, OBJECTID, PRIORITY, OBJECT_PROPERTY).
+    pub range_filters: Vec<RangeFilterParam>,
+    /// The subscriber's OBJECT_DELIVERY_TIMEOUT.
+    pub object_delivery_timeout: Option<Duration>,
+    /// The subscriber's SUBGROUP_DELIVERY_TIMEOUT.
+    pub subgroup_delivery_timeout: Option<Duration>,
+    /// NEW_GROUP_REQUEST, if the subscriber asked for a new group.
+    pub new_group_request: Option<u64>,
+}
+
+impl Default for SubscriptionParams {
+    fn default() -> Self {
+        SubscriptionParams {
+            forward: true,
+            subscriber_priority: 128,
+            group_order: None,
+            location_filter: None,
+            start: Location::default(),
+            end_group: None,
+            range_filters: Vec::new(),
+            object_delivery_timeout: None,
+            subgroup_delivery_timeout: None,
+            new_group_request: None,
+        }
+    }
+}
+
+fn ms(v: Option<u64>) -> Option<Duration> {
+    v.filter(|x| *x > 0).map(Duration::from_millis)
+}
+
+impl SubscriptionParams {
+    /// The parameters a SUBSCRIBE (or PUBLISH_OK) set, with `largest` the publisher's Largest
+    /// Object at that time (draft-19 §5.1.2 resolves relative filters against it).
+    pub fn from_request(params: &Parameters, largest: Option<Location>) -> Self {
+        let mut s = SubscriptionParams::default();
+        s.apply(params, largest);
+        s
+    }
+
+    /// Applies the parameters of a REQUEST_UPDATE: omitted ones keep their value
+    /// (draft-19 §10.9); a Range Filter with Length 0 removes that filter.
+    pub fn apply(&mut self, params: &Parameters, largest: Option<Location>) {
+        if let Some(f) = params.forward {
+            self.forward = f;
+        }
+        if let Some(p) = params.subscriber_priority {
+            self.subscriber_priority = p;
+        }
+        if let Some(g) = params.group_order {
+            self.group_order = Some(g);
+        }
+        if let Some(f) = params.location_filter {
+            self.location_filter = Some(f);
+            self.start = f.start(largest);
+            self.end_group = f.end_group();
+        }
+        for kind in RangeFilterKind::ALL {
+            let of_kind: Vec<&RangeFilterParam> = params
+                .range_filters
+                .iter()
+                .filter(|f| f.kind == kind)
+                .collect();
+            if of_kind.is_empty() {
+                continue;
+            }
+            self.range_filters.retain(|f| f.kind != kind);
+            self.range_filters
+                .extend(of_kind.into_iter().filter(|f| f.filter.is_some()).cloned());
+        }
+        if params.object_delivery_timeout.is_some() {
+            self.object_delivery_timeout = ms(params.object_delivery_timeout);
+        }
+        if params.subgroup_delivery_timeout.is_some() {
+            self.subgroup_delivery_timeout = ms(params.subgroup_delivery_timeout);
+        }
+        if params.new_group_request.is_some() {
+            self.new_group_request = params.new_group_request;
+        }
+    }
+
+    /// True if the location passes the Location Filter (draft-19 §5.1.2).
+    pub fn in_range(&self, loc: Location) -> bool {
+        loc >= self.start && self.end_group.is_none_or(|end| loc.group <= end)
+    }
+
+    /// True if an object passes every filter: Forward AND Location AND Range Filters
+    /// (draft-19 §5.1.4).
+    pub fn passes(
+        &self,
+        loc: Location,
+        subgroup: Option<u64>,
+        priority: u8,
+        properties: &Properties,
+    ) -> bool {
+        self.forward
+            && self.in_range(loc)
+            && self.passes_range_filters(loc, subgroup, priority, properties)
+    }
+
+    /// Range Filters: filters with one SetID are ANDed, the sets are ORed (draft-19 §5.1.3).
+    pub fn passes_range_filters(
+        &self,
+        loc: Location,
+        subgroup: Option<u64>,
+        priority: u8,
+        properties: &Properties,
+    ) -> bool {
+        let object_filters: Vec<&RangeFilterParam> = self
+            .range_filters
+            .iter()
+            .filter(|f| f.kind != RangeFilterKind::TrackProperty)
+            .collect();
+        if object_filters.is_empty() {
+            return true;
+        }
+        let mut sets: Vec<u8> = object_filters
+            .iter()
+            .filter_map(|f| f.filter.as_ref().map(|x| x.set_id))
+            .collect();
+        sets.sort_unstable();
+        sets.dedup();
+        sets.into_iter().any(|set| {
+            object_filters
+                .iter()
+                .filter_map(|p| p.filter.as_ref().map(|f| (p.kind, f)))
+                .filter(|(_, f)| f.set_id == set)
+                .all(|(kind, f)| match kind {
+                    RangeFilterKind::Subgroup => subgroup.is_some_and(|s| f.matches(s)),
+                    RangeFilterKind::ObjectId => f.matches(loc.object),
+                    RangeFilterKind::Priority => f.matches(priority.into()),
+                    RangeFilterKind::ObjectProperty => f
+                        .property_type
+                        .and_then(|t| properties.get_int(t))
+                        .is_some_and(|v| f.matches(v)),
+                    RangeFilterKind::TrackProperty => true,
+                })
+        })
+    }
+
+    /// True if the track's properties pass the TRACK_PROPERTY_FILTERs (draft-19 §6.3).
+    pub fn track_passes(filters: &[RangeFilterParam], track_properties: &Properties) -> bool {
+        let track: Vec<_> = filters
+            .iter()
+            .filter(|f| f.kind == RangeFilterKind::TrackProperty)
+            .filter_map(|p| p.filter.as_ref())
+            .collect();
+        if track.is_empty() {
+            return true;
+        }
+        let mut sets: Vec<u8> = track.iter().map(|f| f.set_id).collect();
+        sets.sort_unstable();
+        sets.dedup();
+        sets.into_iter().any(|set| {
+            track.iter().filter(|f| f.set_id == set).all(|f| {
+                f.property_type
+                    .and_then(|t| track_properties.get_int(t))
+                    .is_some_and(|v| f.matches(v))
+            })
+        })
+    }
+}
+
+/// The QUIC send priority of a data stream (higher is sent first), from the draft's
+/// scheduling order (draft-19 §7.2): subscriber priority, then publisher priority, then group
+/// order, then lowest Subgroup ID. Always below request and control streams.
+///
+/// Group IDs only count modulo 4096 and Subgroup IDs up to 7: enough to order the groups and
+/// subgroups in flight at once.
+pub fn stream_priority(
+    subscriber: u8,
+    publisher: u8,
+    order: GroupOrder,
+    group: u64,
+    subgroup: u64,
+) -> i32 {
+    let sub = i32::from(255 - subscriber) << 23;
+    let publ = i32::from(255 - publisher) << 15;
+    let g = (group & 0xFFF) as i32;
+    let g = match order {
+        GroupOrder::Ascending => 0xFFF - g,
+        GroupOrder::Descending => g,
+    };
+    let sg = 7 - subgroup.min(7) as i32;
+    (sub | publ | (g << 3) | sg).min(i32::MAX - 2)
+}
+
+/// DEFAULT_PUBLISHER_GROUP_ORDER of a track, or Ascending.
+pub(crate) fn track_group_order(props: &Properties) -> GroupOrder {
+    match props.get_int(property::DEFAULT_PUBLISHER_GROUP_ORDER) {
+        Some(2) => GroupOrder::Descending,
+        _ => GroupOrder::Ascending,
+    }
+}
+
+/// DEFAULT_PUBLISHER_PRIORITY of a track, or 128.
+pub(crate) fn track_priority(props: &Properties) -> u8 {
+    props
+        .get_int(property::DEFAULT_PUBLISHER_PRIORITY)
+        .and_then(|p| u8::try_from(p).ok())
+        .unwrap_or(128)
+}
+
+/// A duration in milliseconds for the wire.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use moq_core::{FilterRange, RangeFilter};
+
+    #[test]
+    fn priority_order() {
+        let p = |s, p, o, g, sg| stream_priority(s, p, o, g, sg);
+        // Subscriber priority dominates, then publisher priority.
+        assert!(p(0, 255, GroupOrder::Ascending, 0, 0) > p(1, 0, GroupOrder::Ascending, 0, 0));
+        assert!(p(5, 0, GroupOrder::Ascending, 9, 0) > p(5, 1, GroupOrder::Ascending, 0, 0));
+        // Group order within a subscription.
+        assert!(p(5, 5, GroupOrder::Descending, 10, 0) > p(5, 5, GroupOrder::Descending, 9, 0));
+        assert!(p(5, 5, GroupOrder::Ascending, 9, 0) > p(5, 5, GroupOrder::Ascending, 10, 0));
+        // Lowest subgroup first.
+        assert!(p(5, 5, GroupOrder::Ascending, 9, 0) > p(5, 5, GroupOrder::Ascending, 9, 1));
+        assert!(p(0, 0, GroupOrder::Descending, 4095, 0) < i32::MAX - 1);
+    }
+
+    #[test]
+    fn filters_combine() {
+        let mut s = SubscriptionParams::default();
+        s.apply(
+            &Parameters {
+                location_filter: Some(LocationFilter::AbsoluteRange {
+                    start: Location::new(2, 1),
+                    end_group_delta: 2,
+                }),
+                range_filters: vec![
+                    RangeFilterParam {
+                        kind: RangeFilterKind::ObjectId,
+                        filter: Some(RangeFilter {
+                            set_id: 0,
+                            property_type: None,
+                            ranges: vec![FilterRange {
+                                start: 0,
+                                end: Some(3),
+                            }],
+                        }),
+                    },
+                    RangeFilterParam {
+                        kind: RangeFilterKind::Priority,
+                        filter: Some(RangeFilter {
+                            set_id: 1,
+                            property_type: None,
+                            ranges: vec![FilterRange {
+                                start: 0,
+                                end: Some(0),
+                            }],
+                        }),
+                    },
+                ],
+                ..Default::default()
+            },
+            None,
+        );
+        let props = Properties::new();
+        assert!(
+            !s.passes(Location::new(2, 0), Some(0), 9, &props),
+            "before the start"
+        );
+        assert!(
+            s.passes(Location::new(2, 1), Some(0), 9, &props),
+            "set 0 passes"
+        );
+        assert!(
+            s.passes(Location::new(3, 9), Some(0), 0, &props),
+            "set 1 passes"
+        );
+        assert!(
+            !s.passes(Location::new(3, 9), Some(0), 9, &props),
+            "neither set"
+        );
+        assert!(
+            !s.passes(Location::new(5, 0), Some(0), 0, &props),
+            "after the end group"
+        );
+        // REQUEST_UPDATE removes a filter with Length 0 and leaves the rest.
+        s.apply(
+            &Parameters {
+                range_filters: vec![RangeFilterParam {
+                    kind: RangeFilterKind::ObjectId,
+                    filter: None,
+                }],
+                forward: Some(false),
+                ..Default::default()
+            },
+            None,
+        );
+        assert_eq!(s.range_filters.len(), 1);
+        assert!(
+            !s.passes(Location::new(2, 1), Some(0), 0, &props),
+            "forward 0 passes nothing"
+        );
+    }
+}

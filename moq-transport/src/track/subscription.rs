@@ -1,0 +1,399 @@
+//! An established subscription, both sides, whichever end started it (SUBSCRIBE or PUBLISH):
+//! REQUEST_UPDATE and PUBLISH_DONE (draft-19 §5.1, §10.9.1, §10.11).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
+use moq_core::message::{
+    Message, ParamContext, Parameters, PublishDone, RequestError, RequestOk,
+};
+use moq_core::{FullTrackName, GroupOrder, Location, Properties};
+use parking_lot::Mutex;
+use tokio::sync::{Notify, oneshot, watch};
+
+use super::params::{SubscriptionParams, track_group_order, track_priority};
+use super::recv::{Sink, SinkGuard, TrackEvent};
+use super::send::{Finish, JoinPoint, JoinState, SubscriptionWriter, WriterShared};
+use super::state::TrackState;
+use crate::error::Error;
+use crate::request::{Event, Feed, Request, RequestHandle};
+use crate::session::{GoawayInfo, SessionCore};
+
+/// What the publisher said in SUBSCRIBE_OK (or PUBLISH).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubscriptionInfo {
+    /// The track.
+    pub track: FullTrackName,
+    /// The Track Alias its objects carry.
+    pub track_alias: u64,
+    /// The largest location the publisher had, if any (LARGEST_OBJECT).
+    pub largest: Option<Location>,
+    /// When the publisher will end the subscription (EXPIRES), if it said.
+    pub expires: Option<Duration>,
+    /// The track's properties.
+    pub track_properties: Properties,
+}
+
+impl SubscriptionInfo {
+    /// DEFAULT_PUBLISHER_PRIORITY, or 128.
+    pub fn publisher_priority(&self) -> u8 {
+        track_priority(&self.track_properties)
+    }
+
+    /// DEFAULT_PUBLISHER_GROUP_ORDER, or Ascending.
+    pub fn group_order(&self) -> GroupOrder {
+        track_group_order(&self.track_properties)
+    }
+}
+
+/// A subscription to a track: its subgroup streams and datagrams, as they arrive.
+///
+/// [`Subscription::next`] yields [`TrackEvent`]s; it returns `None` after the publisher's
+/// PUBLISH_DONE once every stream it counted has arrived, or yields the error (then `None`) if
+/// the subscription was cancelled or the session ended. Dropping it unsubscribes
+/// (STOP_SENDING, draft-19 §5.1).
+#[derive(Debug)]
+pub struct Subscription {
+    info: SubscriptionInfo,
+    request: RequestHandle,
+    events: Feed<TrackEvent>,
+    done: Arc<OnceLock<PublishDone>>,
+}
+
+impl Subscription {
+    /// What SUBSCRIBE_OK said.
+    pub fn info(&self) -> &SubscriptionInfo {
+        &self.info
+    }
+
+    /// The SUBSCRIBE's Request ID (for a Joining FETCH).
+    pub fn request_id(&self) -> u64 {
+        self.request.id()
+    }
+
+    /// The next subgroup stream or datagram; see the type's docs for how it ends.
+    ///
+    /// Cancel safe.
+    pub async fn next(&mut self) -> Option<Result<TrackEvent, Error>> {
+        self.events.next().await
+    }
+
+    /// The PUBLISH_DONE, once the publisher ended the subscription.
+    pub fn publish_done(&self) -> Option<PublishDone> {
+        self.done.get().cloned()
+    }
+
+    /// Changes the subscription with REQUEST_UPDATE and waits for the answer; returns the
+    /// LARGEST_OBJECT of REQUEST_UPDATE_OK. A failed update ends the subscription
+    /// (draft-19 §10.9.1).
+    ///
+    /// Cancel safe: dropped early, the update is still sent and its answer applied.
+    pub async fn update(&self, params: Parameters) -> Result<Option<Location>, Error> {
+        let ok = self.request.update(params).await?;
+        Ok(ok.params.largest_object)
+    }
+
+    /// A GOAWAY the publisher sent on this subscription's stream (draft-19 §10.4).
+    pub fn goaway(&self) -> Option<GoawayInfo> {
+        self.request.goaway()
+    }
+}
+
+impl futures::Stream for Subscription {
+    type Item = Result<TrackEvent, Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.events.poll_next(cx)
+    }
+}
+
+/// Queue of subgroup streams and datagrams a subscription holds for the application.
+const EVENT_QUEUE: usize = 1024;
+
+/// The subscriber's side of one subscription, once established.
+pub(crate) struct SubscriberTask {
+    sink: Arc<Sink>,
+    largest: Option<Location>,
+    params: watch::Sender<SubscriptionParams>,
+    done: Arc<OnceLock<PublishDone>>,
+    _registered: SinkGuard,
+}
+
+/// Registers a subscription's alias (objects may arrive before its answer) and builds the
+/// application's handle and the task that runs it.
+pub(crate) fn new_subscription(
+    tracks: &TrackState,
+    req: &mut Request,
+    info: SubscriptionInfo,
+    params: &Parameters,
+) -> Result<(Subscription, SubscriberTask), Error> {
+    let (tx, events) = req.feed(EVENT_QUEUE);
+    let p = SubscriptionParams::from_request(params, info.largest);
+    let (params_tx, params_rx) = watch::channel(p);
+    let sink = Arc::new(Sink {
+        request_id: req.id(),
+        params: params_rx,
+        default_priority: info.publisher_priority(),
+        tx,
+        streams: AtomicU64::new(0),
+        stream_arrived: Notify::new(),
+    });
+    let registered = tracks
+        .recv
+        .register(info.track_alias, &info.track, sink.clone())?;
+    let done = Arc::new(OnceLock::new());
+    let request = req.handle(ParamContext::UpdateSubscription);
+    Ok((
+        Subscription {
+            info: info.clone(),
+            request,
+            events,
+            done: done.clone(),
+        },
+        SubscriberTask {
+            sink,
+            largest: info.largest,
+            params: params_tx,
+            done,
+            _registered: registered,
+        },
+    ))
+}
+
+impl SubscriberTask {
+    /// Applies parameters the subscriber sent (PUBLISH_OK) to its own view of the filters.
+    pub(crate) fn apply(&self, params: &Parameters) {
+        let largest = self.largest;
+        self.params.send_modify(|p| p.apply(params, largest));
+    }
+
+    /// Runs the subscriber's side of an established subscription until PUBLISH_DONE, an
+    /// unsubscribe, or the end of the session; records how it ended.
+    pub(crate) async fn run(self, req: &mut Request) {
+        let end = self.serve(req).await;
+        req.set_end(end);
+    }
+
+    async fn serve(&self, req: &mut Request) -> Result<(), Error> {
+        loop {
+            match req.next().await {
+                Event::Updated(u) => {
+                    if let Ok(ok) = &u.answer {
+                        let largest = ok.params.largest_object;
+                        self.params.send_modify(|p| p.apply(&u.params, largest));
+                    }
+                    // draft-19 §10.9.1: after a REQUEST_ERROR, PUBLISH_DONE (UPDATE_FAILED)
+                    // follows.
+                    u.reply();
+                }
+                Event::Message(Message::PublishDone(done)) => {
+                    self.wait_for_streams(&done).await;
+                    req.finish();
+                    let _ = self.done.set(done);
+                    return Ok(());
+                }
+                Event::Message(m) => return Err(req.unexpected(&m)),
+                // draft-19 §3.3.2: a FIN before PUBLISH_DONE means the request failed.
+                Event::Fin => return Err(Error::EndedEarly),
+                // Unsubscribe (draft-19 §5.1: STOP_SENDING, and reset our half).
+                Event::Dropped => return Err(req.dropped()),
+                Event::Ended(e) => return Err(e),
+                Event::Update(_) => {}
+            }
+        }
+    }
+
+    /// After PUBLISH_DONE, waits until the Stream Count streams have arrived, for at most the
+    /// larger delivery timeout (or 2 s) (draft-19 §10.11).
+    async fn wait_for_streams(&self, done: &PublishDone) {
+        let p = self.params.borrow().clone();
+        let wait = p
+            .object_delivery_timeout
+            .into_iter()
+            .chain(p.subgroup_delivery_timeout)
+            .max()
+            .unwrap_or(Duration::from_secs(2));
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let arrived = self.sink.stream_arrived.notified();
+            if self.sink.streams.load(Ordering::Relaxed) >= done.stream_count {
+                return;
+            }
+            tokio::select! {
+                _ = arrived => {}
+                _ = tokio::time::sleep_until(deadline) => return,
+            }
+        }
+    }
+}
+
+/// The publisher's side of one subscription: the state its [`SubscriptionWriter`]s share, and
+/// the task that answers the subscriber on the request stream.
+pub(crate) struct PublisherTask {
+    shared: Arc<WriterShared>,
+    params: watch::Sender<SubscriptionParams>,
+    ended: watch::Sender<Option<Error>>,
+    finish: oneshot::Receiver<Finish>,
+}
+
+impl PublisherTask {
+    pub(crate) fn new(
+        core: &Arc<SessionCore>,
+        request_id: u64,
+        alias: u64,
+        track: FullTrackName,
+        track_properties: &Properties,
+        params: SubscriptionParams,
+    ) -> Self {
+        let (params_tx, params_rx) = watch::channel(params);
+        let (ended_tx, ended_rx) = watch::channel(None);
+        let (finish_tx, finish_rx) = oneshot::channel();
+        let shared = Arc::new(WriterShared {
+            core: core.clone(),
+            request_id,
+            track_alias: alias,
+            track,
+            publisher_priority: track_priority(track_properties),
+            group_order: track_group_order(track_properties),
+            track_properties: track_properties.clone(),
+            params: params_rx,
+            ended: ended_rx,
+            streams_opened: AtomicU64::new(0),
+            streams_open: AtomicUsize::new(0),
+            streams_closed: Notify::new(),
+            largest: Mutex::new(None),
+            finish: Mutex::new(Some(finish_tx)),
+            finished: AtomicBool::new(false),
+        });
+        PublisherTask {
+            shared,
+            params: params_tx,
+            ended: ended_tx,
+            finish: finish_rx,
+        }
+    }
+
+    pub(crate) fn writer(&self) -> SubscriptionWriter {
+        SubscriptionWriter {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Applies the subscriber's PUBLISH_OK parameters.
+    pub(crate) fn apply(&self, params: &Parameters) {
+        let largest = *self.shared.largest.lock();
+        self.params.send_modify(|p| p.apply(params, largest));
+    }
+
+    /// Serves REQUEST_UPDATE and cancellation until PUBLISH_DONE is sent or the subscription is
+    /// cancelled. `join` is the record a Joining FETCH reads (SUBSCRIBE only).
+    pub(crate) async fn run(
+        mut self,
+        tracks: &TrackState,
+        req: &mut Request,
+        join: Option<&watch::Sender<JoinState>>,
+    ) -> Result<(), Error> {
+        // draft-19 §5.1: STOP_SENDING from the subscriber ends the subscription.
+        req.stop_cancels();
+        req.take_updates(ParamContext::UpdateSubscription);
+        let res = loop {
+            tokio::select! {
+                f = &mut self.finish => {
+                    let Ok(f) = f else { break Ok(()) };
+                    let done = PublishDone { status: f.status, stream_count: f.stream_count, reason: f.reason };
+                    let r = req.send(done).await;
+                    req.finish();
+                    let _ = f.sent.send(r.clone());
+                    break r;
+                }
+                ev = req.next() => match ev {
+                    Event::Update(u) => match self.update(tracks, &u.params, join) {
+                        Ok(ok) => req.send(ok).await?,
+                        Err(e) => {
+                            req.send(e).await?;
+                            // draft-19 §10.9.1: a failed update ends the subscription.
+                            break self.update_failed(req).await;
+                        }
+                    },
+                    Event::Message(m) => break Err(req.unexpected(&m)),
+                    // Unsubscribed (draft-19 §5.1): every stream of the subscription is reset.
+                    Event::Ended(e @ Error::Cancelled(_)) => {
+                        self.ended.send_replace(Some(e));
+                        break Ok(());
+                    }
+                    Event::Ended(e) => break Err(e),
+                    Event::Fin | Event::Dropped | Event::Updated(_) => {}
+                },
+            }
+        };
+        if let Err(e) = &res {
+            self.ended.send_replace(Some(e.clone()));
+        }
+        res
+    }
+
+    /// Applies a REQUEST_UPDATE: REQUEST_OK with the Largest Location, or the refusal.
+    fn update(
+        &self,
+        tracks: &TrackState,
+        params: &Parameters,
+        join: Option<&watch::Sender<JoinState>>,
+    ) -> Result<RequestOk, RequestError> {
+        let largest = *self.shared.largest.lock();
+        let mut next = self.params.borrow().clone();
+        next.apply(params, largest);
+        if next.end_group.is_some_and(|end| end < next.start.group) {
+            return Err(RequestError::new(
+                RequestErrorCode::INVALID_RANGE,
+                "update refused",
+            ));
+        }
+        if let Some(e) = tracks.check_filter_budget(params) {
+            return Err(e);
+        }
+        let was_forwarding = self.params.borrow().forward;
+        let forwarding = next.forward;
+        self.params.send_replace(next);
+        if let Some(join) = join
+            && !was_forwarding
+            && forwarding
+        {
+            // draft-19 §5.1: the Joining Location is the Largest Location communicated when
+            // Forward changes from 0 to 1.
+            join.send_modify(|j| {
+                j.established = Some(JoinPoint {
+                    forward: true,
+                    joining: largest,
+                })
+            });
+        }
+        Ok(RequestOk {
+            params: Parameters {
+                largest_object: largest,
+                ..Default::default()
+            },
+            track_properties: Properties::new(),
+        })
+    }
+
+    /// After a refused update: the streams are reset, then PUBLISH_DONE (UPDATE_FAILED) with
+    /// their count, then FIN (draft-19 §10.9.1, §10.11).
+    async fn update_failed(&self, req: &mut Request) -> Result<(), Error> {
+        self.ended
+            .send_replace(Some(Error::Cancelled(StreamResetCode::CANCELLED)));
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.shared.all_streams_closed()).await;
+        let done = PublishDone {
+            status: PublishDoneCode::UPDATE_FAILED,
+            stream_count: self.shared.streams_opened.load(Ordering::Relaxed),
+            reason: "update failed".into(),
+        };
+        req.send(done).await?;
+        req.finish();
+        Ok(())
+    }
+}
