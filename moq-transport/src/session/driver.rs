@@ -226,7 +226,6 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
     if core.check_peer_request_id(request_id).is_err() {
         return;
     }
-    let _open = core.open_request();
     tracing::debug!(request = msg.name(), request_id, "incoming request");
     if core.goaway_sent() {
         // draft-19 §10.4: after a GOAWAY new requests MAY be rejected with GOING_AWAY.
