@@ -20,7 +20,6 @@ use crate::index::NamespaceIndex;
 use crate::session::{Destination, Role, SessionConfig};
 use crate::tls::{Certificate, ClientTls, server_config};
 use crate::transport::quic::{QuicConnection, negotiated_alpn};
-use crate::transport::webtransport::WebTransportConnection;
 use crate::transport::{Connection, credit};
 
 /// The ALPN token of HTTP/3, which carries WebTransport.
@@ -183,14 +182,14 @@ impl Client {
                 .map_err(|e| Error::Connect(format!("WebTransport CONNECT: {e}")))?;
             // A server that ignores WT-Available-Protocols gets our most preferred version.
             let fallback = self.config.versions.first().map(|v| v.alpn().to_string());
-            let conn = WebTransportConnection::new(session).with_fallback_protocol(fallback);
+            let conn = QuicConnection::webtransport(session).with_fallback_protocol(fallback);
             (Arc::new(conn), Destination::default())
         } else {
             // draft-19 §10.3.1.1-2: AUTHORITY is the URI's authority, PATH its path and query.
             let authority = url[Position::BeforeUsername..Position::AfterPort].to_string();
             let path = url[Position::BeforePath..Position::AfterQuery].to_string();
             (
-                Arc::new(QuicConnection::new(conn)),
+                Arc::new(QuicConnection::raw(conn)),
                 Destination {
                     path: Some(path),
                     authority: Some(authority),
@@ -474,7 +473,7 @@ async fn handshake(connecting: quinn::Connecting, config: &ServerConfig) -> Resu
             .respond(response)
             .await
             .map_err(|e| Error::Connect(format!("WebTransport: {e}")))?;
-        let conn = WebTransportConnection::new(session)
+        let conn = QuicConnection::webtransport(session)
             .with_fallback_protocol(Some(chosen.alpn().to_string()));
         Session::establish(
             Arc::new(conn),
@@ -488,7 +487,7 @@ async fn handshake(connecting: quinn::Connecting, config: &ServerConfig) -> Resu
         .await
     } else {
         Session::establish(
-            Arc::new(QuicConnection::new(conn)),
+            Arc::new(QuicConnection::raw(conn)),
             Role::Server,
             config.session_config(),
             Destination::default(),

@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::framing::{Reader, Writer};
 use crate::index::NamespaceIndex;
 use crate::namespace::{self, NamespaceState, NamespaceSubscription, PublishedNamespace};
-use crate::request::RequestStream;
+use crate::request::{Request, RequestStream};
 use crate::session::{
     self, DataStream, Destination, Dispatch, GoawayInfo, Role, Serve, SessionConfig, SessionCore,
     SessionInfo,
@@ -38,21 +38,26 @@ struct Shared {
 impl Dispatch for Shared {
     fn request(&self, msg: Message, writer: Writer, reader: Reader) -> Serve {
         let stream = RequestStream::new(writer, reader);
+        let req = match Request::accept(&self.core, stream, &msg) {
+            Some(Ok(req)) => req,
+            // A token alias error closed the session; the driver hands over requests only.
+            _ => return Box::pin(std::future::ready(())),
+        };
         let (ns, tracks) = (self.namespaces.clone(), self.tracks.clone());
         // Each kind's future is boxed at its own size.
         let serve: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>> = match msg {
             Message::PublishNamespace(m) => {
-                Box::pin(namespace::serve_publish_namespace(ns, m, stream))
+                Box::pin(namespace::serve_publish_namespace(ns, m, req))
             }
             Message::SubscribeNamespace(m) => {
-                Box::pin(namespace::serve_subscribe_namespace(ns, m, stream))
+                Box::pin(namespace::serve_subscribe_namespace(ns, m, req))
             }
-            Message::Subscribe(m) => Box::pin(track::serve_subscribe(tracks, m, stream)),
-            Message::Publish(m) => Box::pin(track::serve_publish(tracks, m, stream)),
-            Message::Fetch(m) => Box::pin(track::serve_fetch(tracks, m, stream)),
-            Message::TrackStatus(m) => Box::pin(track::serve_track_status(tracks, m, stream)),
+            Message::Subscribe(m) => Box::pin(track::serve_subscribe(tracks, m, req)),
+            Message::Publish(m) => Box::pin(track::serve_publish(tracks, m, req)),
+            Message::Fetch(m) => Box::pin(track::serve_fetch(tracks, m, req)),
+            Message::TrackStatus(m) => Box::pin(track::serve_track_status(tracks, m, req)),
             Message::SubscribeTracks(m) => {
-                Box::pin(track::serve_subscribe_tracks(tracks, ns, m, stream))
+                Box::pin(track::serve_subscribe_tracks(tracks, ns, m, req))
             }
             // The driver hands over request messages only.
             _ => return Box::pin(std::future::ready(())),

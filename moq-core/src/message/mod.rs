@@ -52,6 +52,72 @@ pub trait ControlMessage: Sized + Into<Message> {
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError>;
 }
 
+/// A message that opens a request (draft-19 §3.3: SUBSCRIBE, PUBLISH, FETCH, TRACK_STATUS,
+/// PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE, SUBSCRIBE_TRACKS): it begins with a Request ID and
+/// carries Message Parameters, checked against its own context.
+pub trait RequestMessage: ControlMessage {
+    /// The context its parameters are checked against.
+    const PARAMS: ParamContext;
+    /// The Request ID.
+    fn request_id(&self) -> u64;
+    /// Sets the Request ID.
+    fn set_request_id(&mut self, id: u64);
+    /// The Message Parameters.
+    fn params(&self) -> &Parameters;
+}
+
+macro_rules! request_messages {
+    ($( $variant:ident ),* $(,)?) => {
+        $(
+            impl RequestMessage for $variant {
+                const PARAMS: ParamContext = ParamContext::$variant;
+
+                fn request_id(&self) -> u64 {
+                    self.request_id
+                }
+
+                fn set_request_id(&mut self, id: u64) {
+                    self.request_id = id;
+                }
+
+                fn params(&self) -> &Parameters {
+                    &self.params
+                }
+            }
+        )*
+
+        impl Message {
+            /// The Request ID and parameters of a message that opens a request (see
+            /// [`RequestMessage`]); `None` for every other message.
+            ///
+            /// ```
+            /// use moq_core::message::{Message, Subscribe, RequestOk};
+            /// use moq_core::{FullTrackName, TrackNamespace};
+            /// let track = FullTrackName::new(TrackNamespace::from_strs(["a"]).unwrap(), "t").unwrap();
+            /// let sub = Message::from(Subscribe { request_id: 4, track, params: Default::default() });
+            /// assert_eq!(sub.request().map(|(id, _)| id), Some(4));
+            /// assert!(Message::from(RequestOk::default()).request().is_none());
+            /// ```
+            pub fn request(&self) -> Option<(u64, &Parameters)> {
+                match self {
+                    $( Message::$variant(m) => Some((m.request_id, &m.params)), )*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+request_messages!(
+    Subscribe,
+    Publish,
+    Fetch,
+    TrackStatus,
+    PublishNamespace,
+    SubscribeNamespace,
+    SubscribeTracks,
+);
+
 /// The largest control message body (draft-19 §10: a 16-bit Length).
 pub const MAX_MESSAGE_LEN: usize = u16::MAX as usize;
 
@@ -182,31 +248,6 @@ impl Message {
         buf.put_u16(body.len() as u16);
         buf.put_slice(&body);
         Ok(())
-    }
-
-    /// The Request ID of a message that opens a request (draft-19 §3.3: SUBSCRIBE, PUBLISH,
-    /// FETCH, TRACK_STATUS, PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE, SUBSCRIBE_TRACKS); `None`
-    /// for every other message.
-    ///
-    /// ```
-    /// use moq_core::message::{Message, Subscribe, RequestOk};
-    /// use moq_core::{FullTrackName, TrackNamespace};
-    /// let track = FullTrackName::new(TrackNamespace::from_strs(["a"]).unwrap(), "t").unwrap();
-    /// let sub = Message::from(Subscribe { request_id: 4, track, params: Default::default() });
-    /// assert_eq!(sub.request_id(), Some(4));
-    /// assert_eq!(Message::from(RequestOk::default()).request_id(), None);
-    /// ```
-    pub fn request_id(&self) -> Option<u64> {
-        match self {
-            Message::Subscribe(m) => Some(m.request_id),
-            Message::Publish(m) => Some(m.request_id),
-            Message::Fetch(m) => Some(m.request_id),
-            Message::TrackStatus(m) => Some(m.request_id),
-            Message::PublishNamespace(m) => Some(m.request_id),
-            Message::SubscribeNamespace(m) => Some(m.request_id),
-            Message::SubscribeTracks(m) => Some(m.request_id),
-            _ => None,
-        }
     }
 
     /// Encodes the framed message into a new vector.

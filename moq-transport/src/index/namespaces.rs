@@ -1,7 +1,7 @@
 //! The set of namespaces an endpoint "knows" (draft-19 §6.1), with live watchers per prefix.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use moq_core::TrackNamespace;
 use parking_lot::{Mutex, MutexGuard};

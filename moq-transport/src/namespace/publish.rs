@@ -9,7 +9,7 @@ use moq_core::message::{ParamContext, Parameters, PublishNamespace, RequestError
 use super::state::NamespaceState;
 use crate::error::Error;
 use crate::index::NamespaceRegistration;
-use crate::request::{Event, Request, RequestHandle, RequestStream};
+use crate::request::{Event, Request, RequestHandle};
 use crate::session::{GoawayInfo, RequestKind};
 
 /// A namespace we announced with PUBLISH_NAMESPACE and the peer accepted.
@@ -80,17 +80,15 @@ pub(crate) async fn publish_namespace(
     if namespace.is_dot() || namespace.is_session_level() {
         return Err(Error::Invalid(format!("namespace {namespace} is reserved")));
     }
-    params.validate(ParamContext::PublishNamespace, core.version())?;
     let registration = core.config().namespaces.publish(namespace.clone());
-    let ns = namespace.clone();
-    let mut req = Request::open(core, "PUBLISH_NAMESPACE", |request_id| {
+    let mut req = Request::open(
+        core,
         PublishNamespace {
-            request_id,
-            namespace: ns,
+            request_id: 0,
+            namespace: namespace.clone(),
             params,
-        }
-        .into()
-    })
+        },
+    )
     .await?;
     req.request_ok(ParamContext::PublishNamespaceOk).await?;
     tracing::debug!(%namespace, request_id = req.id(), "namespace published");
@@ -136,18 +134,11 @@ async fn published(req: &mut Request) -> Error {
 pub(crate) async fn serve_publish_namespace(
     state: Arc<NamespaceState>,
     msg: PublishNamespace,
-    stream: RequestStream,
+    mut req: Request,
 ) -> Result<(), Error> {
     let core = state.core();
     let ns = msg.namespace;
-    let mut req = Request::accept(
-        core,
-        stream,
-        "PUBLISH_NAMESPACE",
-        msg.request_id,
-        &msg.params.authorization_tokens,
-        Some(ParamContext::UpdatePublishNamespace),
-    )?;
+    req.take_updates(ParamContext::UpdatePublishNamespace);
     // draft-19 §3.2.1-2: "." and unknown ".session" namespaces do not exist.
     let refusal = if ns.is_dot() || ns.is_session_level() {
         Some(RequestError::new(

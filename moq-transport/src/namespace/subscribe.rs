@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, watch};
 use super::state::NamespaceState;
 use crate::error::Error;
 use crate::index::NamespaceEvent;
-use crate::request::{Event, Feed, Request, RequestHandle, RequestStream};
+use crate::request::{Event, Feed, Request, RequestHandle};
 use crate::session::{GoawayInfo, RequestKind};
 
 /// The namespaces a peer knows under a prefix, as they come and go (SUBSCRIBE_NAMESPACE).
@@ -86,16 +86,14 @@ pub(crate) async fn subscribe_namespace(
     params: Parameters,
 ) -> Result<NamespaceSubscription, Error> {
     let core = state.core();
-    params.validate(ParamContext::SubscribeNamespace, core.version())?;
-    let first = prefix.clone();
-    let mut req = Request::open(core, "SUBSCRIBE_NAMESPACE", |request_id| {
+    let mut req = Request::open(
+        core,
         SubscribeNamespace {
-            request_id,
-            prefix: first,
+            request_id: 0,
+            prefix: prefix.clone(),
             params,
-        }
-        .into()
-    })
+        },
+    )
     .await?;
     // draft-19 §10.18: anything but REQUEST_OK / REQUEST_ERROR first is a PROTOCOL_VIOLATION.
     req.request_ok(ParamContext::SubscribeNamespaceOk).await?;
@@ -180,9 +178,9 @@ impl Discovery {
         let prefix = self.prefix.borrow().clone();
         match m {
             Message::Namespace(n) => {
-                let full = prefix.join(&n.suffix).map_err(|e| {
-                    Stop::Failed(req.violation(format!("NAMESPACE suffix: {e}")))
-                })?;
+                let full = prefix
+                    .join(&n.suffix)
+                    .map_err(|e| Stop::Failed(req.violation(format!("NAMESPACE suffix: {e}"))))?;
                 if self.active.insert(full.clone()) {
                     self.emit(NamespaceEvent::Added(full)).await?;
                 }
@@ -224,17 +222,10 @@ impl Discovery {
 pub(crate) async fn serve_subscribe_namespace(
     state: Arc<NamespaceState>,
     msg: SubscribeNamespace,
-    stream: RequestStream,
+    mut req: Request,
 ) -> Result<(), Error> {
     let core = state.core();
-    let mut req = Request::accept(
-        core,
-        stream,
-        "SUBSCRIBE_NAMESPACE",
-        msg.request_id,
-        &msg.params.authorization_tokens,
-        Some(ParamContext::UpdateSubscribeNamespace),
-    )?;
+    req.take_updates(ParamContext::UpdateSubscribeNamespace);
     let mut prefix = msg.prefix;
     let refusal = state.subscriptions.check_room();
     // draft-19 §10.18: the publisher MUST ensure the subscriber is authorized.

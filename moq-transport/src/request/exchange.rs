@@ -13,15 +13,17 @@ use std::sync::Arc;
 use moq_core::TrackNamespace;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::{
-    Goaway, Message, ParamContext, Parameters, RequestError, RequestOk, RequestUpdate,
+    Goaway, Message, ParamContext, Parameters, RequestError, RequestMessage, RequestOk,
+    RequestUpdate,
 };
-use moq_core::AuthToken;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::handle::{Command, EndSlot, Feed, RequestHandle, UpdateReply};
 use super::stream::RequestStream;
 use crate::error::Error;
-use crate::session::{AuthRequest, GoawayInfo, OpenRequest, RequestKind, ResolvedToken, SessionCore};
+use crate::session::{
+    AuthRequest, GoawayInfo, OpenRequest, RequestKind, ResolvedToken, SessionCore,
+};
 
 /// What happened next on an established request.
 #[derive(Debug)]
@@ -113,39 +115,41 @@ pub(crate) struct Request {
 }
 
 impl Request {
-    /// Sends a request: opens its stream, takes a Request ID and sends the first message that
-    /// `first` builds from it. Refused once the session ended or the peer sent GOAWAY.
-    pub(crate) async fn open(
+    /// Sends a request: checks its parameters, opens its stream, and sends `first` with the
+    /// next Request ID. Refused once the session ended or the peer sent GOAWAY.
+    pub(crate) async fn open<M: RequestMessage>(
         core: &Arc<SessionCore>,
-        name: &'static str,
-        first: impl FnOnce(u64) -> Message,
+        mut first: M,
     ) -> Result<Request, Error> {
+        first.params().validate(M::PARAMS, core.version())?;
         let (writer, reader) = tokio::select! {
             r = core.open_request_stream() => r?,
             e = core.closed() => return Err(e),
         };
         let id = core.next_request_id();
-        let mut req = Request::new(core, RequestStream::new(writer, reader), name, id, true);
-        req.stream.send(first(id)).await?;
+        first.set_request_id(id);
+        let stream = RequestStream::new(writer, reader);
+        let mut req = Request::new(core, stream, M::NAME, id, true);
+        req.stream.send(first).await?;
         Ok(req)
     }
 
-    /// The responder's end of the peer's request `id`; resolves its tokens (alias errors close
-    /// the session, draft-19 §10.2.2). `peer_updates` is what the peer's REQUEST_UPDATEs are
-    /// checked against, `None` if this request takes none.
+    /// The responder's end of the peer's request `msg`; resolves its tokens (alias errors close
+    /// the session, draft-19 §10.2.2). It takes no REQUEST_UPDATE until
+    /// [`Request::take_updates`]. `None` if `msg` opens no request.
     pub(crate) fn accept(
         core: &Arc<SessionCore>,
         stream: RequestStream,
-        name: &'static str,
-        id: u64,
-        tokens: &[AuthToken],
-        peer_updates: Option<ParamContext>,
-    ) -> Result<Request, Error> {
-        let tokens = core.resolve_tokens(tokens)?;
-        let mut req = Request::new(core, stream, name, id, false);
+        msg: &Message,
+    ) -> Option<Result<Request, Error>> {
+        let (id, params) = msg.request()?;
+        let tokens = match core.resolve_tokens(&params.authorization_tokens) {
+            Ok(t) => t,
+            Err(e) => return Some(Err(e)),
+        };
+        let mut req = Request::new(core, stream, msg.name(), id, false);
         req.tokens = tokens;
-        req.peer_updates = peer_updates;
-        Ok(req)
+        Some(Ok(req))
     }
 
     fn new(
@@ -186,10 +190,12 @@ impl Request {
         self.peer_updates = Some(ctx);
     }
 
-    /// Makes the peer's STOP_SENDING on our half cancel the request at once (a subscription's
-    /// publisher side, draft-19 §5.1) instead of reading on until the peer's half ends.
-    pub(crate) fn stop_cancels(&mut self) {
-        self.stop_cancels = true;
+    /// Whether the peer's STOP_SENDING on our half cancels the request at once (by default
+    /// the responder's view) or reading goes on until the peer's half ends (the requester's).
+    /// A subscription follows its roles instead: the subscriber cancels with STOP_SENDING, the
+    /// publisher ends with PUBLISH_DONE (draft-19 §5.1).
+    pub(crate) fn stop_cancels(&mut self, cancels: bool) {
+        self.stop_cancels = cancels;
     }
 
     /// True once the peer finished its half (it sends nothing more, draft-19 §3.3.2).
@@ -199,13 +205,13 @@ impl Request {
 
     // The requester's side.
 
-    /// Waits for the one first response. `accept` takes the kind's answer (or hands back a
-    /// message that is not one). REQUEST_ERROR is [`Error::Rejected`] and our half is finished;
+    /// Waits for the one first response. `accept` takes the kind's answer (or names a message
+    /// that is not one). REQUEST_ERROR is [`Error::Rejected`] and our half is finished;
     /// any other message first closes the session with PROTOCOL_VIOLATION (draft-19 §3.3.2); a
     /// FIN first means the request failed. On every error the request is over.
     pub(crate) async fn response<T>(
         &mut self,
-        accept: impl FnOnce(Message) -> Result<T, Message>,
+        accept: impl FnOnce(Message) -> Result<T, &'static str>,
     ) -> Result<T, Error> {
         let msg = tokio::select! {
             m = self.stream.reader.next() => m,
@@ -218,11 +224,7 @@ impl Request {
             }
             Ok(Some(m)) => match accept(m) {
                 Ok(t) => return Ok(t),
-                Err(m) => self.violation(format!(
-                    "{} before the response to {}",
-                    m.name(),
-                    self.name
-                )),
+                Err(name) => self.violation(format!("{name} before the response to {}", self.name)),
             },
             Ok(None) => Error::EndedEarly,
             Err(e) => self.core.fail(self.core.error(e)),
@@ -237,7 +239,7 @@ impl Request {
         let ok = self
             .response(|m| match m {
                 Message::RequestOk(ok) => Ok(ok),
-                m => Err(m),
+                m => Err(m.name()),
             })
             .await?;
         let version = self.core.version();
@@ -266,10 +268,7 @@ impl Request {
     /// A queue of `capacity` items for the application, which ends as this request ends.
     pub(crate) fn feed<T>(&self, capacity: usize) -> (mpsc::Sender<T>, Feed<T>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (
-            tx,
-            Feed::new(rx, self.end.subscribe(), self.core.clone()),
-        )
+        (tx, Feed::new(rx, self.end.subscribe(), self.core.clone()))
     }
 
     /// Records how the request ended, for the application's handle and feed.

@@ -22,6 +22,15 @@ pub struct ResolvedToken {
     pub value: Bytes,
 }
 
+impl ResolvedToken {
+    fn new(token_type: u64, value: &Bytes) -> Self {
+        ResolvedToken {
+            token_type,
+            value: value.clone(),
+        }
+    }
+}
+
 /// What kind of request is being authorized.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -157,18 +166,9 @@ impl TokenCache {
                     return Err(Error::protocol("DELETE or USE_ALIAS token in SETUP"));
                 }
                 AuthToken::Register {
-                    alias,
-                    token_type,
-                    value,
-                } => {
-                    let r = ResolvedToken {
-                        token_type: *token_type,
-                        value: value.clone(),
-                    };
-                    if self.used + entry_size(value) <= self.max {
-                        self.register(*alias, r.clone())?;
-                    }
-                    out.push(r);
+                    token_type, value, ..
+                } if self.used + entry_size(value) > self.max => {
+                    out.push(ResolvedToken::new(*token_type, value));
                 }
                 t => out.extend(self.resolve_one(t)?),
             }
@@ -220,10 +220,7 @@ impl TokenCache {
                 token_type,
                 value,
             } => {
-                let r = ResolvedToken {
-                    token_type: *token_type,
-                    value: value.clone(),
-                };
+                let r = ResolvedToken::new(*token_type, value);
                 self.register(*alias, r.clone())?;
                 Some(r)
             }
@@ -236,10 +233,9 @@ impl TokenCache {
                     )
                 })?)
             }
-            AuthToken::UseValue { token_type, value } => Some(ResolvedToken {
-                token_type: *token_type,
-                value: value.clone(),
-            }),
+            AuthToken::UseValue { token_type, value } => {
+                Some(ResolvedToken::new(*token_type, value))
+            }
         })
     }
 }

@@ -360,7 +360,11 @@ impl SessionCore {
         if self.goaway_received.borrow().is_some() {
             return Err(Error::GoingAway);
         }
-        let (send, recv) = self.conn.open_bi().await.map_err(|e| self.error(e.into()))?;
+        let (send, recv) = self
+            .conn
+            .open_bi()
+            .await
+            .map_err(|e| self.error(e.into()))?;
         let mut writer = Writer::new(send, self.version);
         // draft-19 §7.2: request streams go before object data.
         writer.set_priority(REQUEST_PRIORITY);

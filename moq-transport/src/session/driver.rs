@@ -48,13 +48,16 @@ pub(crate) trait Dispatch: Send + Sync + 'static {
     fn datagram(&self, datagram: ObjectDatagram);
 }
 
-/// Hands the peer's SETUP (and its control stream) from the driver to the handshake.
-pub(crate) type SetupReceiver = oneshot::Receiver<Result<(SetupOptions, Reader), Error>>;
+/// The peer's SETUP and its control stream, handed from the driver to the handshake.
+type PeerSetup = Result<(SetupOptions, Reader), Error>;
+
+/// Where the handshake waits for the peer's SETUP.
+pub(crate) type SetupReceiver = oneshot::Receiver<PeerSetup>;
 
 struct Driver {
     core: Arc<SessionCore>,
     dispatch: Arc<dyn Dispatch>,
-    setup: Mutex<Option<oneshot::Sender<Result<(SetupOptions, Reader), Error>>>>,
+    setup: Mutex<Option<oneshot::Sender<PeerSetup>>>,
     control_seen: AtomicBool,
 }
 
@@ -87,7 +90,9 @@ pub(crate) fn read_control(core: &Arc<SessionCore>, mut reader: Reader) {
                 Ok(Some(Message::Setup(_))) => {
                     break Error::protocol("second SETUP on the control stream");
                 }
-                Ok(Some(m)) => break Error::protocol(format!("{} on the control stream", m.name())),
+                Ok(Some(m)) => {
+                    break Error::protocol(format!("{} on the control stream", m.name()));
+                }
                 // draft-19 §3.3: closing a control stream is a PROTOCOL_VIOLATION.
                 Ok(None) => break Error::protocol("the peer closed its control stream"),
                 Err(Error::Cancelled(_)) => {
@@ -217,7 +222,7 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
         }
     };
     // draft-19 §3.3: a request stream begins with one of seven request messages.
-    let Some(request_id) = msg.request_id() else {
+    let Some((request_id, _)) = msg.request() else {
         return core.close(Error::protocol(format!(
             "request stream starts with {}",
             msg.name()

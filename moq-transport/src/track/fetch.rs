@@ -14,13 +14,13 @@ use tokio::sync::{oneshot, watch};
 
 use super::incoming::Incoming;
 use super::params::{Object, stream_priority};
-use super::recv::FetchStream;
+use super::recv::DataRecv;
 use super::send::JoinPoint;
 use super::state::{Asked, TrackState, no_such_track};
 use crate::error::Error;
-use crate::request::{Event, Request, RequestStream};
+use crate::request::{Event, Request};
 use crate::session::{RequestKind, SessionCore};
-use crate::transport::{BoxRecvStream, BoxSendStream};
+use crate::transport::BoxSendStream;
 
 /// What a FETCH asks for.
 pub type FetchRequest = FetchType;
@@ -58,11 +58,9 @@ pub enum FetchItem {
 pub struct FetchResponse {
     end: FetchEnd,
     core: Arc<SessionCore>,
-    stream: Option<oneshot::Receiver<FetchStream>>,
-    recv: Option<BoxRecvStream>,
-    buf: BytesMut,
+    stream: Option<oneshot::Receiver<DataRecv>>,
+    data: Option<DataRecv>,
     reader: FetchReader,
-    fin: bool,
     request: Request,
 }
 
@@ -72,19 +70,14 @@ impl FetchResponse {
         &self.end
     }
 
+    /// Waits for the fetch's data stream.
     async fn stream(&mut self) -> Result<(), Error> {
-        if self.recv.is_some() {
-            return Ok(());
-        }
-        let Some(rx) = self.stream.take() else {
-            return Err(Error::EndedEarly);
-        };
-        let (recv, buf) = tokio::select! {
+        let rx = self.stream.take().ok_or(Error::EndedEarly)?;
+        let data = tokio::select! {
             r = rx => r.map_err(|_| Error::EndedEarly)?,
             e = self.core.closed() => return Err(e),
         };
-        self.recv = Some(recv);
-        self.buf = buf;
+        self.data = Some(data);
         Ok(())
     }
 
@@ -100,34 +93,39 @@ impl FetchResponse {
     }
 
     async fn next_inner(&mut self) -> Result<Option<FetchItem>, Error> {
-        self.stream().await?;
+        if self.data.is_none() {
+            self.stream().await?;
+        }
+        let Some(data) = self.data.as_mut() else {
+            return Err(Error::EndedEarly);
+        };
         let mut current: Option<(data::FetchObject, BytesMut)> = None;
         loop {
-            match self.reader.next(&mut self.buf) {
+            match self.reader.next(&mut data.buf) {
                 Ok(Some(FetchEvent::Object(o))) => {
                     if o.payload_len == 0 {
                         return Ok(Some(FetchItem::Object(fetch_object(o, Bytes::new()))));
                     }
-                    if o.payload_len > self.core.config().limits.max_object_size as u64 {
+                    if o.payload_len > data.max_object_size() {
                         return Err(Error::Limit("object larger than max_object_size"));
                     }
                     current = Some((o, BytesMut::new()));
                     continue;
                 }
-                Ok(Some(FetchEvent::Payload { data, last })) => {
+                Ok(Some(FetchEvent::Payload { data: chunk, last })) => {
                     let Some((o, mut buf)) = current.take() else {
                         return Err(Error::protocol("fetch payload without an object"));
                     };
                     if last {
                         let payload = if buf.is_empty() {
-                            data
+                            chunk
                         } else {
-                            buf.extend_from_slice(&data);
+                            buf.extend_from_slice(&chunk);
                             buf.freeze()
                         };
                         return Ok(Some(FetchItem::Object(fetch_object(o, payload))));
                     }
-                    buf.extend_from_slice(&data);
+                    buf.extend_from_slice(&chunk);
                     current = Some((o, buf));
                     continue;
                 }
@@ -135,44 +133,23 @@ impl FetchResponse {
                     return Ok(Some(FetchItem::EndOfRange { kind, location }));
                 }
                 Ok(None) => {}
-                Err(e) => {
-                    let e = Error::from(e);
-                    self.core.close(e.clone());
-                    return Err(e);
-                }
+                Err(e) => return Err(data.malformed(e)),
             }
-            if self.fin {
-                return match self.reader.finish(&self.buf) {
+            if data.fin {
+                return match self.reader.finish(&data.buf) {
                     Ok(()) if current.is_none() => {
                         // Done: close our half of the request stream gracefully.
                         self.request.finish();
                         Ok(None)
                     }
                     _ => {
-                        let e = Error::protocol("fetch stream ended inside an object");
-                        self.core.close(e.clone());
-                        Err(e)
+                        Err(data.malformed(Error::protocol("fetch stream ended inside an object")))
                     }
                 };
             }
-            let Some(recv) = self.recv.as_mut() else {
+            if !data.fill().await? {
                 return Ok(None);
-            };
-            match recv.read_chunk(64 * 1024).await {
-                Ok(Some(c)) => self.buf.extend_from_slice(&c),
-                Ok(None) => self.fin = true,
-                Err(e) => return Err(e.into()),
             }
-        }
-    }
-}
-
-impl Drop for FetchResponse {
-    fn drop(&mut self) {
-        if !self.fin
-            && let Some(r) = self.recv.as_mut()
-        {
-            r.stop(StreamResetCode::CANCELLED.0);
         }
     }
 }
@@ -205,27 +182,26 @@ pub(crate) async fn fetch(
     params: Parameters,
 ) -> Result<FetchResponse, Error> {
     let core = tracks.core();
-    params.validate(ParamContext::Fetch, core.version())?;
     let order = params.group_order.unwrap_or(GroupOrder::Ascending);
     let start = match &request {
         FetchType::Standalone { start, .. } => Some(*start),
         _ => None,
     };
-    let mut req = Request::open(core, "FETCH", |request_id| {
+    let mut req = Request::open(
+        core,
         Fetch {
-            request_id,
+            request_id: 0,
             fetch_type: request,
             params,
-        }
-        .into()
-    })
+        },
+    )
     .await?;
     // The data stream may overtake FETCH_OK (one that arrived already is held for us).
     let stream = tracks.recv.expect_fetch(req.id());
     let answer = req
         .response(|m| match m {
             Message::FetchOk(ok) => Ok(ok),
-            m => Err(m),
+            m => Err(m.name()),
         })
         .await;
     let ok = answer.inspect_err(|_| tracks.recv.forget_fetch(req.id()))?;
@@ -247,10 +223,8 @@ pub(crate) async fn fetch(
         },
         core: core.clone(),
         stream: Some(stream),
-        recv: None,
-        buf: BytesMut::new(),
+        data: None,
         reader: FetchReader::new(order, core.version()),
-        fin: false,
         request: req,
     })
 }
@@ -502,29 +476,16 @@ async fn resolve(
 pub(crate) async fn serve_fetch(
     tracks: Arc<TrackState>,
     msg: Fetch,
-    stream: RequestStream,
+    mut req: Request,
 ) -> Result<(), Error> {
     let core = tracks.core();
-    let mut req = Request::accept(
-        core,
-        stream,
-        "FETCH",
-        msg.request_id,
-        &msg.params.authorization_tokens,
-        Some(ParamContext::UpdateFetch),
-    )?;
+    req.take_updates(ParamContext::UpdateFetch);
     let (track, start, end) = match resolve(&tracks, &msg).await {
         Ok(r) => r,
         Err(e) => return req.refuse(e).await,
     };
-    let refusal = tracks.check_track_request(&track, &msg.params);
-    let auth = req.authorize(
-        refusal,
-        RequestKind::Fetch,
-        &track.namespace,
-        Some(&track.name),
-    );
-    if let Err(e) = auth.await {
+    let admitted = tracks.admit(&req, RequestKind::Fetch, &track, &msg.params, None);
+    if let Err(e) = admitted.await {
         return req.refuse(e).await;
     }
     let make = |decision| {

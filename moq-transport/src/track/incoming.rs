@@ -78,9 +78,7 @@ impl futures::Stream for IncomingRequests {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Incoming>> {
         let (rx, core) = (self.rx.clone(), self.core.clone());
         // Waits its turn on the shared queue (registering for a wake-up, never spinning).
-        let next = self
-            .next
-            .get_or_insert_with(|| Box::pin(receive(rx, core)));
+        let next = self.next.get_or_insert_with(|| Box::pin(receive(rx, core)));
         let res = next.as_mut().poll(cx);
         if res.is_ready() {
             self.next = None;

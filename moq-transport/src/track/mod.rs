@@ -15,7 +15,7 @@ mod tracks;
 
 pub use fetch::{FetchEnd, FetchItem, FetchRequest, FetchResponse, FetchWriter, IncomingFetch};
 pub use incoming::{Incoming, IncomingRequests};
-pub use params::{Object, SubscriptionParams, stream_priority};
+pub use params::{Object, ObjectMeta, SubscriptionParams, stream_priority};
 pub use publish::{IncomingPublish, PublishOptions, PublishedTrack};
 pub use recv::{IncomingSubgroup, TrackEvent};
 pub use send::{SubgroupSender, SubscriptionWriter};

@@ -7,7 +7,8 @@ use bytes::Bytes;
 use moq_core::data::ObjectStatus;
 use moq_core::message::Parameters;
 use moq_core::{
-    GroupOrder, Location, LocationFilter, Properties, RangeFilterKind, RangeFilterParam, property,
+    GroupOrder, Location, LocationFilter, Properties, RangeFilter, RangeFilterKind,
+    RangeFilterParam, property,
 };
 
 /// One object as the data plane carries it.
@@ -70,7 +71,8 @@ impl Default for SubscriptionParams {
     }
 }
 
-fn ms(v: Option<u64>) -> Option<Duration> {
+/// A duration parameter in milliseconds; 0 (or absent) means none.
+pub(crate) fn ms(v: Option<u64>) -> Option<Duration> {
     v.filter(|x| *x > 0).map(Duration::from_millis)
 }
 
@@ -131,79 +133,84 @@ impl SubscriptionParams {
 
     /// True if an object passes every filter: Forward AND Location AND Range Filters
     /// (draft-19 §5.1.4).
-    pub fn passes(
-        &self,
-        loc: Location,
-        subgroup: Option<u64>,
-        priority: u8,
-        properties: &Properties,
-    ) -> bool {
-        self.forward
-            && self.in_range(loc)
-            && self.passes_range_filters(loc, subgroup, priority, properties)
+    pub fn passes(&self, obj: ObjectMeta<'_>) -> bool {
+        self.forward && self.in_range(obj.location) && self.passes_range_filters(obj)
     }
 
-    /// Range Filters: filters with one SetID are ANDed, the sets are ORed (draft-19 §5.1.3).
-    pub fn passes_range_filters(
-        &self,
-        loc: Location,
-        subgroup: Option<u64>,
-        priority: u8,
-        properties: &Properties,
-    ) -> bool {
-        let object_filters: Vec<&RangeFilterParam> = self
-            .range_filters
-            .iter()
-            .filter(|f| f.kind != RangeFilterKind::TrackProperty)
-            .collect();
-        if object_filters.is_empty() {
-            return true;
-        }
-        let mut sets: Vec<u8> = object_filters
-            .iter()
-            .filter_map(|f| f.filter.as_ref().map(|x| x.set_id))
-            .collect();
-        sets.sort_unstable();
-        sets.dedup();
-        sets.into_iter().any(|set| {
-            object_filters
-                .iter()
-                .filter_map(|p| p.filter.as_ref().map(|f| (p.kind, f)))
-                .filter(|(_, f)| f.set_id == set)
-                .all(|(kind, f)| match kind {
-                    RangeFilterKind::Subgroup => subgroup.is_some_and(|s| f.matches(s)),
-                    RangeFilterKind::ObjectId => f.matches(loc.object),
-                    RangeFilterKind::Priority => f.matches(priority.into()),
-                    RangeFilterKind::ObjectProperty => f
-                        .property_type
-                        .and_then(|t| properties.get_int(t))
-                        .is_some_and(|v| f.matches(v)),
-                    RangeFilterKind::TrackProperty => true,
-                })
+    /// True if an object passes the Range Filters on objects (SUBGROUP, OBJECTID, PRIORITY,
+    /// OBJECT_PROPERTY; draft-19 §5.1.3).
+    pub fn passes_range_filters(&self, obj: ObjectMeta<'_>) -> bool {
+        sets_pass(&self.range_filters, false, |kind, f| match kind {
+            RangeFilterKind::Subgroup => obj.subgroup.is_some_and(|s| f.matches(s)),
+            RangeFilterKind::ObjectId => f.matches(obj.location.object),
+            RangeFilterKind::Priority => f.matches(obj.priority.into()),
+            RangeFilterKind::ObjectProperty => property_matches(f, obj.properties),
+            RangeFilterKind::TrackProperty => true,
         })
     }
 
     /// True if the track's properties pass the TRACK_PROPERTY_FILTERs (draft-19 §6.3).
     pub fn track_passes(filters: &[RangeFilterParam], track_properties: &Properties) -> bool {
-        let track: Vec<_> = filters
-            .iter()
-            .filter(|f| f.kind == RangeFilterKind::TrackProperty)
-            .filter_map(|p| p.filter.as_ref())
-            .collect();
-        if track.is_empty() {
-            return true;
-        }
-        let mut sets: Vec<u8> = track.iter().map(|f| f.set_id).collect();
-        sets.sort_unstable();
-        sets.dedup();
-        sets.into_iter().any(|set| {
-            track.iter().filter(|f| f.set_id == set).all(|f| {
-                f.property_type
-                    .and_then(|t| track_properties.get_int(t))
-                    .is_some_and(|v| f.matches(v))
-            })
-        })
+        sets_pass(filters, true, |_, f| property_matches(f, track_properties))
     }
+}
+
+/// The fields of an object that a subscription's filters look at.
+#[derive(Clone, Copy, Debug)]
+pub struct ObjectMeta<'a> {
+    /// Group and Object ID.
+    pub location: Location,
+    /// The Subgroup ID; `None` for a datagram.
+    pub subgroup: Option<u64>,
+    /// The publisher priority.
+    pub priority: u8,
+    /// Object Properties.
+    pub properties: &'a Properties,
+}
+
+impl Object {
+    /// The fields filters look at.
+    pub fn meta(&self) -> ObjectMeta<'_> {
+        ObjectMeta {
+            location: self.location,
+            subgroup: self.subgroup,
+            priority: self.priority,
+            properties: &self.properties,
+        }
+    }
+}
+
+/// Range Filters of one family (on the track's properties, or on objects): those with one
+/// SetID are ANDed, the sets are ORed (draft-19 §5.1.3); none at all passes everything.
+fn sets_pass(
+    filters: &[RangeFilterParam],
+    track: bool,
+    passes: impl Fn(RangeFilterKind, &RangeFilter) -> bool,
+) -> bool {
+    let active: Vec<(RangeFilterKind, &RangeFilter)> = filters
+        .iter()
+        .filter(|p| (p.kind == RangeFilterKind::TrackProperty) == track)
+        .filter_map(|p| p.filter.as_ref().map(|f| (p.kind, f)))
+        .collect();
+    if active.is_empty() {
+        return true;
+    }
+    let mut sets: Vec<u8> = active.iter().map(|(_, f)| f.set_id).collect();
+    sets.sort_unstable();
+    sets.dedup();
+    sets.into_iter().any(|set| {
+        active
+            .iter()
+            .filter(|(_, f)| f.set_id == set)
+            .all(|(kind, f)| passes(*kind, f))
+    })
+}
+
+/// A PROPERTY filter: the property is present and its value in range.
+fn property_matches(f: &RangeFilter, properties: &Properties) -> bool {
+    f.property_type
+        .and_then(|t| properties.get_int(t))
+        .is_some_and(|v| f.matches(v))
 }
 
 /// The QUIC send priority of a data stream (higher is sent first), from the draft's
@@ -254,7 +261,16 @@ pub(crate) fn millis(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use moq_core::{FilterRange, RangeFilter};
+    use moq_core::FilterRange;
+
+    fn meta(location: Location, priority: u8, properties: &Properties) -> ObjectMeta<'_> {
+        ObjectMeta {
+            location,
+            subgroup: Some(0),
+            priority,
+            properties,
+        }
+    }
 
     #[test]
     fn priority_order() {
@@ -309,23 +325,23 @@ mod tests {
         );
         let props = Properties::new();
         assert!(
-            !s.passes(Location::new(2, 0), Some(0), 9, &props),
+            !s.passes(meta(Location::new(2, 0), 9, &props)),
             "before the start"
         );
         assert!(
-            s.passes(Location::new(2, 1), Some(0), 9, &props),
+            s.passes(meta(Location::new(2, 1), 9, &props)),
             "set 0 passes"
         );
         assert!(
-            s.passes(Location::new(3, 9), Some(0), 0, &props),
+            s.passes(meta(Location::new(3, 9), 0, &props)),
             "set 1 passes"
         );
         assert!(
-            !s.passes(Location::new(3, 9), Some(0), 9, &props),
+            !s.passes(meta(Location::new(3, 9), 9, &props)),
             "neither set"
         );
         assert!(
-            !s.passes(Location::new(5, 0), Some(0), 0, &props),
+            !s.passes(meta(Location::new(5, 0), 0, &props)),
             "after the end group"
         );
         // REQUEST_UPDATE removes a filter with Length 0 and leaves the rest.
@@ -342,7 +358,7 @@ mod tests {
         );
         assert_eq!(s.range_filters.len(), 1);
         assert!(
-            !s.passes(Location::new(2, 1), Some(0), 0, &props),
+            !s.passes(meta(Location::new(2, 1), 0, &props)),
             "forward 0 passes nothing"
         );
     }

@@ -10,12 +10,12 @@ use moq_core::{FullTrackName, Location, Properties};
 use tokio::sync::{oneshot, watch};
 
 use super::incoming::Incoming;
-use super::params::{SubscriptionParams, millis};
+use super::params::{SubscriptionParams, millis, ms};
 use super::send::SubscriptionWriter;
 use super::state::{Asked, TrackState};
 use super::subscription::{PublisherTask, Subscription, SubscriptionInfo, new_subscription};
 use crate::error::Error;
-use crate::request::{Request, RequestStream};
+use crate::request::Request;
 use crate::session::{RequestKind, SessionCore};
 
 /// How to PUBLISH a track.
@@ -88,24 +88,29 @@ pub(crate) async fn publish(
         authorization_tokens: opts.authorization_tokens.clone(),
         ..Default::default()
     };
-    let (name, properties) = (track.clone(), opts.track_properties.clone());
-    let mut req = Request::open(core, "PUBLISH", |request_id| {
+    let mut req = Request::open(
+        core,
         Publish {
-            request_id,
-            track: name,
+            request_id: 0,
+            track: track.clone(),
             track_alias: alias,
             params,
-            track_properties: properties,
-        }
-        .into()
-    })
+            track_properties: opts.track_properties.clone(),
+        },
+    )
     .await?;
     let initial = SubscriptionParams {
         forward: opts.forward.unwrap_or(true),
         ..Default::default()
     };
-    let publisher =
-        PublisherTask::new(core, req.id(), alias, track, &opts.track_properties, initial);
+    let publisher = PublisherTask::new(
+        core,
+        req.id(),
+        alias,
+        track,
+        &opts.track_properties,
+        initial,
+    );
     let (answer_tx, answer_rx) = watch::channel(None);
     let out = PublishedTrack {
         writer: publisher.writer(),
@@ -181,46 +186,29 @@ impl IncomingPublish {
 pub(crate) async fn serve_publish(
     tracks: Arc<TrackState>,
     msg: Publish,
-    stream: RequestStream,
+    mut req: Request,
 ) -> Result<(), Error> {
     let core = tracks.core();
-    let mut req = Request::accept(
-        core,
-        stream,
-        "PUBLISH",
-        msg.request_id,
-        &msg.params.authorization_tokens,
-        None,
-    )?;
     let track = msg.track;
     let props = msg.track_properties;
     props.validate_track().map_err(|e| core.fail(e.into()))?;
-    let mut refusal = tracks.check_track_request(&track, &Parameters::default());
-    if refusal.is_none() && props.unknown_mandatory(&[]).is_some() {
-        // draft-19 §2.5.1: a mandatory property we do not understand.
-        refusal = Some(RequestError::new(
+    // draft-19 §2.5.1: a mandatory property we do not understand.
+    let unknown = props.unknown_mandatory(&[]).map(|_| {
+        RequestError::new(
             RequestErrorCode::UNSUPPORTED_EXTENSION,
             "unknown mandatory track property",
-        ));
-    }
-    let auth = req.authorize(
-        refusal,
-        RequestKind::Publish,
-        &track.namespace,
-        Some(&track.name),
-    );
-    if let Err(e) = auth.await {
+        )
+    });
+    let none = Parameters::default();
+    let admitted = tracks.admit(&req, RequestKind::Publish, &track, &none, unknown);
+    if let Err(e) = admitted.await {
         return req.refuse(e).await;
     }
     let info = SubscriptionInfo {
         track: track.clone(),
         track_alias: msg.track_alias,
         largest: msg.params.largest_object,
-        expires: msg
-            .params
-            .expires
-            .filter(|e| *e > 0)
-            .map(Duration::from_millis),
+        expires: ms(msg.params.expires),
         track_properties: props,
     };
     // Objects may come before PUBLISH_OK, so the alias is live from now on.

@@ -12,7 +12,7 @@ use moq_core::data::{
     DatagramBody, FetchHeader, ObjectDatagram, SubgroupEvent, SubgroupHeader, SubgroupId,
     SubgroupReader,
 };
-use moq_core::{DecodeError, FullTrackName, Location};
+use moq_core::{DecodeError, FullTrackName, Location, Version};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -53,13 +53,109 @@ struct AliasTable {
     /// Datagrams for aliases not known yet, held briefly.
     early_datagrams: Vec<(Instant, ObjectDatagram)>,
     /// Fetches waiting for their data stream: Request ID -> where to hand it.
-    fetches: HashMap<u64, oneshot::Sender<FetchStream>>,
+    fetches: HashMap<u64, oneshot::Sender<DataRecv>>,
     /// Fetch streams that arrived before their FETCH was registered.
-    early_fetches: HashMap<u64, FetchStream>,
+    early_fetches: HashMap<u64, DataRecv>,
 }
 
-/// A fetch's data stream, and what was read of it past the header.
-pub(crate) type FetchStream = (BoxRecvStream, BytesMut);
+/// The receiving end of a data stream (subgroup or fetch): the stream and what was read of it
+/// and not consumed yet. Dropped before the stream ended, it sends STOP_SENDING.
+#[derive(Debug)]
+pub(crate) struct DataRecv {
+    core: Arc<SessionCore>,
+    recv: Option<BoxRecvStream>,
+    /// Read and not yet decoded.
+    pub(crate) buf: BytesMut,
+    /// The FIN arrived: `buf` holds the rest of the stream.
+    pub(crate) fin: bool,
+}
+
+impl DataRecv {
+    fn new(core: Arc<SessionCore>, recv: BoxRecvStream, buf: BytesMut) -> Self {
+        DataRecv {
+            core,
+            recv: Some(recv),
+            buf,
+            fin: false,
+        }
+    }
+
+    /// Reads until `decode` yields the stream's header and consumes it. `None` if the stream
+    /// ended or was reset first; a malformed header closes the session.
+    async fn header<H>(
+        &mut self,
+        what: &str,
+        decode: impl Fn(&mut &[u8], Version) -> Result<H, DecodeError>,
+    ) -> Option<H> {
+        loop {
+            let mut cur = &self.buf[..];
+            match decode(&mut cur, self.core.version()) {
+                Ok(h) => {
+                    let used = self.buf.len() - cur.len();
+                    let _ = self.buf.split_to(used);
+                    return Some(h);
+                }
+                Err(DecodeError::Short) => {}
+                Err(e) => {
+                    self.malformed(e);
+                    return None;
+                }
+            }
+            match self.fill().await {
+                Ok(true) if !self.fin => {}
+                Ok(_) => {
+                    let e = Error::protocol(format!("stream ended inside a {what}"));
+                    self.core.close(e);
+                    return None;
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Reads the next chunk into the buffer, or the FIN. `Ok(false)` if we stopped the stream
+    /// already.
+    pub(crate) async fn fill(&mut self) -> Result<bool, Error> {
+        let Some(recv) = self.recv.as_mut() else {
+            return Ok(false);
+        };
+        match recv.read_chunk(64 * 1024).await {
+            Ok(Some(c)) => self.buf.extend_from_slice(&c),
+            Ok(None) => self.fin = true,
+            Err(e) => {
+                self.recv = None;
+                return Err(e.into());
+            }
+        }
+        Ok(true)
+    }
+
+    /// The peer's data does not decode: the session closes with the code the draft names
+    /// (draft-19 §11.4: a FIN inside an object is a PROTOCOL_VIOLATION).
+    pub(crate) fn malformed(&self, e: impl Into<Error>) -> Error {
+        self.core.fail(e.into())
+    }
+
+    /// The largest object payload to assemble in memory.
+    pub(crate) fn max_object_size(&self) -> u64 {
+        self.core.config().limits.max_object_size as u64
+    }
+
+    /// Sends STOP_SENDING.
+    pub(crate) fn stop(&mut self, code: StreamResetCode) {
+        if let Some(mut r) = self.recv.take() {
+            r.stop(code.0);
+        }
+    }
+}
+
+impl Drop for DataRecv {
+    fn drop(&mut self) {
+        if !self.fin {
+            self.stop(StreamResetCode::CANCELLED);
+        }
+    }
+}
 
 /// How long data for an unknown Track Alias is held.
 const UNKNOWN_ALIAS_WAIT: Duration = Duration::from_secs(2);
@@ -188,7 +284,7 @@ impl RecvState {
 
     /// Where the data stream of FETCH `request_id` will be handed, including one that arrived
     /// before the FETCH was sent.
-    pub(crate) fn expect_fetch(&self, request_id: u64) -> oneshot::Receiver<FetchStream> {
+    pub(crate) fn expect_fetch(&self, request_id: u64) -> oneshot::Receiver<DataRecv> {
         let (tx, rx) = oneshot::channel();
         let mut table = self.aliases.lock();
         match table.early_fetches.remove(&request_id) {
@@ -230,27 +326,13 @@ impl RecvState {
 
     /// Routes a subgroup stream to its subscription, waiting briefly (and boundedly) for an
     /// alias that is not known yet.
-    pub(crate) async fn subgroup_stream(&self, mut recv: BoxRecvStream, mut buf: BytesMut) {
-        let core = &self.core;
-        let v = core.version();
-        let header = loop {
-            let mut cur = &buf[..];
-            match SubgroupHeader::decode(&mut cur, v) {
-                Ok(h) => {
-                    let used = buf.len() - cur.len();
-                    let _ = buf.split_to(used);
-                    break h;
-                }
-                Err(DecodeError::Short) => {}
-                Err(e) => return core.close(e.into()),
-            }
-            match recv.read_chunk(64 * 1024).await {
-                Ok(Some(c)) => buf.extend_from_slice(&c),
-                Ok(None) => {
-                    return core.close(Error::protocol("stream ended inside a SUBGROUP_HEADER"));
-                }
-                Err(_) => return,
-            }
+    pub(crate) async fn subgroup_stream(&self, recv: BoxRecvStream, buf: BytesMut) {
+        let mut data = DataRecv::new(self.core.clone(), recv, buf);
+        let Some(header) = data
+            .header("SUBGROUP_HEADER", |b, v| SubgroupHeader::decode(b, v))
+            .await
+        else {
+            return;
         };
         let group = header.group;
         let deadline = Instant::now() + UNKNOWN_ALIAS_WAIT;
@@ -264,7 +346,6 @@ impl RecvState {
                 }
                 if table.ended.contains_key(&header.track_alias) {
                     // Late data for an ended subscription.
-                    recv.stop(StreamResetCode::CANCELLED.0);
                     return;
                 }
             }
@@ -273,63 +354,43 @@ impl RecvState {
                 match Parked::new(self) {
                     Some(p) => parked = Some(p),
                     None => {
-                        recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
+                        data.stop(StreamResetCode::EXCESSIVE_LOAD);
                         return;
                     }
                 }
             }
             tokio::select! {
                 _ = generation.changed() => {}
-                _ = tokio::time::sleep_until(deadline.into()) => {
-                    recv.stop(StreamResetCode::CANCELLED.0);
-                    return;
-                }
+                _ = tokio::time::sleep_until(deadline.into()) => return,
             }
         };
         drop(parked);
         sink.streams.fetch_add(1, Ordering::Relaxed);
         sink.stream_arrived.notify_waiters();
         let incoming = IncomingSubgroup {
-            core: core.clone(),
-            reader: SubgroupReader::new(header, v),
-            recv: Some(recv),
-            buf,
+            reader: SubgroupReader::new(header, self.core.version()),
+            data,
             default_priority: sink.default_priority,
-            fin: false,
         };
         let _ = sink.tx.send(TrackEvent::Subgroup(incoming)).await;
     }
 
     /// Hands a fetch stream to its FETCH, or holds it until the FETCH is registered.
-    pub(crate) async fn fetch_stream(&self, mut recv: BoxRecvStream, mut buf: BytesMut) {
-        let core = &self.core;
-        let v = core.version();
-        let header = loop {
-            let mut cur = &buf[..];
-            match FetchHeader::decode(&mut cur, v) {
-                Ok(h) => {
-                    let used = buf.len() - cur.len();
-                    let _ = buf.split_to(used);
-                    break h;
-                }
-                Err(DecodeError::Short) => {}
-                Err(e) => return core.close(e.into()),
-            }
-            match recv.read_chunk(64 * 1024).await {
-                Ok(Some(c)) => buf.extend_from_slice(&c),
-                Ok(None) => {
-                    return core.close(Error::protocol("stream ended inside a FETCH_HEADER"));
-                }
-                Err(_) => return,
-            }
+    pub(crate) async fn fetch_stream(&self, recv: BoxRecvStream, buf: BytesMut) {
+        let mut data = DataRecv::new(self.core.clone(), recv, buf);
+        let Some(header) = data
+            .header("FETCH_HEADER", |b, v| FetchHeader::decode(b, v))
+            .await
+        else {
+            return;
         };
         let mut table = self.aliases.lock();
         if let Some(tx) = table.fetches.remove(&header.request_id) {
-            let _ = tx.send((recv, buf));
-        } else if table.early_fetches.len() < core.config().limits.max_pending_streams {
-            table.early_fetches.insert(header.request_id, (recv, buf));
+            let _ = tx.send(data);
+        } else if table.early_fetches.len() < self.core.config().limits.max_pending_streams {
+            table.early_fetches.insert(header.request_id, data);
         } else {
-            recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
+            data.stop(StreamResetCode::EXCESSIVE_LOAD);
         }
     }
 }
@@ -376,12 +437,9 @@ impl Drop for Parked<'_> {
 /// reset (objects may be missing). Dropping it sends STOP_SENDING.
 #[derive(Debug)]
 pub struct IncomingSubgroup {
-    core: Arc<SessionCore>,
     reader: SubgroupReader,
-    recv: Option<BoxRecvStream>,
-    buf: BytesMut,
+    data: DataRecv,
     default_priority: u8,
-    fin: bool,
 }
 
 impl IncomingSubgroup {
@@ -420,43 +478,20 @@ impl IncomingSubgroup {
     /// The next event: an object's fields or a chunk of its payload, without assembling
     /// payloads (for forwarding). `Ok(None)` at a clean end of the stream.
     pub async fn next_event(&mut self) -> Result<Option<SubgroupEvent>, Error> {
+        let data = &mut self.data;
         loop {
-            match self.reader.next(&mut self.buf) {
+            match self.reader.next(&mut data.buf) {
                 Ok(Some(ev)) => return Ok(Some(ev)),
                 Ok(None) => {}
-                Err(e) => {
-                    let e = Error::from(e);
-                    self.core.close(e.clone());
-                    return Err(e);
-                }
+                Err(e) => return Err(data.malformed(e)),
             }
-            if self.fin {
+            if data.fin {
                 // draft-19 §11.4: a FIN in the middle of an object is a PROTOCOL_VIOLATION.
-                return match self.reader.finish(&self.buf) {
-                    Ok(()) => Ok(None),
-                    Err(e) => {
-                        let e = Error::from(e);
-                        self.core.close(e.clone());
-                        Err(e)
-                    }
-                };
+                let end = self.reader.finish(&data.buf);
+                return end.map(|()| None).map_err(|e| data.malformed(e));
             }
-            let Some(recv) = self.recv.as_mut() else {
+            if !data.fill().await? {
                 return Ok(None);
-            };
-            match recv.read_chunk(64 * 1024).await {
-                Ok(Some(c)) => {
-                    if self.buf.is_empty() {
-                        self.buf = BytesMut::from(&c[..]);
-                    } else {
-                        self.buf.extend_from_slice(&c);
-                    }
-                }
-                Ok(None) => self.fin = true,
-                Err(e) => {
-                    self.recv = None;
-                    return Err(e.into());
-                }
             }
         }
     }
@@ -469,8 +504,7 @@ impl IncomingSubgroup {
         let SubgroupEvent::Object(o) = ev else {
             return Err(Error::Invalid("payload without an object".into()));
         };
-        let max = self.core.config().limits.max_object_size as u64;
-        if o.payload_len > max {
+        if o.payload_len > self.data.max_object_size() {
             self.stop(StreamResetCode::EXCESSIVE_LOAD);
             return Err(Error::Limit("object larger than max_object_size"));
         }
@@ -516,16 +550,6 @@ impl IncomingSubgroup {
 
     /// Sends STOP_SENDING: this subgroup is no longer of interest.
     pub fn stop(&mut self, code: StreamResetCode) {
-        if let Some(mut r) = self.recv.take() {
-            r.stop(code.0);
-        }
-    }
-}
-
-impl Drop for IncomingSubgroup {
-    fn drop(&mut self) {
-        if !self.fin {
-            self.stop(StreamResetCode::CANCELLED);
-        }
+        self.data.stop(code);
     }
 }

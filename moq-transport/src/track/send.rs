@@ -14,7 +14,7 @@ use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot, watch};
 
-use super::params::{Object, SubscriptionParams, stream_priority};
+use super::params::{Object, ObjectMeta, SubscriptionParams, stream_priority};
 use crate::error::Error;
 use crate::session::SessionCore;
 use crate::transport::BoxSendStream;
@@ -250,17 +250,8 @@ impl SubscriptionWriter {
     }
 
     /// True if an object with these fields would be sent.
-    pub fn wants(
-        &self,
-        loc: Location,
-        subgroup: Option<u64>,
-        priority: u8,
-        properties: &Properties,
-    ) -> bool {
-        self.shared
-            .params
-            .borrow()
-            .passes(loc, subgroup, priority, properties)
+    pub fn wants(&self, obj: ObjectMeta<'_>) -> bool {
+        self.shared.params.borrow().passes(obj)
     }
 
     /// The largest location written so far.
@@ -351,7 +342,11 @@ impl SubscriptionWriter {
         self.shared.check_open()?;
         let s = &self.shared;
         s.note_largest(obj.location);
-        if !self.wants(obj.location, None, obj.priority, &obj.properties) {
+        let meta = ObjectMeta {
+            subgroup: None,
+            ..obj.meta()
+        };
+        if !self.wants(meta) {
             return Ok(false);
         }
         let d = ObjectDatagram {
@@ -463,9 +458,13 @@ impl SubgroupSender {
             self.omitted = true;
             return Ok(());
         }
-        if !params.in_range(loc)
-            || !params.passes_range_filters(loc, subgroup, self.priority, properties)
-        {
+        let meta = ObjectMeta {
+            location: loc,
+            subgroup,
+            priority: self.priority,
+            properties,
+        };
+        if !params.in_range(loc) || !params.passes_range_filters(meta) {
             return Ok(());
         }
         if self.first_properties.is_none() {

@@ -11,7 +11,7 @@ use super::incoming::{Incoming, IncomingQueue};
 use super::recv::RecvState;
 use super::send::SendState;
 use crate::request::{Decision, Request, not_answered};
-use crate::session::SessionCore;
+use crate::session::{RequestKind, SessionCore};
 
 /// A session's track state.
 #[derive(Debug)]
@@ -76,14 +76,27 @@ impl TrackState {
         self.check_filter_budget(params)
     }
 
+    /// The checks of every track request (then `refusal`, the kind's own), then the
+    /// authorizer: the first refusal.
+    pub(crate) async fn admit(
+        &self,
+        req: &Request,
+        kind: RequestKind,
+        track: &FullTrackName,
+        params: &Parameters,
+        refusal: Option<RequestError>,
+    ) -> Result<(), RequestError> {
+        let refusal = self.check_track_request(track, params).or(refusal);
+        req.authorize(refusal, kind, &track.namespace, Some(&track.name))
+            .await
+    }
+
     /// INVALID_FILTER for more Range Filter ranges than we allow (draft-19 §10.3.1.6).
     pub(crate) fn check_filter_budget(&self, params: &Parameters) -> Option<RequestError> {
         let n = params.filter_range_count() as u64;
         let version = self.core.version();
         (n > self.core.config().max_filter_ranges || (n > 0 && !version.has_range_filters()))
-            .then(|| {
-                RequestError::new(RequestErrorCode::INVALID_FILTER, "too many filter ranges")
-            })
+            .then(|| RequestError::new(RequestErrorCode::INVALID_FILTER, "too many filter ranges"))
     }
 
     /// Hands the peer's request to the application (built by `make` around the channel its

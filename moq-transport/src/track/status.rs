@@ -9,10 +9,10 @@ use moq_core::{FullTrackName, Location, Properties};
 use tokio::sync::oneshot;
 
 use super::incoming::Incoming;
-use super::params::millis;
+use super::params::{millis, ms};
 use super::state::{Asked, TrackState, no_such_track};
 use crate::error::Error;
-use crate::request::{Request, RequestStream};
+use crate::request::Request;
 use crate::session::RequestKind;
 
 /// A track's state, as TRACK_STATUS_OK carries it.
@@ -33,26 +33,21 @@ pub(crate) async fn track_status(
     params: Parameters,
 ) -> Result<TrackStatusInfo, Error> {
     let core = tracks.core();
-    params.validate(ParamContext::TrackStatus, core.version())?;
-    let mut req = Request::open(core, "TRACK_STATUS", |request_id| {
+    let mut req = Request::open(
+        core,
         TrackStatus {
-            request_id,
+            request_id: 0,
             track,
             params,
-        }
-        .into()
-    })
+        },
+    )
     .await?;
     // draft-19 §10.14: TRACK_STATUS is the first and only message we send.
     req.finish();
     let ok = req.request_ok(ParamContext::TrackStatusOk).await?;
     Ok(TrackStatusInfo {
         largest: ok.params.largest_object,
-        expires: ok
-            .params
-            .expires
-            .filter(|e| *e > 0)
-            .map(Duration::from_millis),
+        expires: ms(ok.params.expires),
         track_properties: ok.track_properties,
     })
 }
@@ -95,25 +90,11 @@ impl IncomingTrackStatus {
 pub(crate) async fn serve_track_status(
     tracks: Arc<TrackState>,
     msg: TrackStatus,
-    stream: RequestStream,
+    mut req: Request,
 ) -> Result<(), Error> {
-    let mut req = Request::accept(
-        tracks.core(),
-        stream,
-        "TRACK_STATUS",
-        msg.request_id,
-        &msg.params.authorization_tokens,
-        None,
-    )?;
     let track = msg.track;
-    let refusal = tracks.check_track_request(&track, &msg.params);
-    let auth = req.authorize(
-        refusal,
-        RequestKind::TrackStatus,
-        &track.namespace,
-        Some(&track.name),
-    );
-    if let Err(e) = auth.await {
+    let admitted = tracks.admit(&req, RequestKind::TrackStatus, &track, &msg.params, None);
+    if let Err(e) = admitted.await {
         return req.refuse(e).await;
     }
     let make = |decision| {

@@ -4,17 +4,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
-use moq_core::message::{Message, ParamContext, Parameters, RequestError, Subscribe, SubscribeOk};
+use moq_core::message::{Message, Parameters, RequestError, Subscribe, SubscribeOk};
 use moq_core::{FullTrackName, Location, Properties};
 use tokio::sync::{oneshot, watch};
 
 use super::incoming::Incoming;
-use super::params::{SubscriptionParams, millis};
+use super::params::{SubscriptionParams, millis, ms};
 use super::send::{JoinPoint, JoinState, SubscriptionWriter};
 use super::state::{Asked, TrackState, no_such_track};
 use super::subscription::{PublisherTask, Subscription, SubscriptionInfo, new_subscription};
 use crate::error::Error;
-use crate::request::{Request, RequestStream};
+use crate::request::Request;
 use crate::session::RequestKind;
 
 /// Sends SUBSCRIBE and waits for SUBSCRIBE_OK.
@@ -24,7 +24,6 @@ pub(crate) async fn subscribe(
     params: Parameters,
 ) -> Result<Subscription, Error> {
     let core = tracks.core();
-    params.validate(ParamContext::Subscribe, core.version())?;
     // draft-19 §10.3.1.6: the peer's MAX_FILTER_RANGES bounds our Range Filters.
     let n = params.filter_range_count();
     let max = core.peer_max_filter_ranges();
@@ -33,20 +32,19 @@ pub(crate) async fn subscribe(
             "{n} filter ranges, the peer allows {max}"
         )));
     }
-    let (name, first) = (track.clone(), params.clone());
-    let mut req = Request::open(core, "SUBSCRIBE", |request_id| {
+    let mut req = Request::open(
+        core,
         Subscribe {
-            request_id,
-            track: name,
-            params: first,
-        }
-        .into()
-    })
+            request_id: 0,
+            track: track.clone(),
+            params: params.clone(),
+        },
+    )
     .await?;
     let ok = req
         .response(|m| match m {
             Message::SubscribeOk(ok) => Ok(ok),
-            m => Err(m),
+            m => Err(m.name()),
         })
         .await?;
     if let Err(e) = ok.track_properties.validate_track() {
@@ -65,11 +63,7 @@ pub(crate) async fn subscribe(
         track,
         track_alias: ok.track_alias,
         largest: ok.params.largest_object,
-        expires: ok
-            .params
-            .expires
-            .filter(|e| *e > 0)
-            .map(Duration::from_millis),
+        expires: ms(ok.params.expires),
         track_properties: ok.track_properties,
     };
     let (sub, task) = new_subscription(tracks, &mut req, info, &params)?;
@@ -155,27 +149,13 @@ impl IncomingSubscribe {
 pub(crate) async fn serve_subscribe(
     tracks: Arc<TrackState>,
     msg: Subscribe,
-    stream: RequestStream,
+    mut req: Request,
 ) -> Result<(), Error> {
     let core = tracks.core();
     let id = msg.request_id;
-    let mut req = Request::accept(
-        core,
-        stream,
-        "SUBSCRIBE",
-        id,
-        &msg.params.authorization_tokens,
-        None,
-    )?;
     let track = msg.track;
-    let refusal = tracks.check_track_request(&track, &msg.params);
-    let auth = req.authorize(
-        refusal,
-        RequestKind::Subscribe,
-        &track.namespace,
-        Some(&track.name),
-    );
-    if let Err(e) = auth.await {
+    let admitted = tracks.admit(&req, RequestKind::Subscribe, &track, &msg.params, None);
+    if let Err(e) = admitted.await {
         return req.refuse(e).await;
     }
     let join = watch::channel(JoinState {
@@ -232,8 +212,7 @@ pub(crate) async fn serve_subscribe(
             joining: response.largest.filter(|_| forward),
         }),
     });
-    let publisher =
-        PublisherTask::new(core, id, alias, track, &response.track_properties, params);
+    let publisher = PublisherTask::new(core, id, alias, track, &response.track_properties, params);
     let _ = reply.send(Ok(publisher.writer()));
     publisher.run(&tracks, &mut req, Some(&join.0)).await
 }

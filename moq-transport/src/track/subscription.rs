@@ -6,9 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
-use moq_core::message::{
-    Message, ParamContext, Parameters, PublishDone, RequestError, RequestOk,
-};
+use moq_core::message::{Message, ParamContext, Parameters, PublishDone, RequestError, RequestOk};
 use moq_core::{FullTrackName, GroupOrder, Location, Properties};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot, watch};
@@ -180,6 +178,9 @@ impl SubscriberTask {
     }
 
     async fn serve(&self, req: &mut Request) -> Result<(), Error> {
+        // draft-19 §5.1: the publisher ends a subscription with PUBLISH_DONE, which may follow
+        // its STOP_SENDING on a stream it is done with.
+        req.stop_cancels(false);
         loop {
             match req.next().await {
                 Event::Updated(u) => {
@@ -299,7 +300,7 @@ impl PublisherTask {
         join: Option<&watch::Sender<JoinState>>,
     ) -> Result<(), Error> {
         // draft-19 §5.1: STOP_SENDING from the subscriber ends the subscription.
-        req.stop_cancels();
+        req.stop_cancels(true);
         req.take_updates(ParamContext::UpdateSubscription);
         let res = loop {
             tokio::select! {
@@ -386,7 +387,8 @@ impl PublisherTask {
     async fn update_failed(&self, req: &mut Request) -> Result<(), Error> {
         self.ended
             .send_replace(Some(Error::Cancelled(StreamResetCode::CANCELLED)));
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.shared.all_streams_closed()).await;
+        let _ =
+            tokio::time::timeout(Duration::from_secs(2), self.shared.all_streams_closed()).await;
         let done = PublishDone {
             status: PublishDoneCode::UPDATE_FAILED,
             stream_count: self.shared.streams_opened.load(Ordering::Relaxed),

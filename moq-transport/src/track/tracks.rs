@@ -17,7 +17,7 @@ use super::incoming::Incoming;
 use super::state::{Asked, TrackState};
 use crate::error::Error;
 use crate::namespace::NamespaceState;
-use crate::request::{Event, Feed, Request, RequestHandle, RequestStream};
+use crate::request::{Event, Feed, Request, RequestHandle};
 use crate::session::{GoawayInfo, RequestKind};
 
 /// An accepted SUBSCRIBE_TRACKS, on the subscriber side: the PUBLISH_SKIPPED notices. Dropping
@@ -56,16 +56,14 @@ pub(crate) async fn subscribe_tracks(
     params: Parameters,
 ) -> Result<TrackSubscription, Error> {
     let core = tracks.core();
-    params.validate(ParamContext::SubscribeTracks, core.version())?;
-    let first = prefix.clone();
-    let mut req = Request::open(core, "SUBSCRIBE_TRACKS", |request_id| {
+    let mut req = Request::open(
+        core,
         SubscribeTracks {
-            request_id,
-            prefix: first,
+            request_id: 0,
+            prefix: prefix.clone(),
             params,
-        }
-        .into()
-    })
+        },
+    )
     .await?;
     req.request_ok(ParamContext::SubscribeTracksOk).await?;
     let request = req.handle(ParamContext::UpdateSubscribeTracks);
@@ -96,9 +94,9 @@ async fn skipped_tracks(
                     .ok()
                     .and_then(|ns| FullTrackName::new(ns, s.name).ok());
                 let Some(full) = full else {
-                    return Err(req.violation(
-                        "PUBLISH_SKIPPED names a track that is too long".into(),
-                    ));
+                    return Err(
+                        req.violation("PUBLISH_SKIPPED names a track that is too long".into())
+                    );
                 };
                 if skipped.send(full).await.is_err() {
                     return Err(req.dropped());
@@ -204,16 +202,9 @@ pub(crate) async fn serve_subscribe_tracks(
     tracks: Arc<TrackState>,
     namespaces: Arc<NamespaceState>,
     msg: SubscribeTracks,
-    stream: RequestStream,
+    mut req: Request,
 ) -> Result<(), Error> {
-    let mut req = Request::accept(
-        tracks.core(),
-        stream,
-        "SUBSCRIBE_TRACKS",
-        msg.request_id,
-        &msg.params.authorization_tokens,
-        Some(ParamContext::UpdateSubscribeTracks),
-    )?;
+    req.take_updates(ParamContext::UpdateSubscribeTracks);
     let space = &namespaces.track_subscriptions;
     let prefix = msg.prefix;
     let refusal = tracks

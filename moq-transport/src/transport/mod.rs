@@ -3,11 +3,10 @@
 //! A MOQT session needs bidirectional and unidirectional streams, datagrams, stream priority,
 //! stream reset / stop-sending with a code, and connection close with a code. [`Connection`],
 //! [`SendStream`] and [`RecvStream`] say exactly that and nothing more, so the same session code
-//! runs over raw QUIC ([`quic`]) and WebTransport ([`webtransport`]).
+//! runs over raw QUIC and WebTransport (both through [`quic`]).
 
 pub mod credit;
 pub mod quic;
-pub mod webtransport;
 
 use std::fmt;
 use std::net::SocketAddr;

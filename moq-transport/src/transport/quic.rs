@@ -1,10 +1,16 @@
-//! The raw QUIC adapter, over quinn. The version is the negotiated ALPN (`moqt-19`, ...).
+//! The adapter over quinn, for both transports: raw QUIC (the version is the negotiated ALPN,
+//! `moqt-19`, ...) and WebTransport over HTTP/3 (the version is the protocol the server chose
+//! from `WT-Available-Protocols`, draft-19 §3.1.2). Both go through web-transport-quinn, raw
+//! QUIC in its raw mode, so one set of error mappings serves both.
+//!
+//! WebTransport error codes are 32 bits; MOQT's codes all fit.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use web_transport_quinn as wt;
 
 use super::credit::{
     Direction, INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS, MAX_BIDI_STREAMS, MAX_UNI_STREAMS,
@@ -14,37 +20,58 @@ use super::{
     BoxRecvStream, BoxSendStream, Connection, RecvStream, SendStream, TransportError, TransportKind,
 };
 
-/// A quinn connection carrying MOQT directly.
+/// A MOQT connection over quinn: raw QUIC, or a WebTransport session.
 #[derive(Clone, Debug)]
 pub struct QuicConnection {
-    conn: quinn::Connection,
+    session: wt::Session,
+    kind: TransportKind,
+    fallback: Option<String>,
     uni: Arc<StreamCredit>,
     bi: Arc<StreamCredit>,
 }
 
 impl QuicConnection {
-    /// Wraps an established connection configured with
+    /// Wraps an established raw QUIC connection configured with
     /// [`crate::endpoint::transport_config`]: the peer's stream limits start there and are
     /// raised as the streams are used (see [`super::credit`]).
-    pub fn new(conn: quinn::Connection) -> Self {
+    pub fn raw(conn: quinn::Connection) -> Self {
+        Self::with(wt::Session::raw(conn), TransportKind::RawQuic)
+    }
+
+    /// Wraps an established WebTransport session, whose QUIC connection was configured like a
+    /// raw one.
+    pub fn webtransport(session: wt::Session) -> Self {
+        Self::with(session, TransportKind::WebTransport)
+    }
+
+    fn with(session: wt::Session, kind: TransportKind) -> Self {
         QuicConnection {
-            conn,
+            session,
+            kind,
+            fallback: None,
             uni: StreamCredit::new(INITIAL_UNI_STREAMS, MAX_UNI_STREAMS),
             bi: StreamCredit::new(INITIAL_BIDI_STREAMS, MAX_BIDI_STREAMS),
         }
     }
 
-    /// The underlying quinn connection.
-    pub fn inner(&self) -> &quinn::Connection {
-        &self.conn
+    /// The protocol to report when the server chose none (it ignored `WT-Available-Protocols`).
+    pub fn with_fallback_protocol(mut self, protocol: Option<String>) -> Self {
+        self.fallback = protocol;
+        self
+    }
+
+    /// The underlying session (which derefs to the quinn connection).
+    pub fn inner(&self) -> &wt::Session {
+        &self.session
     }
 }
 
-fn varint(code: u64) -> quinn::VarInt {
-    quinn::VarInt::from_u64(code).unwrap_or(quinn::VarInt::MAX)
+fn code32(code: u64) -> u32 {
+    u32::try_from(code).unwrap_or(u32::MAX)
 }
 
-pub(crate) fn conn_error(e: quinn::ConnectionError) -> TransportError {
+/// Maps a quinn connection error.
+fn conn_error(e: quinn::ConnectionError) -> TransportError {
     match e {
         quinn::ConnectionError::ApplicationClosed(c) => TransportError::ClosedByPeer {
             code: c.error_code.into_inner(),
@@ -55,20 +82,33 @@ pub(crate) fn conn_error(e: quinn::ConnectionError) -> TransportError {
     }
 }
 
-fn write_error(e: quinn::WriteError) -> TransportError {
+fn session_error(e: wt::SessionError) -> TransportError {
     match e {
-        quinn::WriteError::Stopped(code) => TransportError::Stopped(code.into_inner()),
-        quinn::WriteError::ConnectionLost(e) => conn_error(e),
-        quinn::WriteError::ClosedStream => TransportError::StreamClosed,
+        wt::SessionError::WebTransportError(wt::WebTransportError::Closed(code, reason)) => {
+            TransportError::ClosedByPeer {
+                code: code.into(),
+                reason,
+            }
+        }
+        wt::SessionError::ConnectionError(e) => conn_error(e),
+        e => TransportError::Lost(e.to_string()),
+    }
+}
+
+fn write_error(e: wt::WriteError) -> TransportError {
+    match e {
+        wt::WriteError::Stopped(code) => TransportError::Stopped(code.into()),
+        wt::WriteError::SessionError(e) => session_error(e),
+        wt::WriteError::ClosedStream => TransportError::StreamClosed,
         e => TransportError::Other(e.to_string()),
     }
 }
 
-fn read_error(e: quinn::ReadError) -> TransportError {
+fn read_error(e: wt::ReadError) -> TransportError {
     match e {
-        quinn::ReadError::Reset(code) => TransportError::Reset(code.into_inner()),
-        quinn::ReadError::ConnectionLost(e) => conn_error(e),
-        quinn::ReadError::ClosedStream => TransportError::StreamClosed,
+        wt::ReadError::Reset(code) => TransportError::Reset(code.into()),
+        wt::ReadError::SessionError(e) => session_error(e),
+        wt::ReadError::ClosedStream => TransportError::StreamClosed,
         e => TransportError::Other(e.to_string()),
     }
 }
@@ -85,68 +125,73 @@ pub(crate) fn negotiated_alpn(conn: &quinn::Connection) -> Option<String> {
 #[async_trait]
 impl Connection for QuicConnection {
     async fn open_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
-        let (s, r) = self.conn.open_bi().await.map_err(conn_error)?;
+        let (s, r) = self.session.open_bi().await.map_err(session_error)?;
         Ok((Box::new(QuicSend(s)), Box::new(QuicRecv(r))))
     }
 
     async fn open_uni(&self) -> Result<BoxSendStream, TransportError> {
-        let s = self.conn.open_uni().await.map_err(conn_error)?;
+        let s = self.session.open_uni().await.map_err(session_error)?;
         Ok(Box::new(QuicSend(s)))
     }
 
     async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
-        let (s, r) = self.conn.accept_bi().await.map_err(conn_error)?;
-        let r = self.bi.accepted(&self.conn, Direction::Bi, QuicRecv(r));
+        let (s, r) = self.session.accept_bi().await.map_err(session_error)?;
+        // The session derefs to its QUIC connection; with WebTransport, HTTP/3's own streams
+        // count there too, which the three-quarters threshold leaves room for.
+        let r = self.bi.accepted(&self.session, Direction::Bi, QuicRecv(r));
         Ok((Box::new(QuicSend(s)), Box::new(r)))
     }
 
     async fn accept_uni(&self) -> Result<BoxRecvStream, TransportError> {
-        let r = self.conn.accept_uni().await.map_err(conn_error)?;
+        let r = self.session.accept_uni().await.map_err(session_error)?;
         Ok(Box::new(self.uni.accepted(
-            &self.conn,
+            &self.session,
             Direction::Uni,
             QuicRecv(r),
         )))
     }
 
     fn send_datagram(&self, data: Bytes) -> Result<(), TransportError> {
-        self.conn
+        self.session
             .send_datagram(data)
             .map_err(|e| TransportError::Datagram(e.to_string()))
     }
 
     async fn recv_datagram(&self) -> Result<Bytes, TransportError> {
-        self.conn.read_datagram().await.map_err(conn_error)
+        self.session.read_datagram().await.map_err(session_error)
     }
 
     fn max_datagram_size(&self) -> Option<usize> {
-        self.conn.max_datagram_size()
+        Some(self.session.max_datagram_size()).filter(|n| *n > 0)
     }
 
     fn close(&self, code: u64, reason: &str) {
-        self.conn.close(varint(code), reason.as_bytes());
+        self.session.close(code32(code), reason.as_bytes());
     }
 
     async fn closed(&self) -> TransportError {
-        conn_error(self.conn.closed().await)
+        session_error(self.session.closed().await)
     }
 
     fn protocol(&self) -> Option<String> {
-        negotiated_alpn(&self.conn)
+        self.session
+            .protocol()
+            .map(str::to_owned)
+            .or_else(|| self.fallback.clone())
     }
 
     fn kind(&self) -> TransportKind {
-        TransportKind::RawQuic
+        self.kind
     }
 
     fn remote_addr(&self) -> Option<SocketAddr> {
-        Some(self.conn.remote_address())
+        Some(self.session.remote_address())
     }
 }
 
-/// A quinn send stream.
+/// A send stream over quinn.
 #[derive(Debug)]
-pub struct QuicSend(pub quinn::SendStream);
+pub struct QuicSend(pub wt::SendStream);
 
 #[async_trait]
 impl SendStream for QuicSend {
@@ -171,21 +216,20 @@ impl SendStream for QuicSend {
     }
 
     fn reset(&mut self, code: u64) {
-        let _ = self.0.reset(varint(code));
+        let _ = self.0.reset(code32(code));
     }
 
     async fn stopped(&mut self) -> Result<Option<u64>, TransportError> {
         match self.0.stopped().await {
-            Ok(code) => Ok(code.map(|c| c.into_inner())),
-            Err(quinn::StoppedError::ConnectionLost(e)) => Err(conn_error(e)),
-            Err(e) => Err(TransportError::Other(e.to_string())),
+            Ok(code) => Ok(code.map(u64::from)),
+            Err(e) => Err(session_error(e)),
         }
     }
 }
 
-/// A quinn receive stream.
+/// A receive stream over quinn.
 #[derive(Debug)]
-pub struct QuicRecv(pub quinn::RecvStream);
+pub struct QuicRecv(pub wt::RecvStream);
 
 #[async_trait]
 impl RecvStream for QuicRecv {
@@ -198,6 +242,6 @@ impl RecvStream for QuicRecv {
     }
 
     fn stop(&mut self, code: u64) {
-        let _ = self.0.stop(varint(code));
+        let _ = self.0.stop(code32(code));
     }
 }
