@@ -1,8 +1,10 @@
 //! Timestamped payloads and latency statistics. Publisher and subscribers run in one process,
 //! so a shared monotonic clock gives one-way delivery latency.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+
+use parking_lot::Mutex;
 use std::time::Instant;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -63,10 +65,7 @@ impl Recorder {
             return;
         }
         let us = u32::try_from(now.saturating_sub(ts) / 1000).unwrap_or(u32::MAX);
-        self.micros
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(us);
+        self.micros.lock().push(us);
         self.delivered.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -82,7 +81,7 @@ impl Recorder {
 
     /// Takes the recorded latencies (µs).
     pub fn take(&self) -> Vec<u32> {
-        std::mem::take(&mut *self.micros.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *self.micros.lock())
     }
 }
 

@@ -339,7 +339,7 @@ impl SessionPair {
         config.versions = vec![version];
         config.webtransport = false;
         config.session = SessionConfig::default().with_requests();
-        let mut server = endpoint::Server::bind(config)?;
+        let server = endpoint::Server::bind(config)?;
         let port = server.local_addr()?.port();
         let client = endpoint::Client::new(ClientConfig {
             tls: ClientTls::pinned(fingerprint),

@@ -5,38 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moq_core::{AuthToken, Version};
-use moq_transport::SessionConfig;
 use moq_transport::endpoint::{self, ClientConfig, ServerConfig};
 use moq_transport::tls::{Certificate, ClientTls, parse_fingerprint};
+use moq_transport::{SessionConfig, WeakSession};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::Error;
 use crate::publisher::Publisher;
 use crate::subscriber::{SessionSource, Subscriber};
-
-/// Aborts a task when dropped.
-#[derive(Debug)]
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Closes a transport session when dropped.
-#[derive(Debug)]
-struct CloseOnDrop(moq_transport::Session);
-
-impl Drop for CloseOnDrop {
-    fn drop(&mut self) {
-        self.0.close(
-            moq_core::codes::SessionErrorCode::NO_ERROR,
-            "session dropped",
-        );
-    }
-}
 
 /// A MOQT session with its publishing and subscribing sides.
 ///
@@ -47,31 +24,28 @@ pub struct Session {
     transport: moq_transport::Session,
     publisher: Publisher,
     subscriber: Subscriber,
-    _serve: Arc<AbortOnDrop>,
-    // The subscriber's streams hold the transport session too; this closes it with the last
-    // `Session` clone.
-    _close: Arc<CloseOnDrop>,
+}
+
+/// Serves `publisher` on `transport` (announcing its namespaces, answering requests) as one of
+/// the session's own tasks, which ends with the session and does not keep it open.
+fn serve(transport: &moq_transport::Session, publisher: &Publisher, subscriber: &Subscriber) {
+    let (publisher, subscriber) = (publisher.clone(), subscriber.clone());
+    let session = transport.downgrade();
+    transport.spawn(async move { publisher.serve(session, Some(subscriber)).await });
 }
 
 impl Session {
     fn attach(transport: moq_transport::Session, publisher: Publisher) -> Session {
         let source = SessionSource {
-            current: watch::channel(Some(transport.clone())).1,
+            current: watch::channel(Some(transport.downgrade())).1,
             reconnects: false,
         };
         let subscriber = Subscriber::new(source);
-        let serve = {
-            let publisher = publisher.clone();
-            let transport = transport.clone();
-            let subscriber = subscriber.clone();
-            tokio::spawn(async move { publisher.serve(transport, Some(subscriber)).await })
-        };
+        serve(&transport, &publisher, &subscriber);
         Session {
-            _close: Arc::new(CloseOnDrop(transport.clone())),
             transport,
             publisher,
             subscriber,
-            _serve: Arc::new(AbortOnDrop(serve)),
         }
     }
 
@@ -226,19 +200,21 @@ impl Client {
             current: current_rx,
             reconnects: true,
         });
-        let task = tokio::spawn(reconnect_loop(
+        let stop = CancellationToken::new();
+        let task = reconnect_loop(
             self.clone(),
             url.to_string(),
             backoff,
             current_tx,
             status_tx,
             subscriber.clone(),
-        ));
+        );
+        tokio::spawn(stop.clone().run_until_cancelled_owned(task));
         Reconnecting {
             publisher: self.publisher.clone(),
             subscriber,
             status: status_rx,
-            _task: AbortOnDrop(task),
+            _stop: stop.drop_guard(),
         }
     }
 }
@@ -275,27 +251,14 @@ pub enum Status {
 }
 
 /// A client that stays connected. Its [`Publisher`] and [`Subscriber`] outlive sessions.
-/// Dropping it stops reconnecting and closes the session.
+/// Dropping it stops reconnecting and closes the session (the reconnecting task holds the
+/// only handle on it).
 #[derive(Debug)]
 pub struct Reconnecting {
     publisher: Publisher,
     subscriber: Subscriber,
     status: watch::Receiver<Status>,
-    _task: AbortOnDrop,
-}
-
-impl Drop for Reconnecting {
-    fn drop(&mut self) {
-        // Stop reconnecting first, then close the current session: the subscriber's streams
-        // hold it, and would otherwise keep it open.
-        self._task.0.abort();
-        if let Some(s) = self.subscriber.source.current.borrow().as_ref() {
-            s.close(
-                moq_core::codes::SessionErrorCode::NO_ERROR,
-                "client dropped",
-            );
-        }
-    }
+    _stop: DropGuard,
 }
 
 impl Reconnecting {
@@ -334,27 +297,22 @@ async fn reconnect_loop(
     client: Client,
     mut url: String,
     backoff: Backoff,
-    current: watch::Sender<Option<moq_transport::Session>>,
+    current: watch::Sender<Option<WeakSession>>,
     status: watch::Sender<Status>,
     subscriber: Subscriber,
 ) {
     let mut wait = backoff.min;
-    let mut session: Option<(moq_transport::Session, AbortOnDrop)> = None;
+    let mut session: Option<moq_transport::Session> = None;
     loop {
-        let Some((s, _serve)) = &session else {
+        let Some(s) = &session else {
             status.send_replace(Status::Connecting);
             match client.transport.connect(&url).await {
                 Ok(s) => {
                     wait = backoff.min;
-                    let serve = {
-                        let p = client.publisher.clone();
-                        let s = s.clone();
-                        let sub = subscriber.clone();
-                        tokio::spawn(async move { p.serve(s, Some(sub)).await })
-                    };
-                    current.send_replace(Some(s.clone()));
+                    serve(&s, &client.publisher, &subscriber);
+                    current.send_replace(Some(s.downgrade()));
                     status.send_replace(Status::Connected(url.clone()));
-                    session = Some((s, AbortOnDrop(serve)));
+                    session = Some(s);
                 }
                 Err(e) => {
                     status.send_replace(Status::Disconnected(e.to_string()));
@@ -381,21 +339,16 @@ async fn reconnect_loop(
                 let old = session.take();
                 match client.transport.connect(&url).await {
                     Ok(new) => {
-                        let serve = {
-                            let p = client.publisher.clone();
-                            let n = new.clone();
-                            let sub = subscriber.clone();
-                            tokio::spawn(async move { p.serve(n, Some(sub)).await })
-                        };
-                        current.send_replace(Some(new.clone()));
+                        serve(&new, &client.publisher, &subscriber);
+                        current.send_replace(Some(new.downgrade()));
                         status.send_replace(Status::Connected(url.clone()));
-                        session = Some((new, AbortOnDrop(serve)));
+                        session = Some(new);
                     }
                     Err(e) => {
                         status.send_replace(Status::Disconnected(e.to_string()));
                     }
                 }
-                if let Some((old, _)) = old {
+                if let Some(old) = old {
                     old.close(moq_core::codes::SessionErrorCode::NO_ERROR, "migrated");
                 }
             }

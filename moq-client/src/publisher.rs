@@ -1,28 +1,27 @@
 //! The publishing side: namespaces and tracks, announced on every attached session and served
 //! from their caches.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use moq_core::codes::RequestErrorCode;
 use moq_core::message::RequestError;
 use moq_core::{FullTrackName, Properties, TrackNamespace};
+use moq_transport::WeakSession;
 use moq_transport::namespace::PublishedNamespace;
 use moq_transport::track::{
-    Incoming, IncomingFetch, IncomingSubscribe, IncomingTrackStatus, PublishOptions,
-    SubscribeResponse, TrackStatusInfo,
+    Incoming, IncomingFetch, IncomingRequests, IncomingSubscribe, IncomingTrackStatus,
+    PublishOptions, SubscribeResponse, TrackStatusInfo,
 };
 use tokio::sync::watch;
 
 use crate::Error;
 use crate::serve::{ServeOptions, serve_fetch, serve_subscription};
 use crate::track::{CacheLimits, Track};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 #[derive(Debug, Default)]
 struct State {
@@ -86,7 +85,7 @@ impl NamespaceHandle {
     pub async fn announced(&self) -> Result<(), Error> {
         let mut rx = self.shared.changed.subscribe();
         loop {
-            if let Some(r) = lock(&self.shared.state).outcomes.get(&self.key) {
+            if let Some(r) = self.shared.state.lock().outcomes.get(&self.key) {
                 return r.clone();
             }
             if rx.changed().await.is_err() {
@@ -101,7 +100,7 @@ impl NamespaceHandle {
 
 impl Drop for NamespaceHandle {
     fn drop(&mut self) {
-        let mut state = lock(&self.shared.state);
+        let mut state = self.shared.state.lock();
         state.namespaces.remove(&self.key);
         state.outcomes.remove(&self.key);
         drop(state);
@@ -135,7 +134,7 @@ impl TrackProducer {
 impl Drop for TrackProducer {
     fn drop(&mut self) {
         self.track.end();
-        let mut state = lock(&self.shared.state);
+        let mut state = self.shared.state.lock();
         if state
             .tracks
             .get(self.track.name())
@@ -169,7 +168,9 @@ impl Publisher {
             return Err(Error::Invalid(format!("namespace {namespace} is reserved")));
         }
         let key = self.shared.keys.fetch_add(1, Ordering::Relaxed);
-        lock(&self.shared.state)
+        self.shared
+            .state
+            .lock()
             .namespaces
             .insert(key, namespace.clone());
         self.shared.changed.send_modify(|v| *v += 1);
@@ -182,7 +183,9 @@ impl Publisher {
 
     /// The published namespaces.
     pub fn namespaces(&self) -> Vec<TrackNamespace> {
-        lock(&self.shared.state)
+        self.shared
+            .state
+            .lock()
             .namespaces
             .values()
             .cloned()
@@ -200,7 +203,7 @@ impl Publisher {
         name: FullTrackName,
         properties: Properties,
     ) -> Result<TrackProducer, Error> {
-        let mut state = lock(&self.shared.state);
+        let mut state = self.shared.state.lock();
         if state.tracks.contains_key(&name) {
             return Err(Error::Invalid(format!("track {name} already exists")));
         }
@@ -216,12 +219,14 @@ impl Publisher {
 
     /// The track named `name`, if published.
     pub fn track(&self, name: &FullTrackName) -> Option<Track> {
-        lock(&self.shared.state).tracks.get(name).cloned()
+        self.shared.state.lock().tracks.get(name).cloned()
     }
 
     /// Every published track under `prefix`.
     pub fn tracks_under(&self, prefix: &TrackNamespace) -> Vec<Track> {
-        lock(&self.shared.state)
+        self.shared
+            .state
+            .lock()
             .tracks
             .values()
             .filter(|t| prefix.is_prefix_of(&t.name().namespace))
@@ -244,28 +249,32 @@ impl Publisher {
         }
     }
 
-    /// Attaches a session: announces every namespace on it (and later ones), and answers its
-    /// requests. Runs until the session ends.
-    pub async fn serve(
+    /// Serves a session: announces every namespace on it (and later ones), and answers its
+    /// requests. Runs as one of the session's tasks, until the session ends; it holds the
+    /// session weakly so as not to keep it open.
+    pub(crate) async fn serve(
         &self,
-        session: moq_transport::Session,
+        session: WeakSession,
         subscriber: Option<crate::subscriber::Subscriber>,
     ) {
-        let announce = self.announce_loop(session.clone());
-        let requests = self.request_loop(session.clone(), subscriber);
-        tokio::select! {
-            _ = announce => {}
-            _ = requests => {}
-            _ = session.closed() => {}
-        }
+        let Some(incoming) = session.upgrade().map(|s| s.incoming()) else {
+            return;
+        };
+        tokio::join!(
+            self.announce_loop(&session),
+            self.request_loop(&session, incoming, subscriber)
+        );
     }
 
-    async fn announce_loop(&self, session: moq_transport::Session) {
+    async fn announce_loop(&self, session: &WeakSession) {
         // Namespace key -> its announcement on this session (`None` if the session refused it).
         let mut announced: HashMap<u64, Option<PublishedNamespace>> = HashMap::new();
         let mut rx = self.shared.changed.subscribe();
         loop {
-            let wanted: Vec<(u64, TrackNamespace)> = lock(&self.shared.state)
+            let wanted: Vec<(u64, TrackNamespace)> = self
+                .shared
+                .state
+                .lock()
                 .namespaces
                 .iter()
                 .map(|(k, v)| (*k, v.clone()))
@@ -275,10 +284,12 @@ impl Publisher {
                 if announced.contains_key(&key) {
                     continue;
                 }
-                let res = session.publish_namespace(ns.clone()).await;
+                let Some(s) = session.upgrade() else { return };
+                let res = s.publish_namespace(ns.clone()).await;
+                drop(s);
                 let outcome = res.as_ref().map(|_| ()).map_err(Clone::clone);
                 {
-                    let mut state = lock(&self.shared.state);
+                    let mut state = self.shared.state.lock();
                     if state.namespaces.contains_key(&key) {
                         state.outcomes.entry(key).or_insert(outcome);
                     }
@@ -306,15 +317,17 @@ impl Publisher {
 
     async fn request_loop(
         &self,
-        session: moq_transport::Session,
+        session: &WeakSession,
+        incoming: IncomingRequests,
         subscriber: Option<crate::subscriber::Subscriber>,
     ) {
-        let incoming = session.incoming();
         while let Some(req) = incoming.next().await {
             let this = self.clone();
-            let session = session.clone();
             let subscriber = subscriber.clone();
-            tokio::spawn(async move {
+            let Some(s) = session.upgrade() else { return };
+            let session = session.clone();
+            // Each answer runs as one of the session's tasks, ending with it.
+            s.spawn(async move {
                 match req {
                     Incoming::Subscribe(r) => this.on_subscribe(r).await,
                     Incoming::Fetch(f) => this.on_fetch(f).await,
@@ -397,20 +410,22 @@ impl Publisher {
         }
     }
 
-    /// SUBSCRIBE_TRACKS: PUBLISH every matching track, now and as they are created.
+    /// SUBSCRIBE_TRACKS: PUBLISH every matching track, now and as they are created, until the
+    /// request ends (its publications go with it).
     async fn on_subscribe_tracks(
         &self,
-        session: moq_transport::Session,
+        session: WeakSession,
         r: moq_transport::track::IncomingSubscribeTracks,
     ) {
         let Ok(responder) = r.accept().await else {
             return;
         };
-        let mut published: HashMap<FullTrackName, tokio::task::JoinHandle<()>> = HashMap::new();
+        let mut published: HashSet<FullTrackName> = HashSet::new();
+        let mut publications = tokio::task::JoinSet::new();
         let mut rx = self.shared.changed.subscribe();
         loop {
             for track in self.tracks_under(&responder.prefix()) {
-                if published.contains_key(track.name()) || track.is_ended() {
+                if published.contains(track.name()) || track.is_ended() {
                     continue;
                 }
                 let defaults = responder.defaults().clone();
@@ -420,26 +435,27 @@ impl Publisher {
                     track_properties: track.properties(),
                     ..Default::default()
                 };
-                let session = session.clone();
+                let Some(session) = session.upgrade() else {
+                    return;
+                };
                 let serve = self.shared.serve.clone();
-                let name = track.name().clone();
-                let handle = tokio::spawn(async move {
+                published.insert(track.name().clone());
+                publications.spawn(async move {
                     let Ok(p) = session.publish(track.name().clone(), options).await else {
                         return;
                     };
+                    drop(session);
                     if p.accepted().await.is_ok() {
                         let _ = serve_subscription(track, p.into_writer(), serve).await;
                     }
                 });
-                published.insert(name, handle);
             }
             tokio::select! {
                 r = rx.changed() => if r.is_err() { break },
                 _ = responder.ended() => break,
+                // Reap finished publications.
+                Some(_) = publications.join_next(), if !publications.is_empty() => {}
             }
-        }
-        for (_, h) in published {
-            h.abort();
         }
     }
 }

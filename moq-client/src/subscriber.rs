@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use moq_core::message::{FetchType, Parameters};
 use moq_core::{AuthToken, FullTrackName, GroupOrder, Location, LocationFilter, TrackNamespace};
+use moq_transport::WeakSession;
 use moq_transport::namespace::NamespaceEvent;
 use moq_transport::track::{
     FetchItem, IncomingPublish, IncomingSubgroup, Object, TrackEvent, TrackStatusInfo,
@@ -18,11 +19,12 @@ use tokio::sync::{mpsc, watch};
 use crate::Error;
 
 /// Where a [`Subscriber`] gets its session: one fixed session, or the latest of a reconnecting
-/// client.
+/// client. It holds the session weakly: the streams it serves do not keep a session open that
+/// the application dropped.
 #[derive(Clone, Debug)]
 pub(crate) struct SessionSource {
     /// The current session, `None` while (re)connecting.
-    pub(crate) current: watch::Receiver<Option<moq_transport::Session>>,
+    pub(crate) current: watch::Receiver<Option<WeakSession>>,
     /// True if a lost session is replaced (reconnecting client).
     pub(crate) reconnects: bool,
 }
@@ -33,21 +35,28 @@ impl SessionSource {
     pub(crate) async fn session(&self) -> Result<moq_transport::Session, Error> {
         let mut rx = self.current.clone();
         loop {
-            let s = rx.borrow_and_update().clone();
-            if let Some(s) = s {
-                match s.close_reason() {
+            let s = rx.borrow_and_update().as_ref().map(WeakSession::upgrade);
+            match s {
+                Some(Some(s)) => match s.close_reason() {
                     None => return Ok(s),
                     Some(e) if !self.reconnects => return Err(e),
                     Some(_) => {}
-                }
+                },
+                Some(None) if !self.reconnects => return Err(dropped()),
+                _ => {}
             }
             if rx.changed().await.is_err() {
-                return Err(Error::Closed {
-                    code: moq_core::codes::SessionErrorCode::NO_ERROR,
-                    reason: "client dropped".into(),
-                });
+                return Err(dropped());
             }
         }
+    }
+}
+
+/// The error of a stream whose session or client the application dropped.
+fn dropped() -> Error {
+    Error::Closed {
+        code: moq_core::codes::SessionErrorCode::NO_ERROR,
+        reason: "client dropped".into(),
     }
 }
 

@@ -5,7 +5,9 @@
 //! writes what arrives from upstream, deduplicating objects that arrive twice).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -14,10 +16,6 @@ use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
 use tokio::sync::watch;
 
 use crate::Error;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The Subgroup ID under which objects that travel as datagrams are kept; they are served as
 /// datagrams.
@@ -111,7 +109,7 @@ impl Subgroup {
 
     /// The object at position `i`, or how the subgroup stands if there is none yet.
     pub fn get(&self, i: usize) -> Result<CachedObject, SubgroupEnd> {
-        let inner = lock(&self.inner);
+        let inner = self.inner.lock();
         inner.objects.get(i).cloned().ok_or(inner.end)
     }
 
@@ -133,7 +131,7 @@ impl Subgroup {
     /// from a second upstream) is ignored, and so is anything after the subgroup ended.
     /// Returns whether it was added.
     pub fn append(&self, obj: CachedObject) -> bool {
-        let mut inner = lock(&self.inner);
+        let mut inner = self.inner.lock();
         if inner.end != SubgroupEnd::Open || inner.objects.last().is_some_and(|l| l.id >= obj.id) {
             return false;
         }
@@ -155,7 +153,7 @@ impl Subgroup {
     }
 
     fn end(&self, how: SubgroupEnd) {
-        let mut inner = lock(&self.inner);
+        let mut inner = self.inner.lock();
         if inner.end == SubgroupEnd::Open {
             inner.end = how;
             drop(inner);
@@ -165,17 +163,17 @@ impl Subgroup {
 
     /// How the subgroup stands.
     pub fn state(&self) -> SubgroupEnd {
-        lock(&self.inner).end
+        self.inner.lock().end
     }
 
     /// The last Object ID, if any.
     pub fn last_id(&self) -> Option<u64> {
-        lock(&self.inner).objects.last().map(|o| o.id)
+        self.inner.lock().objects.last().map(|o| o.id)
     }
 
     /// Number of objects.
     pub fn len(&self) -> usize {
-        lock(&self.inner).objects.len()
+        self.inner.lock().objects.len()
     }
 
     /// True if no object is here yet.
@@ -184,7 +182,7 @@ impl Subgroup {
     }
 
     fn bytes(&self) -> usize {
-        lock(&self.inner).bytes
+        self.inner.lock().bytes
     }
 }
 
@@ -200,16 +198,16 @@ pub struct Group {
 impl Group {
     /// The subgroups, by ID.
     pub fn subgroups(&self) -> Vec<Arc<Subgroup>> {
-        lock(&self.subgroups).values().cloned().collect()
+        self.subgroups.lock().values().cloned().collect()
     }
 
     /// The subgroup `id`, if present.
     pub fn subgroup(&self, id: u64) -> Option<Arc<Subgroup>> {
-        lock(&self.subgroups).get(&id).cloned()
+        self.subgroups.lock().get(&id).cloned()
     }
 
     fn bytes(&self) -> usize {
-        lock(&self.subgroups).values().map(|s| s.bytes()).sum()
+        self.subgroups.lock().values().map(|s| s.bytes()).sum()
     }
 
     /// Every object in the group, by Object ID (objects of all subgroups merged).
@@ -320,12 +318,12 @@ impl Track {
 
     /// The track's properties.
     pub fn properties(&self) -> Properties {
-        lock(&self.state.properties).clone()
+        self.state.properties.lock().clone()
     }
 
     /// Replaces the track's properties (the most recent set wins, draft-19 §2.5).
     pub fn set_properties(&self, p: Properties) {
-        *lock(&self.state.properties) = p;
+        *self.state.properties.lock() = p;
     }
 
     /// DEFAULT_PUBLISHER_PRIORITY, or 128.
@@ -349,12 +347,12 @@ impl Track {
 
     /// The largest location written, if any.
     pub fn largest(&self) -> Option<Location> {
-        lock(&self.state.inner).largest
+        self.state.inner.lock().largest
     }
 
     /// Raises the largest location (a relay learns it from upstream before objects arrive).
     pub fn observe_largest(&self, loc: Location) {
-        let mut inner = lock(&self.state.inner);
+        let mut inner = self.state.inner.lock();
         if inner.largest.is_none_or(|l| loc > l) {
             inner.largest = Some(loc);
         }
@@ -362,27 +360,27 @@ impl Track {
 
     /// The group `id`, if cached.
     pub fn group(&self, id: u64) -> Option<Arc<Group>> {
-        lock(&self.state.inner).groups.get(&id).cloned()
+        self.state.inner.lock().groups.get(&id).cloned()
     }
 
     /// The cached groups, ascending.
     pub fn groups(&self) -> Vec<Arc<Group>> {
-        lock(&self.state.inner).groups.values().cloned().collect()
+        self.state.inner.lock().groups.values().cloned().collect()
     }
 
     /// Groups below this ID were evicted from the cache (their objects' status is unknown).
     pub fn evicted_below(&self) -> u64 {
-        lock(&self.state.inner).evicted_below
+        self.state.inner.lock().evicted_below
     }
 
     /// True once [`Track::end`] was called.
     pub fn is_ended(&self) -> bool {
-        lock(&self.state.inner).ended
+        self.state.inner.lock().ended
     }
 
     /// Marks the track as over (no more groups); live readers end.
     pub fn end(&self) {
-        let mut inner = lock(&self.state.inner);
+        let mut inner = self.state.inner.lock();
         inner.ended = true;
         drop(inner);
         self.state.changed.send_modify(|g| *g += 1);
@@ -397,7 +395,7 @@ impl Track {
         priority: u8,
         end_of_group: bool,
     ) -> Option<Arc<Subgroup>> {
-        let mut inner = lock(&self.state.inner);
+        let mut inner = self.state.inner.lock();
         if group < inner.evicted_below {
             return None;
         }
@@ -412,7 +410,7 @@ impl Track {
                 })
             })
             .clone();
-        let mut subs = lock(&g.subgroups);
+        let mut subs = g.subgroups.lock();
         if let Some(s) = subs.get(&id) {
             return Some(s.clone());
         }
@@ -431,7 +429,7 @@ impl Track {
         let loc = Location::new(sg.group, obj.id);
         let added = sg.append(obj);
         if added {
-            let mut inner = lock(&self.state.inner);
+            let mut inner = self.state.inner.lock();
             if inner.stored.is_none_or(|l| loc > l) {
                 inner.stored = Some(loc);
             }
@@ -445,7 +443,7 @@ impl Track {
     /// it holds the start group and every object up to the end or the largest location known,
     /// whichever is first, has been stored.
     pub fn covers(&self, start: Location, end: Location) -> bool {
-        let inner = lock(&self.state.inner);
+        let inner = self.state.inner.lock();
         let (Some(largest), Some(stored)) = (inner.largest, inner.stored) else {
             return false;
         };
@@ -510,7 +508,7 @@ impl Track {
     /// (ID 0), for a publishing application.
     pub fn append_group(&self) -> Result<GroupWriter, Error> {
         let id = {
-            let inner = lock(&self.state.inner);
+            let inner = self.state.inner.lock();
             let written = inner.largest.map(|l| l.group);
             let started = inner.groups.keys().next_back().copied();
             written.max(started).map_or(0, |g| g + 1)
@@ -622,7 +620,7 @@ impl TrackReader {
     pub async fn next(&mut self) -> Option<Arc<Subgroup>> {
         loop {
             {
-                let inner = lock(&self.track.state.inner);
+                let inner = self.track.state.inner.lock();
                 if self.next < inner.log_base {
                     // Subgroups we had not reached were evicted; skip them.
                     self.next = inner.log_base;
@@ -644,11 +642,6 @@ impl TrackReader {
                 return None;
             }
         }
-    }
-
-    /// Skips ahead: subgroups of groups below `group` will not be returned.
-    pub fn skip_to(&mut self, group: u64) {
-        self.start_group = self.start_group.max(group);
     }
 }
 

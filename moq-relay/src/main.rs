@@ -65,6 +65,10 @@ struct Args {
     /// Write a qlog trace of every QUIC connection into this directory.
     #[arg(long)]
     qlog_dir: Option<PathBuf>,
+    /// On SIGINT or SIGTERM: seconds to wait, after GOAWAY, for clients to leave before the
+    /// remaining sessions are closed (default 2).
+    #[arg(long, value_name = "SECONDS")]
+    drain: Option<f64>,
 }
 
 /// The TOML file's settings.
@@ -82,6 +86,7 @@ struct FileConfig {
     cache_seconds: Option<u64>,
     max_rendezvous_ms: Option<u64>,
     qlog_dir: Option<PathBuf>,
+    drain_seconds: Option<f64>,
 }
 
 #[tokio::main]
@@ -153,15 +158,32 @@ async fn main() -> anyhow::Result<()> {
             relay.metrics().clone(),
         ));
     }
+    let drain = Duration::from_secs_f64(args.drain.or(file.drain_seconds).unwrap_or(2.0).max(0.0));
     let run = relay.spawn();
     tokio::select! {
         _ = run => {}
-        _ = tokio::signal::ctrl_c() => {
-            println!("draining");
-            relay.shutdown(Duration::from_secs(2)).await;
+        signal = shutdown_signal() => {
+            println!("{signal}: draining for up to {drain:?}");
+            relay.shutdown(drain).await;
         }
     }
     Ok(())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM, naming it.
+async fn shutdown_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    "SIGINT"
 }
 
 /// A minimal HTTP/1.1 responder for the fingerprint and the metrics.

@@ -2,8 +2,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use moq_client::Track;
@@ -25,10 +27,6 @@ use tokio::task::JoinHandle;
 
 use crate::config::RelayConfig;
 use crate::metrics::Metrics;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// A publisher's session reachable for a namespace.
 #[derive(Clone, Debug)]
@@ -77,6 +75,8 @@ struct Inner {
     published: Mutex<HashMap<FullTrackName, (u64, Arc<RelayTrack>)>>,
     published_changed: watch::Sender<u64>,
     sessions: Mutex<HashMap<u64, Session>>,
+    /// The number of open sessions, for a drain to wait on.
+    session_count: watch::Sender<usize>,
     metrics: Arc<Metrics>,
     next_id: AtomicU64,
 }
@@ -85,7 +85,7 @@ struct Inner {
 #[derive(Clone, Debug)]
 pub struct Relay {
     inner: Arc<Inner>,
-    server: Arc<tokio::sync::Mutex<Server>>,
+    server: Arc<Server>,
     addr: SocketAddr,
     fingerprint: String,
 }
@@ -124,10 +124,11 @@ impl Relay {
                 published: Mutex::new(HashMap::new()),
                 published_changed: watch::channel(0).0,
                 sessions: Mutex::new(HashMap::new()),
+                session_count: watch::channel(0).0,
                 metrics,
                 next_id: AtomicU64::new(1),
             }),
-            server: Arc::new(tokio::sync::Mutex::new(server)),
+            server: Arc::new(server),
             addr,
             fingerprint,
         })
@@ -155,14 +156,12 @@ impl Relay {
 
     /// Number of open sessions.
     pub fn sessions(&self) -> usize {
-        lock(&self.inner.sessions).len()
+        self.inner.sessions.lock().len()
     }
 
     /// Accepts and serves sessions until the relay is shut down.
     pub async fn run(&self) {
-        loop {
-            let session = self.server.lock().await.accept().await;
-            let Some(session) = session else { return };
+        while let Some(session) = self.server.accept().await {
             let inner = self.inner.clone();
             tokio::spawn(async move { handle_session(inner, session).await });
         }
@@ -177,23 +176,33 @@ impl Relay {
     /// Sends GOAWAY to every session (draft-19 §10.4): clients reconnect to `new_uri` (or the
     /// same URI if empty) and sessions still open after `timeout` are closed.
     pub async fn goaway(&self, new_uri: &str, timeout: Duration) {
-        let sessions: Vec<Session> = lock(&self.inner.sessions).values().cloned().collect();
+        let sessions: Vec<Session> = self.inner.sessions.lock().values().cloned().collect();
+        // All at once: one peer slow to read its control stream delays no other.
+        let mut sent = tokio::task::JoinSet::new();
         for s in sessions {
-            let _ = s.goaway(new_uri, timeout).await;
+            let uri = new_uri.to_string();
+            sent.spawn(async move {
+                let _ = s.goaway(&uri, timeout).await;
+            });
         }
+        sent.join_all().await;
     }
 
-    /// Drains: GOAWAY to everyone, waits up to `grace` for sessions to leave, then closes.
+    /// Drains: GOAWAY to everyone, waits up to `grace` for sessions to leave, then closes the
+    /// endpoint (the sessions still open with it; at most one more second for the peers to be
+    /// told) and [`Relay::run`] returns.
     pub async fn shutdown(&self, grace: Duration) {
-        self.goaway("", grace).await;
         let deadline = tokio::time::Instant::now() + grace;
-        while self.sessions() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let mut open = self.inner.session_count.subscribe();
+        let drained = async {
+            self.goaway("", grace).await;
+            let _ = open.wait_for(|n| *n == 0).await;
+        };
+        let _ = tokio::time::timeout_at(deadline, drained).await;
         self.server
-            .lock()
-            .await
             .close(SessionErrorCode::NO_ERROR.0, "relay shutting down");
+        // Let the close reach the clients that stayed, so they do not wait for a timeout.
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.server.wait_idle()).await;
     }
 }
 
@@ -204,7 +213,11 @@ async fn handle_session(inner: Arc<Inner>, session: Session) {
         .metrics
         .sessions_active
         .fetch_add(1, Ordering::Relaxed);
-    lock(&inner.sessions).insert(id, session.clone());
+    {
+        let mut sessions = inner.sessions.lock();
+        sessions.insert(id, session.clone());
+        inner.session_count.send_replace(sessions.len());
+    }
     tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
     let routes = tokio::spawn(sync_routes(inner.clone(), id, session.clone()));
     let incoming = session.incoming();
@@ -230,7 +243,11 @@ async fn handle_session(inner: Arc<Inner>, session: Session) {
     let _ = session.closed().await;
     routes.abort();
     remove_routes_of(&inner, id);
-    lock(&inner.sessions).remove(&id);
+    {
+        let mut sessions = inner.sessions.lock();
+        sessions.remove(&id);
+        inner.session_count.send_replace(sessions.len());
+    }
     inner
         .metrics
         .sessions_active
@@ -280,7 +297,7 @@ fn add_route(
         return;
     }
     tracing::debug!(session = id, namespace = %ns, "route added");
-    lock(&inner.routes).insert(
+    inner.routes.lock().insert(
         &ns,
         id,
         Route {
@@ -292,7 +309,9 @@ fn add_route(
     inner.routes_changed.send_modify(|v| *v += 1);
     // draft-19 §9.5: a publisher that arrives for a namespace with active subscriptions gets
     // SUBSCRIBE (this is also how a publisher's switchover to a new session works).
-    let tracks: Vec<Arc<RelayTrack>> = lock(&inner.tracks)
+    let tracks: Vec<Arc<RelayTrack>> = inner
+        .tracks
+        .lock()
         .values()
         .filter(|t| {
             !t.published
@@ -314,13 +333,13 @@ fn remove_route(
 ) {
     if registered.remove(ns).is_some() {
         tracing::debug!(session = id, namespace = %ns, "route removed");
-        lock(&inner.routes).remove(ns, id);
+        inner.routes.lock().remove(ns, id);
         inner.routes_changed.send_modify(|v| *v += 1);
     }
 }
 
 fn remove_routes_of(inner: &Inner, id: u64) {
-    let mut routes = lock(&inner.routes);
+    let mut routes = inner.routes.lock();
     let mine: Vec<TrackNamespace> = routes
         .under(&TrackNamespace::empty())
         .into_iter()
@@ -336,7 +355,7 @@ fn remove_routes_of(inner: &Inner, id: u64) {
 
 /// Every publisher session whose announced namespace is a prefix of `ns` (draft-19 §9.5).
 fn routes_for(inner: &Inner, ns: &TrackNamespace) -> Vec<Route> {
-    let routes = lock(&inner.routes);
+    let routes = inner.routes.lock();
     let mut seen = HashSet::new();
     routes
         .prefixes_of(ns)
@@ -354,7 +373,7 @@ fn get_or_create_track(
     new_group_request: Option<u64>,
 ) -> Arc<RelayTrack> {
     let (track, created) = {
-        let mut tracks = lock(&inner.tracks);
+        let mut tracks = inner.tracks.lock();
         match tracks.get(name) {
             Some(t) => (t.clone(), false),
             None => {
@@ -378,14 +397,14 @@ fn get_or_create_track(
     };
     if let Some(d) = rendezvous {
         let until = tokio::time::Instant::now() + d;
-        let mut current = lock(&track.rendezvous_until);
+        let mut current = track.rendezvous_until.lock();
         *current = Some(current.map_or(until, |c| c.max(until)));
     }
-    if created || lock(&track.upstreams).is_empty() {
+    if created || track.upstreams.lock().is_empty() {
         // draft-19 §10.2.18: with no Established upstream subscription, a NEW_GROUP_REQUEST
         // goes upstream with the SUBSCRIBE.
         if new_group_request.is_some() {
-            *lock(&track.new_group_request) = new_group_request;
+            *track.new_group_request.lock() = new_group_request;
         }
         for r in routes_for(inner, &name.namespace) {
             start_upstream(inner, &track, r.session_id, r.session);
@@ -396,7 +415,7 @@ fn get_or_create_track(
 
 /// Subscribes upstream to `track` on a publisher's session, unless already subscribed there.
 fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, session: Session) {
-    let mut upstreams = lock(&track.upstreams);
+    let mut upstreams = track.upstreams.lock();
     if upstreams.get(&session_id).is_some_and(|h| !h.is_finished()) {
         return;
     }
@@ -406,12 +425,14 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
     let handle = tokio::spawn(async move {
         // Relays use their own priority and order upstream (draft-19 §7.3); no filter, so the
         // publisher sends what it has cached and nothing is missed across a switchover.
-        let rendezvous = lock(&t.rendezvous_until)
+        let rendezvous = t
+            .rendezvous_until
+            .lock()
             .and_then(|until| until.checked_duration_since(tokio::time::Instant::now()))
             .map(|left| left.as_millis().clamp(1, u64::MAX as u128) as u64);
         let params = Parameters {
             rendezvous_timeout: rendezvous,
-            new_group_request: *lock(&t.new_group_request),
+            new_group_request: *t.new_group_request.lock(),
             ..Default::default()
         };
         let res = session.subscribe(t.name.clone(), params).await;
@@ -419,7 +440,7 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
         match res {
             Ok(sub) => {
                 // Answered: the request is no longer outstanding for later upstreams.
-                *lock(&t.new_group_request) = None;
+                *t.new_group_request.lock() = None;
                 let info = sub.info().clone();
                 t.cache.set_properties(info.track_properties.clone());
                 if let Some(l) = info.largest {
@@ -579,7 +600,7 @@ async fn wait_answer(
         if let Some(a) = answer.borrow_and_update().clone() {
             return a;
         }
-        let upstreams = !lock(&t.upstreams).is_empty();
+        let upstreams = !t.upstreams.lock().is_empty();
         if !upstreams {
             // No publisher: DOES_NOT_EXIST now, or wait for one (RENDEZVOUS_TIMEOUT).
             let Some(deadline) = deadline else {
@@ -608,7 +629,7 @@ async fn wait_answer(
                     None => std::future::pending().await,
                 }
             } => {
-                if lock(&t.upstreams).is_empty() {
+                if t.upstreams.lock().is_empty() {
                     return Err(RequestError::new(RequestErrorCode::TIMEOUT, "no publisher appeared"));
                 }
             }
@@ -653,7 +674,7 @@ impl Drop for Downstream {
             if track.downstreams.load(Ordering::Relaxed) > 0 {
                 return;
             }
-            let mut tracks = lock(&inner.tracks);
+            let mut tracks = inner.tracks.lock();
             if tracks
                 .get(&track.name)
                 .is_some_and(|t| Arc::ptr_eq(t, &track))
@@ -661,7 +682,7 @@ impl Drop for Downstream {
                 tracks.remove(&track.name);
             }
             drop(tracks);
-            for (_, h) in lock(&track.upstreams).drain() {
+            for (_, h) in track.upstreams.lock().drain() {
                 h.abort();
             }
             tracing::debug!(track = %track.name, "upstream released");
@@ -677,7 +698,7 @@ struct SubscriberMark {
 
 impl SubscriberMark {
     fn new(track: &Arc<RelayTrack>, session_id: u64) -> Self {
-        *lock(&track.subscribers).entry(session_id).or_insert(0) += 1;
+        *track.subscribers.lock().entry(session_id).or_insert(0) += 1;
         SubscriberMark {
             track: track.clone(),
             session_id,
@@ -687,7 +708,7 @@ impl SubscriberMark {
 
 impl Drop for SubscriberMark {
     fn drop(&mut self) {
-        let mut subscribers = lock(&self.track.subscribers);
+        let mut subscribers = self.track.subscribers.lock();
         if let Some(n) = subscribers.get_mut(&self.session_id) {
             *n -= 1;
             if *n == 0 {
@@ -729,7 +750,7 @@ async fn on_subscribe(inner: Arc<Inner>, session_id: u64, req: IncomingSubscribe
 
 async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     let name = f.track().clone();
-    let cached = lock(&inner.tracks).get(&name).cloned();
+    let cached = inner.tracks.lock().get(&name).cloned();
     // From the cache only if it holds the whole range: objects the upstream announced but that
     // are still in flight are fetched upstream instead.
     if let Some(t) = cached
@@ -787,7 +808,7 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
 
 async fn on_track_status(inner: Arc<Inner>, t: IncomingTrackStatus) {
     let name = t.track().clone();
-    let cached = lock(&inner.tracks).get(&name).cloned();
+    let cached = inner.tracks.lock().get(&name).cloned();
     if let Some(rt) = cached
         && matches!(*rt.answer.borrow(), Some(Ok(())))
     {
@@ -823,7 +844,7 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
     let name = p.track().clone();
     let info = p.info().clone();
     let track = {
-        let mut tracks = lock(&inner.tracks);
+        let mut tracks = inner.tracks.lock();
         tracks
             .entry(name.clone())
             .or_insert_with(|| {
@@ -856,7 +877,10 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
     }
     track.answer.send_replace(Some(Ok(())));
     track.live_upstreams.fetch_add(1, Ordering::Relaxed);
-    lock(&inner.published).insert(name.clone(), (session_id, track.clone()));
+    inner
+        .published
+        .lock()
+        .insert(name.clone(), (session_id, track.clone()));
     inner.published_changed.send_modify(|v| *v += 1);
     inner
         .metrics
@@ -869,7 +893,7 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
         .fetch_sub(1, Ordering::Relaxed);
     track.live_upstreams.fetch_sub(1, Ordering::Relaxed);
     {
-        let mut published = lock(&inner.published);
+        let mut published = inner.published.lock();
         if published
             .get(&name)
             .is_some_and(|(id, _)| *id == session_id)
@@ -881,7 +905,7 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
         || track.live_upstreams.load(Ordering::Relaxed) == 0
     {
         track.cache.end();
-        let mut tracks = lock(&inner.tracks);
+        let mut tracks = inner.tracks.lock();
         if tracks.get(&name).is_some_and(|t| Arc::ptr_eq(t, &track)) {
             tracks.remove(&name);
         }
@@ -906,12 +930,14 @@ async fn on_subscribe_tracks(
     loop {
         let prefix = responder.prefix();
         let filters = &responder.defaults().range_filters;
-        let candidates: Vec<(FullTrackName, Arc<RelayTrack>)> = lock(&inner.published)
+        let candidates: Vec<(FullTrackName, Arc<RelayTrack>)> = inner
+            .published
+            .lock()
             .iter()
             .filter(|(n, (owner, _))| *owner != session_id && prefix.is_prefix_of(&n.namespace))
             // draft-19 §9.5: a SUBSCRIBE from this session (e.g. one held for a publisher)
             // takes the track; the PUBLISH is not also forwarded.
-            .filter(|(_, (_, t))| !lock(&t.subscribers).contains_key(&session_id))
+            .filter(|(_, (_, t))| !t.subscribers.lock().contains_key(&session_id))
             // draft-19 §5.1.3, §6.3: PUBLISHes whose track fails the TRACK_PROPERTY_FILTERs
             // are not forwarded.
             .filter(|(_, (_, t))| SubscriptionParams::track_passes(filters, &t.cache.properties()))

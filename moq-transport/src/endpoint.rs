@@ -276,7 +276,7 @@ impl ServerConfig {
 /// use moq_transport::tls::Certificate;
 /// let cert = Certificate::generate(&["localhost".into()])?;
 /// println!("fingerprint {}", cert.fingerprint_hex());
-/// let mut server = Server::bind(ServerConfig::new("[::]:4443".parse().unwrap(), cert))?;
+/// let server = Server::bind(ServerConfig::new("[::]:4443".parse().unwrap(), cert))?;
 /// while let Some(session) = server.accept().await {
 ///     tokio::spawn(async move { session.closed().await });
 /// }
@@ -285,7 +285,7 @@ impl ServerConfig {
 #[derive(Debug)]
 pub struct Server {
     endpoint: quinn::Endpoint,
-    sessions: mpsc::Receiver<Session>,
+    sessions: tokio::sync::Mutex<mpsc::Receiver<Session>>,
 }
 
 impl Server {
@@ -313,15 +313,16 @@ impl Server {
         tokio::spawn(accept_loop(endpoint.clone(), Arc::new(config), qlog, tx));
         Ok(Server {
             endpoint,
-            sessions: rx,
+            sessions: tokio::sync::Mutex::new(rx),
         })
     }
 
-    /// The next session that completed SETUP; `None` once the server is closed.
+    /// The next session that completed SETUP; `None` once the server is closed (by
+    /// [`Server::close`], which may be called while another task waits here).
     ///
-    /// Cancel safe.
-    pub async fn accept(&mut self) -> Option<Session> {
-        self.sessions.recv().await
+    /// Cancel safe. Several tasks may accept at once; each session goes to one of them.
+    pub async fn accept(&self) -> Option<Session> {
+        self.sessions.lock().await.recv().await
     }
 
     /// The bound address.
@@ -329,6 +330,14 @@ impl Server {
         self.endpoint
             .local_addr()
             .map_err(|e| Error::Connect(e.to_string()))
+    }
+
+    /// Resolves once every connection has finished closing, so that peers were told: call it
+    /// after [`Server::close`] before the process exits (quinn's `Endpoint::wait_idle`).
+    ///
+    /// Cancel safe.
+    pub async fn wait_idle(&self) {
+        self.endpoint.wait_idle().await;
     }
 
     /// Stops accepting and closes every connection with `code`.

@@ -202,7 +202,7 @@ async fn endpoint_knows_what_it_publishes_itself() {
 #[tokio::test]
 async fn a_client_s_sessions_do_not_share_namespaces() {
     timeout(async {
-        let mut srv = TestServer::start(SessionConfig::default());
+        let srv = TestServer::start(SessionConfig::default());
         let client = srv.client(Version::ALL.to_vec(), SessionConfig::default());
         let url = srv.url(Transport::Quic);
         let (a, a_srv) = tokio::join!(client.connect(&url), srv.server.accept());

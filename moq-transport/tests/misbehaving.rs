@@ -537,7 +537,7 @@ async fn second_goaway_on_the_control_stream() {
 #[tokio::test]
 async fn malformed_path() {
     timeout(async {
-        let mut srv = TestServer::start(SessionConfig::default());
+        let srv = TestServer::start(SessionConfig::default());
         let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
         let options = SetupOptions {
             path: Some(Bytes::from_static(b"/moq?room=1")),
@@ -614,7 +614,7 @@ async fn path_or_authority_from_the_server() {
 #[tokio::test]
 async fn request_stream_before_setup_is_held() {
     timeout(async {
-        let mut srv = TestServer::start(SessionConfig::default());
+        let srv = TestServer::start(SessionConfig::default());
         let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
         let request = PublishNamespace {
             request_id: 0,
@@ -644,7 +644,7 @@ async fn early_streams_beyond_the_limit_are_reset() {
     timeout(async {
         let mut config = SessionConfig::default();
         config.limits.max_pending_streams = 1;
-        let mut srv = TestServer::start(config);
+        let srv = TestServer::start(config);
         let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
         let publish = |request_id, name| {
             let request = PublishNamespace {

@@ -142,7 +142,7 @@ async fn qlog_trace_per_connection() {
         let cert = Certificate::generate(&["localhost".into()]).unwrap();
         let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
         config.qlog_dir = Some(dir.clone());
-        let mut server = Server::bind(config).unwrap();
+        let server = Server::bind(config).unwrap();
         let port = server.local_addr().unwrap().port();
         let client = Client::new(ClientConfig {
             tls: ClientTls::pinned(cert.fingerprint()),

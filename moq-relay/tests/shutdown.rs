@@ -1,0 +1,169 @@
+//! Shutting the relay down: `Relay::shutdown` with and without open sessions, and the binary
+//! draining on SIGINT and SIGTERM.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use moq_relay::{Relay, RelayConfig};
+use moq_transport::endpoint::{Client, ClientConfig};
+use moq_transport::tls::{ClientTls, parse_fingerprint};
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+async fn timeout<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(TIMEOUT, f)
+        .await
+        .expect("test timed out")
+}
+
+fn client(fingerprint: &str) -> Client {
+    Client::new(ClientConfig {
+        tls: ClientTls::pinned(parse_fingerprint(fingerprint).unwrap()),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// `shutdown` returns within 2 s and `run` ends, with no session and with sessions that do not
+/// leave on GOAWAY (they are closed when the grace period ends).
+#[tokio::test]
+async fn shutdown_completes_with_and_without_sessions() {
+    timeout(async {
+        for sessions in [0, 3] {
+            let relay =
+                Relay::bind(RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap())
+                    .unwrap();
+            let run = relay.spawn();
+            let client = client(relay.fingerprint());
+            let url = format!("moqt://localhost:{}/", relay.local_addr().port());
+            let mut open = Vec::new();
+            for _ in 0..sessions {
+                open.push(client.connect(&url).await.unwrap());
+            }
+            let started = Instant::now();
+            tokio::time::timeout(
+                Duration::from_secs(2),
+                relay.shutdown(Duration::from_millis(500)),
+            )
+            .await
+            .expect("shutdown took longer than 2 s");
+            tokio::time::timeout(Duration::from_secs(2), run)
+                .await
+                .expect("run did not end")
+                .unwrap();
+            assert!(started.elapsed() < Duration::from_secs(2));
+            for s in &open {
+                // Each one saw GOAWAY, then the relay closed it.
+                assert!(s.goaway_received().is_some());
+                s.closed().await;
+            }
+        }
+    })
+    .await;
+}
+
+/// The relay binary on an ephemeral port with a one-second drain.
+struct Binary {
+    child: Child,
+    port: u16,
+    fingerprint: String,
+}
+
+impl Binary {
+    fn start() -> Binary {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_moq-relay"))
+            .args([
+                "--bind",
+                "127.0.0.1:0",
+                "--tls-generate",
+                "localhost",
+                "--drain",
+                "1",
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut port, mut fingerprint) = (None, None);
+        while port.is_none() || fingerprint.is_none() {
+            let line = lines.next().expect("the relay exited").unwrap();
+            if let Some(rest) = line.strip_prefix("moq-relay listening on ") {
+                let addr = rest.split_whitespace().next().unwrap();
+                port = Some(addr.rsplit(':').next().unwrap().parse().unwrap());
+            }
+            if let Some(rest) = line.strip_prefix("certificate sha-256 fingerprint: ") {
+                fingerprint = Some(rest.trim().to_string());
+            }
+        }
+        // Keep reading so the relay never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Binary {
+            child,
+            port: port.unwrap(),
+            fingerprint: fingerprint.unwrap(),
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    async fn exited_within(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the relay did not exit within {limit:?}"
+            );
+            // A child process has no signal to await here.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// On SIGINT and on SIGTERM the binary sends GOAWAY, waits out its drain time for a client
+/// that stays, closes the session and exits, within the drain time plus a margin.
+#[tokio::test]
+async fn binary_drains_and_exits_on_sigint_and_sigterm() {
+    timeout(async {
+        for signal in ["INT", "TERM"] {
+            let mut relay = Binary::start();
+            let session = client(&relay.fingerprint)
+                .connect(&format!("moqt://localhost:{}/", relay.port))
+                .await
+                .unwrap();
+            let started = Instant::now();
+            relay.signal(signal);
+            let goaway = session.wait_goaway().await;
+            assert!(goaway.is_some(), "SIG{signal}: no GOAWAY");
+            session.closed().await;
+            let status = relay.exited_within(Duration::from_secs(3)).await;
+            assert!(status.success(), "SIG{signal}: {status}");
+            assert!(started.elapsed() < Duration::from_secs(3));
+        }
+        // With no session the binary exits at once.
+        let mut relay = Binary::start();
+        relay.signal("TERM");
+        relay.exited_within(Duration::from_secs(2)).await;
+    })
+    .await;
+}
