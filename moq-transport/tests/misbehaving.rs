@@ -538,7 +538,7 @@ async fn second_goaway_on_the_control_stream() {
 async fn malformed_path() {
     timeout(async {
         let srv = TestServer::start(SessionConfig::default());
-        let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
+        let mut raw = RawConn::connect(srv.port(), srv.cert.fingerprint(), V19).await;
         let options = SetupOptions {
             path: Some(Bytes::from_static(b"/moq?room=1")),
             ..raw_setup()
@@ -546,7 +546,7 @@ async fn malformed_path() {
         let (_, session) = tokio::join!(raw.handshake(options), srv.server.accept());
         assert_eq!(session.unwrap().info().path.as_deref(), Some("/moq?room=1"));
 
-        let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
+        let mut raw = RawConn::connect(srv.port(), srv.cert.fingerprint(), V19).await;
         raw.send_setup(SetupOptions {
             path: Some(Bytes::from_static(b"moq")),
             ..raw_setup()
@@ -563,7 +563,7 @@ async fn malformed_path() {
 async fn malformed_authority() {
     timeout(async {
         let srv = TestServer::start(SessionConfig::default());
-        let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
+        let mut raw = RawConn::connect(srv.port(), srv.cert.fingerprint(), V19).await;
         raw.send_setup(SetupOptions {
             authority: Some(Bytes::from_static(b":443")),
             ..raw_setup()
@@ -615,7 +615,7 @@ async fn path_or_authority_from_the_server() {
 async fn request_stream_before_setup_is_held() {
     timeout(async {
         let srv = TestServer::start(SessionConfig::default());
-        let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
+        let mut raw = RawConn::connect(srv.port(), srv.cert.fingerprint(), V19).await;
         let request = PublishNamespace {
             request_id: 0,
             namespace: ns(&["early"]),
@@ -645,7 +645,7 @@ async fn early_streams_beyond_the_limit_are_reset() {
         let mut config = SessionConfig::default();
         config.limits.max_pending_streams = 1;
         let srv = TestServer::start(config);
-        let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), V19).await;
+        let mut raw = RawConn::connect(srv.port(), srv.cert.fingerprint(), V19).await;
         let publish = |request_id, name| {
             let request = PublishNamespace {
                 request_id,

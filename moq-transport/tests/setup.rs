@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{TRANSPORTS, TestServer, Transport, pair, timeout};
+use common::{SOCKET_TRANSPORTS, TestServer, Transport, pair, timeout};
 use moq_core::Version;
 use moq_core::codes::SessionErrorCode;
 use moq_transport::transport::TransportKind;
@@ -12,7 +12,7 @@ use moq_transport::{Error, IMPLEMENTATION, Role, SessionConfig};
 #[tokio::test]
 async fn setup_every_version_over_every_transport() {
     timeout(async {
-        for transport in TRANSPORTS {
+        for transport in SOCKET_TRANSPORTS {
             for version in Version::ALL {
                 let (client, server, _srv) = pair(transport, *version).await;
                 assert_eq!(client.version(), *version);
@@ -22,6 +22,7 @@ async fn setup_every_version_over_every_transport() {
                 let kind = match transport {
                     Transport::Quic => TransportKind::RawQuic,
                     Transport::WebTransport => TransportKind::WebTransport,
+                    Transport::Memory => TransportKind::RawQuic,
                 };
                 assert_eq!(client.transport(), kind);
                 assert_eq!(server.transport(), kind);
@@ -77,7 +78,7 @@ async fn setup_every_version_over_every_transport() {
 #[tokio::test]
 async fn server_chooses_by_its_preference() {
     timeout(async {
-        for transport in TRANSPORTS {
+        for transport in SOCKET_TRANSPORTS {
             // The client prefers 18, the server prefers 19: the server's preference wins.
             let mut srv = TestServer::start(SessionConfig::default());
             let (c, s) = srv
@@ -118,7 +119,7 @@ async fn wrong_fingerprint_is_refused() {
             ..Default::default()
         })
         .unwrap();
-        for transport in TRANSPORTS {
+        for transport in SOCKET_TRANSPORTS {
             let err = client.connect(&srv.url(transport)).await.unwrap_err();
             assert!(matches!(err, Error::Connect(_)), "{err:?}");
         }

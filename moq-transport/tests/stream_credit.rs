@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{TRANSPORTS, TestServer, timeout};
+use common::{SOCKET_TRANSPORTS, TestServer, timeout};
 use futures::StreamExt;
 use moq_core::data::SubgroupId;
 use moq_core::message::Parameters;
@@ -22,7 +22,7 @@ use moq_transport::transport::credit::{INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS
 #[tokio::test]
 async fn requests_beyond_the_initial_limit() {
     timeout(async {
-        for transport in TRANSPORTS {
+        for transport in SOCKET_TRANSPORTS {
             let mut srv = TestServer::start(SessionConfig::default());
             let (client, server) = srv
                 .connect(transport, vec![Version::Draft19], SessionConfig::default())
@@ -50,7 +50,7 @@ async fn requests_beyond_the_initial_limit() {
 #[tokio::test]
 async fn subgroup_streams_beyond_the_initial_limit() {
     timeout(async {
-        for transport in TRANSPORTS {
+        for transport in SOCKET_TRANSPORTS {
             let mut srv = TestServer::start(SessionConfig::default().with_requests());
             let (client, server) = srv
                 .connect(transport, vec![Version::Draft19], SessionConfig::default())

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{TRANSPORTS, TestServer, Transport, timeout};
+use common::{TestServer, Transport, timeout, transports};
 use moq_core::codes::SessionErrorCode;
 use moq_core::data::SubgroupId;
 use moq_core::message::Parameters;
@@ -87,7 +87,7 @@ async fn busy_pair(transport: Transport) -> (Session, Session, TestServer) {
 #[tokio::test]
 async fn a_closed_session_leaves_no_task_alive() {
     timeout(async {
-        for transport in TRANSPORTS {
+        for transport in transports() {
             for end in [End::ClientCloses, End::ServerCloses, End::ClientDropped] {
                 let (client, server, _srv) = busy_pair(transport).await;
                 // The application's own task, which would otherwise wait forever; it tells

@@ -12,7 +12,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{TRANSPORTS, TestServer, Transport, rejected_code, timeout};
+use common::{TestServer, Transport, rejected_code, timeout, transports};
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
 use moq_core::data::{RangeEnd, SubgroupId};
 use moq_core::message::{FetchType, Parameters, RequestError};
@@ -92,7 +92,7 @@ async fn collect(sub: &mut Subscription) -> (Vec<(Location, Bytes)>, Option<Erro
 #[tokio::test]
 async fn subscribe_objects_and_publish_done() {
     timeout(async {
-        for transport in TRANSPORTS {
+        for transport in transports() {
             for version in Version::ALL {
                 let (client, server, _srv) = pair_with_requests(transport, *version).await;
                 let t = track("video");
@@ -201,7 +201,7 @@ async fn rejection_and_no_handler() {
 #[tokio::test]
 async fn unsubscribe_reaches_the_publisher() {
     timeout(async {
-        for transport in TRANSPORTS {
+        for transport in transports() {
             let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
             let (sub, writer) = subscribe_accepted(
                 &client,
@@ -265,7 +265,7 @@ async fn request_update_changes_forward_and_answers_once() {
 #[tokio::test]
 async fn datagrams_are_delivered() {
     timeout(async {
-        for transport in TRANSPORTS {
+        for transport in transports() {
             let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
             let (mut sub, writer) = subscribe_accepted(
                 &client,
@@ -411,7 +411,7 @@ async fn publish_accepted_and_rejected() {
 #[tokio::test]
 async fn standalone_fetch_in_both_orders() {
     timeout(async {
-        for transport in TRANSPORTS {
+        for transport in transports() {
             for order in [GroupOrder::Ascending, GroupOrder::Descending] {
                 let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
                 let request = FetchType::Standalone {

@@ -6,6 +6,9 @@
 //! runs over raw QUIC and WebTransport (both through [`quic`]).
 
 pub mod credit;
+/// An in-memory connection pair, for testing sessions and applications without sockets.
+#[cfg(feature = "memory")]
+pub mod memory;
 pub mod quic;
 
 use std::fmt;

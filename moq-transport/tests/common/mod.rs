@@ -4,12 +4,14 @@
 pub mod raw;
 
 use std::future::Future;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use moq_core::Version;
 use moq_transport::endpoint::{Client, ClientConfig, Server, ServerConfig};
 use moq_transport::tls::{Certificate, ClientTls};
-use moq_transport::{Session, SessionConfig};
+use moq_transport::transport::{TransportKind, memory};
+use moq_transport::{Destination, Role, Session, SessionConfig};
 
 /// Every test gets this long.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -21,14 +23,33 @@ pub async fn timeout<F: Future>(f: F) -> F::Output {
         .expect("test timed out")
 }
 
-/// Raw QUIC or WebTransport.
+/// Raw QUIC, WebTransport, or the in-memory pair (no socket).
+#[allow(clippy::enum_variant_names)] // WebTransport is the transport's name
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
     Quic,
     WebTransport,
+    Memory,
 }
 
-pub const TRANSPORTS: [Transport; 2] = [Transport::Quic, Transport::WebTransport];
+/// The transports that use sockets (tests of QUIC itself: stream credit, SETUP over each).
+pub const SOCKET_TRANSPORTS: [Transport; 2] = [Transport::Quic, Transport::WebTransport];
+
+/// True when `MOQT_TEST_TRANSPORT=memory`: every session the tests make through
+/// [`TestServer::connect`] is an in-memory pair, and no socket is opened.
+pub fn memory_only() -> bool {
+    std::env::var("MOQT_TEST_TRANSPORT").is_ok_and(|t| t == "memory")
+}
+
+/// The transports one test body runs over: raw QUIC, WebTransport and the in-memory pair, or
+/// only the in-memory pair (see [`memory_only`]).
+pub fn transports() -> Vec<Transport> {
+    if memory_only() {
+        vec![Transport::Memory]
+    } else {
+        vec![Transport::Quic, Transport::WebTransport, Transport::Memory]
+    }
+}
 
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
@@ -37,13 +58,32 @@ pub fn init_tracing() {
         .try_init();
 }
 
-/// A server bound to an ephemeral loopback port.
+/// A server on an ephemeral loopback port, bound when first used.
+pub struct LazyServer {
+    config: ServerConfig,
+    server: OnceLock<Server>,
+}
+
+impl LazyServer {
+    pub fn get(&self) -> &Server {
+        self.server
+            .get_or_init(|| Server::bind(self.config.clone()).unwrap())
+    }
+
+    pub async fn accept(&self) -> Option<Session> {
+        self.get().accept().await
+    }
+}
+
+/// A server: QUIC and WebTransport on a loopback port (bound when first used), or the server
+/// end of in-memory pairs, with one session configuration.
 pub struct TestServer {
-    pub server: Server,
+    pub server: LazyServer,
     pub cert: Certificate,
-    pub port: u16,
     /// Accepted sessions, kept alive like a server application would.
     pub sessions: Vec<Session>,
+    session: SessionConfig,
+    versions: Vec<Version>,
 }
 
 impl TestServer {
@@ -55,22 +95,30 @@ impl TestServer {
         init_tracing();
         let cert = Certificate::generate(&["localhost".into()]).unwrap();
         let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
-        config.session = session;
-        config.versions = versions;
-        let server = Server::bind(config).unwrap();
-        let port = server.local_addr().unwrap().port();
+        config.session = session.clone();
+        config.versions = versions.clone();
         TestServer {
-            server,
+            server: LazyServer {
+                config,
+                server: OnceLock::new(),
+            },
             cert,
-            port,
             sessions: Vec::new(),
+            session,
+            versions,
         }
+    }
+
+    /// The UDP port (binds the server).
+    pub fn port(&self) -> u16 {
+        self.server.get().local_addr().unwrap().port()
     }
 
     pub fn url(&self, transport: Transport) -> String {
         match transport {
-            Transport::Quic => format!("moqt://localhost:{}/moq?room=1", self.port),
-            Transport::WebTransport => format!("https://localhost:{}/moq?room=1", self.port),
+            Transport::Quic => format!("moqt://localhost:{}/moq?room=1", self.port()),
+            Transport::WebTransport => format!("https://localhost:{}/moq?room=1", self.port()),
+            Transport::Memory => panic!("an in-memory pair has no URL"),
         }
     }
 
@@ -84,16 +132,53 @@ impl TestServer {
         .unwrap()
     }
 
-    /// Connects a client and returns both ends.
+    /// Connects a client and returns both ends (over the in-memory pair whatever `transport`
+    /// says, when [`memory_only`]).
     pub async fn connect(
         &mut self,
         transport: Transport,
         versions: Vec<Version>,
         session: SessionConfig,
     ) -> (Session, Session) {
+        if transport == Transport::Memory || memory_only() {
+            return self.connect_memory(versions, session).await;
+        }
         let client = self.client(versions, session);
         let url = self.url(transport);
         let (c, s) = tokio::join!(client.connect(&url), self.server.accept());
+        let s = s.unwrap();
+        self.sessions.push(s.clone());
+        (c.unwrap(), s)
+    }
+}
+
+impl TestServer {
+    /// Both ends of a session over an in-memory pair that negotiated the client's most
+    /// preferred version the server accepts, as a raw QUIC client to `/moq?room=1`.
+    async fn connect_memory(
+        &mut self,
+        versions: Vec<Version>,
+        session: SessionConfig,
+    ) -> (Session, Session) {
+        init_tracing();
+        let version = versions
+            .into_iter()
+            .find(|v| self.versions.contains(v))
+            .expect("no common version");
+        let (c, s) = memory::pair(version.alpn(), TransportKind::RawQuic);
+        let destination = Destination {
+            path: Some("/moq?room=1".into()),
+            authority: Some("localhost".into()),
+        };
+        let (c, s) = tokio::join!(
+            Session::establish(Arc::new(c), Role::Client, session, destination),
+            Session::establish(
+                Arc::new(s),
+                Role::Server,
+                self.session.clone(),
+                Destination::default()
+            ),
+        );
         let s = s.unwrap();
         self.sessions.push(s.clone());
         (c.unwrap(), s)

@@ -172,7 +172,7 @@ impl RawConn {
         srv: &mut TestServer,
         version: Version,
     ) -> (RawConn, SetupOptions, Session) {
-        let mut raw = RawConn::connect(srv.port, srv.cert.fingerprint(), version).await;
+        let mut raw = RawConn::connect(srv.port(), srv.cert.fingerprint(), version).await;
         let (options, session) = tokio::join!(raw.handshake(raw_setup()), srv.server.accept());
         let session = session.expect("server closed");
         srv.sessions.push(session.clone());
