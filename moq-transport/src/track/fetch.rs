@@ -9,32 +9,20 @@ use moq_core::data::{self, FetchEvent, FetchHeader, FetchReader, RangeEnd};
 use moq_core::message::{
     Fetch, FetchOk, FetchType, Message, ParamContext, Parameters, RequestError, RequestOk,
 };
-use moq_core::{FullTrackName, GroupOrder, Location, Properties};
+use moq_core::{FullTrackName, GroupOrder, Location};
 use tokio::sync::{oneshot, watch};
 
-use super::incoming::Incoming;
-use super::params::{Object, stream_priority};
+use super::incoming::{FetchDecision, Incoming, IncomingFetch};
+use super::params::{Object, last_covered, stream_priority};
 use super::recv::DataRecv;
-use super::send::JoinPoint;
+use super::send::{FetchEnd, FetchWriter, JoinPoint};
 use super::state::{Asked, TrackState, no_such_track};
 use crate::error::Error;
 use crate::request::{Event, Request};
 use crate::session::{RequestKind, SessionCore};
-use crate::transport::BoxSendStream;
 
 /// What a FETCH asks for.
 pub type FetchRequest = FetchType;
-
-/// What FETCH_OK said.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FetchEnd {
-    /// Every object of the track has been published and `end` is the last.
-    pub end_of_track: bool,
-    /// The end of the range served (last object plus one; object 0 = the whole group).
-    pub end: Location,
-    /// The track's properties.
-    pub track_properties: Properties,
-}
 
 /// One entry of a fetch response.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,16 +153,6 @@ fn fetch_object(o: data::FetchObject, payload: Bytes) -> Object {
     }
 }
 
-/// The last location a range covers, given the FETCH encoding of its end (object 0 = the whole
-/// group), or `None` if nothing is covered.
-fn last_covered(end: Location) -> Location {
-    if end.object == 0 {
-        Location::new(end.group, u64::MAX)
-    } else {
-        Location::new(end.group, end.object - 1)
-    }
-}
-
 /// Sends FETCH and waits for FETCH_OK.
 pub(crate) async fn fetch(
     tracks: &TrackState,
@@ -227,158 +205,6 @@ pub(crate) async fn fetch(
         reader: FetchReader::new(order, core.version()),
         request: req,
     })
-}
-
-/// A FETCH from the peer, resolved to a track and a range, for the application to answer.
-#[derive(Debug)]
-pub struct IncomingFetch {
-    request_id: u64,
-    track: FullTrackName,
-    start: Location,
-    end: Location,
-    params: Parameters,
-    decision: Option<oneshot::Sender<FetchDecision>>,
-}
-
-pub(crate) enum FetchDecision {
-    Accept(FetchEnd, oneshot::Sender<Result<FetchWriter, Error>>),
-    Reject(RequestError),
-}
-
-impl std::fmt::Debug for FetchDecision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("FetchDecision")
-    }
-}
-
-impl IncomingFetch {
-    /// The FETCH's Request ID.
-    pub fn request_id(&self) -> u64 {
-        self.request_id
-    }
-
-    /// The track.
-    pub fn track(&self) -> &FullTrackName {
-        &self.track
-    }
-
-    /// The first location asked for.
-    pub fn start(&self) -> Location {
-        self.start
-    }
-
-    /// The end of the range, FETCH-encoded: the last object plus one; object 0 = the whole
-    /// group.
-    pub fn end(&self) -> Location {
-        self.end
-    }
-
-    /// True if `loc` is in the requested range.
-    pub fn contains(&self, loc: Location) -> bool {
-        loc >= self.start && loc <= last_covered(self.end)
-    }
-
-    /// The group order the objects must be sent in (GROUP_ORDER, default Ascending).
-    pub fn group_order(&self) -> GroupOrder {
-        self.params.group_order.unwrap_or(GroupOrder::Ascending)
-    }
-
-    /// The FETCH's parameters.
-    pub fn params(&self) -> &Parameters {
-        &self.params
-    }
-
-    /// Accepts with FETCH_OK; returns the writer for the fetch stream.
-    pub async fn accept(mut self, end: FetchEnd) -> Result<FetchWriter, Error> {
-        let d = self.decision.take().ok_or(Error::EndedEarly)?;
-        let (tx, rx) = oneshot::channel();
-        d.send(FetchDecision::Accept(end, tx))
-            .map_err(|_| Error::EndedEarly)?;
-        rx.await.unwrap_or(Err(Error::EndedEarly))
-    }
-
-    /// Rejects with REQUEST_ERROR.
-    pub fn reject(mut self, error: RequestError) {
-        if let Some(d) = self.decision.take() {
-            let _ = d.send(FetchDecision::Reject(error));
-        }
-    }
-}
-
-/// Writes a fetch response stream: FETCH_HEADER, then objects in the requested order
-/// (draft-19 §11.4.4). [`FetchWriter::finish`] ends it; dropping it unfinished resets it.
-#[derive(Debug)]
-pub struct FetchWriter {
-    stream: Option<BoxSendStream>,
-    writer: data::FetchWriter,
-    buf: Vec<u8>,
-    cancelled: watch::Receiver<Option<Error>>,
-    core: Arc<SessionCore>,
-}
-
-impl FetchWriter {
-    fn check(&mut self) -> Result<(), Error> {
-        let cancelled = self.cancelled.borrow().clone();
-        if let Some(e) = cancelled.or_else(|| self.core.close_reason()) {
-            if let Some(mut s) = self.stream.take() {
-                s.reset(StreamResetCode::CANCELLED.0);
-            }
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    /// Writes one object.
-    pub async fn write(&mut self, obj: &Object) -> Result<(), Error> {
-        self.check()?;
-        self.buf.clear();
-        let header = data::FetchObject {
-            location: obj.location,
-            subgroup: obj.subgroup,
-            priority: obj.priority,
-            properties: obj.properties.clone(),
-            payload_len: obj.payload.len() as u64,
-        };
-        self.writer.encode_object(&mut self.buf, &header)?;
-        let s = self.stream.as_mut().ok_or(Error::EndedEarly)?;
-        s.write_all(&self.buf).await?;
-        if !obj.payload.is_empty() {
-            s.write_chunk(obj.payload.clone()).await?;
-        }
-        Ok(())
-    }
-
-    /// Writes an End of Range marker (draft-19 §11.4.4.2).
-    pub async fn end_of_range(&mut self, kind: RangeEnd, location: Location) -> Result<(), Error> {
-        self.check()?;
-        self.buf.clear();
-        self.writer
-            .encode_end_of_range(&mut self.buf, kind, location)?;
-        let s = self.stream.as_mut().ok_or(Error::EndedEarly)?;
-        s.write_all(&self.buf).await.map_err(Error::from)
-    }
-
-    /// Ends the fetch stream with a FIN: every object of the range was sent.
-    pub fn finish(mut self) {
-        if let Some(mut s) = self.stream.take() {
-            let _ = s.finish();
-        }
-    }
-
-    /// Resets the fetch stream (e.g. UNKNOWN_OBJECT_STATUS, draft-19 §10.12.3).
-    pub fn abort(mut self, code: StreamResetCode) {
-        if let Some(mut s) = self.stream.take() {
-            s.reset(code.0);
-        }
-    }
-}
-
-impl Drop for FetchWriter {
-    fn drop(&mut self) {
-        if let Some(mut s) = self.stream.take() {
-            s.reset(StreamResetCode::CANCELLED.0);
-        }
-    }
 }
 
 fn refuse(code: RequestErrorCode, reason: &str) -> RequestError {
@@ -514,13 +340,7 @@ pub(crate) async fn serve_fetch(
     .encode(&mut header, core.version())?;
     stream.write_all(&header).await?;
     let (cancel_tx, cancel_rx) = watch::channel(None);
-    let fw = FetchWriter {
-        stream: Some(stream),
-        writer: data::FetchWriter::new(order, core.version()),
-        buf: Vec::new(),
-        cancelled: cancel_rx,
-        core: core.clone(),
-    };
+    let fw = FetchWriter::new(core, stream, order, cancel_rx);
     req.send(FetchOk {
         end_of_track: fetch_end.end_of_track,
         end_location: fetch_end.end,

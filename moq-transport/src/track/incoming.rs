@@ -8,13 +8,18 @@ use std::task::{Context, Poll};
 use moq_core::message::RequestError;
 use tokio::sync::{Mutex, mpsc};
 
-use super::fetch::IncomingFetch;
-use super::publish::IncomingPublish;
-use super::status::IncomingTrackStatus;
-use super::subscribe::IncomingSubscribe;
-use super::tracks::IncomingSubscribeTracks;
-use crate::session::SessionCore;
+use bytes::Bytes;
 use moq_core::codes::RequestErrorCode;
+use moq_core::message::Parameters;
+use moq_core::{FullTrackName, GroupOrder, Location, Properties, TrackNamespace};
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+
+use super::params::last_covered;
+use super::send::{FetchEnd, FetchWriter, SubscriptionWriter};
+use super::subscription::{Subscription, SubscriptionInfo};
+use crate::error::Error;
+use crate::session::SessionCore;
 
 /// A request from the peer for the application to answer.
 ///
@@ -33,6 +38,332 @@ pub enum Incoming {
     Publish(IncomingPublish),
     /// SUBSCRIBE_TRACKS: the peer wants PUBLISHes for tracks under a prefix.
     SubscribeTracks(IncomingSubscribeTracks),
+}
+
+/// What a publisher answers a SUBSCRIBE with.
+#[derive(Clone, Debug, Default)]
+pub struct SubscribeResponse {
+    /// The Track Alias to use; `None` lets the session choose a fresh one.
+    pub track_alias: Option<u64>,
+    /// The largest location published so far (LARGEST_OBJECT; draft-19 §10.2.14: required if
+    /// any object exists).
+    pub largest: Option<Location>,
+    /// When the subscription will expire, if ever.
+    pub expires: Option<Duration>,
+    /// The track's properties.
+    pub track_properties: Properties,
+}
+
+/// The application's answer to a SUBSCRIBE.
+pub(crate) enum SubscribeDecision {
+    Accept(
+        SubscribeResponse,
+        oneshot::Sender<Result<SubscriptionWriter, Error>>,
+    ),
+    Reject(RequestError),
+}
+
+impl std::fmt::Debug for SubscribeDecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubscribeDecision")
+    }
+}
+
+/// A SUBSCRIBE from the peer, for the application to answer.
+#[derive(Debug)]
+pub struct IncomingSubscribe {
+    pub(super) request_id: u64,
+    pub(super) track: FullTrackName,
+    pub(super) params: Parameters,
+    pub(super) decision: Option<oneshot::Sender<SubscribeDecision>>,
+}
+
+impl IncomingSubscribe {
+    /// The Request ID.
+    pub fn request_id(&self) -> u64 {
+        self.request_id
+    }
+
+    /// The track asked for.
+    pub fn track(&self) -> &FullTrackName {
+        &self.track
+    }
+
+    /// The SUBSCRIBE's parameters.
+    pub fn params(&self) -> &Parameters {
+        &self.params
+    }
+
+    /// Accepts with SUBSCRIBE_OK; returns the writer for the subscription's objects.
+    pub async fn accept(
+        mut self,
+        response: SubscribeResponse,
+    ) -> Result<SubscriptionWriter, Error> {
+        let (tx, rx) = oneshot::channel();
+        let d = self.decision.take().ok_or(Error::EndedEarly)?;
+        d.send(SubscribeDecision::Accept(response, tx))
+            .map_err(|_| Error::EndedEarly)?;
+        rx.await.unwrap_or(Err(Error::EndedEarly))
+    }
+
+    /// Rejects with REQUEST_ERROR.
+    pub fn reject(mut self, error: RequestError) {
+        if let Some(d) = self.decision.take() {
+            let _ = d.send(SubscribeDecision::Reject(error));
+        }
+    }
+}
+
+/// A FETCH from the peer, resolved to a track and a range, for the application to answer.
+#[derive(Debug)]
+pub struct IncomingFetch {
+    pub(super) request_id: u64,
+    pub(super) track: FullTrackName,
+    pub(super) start: Location,
+    pub(super) end: Location,
+    pub(super) params: Parameters,
+    pub(super) decision: Option<oneshot::Sender<FetchDecision>>,
+}
+
+pub(crate) enum FetchDecision {
+    Accept(FetchEnd, oneshot::Sender<Result<FetchWriter, Error>>),
+    Reject(RequestError),
+}
+
+impl std::fmt::Debug for FetchDecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FetchDecision")
+    }
+}
+
+impl IncomingFetch {
+    /// The FETCH's Request ID.
+    pub fn request_id(&self) -> u64 {
+        self.request_id
+    }
+
+    /// The track.
+    pub fn track(&self) -> &FullTrackName {
+        &self.track
+    }
+
+    /// The first location asked for.
+    pub fn start(&self) -> Location {
+        self.start
+    }
+
+    /// The end of the range, FETCH-encoded: the last object plus one; object 0 = the whole
+    /// group.
+    pub fn end(&self) -> Location {
+        self.end
+    }
+
+    /// True if `loc` is in the requested range.
+    pub fn contains(&self, loc: Location) -> bool {
+        loc >= self.start && loc <= last_covered(self.end)
+    }
+
+    /// The group order the objects must be sent in (GROUP_ORDER, default Ascending).
+    pub fn group_order(&self) -> GroupOrder {
+        self.params.group_order.unwrap_or(GroupOrder::Ascending)
+    }
+
+    /// The FETCH's parameters.
+    pub fn params(&self) -> &Parameters {
+        &self.params
+    }
+
+    /// Accepts with FETCH_OK; returns the writer for the fetch stream.
+    pub async fn accept(mut self, end: FetchEnd) -> Result<FetchWriter, Error> {
+        let d = self.decision.take().ok_or(Error::EndedEarly)?;
+        let (tx, rx) = oneshot::channel();
+        d.send(FetchDecision::Accept(end, tx))
+            .map_err(|_| Error::EndedEarly)?;
+        rx.await.unwrap_or(Err(Error::EndedEarly))
+    }
+
+    /// Rejects with REQUEST_ERROR.
+    pub fn reject(mut self, error: RequestError) {
+        if let Some(d) = self.decision.take() {
+            let _ = d.send(FetchDecision::Reject(error));
+        }
+    }
+}
+
+/// The application's answer to a PUBLISH, and where to hand back the subscription.
+pub(super) type PublishDecision = (
+    Result<Parameters, RequestError>,
+    oneshot::Sender<Result<Subscription, Error>>,
+);
+
+/// A PUBLISH from the peer, for the application to answer.
+#[derive(Debug)]
+pub struct IncomingPublish {
+    pub(super) track: FullTrackName,
+    pub(super) info: SubscriptionInfo,
+    pub(super) params: Parameters,
+    pub(super) decision: Option<oneshot::Sender<PublishDecision>>,
+}
+
+impl IncomingPublish {
+    /// The track offered.
+    pub fn track(&self) -> &FullTrackName {
+        &self.track
+    }
+
+    /// What the PUBLISH said (alias, largest, properties).
+    pub fn info(&self) -> &SubscriptionInfo {
+        &self.info
+    }
+
+    /// The PUBLISH's parameters (FORWARD, EXPIRES, ...).
+    pub fn params(&self) -> &Parameters {
+        &self.params
+    }
+
+    /// Accepts with PUBLISH_OK carrying `params` (FORWARD, SUBSCRIBER_PRIORITY, LOCATION_FILTER,
+    /// delivery timeouts, ...). Objects that arrived before are delivered too.
+    pub async fn accept(mut self, params: Parameters) -> Result<Subscription, Error> {
+        let d = self.decision.take().ok_or(Error::EndedEarly)?;
+        let (tx, rx) = oneshot::channel();
+        d.send((Ok(params), tx)).map_err(|_| Error::EndedEarly)?;
+        rx.await.unwrap_or(Err(Error::EndedEarly))
+    }
+
+    /// Rejects with REQUEST_ERROR (UNINTERESTED, usually) and stops the track's data streams.
+    pub fn reject(mut self, error: RequestError) {
+        if let Some(d) = self.decision.take() {
+            let (tx, _) = oneshot::channel();
+            let _ = d.send((Err(error), tx));
+        }
+    }
+}
+
+/// A track's state, as TRACK_STATUS_OK carries it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrackStatusInfo {
+    /// The largest location published, if any.
+    pub largest: Option<Location>,
+    /// EXPIRES, if the publisher gave one.
+    pub expires: Option<Duration>,
+    /// The track's properties.
+    pub track_properties: Properties,
+}
+
+/// A TRACK_STATUS from the peer, for the application to answer.
+#[derive(Debug)]
+pub struct IncomingTrackStatus {
+    pub(super) track: FullTrackName,
+    pub(super) params: Parameters,
+    pub(super) decision: Option<oneshot::Sender<Result<TrackStatusInfo, RequestError>>>,
+}
+
+impl IncomingTrackStatus {
+    /// The track asked about.
+    pub fn track(&self) -> &FullTrackName {
+        &self.track
+    }
+
+    /// The request's parameters.
+    pub fn params(&self) -> &Parameters {
+        &self.params
+    }
+
+    /// Answers with TRACK_STATUS_OK.
+    pub fn accept(mut self, info: TrackStatusInfo) {
+        if let Some(d) = self.decision.take() {
+            let _ = d.send(Ok(info));
+        }
+    }
+
+    /// Answers with REQUEST_ERROR.
+    pub fn reject(mut self, error: RequestError) {
+        if let Some(d) = self.decision.take() {
+            let _ = d.send(Err(error));
+        }
+    }
+}
+
+/// A SUBSCRIBE_TRACKS from the peer, for the application to answer.
+#[derive(Debug)]
+pub struct IncomingSubscribeTracks {
+    pub(super) prefix: TrackNamespace,
+    pub(super) params: Parameters,
+    pub(super) decision:
+        Option<oneshot::Sender<Result<oneshot::Sender<TracksResponder>, RequestError>>>,
+}
+
+/// The publisher's side of an accepted SUBSCRIBE_TRACKS: send PUBLISH for each matching track
+/// with [`crate::Session::publish`] (using [`TracksResponder::defaults`]), and
+/// PUBLISH_SKIPPED for those it will not.
+#[derive(Debug)]
+pub struct TracksResponder {
+    pub(super) prefix: watch::Receiver<TrackNamespace>,
+    pub(super) params: Parameters,
+    pub(super) skipped: mpsc::Sender<(TrackNamespace, Bytes)>,
+    pub(super) ended: watch::Receiver<bool>,
+}
+
+impl TracksResponder {
+    /// The current prefix (a REQUEST_UPDATE can move it).
+    pub fn prefix(&self) -> TrackNamespace {
+        self.prefix.borrow().clone()
+    }
+
+    /// The request's parameters: defaults for the resulting subscriptions (draft-19 §10.19.1).
+    pub fn defaults(&self) -> &Parameters {
+        &self.params
+    }
+
+    /// True if `track` falls under the prefix.
+    pub fn matches(&self, track: &FullTrackName) -> bool {
+        self.prefix.borrow().is_prefix_of(&track.namespace)
+    }
+
+    /// Reports with PUBLISH_SKIPPED that `track` will not be published.
+    pub async fn skipped(&self, track: &FullTrackName) -> Result<(), Error> {
+        let suffix = track
+            .namespace
+            .strip_prefix(&self.prefix())
+            .ok_or(Error::Invalid("track not under the prefix".into()))?;
+        self.skipped
+            .send((suffix, track.name.clone()))
+            .await
+            .map_err(|_| Error::EndedEarly)
+    }
+
+    /// Resolves when the subscriber cancels the request or the session ends.
+    pub async fn ended(&self) {
+        let mut rx = self.ended.clone();
+        let _ = rx.wait_for(|e| *e).await;
+    }
+}
+
+impl IncomingSubscribeTracks {
+    /// The prefix.
+    pub fn prefix(&self) -> &TrackNamespace {
+        &self.prefix
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Parameters {
+        &self.params
+    }
+
+    /// Accepts with REQUEST_OK.
+    pub async fn accept(mut self) -> Result<TracksResponder, Error> {
+        let d = self.decision.take().ok_or(Error::EndedEarly)?;
+        let (tx, rx) = oneshot::channel();
+        d.send(Ok(tx)).map_err(|_| Error::EndedEarly)?;
+        rx.await.map_err(|_| Error::EndedEarly)
+    }
+
+    /// Rejects with REQUEST_ERROR.
+    pub fn reject(mut self, error: RequestError) {
+        if let Some(d) = self.decision.take() {
+            let _ = d.send(Err(error));
+        }
+    }
 }
 
 type Receiver = Arc<Mutex<mpsc::Receiver<Incoming>>>;

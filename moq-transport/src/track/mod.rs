@@ -13,16 +13,18 @@ mod subscribe;
 mod subscription;
 mod tracks;
 
-pub use fetch::{FetchEnd, FetchItem, FetchRequest, FetchResponse, FetchWriter, IncomingFetch};
-pub use incoming::{Incoming, IncomingRequests};
+pub use fetch::{FetchItem, FetchRequest, FetchResponse};
+pub use incoming::{
+    Incoming, IncomingFetch, IncomingPublish, IncomingRequests, IncomingSubscribe,
+    IncomingSubscribeTracks, IncomingTrackStatus, SubscribeResponse, TrackStatusInfo,
+    TracksResponder,
+};
 pub use params::{Object, ObjectMeta, SubscriptionParams, stream_priority};
-pub use publish::{IncomingPublish, PublishOptions, PublishedTrack};
+pub use publish::{PublishOptions, PublishedTrack};
 pub use recv::{IncomingSubgroup, TrackEvent};
-pub use send::{SubgroupSender, SubscriptionWriter};
-pub use status::{IncomingTrackStatus, TrackStatusInfo};
-pub use subscribe::{IncomingSubscribe, SubscribeResponse};
+pub use send::{FetchEnd, FetchWriter, SubgroupSender, SubscriptionWriter};
 pub use subscription::{Subscription, SubscriptionInfo};
-pub use tracks::{IncomingSubscribeTracks, TrackSubscription, TracksResponder};
+pub use tracks::TrackSubscription;
 
 pub(crate) use fetch::{fetch, serve_fetch};
 pub(crate) use publish::{publish, serve_publish};

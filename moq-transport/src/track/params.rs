@@ -4,8 +4,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use moq_core::codes::RequestErrorCode;
 use moq_core::data::ObjectStatus;
-use moq_core::message::Parameters;
+use moq_core::message::{Parameters, RequestError};
+
+use crate::session::SessionCore;
 use moq_core::{
     GroupOrder, Location, LocationFilter, Properties, RangeFilter, RangeFilterKind,
     RangeFilterParam, property,
@@ -211,6 +214,25 @@ fn property_matches(f: &RangeFilter, properties: &Properties) -> bool {
     f.property_type
         .and_then(|t| properties.get_int(t))
         .is_some_and(|v| f.matches(v))
+}
+
+/// The last location a range covers, given the FETCH encoding of its end (object 0 = the whole
+/// group), or `None` if nothing is covered.
+pub(crate) fn last_covered(end: Location) -> Location {
+    if end.object == 0 {
+        Location::new(end.group, u64::MAX)
+    } else {
+        Location::new(end.group, end.object - 1)
+    }
+}
+
+/// INVALID_FILTER for more Range Filter ranges than we allow (draft-19 §10.3.1.6), or any on a
+/// version without Range Filters.
+pub(crate) fn filter_budget(core: &SessionCore, params: &Parameters) -> Option<RequestError> {
+    let n = params.filter_range_count() as u64;
+    let version = core.version();
+    (n > core.config().max_filter_ranges || (n > 0 && !version.has_range_filters()))
+        .then(|| RequestError::new(RequestErrorCode::INVALID_FILTER, "too many filter ranges"))
 }
 
 /// The QUIC send priority of a data stream (higher is sent first), from the draft's

@@ -7,13 +7,13 @@ use std::time::Duration;
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
 use moq_core::message::{ParamContext, Parameters, Publish, RequestError, RequestOk};
 use moq_core::{FullTrackName, Location, Properties};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
-use super::incoming::Incoming;
+use super::incoming::{Incoming, IncomingPublish};
 use super::params::{SubscriptionParams, millis, ms};
 use super::send::SubscriptionWriter;
 use super::state::{Asked, TrackState};
-use super::subscription::{PublisherTask, Subscription, SubscriptionInfo, new_subscription};
+use super::subscription::{PublisherTask, SubscriptionInfo, new_subscription};
 use crate::error::Error;
 use crate::request::Request;
 use crate::session::{RequestKind, SessionCore};
@@ -117,13 +117,12 @@ pub(crate) async fn publish(
         answer: answer_rx,
         core: core.clone(),
     };
-    let tracks = tracks.clone();
     core.spawn(async move {
         match req.request_ok(ParamContext::PublishOk).await {
             Ok(ok) => {
                 publisher.apply(&ok.params);
                 answer_tx.send_replace(Some(Ok(())));
-                let _ = publisher.run(&tracks, &mut req, None).await;
+                let _ = publisher.run(&mut req, None).await;
             }
             Err(e) => {
                 answer_tx.send_replace(Some(Err(e)));
@@ -131,55 +130,6 @@ pub(crate) async fn publish(
         }
     });
     Ok(out)
-}
-
-/// The application's answer to a PUBLISH, and where to hand back the subscription.
-type PublishDecision = (
-    Result<Parameters, RequestError>,
-    oneshot::Sender<Result<Subscription, Error>>,
-);
-
-/// A PUBLISH from the peer, for the application to answer.
-#[derive(Debug)]
-pub struct IncomingPublish {
-    track: FullTrackName,
-    info: SubscriptionInfo,
-    params: Parameters,
-    decision: Option<oneshot::Sender<PublishDecision>>,
-}
-
-impl IncomingPublish {
-    /// The track offered.
-    pub fn track(&self) -> &FullTrackName {
-        &self.track
-    }
-
-    /// What the PUBLISH said (alias, largest, properties).
-    pub fn info(&self) -> &SubscriptionInfo {
-        &self.info
-    }
-
-    /// The PUBLISH's parameters (FORWARD, EXPIRES, ...).
-    pub fn params(&self) -> &Parameters {
-        &self.params
-    }
-
-    /// Accepts with PUBLISH_OK carrying `params` (FORWARD, SUBSCRIBER_PRIORITY, LOCATION_FILTER,
-    /// delivery timeouts, ...). Objects that arrived before are delivered too.
-    pub async fn accept(mut self, params: Parameters) -> Result<Subscription, Error> {
-        let d = self.decision.take().ok_or(Error::EndedEarly)?;
-        let (tx, rx) = oneshot::channel();
-        d.send((Ok(params), tx)).map_err(|_| Error::EndedEarly)?;
-        rx.await.unwrap_or(Err(Error::EndedEarly))
-    }
-
-    /// Rejects with REQUEST_ERROR (UNINTERESTED, usually) and stops the track's data streams.
-    pub fn reject(mut self, error: RequestError) {
-        if let Some(d) = self.decision.take() {
-            let (tx, _) = oneshot::channel();
-            let _ = d.send((Err(error), tx));
-        }
-    }
 }
 
 /// Answers a PUBLISH: checks, then the application decides.
@@ -216,7 +166,7 @@ pub(crate) async fn serve_publish(
         forward: msg.params.forward,
         ..Default::default()
     };
-    let (sub, task) = new_subscription(&tracks, &mut req, info.clone(), &initial)?;
+    let (sub, task) = new_subscription(&tracks.recv, &mut req, info.clone(), &initial)?;
     let make = |decision| {
         Incoming::Publish(IncomingPublish {
             track,

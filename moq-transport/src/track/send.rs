@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use moq_core::codes::{PublishDoneCode, StreamResetCode};
 use moq_core::data::{
-    DatagramBody, ObjectDatagram, ObjectStatus, SubgroupHeader, SubgroupId, SubgroupWriter,
+    self, DatagramBody, ObjectDatagram, ObjectStatus, RangeEnd, SubgroupHeader, SubgroupId,
+    SubgroupWriter,
 };
 use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
 use parking_lot::Mutex;
@@ -573,5 +574,109 @@ fn closed(shared: &WriterShared) {
 impl Drop for SubgroupSender {
     fn drop(&mut self) {
         self.abort(StreamResetCode::CANCELLED);
+    }
+}
+
+/// What FETCH_OK said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchEnd {
+    /// Every object of the track has been published and `end` is the last.
+    pub end_of_track: bool,
+    /// The end of the range served (last object plus one; object 0 = the whole group).
+    pub end: Location,
+    /// The track's properties.
+    pub track_properties: Properties,
+}
+
+/// Writes a fetch response stream: FETCH_HEADER, then objects in the requested order
+/// (draft-19 §11.4.4). [`FetchWriter::finish`] ends it; dropping it unfinished resets it.
+#[derive(Debug)]
+pub struct FetchWriter {
+    stream: Option<BoxSendStream>,
+    writer: data::FetchWriter,
+    buf: Vec<u8>,
+    cancelled: watch::Receiver<Option<Error>>,
+    core: Arc<SessionCore>,
+}
+
+impl FetchWriter {
+    /// A writer on a fetch stream whose FETCH_HEADER was sent, in `order`; `cancelled` says
+    /// when the FETCH was cancelled.
+    pub(crate) fn new(
+        core: &Arc<SessionCore>,
+        stream: BoxSendStream,
+        order: GroupOrder,
+        cancelled: watch::Receiver<Option<Error>>,
+    ) -> Self {
+        FetchWriter {
+            stream: Some(stream),
+            writer: data::FetchWriter::new(order, core.version()),
+            buf: Vec::new(),
+            cancelled,
+            core: core.clone(),
+        }
+    }
+
+    fn check(&mut self) -> Result<(), Error> {
+        let cancelled = self.cancelled.borrow().clone();
+        if let Some(e) = cancelled.or_else(|| self.core.close_reason()) {
+            if let Some(mut s) = self.stream.take() {
+                s.reset(StreamResetCode::CANCELLED.0);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Writes one object.
+    pub async fn write(&mut self, obj: &Object) -> Result<(), Error> {
+        self.check()?;
+        self.buf.clear();
+        let header = data::FetchObject {
+            location: obj.location,
+            subgroup: obj.subgroup,
+            priority: obj.priority,
+            properties: obj.properties.clone(),
+            payload_len: obj.payload.len() as u64,
+        };
+        self.writer.encode_object(&mut self.buf, &header)?;
+        let s = self.stream.as_mut().ok_or(Error::EndedEarly)?;
+        s.write_all(&self.buf).await?;
+        if !obj.payload.is_empty() {
+            s.write_chunk(obj.payload.clone()).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes an End of Range marker (draft-19 §11.4.4.2).
+    pub async fn end_of_range(&mut self, kind: RangeEnd, location: Location) -> Result<(), Error> {
+        self.check()?;
+        self.buf.clear();
+        self.writer
+            .encode_end_of_range(&mut self.buf, kind, location)?;
+        let s = self.stream.as_mut().ok_or(Error::EndedEarly)?;
+        s.write_all(&self.buf).await.map_err(Error::from)
+    }
+
+    /// Ends the fetch stream with a FIN: every object of the range was sent.
+    pub fn finish(mut self) {
+        if let Some(mut s) = self.stream.take() {
+            let _ = s.finish();
+        }
+    }
+
+    /// Resets the fetch stream (e.g. UNKNOWN_OBJECT_STATUS, draft-19 §10.12.3).
+    pub fn abort(mut self, code: StreamResetCode) {
+        if let Some(mut s) = self.stream.take() {
+            s.reset(code.0);
+        }
+    }
+}
+
+impl Drop for FetchWriter {
+    fn drop(&mut self) {
+        if let Some(mut s) = self.stream.take() {
+            s.reset(StreamResetCode::CANCELLED.0);
+        }
     }
 }

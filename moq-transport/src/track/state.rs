@@ -8,6 +8,7 @@ use moq_core::message::{Parameters, RequestError};
 use tokio::sync::oneshot;
 
 use super::incoming::{Incoming, IncomingQueue};
+use super::params::filter_budget;
 use super::recv::RecvState;
 use super::send::SendState;
 use crate::request::{Decision, Request, not_answered};
@@ -93,10 +94,7 @@ impl TrackState {
 
     /// INVALID_FILTER for more Range Filter ranges than we allow (draft-19 §10.3.1.6).
     pub(crate) fn check_filter_budget(&self, params: &Parameters) -> Option<RequestError> {
-        let n = params.filter_range_count() as u64;
-        let version = self.core.version();
-        (n > self.core.config().max_filter_ranges || (n > 0 && !version.has_range_filters()))
-            .then(|| RequestError::new(RequestErrorCode::INVALID_FILTER, "too many filter ranges"))
+        filter_budget(&self.core, params)
     }
 
     /// Hands the peer's request to the application (built by `make` around the channel its

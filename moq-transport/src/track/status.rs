@@ -2,29 +2,16 @@
 //! LARGEST_OBJECT and the track's properties, then FIN.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use moq_core::message::{ParamContext, Parameters, RequestError, RequestOk, TrackStatus};
-use moq_core::{FullTrackName, Location, Properties};
-use tokio::sync::oneshot;
+use moq_core::FullTrackName;
+use moq_core::message::{ParamContext, Parameters, RequestOk, TrackStatus};
 
-use super::incoming::Incoming;
+use super::incoming::{Incoming, IncomingTrackStatus, TrackStatusInfo};
 use super::params::{millis, ms};
 use super::state::{Asked, TrackState, no_such_track};
 use crate::error::Error;
 use crate::request::Request;
 use crate::session::RequestKind;
-
-/// A track's state, as TRACK_STATUS_OK carries it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TrackStatusInfo {
-    /// The largest location published, if any.
-    pub largest: Option<Location>,
-    /// EXPIRES, if the publisher gave one.
-    pub expires: Option<Duration>,
-    /// The track's properties.
-    pub track_properties: Properties,
-}
 
 /// Sends TRACK_STATUS and waits for the answer.
 pub(crate) async fn track_status(
@@ -50,40 +37,6 @@ pub(crate) async fn track_status(
         expires: ms(ok.params.expires),
         track_properties: ok.track_properties,
     })
-}
-
-/// A TRACK_STATUS from the peer, for the application to answer.
-#[derive(Debug)]
-pub struct IncomingTrackStatus {
-    track: FullTrackName,
-    params: Parameters,
-    decision: Option<oneshot::Sender<Result<TrackStatusInfo, RequestError>>>,
-}
-
-impl IncomingTrackStatus {
-    /// The track asked about.
-    pub fn track(&self) -> &FullTrackName {
-        &self.track
-    }
-
-    /// The request's parameters.
-    pub fn params(&self) -> &Parameters {
-        &self.params
-    }
-
-    /// Answers with TRACK_STATUS_OK.
-    pub fn accept(mut self, info: TrackStatusInfo) {
-        if let Some(d) = self.decision.take() {
-            let _ = d.send(Ok(info));
-        }
-    }
-
-    /// Answers with REQUEST_ERROR.
-    pub fn reject(mut self, error: RequestError) {
-        if let Some(d) = self.decision.take() {
-            let _ = d.send(Err(error));
-        }
-    }
 }
 
 /// Answers a TRACK_STATUS.

@@ -1,16 +1,15 @@
 //! SUBSCRIBE and SUBSCRIBE_OK, both sides (draft-19 §5.1, §10.7, §10.8).
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use moq_core::FullTrackName;
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
 use moq_core::message::{Message, Parameters, RequestError, Subscribe, SubscribeOk};
-use moq_core::{FullTrackName, Location, Properties};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
-use super::incoming::Incoming;
+use super::incoming::{Incoming, IncomingSubscribe, SubscribeDecision};
 use super::params::{SubscriptionParams, millis, ms};
-use super::send::{JoinPoint, JoinState, SubscriptionWriter};
+use super::send::{JoinPoint, JoinState};
 use super::state::{Asked, TrackState, no_such_track};
 use super::subscription::{PublisherTask, Subscription, SubscriptionInfo, new_subscription};
 use crate::error::Error;
@@ -66,83 +65,9 @@ pub(crate) async fn subscribe(
         expires: ms(ok.params.expires),
         track_properties: ok.track_properties,
     };
-    let (sub, task) = new_subscription(tracks, &mut req, info, &params)?;
+    let (sub, task) = new_subscription(&tracks.recv, &mut req, info, &params)?;
     core.spawn(async move { task.run(&mut req).await });
     Ok(sub)
-}
-
-/// What a publisher answers a SUBSCRIBE with.
-#[derive(Clone, Debug, Default)]
-pub struct SubscribeResponse {
-    /// The Track Alias to use; `None` lets the session choose a fresh one.
-    pub track_alias: Option<u64>,
-    /// The largest location published so far (LARGEST_OBJECT; draft-19 §10.2.14: required if
-    /// any object exists).
-    pub largest: Option<Location>,
-    /// When the subscription will expire, if ever.
-    pub expires: Option<Duration>,
-    /// The track's properties.
-    pub track_properties: Properties,
-}
-
-/// The application's answer to a SUBSCRIBE.
-pub(crate) enum SubscribeDecision {
-    Accept(
-        SubscribeResponse,
-        oneshot::Sender<Result<SubscriptionWriter, Error>>,
-    ),
-    Reject(RequestError),
-}
-
-impl std::fmt::Debug for SubscribeDecision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SubscribeDecision")
-    }
-}
-
-/// A SUBSCRIBE from the peer, for the application to answer.
-#[derive(Debug)]
-pub struct IncomingSubscribe {
-    request_id: u64,
-    track: FullTrackName,
-    params: Parameters,
-    decision: Option<oneshot::Sender<SubscribeDecision>>,
-}
-
-impl IncomingSubscribe {
-    /// The Request ID.
-    pub fn request_id(&self) -> u64 {
-        self.request_id
-    }
-
-    /// The track asked for.
-    pub fn track(&self) -> &FullTrackName {
-        &self.track
-    }
-
-    /// The SUBSCRIBE's parameters.
-    pub fn params(&self) -> &Parameters {
-        &self.params
-    }
-
-    /// Accepts with SUBSCRIBE_OK; returns the writer for the subscription's objects.
-    pub async fn accept(
-        mut self,
-        response: SubscribeResponse,
-    ) -> Result<SubscriptionWriter, Error> {
-        let (tx, rx) = oneshot::channel();
-        let d = self.decision.take().ok_or(Error::EndedEarly)?;
-        d.send(SubscribeDecision::Accept(response, tx))
-            .map_err(|_| Error::EndedEarly)?;
-        rx.await.unwrap_or(Err(Error::EndedEarly))
-    }
-
-    /// Rejects with REQUEST_ERROR.
-    pub fn reject(mut self, error: RequestError) {
-        if let Some(d) = self.decision.take() {
-            let _ = d.send(SubscribeDecision::Reject(error));
-        }
-    }
 }
 
 /// Answers a SUBSCRIBE: validation and authorization here, the decision by the application.
@@ -214,5 +139,5 @@ pub(crate) async fn serve_subscribe(
     });
     let publisher = PublisherTask::new(core, id, alias, track, &response.track_properties, params);
     let _ = reply.send(Ok(publisher.writer()));
-    publisher.run(&tracks, &mut req, Some(&join.0)).await
+    publisher.run(&mut req, Some(&join.0)).await
 }

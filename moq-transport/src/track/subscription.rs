@@ -11,10 +11,9 @@ use moq_core::{FullTrackName, GroupOrder, Location, Properties};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot, watch};
 
-use super::params::{SubscriptionParams, track_group_order, track_priority};
-use super::recv::{Sink, SinkGuard, TrackEvent};
+use super::params::{SubscriptionParams, filter_budget, track_group_order, track_priority};
+use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::send::{Finish, JoinPoint, JoinState, SubscriptionWriter, WriterShared};
-use super::state::TrackState;
 use crate::error::Error;
 use crate::request::{Event, Feed, Request, RequestHandle};
 use crate::session::{GoawayInfo, SessionCore};
@@ -125,7 +124,7 @@ pub(crate) struct SubscriberTask {
 /// Registers a subscription's alias (objects may arrive before its answer) and builds the
 /// application's handle and the task that runs it.
 pub(crate) fn new_subscription(
-    tracks: &TrackState,
+    recv: &Arc<RecvState>,
     req: &mut Request,
     info: SubscriptionInfo,
     params: &Parameters,
@@ -141,9 +140,7 @@ pub(crate) fn new_subscription(
         streams: AtomicU64::new(0),
         stream_arrived: Notify::new(),
     });
-    let registered = tracks
-        .recv
-        .register(info.track_alias, &info.track, sink.clone())?;
+    let registered = recv.register(info.track_alias, &info.track, sink.clone())?;
     let done = Arc::new(OnceLock::new());
     let request = req.handle(ParamContext::UpdateSubscription);
     Ok((
@@ -295,7 +292,6 @@ impl PublisherTask {
     /// cancelled. `join` is the record a Joining FETCH reads (SUBSCRIBE only).
     pub(crate) async fn run(
         mut self,
-        tracks: &TrackState,
         req: &mut Request,
         join: Option<&watch::Sender<JoinState>>,
     ) -> Result<(), Error> {
@@ -313,7 +309,7 @@ impl PublisherTask {
                     break r;
                 }
                 ev = req.next() => match ev {
-                    Event::Update(u) => match self.update(tracks, &u.params, join) {
+                    Event::Update(u) => match self.update(&u.params, join) {
                         Ok(ok) => req.send(ok).await?,
                         Err(e) => {
                             req.send(e).await?;
@@ -341,7 +337,6 @@ impl PublisherTask {
     /// Applies a REQUEST_UPDATE: REQUEST_OK with the Largest Location, or the refusal.
     fn update(
         &self,
-        tracks: &TrackState,
         params: &Parameters,
         join: Option<&watch::Sender<JoinState>>,
     ) -> Result<RequestOk, RequestError> {
@@ -354,7 +349,7 @@ impl PublisherTask {
                 "update refused",
             ));
         }
-        if let Some(e) = tracks.check_filter_budget(params) {
+        if let Some(e) = filter_budget(&self.shared.core, params) {
             return Err(e);
         }
         let was_forwarding = self.params.borrow().forward;

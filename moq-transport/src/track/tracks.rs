@@ -5,15 +5,14 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use moq_core::codes::RequestErrorCode;
 use moq_core::message::{
     Message, ParamContext, Parameters, PublishSkipped, RequestError, RequestOk, SubscribeTracks,
 };
 use moq_core::{FullTrackName, TrackNamespace};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
-use super::incoming::Incoming;
+use super::incoming::{Incoming, IncomingSubscribeTracks, TracksResponder};
 use super::state::{Asked, TrackState};
 use crate::error::Error;
 use crate::namespace::NamespaceState;
@@ -111,87 +110,6 @@ async fn skipped_tracks(
             Event::Dropped => return Err(req.dropped()),
             Event::Ended(e) => return Err(e),
             Event::Update(_) => {}
-        }
-    }
-}
-
-/// A SUBSCRIBE_TRACKS from the peer, for the application to answer.
-#[derive(Debug)]
-pub struct IncomingSubscribeTracks {
-    prefix: TrackNamespace,
-    params: Parameters,
-    decision: Option<oneshot::Sender<Result<oneshot::Sender<TracksResponder>, RequestError>>>,
-}
-
-/// The publisher's side of an accepted SUBSCRIBE_TRACKS: send PUBLISH for each matching track
-/// with [`crate::Session::publish`] (using [`TracksResponder::defaults`]), and
-/// PUBLISH_SKIPPED for those it will not.
-#[derive(Debug)]
-pub struct TracksResponder {
-    prefix: watch::Receiver<TrackNamespace>,
-    params: Parameters,
-    skipped: mpsc::Sender<(TrackNamespace, Bytes)>,
-    ended: watch::Receiver<bool>,
-}
-
-impl TracksResponder {
-    /// The current prefix (a REQUEST_UPDATE can move it).
-    pub fn prefix(&self) -> TrackNamespace {
-        self.prefix.borrow().clone()
-    }
-
-    /// The request's parameters: defaults for the resulting subscriptions (draft-19 §10.19.1).
-    pub fn defaults(&self) -> &Parameters {
-        &self.params
-    }
-
-    /// True if `track` falls under the prefix.
-    pub fn matches(&self, track: &FullTrackName) -> bool {
-        self.prefix.borrow().is_prefix_of(&track.namespace)
-    }
-
-    /// Reports with PUBLISH_SKIPPED that `track` will not be published.
-    pub async fn skipped(&self, track: &FullTrackName) -> Result<(), Error> {
-        let suffix = track
-            .namespace
-            .strip_prefix(&self.prefix())
-            .ok_or(Error::Invalid("track not under the prefix".into()))?;
-        self.skipped
-            .send((suffix, track.name.clone()))
-            .await
-            .map_err(|_| Error::EndedEarly)
-    }
-
-    /// Resolves when the subscriber cancels the request or the session ends.
-    pub async fn ended(&self) {
-        let mut rx = self.ended.clone();
-        let _ = rx.wait_for(|e| *e).await;
-    }
-}
-
-impl IncomingSubscribeTracks {
-    /// The prefix.
-    pub fn prefix(&self) -> &TrackNamespace {
-        &self.prefix
-    }
-
-    /// The parameters.
-    pub fn params(&self) -> &Parameters {
-        &self.params
-    }
-
-    /// Accepts with REQUEST_OK.
-    pub async fn accept(mut self) -> Result<TracksResponder, Error> {
-        let d = self.decision.take().ok_or(Error::EndedEarly)?;
-        let (tx, rx) = oneshot::channel();
-        d.send(Ok(tx)).map_err(|_| Error::EndedEarly)?;
-        rx.await.map_err(|_| Error::EndedEarly)
-    }
-
-    /// Rejects with REQUEST_ERROR.
-    pub fn reject(mut self, error: RequestError) {
-        if let Some(d) = self.decision.take() {
-            let _ = d.send(Err(error));
         }
     }
 }
