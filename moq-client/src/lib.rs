@@ -33,6 +33,7 @@
 //! ```
 
 mod client;
+pub mod directory;
 mod publisher;
 pub mod serve;
 mod subscriber;

@@ -1,43 +1,41 @@
 //! The publishing side: namespaces and tracks, announced on every attached session and served
 //! from their caches.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use std::time::Duration;
 
 use moq_core::codes::RequestErrorCode;
 use moq_core::message::RequestError;
 use moq_core::{FullTrackName, Properties, TrackNamespace};
 use moq_transport::WeakSession;
 use moq_transport::namespace::PublishedNamespace;
-use moq_transport::track::{
-    Incoming, IncomingFetch, IncomingRequests, IncomingSubscribe, IncomingTrackStatus,
-    PublishOptions, SubscribeResponse, TrackStatusInfo,
-};
+use moq_transport::track::{Incoming, IncomingRequests};
 use tokio::sync::watch;
 
 use crate::Error;
-use crate::serve::{ServeOptions, serve_fetch, serve_subscription};
+use crate::directory::{AnnouncedNamespace, Directory, DirectoryOptions, Peer, TrackRegistration};
+use crate::serve::ServeOptions;
 use crate::track::{CacheLimits, Track};
 
 #[derive(Debug, Default)]
 struct State {
-    namespaces: HashMap<u64, TrackNamespace>,
+    namespaces: HashMap<u64, (TrackNamespace, AnnouncedNamespace)>,
     /// The first answer a session gave to each namespace's PUBLISH_NAMESPACE.
     outcomes: HashMap<u64, Result<(), Error>>,
-    tracks: HashMap<FullTrackName, Track>,
 }
 
 #[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
+    /// Bumped when the namespaces change, for the sessions that announce them.
     changed: watch::Sender<u64>,
     keys: AtomicU64,
     limits: CacheLimits,
-    serve: ServeOptions,
+    /// The tracks, answering every attached session's requests.
+    directory: Directory,
 }
 
 /// Publishes namespaces and tracks on every session it is attached to, and answers SUBSCRIBE,
@@ -113,7 +111,7 @@ impl Drop for NamespaceHandle {
 #[derive(Debug)]
 pub struct TrackProducer {
     track: Track,
-    shared: Arc<Shared>,
+    _registration: TrackRegistration,
 }
 
 impl std::ops::Deref for TrackProducer {
@@ -134,29 +132,31 @@ impl TrackProducer {
 impl Drop for TrackProducer {
     fn drop(&mut self) {
         self.track.end();
-        let mut state = self.shared.state.lock();
-        if state
-            .tracks
-            .get(self.track.name())
-            .is_some_and(|t| t.same(&self.track))
-        {
-            state.tracks.remove(self.track.name());
-        }
-        drop(state);
-        self.shared.changed.send_modify(|v| *v += 1);
     }
 }
 
 impl Publisher {
     /// A publisher whose tracks keep `limits` of history and are served with `serve`.
     pub fn new(limits: CacheLimits, serve: ServeOptions) -> Self {
+        Self::with_options(
+            limits,
+            DirectoryOptions {
+                serve,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// A publisher whose tracks keep `limits` of history and are answered as `options` says
+    /// (serving, and how long a SUBSCRIBE for a track not created yet waits for it).
+    pub fn with_options(limits: CacheLimits, options: DirectoryOptions) -> Self {
         Publisher {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 changed: watch::channel(0).0,
                 keys: AtomicU64::new(0),
                 limits,
-                serve,
+                directory: Directory::new(options),
             }),
         }
     }
@@ -168,11 +168,12 @@ impl Publisher {
             return Err(Error::Invalid(format!("namespace {namespace} is reserved")));
         }
         let key = self.shared.keys.fetch_add(1, Ordering::Relaxed);
+        let announced = self.shared.directory.announce(namespace.clone());
         self.shared
             .state
             .lock()
             .namespaces
-            .insert(key, namespace.clone());
+            .insert(key, (namespace.clone(), announced));
         self.shared.changed.send_modify(|v| *v += 1);
         Ok(NamespaceHandle {
             shared: self.shared.clone(),
@@ -188,7 +189,7 @@ impl Publisher {
             .lock()
             .namespaces
             .values()
-            .cloned()
+            .map(|(ns, _)| ns.clone())
             .collect()
     }
 
@@ -203,50 +204,26 @@ impl Publisher {
         name: FullTrackName,
         properties: Properties,
     ) -> Result<TrackProducer, Error> {
-        let mut state = self.shared.state.lock();
-        if state.tracks.contains_key(&name) {
-            return Err(Error::Invalid(format!("track {name} already exists")));
-        }
         let track = Track::new(name.clone(), properties, self.shared.limits);
-        state.tracks.insert(name, track.clone());
-        drop(state);
-        self.shared.changed.send_modify(|v| *v += 1);
+        let registration = self
+            .shared
+            .directory
+            .insert(track.clone(), None, true)
+            .map_err(|_| Error::Invalid(format!("track {name} already exists")))?;
         Ok(TrackProducer {
             track,
-            shared: self.shared.clone(),
+            _registration: registration,
         })
     }
 
     /// The track named `name`, if published.
     pub fn track(&self, name: &FullTrackName) -> Option<Track> {
-        self.shared.state.lock().tracks.get(name).cloned()
+        self.shared.directory.get(name)
     }
 
     /// Every published track under `prefix`.
     pub fn tracks_under(&self, prefix: &TrackNamespace) -> Vec<Track> {
-        self.shared
-            .state
-            .lock()
-            .tracks
-            .values()
-            .filter(|t| prefix.is_prefix_of(&t.name().namespace))
-            .cloned()
-            .collect()
-    }
-
-    /// Waits until `name` is published, for at most `timeout` (RENDEZVOUS_TIMEOUT).
-    async fn wait_track(&self, name: &FullTrackName, timeout: Duration) -> Option<Track> {
-        let mut rx = self.shared.changed.subscribe();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(t) = self.track(name) {
-                return Some(t);
-            }
-            tokio::select! {
-                r = rx.changed() => if r.is_err() { return None },
-                _ = tokio::time::sleep_until(deadline) => return None,
-            }
-        }
+        self.shared.directory.offered_under(prefix)
     }
 
     /// Serves a session: announces every namespace on it (and later ones), and answers its
@@ -260,9 +237,13 @@ impl Publisher {
         let Some(incoming) = session.upgrade().map(|s| s.incoming()) else {
             return;
         };
+        let peer = Peer {
+            key: self.shared.keys.fetch_add(1, Ordering::Relaxed),
+            session,
+        };
         tokio::join!(
-            self.announce_loop(&session),
-            self.request_loop(&session, incoming, subscriber)
+            self.announce_loop(&peer.session),
+            self.request_loop(&peer, incoming, subscriber)
         );
     }
 
@@ -277,7 +258,7 @@ impl Publisher {
                 .lock()
                 .namespaces
                 .iter()
-                .map(|(k, v)| (*k, v.clone()))
+                .map(|(k, (ns, _))| (*k, ns.clone()))
                 .collect();
             announced.retain(|k, _| wanted.iter().any(|(w, _)| w == k));
             for (key, ns) in wanted {
@@ -315,146 +296,23 @@ impl Publisher {
         }
     }
 
+    /// Answers the session's requests from the directory; a PUBLISH goes to the subscriber.
     async fn request_loop(
         &self,
-        session: &WeakSession,
+        peer: &Peer,
         incoming: IncomingRequests,
         subscriber: Option<crate::subscriber::Subscriber>,
     ) {
         while let Some(req) = incoming.next().await {
-            let this = self.clone();
-            let subscriber = subscriber.clone();
-            let Some(s) = session.upgrade() else { return };
-            let session = session.clone();
-            // Each answer runs as one of the session's tasks, ending with it.
-            s.spawn(async move {
-                match req {
-                    Incoming::Subscribe(r) => this.on_subscribe(r).await,
-                    Incoming::Fetch(f) => this.on_fetch(f).await,
-                    Incoming::TrackStatus(t) => this.on_track_status(t),
-                    Incoming::Publish(p) => match subscriber {
-                        Some(s) => s.offer(p),
-                        None => p.reject(RequestError::new(
-                            RequestErrorCode::UNINTERESTED,
-                            "not subscribing",
-                        )),
-                    },
-                    Incoming::SubscribeTracks(r) => this.on_subscribe_tracks(session, r).await,
-                    _ => {}
+            // Anything else the directory answers, or refuses by dropping it.
+            if let Some(Incoming::Publish(p)) = self.shared.directory.answer(req, peer) {
+                match &subscriber {
+                    Some(s) => s.offer(p),
+                    None => p.reject(RequestError::new(
+                        RequestErrorCode::UNINTERESTED,
+                        "not subscribing",
+                    )),
                 }
-            });
-        }
-    }
-
-    async fn on_subscribe(&self, req: IncomingSubscribe) {
-        let name = req.track().clone();
-        let wait = req
-            .params()
-            .rendezvous_timeout
-            .filter(|t| *t > 0)
-            .map(|t| Duration::from_millis(t).min(Duration::from_secs(60)));
-        let track = match (self.track(&name), wait) {
-            (Some(t), _) => t,
-            // draft-19 §10.2.4: hold the SUBSCRIBE until the track appears, else TIMEOUT.
-            (None, Some(wait)) => match self.wait_track(&name, wait).await {
-                Some(t) => t,
-                None => {
-                    return req.reject(RequestError::new(
-                        RequestErrorCode::TIMEOUT,
-                        "no publisher appeared",
-                    ));
-                }
-            },
-            (None, None) => {
-                return req.reject(RequestError::new(
-                    RequestErrorCode::DOES_NOT_EXIST,
-                    "no such track",
-                ));
-            }
-        };
-        let response = SubscribeResponse {
-            track_alias: None,
-            largest: track.largest(),
-            expires: None,
-            track_properties: track.properties(),
-        };
-        let Ok(writer) = req.accept(response).await else {
-            return;
-        };
-        let _ = serve_subscription(track, writer, self.shared.serve.clone()).await;
-    }
-
-    async fn on_fetch(&self, f: IncomingFetch) {
-        match self.track(f.track()) {
-            Some(t) => {
-                let _ = serve_fetch(&t, f).await;
-            }
-            None => f.reject(RequestError::new(
-                RequestErrorCode::DOES_NOT_EXIST,
-                "no such track",
-            )),
-        }
-    }
-
-    fn on_track_status(&self, t: IncomingTrackStatus) {
-        match self.track(t.track()) {
-            Some(track) => t.accept(TrackStatusInfo {
-                largest: track.largest(),
-                expires: None,
-                track_properties: track.properties(),
-            }),
-            None => t.reject(RequestError::new(
-                RequestErrorCode::DOES_NOT_EXIST,
-                "no such track",
-            )),
-        }
-    }
-
-    /// SUBSCRIBE_TRACKS: PUBLISH every matching track, now and as they are created, until the
-    /// request ends (its publications go with it).
-    async fn on_subscribe_tracks(
-        &self,
-        session: WeakSession,
-        r: moq_transport::track::IncomingSubscribeTracks,
-    ) {
-        let Ok(responder) = r.accept().await else {
-            return;
-        };
-        let mut published: HashSet<FullTrackName> = HashSet::new();
-        let mut publications = tokio::task::JoinSet::new();
-        let mut rx = self.shared.changed.subscribe();
-        loop {
-            for track in self.tracks_under(&responder.prefix()) {
-                if published.contains(track.name()) || track.is_ended() {
-                    continue;
-                }
-                let defaults = responder.defaults().clone();
-                let options = PublishOptions {
-                    forward: defaults.forward,
-                    largest: track.largest(),
-                    track_properties: track.properties(),
-                    ..Default::default()
-                };
-                let Some(session) = session.upgrade() else {
-                    return;
-                };
-                let serve = self.shared.serve.clone();
-                published.insert(track.name().clone());
-                publications.spawn(async move {
-                    let Ok(p) = session.publish(track.name().clone(), options).await else {
-                        return;
-                    };
-                    drop(session);
-                    if p.accepted().await.is_ok() {
-                        let _ = serve_subscription(track, p.into_writer(), serve).await;
-                    }
-                });
-            }
-            tokio::select! {
-                r = rx.changed() => if r.is_err() { break },
-                _ = responder.ended() => break,
-                // Reap finished publications.
-                Some(_) = publications.join_next(), if !publications.is_empty() => {}
             }
         }
     }

@@ -18,6 +18,7 @@ use common::{
     TestServer, Transport, combinations, eventually, expected, ids, loc, ns, read_group,
     read_groups, timeout, track, wait_status, write_group,
 };
+use moq_client::directory::DirectoryOptions;
 use moq_client::{
     Backoff, CacheLimits, Error, NamespaceEvent, Properties, Publisher, ServeOptions, Status,
     SubscribeOptions, Version,
@@ -298,6 +299,62 @@ async fn rendezvous_timeout() {
             let err = client
                 .subscriber()
                 .subscribe(track(&["late"], "never"), SubscribeOptions::default())
+                .await
+                .unwrap_err();
+            rejected_with(err, RequestErrorCode::DOES_NOT_EXIST);
+        }
+    })
+    .await;
+}
+
+/// Announcing a namespace and creating its tracks may happen in any order: a SUBSCRIBE for a
+/// track of an announced namespace that does not exist yet waits (a bounded, configurable time)
+/// for it, then DOES_NOT_EXIST; outside announced namespaces it is refused at once.
+#[tokio::test]
+async fn announce_before_creating_the_track() {
+    timeout(async {
+        for (transport, version) in combinations() {
+            let publisher = Publisher::with_options(
+                CacheLimits::default(),
+                DirectoryOptions {
+                    rendezvous: Duration::from_millis(300),
+                    ..Default::default()
+                },
+            );
+            let mut srv = TestServer::start_with(publisher);
+            let _room = srv.publisher.publish_namespace(ns(&["room"])).unwrap();
+            let (client, server) = srv.connect(transport, version).await;
+            let name = track(&["room"], "chat");
+            let before = server.transport().open_requests();
+            let pending = {
+                let sub = client.subscriber().clone();
+                let name = name.clone();
+                tokio::spawn(async move { sub.subscribe(name, SubscribeOptions::default()).await })
+            };
+            eventually("the SUBSCRIBE arrives", || {
+                server.transport().open_requests() > before
+            })
+            .await;
+            // Created after the SUBSCRIBE arrived: it is served, not refused.
+            let chat = srv.publisher.create_track(name.clone()).unwrap();
+            let mut stream = pending.await.unwrap().unwrap();
+            let id = write_group(&chat, 1);
+            let mut g = stream.next().await.unwrap().unwrap();
+            assert_eq!(read_group(&mut g).await, expected(id, 1));
+
+            // Never created: DOES_NOT_EXIST once the publisher's rendezvous time has passed.
+            let started = tokio::time::Instant::now();
+            let err = client
+                .subscriber()
+                .subscribe(track(&["room"], "never"), SubscribeOptions::default())
+                .await
+                .unwrap_err();
+            rejected_with(err, RequestErrorCode::DOES_NOT_EXIST);
+            assert!(started.elapsed() >= Duration::from_millis(300));
+            // Not under an announced namespace: refused at once.
+            let err = client
+                .subscriber()
+                .subscribe(track(&["elsewhere"], "x"), SubscribeOptions::default())
                 .await
                 .unwrap_err();
             rejected_with(err, RequestErrorCode::DOES_NOT_EXIST);

@@ -2,14 +2,16 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use moq_client::Track;
-use moq_client::serve::{serve_fetch, serve_subscription};
+use moq_client::directory::{Directory, DirectoryOptions, Hold, Peer, Upstream, status_of};
+use moq_client::serve::serve_fetch;
 use moq_client::track::{CachedObject, DATAGRAM_SUBGROUP, SubgroupEnd};
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::{FetchType, Parameters, RequestError};
@@ -17,9 +19,8 @@ use moq_core::{FullTrackName, TrackNamespace};
 use moq_transport::endpoint::{Server, ServerConfig};
 use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie};
 use moq_transport::track::{
-    FetchItem, Incoming, IncomingFetch, IncomingPublish, IncomingSubgroup, IncomingSubscribe,
-    IncomingSubscribeTracks, IncomingTrackStatus, PublishOptions, SubscribeResponse, Subscription,
-    SubscriptionParams, TrackEvent, TrackStatusInfo,
+    FetchItem, Incoming, IncomingFetch, IncomingPublish, IncomingSubgroup, Subscription,
+    TrackEvent, TrackStatusInfo,
 };
 use moq_transport::{Error, Session, SessionConfig};
 use tokio::sync::watch;
@@ -50,9 +51,6 @@ struct RelayTrack {
     answer: watch::Sender<Option<Result<(), RequestError>>>,
     /// Downstream subscriptions served from this track.
     downstreams: AtomicUsize,
-    /// Sessions with a downstream SUBSCRIBE for this track (held or established), by session
-    /// ID, with how many: a SUBSCRIBE_TRACKS PUBLISH is not sent to them (draft-19 §9.5).
-    subscribers: Mutex<HashMap<u64, usize>>,
     /// Set when the track came from a PUBLISH rather than from routing.
     published: bool,
     /// The latest rendezvous deadline of a downstream SUBSCRIBE still waiting for the track:
@@ -71,9 +69,10 @@ struct Inner {
     routes: Mutex<PrefixTrie<Route>>,
     routes_changed: watch::Sender<u64>,
     tracks: Mutex<HashMap<FullTrackName, Arc<RelayTrack>>>,
-    /// Tracks PUBLISHed to the relay: name -> (publisher session, track).
-    published: Mutex<HashMap<FullTrackName, (u64, Arc<RelayTrack>)>>,
-    published_changed: watch::Sender<u64>,
+    /// Answers every session's SUBSCRIBE, FETCH, TRACK_STATUS and SUBSCRIBE_TRACKS, asking
+    /// this relay's routes and upstreams (`RelayUpstream`) for what it does not hold. It holds
+    /// the PUBLISHed tracks, offered to SUBSCRIBE_TRACKS subscribers.
+    directory: Directory,
     sessions: Mutex<HashMap<u64, Session>>,
     /// The number of open sessions, for a drain to wait on.
     session_count: watch::Sender<usize>,
@@ -114,15 +113,19 @@ impl Relay {
         let metrics = Arc::new(Metrics::default());
         let mut config = config;
         config.serve.stats = Some(metrics.serve.clone());
+        let options = DirectoryOptions {
+            serve: config.serve.clone(),
+            rendezvous: Duration::ZERO,
+            max_rendezvous: config.max_rendezvous,
+        };
         Ok(Relay {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|weak| Inner {
                 config,
                 index,
                 routes: Mutex::new(PrefixTrie::new()),
                 routes_changed: watch::channel(0).0,
                 tracks: Mutex::new(HashMap::new()),
-                published: Mutex::new(HashMap::new()),
-                published_changed: watch::channel(0).0,
+                directory: Directory::with_upstream(options, Arc::new(RelayUpstream(weak.clone()))),
                 sessions: Mutex::new(HashMap::new()),
                 session_count: watch::channel(0).0,
                 metrics,
@@ -221,24 +224,15 @@ async fn handle_session(inner: Arc<Inner>, session: Session) {
     tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
     let routes = tokio::spawn(sync_routes(inner.clone(), id, session.clone()));
     let incoming = session.incoming();
-    loop {
-        let req = tokio::select! {
-            r = incoming.next() => r,
-            _ = session.closed() => None,
-        };
-        let Some(req) = req else { break };
-        let inner = inner.clone();
-        let session = session.clone();
-        tokio::spawn(async move {
-            match req {
-                Incoming::Subscribe(r) => on_subscribe(inner, id, r).await,
-                Incoming::Fetch(f) => on_fetch(inner, f).await,
-                Incoming::TrackStatus(t) => on_track_status(inner, t).await,
-                Incoming::Publish(p) => on_publish(inner, id, p).await,
-                Incoming::SubscribeTracks(r) => on_subscribe_tracks(inner, id, session, r).await,
-                _ => {}
-            }
-        });
+    let peer = Peer {
+        key: id,
+        session: session.downgrade(),
+    };
+    // Ends when the session does.
+    while let Some(req) = incoming.next().await {
+        if let Some(Incoming::Publish(p)) = inner.directory.answer(req, &peer) {
+            session.spawn(on_publish(inner.clone(), id, p));
+        }
     }
     let _ = session.closed().await;
     routes.abort();
@@ -385,7 +379,6 @@ fn get_or_create_track(
                     pending_upstreams: AtomicUsize::new(0),
                     answer: watch::channel(None).0,
                     downstreams: AtomicUsize::new(0),
-                    subscribers: Mutex::new(HashMap::new()),
                     published: false,
                     rendezvous_until: Mutex::new(None),
                     new_group_request: Mutex::new(None),
@@ -690,64 +683,64 @@ impl Drop for Downstream {
     }
 }
 
-/// Marks a session as a SUBSCRIBE subscriber of a track while it lives.
-struct SubscriberMark {
-    track: Arc<RelayTrack>,
-    session_id: u64,
+/// The relay's side of its directory: SUBSCRIBE goes to the routes (one upstream subscription
+/// per track and publisher), FETCH to the cache or one publisher, TRACK_STATUS likewise.
+struct RelayUpstream(Weak<Inner>);
+
+impl RelayUpstream {
+    fn inner(&self) -> Result<Arc<Inner>, RequestError> {
+        self.0
+            .upgrade()
+            .ok_or_else(|| RequestError::new(RequestErrorCode::GOING_AWAY, "relay shutting down"))
+    }
 }
 
-impl SubscriberMark {
-    fn new(track: &Arc<RelayTrack>, session_id: u64) -> Self {
-        *track.subscribers.lock().entry(session_id).or_insert(0) += 1;
-        SubscriberMark {
-            track: track.clone(),
-            session_id,
+#[async_trait]
+impl Upstream for RelayUpstream {
+    async fn subscribe(
+        &self,
+        _peer: u64,
+        name: &FullTrackName,
+        params: &Parameters,
+    ) -> Result<(Track, Hold), RequestError> {
+        let inner = self.inner()?;
+        let rendezvous = params
+            .rendezvous_timeout
+            .filter(|t| *t > 0)
+            .map(|t| Duration::from_millis(t).min(inner.config.max_rendezvous));
+        let track = get_or_create_track(&inner, name, rendezvous, params.new_group_request);
+        let guard = Downstream::new(&inner, &track);
+        wait_answer(&inner, &track, rendezvous).await?;
+        Ok((track.cache.clone(), Box::new(guard)))
+    }
+
+    async fn fetch(&self, f: IncomingFetch, _held: Option<Track>) {
+        let Ok(inner) = self.inner() else { return };
+        on_fetch(inner, f).await;
+    }
+
+    async fn track_status(
+        &self,
+        name: &FullTrackName,
+        _held: Option<Track>,
+    ) -> Result<TrackStatusInfo, RequestError> {
+        let inner = self.inner()?;
+        track_status(&inner, name).await
+    }
+
+    fn forwarding(&self, track: &Track) -> Hold {
+        let Ok(inner) = self.inner() else {
+            return Box::new(());
+        };
+        let relay_track = inner.tracks.lock().get(track.name()).cloned();
+        match relay_track {
+            Some(t) if t.cache.same(track) => Box::new(Downstream::new(&inner, &t)),
+            _ => Box::new(()),
         }
     }
 }
 
-impl Drop for SubscriberMark {
-    fn drop(&mut self) {
-        let mut subscribers = self.track.subscribers.lock();
-        if let Some(n) = subscribers.get_mut(&self.session_id) {
-            *n -= 1;
-            if *n == 0 {
-                subscribers.remove(&self.session_id);
-            }
-        }
-    }
-}
-
-async fn on_subscribe(inner: Arc<Inner>, session_id: u64, req: IncomingSubscribe) {
-    let name = req.track().clone();
-    let rendezvous = req
-        .params()
-        .rendezvous_timeout
-        .filter(|t| *t > 0)
-        .map(|t| Duration::from_millis(t).min(inner.config.max_rendezvous));
-    let track = get_or_create_track(&inner, &name, rendezvous, req.params().new_group_request);
-    let guard = Downstream::new(&inner, &track);
-    // Registered before waiting: a SUBSCRIBE held for a publisher (RENDEZVOUS_TIMEOUT) that a
-    // PUBLISH answers proceeds, and that PUBLISH is not also forwarded to this session through
-    // its SUBSCRIBE_TRACKS (draft-19 §9.5).
-    let _mark = SubscriberMark::new(&track, session_id);
-    if let Err(e) = wait_answer(&inner, &track, rendezvous).await {
-        tracing::debug!(track = %name, code = ?e.code, "SUBSCRIBE refused");
-        return req.reject(e);
-    }
-    let response = SubscribeResponse {
-        track_alias: None,
-        largest: track.cache.largest(),
-        expires: None,
-        track_properties: track.cache.properties(),
-    };
-    let Ok(writer) = req.accept(response).await else {
-        return;
-    };
-    let _ = serve_subscription(track.cache.clone(), writer, inner.config.serve.clone()).await;
-    drop(guard);
-}
-
+/// FETCH: from the cache when it holds the whole range, else from one publisher.
 async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     let name = f.track().clone();
     let cached = inner.tracks.lock().get(&name).cloned();
@@ -806,32 +799,31 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     w.finish();
 }
 
-async fn on_track_status(inner: Arc<Inner>, t: IncomingTrackStatus) {
-    let name = t.track().clone();
-    let cached = inner.tracks.lock().get(&name).cloned();
+/// TRACK_STATUS: from the track when its upstream answered, else from one publisher.
+async fn track_status(
+    inner: &Arc<Inner>,
+    name: &FullTrackName,
+) -> Result<TrackStatusInfo, RequestError> {
+    let cached = inner.tracks.lock().get(name).cloned();
     if let Some(rt) = cached
         && matches!(*rt.answer.borrow(), Some(Ok(())))
     {
-        return t.accept(TrackStatusInfo {
-            largest: rt.cache.largest(),
-            expires: None,
-            track_properties: rt.cache.properties(),
-        });
+        return Ok(status_of(&rt.cache));
     }
-    let Some(route) = routes_for(&inner, &name.namespace).into_iter().next() else {
-        return t.reject(RequestError::new(
+    let Some(route) = routes_for(inner, &name.namespace).into_iter().next() else {
+        return Err(RequestError::new(
             RequestErrorCode::DOES_NOT_EXIST,
             "no publisher for this track",
         ));
     };
     match route
         .session
-        .track_status(name, Parameters::default())
+        .track_status(name.clone(), Parameters::default())
         .await
     {
-        Ok(info) => t.accept(info),
-        Err(Error::Rejected(e)) => t.reject(*e),
-        Err(e) => t.reject(RequestError::new(
+        Ok(info) => Ok(info),
+        Err(Error::Rejected(e)) => Err(*e),
+        Err(e) => Err(RequestError::new(
             RequestErrorCode::INTERNAL_ERROR,
             e.to_string(),
         )),
@@ -860,7 +852,6 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
                     pending_upstreams: AtomicUsize::new(0),
                     answer: watch::channel(None).0,
                     downstreams: AtomicUsize::new(0),
-                    subscribers: Mutex::new(HashMap::new()),
                     published: true,
                     rendezvous_until: Mutex::new(None),
                     new_group_request: Mutex::new(None),
@@ -877,11 +868,10 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
     }
     track.answer.send_replace(Some(Ok(())));
     track.live_upstreams.fetch_add(1, Ordering::Relaxed);
-    inner
-        .published
-        .lock()
-        .insert(name.clone(), (session_id, track.clone()));
-    inner.published_changed.send_modify(|v| *v += 1);
+    // Offered to SUBSCRIBE_TRACKS subscribers (never back to this session) while it lasts.
+    let _offered = inner
+        .directory
+        .insert(track.cache.clone(), Some(session_id), true);
     inner
         .metrics
         .upstream_active
@@ -892,15 +882,6 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
         .upstream_active
         .fetch_sub(1, Ordering::Relaxed);
     track.live_upstreams.fetch_sub(1, Ordering::Relaxed);
-    {
-        let mut published = inner.published.lock();
-        if published
-            .get(&name)
-            .is_some_and(|(id, _)| *id == session_id)
-        {
-            published.remove(&name);
-        }
-    }
     if status == Some(PublishDoneCode::TRACK_ENDED)
         || track.live_upstreams.load(Ordering::Relaxed) == 0
     {
@@ -909,78 +890,5 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
         if tracks.get(&name).is_some_and(|t| Arc::ptr_eq(t, &track)) {
             tracks.remove(&name);
         }
-    }
-    inner.published_changed.send_modify(|v| *v += 1);
-}
-
-/// SUBSCRIBE_TRACKS: PUBLISH each matching published track to the subscriber, never its own
-/// (draft-19 §6.1), now and as they arrive; not the tracks whose properties fail its
-/// TRACK_PROPERTY_FILTERs (draft-19 §5.1.3, §6.3), nor those it has SUBSCRIBEd to (§9.5).
-async fn on_subscribe_tracks(
-    inner: Arc<Inner>,
-    session_id: u64,
-    session: Session,
-    r: IncomingSubscribeTracks,
-) {
-    let Ok(responder) = r.accept().await else {
-        return;
-    };
-    let mut forwarded: HashMap<FullTrackName, JoinHandle<()>> = HashMap::new();
-    let mut changed = inner.published_changed.subscribe();
-    loop {
-        let prefix = responder.prefix();
-        let filters = &responder.defaults().range_filters;
-        let candidates: Vec<(FullTrackName, Arc<RelayTrack>)> = inner
-            .published
-            .lock()
-            .iter()
-            .filter(|(n, (owner, _))| *owner != session_id && prefix.is_prefix_of(&n.namespace))
-            // draft-19 §9.5: a SUBSCRIBE from this session (e.g. one held for a publisher)
-            // takes the track; the PUBLISH is not also forwarded.
-            .filter(|(_, (_, t))| !t.subscribers.lock().contains_key(&session_id))
-            // draft-19 §5.1.3, §6.3: PUBLISHes whose track fails the TRACK_PROPERTY_FILTERs
-            // are not forwarded.
-            .filter(|(_, (_, t))| SubscriptionParams::track_passes(filters, &t.cache.properties()))
-            .map(|(n, (_, t))| (n.clone(), t.clone()))
-            .collect();
-        forwarded.retain(|_, h| !h.is_finished());
-        for (name, track) in candidates {
-            if forwarded.contains_key(&name) {
-                continue;
-            }
-            let session = session.clone();
-            let inner2 = inner.clone();
-            let defaults = responder.defaults().clone();
-            let handle = tokio::spawn(async move {
-                let options = PublishOptions {
-                    forward: defaults.forward,
-                    largest: track.cache.largest(),
-                    track_properties: track.cache.properties(),
-                    ..Default::default()
-                };
-                let Ok(p) = session.publish(track.name.clone(), options).await else {
-                    return;
-                };
-                if p.accepted().await.is_err() {
-                    return;
-                }
-                let guard = Downstream::new(&inner2, &track);
-                let _ = serve_subscription(
-                    track.cache.clone(),
-                    p.into_writer(),
-                    inner2.config.serve.clone(),
-                )
-                .await;
-                drop(guard);
-            });
-            forwarded.insert(name, handle);
-        }
-        tokio::select! {
-            r = changed.changed() => if r.is_err() { break },
-            _ = responder.ended() => break,
-        }
-    }
-    for (_, h) in forwarded {
-        h.abort();
     }
 }

@@ -333,9 +333,24 @@ impl TracksResponder {
     }
 
     /// Resolves when the subscriber cancels the request or the session ends.
+    ///
+    /// Cancel safe.
     pub async fn ended(&self) {
         let mut rx = self.ended.clone();
         let _ = rx.wait_for(|e| *e).await;
+    }
+
+    /// Resolves with the prefix once a REQUEST_UPDATE has moved it away from `from`
+    /// (draft-19 §10.9.2); never if the request ends first.
+    ///
+    /// Cancel safe.
+    pub async fn prefix_changed(&self, from: &TrackNamespace) -> TrackNamespace {
+        let mut rx = self.prefix.clone();
+        let moved = rx.wait_for(|p| p != from).await.map(|p| p.clone());
+        match moved {
+            Ok(p) => p,
+            Err(_) => std::future::pending().await,
+        }
     }
 }
 

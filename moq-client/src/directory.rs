@@ -1,0 +1,634 @@
+//! The track directory: tracks indexed by namespace, and the one piece of code that answers a
+//! peer's SUBSCRIBE, FETCH, TRACK_STATUS and SUBSCRIBE_TRACKS from them.
+//!
+//! A publishing application's [`crate::Publisher`] is a directory of its own tracks. moq-relay is
+//! a directory too, plus routing and upstream subscriptions, which it plugs in as an
+//! [`Upstream`]: the directory asks it for what it does not hold.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use moq_core::codes::RequestErrorCode;
+use moq_core::message::{Parameters, RequestError};
+use moq_core::{FullTrackName, TrackNamespace};
+use moq_transport::WeakSession;
+use moq_transport::namespace::PrefixTrie;
+use moq_transport::track::{
+    Incoming, IncomingFetch, IncomingSubscribe, IncomingSubscribeTracks, IncomingTrackStatus,
+    PublishOptions, SubscribeResponse, SubscriptionParams, TrackStatusInfo,
+};
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::serve::{ServeOptions, serve_fetch, serve_subscription};
+use crate::track::Track;
+
+/// Something held while a subscription is served (see [`Upstream::subscribe`]).
+pub type Hold = Box<dyn std::any::Any + Send>;
+
+/// Where a directory finds what it does not hold: a relay's routes and upstream subscriptions.
+/// A publishing application has none.
+#[async_trait]
+pub trait Upstream: Send + Sync + 'static {
+    /// A SUBSCRIBE from session `peer`: the track to serve it from (subscribed upstream if
+    /// needed, its first answer awaited) and what to hold while it is served, or the refusal.
+    async fn subscribe(
+        &self,
+        peer: u64,
+        name: &FullTrackName,
+        params: &Parameters,
+    ) -> Result<(Track, Hold), RequestError>;
+
+    /// A FETCH; `held` is the directory's track of that name, if any. Answer it from the
+    /// cache with [`serve_fetch`] or forward it.
+    async fn fetch(&self, fetch: IncomingFetch, held: Option<Track>);
+
+    /// A TRACK_STATUS; `held` is the directory's track of that name, if any.
+    async fn track_status(
+        &self,
+        name: &FullTrackName,
+        held: Option<Track>,
+    ) -> Result<TrackStatusInfo, RequestError>;
+
+    /// What to hold while `track` is served to a SUBSCRIBE_TRACKS subscriber.
+    fn forwarding(&self, _track: &Track) -> Hold {
+        Box::new(())
+    }
+}
+
+/// How a [`Directory`] answers.
+#[derive(Clone, Debug)]
+pub struct DirectoryOptions {
+    /// How subscriptions are served.
+    pub serve: ServeOptions,
+    /// How long a SUBSCRIBE for a track that does not exist yet waits for it, when its
+    /// namespace is announced here (so announcing and creating tracks may happen in any
+    /// order). After it, DOES_NOT_EXIST.
+    pub rendezvous: Duration,
+    /// The longest RENDEZVOUS_TIMEOUT a SUBSCRIBE may ask for (draft-19 §10.2.4).
+    pub max_rendezvous: Duration,
+}
+
+impl Default for DirectoryOptions {
+    fn default() -> Self {
+        DirectoryOptions {
+            serve: ServeOptions::default(),
+            rendezvous: Duration::from_secs(2),
+            max_rendezvous: Duration::from_secs(60),
+        }
+    }
+}
+
+/// One held track.
+#[derive(Debug)]
+struct Entry {
+    key: u64,
+    track: Track,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    tracks: HashMap<FullTrackName, Entry>,
+    /// Offered tracks by namespace, for SUBSCRIBE_TRACKS snapshots.
+    offered: PrefixTrie<(Track, Option<u64>)>,
+    /// SUBSCRIBE_TRACKS watchers, at their prefix: each new offered track is sent to those
+    /// whose prefix covers it, so nothing is rescanned.
+    watchers: PrefixTrie<mpsc::Sender<(Track, Option<u64>)>>,
+    /// SUBSCRIBEs waiting for a track to appear, by name.
+    waiters: HashMap<FullTrackName, Vec<oneshot::Sender<Track>>>,
+    /// Namespaces announced here (their tracks may be created after a SUBSCRIBE arrives).
+    announced: PrefixTrie<()>,
+    /// Sessions with a SUBSCRIBE for a track (held or served), by track and session: they
+    /// get no SUBSCRIBE_TRACKS PUBLISH of it (draft-19 §9.5).
+    subscribing: HashMap<FullTrackName, HashMap<u64, usize>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    keys: AtomicU64,
+    options: DirectoryOptions,
+    upstream: Option<Arc<dyn Upstream>>,
+}
+
+impl std::fmt::Debug for dyn Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Upstream")
+    }
+}
+
+/// Tracks indexed by namespace, answering a peer's requests for them. Cheap to clone; clones
+/// share the tracks.
+#[derive(Clone, Debug)]
+pub struct Directory {
+    shared: Arc<Shared>,
+}
+
+impl Default for Directory {
+    fn default() -> Self {
+        Self::new(DirectoryOptions::default())
+    }
+}
+
+/// The session a request came from: a key of its own (for the rules about where a track came
+/// from) and the session, held weakly.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    /// A key unique among the sessions a directory answers.
+    pub key: u64,
+    /// The session.
+    pub session: WeakSession,
+}
+
+/// Keeps a track in a [`Directory`]; dropping it removes the track.
+#[derive(Debug)]
+pub struct TrackRegistration {
+    dir: Directory,
+    name: FullTrackName,
+    key: u64,
+}
+
+impl Drop for TrackRegistration {
+    fn drop(&mut self) {
+        let mut state = self.dir.shared.state.lock();
+        if state
+            .tracks
+            .get(&self.name)
+            .is_some_and(|e| e.key == self.key)
+        {
+            state.tracks.remove(&self.name);
+            state.offered.remove(&self.name.namespace, self.key);
+        }
+    }
+}
+
+/// Keeps a namespace announced in a [`Directory`]; dropping it withdraws it.
+#[derive(Debug)]
+pub struct AnnouncedNamespace {
+    dir: Directory,
+    namespace: TrackNamespace,
+    key: u64,
+}
+
+impl Drop for AnnouncedNamespace {
+    fn drop(&mut self) {
+        self.dir
+            .shared
+            .state
+            .lock()
+            .announced
+            .remove(&self.namespace, self.key);
+    }
+}
+
+/// Marks a session as subscribing to a track while it lives.
+struct Subscribing {
+    dir: Directory,
+    name: FullTrackName,
+    peer: u64,
+}
+
+impl Drop for Subscribing {
+    fn drop(&mut self) {
+        let mut state = self.dir.shared.state.lock();
+        if let Some(peers) = state.subscribing.get_mut(&self.name) {
+            if let Some(n) = peers.get_mut(&self.peer) {
+                *n -= 1;
+                if *n == 0 {
+                    peers.remove(&self.peer);
+                }
+            }
+            if peers.is_empty() {
+                state.subscribing.remove(&self.name);
+            }
+        }
+    }
+}
+
+impl Directory {
+    /// An empty directory of its own tracks.
+    pub fn new(options: DirectoryOptions) -> Self {
+        Self::build(options, None)
+    }
+
+    /// An empty directory that asks `upstream` for what it does not hold.
+    pub fn with_upstream(options: DirectoryOptions, upstream: Arc<dyn Upstream>) -> Self {
+        Self::build(options, Some(upstream))
+    }
+
+    fn build(options: DirectoryOptions, upstream: Option<Arc<dyn Upstream>>) -> Self {
+        Directory {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                keys: AtomicU64::new(0),
+                options,
+                upstream,
+            }),
+        }
+    }
+
+    /// How it answers.
+    pub fn options(&self) -> &DirectoryOptions {
+        &self.shared.options
+    }
+
+    fn key(&self) -> u64 {
+        self.shared.keys.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Adds `track` until the registration drops. `origin` is the session it came from, if
+    /// any (it is never offered back there); `offered` makes it visible to SUBSCRIBE_TRACKS.
+    /// Fails with the track already held under that name.
+    pub fn insert(
+        &self,
+        track: Track,
+        origin: Option<u64>,
+        offered: bool,
+    ) -> Result<TrackRegistration, Track> {
+        let name = track.name().clone();
+        let key = self.key();
+        let mut state = self.shared.state.lock();
+        if let Some(e) = state.tracks.get(&name) {
+            return Err(e.track.clone());
+        }
+        state.tracks.insert(
+            name.clone(),
+            Entry {
+                key,
+                track: track.clone(),
+            },
+        );
+        if offered {
+            state
+                .offered
+                .insert(&name.namespace, key, (track.clone(), origin));
+            // Each watcher whose prefix covers the track hears of it; one that fell behind
+            // is dropped (its SUBSCRIBE_TRACKS takes a fresh snapshot).
+            let mut lagged = Vec::new();
+            for (depth, id, tx) in state.watchers.entries_on_path(&name.namespace) {
+                if tx.try_send((track.clone(), origin)).is_err() {
+                    lagged.push((depth, id));
+                }
+            }
+            for (depth, id) in lagged {
+                let fields = name.namespace.fields().get(..depth).unwrap_or_default();
+                if let Ok(prefix) = TrackNamespace::new(fields.iter().cloned()) {
+                    state.watchers.remove(&prefix, id);
+                }
+            }
+        }
+        for waiter in state.waiters.remove(&name).into_iter().flatten() {
+            let _ = waiter.send(track.clone());
+        }
+        drop(state);
+        Ok(TrackRegistration {
+            dir: self.clone(),
+            name,
+            key,
+        })
+    }
+
+    /// The track named `name`, if held.
+    pub fn get(&self, name: &FullTrackName) -> Option<Track> {
+        self.shared
+            .state
+            .lock()
+            .tracks
+            .get(name)
+            .map(|e| e.track.clone())
+    }
+
+    /// The track named `name`, waiting up to `timeout` for it to be added.
+    pub async fn wait_for(&self, name: &FullTrackName, timeout: Duration) -> Option<Track> {
+        let rx = {
+            let mut state = self.shared.state.lock();
+            if let Some(e) = state.tracks.get(name) {
+                return Some(e.track.clone());
+            }
+            let (tx, rx) = oneshot::channel();
+            let waiting = state.waiters.entry(name.clone()).or_default();
+            waiting.retain(|w| !w.is_closed());
+            waiting.push(tx);
+            rx
+        };
+        tokio::time::timeout(timeout, rx).await.ok()?.ok()
+    }
+
+    /// The offered tracks under `prefix`.
+    pub fn offered_under(&self, prefix: &TrackNamespace) -> Vec<Track> {
+        let state = self.shared.state.lock();
+        state
+            .offered
+            .under(prefix)
+            .into_iter()
+            .map(|(_, (t, _))| t.clone())
+            .collect()
+    }
+
+    /// Announces `namespace` here: a SUBSCRIBE for one of its tracks that does not exist yet
+    /// waits [`DirectoryOptions::rendezvous`] for it.
+    pub fn announce(&self, namespace: TrackNamespace) -> AnnouncedNamespace {
+        let key = self.key();
+        self.shared
+            .state
+            .lock()
+            .announced
+            .insert(&namespace, key, ());
+        AnnouncedNamespace {
+            dir: self.clone(),
+            namespace,
+            key,
+        }
+    }
+
+    fn subscribing(&self, name: &FullTrackName, peer: u64) -> Subscribing {
+        *self
+            .shared
+            .state
+            .lock()
+            .subscribing
+            .entry(name.clone())
+            .or_default()
+            .entry(peer)
+            .or_insert(0) += 1;
+        Subscribing {
+            dir: self.clone(),
+            name: name.clone(),
+            peer,
+        }
+    }
+
+    /// Answers the peer's SUBSCRIBE, FETCH, TRACK_STATUS or SUBSCRIBE_TRACKS, as a task of its
+    /// session. Any other request (PUBLISH) is handed back.
+    pub fn answer(&self, request: Incoming, peer: &Peer) -> Option<Incoming> {
+        let Some(session) = peer.session.upgrade() else {
+            // The session is gone; dropping the request refuses it.
+            return None;
+        };
+        let (dir, peer) = (self.clone(), peer.clone());
+        match request {
+            Incoming::Subscribe(r) => session.spawn(async move { dir.on_subscribe(r, peer).await }),
+            Incoming::Fetch(f) => session.spawn(async move { dir.on_fetch(f).await }),
+            Incoming::TrackStatus(t) => session.spawn(async move { dir.on_track_status(t).await }),
+            Incoming::SubscribeTracks(r) => {
+                session.spawn(async move { dir.on_subscribe_tracks(r, peer).await })
+            }
+            other => return Some(other),
+        }
+        None
+    }
+
+    async fn on_subscribe(&self, req: IncomingSubscribe, peer: Peer) {
+        let name = req.track().clone();
+        // draft-19 §9.5: registered before waiting, so a PUBLISH that answers a held SUBSCRIBE
+        // is not also forwarded to this session through its SUBSCRIBE_TRACKS.
+        let _subscribing = self.subscribing(&name, peer.key);
+        let found = match &self.shared.upstream {
+            Some(up) => up.subscribe(peer.key, &name, req.params()).await,
+            None => self
+                .resolve(&name, req.params())
+                .await
+                .map(|t| (t, Box::new(()) as Hold)),
+        };
+        let (track, _hold) = match found {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::debug!(track = %name, code = ?e.code, "SUBSCRIBE refused");
+                return req.reject(e);
+            }
+        };
+        let response = SubscribeResponse {
+            track_alias: None,
+            largest: track.largest(),
+            expires: None,
+            track_properties: track.properties(),
+        };
+        let Ok(writer) = req.accept(response).await else {
+            return;
+        };
+        let _ = serve_subscription(track, writer, self.shared.options.serve.clone()).await;
+    }
+
+    /// The track a SUBSCRIBE asks for: held now, or added within its RENDEZVOUS_TIMEOUT or (if
+    /// its namespace is announced here) [`DirectoryOptions::rendezvous`].
+    async fn resolve(
+        &self,
+        name: &FullTrackName,
+        params: &Parameters,
+    ) -> Result<Track, RequestError> {
+        let options = &self.shared.options;
+        let asked = params
+            .rendezvous_timeout
+            .filter(|t| *t > 0)
+            .map(|t| Duration::from_millis(t).min(options.max_rendezvous));
+        let announced = self
+            .shared
+            .state
+            .lock()
+            .announced
+            .prefixes_of(&name.namespace)
+            .next()
+            .is_some();
+        let ours = announced.then_some(options.rendezvous);
+        let wait = asked.into_iter().chain(ours).max().unwrap_or_default();
+        if let Some(t) = self.wait_for(name, wait).await {
+            return Ok(t);
+        }
+        Err(match asked {
+            // draft-19 §10.2.4: no publisher within RENDEZVOUS_TIMEOUT is TIMEOUT.
+            Some(_) => RequestError::new(RequestErrorCode::TIMEOUT, "no publisher appeared"),
+            None => RequestError::new(RequestErrorCode::DOES_NOT_EXIST, "no such track"),
+        })
+    }
+
+    async fn on_fetch(&self, f: IncomingFetch) {
+        let held = self.get(f.track());
+        match (&self.shared.upstream, held) {
+            (Some(up), held) => up.fetch(f, held).await,
+            (None, Some(t)) => {
+                let _ = serve_fetch(&t, f).await;
+            }
+            (None, None) => f.reject(RequestError::new(
+                RequestErrorCode::DOES_NOT_EXIST,
+                "no such track",
+            )),
+        }
+    }
+
+    async fn on_track_status(&self, t: IncomingTrackStatus) {
+        let held = self.get(t.track());
+        let answer = match &self.shared.upstream {
+            Some(up) => up.track_status(t.track(), held).await,
+            None => held.map(|h| status_of(&h)).ok_or_else(|| {
+                RequestError::new(RequestErrorCode::DOES_NOT_EXIST, "no such track")
+            }),
+        };
+        match answer {
+            Ok(info) => t.accept(info),
+            Err(e) => t.reject(e),
+        }
+    }
+
+    /// SUBSCRIBE_TRACKS: PUBLISH each offered track under the prefix, now and as they are
+    /// added, except those the session published itself (draft-19 §6.1), those it SUBSCRIBEs
+    /// to (§9.5) and those whose properties fail its TRACK_PROPERTY_FILTERs (§5.1.3, §6.3).
+    /// Ends (and so do its publications) when the request ends.
+    async fn on_subscribe_tracks(&self, r: IncomingSubscribeTracks, peer: Peer) {
+        let Ok(responder) = r.accept().await else {
+            return;
+        };
+        let queue = self.shared.options.serve.max_inflight.max(64);
+        let mut published: HashMap<FullTrackName, Track> = HashMap::new();
+        let mut publications = tokio::task::JoinSet::new();
+        let mut prefix = responder.prefix();
+        'watch: loop {
+            let (now, mut added) = self.watch_offered(&prefix, queue);
+            for (track, origin) in now {
+                self.forward(
+                    &mut published,
+                    &mut publications,
+                    &responder,
+                    &peer,
+                    track,
+                    origin,
+                );
+            }
+            loop {
+                tokio::select! {
+                    a = added.rx.recv() => match a {
+                        Some((track, origin)) => {
+                            self.forward(&mut published, &mut publications, &responder, &peer, track, origin);
+                        }
+                        // Fell behind: take a fresh snapshot.
+                        None => continue 'watch,
+                    },
+                    p = responder.prefix_changed(&prefix) => {
+                        prefix = p;
+                        continue 'watch;
+                    }
+                    _ = responder.ended() => return,
+                    // Reap finished publications (a track that ended may be published again).
+                    Some(_) = publications.join_next(), if !publications.is_empty() => {
+                        published.retain(|_, t| !t.is_ended());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The offered tracks under `prefix` now, and each one added later (atomically: none
+    /// missed or repeated); the watch ends if more than `capacity` queue up unread.
+    fn watch_offered(
+        &self,
+        prefix: &TrackNamespace,
+        capacity: usize,
+    ) -> (Vec<(Track, Option<u64>)>, Watch) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let key = self.key();
+        let mut state = self.shared.state.lock();
+        let now = state
+            .offered
+            .under(prefix)
+            .into_iter()
+            .map(|(_, v)| v.clone())
+            .collect();
+        state.watchers.insert(prefix, key, tx);
+        drop(state);
+        (
+            now,
+            Watch {
+                dir: self.clone(),
+                prefix: prefix.clone(),
+                key,
+                rx,
+            },
+        )
+    }
+
+    /// PUBLISHes one track to a SUBSCRIBE_TRACKS subscriber, unless a rule says not to.
+    fn forward(
+        &self,
+        published: &mut HashMap<FullTrackName, Track>,
+        publications: &mut tokio::task::JoinSet<()>,
+        responder: &moq_transport::track::TracksResponder,
+        peer: &Peer,
+        track: Track,
+        origin: Option<u64>,
+    ) {
+        let name = track.name().clone();
+        let subscribes = self
+            .shared
+            .state
+            .lock()
+            .subscribing
+            .get(&name)
+            .is_some_and(|p| p.contains_key(&peer.key));
+        let filters = &responder.defaults().range_filters;
+        if origin == Some(peer.key)
+            || subscribes
+            || track.is_ended()
+            || !responder.matches(&name)
+            || published.get(&name).is_some_and(|t| t.same(&track))
+            || !SubscriptionParams::track_passes(filters, &track.properties())
+        {
+            return;
+        }
+        let Some(session) = peer.session.upgrade() else {
+            return;
+        };
+        published.insert(name, track.clone());
+        let options = PublishOptions {
+            forward: responder.defaults().forward,
+            largest: track.largest(),
+            track_properties: track.properties(),
+            ..Default::default()
+        };
+        let hold = self
+            .shared
+            .upstream
+            .as_ref()
+            .map(|up| up.forwarding(&track));
+        let serve = self.shared.options.serve.clone();
+        publications.spawn(async move {
+            let _hold = hold;
+            let Ok(p) = session.publish(track.name().clone(), options).await else {
+                return;
+            };
+            drop(session);
+            if p.accepted().await.is_ok() {
+                let _ = serve_subscription(track, p.into_writer(), serve).await;
+            }
+        });
+    }
+}
+
+/// A SUBSCRIBE_TRACKS watch of offered tracks; dropping it stops the watch.
+struct Watch {
+    dir: Directory,
+    prefix: TrackNamespace,
+    key: u64,
+    rx: mpsc::Receiver<(Track, Option<u64>)>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.dir
+            .shared
+            .state
+            .lock()
+            .watchers
+            .remove(&self.prefix, self.key);
+    }
+}
+
+/// What TRACK_STATUS_OK says of a held track.
+pub fn status_of(track: &Track) -> TrackStatusInfo {
+    TrackStatusInfo {
+        largest: track.largest(),
+        expires: None,
+        track_properties: track.properties(),
+    }
+}
