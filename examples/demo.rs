@@ -53,8 +53,8 @@ async fn run() -> anyhow::Result<()> {
             .create_track(FullTrackName::new(ns, "chat")?)?;
         for i in 0..3 {
             let mut group = track.append_group()?;
-            group.write(format!("{who} says hello #{i}"));
-            group.finish();
+            group.write(format!("{who} says hello #{i}"))?;
+            group.finish()?;
         }
         println!(
             "{who} published {} over {}",

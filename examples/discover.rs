@@ -31,7 +31,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let Some(session) = args.connect.session().await? else {
+    let Some((client, session)) = args.connect.session().await? else {
         return Ok(());
     };
 
@@ -39,7 +39,7 @@ async fn main() -> anyhow::Result<()> {
         r = run(&session, &args) => r,
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
-    cli::close(&session).await;
+    cli::close(&client, &session).await;
     result
 }
 

@@ -58,17 +58,17 @@ fn now_utc() -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let Some(session) = args.connect.session().await? else {
+    let Some((client, session)) = args.connect.session().await? else {
         return Ok(());
     };
 
-    // Create the track before announcing its namespace: a relay may subscribe as soon as the
-    // namespace is announced, and a track that does not exist yet is DOES_NOT_EXIST.
+    // Announce the namespace and create its track, in either order: a SUBSCRIBE that arrives
+    // in between waits for the track.
     let ns = cli::parse_namespace(&args.namespace)?;
+    let announced = session.publisher().publish_namespace(ns.clone())?;
     let track = session
         .publisher()
         .create_track(FullTrackName::new(ns.clone(), args.track.clone())?)?;
-    let announced = session.publisher().publish_namespace(ns.clone())?;
     tokio::select! {
         r = announced.announced() => r.context("PUBLISH_NAMESPACE refused")?,
         _ = tokio::signal::ctrl_c() => return Ok(()),
@@ -81,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
 
     let mut tick = tokio::time::interval(Duration::from_millis(args.interval_ms));
     let mut published = 0u64;
-    let mut open: Option<moq_client::GroupWriter> = None;
+    let mut open: Option<moq_client::GroupProducer> = None;
     while args.count.is_none_or(|n| published < n) {
         tokio::select! {
             _ = tick.tick() => {}
@@ -93,25 +93,26 @@ async fn main() -> anyhow::Result<()> {
             None => open.insert(track.append_group()?),
         };
         let text = now_utc();
-        let object = group.write(text.clone());
-        println!("group {} object {object}: {text}", group.group_id());
+        let object = group.write(text.clone())?;
+        println!("group {} object {object}: {text}", group.id());
         if object + 1 >= args.group_size
             && let Some(g) = open.take()
         {
-            g.finish();
+            g.finish()?;
         }
         published += 1;
     }
     if let Some(g) = open.take() {
-        g.finish();
+        g.finish()?;
     }
 
-    // End the track (subscribers get PUBLISH_DONE) and withdraw the namespace, then give the
-    // last objects a moment to leave before the connection closes.
-    drop(track);
+    // End the track and wait until the subscribers have its last objects and PUBLISH_DONE,
+    // then withdraw the namespace and close once the peer acknowledged everything.
+    if let Err(e) = track.finish(Duration::from_secs(2)).await {
+        eprintln!("the end of the track was not acknowledged: {e}");
+    }
     drop(announced);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    cli::close(&session).await;
+    cli::close(&client, &session).await;
     println!("published {published} objects; bye");
     Ok(())
 }

@@ -46,7 +46,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let Some(session) = args.connect.session().await? else {
+    let Some((client, session)) = args.connect.session().await? else {
         return Ok(());
     };
 
@@ -54,7 +54,7 @@ async fn main() -> anyhow::Result<()> {
         r = run(&session, &args) => r,
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
-    cli::close(&session).await;
+    cli::close(&client, &session).await;
     result
 }
 

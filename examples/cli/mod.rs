@@ -26,7 +26,7 @@ pub(crate) struct Connect {
 
 impl Connect {
     /// Logs to stderr (RUST_LOG, default warn), then connects; `None` if Ctrl-C came first.
-    pub(crate) async fn session(&self) -> anyhow::Result<Option<Session>> {
+    pub(crate) async fn session(&self) -> anyhow::Result<Option<(Client, Session)>> {
         tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -49,7 +49,7 @@ impl Connect {
             _ = tokio::signal::ctrl_c() => return Ok(None),
         };
         println!("connected to {} ({})", self.url, session.version());
-        Ok(Some(session))
+        Ok(Some((client, session)))
     }
 }
 
@@ -77,11 +77,15 @@ pub(crate) fn slashed(ns: &TrackNamespace) -> String {
     fields.join("/")
 }
 
-/// Closes the session and gives the CONNECTION_CLOSE a moment to leave before the process
-/// exits (the client endpoint offers nothing to await for that), so the server does not wait
-/// for an idle timeout.
-pub(crate) async fn close(session: &Session) {
-    session.close();
-    session.closed().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+/// Closes the session once the peer acknowledged what was sent (at most 2 s), and waits until
+/// the close has reached the server, so it does not wait for an idle timeout.
+pub(crate) async fn close(client: &Client, session: &Session) {
+    if session
+        .close_gracefully(Duration::from_secs(2))
+        .await
+        .is_err()
+    {
+        eprintln!("closing: the peer had not acknowledged everything");
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), client.wait_idle()).await;
 }

@@ -11,11 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use futures::StreamExt;
 use moq_client::{
-    FullTrackName, NamespaceHandle, ServeOptions, Session, SubscribeOptions, TrackNamespace,
-    TrackProducer, TrackStream, Version,
+    FullTrackName, NamespaceHandle, Session, SubscribeOptions, TrackNamespace, TrackProducer,
+    TrackStream, Version,
 };
-use moq_transport::track::PublishOptions;
-use tokio::task::JoinHandle;
 
 use crate::latency::{self, Percentiles, Recorder};
 use crate::relays::{RelayCommand, RelayKind, RelayProcess, app_client};
@@ -346,7 +344,6 @@ pub(crate) struct PublisherSide {
     pub(crate) session: Session,
     _namespace: Option<NamespaceHandle>,
     pub(crate) track: TrackProducer,
-    _serve: Option<JoinHandle<()>>,
 }
 
 pub(crate) fn bench_track() -> Result<FullTrackName> {
@@ -375,39 +372,17 @@ impl PublisherSide {
                     session,
                     _namespace: Some(ns),
                     track,
-                    _serve: None,
                 })
             }
             PublishModel::Publish => {
-                let p = session
-                    .transport()
-                    .publish(
-                        name,
-                        PublishOptions {
-                            track_properties: track.properties(),
-                            ..Default::default()
-                        },
-                    )
-                    .await
-                    .context("PUBLISH")?;
-                tokio::time::timeout(Duration::from_secs(5), p.accepted())
+                tokio::time::timeout(Duration::from_secs(5), session.publish(&track))
                     .await
                     .context("PUBLISH unanswered")?
                     .context("PUBLISH")?;
-                let cache = track.track().clone();
-                let serve = tokio::spawn(async move {
-                    let _ = moq_client::serve::serve_subscription(
-                        cache,
-                        p.into_writer(),
-                        ServeOptions::default(),
-                    )
-                    .await;
-                });
                 Ok(PublisherSide {
                     session,
                     _namespace: None,
                     track,
-                    _serve: Some(serve),
                 })
             }
         }
@@ -433,7 +408,7 @@ pub(crate) struct Pacer {
     group_size: u64,
     seq: u64,
     in_group: u64,
-    group: Option<moq_client::GroupWriter>,
+    group: Option<moq_client::GroupProducer>,
 }
 
 impl Pacer {
@@ -461,13 +436,13 @@ impl Pacer {
                 Some(g) => g,
                 None => self.group.insert(track.append_group()?),
             };
-            g.write(latency::payload(self.size, self.seq, measured));
+            g.write(latency::payload(self.size, self.seq, measured))?;
             self.seq += 1;
             self.in_group += 1;
             if self.in_group >= self.group_size {
                 self.in_group = 0;
                 if let Some(g) = self.group.take() {
-                    g.finish();
+                    g.finish()?;
                 }
             }
         }
@@ -477,7 +452,8 @@ impl Pacer {
     /// Ends the current group.
     pub(crate) fn finish(&mut self) {
         if let Some(g) = self.group.take() {
-            g.finish();
+            // Fails only if the track ended already: nothing left to finish.
+            let _ = g.finish();
         }
     }
 }

@@ -12,8 +12,11 @@ use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::Error;
+use crate::produce::TrackProducer;
 use crate::publisher::Publisher;
+use crate::serve::serve_subscription;
 use crate::subscriber::{SessionSource, Subscriber};
+use moq_transport::track::PublishOptions;
 
 /// A MOQT session with its publishing and subscribing sides.
 ///
@@ -69,15 +72,48 @@ impl Session {
         self.transport.version()
     }
 
-    /// Closes the session gracefully.
+    /// Offers `track` to the peer with PUBLISH, without waiting to be asked (draft-19 §5.1),
+    /// and serves it on this session until the track ends or the peer stops it. Returns once
+    /// the peer accepted it (PUBLISH_OK); a refusal is [`Error::rejection`].
+    pub async fn publish(&self, track: &TrackProducer) -> Result<(), Error> {
+        let cache = track.cache().clone();
+        let options = PublishOptions {
+            largest: cache.largest(),
+            track_properties: cache.properties(),
+            ..Default::default()
+        };
+        let published = self
+            .transport
+            .publish(cache.name().clone(), options)
+            .await?;
+        published.accepted().await?;
+        let serve = self.publisher.serve_options();
+        self.transport.spawn(async move {
+            let _ = serve_subscription(cache, published.into_writer(), serve).await;
+        });
+        Ok(())
+    }
+
+    /// Closes the session now (NO_ERROR): what is still in flight is lost. See
+    /// [`Session::close_gracefully`].
     pub fn close(&self) {
         self.transport
             .close(moq_core::codes::SessionErrorCode::NO_ERROR, "closed");
     }
 
+    /// Waits, at most `timeout`, until the peer has acknowledged every stream this side
+    /// finished, then closes the session (NO_ERROR). [`Error::Timeout`] if the peer had not
+    /// acknowledged everything by then (the session is closed all the same). Finish or flush
+    /// the tracks first ([`TrackProducer::finish`]) so that their last groups count.
+    pub async fn close_gracefully(&self, timeout: std::time::Duration) -> Result<(), Error> {
+        let acked = tokio::time::timeout(timeout, self.transport.acknowledged()).await;
+        self.close();
+        acked.map_err(|_| Error::Timeout)
+    }
+
     /// Resolves when the session ends.
     pub async fn closed(&self) -> Error {
-        self.transport.closed().await
+        self.transport.closed().await.into()
     }
 }
 
@@ -185,6 +221,14 @@ impl Client {
         }
     }
 
+    /// Resolves once every session this client opened has closed and told its peer: await
+    /// it before the program exits.
+    ///
+    /// Cancel safe.
+    pub async fn wait_idle(&self) {
+        self.transport.wait_idle().await;
+    }
+
     /// Connects once.
     pub async fn connect(&self, url: &str) -> Result<Session, Error> {
         let transport = self.transport.connect(url).await?;
@@ -289,7 +333,7 @@ impl Reconnecting {
         rx.wait_for(|s| matches!(s, Status::Connected(_)))
             .await
             .map(|_| ())
-            .map_err(|_| Error::EndedEarly)
+            .map_err(|_| Error::from(moq_transport::Error::EndedEarly))
     }
 }
 
@@ -460,7 +504,7 @@ impl Server {
 
     /// The bound address.
     pub fn local_addr(&self) -> Result<SocketAddr, Error> {
-        self.transport.local_addr()
+        Ok(self.transport.local_addr()?)
     }
 
     /// The SHA-256 fingerprint of the certificate, hex.

@@ -23,8 +23,8 @@ use moq_transport::track::{
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::cache::TrackCache;
 use crate::serve::{ServeOptions, serve_fetch, serve_subscription};
-use crate::track::Track;
 
 /// Something held while a subscription is served (see [`Upstream::subscribe`]).
 pub type Hold = Box<dyn std::any::Any + Send>;
@@ -40,21 +40,21 @@ pub trait Upstream: Send + Sync + 'static {
         peer: u64,
         name: &FullTrackName,
         params: &Parameters,
-    ) -> Result<(Track, Hold), RequestError>;
+    ) -> Result<(TrackCache, Hold), RequestError>;
 
     /// A FETCH; `held` is the directory's track of that name, if any. Answer it from the
     /// cache with [`serve_fetch`] or forward it.
-    async fn fetch(&self, fetch: IncomingFetch, held: Option<Track>);
+    async fn fetch(&self, fetch: IncomingFetch, held: Option<TrackCache>);
 
     /// A TRACK_STATUS; `held` is the directory's track of that name, if any.
     async fn track_status(
         &self,
         name: &FullTrackName,
-        held: Option<Track>,
+        held: Option<TrackCache>,
     ) -> Result<TrackStatusInfo, RequestError>;
 
     /// What to hold while `track` is served to a SUBSCRIBE_TRACKS subscriber.
-    fn forwarding(&self, _track: &Track) -> Hold {
+    fn forwarding(&self, _track: &TrackCache) -> Hold {
         Box::new(())
     }
 }
@@ -86,19 +86,19 @@ impl Default for DirectoryOptions {
 #[derive(Debug)]
 struct Entry {
     key: u64,
-    track: Track,
+    track: TrackCache,
 }
 
 #[derive(Debug, Default)]
 struct State {
     tracks: HashMap<FullTrackName, Entry>,
     /// Offered tracks by namespace, for SUBSCRIBE_TRACKS snapshots.
-    offered: PrefixTrie<(Track, Option<u64>)>,
+    offered: PrefixTrie<(TrackCache, Option<u64>)>,
     /// SUBSCRIBE_TRACKS watchers, at their prefix: each new offered track is sent to those
     /// whose prefix covers it, so nothing is rescanned.
-    watchers: PrefixTrie<mpsc::Sender<(Track, Option<u64>)>>,
+    watchers: PrefixTrie<mpsc::Sender<(TrackCache, Option<u64>)>>,
     /// SUBSCRIBEs waiting for a track to appear, by name.
-    waiters: HashMap<FullTrackName, Vec<oneshot::Sender<Track>>>,
+    waiters: HashMap<FullTrackName, Vec<oneshot::Sender<TrackCache>>>,
     /// Namespaces announced here (their tracks may be created after a SUBSCRIBE arrives).
     announced: PrefixTrie<()>,
     /// Sessions with a SUBSCRIBE for a track (held or served), by track and session: they
@@ -244,10 +244,10 @@ impl Directory {
     /// Fails with the track already held under that name.
     pub fn insert(
         &self,
-        track: Track,
+        track: TrackCache,
         origin: Option<u64>,
         offered: bool,
-    ) -> Result<TrackRegistration, Track> {
+    ) -> Result<TrackRegistration, TrackCache> {
         let name = track.name().clone();
         let key = self.key();
         let mut state = self.shared.state.lock();
@@ -292,7 +292,7 @@ impl Directory {
     }
 
     /// The track named `name`, if held.
-    pub fn get(&self, name: &FullTrackName) -> Option<Track> {
+    pub fn get(&self, name: &FullTrackName) -> Option<TrackCache> {
         self.shared
             .state
             .lock()
@@ -302,7 +302,7 @@ impl Directory {
     }
 
     /// The track named `name`, waiting up to `timeout` for it to be added.
-    pub async fn wait_for(&self, name: &FullTrackName, timeout: Duration) -> Option<Track> {
+    pub async fn wait_for(&self, name: &FullTrackName, timeout: Duration) -> Option<TrackCache> {
         let rx = {
             let mut state = self.shared.state.lock();
             if let Some(e) = state.tracks.get(name) {
@@ -318,7 +318,7 @@ impl Directory {
     }
 
     /// The offered tracks under `prefix`.
-    pub fn offered_under(&self, prefix: &TrackNamespace) -> Vec<Track> {
+    pub fn offered_under(&self, prefix: &TrackNamespace) -> Vec<TrackCache> {
         let state = self.shared.state.lock();
         state
             .offered
@@ -418,7 +418,7 @@ impl Directory {
         &self,
         name: &FullTrackName,
         params: &Parameters,
-    ) -> Result<Track, RequestError> {
+    ) -> Result<TrackCache, RequestError> {
         let options = &self.shared.options;
         let asked = params
             .rendezvous_timeout
@@ -481,7 +481,7 @@ impl Directory {
             return;
         };
         let queue = self.shared.options.serve.max_inflight.max(64);
-        let mut published: HashMap<FullTrackName, Track> = HashMap::new();
+        let mut published: HashMap<FullTrackName, TrackCache> = HashMap::new();
         let mut publications = tokio::task::JoinSet::new();
         let mut prefix = responder.prefix();
         'watch: loop {
@@ -525,7 +525,7 @@ impl Directory {
         &self,
         prefix: &TrackNamespace,
         capacity: usize,
-    ) -> (Vec<(Track, Option<u64>)>, Watch) {
+    ) -> (Vec<(TrackCache, Option<u64>)>, Watch) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let key = self.key();
         let mut state = self.shared.state.lock();
@@ -551,11 +551,11 @@ impl Directory {
     /// PUBLISHes one track to a SUBSCRIBE_TRACKS subscriber, unless a rule says not to.
     fn forward(
         &self,
-        published: &mut HashMap<FullTrackName, Track>,
+        published: &mut HashMap<FullTrackName, TrackCache>,
         publications: &mut tokio::task::JoinSet<()>,
         responder: &moq_transport::track::TracksResponder,
         peer: &Peer,
-        track: Track,
+        track: TrackCache,
         origin: Option<u64>,
     ) {
         let name = track.name().clone();
@@ -610,7 +610,7 @@ struct Watch {
     dir: Directory,
     prefix: TrackNamespace,
     key: u64,
-    rx: mpsc::Receiver<(Track, Option<u64>)>,
+    rx: mpsc::Receiver<(TrackCache, Option<u64>)>,
 }
 
 impl Drop for Watch {
@@ -625,7 +625,7 @@ impl Drop for Watch {
 }
 
 /// What TRACK_STATUS_OK says of a held track.
-pub fn status_of(track: &Track) -> TrackStatusInfo {
+pub fn status_of(track: &TrackCache) -> TrackStatusInfo {
     TrackStatusInfo {
         largest: track.largest(),
         expires: None,

@@ -27,31 +27,37 @@
 //! let _announced = session.publisher().publish_namespace(ns.clone())?;
 //! let track = session.publisher().create_track(FullTrackName::new(ns, "chat")?)?;
 //! let mut group = track.append_group()?;
-//! group.write("hello");
-//! group.finish();
+//! group.write("hello")?;
+//! group.finish()?;
 //! # Ok(()) }
 //! ```
 
+pub mod cache;
 mod client;
 pub mod directory;
+mod error;
+mod options;
+mod produce;
 mod publisher;
 pub mod serve;
 mod subscriber;
-pub mod track;
 
+pub use cache::CacheLimits;
 pub use client::{
     Backoff, Client, ClientBuilder, Reconnecting, Server, ServerBuilder, Session, Status,
 };
-pub use publisher::{NamespaceHandle, Publisher, TrackProducer};
+pub use error::Error;
+pub use options::TrackOptions;
+pub use produce::{GroupProducer, SubgroupProducer, TrackProducer};
+pub use publisher::{NamespaceHandle, Publisher};
 pub use serve::ServeOptions;
 pub use subscriber::{GroupStream, NamespaceStream, SubscribeOptions, Subscriber, TrackStream};
-pub use track::{CacheLimits, GroupWriter, Track};
 
+pub use moq_core::codes::RequestErrorCode;
 pub use moq_core::{
     FullTrackName, GroupOrder, Location, NameError, Properties, TrackNamespace, Version,
 };
 pub use moq_transport;
-pub use moq_transport::Error;
 pub use moq_transport::namespace::NamespaceEvent;
 pub use moq_transport::track::Object;
 

@@ -9,16 +9,18 @@ use parking_lot::Mutex;
 
 use moq_core::codes::RequestErrorCode;
 use moq_core::message::RequestError;
-use moq_core::{FullTrackName, Properties, TrackNamespace};
+use moq_core::{FullTrackName, TrackNamespace};
 use moq_transport::WeakSession;
 use moq_transport::namespace::PublishedNamespace;
 use moq_transport::track::{Incoming, IncomingRequests};
 use tokio::sync::watch;
 
 use crate::Error;
-use crate::directory::{AnnouncedNamespace, Directory, DirectoryOptions, Peer, TrackRegistration};
+use crate::cache::{CacheLimits, TrackCache};
+use crate::directory::{AnnouncedNamespace, Directory, DirectoryOptions, Peer};
+use crate::options::TrackOptions;
+use crate::produce::TrackProducer;
 use crate::serve::ServeOptions;
-use crate::track::{CacheLimits, Track};
 
 #[derive(Debug, Default)]
 struct State {
@@ -49,8 +51,8 @@ struct Shared {
 /// let _room = publisher.publish_namespace(TrackNamespace::from_strs(["chat", "room1"])?)?;
 /// let track = publisher.create_track(FullTrackName::new(TrackNamespace::from_strs(["chat", "room1"])?, "messages")?)?;
 /// let mut group = track.append_group()?;
-/// group.write("hello");
-/// group.finish();
+/// group.write("hello")?;
+/// group.finish()?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
@@ -87,7 +89,7 @@ impl NamespaceHandle {
                 return r.clone();
             }
             if rx.changed().await.is_err() {
-                return Err(Error::EndedEarly);
+                return Err(moq_transport::Error::EndedEarly.into());
             }
         }
     }
@@ -103,35 +105,6 @@ impl Drop for NamespaceHandle {
         state.outcomes.remove(&self.key);
         drop(state);
         self.shared.changed.send_modify(|v| *v += 1);
-    }
-}
-
-/// A track being published; objects written to it are served to subscribers. Dropping it ends
-/// the track (subscribers get PUBLISH_DONE TRACK_ENDED) and removes it.
-#[derive(Debug)]
-pub struct TrackProducer {
-    track: Track,
-    _registration: TrackRegistration,
-}
-
-impl std::ops::Deref for TrackProducer {
-    type Target = Track;
-
-    fn deref(&self) -> &Track {
-        &self.track
-    }
-}
-
-impl TrackProducer {
-    /// The shared track (for readers or other publishers).
-    pub fn track(&self) -> &Track {
-        &self.track
-    }
-}
-
-impl Drop for TrackProducer {
-    fn drop(&mut self) {
-        self.track.end();
     }
 }
 
@@ -165,7 +138,7 @@ impl Publisher {
     /// sessions attached later; [`NamespaceHandle::announced`] tells how the first answered.
     pub fn publish_namespace(&self, namespace: TrackNamespace) -> Result<NamespaceHandle, Error> {
         if namespace.is_reserved() {
-            return Err(Error::Invalid(format!("namespace {namespace} is reserved")));
+            return Err(Error::Reserved(namespace));
         }
         let key = self.shared.keys.fetch_add(1, Ordering::Relaxed);
         let announced = self.shared.directory.announce(namespace.clone());
@@ -182,6 +155,10 @@ impl Publisher {
         })
     }
 
+    pub(crate) fn serve_options(&self) -> ServeOptions {
+        self.shared.directory.options().serve.clone()
+    }
+
     /// The published namespaces.
     pub fn namespaces(&self) -> Vec<TrackNamespace> {
         self.shared
@@ -193,37 +170,29 @@ impl Publisher {
             .collect()
     }
 
-    /// Creates a track with default properties.
+    /// Creates a track with default options; its objects are served to every session's
+    /// subscribers. [`Error::TrackExists`] if the name is published already.
     pub fn create_track(&self, name: FullTrackName) -> Result<TrackProducer, Error> {
-        self.create_track_with(name, Properties::new())
+        self.create_track_with(name, TrackOptions::default())
     }
 
-    /// Creates a track with properties (DEFAULT_PUBLISHER_PRIORITY, MAX_CACHE_DURATION, ...).
+    /// Creates a track with `options` (priority, group order, delivery timeouts, cache).
     pub fn create_track_with(
         &self,
         name: FullTrackName,
-        properties: Properties,
+        options: TrackOptions,
     ) -> Result<TrackProducer, Error> {
-        let track = Track::new(name.clone(), properties, self.shared.limits);
+        if name.namespace.is_reserved() {
+            return Err(Error::Reserved(name.namespace));
+        }
+        let limits = options.cache.unwrap_or(self.shared.limits);
+        let cache = TrackCache::new(name.clone(), options.to_properties()?, limits);
         let registration = self
             .shared
             .directory
-            .insert(track.clone(), None, true)
-            .map_err(|_| Error::Invalid(format!("track {name} already exists")))?;
-        Ok(TrackProducer {
-            track,
-            _registration: registration,
-        })
-    }
-
-    /// The track named `name`, if published.
-    pub fn track(&self, name: &FullTrackName) -> Option<Track> {
-        self.shared.directory.get(name)
-    }
-
-    /// Every published track under `prefix`.
-    pub fn tracks_under(&self, prefix: &TrackNamespace) -> Vec<Track> {
-        self.shared.directory.offered_under(prefix)
+            .insert(cache.clone(), None, true)
+            .map_err(|_| Error::TrackExists(name))?;
+        Ok(TrackProducer::new(cache, registration))
     }
 
     /// Serves a session: announces every namespace on it (and later ones), and answers its
@@ -272,7 +241,10 @@ impl Publisher {
                 {
                     let mut state = self.shared.state.lock();
                     if state.namespaces.contains_key(&key) {
-                        state.outcomes.entry(key).or_insert(outcome);
+                        state
+                            .outcomes
+                            .entry(key)
+                            .or_insert(outcome.map_err(Error::from));
                     }
                 }
                 self.shared.changed.send_modify(|v| *v += 1);

@@ -1,4 +1,4 @@
-//! Serving a [`Track`] to subscribers and fetchers: one task per subscription follows the
+//! Serving a [`TrackCache`] to subscribers and fetchers: one task per subscription follows the
 //! track and writes each subgroup on its own stream; FETCH is answered from the cache.
 
 use std::collections::VecDeque;
@@ -14,7 +14,7 @@ use moq_transport::track::{FetchEnd, IncomingFetch, Object, SubscriptionWriter};
 use tokio::task::JoinHandle;
 
 use crate::Error;
-use crate::track::{DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, Track};
+use crate::cache::{DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, TrackCache};
 
 /// Counters of what was served, shared by every subscription that uses them.
 #[derive(Debug, Default)]
@@ -52,11 +52,11 @@ impl Default for ServeOptions {
 /// Serves `track` on an accepted subscription until the track ends (PUBLISH_DONE
 /// TRACK_ENDED), the subscription's End Group is passed, or the subscriber cancels.
 pub async fn serve_subscription(
-    track: Track,
+    track: TrackCache,
     writer: SubscriptionWriter,
     opts: ServeOptions,
 ) -> Result<(), Error> {
-    let _serving = track.serving();
+    let _serving = track.serving(&writer);
     let start = writer.params().start;
     let mut reader = track.reader(start.group);
     let mut inflight: VecDeque<JoinHandle<()>> = VecDeque::new();
@@ -67,7 +67,7 @@ pub async fn serve_subscription(
                 for t in inflight {
                     t.abort();
                 }
-                return Err(e);
+                return Err(e.into());
             }
         };
         let Some(sg) = next else {
@@ -109,7 +109,7 @@ pub async fn serve_subscription(
     for t in inflight {
         let _ = t.await;
     }
-    writer.finish(status, "").await
+    Ok(writer.finish(status, "").await?)
 }
 
 fn count(stats: Option<&ServeStats>, bytes: usize) {
@@ -198,7 +198,7 @@ async fn send_subgroup(
 
 /// Answers a FETCH from `track`'s cache: cached objects in the requested order, End of Unknown
 /// Range for groups already evicted (draft-19 §11.4.4.2).
-pub async fn serve_fetch(track: &Track, fetch: IncomingFetch) -> Result<(), Error> {
+pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(), Error> {
     let Some(largest) = track.largest() else {
         // draft-19 §10.12.3: no objects yet is INVALID_RANGE.
         fetch.reject(RequestError::new(

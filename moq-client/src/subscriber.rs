@@ -39,7 +39,7 @@ impl SessionSource {
             match s {
                 Some(Some(s)) => match s.close_reason() {
                     None => return Ok(s),
-                    Some(e) if !self.reconnects => return Err(e),
+                    Some(e) if !self.reconnects => return Err(e.into()),
                     Some(_) => {}
                 },
                 Some(None) if !self.reconnects => return Err(dropped()),
@@ -54,10 +54,11 @@ impl SessionSource {
 
 /// The error of a stream whose session or client the application dropped.
 fn dropped() -> Error {
-    Error::Closed {
+    moq_transport::Error::Closed {
         code: moq_core::codes::SessionErrorCode::NO_ERROR,
         reason: "client dropped".into(),
     }
+    .into()
 }
 
 /// Options of a subscription.
@@ -202,7 +203,7 @@ impl GroupStream {
     /// The next object; `None` when the group's stream ended.
     pub async fn next_object(&mut self) -> Option<Result<Object, Error>> {
         match &mut self.inner {
-            GroupInner::Stream(s) => s.next_object().await.transpose(),
+            GroupInner::Stream(s) => s.next_object().await.map_err(Error::from).transpose(),
             GroupInner::Datagram(o) => o.take().map(Ok),
         }
     }
@@ -278,7 +279,7 @@ impl Subscriber {
         &self,
         prefix: TrackNamespace,
     ) -> Result<NamespaceStream, Error> {
-        let (tx, rx) = mpsc::channel(256);
+        let (tx, rx) = mpsc::channel::<Result<NamespaceEvent, Error>>(256);
         let session = self.source.session().await?;
         let first = session.subscribe_namespace(prefix.clone()).await?;
         let source = self.source.clone();
@@ -303,7 +304,7 @@ impl Subscriber {
                         Err(_) if source.reconnects => break,
                         Err(_) => {}
                     }
-                    if tx.send(ev).await.is_err() {
+                    if tx.send(ev.map_err(Error::from)).await.is_err() {
                         return;
                     }
                 }
@@ -337,7 +338,7 @@ impl Subscriber {
                         Ok(sub) => break sub,
                         Err(e) if e.is_session_error() => continue,
                         Err(e) => {
-                            let _ = tx.send(Err(e)).await;
+                            let _ = tx.send(Err(e.into())).await;
                             return;
                         }
                     }
@@ -357,7 +358,7 @@ impl Subscriber {
         let first = session
             .subscribe(track.clone(), options.to_parameters())
             .await?;
-        let (tx, rx) = mpsc::channel(64);
+        let (tx, rx) = mpsc::channel::<Result<GroupStream, Error>>(64);
         let (info_tx, info_rx) = watch::channel(Some(first.info().clone()));
         let source = self.source.clone();
         tokio::spawn(async move {
@@ -382,7 +383,7 @@ impl Subscriber {
                             if source.reconnects && e.is_session_error() {
                                 break false;
                             }
-                            let _ = tx.send(Err(e)).await;
+                            let _ = tx.send(Err(e.into())).await;
                             return;
                         }
                         None => break true,
@@ -421,7 +422,7 @@ impl Subscriber {
                         Ok(sub) => break sub,
                         Err(e) if e.is_session_error() => continue,
                         Err(e) => {
-                            let _ = tx.send(Err(e)).await;
+                            let _ = tx.send(Err(e.into())).await;
                             return;
                         }
                     }
@@ -458,7 +459,7 @@ impl Subscriber {
     /// A track's state (TRACK_STATUS).
     pub async fn track_status(&self, track: FullTrackName) -> Result<TrackStatusInfo, Error> {
         let session = self.source.session().await?;
-        session.track_status(track, Parameters::default()).await
+        Ok(session.track_status(track, Parameters::default()).await?)
     }
 
     /// Asks for a PUBLISH of every track under `prefix` (SUBSCRIBE_TRACKS); they arrive through
@@ -468,8 +469,8 @@ impl Subscriber {
         prefix: TrackNamespace,
     ) -> Result<moq_transport::track::TrackSubscription, Error> {
         let session = self.source.session().await?;
-        session
+        Ok(session
             .subscribe_tracks(prefix, Parameters::default())
-            .await
+            .await?)
     }
 }

@@ -21,16 +21,13 @@ use common::{
 use moq_client::directory::DirectoryOptions;
 use moq_client::{
     Backoff, CacheLimits, Error, NamespaceEvent, Properties, Publisher, ServeOptions, Status,
-    SubscribeOptions, Version,
+    SubscribeOptions, TrackOptions, Version,
 };
 use moq_core::codes::RequestErrorCode;
 use moq_core::property;
 
 fn rejected_with(err: Error, code: RequestErrorCode) {
-    match err {
-        Error::Rejected(e) => assert_eq!(e.code, code, "{e:?}"),
-        e => panic!("expected a REQUEST_ERROR {code:?}, got {e:?}"),
-    }
+    assert_eq!(err.rejection(), Some(code), "{err:?}");
 }
 
 /// A server-side publisher: the client discovers its namespace, subscribes to its track (live
@@ -205,7 +202,7 @@ async fn fetch_and_track_status() {
                 .unwrap();
             let movie = srv
                 .publisher
-                .create_track_with(name.clone(), props.clone())
+                .create_track_with(name.clone(), TrackOptions::default().priority(7))
                 .unwrap();
             for _ in 0..4 {
                 write_group(&movie, 3);
@@ -378,11 +375,6 @@ async fn cache_bound() {
         for _ in 0..6 {
             write_group(&feed, 2);
         }
-        assert_eq!(
-            feed.groups().iter().map(|g| g.id).collect::<Vec<_>>(),
-            vec![3, 4, 5]
-        );
-        assert_eq!(feed.evicted_below(), 3);
 
         let (client, _server) = srv.connect(Transport::Quic, Version::Draft19).await;
         let mut stream = client
@@ -399,7 +391,6 @@ async fn cache_bound() {
         assert_eq!(got[0].1, expected(3, 2));
         write_group(&feed, 2);
         assert_eq!(ids(&read_groups(&mut stream, 1).await), vec![6]);
-        assert_eq!(feed.groups().len(), 3);
 
         let objects = client
             .subscriber()
@@ -678,8 +669,8 @@ async fn goaway_migrates_to_new_server() {
             // B's track continues the numbering; the renewed subscription delivers from it.
             drop(on_a);
             let mut g = on_b.create_group(1).unwrap();
-            g.write("from b");
-            g.finish();
+            g.write("from b").unwrap();
+            g.finish().unwrap();
             let got = read_groups(&mut stream, 1).await;
             assert_eq!(
                 got,
@@ -702,7 +693,7 @@ async fn subscribe_between_group_start_and_first_object() {
         write_group(&t, 1);
         let (client, _server) = srv.connect(Transport::Quic, Version::Draft19).await;
         let mut g = t.append_group().unwrap();
-        assert_eq!(g.group_id(), 1);
+        assert_eq!(g.id(), 1);
         assert_eq!(t.largest(), Some(loc(0, 0)), "no object of group 1 yet");
         let status = client
             .subscriber()
@@ -716,16 +707,16 @@ async fn subscribe_between_group_start_and_first_object() {
             .await
             .unwrap();
         assert_eq!(stream.info().unwrap().largest, Some(loc(0, 0)));
-        g.write("1.0");
-        g.write("1.1");
-        g.finish();
+        g.write("1.0").unwrap();
+        g.write("1.1").unwrap();
+        g.finish().unwrap();
         // Consecutive empty groups still get fresh IDs.
         let g2 = t.append_group().unwrap();
-        assert_eq!(g2.group_id(), 2);
+        assert_eq!(g2.id(), 2);
         let g3 = t.append_group().unwrap();
-        assert_eq!(g3.group_id(), 3);
-        g2.finish();
-        g3.finish();
+        assert_eq!(g3.id(), 3);
+        g2.finish().unwrap();
+        g3.finish().unwrap();
         assert_eq!(read_groups(&mut stream, 1).await, vec![(1, expected(1, 2))]);
     })
     .await;

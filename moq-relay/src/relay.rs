@@ -9,10 +9,10 @@ use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use moq_client::Track;
+use moq_client::cache::TrackCache;
+use moq_client::cache::{CachedObject, DATAGRAM_SUBGROUP, SubgroupEnd};
 use moq_client::directory::{Directory, DirectoryOptions, Hold, Peer, Upstream, status_of};
 use moq_client::serve::serve_fetch;
-use moq_client::track::{CachedObject, DATAGRAM_SUBGROUP, SubgroupEnd};
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::{FetchType, Parameters, RequestError};
 use moq_core::{FullTrackName, TrackNamespace};
@@ -40,7 +40,7 @@ struct Route {
 #[derive(Debug)]
 struct RelayTrack {
     name: FullTrackName,
-    cache: Track,
+    cache: TrackCache,
     /// Upstream subscriptions by the publisher's session ID.
     upstreams: Mutex<HashMap<u64, JoinHandle<()>>>,
     /// Upstream subscriptions established and still delivering.
@@ -373,7 +373,7 @@ fn get_or_create_track(
             None => {
                 let t = Arc::new(RelayTrack {
                     name: name.clone(),
-                    cache: Track::new(name.clone(), Default::default(), inner.config.cache),
+                    cache: TrackCache::new(name.clone(), Default::default(), inner.config.cache),
                     upstreams: Mutex::new(HashMap::new()),
                     live_upstreams: AtomicUsize::new(0),
                     pending_upstreams: AtomicUsize::new(0),
@@ -702,7 +702,7 @@ impl Upstream for RelayUpstream {
         _peer: u64,
         name: &FullTrackName,
         params: &Parameters,
-    ) -> Result<(Track, Hold), RequestError> {
+    ) -> Result<(TrackCache, Hold), RequestError> {
         let inner = self.inner()?;
         let rendezvous = params
             .rendezvous_timeout
@@ -714,7 +714,7 @@ impl Upstream for RelayUpstream {
         Ok((track.cache.clone(), Box::new(guard)))
     }
 
-    async fn fetch(&self, f: IncomingFetch, _held: Option<Track>) {
+    async fn fetch(&self, f: IncomingFetch, _held: Option<TrackCache>) {
         let Ok(inner) = self.inner() else { return };
         on_fetch(inner, f).await;
     }
@@ -722,13 +722,13 @@ impl Upstream for RelayUpstream {
     async fn track_status(
         &self,
         name: &FullTrackName,
-        _held: Option<Track>,
+        _held: Option<TrackCache>,
     ) -> Result<TrackStatusInfo, RequestError> {
         let inner = self.inner()?;
         track_status(&inner, name).await
     }
 
-    fn forwarding(&self, track: &Track) -> Hold {
+    fn forwarding(&self, track: &TrackCache) -> Hold {
         let Ok(inner) = self.inner() else {
             return Box::new(());
         };
@@ -842,7 +842,7 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
             .or_insert_with(|| {
                 Arc::new(RelayTrack {
                     name: name.clone(),
-                    cache: Track::new(
+                    cache: TrackCache::new(
                         name.clone(),
                         info.track_properties.clone(),
                         inner.config.cache,

@@ -197,8 +197,8 @@ async fn subscribe_routes_by_namespace_prefix_and_fans_out() {
         );
         for i in 0..4 {
             let mut g = producer.append_group().unwrap();
-            g.write(format!("frame {i}"));
-            g.finish();
+            g.write(format!("frame {i}")).unwrap();
+            g.finish().unwrap();
         }
         for (_, t) in subs.iter_mut() {
             let mut got = read_objects(t, 4).await;
@@ -247,14 +247,14 @@ async fn two_publishers_of_one_namespace() {
         // The same group from both publishers (a redundant origin): delivered once.
         for t in [&t1, &t2] {
             let mut g = t.create_group(7).unwrap();
-            g.write("seven");
-            g.finish();
+            g.write("seven").unwrap();
+            g.finish().unwrap();
         }
         let got = read_objects(&mut sub, 1).await;
         assert_eq!(got, vec![(7, "seven".to_string())]);
         let mut g = t2.create_group(8).unwrap();
-        g.write("eight");
-        g.finish();
+        g.write("eight").unwrap();
+        g.finish().unwrap();
         let got = read_objects(&mut sub, 1).await;
         assert_eq!(
             got,
@@ -299,8 +299,8 @@ async fn switchover_without_duplicates_or_gaps() {
 
         let write = |g: u64| {
             let mut w = producer.create_group(g).unwrap();
-            w.write(format!("g{g}"));
-            w.finish();
+            w.write(format!("g{g}")).unwrap();
+            w.finish().unwrap();
         };
         for g in 0..5 {
             write(g);
@@ -358,8 +358,8 @@ async fn fetch_from_cache_and_from_upstream() {
         let producer = p.publisher().create_track(name.clone()).unwrap();
         for g in 0..5 {
             let mut w = producer.append_group().unwrap();
-            w.write(format!("g{g}"));
-            w.finish();
+            w.write(format!("g{g}")).unwrap();
+            w.finish().unwrap();
         }
         let s = connect(&relay, false).await;
         // Nothing cached yet: the relay fetches upstream.
@@ -419,8 +419,8 @@ async fn rendezvous_holds_a_subscribe_until_a_publisher_appears() {
         let (sub, (_p, producer, _h)) = tokio::join!(subscribe, publish);
         let mut sub = sub.unwrap();
         let mut w = producer.append_group().unwrap();
-        w.write("hi");
-        w.finish();
+        w.write("hi").unwrap();
+        w.finish().unwrap();
         assert_eq!(read_objects(&mut sub, 1).await, vec![(0, "hi".to_string())]);
         // A short rendezvous with nobody: TIMEOUT.
         let err = s
@@ -467,8 +467,8 @@ async fn rendezvous_passes_upstream_to_an_announced_publisher() {
         let producer = p.publisher().create_track(name.clone()).unwrap();
         let mut sub = pending.await.unwrap().unwrap();
         let mut w = producer.append_group().unwrap();
-        w.write("late");
-        w.finish();
+        w.write("late").unwrap();
+        w.finish().unwrap();
         assert_eq!(
             read_objects(&mut sub, 1).await,
             vec![(0, "late".to_string())]
@@ -646,11 +646,10 @@ async fn next_subscribe(s: &moq_transport::Session) -> IncomingSubscribe {
     }
 }
 
-fn rejected(e: Error) -> RequestErrorCode {
-    match e {
-        Error::Rejected(r) => r.code,
-        e => panic!("expected REQUEST_ERROR, got {e:?}"),
-    }
+fn rejected(e: impl Into<moq_client::Error>) -> RequestErrorCode {
+    let e = e.into();
+    e.rejection()
+        .unwrap_or_else(|| panic!("expected REQUEST_ERROR, got {e:?}"))
 }
 
 /// Track properties the publishers below send: a known one and two the relay does not know.

@@ -140,6 +140,18 @@ impl Client {
         Ok(ep)
     }
 
+    /// Resolves once every connection this client made has closed and told its peer, so a
+    /// program can exit without leaving a server to notice by timeout (quinn's
+    /// `Endpoint::wait_idle`).
+    ///
+    /// Cancel safe.
+    pub async fn wait_idle(&self) {
+        let endpoints: Vec<quinn::Endpoint> = self.endpoints.lock().values().cloned().collect();
+        for e in endpoints {
+            e.wait_idle().await;
+        }
+    }
+
     /// Connects to `url` and runs SETUP. `moqt://host:port/path?query` is raw QUIC (PATH and
     /// AUTHORITY go in SETUP); `https://host:port/path` is WebTransport. The port defaults to 443.
     pub async fn connect(&self, url: &str) -> Result<Session, Error> {

@@ -375,6 +375,18 @@ impl Session {
         self.core().wait_goaway().await
     }
 
+    /// Resolves once the peer has acknowledged every data stream this side finished (streams
+    /// still open are not waited for): what was sent has arrived. Bound it with a timeout
+    /// before a graceful [`Session::close`].
+    ///
+    /// Cancel safe.
+    pub async fn acknowledged(&self) {
+        tokio::select! {
+            _ = self.core().acknowledged() => {}
+            _ = self.core().closed() => {}
+        }
+    }
+
     /// Closes the session with `code` and `reason`; every handle ends with [`Error::Closed`].
     pub fn close(&self, code: SessionErrorCode, reason: &str) {
         self.core().close(Error::Closed {

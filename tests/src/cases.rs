@@ -37,6 +37,12 @@ impl From<Error> for Failure {
     }
 }
 
+impl From<moq_client::Error> for Failure {
+    fn from(e: moq_client::Error) -> Self {
+        Failure::new("no error", e)
+    }
+}
+
 impl From<moq_core::NameError> for Failure {
     fn from(e: moq_core::NameError) -> Self {
         Failure::new("valid names", e)
@@ -347,11 +353,12 @@ async fn data_subgroup_basic(t: &Target) -> Result<(), Failure> {
     for g in 0..3u64 {
         let mut w = track.create_group(g)?;
         for o in 0..5u64 {
-            w.write(canonical_payload(g, o));
+            w.write(canonical_payload(g, o))?;
         }
-        w.finish();
+        w.finish()?;
     }
-    track.end();
+    // The end of the track: subscribers get PUBLISH_DONE.
+    drop(track);
     let mut got = std::collections::BTreeMap::new();
     while got.len() < 15 {
         let Some(ev) = sub.next().await else { break };
@@ -501,9 +508,14 @@ async fn relay_history(t: &Target, case: &str) -> Result<History, Failure> {
             };
             for o in 0..HISTORY_GROUP {
                 tick.tick().await;
-                g.write(canonical_payload(g.group_id(), o));
+                let id = g.id();
+                if g.write(canonical_payload(id, o)).is_err() {
+                    return;
+                }
             }
-            g.finish();
+            if g.finish().is_err() {
+                return;
+            }
         }
     });
     let viewer = t.session_with(Publisher::default()).await?;

@@ -196,13 +196,13 @@ pub fn ids(groups: &[(u64, Vec<(u64, Bytes)>)]) -> Vec<u64> {
 }
 
 /// Writes a finished group with `n` objects whose payloads are "group.object"; returns its ID.
-pub fn write_group(track: &moq_client::Track, n: u64) -> u64 {
+pub fn write_group(track: &moq_client::TrackProducer, n: u64) -> u64 {
     let mut g = track.append_group().unwrap();
-    let id = g.group_id();
+    let id = g.id();
     for o in 0..n {
-        g.write(format!("{id}.{o}"));
+        g.write(format!("{id}.{o}")).unwrap();
     }
-    g.finish();
+    g.finish().unwrap();
     id
 }
 

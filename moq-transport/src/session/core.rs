@@ -3,17 +3,20 @@
 //! them.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode};
 use moq_core::message::{Goaway, RequestError, SetupOptions};
 use moq_core::{AuthToken, Version};
 use parking_lot::Mutex;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::auth::{AuthRequest, ResolvedToken, SessionInfo, TokenCache, unauthorized};
 use super::config::SessionConfig;
@@ -99,7 +102,14 @@ pub(crate) struct SessionCore {
     goaway_received: watch::Sender<Option<GoawayInfo>>,
     control: tokio::sync::Mutex<Option<Writer>>,
     open_requests: AtomicUsize,
+    /// Finished data streams being watched until the peer acknowledges them.
+    finishing: mpsc::UnboundedSender<Finishing>,
+    /// How many of them.
+    unacked: watch::Sender<usize>,
 }
+
+/// A finished data stream's watch: resolves once the peer acknowledged it (or it was reset).
+pub(crate) type Finishing = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 impl std::fmt::Debug for SessionCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -136,7 +146,10 @@ impl SessionCore {
             .ok_or_else(|| {
                 Error::Connect(format!("no MOQT version negotiated (got {protocol:?})"))
             })?;
+        let (finishing, finishing_rx) = mpsc::unbounded_channel();
         let core = Arc::new(SessionCore {
+            finishing,
+            unacked: watch::channel(0).0,
             conn,
             version,
             role,
@@ -160,6 +173,8 @@ impl SessionCore {
             open_requests: AtomicUsize::new(0),
         });
         core.tasks.spawn_uncancelled(watch_connection(core.clone()));
+        core.tasks
+            .spawn(watch_finishing(core.clone(), finishing_rx));
         Ok(core)
     }
 
@@ -256,6 +271,22 @@ impl SessionCore {
 
     pub(crate) fn tasks(&self) -> &TaskSet {
         &self.tasks
+    }
+
+    /// Watches a finished data stream until the peer acknowledged it: `watch` resolves then
+    /// (or once the stream was reset). Every such watch of the session runs in one task, so a
+    /// stream per object costs no task of its own.
+    pub(crate) fn after_finish(&self, watch: impl Future<Output = ()> + Send + 'static) {
+        self.unacked.send_modify(|n| *n += 1);
+        if self.finishing.send(Box::pin(watch)).is_err() {
+            self.unacked.send_modify(|n| *n -= 1);
+        }
+    }
+
+    /// Resolves once no finished data stream waits for the peer's acknowledgement.
+    pub(crate) async fn acknowledged(&self) {
+        let mut rx = self.unacked.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
     }
 
     // SETUP.
@@ -476,6 +507,22 @@ impl SessionCore {
 /// The REQUEST_ERROR for a request refused because we are going away.
 pub(crate) fn going_away() -> RequestError {
     RequestError::new(RequestErrorCode::GOING_AWAY, "going away")
+}
+
+/// Runs the watches of finished data streams ([`SessionCore::after_finish`]).
+async fn watch_finishing(core: Arc<SessionCore>, mut rx: mpsc::UnboundedReceiver<Finishing>) {
+    let mut watching = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            w = rx.recv() => match w {
+                Some(w) => watching.push(w),
+                None => return,
+            },
+            Some(()) = watching.next(), if !watching.is_empty() => {
+                core.unacked.send_modify(|n| *n = n.saturating_sub(1));
+            }
+        }
+    }
 }
 
 /// Ends the session when the connection closes, and cancels the session's tasks once the

@@ -138,17 +138,22 @@ pub(crate) struct WriterShared {
     pub(crate) streams_opened: AtomicU64,
     pub(crate) streams_open: AtomicUsize,
     pub(crate) streams_closed: Notify,
-    pub(crate) largest: Mutex<Option<Location>>,
+    /// Finished subgroup streams the peer has not acknowledged yet.
+    pub(crate) unacked: watch::Sender<usize>,
+    pub(crate) largest: watch::Sender<Option<Location>>,
     pub(crate) finish: Mutex<Option<oneshot::Sender<Finish>>>,
     pub(crate) finished: AtomicBool,
 }
 
 impl WriterShared {
     fn note_largest(&self, loc: Location) {
-        let mut l = self.largest.lock();
-        if l.is_none_or(|x| loc > x) {
-            *l = Some(loc);
-        }
+        self.largest.send_if_modified(|l| {
+            let newer = l.is_none_or(|x| loc > x);
+            if newer {
+                *l = Some(loc);
+            }
+            newer
+        });
     }
 
     /// Resolves once every subgroup stream of the subscription is closed.
@@ -257,7 +262,32 @@ impl SubscriptionWriter {
 
     /// The largest location written so far.
     pub fn largest(&self) -> Option<Location> {
-        *self.shared.largest.lock()
+        *self.shared.largest.borrow()
+    }
+
+    /// Resolves once an object at `loc` or later has been written (or observed), or the
+    /// subscription ended.
+    ///
+    /// Cancel safe.
+    pub async fn reached(&self, loc: Location) {
+        let mut rx = self.shared.largest.subscribe();
+        tokio::select! {
+            _ = rx.wait_for(|l| l.is_some_and(|l| l >= loc)) => {}
+            _ = self.cancelled() => {}
+        }
+    }
+
+    /// Resolves once the peer has acknowledged every subgroup stream of the subscription that
+    /// was finished (streams still open are not waited for), or the session ended.
+    ///
+    /// Cancel safe.
+    pub async fn acknowledged(&self) {
+        // A stream the subscriber stopped, or the session's end, counts as answered too.
+        let mut rx = self.shared.unacked.subscribe();
+        tokio::select! {
+            _ = rx.wait_for(|n| *n == 0) => {}
+            _ = self.shared.core.closed() => {}
+        }
     }
 
     /// Records a location as published (for LARGEST_OBJECT in REQUEST_UPDATE_OK) without
@@ -377,6 +407,18 @@ impl SubscriptionWriter {
             .send_datagram(bytes)
             .map(|()| true)
             .map_err(Error::from)
+    }
+
+    /// Resolves once every subgroup stream of the subscription is closed and the peer has
+    /// acknowledged every finished one (or it was reset, or the session ended).
+    ///
+    /// Cancel safe.
+    pub async fn delivered(&self) {
+        tokio::select! {
+            _ = self.shared.all_streams_closed() => {}
+            _ = self.cancelled() => return,
+        }
+        self.acknowledged().await;
     }
 
     /// Ends the subscription: waits until every subgroup stream is closed, then sends
@@ -525,35 +567,47 @@ impl SubgroupSender {
         let Some(mut stream) = self.stream.take() else {
             return;
         };
-        if !self.header_sent {
-            // An empty subgroup still says it exists.
-            self.buf.clear();
-            if self.writer.encode_header(&mut self.buf).is_ok() {
-                let buf = std::mem::take(&mut self.buf);
-                let shared = self.shared.clone();
-                self.shared.core.spawn(async move {
-                    let _ = stream.write_all(&buf).await;
-                    let _ = stream.finish();
-                    closed(&shared);
-                });
-                return;
-            }
-        }
-        let _ = stream.finish();
+        // An empty subgroup still says it exists: its header alone.
+        let header = (!self.header_sent)
+            .then(|| {
+                self.buf.clear();
+                self.writer.encode_header(&mut self.buf).ok()?;
+                Some(std::mem::take(&mut self.buf))
+            })
+            .flatten();
         let params = self.shared.params.borrow().clone();
         let timeout = self.shared.timeout(
             property::SUBGROUP_DELIVERY_TIMEOUT,
             params.subgroup_delivery_timeout,
             self.first_properties.as_ref(),
         );
-        if let Some(t) = timeout {
-            self.shared.core.spawn(async move {
-                if tokio::time::timeout(t, stream.stopped()).await.is_err() {
-                    stream.reset(StreamResetCode::DELIVERY_TIMEOUT.0);
-                }
-            });
+        if header.is_none() {
+            let _ = stream.finish();
+            closed(&self.shared);
         }
-        closed(&self.shared);
+        let shared = self.shared.clone();
+        shared.unacked.send_modify(|n| *n += 1);
+        // Watched until the peer acknowledged every byte (draft-19 §8: reset with
+        // DELIVERY_TIMEOUT if that takes longer than the subgroup delivery timeout).
+        self.shared.core.after_finish(async move {
+            if let Some(header) = header {
+                let _ = stream.write_all(&header).await;
+                let _ = stream.finish();
+                closed(&shared);
+            }
+            let acked = async {
+                let _ = stream.stopped().await;
+            };
+            match timeout {
+                Some(t) => {
+                    if tokio::time::timeout(t, acked).await.is_err() {
+                        stream.reset(StreamResetCode::DELIVERY_TIMEOUT.0);
+                    }
+                }
+                None => acked.await,
+            }
+            shared.unacked.send_modify(|n| *n -= 1);
+        });
     }
 
     /// Resets the stream with `code`.

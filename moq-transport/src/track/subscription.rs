@@ -264,7 +264,8 @@ impl PublisherTask {
             streams_opened: AtomicU64::new(0),
             streams_open: AtomicUsize::new(0),
             streams_closed: Notify::new(),
-            largest: Mutex::new(None),
+            unacked: watch::channel(0).0,
+            largest: watch::channel(None).0,
             finish: Mutex::new(Some(finish_tx)),
             finished: AtomicBool::new(false),
         });
@@ -284,7 +285,7 @@ impl PublisherTask {
 
     /// Applies the subscriber's PUBLISH_OK parameters.
     pub(crate) fn apply(&self, params: &Parameters) {
-        let largest = *self.shared.largest.lock();
+        let largest = *self.shared.largest.borrow();
         self.params.send_modify(|p| p.apply(params, largest));
     }
 
@@ -340,7 +341,7 @@ impl PublisherTask {
         params: &Parameters,
         join: Option<&watch::Sender<JoinState>>,
     ) -> Result<RequestOk, RequestError> {
-        let largest = *self.shared.largest.lock();
+        let largest = *self.shared.largest.borrow();
         let mut next = self.params.borrow().clone();
         next.apply(params, largest);
         if next.end_group.is_some_and(|end| end < next.start.group) {

@@ -4,7 +4,7 @@
 //! The same structure serves a publishing application (it writes objects) and a relay (it
 //! writes what arrives from upstream, deduplicating objects that arrive twice).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use moq_core::data::ObjectStatus;
 use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
+use moq_transport::track::SubscriptionWriter;
 use tokio::sync::watch;
-
-use crate::Error;
 
 /// The Subgroup ID under which objects that travel as datagrams are kept; they are served as
 /// datagrams.
@@ -243,7 +242,7 @@ struct TrackInner {
 
 /// A track's shared state. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct Track {
+pub struct TrackCache {
     state: Arc<TrackState>,
 }
 
@@ -256,9 +255,12 @@ struct TrackState {
     changed: watch::Sender<usize>,
     /// Subscriptions being served from this track right now.
     subscribers: watch::Sender<usize>,
+    /// The subscriptions served from this track right now, by a key of their own.
+    serving: Mutex<HashMap<u64, SubscriptionWriter>>,
+    serving_keys: std::sync::atomic::AtomicU64,
 }
 
-impl Track {
+impl TrackCache {
     /// A new, empty track.
     pub fn new(name: FullTrackName, properties: Properties, limits: CacheLimits) -> Self {
         let mut limits = limits;
@@ -267,7 +269,7 @@ impl Track {
             let d = Duration::from_millis(ms);
             limits.max_age = Some(limits.max_age.map_or(d, |a| a.min(d)));
         }
-        Track {
+        TrackCache {
             state: Arc::new(TrackState {
                 name,
                 properties: Mutex::new(properties),
@@ -283,6 +285,8 @@ impl Track {
                 }),
                 changed: watch::channel(0).0,
                 subscribers: watch::channel(0).0,
+                serving: Mutex::new(HashMap::new()),
+                serving_keys: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -301,13 +305,46 @@ impl Track {
     }
 
     /// Counts a served subscription until the guard drops.
-    pub(crate) fn serving(&self) -> ServingGuard {
+    pub(crate) fn serving(&self, writer: &SubscriptionWriter) -> ServingGuard {
+        let key = self
+            .state
+            .serving_keys
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.state.serving.lock().insert(key, writer.clone());
         self.state.subscribers.send_modify(|n| *n += 1);
-        ServingGuard(self.clone())
+        ServingGuard(self.clone(), key)
+    }
+
+    fn serving_now(&self) -> Vec<SubscriptionWriter> {
+        self.state.serving.lock().values().cloned().collect()
+    }
+
+    /// Resolves once every subscription served now has been sent every object up to the
+    /// largest stored so far, and has acknowledged every subgroup stream finished (objects of
+    /// a group still open are sent, not necessarily acknowledged).
+    pub async fn delivered(&self) {
+        let target = self.state.inner.lock().stored;
+        let writers = self.serving_now();
+        futures::future::join_all(writers.iter().map(|w| async move {
+            if let Some(t) = target {
+                w.reached(t).await;
+            }
+            w.acknowledged().await;
+        }))
+        .await;
+    }
+
+    /// Resolves once no subscription is served from this track any more (each was sent the
+    /// end of the track or left) and the peers acknowledged the streams they were sent.
+    pub async fn served_out(&self) {
+        let writers = self.serving_now();
+        let mut rx = self.state.subscribers.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+        futures::future::join_all(writers.iter().map(|w| w.acknowledged())).await;
     }
 
     /// True if both handles are the same track.
-    pub fn same(&self, other: &Track) -> bool {
+    pub fn same(&self, other: &TrackCache) -> bool {
         Arc::ptr_eq(&self.state, &other.state)
     }
 
@@ -373,7 +410,7 @@ impl Track {
         self.state.inner.lock().evicted_below
     }
 
-    /// True once [`Track::end`] was called.
+    /// True once [`TrackCache::end`] was called.
     pub fn is_ended(&self) -> bool {
         self.state.inner.lock().ended
     }
@@ -504,47 +541,22 @@ impl Track {
         }
     }
 
-    /// Starts a new group after the largest one (written or started), with one subgroup
-    /// (ID 0), for a publishing application.
-    pub fn append_group(&self) -> Result<GroupWriter, Error> {
-        let id = {
-            let inner = self.state.inner.lock();
-            let written = inner.largest.map(|l| l.group);
-            let started = inner.groups.keys().next_back().copied();
-            written.max(started).map_or(0, |g| g + 1)
-        };
-        self.create_group(id)
-    }
-
-    /// Starts group `id` with one subgroup (ID 0).
-    pub fn create_group(&self, id: u64) -> Result<GroupWriter, Error> {
-        let priority = self.default_priority();
-        if self.group(id).is_some_and(|g| g.subgroup(0).is_some()) {
-            // Another writer has (or had) it.
-            return Err(Error::Invalid(format!("group {id} already exists")));
-        }
-        let sg = self
-            .subgroup(id, 0, priority, true)
-            .ok_or(Error::Invalid("group is older than the cache".into()))?;
-        if sg.state() != SubgroupEnd::Open || !sg.is_empty() {
-            return Err(Error::Invalid(format!("group {id} already exists")));
-        }
-        // The Largest Object moves with the first object written, not when the group starts
-        // (draft-19 §5.1.2): a subscriber arriving now must not skip this group's object 0.
-        Ok(GroupWriter {
-            track: self.clone(),
-            subgroup: sg,
-            next_id: 0,
-        })
+    /// The Group ID after the largest one written or started.
+    pub fn next_group_id(&self) -> u64 {
+        let inner = self.state.inner.lock();
+        let written = inner.largest.map(|l| l.group);
+        let started = inner.groups.keys().next_back().copied();
+        written.max(started).map_or(0, |g| g + 1)
     }
 }
 
-/// Counts one subscription served from a track; see [`Track::subscribers`].
+/// Counts one subscription served from a track; see [`TrackCache::subscribers`].
 #[derive(Debug)]
-pub(crate) struct ServingGuard(Track);
+pub(crate) struct ServingGuard(TrackCache, u64);
 
 impl Drop for ServingGuard {
     fn drop(&mut self) {
+        self.0.state.serving.lock().remove(&self.1);
         self.0
             .state
             .subscribers
@@ -552,61 +564,10 @@ impl Drop for ServingGuard {
     }
 }
 
-/// Writes one group (a single subgroup) of a track: objects get IDs 0, 1, 2, ...
-/// Dropping it without [`GroupWriter::finish`] marks the group abandoned (readers reset).
-#[derive(Debug)]
-pub struct GroupWriter {
-    track: Track,
-    subgroup: Arc<Subgroup>,
-    next_id: u64,
-}
-
-impl GroupWriter {
-    /// The Group ID.
-    pub fn group_id(&self) -> u64 {
-        self.subgroup.group
-    }
-
-    /// Appends an object with the next Object ID.
-    pub fn write(&mut self, payload: impl Into<Bytes>) -> u64 {
-        self.write_with(payload, Properties::new())
-    }
-
-    /// Appends an object with properties.
-    pub fn write_with(&mut self, payload: impl Into<Bytes>, properties: Properties) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.track.append(
-            &self.subgroup,
-            CachedObject {
-                id,
-                status: ObjectStatus::Normal,
-                properties,
-                payload: payload.into(),
-                received: Instant::now(),
-            },
-        );
-        id
-    }
-
-    /// Ends the group: every object was written.
-    pub fn finish(self) {
-        self.subgroup.finish();
-    }
-}
-
-impl Drop for GroupWriter {
-    fn drop(&mut self) {
-        if self.subgroup.state() == SubgroupEnd::Open {
-            self.subgroup.reset();
-        }
-    }
-}
-
 /// Follows a track's subgroups as they appear.
 #[derive(Debug)]
 pub struct TrackReader {
-    track: Track,
+    track: TrackCache,
     next: usize,
     start_group: u64,
     rx: watch::Receiver<usize>,
@@ -650,9 +611,9 @@ mod tests {
     use super::*;
     use moq_core::TrackNamespace;
 
-    fn track() -> Track {
+    fn track() -> TrackCache {
         let name = FullTrackName::new(TrackNamespace::from_strs(["t"]).unwrap(), "x").unwrap();
-        Track::new(
+        TrackCache::new(
             name,
             Properties::new(),
             CacheLimits {
@@ -662,14 +623,32 @@ mod tests {
         )
     }
 
+    fn object(id: u64) -> CachedObject {
+        CachedObject {
+            id,
+            status: ObjectStatus::Normal,
+            properties: Properties::new(),
+            payload: Bytes::from_static(b"x"),
+            received: Instant::now(),
+        }
+    }
+
+    /// Writes objects 0..n of a new subgroup 0 of `group`; finished if `finish`.
+    fn write(t: &TrackCache, group: u64, n: u64, finish: bool) {
+        let sg = t.subgroup(group, 0, 128, true).unwrap();
+        for id in 0..n {
+            assert!(t.append(&sg, object(id)));
+        }
+        if finish {
+            sg.finish();
+        }
+    }
+
     #[test]
     fn covers_only_what_is_stored() {
         let t = track();
         assert!(!t.covers(Location::new(0, 0), Location::new(1, 0)));
-        let mut g = t.create_group(0).unwrap();
-        g.write("a");
-        g.write("b");
-        g.finish();
+        write(&t, 0, 2, true);
         // Group 0; and a range past the largest location is capped at it.
         assert!(t.covers(Location::new(0, 0), Location::new(0, 2)));
         assert!(t.covers(Location::new(0, 1), Location::new(5, 0)));
@@ -677,8 +656,7 @@ mod tests {
         t.observe_largest(Location::new(2, 0));
         assert!(!t.covers(Location::new(0, 0), Location::new(2, 1)));
         assert!(t.covers(Location::new(0, 0), Location::new(0, 2)));
-        let mut g = t.create_group(2).unwrap();
-        g.write("c");
+        write(&t, 2, 1, false);
         assert!(t.covers(Location::new(0, 0), Location::new(2, 1)));
     }
 
@@ -687,9 +665,7 @@ mod tests {
         let t = track();
         let mut r = t.reader(0);
         for _ in 0..5 {
-            let mut g = t.append_group().unwrap();
-            g.write("a");
-            g.finish();
+            write(&t, t.next_group_id(), 1, true);
         }
         assert_eq!(t.groups().len(), 3);
         assert_eq!(t.evicted_below(), 2);

@@ -1,0 +1,70 @@
+//! The one error type of moq-client.
+
+use moq_core::codes::RequestErrorCode;
+use moq_core::{FullTrackName, NameError, TrackNamespace};
+
+/// Anything that can go wrong: the session's and the peer's errors, and the application's own
+/// mistakes, each a variant to match on.
+///
+/// `Clone`, so one session failure can reach every stream built on it.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The session or a request failed: the session ended, the connection failed, or the peer
+    /// refused the request ([`Error::rejection`] gives its code).
+    #[error(transparent)]
+    Session(#[from] moq_transport::Error),
+    /// Something was written to a track that has ended.
+    #[error("the track has ended")]
+    TrackEnded,
+    /// A group older than what the track's cache still holds.
+    #[error("group {0} is older than the cache")]
+    GroupTooOld(u64),
+    /// A group that was already started.
+    #[error("group {0} exists already")]
+    GroupExists(u64),
+    /// A subgroup that was already started.
+    #[error("subgroup {0} exists already")]
+    SubgroupExists(u64),
+    /// Object IDs must increase within a subgroup.
+    #[error("object {0} is not after the previous object of its subgroup")]
+    ObjectOrder(u64),
+    /// A track of that name is already published.
+    #[error("track {0} exists already")]
+    TrackExists(FullTrackName),
+    /// The namespace is reserved (draft-19 §3.2: "." and ".session").
+    #[error("namespace {0} is reserved")]
+    Reserved(TrackNamespace),
+    /// A name that cannot be encoded.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The deadline passed before the peer acknowledged what was sent.
+    #[error("not acknowledged before the deadline")]
+    Timeout,
+    /// A bad argument or configuration.
+    #[error("invalid: {0}")]
+    Invalid(String),
+}
+
+impl Error {
+    /// The REQUEST_ERROR code if the peer refused the request.
+    ///
+    /// ```
+    /// use moq_client::{Error, RequestErrorCode};
+    /// let refused = moq_transport::Error::Rejected(Box::new(
+    ///     moq_core::message::RequestError::new(RequestErrorCode::DOES_NOT_EXIST, "no"),
+    /// ));
+    /// assert_eq!(Error::from(refused).rejection(), Some(RequestErrorCode::DOES_NOT_EXIST));
+    /// ```
+    pub fn rejection(&self) -> Option<RequestErrorCode> {
+        match self {
+            Error::Session(moq_transport::Error::Rejected(r)) => Some(r.code),
+            _ => None,
+        }
+    }
+
+    /// True if the whole session is over (not only this request).
+    pub fn is_session_error(&self) -> bool {
+        matches!(self, Error::Session(e) if e.is_session_error())
+    }
+}

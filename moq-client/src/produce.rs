@@ -1,0 +1,270 @@
+//! The producing side of a track: a track, its groups, and (where the application asks for
+//! them) a group's subgroups. What they write is kept in the track's cache and served to every
+//! subscriber.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use moq_core::data::ObjectStatus;
+use moq_core::{FullTrackName, Location, Properties};
+
+use crate::Error;
+use crate::cache::{CachedObject, Subgroup, SubgroupEnd, TrackCache};
+use crate::directory::TrackRegistration;
+
+/// A track being published: write it group by group. Its objects are served to every
+/// subscriber of every session the [`crate::Publisher`] serves, and kept in a bounded cache for
+/// late subscribers and FETCH.
+///
+/// Dropping it ends the track (subscribers get PUBLISH_DONE with TRACK_ENDED); so does
+/// [`TrackProducer::finish`], which also waits for the delivery.
+#[derive(Debug)]
+pub struct TrackProducer {
+    cache: TrackCache,
+    _registration: TrackRegistration,
+}
+
+impl TrackProducer {
+    pub(crate) fn new(cache: TrackCache, registration: TrackRegistration) -> Self {
+        TrackProducer {
+            cache,
+            _registration: registration,
+        }
+    }
+
+    pub(crate) fn cache(&self) -> &TrackCache {
+        &self.cache
+    }
+
+    /// The track's name.
+    pub fn name(&self) -> &FullTrackName {
+        self.cache.name()
+    }
+
+    /// The largest location written, if any.
+    pub fn largest(&self) -> Option<Location> {
+        self.cache.largest()
+    }
+
+    /// Starts the group after the largest one written or started.
+    pub fn append_group(&self) -> Result<GroupProducer, Error> {
+        self.create_group(self.cache.next_group_id())
+    }
+
+    /// Starts group `id`: [`Error::GroupExists`] if it was started already,
+    /// [`Error::GroupTooOld`] if the cache no longer holds groups that old,
+    /// [`Error::TrackEnded`] after the track ended.
+    pub fn create_group(&self, id: u64) -> Result<GroupProducer, Error> {
+        if self.cache.is_ended() {
+            return Err(Error::TrackEnded);
+        }
+        if self.cache.group(id).is_some() {
+            return Err(Error::GroupExists(id));
+        }
+        let priority = self.cache.default_priority();
+        let subgroup = self
+            .cache
+            .subgroup(id, 0, priority, true)
+            .ok_or(Error::GroupTooOld(id))?;
+        // The Largest Object moves with the first object written, not when the group starts
+        // (draft-19 §5.1.2): a subscriber arriving now must not skip this group's object 0.
+        Ok(GroupProducer {
+            first: SubgroupProducer {
+                cache: self.cache.clone(),
+                subgroup,
+            },
+        })
+    }
+
+    /// How many subscriptions are served from this track right now.
+    pub fn subscribers(&self) -> usize {
+        self.cache.subscribers()
+    }
+
+    /// Resolves once at least one subscription is served from this track: a publisher can hold
+    /// back work until someone listens.
+    ///
+    /// Cancel safe.
+    pub async fn subscribed(&self) {
+        self.cache.subscribed().await;
+    }
+
+    /// Resolves once every subscriber served now has been sent every object written so far
+    /// and has acknowledged it, or a subscriber left; [`Error::Timeout`] after `timeout`.
+    ///
+    /// Cancel safe.
+    pub async fn flush(&self, timeout: Duration) -> Result<(), Error> {
+        tokio::time::timeout(timeout, self.cache.delivered())
+            .await
+            .map_err(|_| Error::Timeout)
+    }
+
+    /// Ends the track, then waits, at most `timeout`, until every subscriber was sent (and
+    /// acknowledged) every object and the end of the track (PUBLISH_DONE with TRACK_ENDED).
+    ///
+    /// Not cancel safe in a useful sense: dropped early, the track has ended all the same.
+    pub async fn finish(self, timeout: Duration) -> Result<(), Error> {
+        self.cache.end();
+        tokio::time::timeout(timeout, self.cache.served_out())
+            .await
+            .map_err(|_| Error::Timeout)
+    }
+}
+
+impl Drop for TrackProducer {
+    fn drop(&mut self) {
+        self.cache.end();
+    }
+}
+
+/// One group of a track. [`GroupProducer::write`] appends objects with IDs 0, 1, 2, ... to the
+/// group's first subgroup (Subgroup ID 0, which carries the group's last object); an
+/// application that splits a group into several subgroups opens more with
+/// [`GroupProducer::subgroup`].
+///
+/// Dropping it without [`GroupProducer::finish`] abandons the first subgroup (its streams are
+/// reset: subscribers see it incomplete).
+#[derive(Debug)]
+pub struct GroupProducer {
+    first: SubgroupProducer,
+}
+
+impl GroupProducer {
+    /// The Group ID.
+    pub fn id(&self) -> u64 {
+        self.first.group()
+    }
+
+    /// Appends an object with the next Object ID (one above the last in this subgroup);
+    /// returns its ID.
+    pub fn write(&mut self, payload: impl Into<Bytes>) -> Result<u64, Error> {
+        self.write_with(payload, Properties::new())
+    }
+
+    /// [`GroupProducer::write`] with Object Properties.
+    pub fn write_with(
+        &mut self,
+        payload: impl Into<Bytes>,
+        properties: Properties,
+    ) -> Result<u64, Error> {
+        let id = self.first.next_id();
+        self.first.write_with(id, payload, properties)?;
+        Ok(id)
+    }
+
+    /// Opens subgroup `id` (not 0, the first) of this group, with `priority` (default: the
+    /// track's). Its Object IDs are the application's, increasing within the subgroup.
+    pub fn subgroup(&self, id: u64, priority: Option<u8>) -> Result<SubgroupProducer, Error> {
+        let cache = &self.first.cache;
+        let group = self.id();
+        if cache.is_ended() {
+            return Err(Error::TrackEnded);
+        }
+        if cache.group(group).is_some_and(|g| g.subgroup(id).is_some()) {
+            return Err(Error::SubgroupExists(id));
+        }
+        let priority = priority.unwrap_or_else(|| cache.default_priority());
+        let subgroup = cache
+            .subgroup(group, id, priority, false)
+            .ok_or(Error::GroupTooOld(group))?;
+        Ok(SubgroupProducer {
+            cache: cache.clone(),
+            subgroup,
+        })
+    }
+
+    /// Ends the group: every object of its first subgroup was written.
+    pub fn finish(self) -> Result<(), Error> {
+        self.first.finish()
+    }
+
+    /// Abandons the group: its first subgroup's streams are reset.
+    pub fn abort(self) {
+        self.first.abort();
+    }
+}
+
+/// One subgroup of a group, written in increasing Object ID order. Dropping it without
+/// [`SubgroupProducer::finish`] abandons it.
+#[derive(Debug)]
+pub struct SubgroupProducer {
+    cache: TrackCache,
+    subgroup: Arc<Subgroup>,
+}
+
+impl SubgroupProducer {
+    /// The Group ID.
+    pub fn group(&self) -> u64 {
+        self.subgroup.group
+    }
+
+    /// The Subgroup ID.
+    pub fn id(&self) -> u64 {
+        self.subgroup.id
+    }
+
+    fn next_id(&self) -> u64 {
+        self.subgroup.last_id().map_or(0, |l| l + 1)
+    }
+
+    /// Appends object `id` (above the previous one of this subgroup).
+    pub fn write(&mut self, id: u64, payload: impl Into<Bytes>) -> Result<(), Error> {
+        self.write_with(id, payload, Properties::new())
+    }
+
+    /// [`SubgroupProducer::write`] with Object Properties.
+    pub fn write_with(
+        &mut self,
+        id: u64,
+        payload: impl Into<Bytes>,
+        properties: Properties,
+    ) -> Result<(), Error> {
+        if self.cache.is_ended() {
+            return Err(Error::TrackEnded);
+        }
+        if self.subgroup.state() != SubgroupEnd::Open {
+            return Err(Error::Invalid(format!(
+                "subgroup {} of group {} has ended",
+                self.id(),
+                self.group()
+            )));
+        }
+        let added = self.cache.append(
+            &self.subgroup,
+            CachedObject {
+                id,
+                status: ObjectStatus::Normal,
+                properties,
+                payload: payload.into(),
+                received: Instant::now(),
+            },
+        );
+        if !added {
+            return Err(Error::ObjectOrder(id));
+        }
+        Ok(())
+    }
+
+    /// Ends the subgroup: every object was written.
+    pub fn finish(self) -> Result<(), Error> {
+        if self.subgroup.state() != SubgroupEnd::Open {
+            return Err(Error::Invalid("the subgroup has ended".into()));
+        }
+        self.subgroup.finish();
+        Ok(())
+    }
+
+    /// Abandons the subgroup: its streams are reset.
+    pub fn abort(self) {
+        self.subgroup.reset();
+    }
+}
+
+impl Drop for SubgroupProducer {
+    fn drop(&mut self) {
+        if self.subgroup.state() == SubgroupEnd::Open {
+            self.subgroup.reset();
+        }
+    }
+}
