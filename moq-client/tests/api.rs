@@ -360,6 +360,82 @@ async fn announce_before_creating_the_track() {
     .await;
 }
 
+/// Application mistakes are typed errors a caller can match on.
+#[tokio::test]
+async fn producer_errors_are_typed() {
+    let limits = CacheLimits {
+        max_groups: 2,
+        ..Default::default()
+    };
+    let publisher = Publisher::new(limits, ServeOptions::default());
+    let name = track(&["errors"], "t");
+    let t = publisher.create_track(name.clone()).unwrap();
+    assert!(matches!(
+        publisher.create_track(name.clone()),
+        Err(Error::TrackExists(n)) if n == name
+    ));
+    let dot = moq_client::FullTrackName::new(ns(&["."]), "x").unwrap();
+    assert!(matches!(
+        publisher.create_track(dot),
+        Err(Error::Reserved(_))
+    ));
+    assert!(matches!(
+        publisher.publish_namespace(ns(&[".session"])),
+        Err(Error::Reserved(_))
+    ));
+
+    let mut g = t.create_group(5).unwrap();
+    assert!(matches!(t.create_group(5), Err(Error::GroupExists(5))));
+    assert_eq!(g.write("a").unwrap(), 0);
+    let mut sub = g.subgroup(1, None).unwrap();
+    assert!(matches!(g.subgroup(1, None), Err(Error::SubgroupExists(1))));
+    sub.write(3, "x").unwrap();
+    assert!(matches!(sub.write(2, "y"), Err(Error::ObjectOrder(2))));
+    sub.finish().unwrap();
+    g.finish().unwrap();
+    for _ in 0..3 {
+        write_group(&t, 1);
+    }
+    assert!(matches!(t.create_group(0), Err(Error::GroupTooOld(0))));
+    let mut open = t.append_group().unwrap();
+    drop(t);
+    assert!(matches!(open.write("late"), Err(Error::TrackEnded)));
+}
+
+/// Finishing a track resolves once every subscriber has its objects and the end of the track;
+/// flushing once what was written so far is delivered. Nothing here sleeps.
+#[tokio::test]
+async fn awaiting_delivery() {
+    timeout(async {
+        for (transport, version) in combinations() {
+            let mut srv = TestServer::start();
+            let name = track(&["deliver"], "t");
+            let t = srv.publisher.create_track(name.clone()).unwrap();
+            let (client, _server) = srv.connect(transport, version).await;
+            let mut stream = client
+                .subscriber()
+                .subscribe(name.clone(), SubscribeOptions::default())
+                .await
+                .unwrap();
+            t.subscribed().await;
+            // With nothing written, flushing is done at once.
+            t.flush(Duration::from_secs(5)).await.unwrap();
+            let first = write_group(&t, 20);
+            t.flush(Duration::from_secs(5)).await.unwrap();
+            let second = write_group(&t, 20);
+            t.finish(Duration::from_secs(5)).await.unwrap();
+            // Everything arrived and the track ended: the stream ends, no error.
+            let got = read_groups(&mut stream, 2).await;
+            assert_eq!(
+                got,
+                vec![(first, expected(first, 20)), (second, expected(second, 20))]
+            );
+            assert!(stream.next().await.is_none(), "{transport:?} {version}");
+        }
+    })
+    .await;
+}
+
 /// The cache keeps at most `max_groups`; a subscription from an evicted group starts at the
 /// oldest cached one, and FETCH returns only what is cached.
 #[tokio::test]
