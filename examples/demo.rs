@@ -92,12 +92,12 @@ async fn run() -> anyhow::Result<()> {
             .subscriber()
             .subscribe(
                 name.clone(),
-                SubscribeOptions::default().from(Location::new(0, 0)),
+                SubscribeOptions::default().start_at(Location::new(0, 0)),
             )
             .await?;
         let mut received = 0;
         while received < 3 {
-            let mut group = track.next().await.context("track ended early")??;
+            let mut group = track.next_group().await.context("track ended early")??;
             while let Some(object) = group.next_object().await {
                 let object = object?;
                 println!(

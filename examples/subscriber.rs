@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use moq_client::{FullTrackName, Location, Session, SubscribeOptions, TrackStream};
+use moq_client::{FullTrackName, Location, Session, SubscribeOptions, TrackConsumer};
 
 /// Subscribe to a track and print its objects.
 #[derive(Parser, Debug)]
@@ -62,7 +62,7 @@ async fn run(session: &Session, args: &Args) -> anyhow::Result<()> {
     let name = FullTrackName::new(cli::parse_namespace(&args.namespace)?, args.track.clone())?;
     let mut options = SubscribeOptions::default();
     if let Some(g) = args.from {
-        options = options.from(Location::new(g, 0));
+        options = options.start_at(Location::new(g, 0));
     }
     if let Some(s) = args.rendezvous {
         options = options.rendezvous(Duration::from_secs(s));
@@ -85,16 +85,16 @@ async fn run(session: &Session, args: &Args) -> anyhow::Result<()> {
 }
 
 /// Prints objects until the track ends or `count` were printed; returns how many.
-async fn print_objects(stream: &mut TrackStream, count: Option<u64>) -> anyhow::Result<u64> {
+async fn print_objects(stream: &mut TrackConsumer, count: Option<u64>) -> anyhow::Result<u64> {
     let mut received = 0;
-    while let Some(group) = stream.next().await {
+    while let Some(group) = stream.next_group().await {
         let mut group = group.context("subscription failed")?;
         while let Some(object) = group.next_object().await {
             let object = match object {
                 Ok(o) => o,
                 // A group abandoned by the publisher (or dropped for being too far behind).
                 Err(e) => {
-                    println!("group {} cut short: {e}", group.group());
+                    println!("group {} cut short: {e}", group.id());
                     break;
                 }
             };

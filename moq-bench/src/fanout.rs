@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use futures::StreamExt;
 use moq_client::{
-    FullTrackName, NamespaceHandle, Session, SubscribeOptions, TrackNamespace, TrackProducer,
-    TrackStream, Version,
+    FullTrackName, NamespaceHandle, Session, SubscribeOptions, TrackConsumer, TrackNamespace,
+    TrackProducer, Version,
 };
 
 use crate::latency::{self, Percentiles, Recorder};
@@ -390,7 +390,7 @@ impl PublisherSide {
 }
 
 /// Follows one subscription: every group's objects go to the recorder.
-pub(crate) async fn follow(mut t: TrackStream, rec: Arc<Recorder>) {
+pub(crate) async fn follow(mut t: TrackConsumer, rec: Arc<Recorder>) {
     while let Some(Ok(mut g)) = t.next().await {
         let rec = rec.clone();
         tokio::spawn(async move {
@@ -503,7 +503,7 @@ async fn measure(
             plan.push((session.clone(), rec.clone()));
         }
     }
-    let subscribed: Vec<Result<(TrackStream, Arc<Recorder>)>> = futures::stream::iter(plan)
+    let subscribed: Vec<Result<(TrackConsumer, Arc<Recorder>)>> = futures::stream::iter(plan)
         .map(|(session, rec)| {
             let name = name.clone();
             async move {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use futures::StreamExt;
-use moq_client::{Session, SubscribeOptions, TrackStream};
+use moq_client::{Session, SubscribeOptions, TrackConsumer};
 
 use crate::fanout::{PublishModel, PublisherSide, VERSION, bench_track, follow, one_line};
 use crate::latency::Recorder;
@@ -245,7 +245,7 @@ async fn measure(
 
     let name = bench_track()?;
     let plan: Vec<Session> = sessions.iter().take(cfg.subscriptions).cloned().collect();
-    let subscribed: Vec<Result<TrackStream>> = futures::stream::iter(plan)
+    let subscribed: Vec<Result<TrackConsumer>> = futures::stream::iter(plan)
         .map(|s| {
             let name = name.clone();
             async move {

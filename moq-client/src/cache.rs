@@ -365,21 +365,12 @@ impl TrackCache {
 
     /// DEFAULT_PUBLISHER_PRIORITY, or 128.
     pub fn default_priority(&self) -> u8 {
-        self.properties()
-            .get_int(property::DEFAULT_PUBLISHER_PRIORITY)
-            .and_then(|p| u8::try_from(p).ok())
-            .unwrap_or(128)
+        self.state.properties.lock().publisher_priority()
     }
 
     /// DEFAULT_PUBLISHER_GROUP_ORDER, or Ascending.
     pub fn group_order(&self) -> GroupOrder {
-        match self
-            .properties()
-            .get_int(property::DEFAULT_PUBLISHER_GROUP_ORDER)
-        {
-            Some(2) => GroupOrder::Descending,
-            _ => GroupOrder::Ascending,
-        }
+        self.state.properties.lock().publisher_group_order()
     }
 
     /// The largest location written, if any.

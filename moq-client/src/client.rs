@@ -38,7 +38,7 @@ fn serve(transport: &moq_transport::Session, publisher: &Publisher, subscriber: 
 }
 
 impl Session {
-    fn attach(transport: moq_transport::Session, publisher: Publisher) -> Session {
+    pub(crate) fn attach(transport: moq_transport::Session, publisher: Publisher) -> Session {
         let source = SessionSource {
             current: watch::channel(Some(transport.downgrade())).1,
             reconnects: false,

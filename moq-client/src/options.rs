@@ -1,9 +1,10 @@
-//! Typed options: what an application sets on a track it publishes. The wire's properties
-//! are an implementation detail.
+//! Typed options: what an application sets on a track it publishes or subscribes to. The
+//! wire's properties and parameters are an implementation detail.
 
 use std::time::Duration;
 
-use moq_core::{GroupOrder, Properties, property};
+use moq_core::message::Parameters;
+use moq_core::{AuthToken, GroupOrder, Location, LocationFilter, Properties, property};
 
 use crate::Error;
 use crate::cache::CacheLimits;
@@ -109,10 +110,7 @@ impl TrackOptions {
         )?;
         set(
             property::DEFAULT_PUBLISHER_GROUP_ORDER,
-            self.group_order.map(|o| match o {
-                GroupOrder::Ascending => 1,
-                GroupOrder::Descending => 2,
-            }),
+            self.group_order.map(|o| u64::from(o.value())),
         )?;
         set(
             property::OBJECT_DELIVERY_TIMEOUT,
@@ -124,5 +122,126 @@ impl TrackOptions {
         )?;
         set(property::MAX_CACHE_DURATION, self.cache_duration.map(ms))?;
         Ok(p)
+    }
+}
+
+/// How a track is subscribed to (SUBSCRIBE, or the answer to a peer's PUBLISH).
+///
+/// ```
+/// use std::time::Duration;
+/// use moq_client::{Location, LocationFilter, SubscribeOptions};
+/// let options = SubscribeOptions::default()
+///     .priority(10)
+///     .start_at(Location::new(4, 0))
+///     .delivery_timeout(Duration::from_secs(2));
+/// assert_eq!(options.filter, Some(LocationFilter::AbsoluteStart(Location::new(4, 0))));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct SubscribeOptions {
+    /// Subscriber priority, 0 highest (default 128; SUBSCRIBER_PRIORITY).
+    pub priority: Option<u8>,
+    /// The order groups are delivered in when several are in flight (default: the
+    /// publisher's; GROUP_ORDER).
+    pub group_order: Option<GroupOrder>,
+    /// Where the subscription starts (and ends). Default ([`None`]): after the largest object
+    /// published so far, that is what is published from now on (LargestObject). Use
+    /// [`SubscribeOptions::start_at`] with `Location::new(0, 0)` for everything the publisher
+    /// still has (draft-19 §5.1.2).
+    pub filter: Option<LocationFilter>,
+    /// Whether the publisher sends objects at all (default true; FORWARD).
+    pub forward: Option<bool>,
+    /// An object not delivered this long after it was sent is dropped
+    /// (OBJECT_DELIVERY_TIMEOUT).
+    pub delivery_timeout: Option<Duration>,
+    /// How long a relay may hold the SUBSCRIBE for a publisher of the track to appear
+    /// (RENDEZVOUS_TIMEOUT).
+    pub rendezvous_timeout: Option<Duration>,
+    /// An authorization token for this request (AUTHORIZATION_TOKEN).
+    pub token: Option<AuthToken>,
+}
+
+impl SubscribeOptions {
+    /// Sets the subscriber priority.
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Sets the group order.
+    pub fn group_order(mut self, order: GroupOrder) -> Self {
+        self.group_order = Some(order);
+        self
+    }
+
+    /// Starts at the beginning of the next group (NextGroupStart).
+    pub fn next_group(mut self) -> Self {
+        self.filter = Some(LocationFilter::NextGroupStart);
+        self
+    }
+
+    /// Starts after the largest object published so far (LargestObject), the default.
+    pub fn latest(mut self) -> Self {
+        self.filter = Some(LocationFilter::LargestObject);
+        self
+    }
+
+    /// Starts at `start` (AbsoluteStart).
+    pub fn start_at(mut self, start: Location) -> Self {
+        self.filter = Some(LocationFilter::AbsoluteStart(start));
+        self
+    }
+
+    /// Delivers the objects from `start` up to the end of group `end_group`, inclusive
+    /// (AbsoluteRange). An `end_group` before `start`'s group is taken as `start`'s group.
+    pub fn range(mut self, start: Location, end_group: u64) -> Self {
+        self.filter = Some(LocationFilter::AbsoluteRange {
+            start,
+            end_group_delta: end_group.saturating_sub(start.group),
+        });
+        self
+    }
+
+    /// Sets whether objects are forwarded.
+    pub fn forward(mut self, forward: bool) -> Self {
+        self.forward = Some(forward);
+        self
+    }
+
+    /// Sets the object delivery timeout.
+    pub fn delivery_timeout(mut self, timeout: Duration) -> Self {
+        self.delivery_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the rendezvous timeout.
+    pub fn rendezvous(mut self, timeout: Duration) -> Self {
+        self.rendezvous_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the authorization token.
+    pub fn token(mut self, token: AuthToken) -> Self {
+        self.token = Some(token);
+        self
+    }
+
+    /// The request's parameters. A SUBSCRIBE without a filter is sent with LargestObject: an
+    /// unfiltered one would ask for every object the publisher still has (draft-19 §5.1.2).
+    /// An answer to PUBLISH sends only the filter asked for.
+    pub(crate) fn to_parameters(&self, default_filter: bool) -> Parameters {
+        let filter = match self.filter {
+            None if default_filter => Some(LocationFilter::LargestObject),
+            f => f,
+        };
+        Parameters {
+            subscriber_priority: self.priority,
+            group_order: self.group_order,
+            location_filter: filter,
+            forward: self.forward,
+            object_delivery_timeout: self.delivery_timeout.map(ms),
+            rendezvous_timeout: self.rendezvous_timeout.map(ms),
+            authorization_tokens: self.token.clone().into_iter().collect(),
+            ..Default::default()
+        }
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -27,6 +28,9 @@ struct State {
     namespaces: HashMap<u64, (TrackNamespace, AnnouncedNamespace)>,
     /// The first answer a session gave to each namespace's PUBLISH_NAMESPACE.
     outcomes: HashMap<u64, Result<(), Error>>,
+    /// How many sessions hold each namespace's announcement (withdrawn ones included, until
+    /// their session has cancelled it).
+    live: HashMap<u64, usize>,
 }
 
 #[derive(Debug)]
@@ -38,6 +42,25 @@ struct Shared {
     limits: CacheLimits,
     /// The tracks, answering every attached session's requests.
     directory: Directory,
+}
+
+/// A session's announcements (`None` where the session refused it), by namespace key; the
+/// count of live announcements follows them when they are dropped, however the session's
+/// announcing ends.
+struct Held<'a> {
+    publisher: &'a Publisher,
+    announced: HashMap<u64, Option<PublishedNamespace>>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let keys: Vec<u64> = self
+            .announced
+            .drain()
+            .filter_map(|(k, a)| a.map(|_| k))
+            .collect();
+        self.publisher.forget(&keys);
+    }
 }
 
 /// Publishes namespaces and tracks on every session it is attached to, and answers SUBSCRIBE,
@@ -81,7 +104,7 @@ impl NamespaceHandle {
     }
 
     /// Waits for the first attached session's answer to the PUBLISH_NAMESPACE: `Ok` for
-    /// REQUEST_OK, [`Error::Rejected`] for REQUEST_ERROR.
+    /// REQUEST_OK, an error whose [`Error::rejection`] is the code for REQUEST_ERROR.
     pub async fn announced(&self) -> Result<(), Error> {
         let mut rx = self.shared.changed.subscribe();
         loop {
@@ -94,8 +117,27 @@ impl NamespaceHandle {
         }
     }
 
-    /// Withdraws the namespace now (the same as dropping it).
-    pub fn withdraw(self) {}
+    /// Withdraws the namespace from every session and resolves once each has sent the
+    /// withdrawal (the request stream's cancellation, draft-19 §6.2, §3.3.3), or after
+    /// `timeout` with [`Error::Timeout`]. QUIC acknowledges no stream reset, so this is the
+    /// furthest a withdrawal can be followed; dropping the handle withdraws without waiting.
+    ///
+    /// Cancel safe: the namespace is withdrawn either way.
+    pub async fn withdraw(self, timeout: Duration) -> Result<(), Error> {
+        let (shared, key) = (self.shared.clone(), self.key);
+        let mut rx = shared.changed.subscribe();
+        drop(self);
+        let sent = async {
+            while shared.state.lock().live.get(&key).is_some_and(|n| *n > 0) {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, sent)
+            .await
+            .map_err(|_| Error::Timeout)
+    }
 }
 
 impl Drop for NamespaceHandle {
@@ -217,8 +259,11 @@ impl Publisher {
     }
 
     async fn announce_loop(&self, session: &WeakSession) {
-        // Namespace key -> its announcement on this session (`None` if the session refused it).
-        let mut announced: HashMap<u64, Option<PublishedNamespace>> = HashMap::new();
+        let mut held = Held {
+            publisher: self,
+            announced: HashMap::new(),
+        };
+        let announced = &mut held.announced;
         let mut rx = self.shared.changed.subscribe();
         loop {
             let wanted: Vec<(u64, TrackNamespace)> = self
@@ -229,7 +274,16 @@ impl Publisher {
                 .iter()
                 .map(|(k, (ns, _))| (*k, ns.clone()))
                 .collect();
-            announced.retain(|k, _| wanted.iter().any(|(w, _)| w == k));
+            let mut withdrawn = Vec::new();
+            announced.retain(|k, a| {
+                let keep = wanted.iter().any(|(w, _)| w == k);
+                if !keep && a.is_some() {
+                    withdrawn.push(*k);
+                }
+                keep
+            });
+            // Dropping the announcements above cancelled them on this session.
+            self.forget(&withdrawn);
             for (key, ns) in wanted {
                 if announced.contains_key(&key) {
                     continue;
@@ -240,6 +294,11 @@ impl Publisher {
                 let outcome = res.as_ref().map(|_| ()).map_err(Clone::clone);
                 {
                     let mut state = self.shared.state.lock();
+                    if res.is_ok() {
+                        // Counted with the outcome, so a withdrawal that sees the answer waits
+                        // for this announcement too.
+                        *state.live.entry(key).or_default() += 1;
+                    }
                     if state.namespaces.contains_key(&key) {
                         state
                             .outcomes
@@ -266,6 +325,25 @@ impl Publisher {
                 return;
             }
         }
+    }
+
+    /// Counts announcements this session no longer holds.
+    fn forget(&self, keys: &[u64]) {
+        if keys.is_empty() {
+            return;
+        }
+        {
+            let mut state = self.shared.state.lock();
+            for k in keys {
+                if let Some(n) = state.live.get_mut(k) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        state.live.remove(k);
+                    }
+                }
+            }
+        }
+        self.shared.changed.send_modify(|v| *v += 1);
     }
 
     /// Answers the session's requests from the directory; a PUBLISH goes to the subscriber.

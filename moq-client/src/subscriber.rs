@@ -5,18 +5,20 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use moq_core::message::{FetchType, Parameters};
-use moq_core::{AuthToken, FullTrackName, GroupOrder, Location, LocationFilter, TrackNamespace};
+use moq_core::codes::RequestErrorCode;
+use moq_core::message::{FetchType, Parameters, RequestError};
+use moq_core::{FullTrackName, Location, LocationFilter, TrackNamespace};
 use moq_transport::WeakSession;
 use moq_transport::namespace::NamespaceEvent;
 use moq_transport::track::{
-    FetchItem, IncomingPublish, IncomingSubgroup, Object, TrackEvent, TrackStatusInfo,
+    FetchItem, FetchResponse, IncomingPublish, Object, Subscription, TrackEvent, TrackSubscription,
 };
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
-use crate::Error;
+use crate::consume::{FetchConsumer, GroupConsumer, ObjectConsumer, Router, TrackConsumer};
+use crate::{Error, SubscribeOptions, TrackInfo};
 
 /// Where a [`Subscriber`] gets its session: one fixed session, or the latest of a reconnecting
 /// client. It holds the session weakly: the streams it serves do not keep a session open that
@@ -61,103 +63,6 @@ fn dropped() -> Error {
     .into()
 }
 
-/// Options of a subscription.
-///
-/// ```
-/// use moq_client::SubscribeOptions;
-/// let opts = SubscribeOptions::default().priority(10).latest_group();
-/// assert_eq!(opts.to_parameters().subscriber_priority, Some(10));
-/// ```
-#[derive(Clone, Debug, Default)]
-pub struct SubscribeOptions {
-    /// SUBSCRIBER_PRIORITY (0 highest; default 128).
-    pub priority: Option<u8>,
-    /// GROUP_ORDER; default: the publisher's.
-    pub group_order: Option<GroupOrder>,
-    /// LOCATION_FILTER; default ([`None`]): everything from now on, sent as LargestObject.
-    /// Use [`SubscribeOptions::from`] with `Location::new(0, 0)` for everything the publisher
-    /// still has (the equivalent of an unfiltered subscription, draft-19 §5.1.2).
-    pub filter: Option<LocationFilter>,
-    /// FORWARD; default true.
-    pub forward: Option<bool>,
-    /// OBJECT_DELIVERY_TIMEOUT.
-    pub delivery_timeout: Option<Duration>,
-    /// RENDEZVOUS_TIMEOUT: how long a relay may hold the SUBSCRIBE for a publisher to appear.
-    pub rendezvous_timeout: Option<Duration>,
-    /// AUTHORIZATION_TOKEN.
-    pub token: Option<AuthToken>,
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-impl SubscribeOptions {
-    /// Sets the subscriber priority.
-    pub fn priority(mut self, p: u8) -> Self {
-        self.priority = Some(p);
-        self
-    }
-
-    /// Sets the group order.
-    pub fn group_order(mut self, o: GroupOrder) -> Self {
-        self.group_order = Some(o);
-        self
-    }
-
-    /// Starts at the next group (NextGroupStart).
-    pub fn next_group(mut self) -> Self {
-        self.filter = Some(LocationFilter::NextGroupStart);
-        self
-    }
-
-    /// Starts after the largest object published so far (LargestObject): what is published
-    /// from now on. This is the default.
-    pub fn latest_group(mut self) -> Self {
-        self.filter = Some(LocationFilter::LargestObject);
-        self
-    }
-
-    /// Starts at `start` (AbsoluteStart).
-    pub fn from(mut self, start: Location) -> Self {
-        self.filter = Some(LocationFilter::AbsoluteStart(start));
-        self
-    }
-
-    /// Sets FORWARD.
-    pub fn forward(mut self, f: bool) -> Self {
-        self.forward = Some(f);
-        self
-    }
-
-    /// Sets RENDEZVOUS_TIMEOUT.
-    pub fn rendezvous(mut self, d: Duration) -> Self {
-        self.rendezvous_timeout = Some(d);
-        self
-    }
-
-    /// Sets AUTHORIZATION_TOKEN.
-    pub fn token(mut self, t: AuthToken) -> Self {
-        self.token = Some(t);
-        self
-    }
-
-    /// The SUBSCRIBE parameters. Without a filter, LargestObject is sent: an unfiltered
-    /// SUBSCRIBE would ask for every object the publisher still has (draft-19 §5.1.2).
-    pub fn to_parameters(&self) -> Parameters {
-        Parameters {
-            subscriber_priority: self.priority,
-            group_order: self.group_order,
-            location_filter: Some(self.filter.unwrap_or(LocationFilter::LargestObject)),
-            forward: self.forward,
-            object_delivery_timeout: self.delivery_timeout.map(ms),
-            rendezvous_timeout: self.rendezvous_timeout.map(ms),
-            authorization_tokens: self.token.clone().into_iter().collect(),
-            ..Default::default()
-        }
-    }
-}
-
 /// Namespaces under a prefix as they come and go: first the current set, then live changes.
 /// Ends with an error when the session ends (a reconnecting client reports every namespace
 /// removed, then re-subscribes and reports them again).
@@ -181,96 +86,68 @@ impl futures::Stream for NamespaceStream {
     }
 }
 
-/// One group's objects: a subgroup stream, or a single object that came as a datagram.
-#[derive(Debug)]
-pub struct GroupStream {
-    group: u64,
-    inner: GroupInner,
-}
-
-#[derive(Debug)]
-enum GroupInner {
-    Stream(IncomingSubgroup),
-    Datagram(Option<Object>),
-}
-
-impl GroupStream {
-    /// The Group ID.
-    pub fn group(&self) -> u64 {
-        self.group
-    }
-
-    /// The next object; `None` when the group's stream ended.
-    pub async fn next_object(&mut self) -> Option<Result<Object, Error>> {
-        match &mut self.inner {
-            GroupInner::Stream(s) => s.next_object().await.map_err(Error::from).transpose(),
-            GroupInner::Datagram(o) => o.take().map(Ok),
-        }
-    }
-}
-
-/// A subscribed track: a stream of [`GroupStream`]s. Ends when the publisher ends the track;
-/// yields an error if the subscription fails and cannot be renewed. Dropping it unsubscribes.
-#[derive(Debug)]
-pub struct TrackStream {
-    rx: mpsc::Receiver<Result<GroupStream, Error>>,
-    info: watch::Receiver<Option<moq_transport::track::SubscriptionInfo>>,
-}
-
-impl TrackStream {
-    /// The next group.
-    pub async fn next(&mut self) -> Option<Result<GroupStream, Error>> {
-        self.rx.recv().await
-    }
-
-    /// What the latest SUBSCRIBE_OK said.
-    pub fn info(&self) -> Option<moq_transport::track::SubscriptionInfo> {
-        self.info.borrow().clone()
-    }
-}
-
-impl futures::Stream for TrackStream {
-    type Item = Result<GroupStream, Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx)
-    }
-}
-
 /// The subscribing side of a session (or of a reconnecting client). Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Subscriber {
     pub(crate) source: SessionSource,
-    publishes: Arc<tokio::sync::Mutex<mpsc::Receiver<IncomingPublish>>>,
-    publish_tx: mpsc::Sender<IncomingPublish>,
+    offers: Arc<Offers>,
 }
+
+/// Where the peer's PUBLISHes go: to the [`TrackOffers`] of the longest matching prefix, else
+/// to [`Subscriber::next_publish`].
+#[derive(Debug)]
+struct Offers {
+    general_rx: tokio::sync::Mutex<mpsc::Receiver<IncomingTrack>>,
+    general_tx: mpsc::Sender<IncomingTrack>,
+    by_prefix: Mutex<Vec<(TrackNamespace, mpsc::Sender<IncomingTrack>)>>,
+}
+
+/// PUBLISHes waiting for the application, per destination, before more are refused.
+const PENDING_PUBLISHES: usize = 64;
 
 impl Subscriber {
     pub(crate) fn new(source: SessionSource) -> Self {
-        let (tx, rx) = mpsc::channel(64);
+        let (tx, rx) = mpsc::channel(PENDING_PUBLISHES);
         Subscriber {
             source,
-            publishes: Arc::new(tokio::sync::Mutex::new(rx)),
-            publish_tx: tx,
+            offers: Arc::new(Offers {
+                general_rx: tokio::sync::Mutex::new(rx),
+                general_tx: tx,
+                by_prefix: Mutex::new(Vec::new()),
+            }),
         }
     }
 
-    /// Hands a PUBLISH from the peer to [`Subscriber::next_publish`].
+    /// Hands a PUBLISH from the peer to the application, or refuses it (EXCESSIVE_LOAD) if
+    /// too many are waiting.
     pub(crate) fn offer(&self, p: IncomingPublish) {
-        if let Err(e) = self.publish_tx.try_send(p) {
-            let p = match e {
-                mpsc::error::TrySendError::Full(p) | mpsc::error::TrySendError::Closed(p) => p,
-            };
-            p.reject(moq_core::message::RequestError::new(
-                moq_core::codes::RequestErrorCode::EXCESSIVE_LOAD,
+        let ns = p.track().namespace.clone();
+        let tx = {
+            let mut by_prefix = self.offers.by_prefix.lock();
+            by_prefix.retain(|(_, tx)| !tx.is_closed());
+            by_prefix
+                .iter()
+                .filter(|(prefix, _)| prefix.is_prefix_of(&ns))
+                .max_by_key(|(prefix, _)| prefix.len())
+                .map(|(_, tx)| tx.clone())
+        };
+        let tx = tx.unwrap_or_else(|| self.offers.general_tx.clone());
+        let offered = IncomingTrack { inner: Box::new(p) };
+        if let Err(e) = tx.try_send(offered) {
+            let (mpsc::error::TrySendError::Full(t) | mpsc::error::TrySendError::Closed(t)) = e;
+            t.reject(
+                RequestErrorCode::EXCESSIVE_LOAD,
                 "too many PUBLISHes waiting",
-            ));
+            );
         }
     }
 
-    /// The next PUBLISH the peer sent (for example because of [`Subscriber::subscribe_tracks`]).
-    pub async fn next_publish(&self) -> Option<IncomingPublish> {
-        self.publishes.lock().await.recv().await
+    /// The next track the peer PUBLISHed that no [`TrackOffers`] took; `None` once the
+    /// subscriber is dropped.
+    ///
+    /// Cancel safe.
+    pub async fn next_publish(&self) -> Option<IncomingTrack> {
+        self.offers.general_rx.lock().await.recv().await
     }
 
     /// Discovers namespaces under `prefix` (SUBSCRIBE_NAMESPACE); the zero-field prefix means
@@ -348,129 +225,378 @@ impl Subscriber {
         Ok(NamespaceStream { rx })
     }
 
-    /// Subscribes to `track`. Returns after SUBSCRIBE_OK.
+    /// Subscribes to `track`; returns after SUBSCRIBE_OK. Its groups follow as they start.
+    /// With a reconnecting client the subscription is renewed on every new session, after the
+    /// last group seen.
+    ///
+    /// ```no_run
+    /// # async fn run(session: moq_client::Session, track: moq_client::FullTrackName) -> Result<(), moq_client::Error> {
+    /// use moq_client::SubscribeOptions;
+    /// let mut track = session.subscriber().subscribe(track, SubscribeOptions::default()).await?;
+    /// while let Some(group) = track.next_group().await {
+    ///     let mut group = group?;
+    ///     while let Some(object) = group.next_object().await {
+    ///         println!("{}/{}: {:?}", group.id(), object?.location.object, "...");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn subscribe(
         &self,
         track: FullTrackName,
         options: SubscribeOptions,
-    ) -> Result<TrackStream, Error> {
+    ) -> Result<TrackConsumer, Error> {
         let session = self.source.session().await?;
         let first = session
-            .subscribe(track.clone(), options.to_parameters())
+            .subscribe(track.clone(), options.to_parameters(true))
             .await?;
-        let (tx, rx) = mpsc::channel::<Result<GroupStream, Error>>(64);
-        let (info_tx, info_rx) = watch::channel(Some(first.info().clone()));
+        let order = options
+            .group_order
+            .unwrap_or_else(|| first.info().group_order());
+        let (consumer, mut router, info_tx) = TrackConsumer::new(&first, order);
         let source = self.source.clone();
         tokio::spawn(async move {
             let mut sub = first;
             let mut last_group: Option<u64> = None;
             loop {
-                let ended_ok = loop {
-                    let ev = tokio::select! {
-                        ev = sub.next() => ev,
-                        _ = tx.closed() => return,
-                    };
-                    let g = match ev {
-                        Some(Ok(TrackEvent::Subgroup(s))) => GroupStream {
-                            group: s.group(),
-                            inner: GroupInner::Stream(s),
-                        },
-                        Some(Ok(TrackEvent::Datagram(o))) => GroupStream {
-                            group: o.location.group,
-                            inner: GroupInner::Datagram(Some(o)),
-                        },
-                        Some(Err(e)) => {
-                            if source.reconnects && e.is_session_error() {
-                                break false;
-                            }
-                            let _ = tx.send(Err(e.into())).await;
-                            return;
-                        }
-                        None => break true,
-                    };
-                    last_group = Some(last_group.map_or(g.group, |l| l.max(g.group)));
-                    if tx.send(Ok(g)).await.is_err() {
-                        return;
-                    }
+                let lost = match pump(&mut sub, &mut router, &mut last_group).await {
+                    Pumped::Ended => return router.end(),
+                    Pumped::Dropped => return,
+                    Pumped::Failed(e) => e,
                 };
-                if ended_ok || !source.reconnects {
-                    return;
+                if !source.reconnects || !lost.is_session_error() {
+                    return router.fail(lost.into()).await;
                 }
                 // Renew on the next session, after the last group seen.
-                let mut opts = options.clone();
+                let mut renew = options.clone();
                 if let Some(g) = last_group {
-                    opts.filter = Some(LocationFilter::AbsoluteStart(Location::new(g + 1, 0)));
+                    renew.filter = Some(LocationFilter::AbsoluteStart(Location::new(g + 1, 0)));
                 }
                 sub = loop {
                     let s = tokio::select! {
                         s = source.session() => s,
-                        _ = tx.closed() => return,
+                        _ = router.closed() => return,
                     };
                     let s = match s {
+                        // The client was dropped: no session will come.
+                        Err(e) => return router.fail(e).await,
                         Ok(s) => s,
-                        Err(e) => {
-                            // The client was dropped: no session will come.
-                            let _ = tx.send(Err(e)).await;
-                            return;
-                        }
                     };
                     let renewed = tokio::select! {
-                        r = s.subscribe(track.clone(), opts.to_parameters()) => r,
-                        _ = tx.closed() => return,
+                        r = s.subscribe(track.clone(), renew.to_parameters(true)) => r,
+                        _ = router.closed() => return,
                     };
                     match renewed {
                         Ok(sub) => break sub,
                         Err(e) if e.is_session_error() => continue,
-                        Err(e) => {
-                            let _ = tx.send(Err(e.into())).await;
-                            return;
-                        }
+                        Err(e) => return router.fail(e.into()).await,
                     }
                 };
-                info_tx.send_replace(Some(sub.info().clone()));
+                info_tx.send_replace(Some(TrackInfo::of(sub.info())));
             }
         });
-        Ok(TrackStream { rx, info: info_rx })
+        Ok(consumer)
     }
 
-    /// Fetches a range of past objects, in ascending group order.
+    /// Joins `track` at the start of its current group: SUBSCRIBE, then a Joining FETCH
+    /// (draft-19 §5.2) of the current group and the `groups` before it. One stream of objects
+    /// in order, the past first, then what is published from now on, with no gap and no
+    /// duplicate. A joined track is not renewed on reconnect: the stream ends with the
+    /// session's error.
+    ///
+    /// ```no_run
+    /// # async fn run(session: moq_client::Session, track: moq_client::FullTrackName) -> Result<(), moq_client::Error> {
+    /// use moq_client::SubscribeOptions;
+    /// let mut objects = session.subscriber().join(track, SubscribeOptions::default(), 0).await?;
+    /// while let Some(object) = objects.next().await {
+    ///     let object = object?;
+    ///     println!("{:?}: {} bytes", object.location, object.payload.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn join(
+        &self,
+        track: FullTrackName,
+        options: SubscribeOptions,
+        groups: u64,
+    ) -> Result<ObjectConsumer, Error> {
+        let session = self.source.session().await?;
+        // The subscription starts after the largest object, where the FETCH ends.
+        let options = options.latest();
+        let sub = session
+            .subscribe(track.clone(), options.to_parameters(true))
+            .await?;
+        let fetch = match sub.info().largest {
+            Some(_) => Some(
+                session
+                    .fetch(
+                        FetchType::RelativeJoining {
+                            joining_request_id: sub.request_id(),
+                            joining_start: groups,
+                        },
+                        Parameters::default(),
+                    )
+                    .await?,
+            ),
+            // Nothing published yet: everything comes live.
+            None => None,
+        };
+        let order = options
+            .group_order
+            .unwrap_or_else(|| sub.info().group_order());
+        let (live, router, _info) = TrackConsumer::new(&sub, order);
+        tokio::spawn(pump_once(sub, router));
+        let (tx, rx) = mpsc::channel(256);
+        tokio::spawn(join_objects(fetch, live, tx));
+        Ok(ObjectConsumer { objects: rx })
+    }
+
+    /// Fetches the objects from `start` up to `end` (the last object plus one; object 0 means
+    /// the whole group) in ascending group order (FETCH, draft-19 §5.2), as a stream.
     pub async fn fetch(
         &self,
         track: FullTrackName,
         start: Location,
         end: Location,
-    ) -> Result<Vec<Object>, Error> {
+    ) -> Result<FetchConsumer, Error> {
         let session = self.source.session().await?;
-        let mut resp = session
+        let inner = session
             .fetch(
                 FetchType::Standalone { track, start, end },
                 Parameters::default(),
             )
             .await?;
-        let mut out = Vec::new();
-        while let Some(item) = resp.next().await {
-            if let FetchItem::Object(o) = item? {
-                out.push(o);
+        Ok(FetchConsumer::new(inner))
+    }
+
+    /// What the publisher says of `track` now (TRACK_STATUS).
+    pub async fn track_status(&self, track: FullTrackName) -> Result<TrackInfo, Error> {
+        let session = self.source.session().await?;
+        let status = session
+            .track_status(track.clone(), Parameters::default())
+            .await?;
+        Ok(TrackInfo::new(
+            track,
+            status.largest,
+            status.expires,
+            status.track_properties,
+        ))
+    }
+
+    /// Asks the peer to PUBLISH every track under `prefix` (SUBSCRIBE_TRACKS); they arrive
+    /// through the returned [`TrackOffers`]. Not renewed on reconnect.
+    pub async fn subscribe_tracks(&self, prefix: TrackNamespace) -> Result<TrackOffers, Error> {
+        let session = self.source.session().await?;
+        // Registered first: a PUBLISH may follow REQUEST_OK at once.
+        let (tx, rx) = mpsc::channel(PENDING_PUBLISHES);
+        self.offers.by_prefix.lock().push((prefix.clone(), tx));
+        let request = session
+            .subscribe_tracks(prefix, Parameters::default())
+            .await?;
+        Ok(TrackOffers {
+            request: Some(request),
+            tracks: rx,
+        })
+    }
+}
+
+/// How a subscription's events stopped.
+enum Pumped {
+    /// The publisher ended the track.
+    Ended,
+    /// The application dropped the consumer.
+    Dropped,
+    /// The subscription failed.
+    Failed(moq_transport::Error),
+}
+
+/// Routes a subscription's subgroups and datagrams into its groups until it stops.
+async fn pump(sub: &mut Subscription, router: &mut Router, last_group: &mut Option<u64>) -> Pumped {
+    loop {
+        let ev = tokio::select! {
+            ev = sub.next() => ev,
+            _ = router.closed() => return Pumped::Dropped,
+        };
+        let ev = match ev {
+            Some(Ok(ev)) => ev,
+            Some(Err(e)) => return Pumped::Failed(e),
+            None => return Pumped::Ended,
+        };
+        let group = match &ev {
+            TrackEvent::Subgroup(s) => s.group(),
+            TrackEvent::Datagram(o) => o.location.group,
+        };
+        *last_group = Some(last_group.map_or(group, |l| l.max(group)));
+        if router.route(ev).await.is_err() {
+            return Pumped::Dropped;
+        }
+    }
+}
+
+/// Routes a subscription that is not renewed.
+async fn pump_once(mut sub: Subscription, mut router: Router) {
+    match pump(&mut sub, &mut router, &mut None).await {
+        Pumped::Ended => router.end(),
+        Pumped::Dropped => {}
+        Pumped::Failed(e) => router.fail(e.into()).await,
+    }
+}
+
+/// The objects of a join: the FETCH's first, then the live groups' from after the last
+/// fetched location (a relay may deliver an object on both).
+async fn join_objects(
+    fetch: Option<FetchResponse>,
+    mut live: TrackConsumer,
+    tx: mpsc::Sender<Result<Object, Error>>,
+) {
+    let mut last: Option<Location> = None;
+    if let Some(mut fetch) = fetch {
+        loop {
+            let item = tokio::select! {
+                i = fetch.next() => i,
+                _ = tx.closed() => return,
+            };
+            let object = match item {
+                None => break,
+                Some(Ok(FetchItem::Object(o))) => o,
+                Some(Ok(FetchItem::EndOfRange { .. })) => continue,
+                Some(Err(e)) => {
+                    let _ = tx.send(Err(e.into())).await;
+                    return;
+                }
+            };
+            last = Some(object.location);
+            if tx.send(Ok(object)).await.is_err() {
+                return;
             }
         }
-        Ok(out)
+    }
+    loop {
+        let group = tokio::select! {
+            g = live.next_group() => g,
+            _ = tx.closed() => return,
+        };
+        let mut group: GroupConsumer = match group {
+            None => return,
+            Some(Ok(g)) => g,
+            Some(Err(e)) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        };
+        loop {
+            let object = tokio::select! {
+                o = group.next_object() => o,
+                _ = tx.closed() => return,
+            };
+            let object = match object {
+                None => break,
+                Some(Ok(o)) => o,
+                Some(Err(e)) if e.is_session_error() => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+                // A reset subgroup (a delivery timeout, say): the objects it had not carried
+                // are lost; the others come.
+                Some(Err(e)) => {
+                    tracing::debug!(group = group.id(), error = %e, "joined subgroup reset");
+                    continue;
+                }
+            };
+            if last.is_some_and(|l| object.location <= l) {
+                continue;
+            }
+            if tx.send(Ok(object)).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// A track the peer PUBLISHed, for the application to take or refuse. Dropped unanswered, it
+/// is refused.
+#[derive(Debug)]
+pub struct IncomingTrack {
+    inner: Box<IncomingPublish>,
+}
+
+impl IncomingTrack {
+    /// The track.
+    pub fn name(&self) -> &FullTrackName {
+        self.inner.track()
     }
 
-    /// A track's state (TRACK_STATUS).
-    pub async fn track_status(&self, track: FullTrackName) -> Result<TrackStatusInfo, Error> {
-        let session = self.source.session().await?;
-        Ok(session.track_status(track, Parameters::default()).await?)
+    /// What the PUBLISH said of it.
+    pub fn info(&self) -> TrackInfo {
+        TrackInfo::of(self.inner.info())
     }
 
-    /// Asks for a PUBLISH of every track under `prefix` (SUBSCRIBE_TRACKS); they arrive through
-    /// [`Subscriber::next_publish`].
-    pub async fn subscribe_tracks(
-        &self,
-        prefix: TrackNamespace,
-    ) -> Result<moq_transport::track::TrackSubscription, Error> {
-        let session = self.source.session().await?;
-        Ok(session
-            .subscribe_tracks(prefix, Parameters::default())
-            .await?)
+    /// Takes the track (PUBLISH_OK with `options`); its groups follow. Objects that arrived
+    /// before are delivered too. Not renewed on reconnect.
+    pub async fn accept(self, options: SubscribeOptions) -> Result<TrackConsumer, Error> {
+        let sub = self.inner.accept(options.to_parameters(false)).await?;
+        let order = options
+            .group_order
+            .unwrap_or_else(|| sub.info().group_order());
+        let (consumer, router, _info) = TrackConsumer::new(&sub, order);
+        tokio::spawn(pump_once(sub, router));
+        Ok(consumer)
+    }
+
+    /// Refuses the track (REQUEST_ERROR with `code`; UNINTERESTED, usually).
+    pub fn reject(self, code: RequestErrorCode, reason: &str) {
+        self.inner.reject(RequestError::new(code, reason));
+    }
+}
+
+/// A SUBSCRIBE_TRACKS the peer accepted: the tracks it PUBLISHes under the prefix, and those
+/// it says it will not (PUBLISH_SKIPPED). Dropping it cancels the request.
+#[derive(Debug)]
+pub struct TrackOffers {
+    request: Option<TrackSubscription>,
+    tracks: mpsc::Receiver<IncomingTrack>,
+}
+
+/// One entry of [`TrackOffers`].
+#[derive(Debug)]
+pub enum TrackOffer {
+    /// The peer PUBLISHed a track.
+    Published(IncomingTrack),
+    /// The peer will not PUBLISH this track (PUBLISH_SKIPPED).
+    Skipped(FullTrackName),
+}
+
+impl TrackOffers {
+    /// The next track offered or skipped; `None` once the request ended (an error first if
+    /// it failed).
+    ///
+    /// Cancel safe.
+    pub async fn next(&mut self) -> Option<Result<TrackOffer, Error>> {
+        loop {
+            let Some(request) = self.request.as_mut() else {
+                return self
+                    .tracks
+                    .recv()
+                    .await
+                    .map(|t| Ok(TrackOffer::Published(t)));
+            };
+            tokio::select! {
+                biased;
+                Some(t) = self.tracks.recv() => return Some(Ok(TrackOffer::Published(t))),
+                skipped = request.next_skipped() => match skipped {
+                    Some(Ok(name)) => return Some(Ok(TrackOffer::Skipped(name))),
+                    Some(Err(e)) => {
+                        self.request = None;
+                        self.tracks.close();
+                        return Some(Err(e.into()));
+                    }
+                    // The request ended: what was offered before is still handed out.
+                    None => {
+                        self.request = None;
+                        self.tracks.close();
+                    }
+                },
+            }
+        }
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{
-    TestServer, Transport, combinations, eventually, expected, ids, loc, ns, read_group,
+    TestServer, Transport, combinations, eventually, expected, fetch_all, ids, loc, ns, read_group,
     read_groups, timeout, track, wait_status, write_group,
 };
 use moq_client::directory::DirectoryOptions;
@@ -92,7 +92,10 @@ async fn server_publisher_discovery_and_subscribe() {
             // An absolute start replays the cache.
             let mut all = second
                 .subscriber()
-                .subscribe(name.clone(), SubscribeOptions::default().from(loc(0, 0)))
+                .subscribe(
+                    name.clone(),
+                    SubscribeOptions::default().start_at(loc(0, 0)),
+                )
                 .await
                 .unwrap();
             let got = read_groups(&mut all, 3).await;
@@ -107,7 +110,10 @@ async fn server_publisher_discovery_and_subscribe() {
             // ... from the middle of a group.
             let mut mid = third
                 .subscriber()
-                .subscribe(name.clone(), SubscribeOptions::default().from(loc(1, 1)))
+                .subscribe(
+                    name.clone(),
+                    SubscribeOptions::default().start_at(loc(1, 1)),
+                )
                 .await
                 .unwrap();
             let got = read_groups(&mut mid, 2).await;
@@ -119,7 +125,7 @@ async fn server_publisher_discovery_and_subscribe() {
             // Dropping the producer ends the track: PUBLISH_DONE TRACK_ENDED, then None.
             drop(video);
             for s in [&mut live, &mut all, &mut mid] {
-                assert!(s.next().await.is_none(), "{transport:?} {version}");
+                assert!(s.next_group().await.is_none(), "{transport:?} {version}");
             }
         }
     })
@@ -183,7 +189,7 @@ async fn client_publisher_served_to_server() {
                 NamespaceEvent::Removed(room.clone())
             );
             drop(chat);
-            assert!(sub.next().await.is_none());
+            assert!(sub.next_group().await.is_none());
         }
     })
     .await;
@@ -212,10 +218,12 @@ async fn fetch_and_track_status() {
 
             let status = sub.track_status(name.clone()).await.unwrap();
             assert_eq!(status.largest, Some(loc(3, 2)), "{transport:?} {version}");
-            assert_eq!(status.track_properties, props);
+            assert_eq!(status.properties, props);
+            assert_eq!(status.priority, 7);
 
             // Whole groups 1 and 2 (End Object 0 = the whole End Group).
-            let objects = sub.fetch(name.clone(), loc(1, 0), loc(2, 0)).await.unwrap();
+            let objects =
+                fetch_all(sub.fetch(name.clone(), loc(1, 0), loc(2, 0)).await.unwrap()).await;
             let got: Vec<_> = objects
                 .iter()
                 .map(|o| (o.location, o.payload.clone()))
@@ -226,11 +234,13 @@ async fn fetch_and_track_status() {
                 .collect();
             assert_eq!(got, want, "{transport:?} {version}");
             // A partial range: {1,1} up to but excluding {2,2}.
-            let objects = sub.fetch(name.clone(), loc(1, 1), loc(2, 2)).await.unwrap();
+            let objects =
+                fetch_all(sub.fetch(name.clone(), loc(1, 1), loc(2, 2)).await.unwrap()).await;
             let got: Vec<_> = objects.iter().map(|o| o.location).collect();
             assert_eq!(got, vec![loc(1, 1), loc(1, 2), loc(2, 0), loc(2, 1)]);
             // Past the end: up to the largest object.
-            let objects = sub.fetch(name.clone(), loc(3, 1), loc(9, 0)).await.unwrap();
+            let objects =
+                fetch_all(sub.fetch(name.clone(), loc(3, 1), loc(9, 0)).await.unwrap()).await;
             let got: Vec<_> = objects.iter().map(|o| o.location).collect();
             assert_eq!(got, vec![loc(3, 1), loc(3, 2)]);
 
@@ -278,8 +288,8 @@ async fn rendezvous_timeout() {
             let show = srv.publisher.create_track(name.clone()).unwrap();
             let mut stream = pending.await.unwrap().unwrap();
             write_group(&show, 2);
-            let mut g = stream.next().await.unwrap().unwrap();
-            assert_eq!(g.group(), 0);
+            let mut g = stream.next_group().await.unwrap().unwrap();
+            assert_eq!(g.id(), 0);
             assert_eq!(read_group(&mut g).await, expected(0, 2));
 
             // A short rendezvous and no track: TIMEOUT.
@@ -336,7 +346,7 @@ async fn announce_before_creating_the_track() {
             let chat = srv.publisher.create_track(name.clone()).unwrap();
             let mut stream = pending.await.unwrap().unwrap();
             let id = write_group(&chat, 1);
-            let mut g = stream.next().await.unwrap().unwrap();
+            let mut g = stream.next_group().await.unwrap().unwrap();
             assert_eq!(read_group(&mut g).await, expected(id, 1));
 
             // Never created: DOES_NOT_EXIST once the publisher's rendezvous time has passed.
@@ -430,7 +440,44 @@ async fn awaiting_delivery() {
                 got,
                 vec![(first, expected(first, 20)), (second, expected(second, 20))]
             );
-            assert!(stream.next().await.is_none(), "{transport:?} {version}");
+            assert!(
+                stream.next_group().await.is_none(),
+                "{transport:?} {version}"
+            );
+        }
+    })
+    .await;
+}
+
+/// Withdrawing a namespace resolves once every session sent the withdrawal; the peer's
+/// discovery then reports it gone. With no session attached it resolves at once.
+#[tokio::test]
+async fn withdrawing_a_namespace_resolves_once_sent() {
+    timeout(async {
+        let alone = Publisher::default();
+        let h = alone.publish_namespace(ns(&["nobody"])).unwrap();
+        h.withdraw(Duration::from_secs(5)).await.unwrap();
+        for (transport, version) in combinations() {
+            let mut srv = TestServer::start();
+            let room = ns(&["w", "room"]);
+            let h = srv.publisher.publish_namespace(room.clone()).unwrap();
+            let (client, _server) = srv.connect(transport, version).await;
+            let mut rooms = client
+                .subscriber()
+                .subscribe_namespace(ns(&["w"]))
+                .await
+                .unwrap();
+            assert_eq!(
+                rooms.next().await.unwrap().unwrap(),
+                NamespaceEvent::Added(room.clone())
+            );
+            h.announced().await.unwrap();
+            h.withdraw(Duration::from_secs(5)).await.unwrap();
+            assert_eq!(
+                rooms.next().await.unwrap().unwrap(),
+                NamespaceEvent::Removed(room.clone()),
+                "{transport:?} {version}"
+            );
         }
     })
     .await;
@@ -455,7 +502,10 @@ async fn cache_bound() {
         let (client, _server) = srv.connect(Transport::Quic, Version::Draft19).await;
         let mut stream = client
             .subscriber()
-            .subscribe(name.clone(), SubscribeOptions::default().from(loc(1, 0)))
+            .subscribe(
+                name.clone(),
+                SubscribeOptions::default().start_at(loc(1, 0)),
+            )
             .await
             .unwrap();
         let got = read_groups(&mut stream, 3).await;
@@ -468,11 +518,14 @@ async fn cache_bound() {
         write_group(&feed, 2);
         assert_eq!(ids(&read_groups(&mut stream, 1).await), vec![6]);
 
-        let objects = client
-            .subscriber()
-            .fetch(name.clone(), loc(0, 0), loc(6, 0))
-            .await
-            .unwrap();
+        let objects = fetch_all(
+            client
+                .subscriber()
+                .fetch(name.clone(), loc(0, 0), loc(6, 0))
+                .await
+                .unwrap(),
+        )
+        .await;
         let groups: Vec<u64> = objects.iter().map(|o| o.location.group).collect();
         assert_eq!(
             groups,
@@ -524,12 +577,12 @@ async fn session_end_ends_streams() {
             };
             assert!(err.is_session_error(), "{err:?}");
             assert!(rooms.next().await.is_none());
-            let err = match stream.next().await {
+            let err = match stream.next_group().await {
                 Some(Err(e)) => e,
                 other => panic!("expected an error, got {other:?} ({transport:?} {version})"),
             };
             assert!(err.is_session_error(), "{err:?}");
-            assert!(stream.next().await.is_none());
+            assert!(stream.next_group().await.is_none());
             assert!(client.closed().await.is_session_error());
             // New requests on the ended session fail at once.
             assert!(
@@ -818,8 +871,8 @@ async fn dropping_the_session_closes_it() {
             .unwrap();
         drop(client);
         assert!(server.closed().await.is_session_error());
-        assert!(matches!(stream.next().await, Some(Err(_))));
-        assert!(stream.next().await.is_none());
+        assert!(matches!(stream.next_group().await, Some(Err(_))));
+        assert!(stream.next_group().await.is_none());
         assert!(matches!(rooms.next().await, Some(Err(_))));
         assert!(rooms.next().await.is_none());
     })
@@ -844,8 +897,8 @@ async fn dropping_reconnecting_closes_it() {
             .unwrap();
         drop(r);
         assert!(server.closed().await.is_session_error());
-        assert!(matches!(stream.next().await, Some(Err(_))));
-        assert!(stream.next().await.is_none());
+        assert!(matches!(stream.next_group().await, Some(Err(_))));
+        assert!(stream.next_group().await.is_none());
     })
     .await;
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use moq_client::{
     Backoff, Client, FullTrackName, Location, NamespaceEvent, Publisher, Session, Status,
-    SubscribeOptions, TrackNamespace, TrackStream, Version,
+    SubscribeOptions, TrackConsumer, TrackNamespace, Version,
 };
 use moq_core::codes::RequestErrorCode;
 use moq_relay::{Relay, RelayConfig};
@@ -82,11 +82,24 @@ fn track(n: &TrackNamespace, name: &str) -> FullTrackName {
     FullTrackName::new(n.clone(), name.as_bytes().to_vec()).unwrap()
 }
 
+/// Every object of a FETCH, in order.
+async fn fetch_all(mut f: moq_client::FetchConsumer) -> Vec<moq_client::Object> {
+    let mut out = Vec::new();
+    while let Some(o) = f.next_object().await {
+        out.push(o.expect("fetch failed"));
+    }
+    out
+}
+
 /// Reads `n` objects (any groups), returning (group, payload) pairs in arrival order.
-async fn read_objects(t: &mut TrackStream, n: usize) -> Vec<(u64, String)> {
+async fn read_objects(t: &mut TrackConsumer, n: usize) -> Vec<(u64, String)> {
     let mut out = Vec::new();
     while out.len() < n {
-        let mut g = t.next().await.expect("track ended").expect("track failed");
+        let mut g = t
+            .next_group()
+            .await
+            .expect("track ended")
+            .expect("track failed");
         while let Some(o) = g.next_object().await {
             let o = o.unwrap();
             out.push((
@@ -340,7 +353,7 @@ async fn switchover_without_duplicates_or_gaps() {
             "both paths delivered overlapping objects"
         );
         // Nothing else arrives.
-        let more = tokio::time::timeout(Duration::from_millis(300), sub.next()).await;
+        let more = tokio::time::timeout(Duration::from_millis(300), sub.next_group()).await;
         assert!(more.is_err(), "an extra group arrived: {more:?}");
         drop(new);
     })
@@ -363,11 +376,13 @@ async fn fetch_from_cache_and_from_upstream() {
         }
         let s = connect(&relay, false).await;
         // Nothing cached yet: the relay fetches upstream.
-        let objects = s
-            .subscriber()
-            .fetch(name.clone(), Location::new(1, 0), Location::new(3, 0))
-            .await
-            .unwrap();
+        let objects = fetch_all(
+            s.subscriber()
+                .fetch(name.clone(), Location::new(1, 0), Location::new(3, 0))
+                .await
+                .unwrap(),
+        )
+        .await;
         let groups: Vec<u64> = objects.iter().map(|o| o.location.group).collect();
         assert_eq!(groups, vec![1, 2, 3]);
         assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 1);
@@ -376,16 +391,18 @@ async fn fetch_from_cache_and_from_upstream() {
             .subscriber()
             .subscribe(
                 name.clone(),
-                SubscribeOptions::default().from(Location::new(0, 0)),
+                SubscribeOptions::default().start_at(Location::new(0, 0)),
             )
             .await
             .unwrap();
         read_objects(&mut sub, 5).await;
-        let objects = s
-            .subscriber()
-            .fetch(name.clone(), Location::new(2, 0), Location::new(4, 0))
-            .await
-            .unwrap();
+        let objects = fetch_all(
+            s.subscriber()
+                .fetch(name.clone(), Location::new(2, 0), Location::new(4, 0))
+                .await
+                .unwrap(),
+        )
+        .await;
         assert_eq!(
             objects.iter().map(|o| o.location.group).collect::<Vec<_>>(),
             vec![2, 3, 4]
@@ -484,7 +501,7 @@ async fn publish_reaches_subscribe_tracks() {
         let n = ns(&["pushed"]);
         let name = track(&n, "t");
         let viewer = connect(&relay, false).await;
-        let _tracks = viewer
+        let mut tracks = viewer
             .subscriber()
             .subscribe_tracks(n.clone())
             .await
@@ -499,8 +516,11 @@ async fn publish_reaches_subscribe_tracks() {
         published.accepted().await.unwrap();
         let writer = published.writer().clone();
         // The relay PUBLISHes it to the SUBSCRIBE_TRACKS subscriber.
-        let incoming = viewer.subscriber().next_publish().await.unwrap();
-        assert_eq!(incoming.track(), &name);
+        let incoming = match tracks.next().await.unwrap().unwrap() {
+            moq_client::TrackOffer::Published(t) => t,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(incoming.name(), &name);
         let mut sub = incoming.accept(Default::default()).await.unwrap();
         let mut s = writer
             .open_subgroup(0, moq_core::data::SubgroupId::Zero, None, true)
@@ -510,13 +530,10 @@ async fn publish_reaches_subscribe_tracks() {
             .await
             .unwrap();
         s.finish();
-        match sub.next().await.unwrap().unwrap() {
-            moq_transport::track::TrackEvent::Subgroup(mut g) => {
-                let o = g.next_object().await.unwrap().unwrap();
-                assert_eq!(&o.payload[..], b"pushed");
-            }
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(
+            read_objects(&mut sub, 1).await,
+            vec![(0, "pushed".to_string())]
+        );
     })
     .await;
 }

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use moq_client::{
-    Client, FullTrackName, Location, NamespaceEvent, Publisher, SubscribeOptions, TrackNamespace,
+    Client, FullTrackName, Location, LocationFilter, NamespaceEvent, Publisher, SubscribeOptions,
+    TrackNamespace,
 };
 use moq_core::codes::{PublishDoneCode, SessionErrorCode};
 use moq_core::data::SubgroupId;
@@ -474,7 +475,7 @@ struct History {
     _publisher: moq_client::Session,
     _announced: moq_client::NamespaceHandle,
     _viewer: moq_client::Session,
-    _live: moq_client::TrackStream,
+    _live: moq_client::TrackConsumer,
     writer: tokio::task::JoinHandle<()>,
     name: FullTrackName,
     /// A group the viewer saw whole, so the relay has all of it.
@@ -526,10 +527,10 @@ async fn relay_history(t: &Target, case: &str) -> Result<History, Failure> {
         .map_err(|e| Failure::new("SUBSCRIBE_OK", e))?;
     let mut groups = Vec::new();
     while groups.len() < 3 {
-        match live.next().await {
+        match live.next_group().await {
             Some(Ok(g)) => {
-                if !groups.contains(&g.group()) {
-                    groups.push(g.group());
+                if !groups.contains(&g.id()) {
+                    groups.push(g.id());
                 }
             }
             Some(Err(e)) => return Err(Failure::new("live objects", e)),
@@ -595,7 +596,10 @@ async fn join(t: &Target) -> Result<(), Failure> {
         .transport()
         .subscribe(
             history.name.clone(),
-            SubscribeOptions::default().latest_group().to_parameters(),
+            Parameters {
+                location_filter: Some(LocationFilter::LargestObject),
+                ..Default::default()
+            },
         )
         .await
         .map_err(|e| Failure::new("SUBSCRIBE_OK", e))?;

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use moq_client::{
-    Client, FullTrackName, GroupStream, Location, Publisher, Reconnecting, Server, Session, Status,
-    TrackNamespace, TrackStream, Version,
+    Client, FetchConsumer, FullTrackName, GroupConsumer, Location, Publisher, Reconnecting, Server,
+    Session, Status, TrackConsumer, TrackNamespace, Version,
 };
 use tokio::sync::mpsc;
 
@@ -163,11 +163,11 @@ impl TestServer {
 }
 
 /// Reads every object of one group: (Object ID, payload).
-pub async fn read_group(g: &mut GroupStream) -> Vec<(u64, Bytes)> {
+pub async fn read_group(g: &mut GroupConsumer) -> Vec<(u64, Bytes)> {
     let mut out = Vec::new();
     while let Some(o) = g.next_object().await {
         let o = o.unwrap();
-        assert_eq!(o.location.group, g.group());
+        assert_eq!(o.location.group, g.id());
         out.push((o.location.object, o.payload));
     }
     out
@@ -175,18 +175,27 @@ pub async fn read_group(g: &mut GroupStream) -> Vec<(u64, Bytes)> {
 
 /// Reads the next `n` groups of a track fully, sorted by group (streams of different groups
 /// may arrive in any order).
-pub async fn read_groups(stream: &mut TrackStream, n: usize) -> Vec<(u64, Vec<(u64, Bytes)>)> {
+pub async fn read_groups(stream: &mut TrackConsumer, n: usize) -> Vec<(u64, Vec<(u64, Bytes)>)> {
     let mut out = Vec::new();
     for _ in 0..n {
         let mut g = stream
-            .next()
+            .next_group()
             .await
             .expect("track ended early")
             .expect("track failed");
         let objects = read_group(&mut g).await;
-        out.push((g.group(), objects));
+        out.push((g.id(), objects));
     }
     out.sort_by_key(|(g, _)| *g);
+    out
+}
+
+/// Every object of a FETCH, in order (End of Range markers skipped).
+pub async fn fetch_all(mut f: FetchConsumer) -> Vec<moq_client::Object> {
+    let mut out = Vec::new();
+    while let Some(o) = f.next_object().await {
+        out.push(o.expect("fetch failed"));
+    }
     out
 }
 

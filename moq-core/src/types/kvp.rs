@@ -225,6 +225,21 @@ impl Properties {
         })
     }
 
+    /// DEFAULT_PUBLISHER_PRIORITY, or 128 when absent (draft-19 §12.2).
+    pub fn publisher_priority(&self) -> u8 {
+        self.get_int(property::DEFAULT_PUBLISHER_PRIORITY)
+            .and_then(|p| u8::try_from(p).ok())
+            .unwrap_or(128)
+    }
+
+    /// DEFAULT_PUBLISHER_GROUP_ORDER, or Ascending when absent (draft-19 §12.2).
+    pub fn publisher_group_order(&self) -> crate::GroupOrder {
+        match self.get_int(property::DEFAULT_PUBLISHER_GROUP_ORDER) {
+            Some(2) => crate::GroupOrder::Descending,
+            _ => crate::GroupOrder::Ascending,
+        }
+    }
+
     /// The first bytes value of type `key`, searching immutable properties too.
     pub fn get_bytes(&self, key: u64) -> Option<Bytes> {
         self.find(key).find_map(|p| match p.value {

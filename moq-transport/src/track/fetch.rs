@@ -49,6 +49,8 @@ pub struct FetchResponse {
     stream: Option<oneshot::Receiver<DataRecv>>,
     data: Option<DataRecv>,
     reader: FetchReader,
+    /// The object being assembled.
+    pending: Option<(data::FetchObject, BytesMut)>,
     request: Request,
 }
 
@@ -71,7 +73,8 @@ impl FetchResponse {
 
     /// The next object or End of Range marker.
     ///
-    /// *Not* cancel safe: dropped while an object's payload is being read, that object is lost.
+    /// Cancel safe: an object being assembled when the future is dropped is completed by the
+    /// next call.
     pub async fn next(&mut self) -> Option<Result<FetchItem, Error>> {
         match self.next_inner().await {
             Ok(Some(i)) => Some(Ok(i)),
@@ -87,7 +90,7 @@ impl FetchResponse {
         let Some(data) = self.data.as_mut() else {
             return Err(Error::EndedEarly);
         };
-        let mut current: Option<(data::FetchObject, BytesMut)> = None;
+        let current = &mut self.pending;
         loop {
             match self.reader.next(&mut data.buf) {
                 Ok(Some(FetchEvent::Object(o))) => {
@@ -97,7 +100,7 @@ impl FetchResponse {
                     if o.payload_len > data.max_object_size() {
                         return Err(Error::Limit("object larger than max_object_size"));
                     }
-                    current = Some((o, BytesMut::new()));
+                    *current = Some((o, BytesMut::new()));
                     continue;
                 }
                 Ok(Some(FetchEvent::Payload { data: chunk, last })) => {
@@ -114,7 +117,7 @@ impl FetchResponse {
                         return Ok(Some(FetchItem::Object(fetch_object(o, payload))));
                     }
                     buf.extend_from_slice(&chunk);
-                    current = Some((o, buf));
+                    *current = Some((o, buf));
                     continue;
                 }
                 Ok(Some(FetchEvent::EndOfRange { kind, location })) => {
@@ -203,6 +206,7 @@ pub(crate) async fn fetch(
         stream: Some(stream),
         data: None,
         reader: FetchReader::new(order, core.version()),
+        pending: None,
         request: req,
     })
 }

@@ -11,7 +11,7 @@ use moq_core::message::{Parameters, RequestError};
 use crate::session::SessionCore;
 use moq_core::{
     GroupOrder, Location, LocationFilter, Properties, RangeFilter, RangeFilterKind,
-    RangeFilterParam, property,
+    RangeFilterParam,
 };
 
 /// One object as the data plane carries it.
@@ -257,22 +257,6 @@ pub fn stream_priority(
     };
     let sg = 7 - subgroup.min(7) as i32;
     (sub | publ | (g << 3) | sg).min(i32::MAX - 2)
-}
-
-/// DEFAULT_PUBLISHER_GROUP_ORDER of a track, or Ascending.
-pub(crate) fn track_group_order(props: &Properties) -> GroupOrder {
-    match props.get_int(property::DEFAULT_PUBLISHER_GROUP_ORDER) {
-        Some(2) => GroupOrder::Descending,
-        _ => GroupOrder::Ascending,
-    }
-}
-
-/// DEFAULT_PUBLISHER_PRIORITY of a track, or 128.
-pub(crate) fn track_priority(props: &Properties) -> u8 {
-    props
-        .get_int(property::DEFAULT_PUBLISHER_PRIORITY)
-        .and_then(|p| u8::try_from(p).ok())
-        .unwrap_or(128)
 }
 
 /// A duration in milliseconds for the wire.

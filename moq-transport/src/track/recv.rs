@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use moq_core::codes::{SessionErrorCode, StreamResetCode};
 use moq_core::data::{
     DatagramBody, FetchHeader, ObjectDatagram, SubgroupEvent, SubgroupHeader, SubgroupId,
-    SubgroupReader,
+    SubgroupObject, SubgroupReader,
 };
 use moq_core::{DecodeError, FullTrackName, Location, Version};
 use parking_lot::Mutex;
@@ -371,6 +371,7 @@ impl RecvState {
             reader: SubgroupReader::new(header, self.core.version()),
             data,
             default_priority: sink.default_priority,
+            pending: None,
         };
         let _ = sink.tx.send(TrackEvent::Subgroup(incoming)).await;
     }
@@ -440,6 +441,8 @@ pub struct IncomingSubgroup {
     reader: SubgroupReader,
     data: DataRecv,
     default_priority: u8,
+    /// The object being assembled by [`IncomingSubgroup::next_object`].
+    pending: Option<(SubgroupObject, BytesMut)>,
 }
 
 impl IncomingSubgroup {
@@ -477,6 +480,9 @@ impl IncomingSubgroup {
 
     /// The next event: an object's fields or a chunk of its payload, without assembling
     /// payloads (for forwarding). `Ok(None)` at a clean end of the stream.
+    ///
+    /// Cancel safe. Do not mix it with [`IncomingSubgroup::next_object`] while an object is
+    /// being assembled.
     pub async fn next_event(&mut self) -> Result<Option<SubgroupEvent>, Error> {
         let data = &mut self.data;
         loop {
@@ -497,55 +503,70 @@ impl IncomingSubgroup {
     }
 
     /// The next whole object; `Ok(None)` when the publisher finished the stream.
+    ///
+    /// Cancel safe: an object being assembled when the future is dropped is kept and completed
+    /// by the next call.
     pub async fn next_object(&mut self) -> Result<Option<Object>, Error> {
-        let Some(ev) = self.next_event().await? else {
-            return Ok(None);
-        };
-        let SubgroupEvent::Object(o) = ev else {
-            return Err(Error::Invalid("payload without an object".into()));
-        };
-        if o.payload_len > self.data.max_object_size() {
-            self.stop(StreamResetCode::EXCESSIVE_LOAD);
-            return Err(Error::Limit("object larger than max_object_size"));
-        }
-        // Sized once rather than grown chunk by chunk; at most 1 MiB ahead of the data, so a
-        // peer announcing a large object it never sends does not make us reserve it.
-        let mut payload = BytesMut::new();
-        let mut sized = false;
-        let mut single: Option<Bytes> = None;
-        if o.payload_len > 0 {
-            loop {
-                match self.next_event().await? {
-                    Some(SubgroupEvent::Payload { data, last }) => {
-                        if last && single.is_none() && payload.is_empty() {
-                            single = Some(data);
-                        } else {
-                            if !sized {
-                                payload.reserve((o.payload_len as usize).min(1 << 20));
-                                sized = true;
-                            }
-                            if let Some(s) = single.take() {
-                                payload.extend_from_slice(&s);
-                            }
-                            payload.extend_from_slice(&data);
-                        }
-                        if last {
-                            break;
-                        }
+        loop {
+            let Some(ev) = self.next_event().await? else {
+                if self.pending.is_some() {
+                    return Err(Error::protocol("subgroup stream ended inside an object"));
+                }
+                return Ok(None);
+            };
+            match ev {
+                SubgroupEvent::Object(_) if self.pending.is_some() => {
+                    return Err(Error::protocol("object header inside an object's payload"));
+                }
+                SubgroupEvent::Object(o) => {
+                    if o.payload_len > self.data.max_object_size() {
+                        self.stop(StreamResetCode::EXCESSIVE_LOAD);
+                        return Err(Error::Limit("object larger than max_object_size"));
                     }
-                    _ => return Err(Error::protocol("subgroup stream ended inside an object")),
+                    if o.payload_len == 0 {
+                        return Ok(Some(self.object(o, Bytes::new())));
+                    }
+                    self.pending = Some((o, BytesMut::new()));
+                }
+                SubgroupEvent::Payload { data, last } => {
+                    let Some((o, buf)) = self.pending.as_mut() else {
+                        return Err(Error::Invalid("payload without an object".into()));
+                    };
+                    if !last {
+                        // Sized once rather than grown chunk by chunk; at most 1 MiB ahead of
+                        // the data, so a peer announcing a large object it never sends does
+                        // not make us reserve it.
+                        if buf.is_empty() {
+                            buf.reserve((o.payload_len as usize).min(1 << 20));
+                        }
+                        buf.extend_from_slice(&data);
+                        continue;
+                    }
+                    let Some((o, mut buf)) = self.pending.take() else {
+                        continue;
+                    };
+                    // A payload that came in one chunk is passed on without a copy.
+                    let payload = if buf.is_empty() {
+                        data
+                    } else {
+                        buf.extend_from_slice(&data);
+                        buf.freeze()
+                    };
+                    return Ok(Some(self.object(o, payload)));
                 }
             }
         }
-        let subgroup = self.subgroup_id();
-        Ok(Some(Object {
+    }
+
+    fn object(&self, o: SubgroupObject, payload: Bytes) -> Object {
+        Object {
             location: Location::new(self.group(), o.id),
-            subgroup,
+            subgroup: self.subgroup_id(),
             priority: self.priority(),
             status: o.status,
             properties: o.properties,
-            payload: single.unwrap_or_else(|| payload.freeze()),
-        }))
+            payload,
+        }
     }
 
     /// Sends STOP_SENDING: this subgroup is no longer of interest.

@@ -11,7 +11,7 @@ use moq_core::{FullTrackName, GroupOrder, Location, Properties};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot, watch};
 
-use super::params::{SubscriptionParams, filter_budget, track_group_order, track_priority};
+use super::params::{SubscriptionParams, filter_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::send::{Finish, JoinPoint, JoinState, SubscriptionWriter, WriterShared};
 use crate::error::Error;
@@ -36,12 +36,12 @@ pub struct SubscriptionInfo {
 impl SubscriptionInfo {
     /// DEFAULT_PUBLISHER_PRIORITY, or 128.
     pub fn publisher_priority(&self) -> u8 {
-        track_priority(&self.track_properties)
+        self.track_properties.publisher_priority()
     }
 
     /// DEFAULT_PUBLISHER_GROUP_ORDER, or Ascending.
     pub fn group_order(&self) -> GroupOrder {
-        track_group_order(&self.track_properties)
+        self.track_properties.publisher_group_order()
     }
 }
 
@@ -256,8 +256,8 @@ impl PublisherTask {
             request_id,
             track_alias: alias,
             track,
-            publisher_priority: track_priority(track_properties),
-            group_order: track_group_order(track_properties),
+            publisher_priority: track_properties.publisher_priority(),
+            group_order: track_properties.publisher_group_order(),
             track_properties: track_properties.clone(),
             params: params_rx,
             ended: ended_rx,

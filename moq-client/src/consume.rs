@@ -1,0 +1,426 @@
+//! The consuming side of a track: the track, its groups (spanning their subgroups), a group's
+//! subgroups where the application asks for them, and objects; FETCH as a stream.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use moq_core::{FullTrackName, GroupOrder, Location, Properties};
+use moq_transport::track::{
+    FetchItem, FetchResponse, IncomingSubgroup, Object, Subscription, SubscriptionInfo, TrackEvent,
+};
+use tokio::sync::{mpsc, watch};
+
+use crate::Error;
+
+/// What the publisher said of a track (SUBSCRIBE_OK, PUBLISH or TRACK_STATUS_OK).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrackInfo {
+    /// The track.
+    pub name: FullTrackName,
+    /// The largest location published when the publisher answered, if any.
+    pub largest: Option<Location>,
+    /// The publisher's default priority for its objects (0 highest).
+    pub priority: u8,
+    /// The publisher's default group order.
+    pub group_order: GroupOrder,
+    /// When the publisher will end the subscription, if it said.
+    pub expires: Option<Duration>,
+    /// The track's properties, as sent.
+    pub properties: Properties,
+}
+
+impl TrackInfo {
+    /// From what SUBSCRIBE_OK, PUBLISH or TRACK_STATUS_OK said.
+    pub(crate) fn new(
+        name: FullTrackName,
+        largest: Option<Location>,
+        expires: Option<Duration>,
+        properties: Properties,
+    ) -> Self {
+        TrackInfo {
+            name,
+            largest,
+            priority: properties.publisher_priority(),
+            group_order: properties.publisher_group_order(),
+            expires,
+            properties,
+        }
+    }
+
+    pub(crate) fn of(i: &SubscriptionInfo) -> Self {
+        Self::new(
+            i.track.clone(),
+            i.largest,
+            i.expires,
+            i.track_properties.clone(),
+        )
+    }
+}
+
+/// One subgroup of a group: a stream of objects in increasing Object ID order, or a single
+/// object that came as a datagram. Dropping it unread stops its stream.
+#[derive(Debug)]
+pub struct SubgroupConsumer {
+    group: u64,
+    inner: SubgroupInner,
+}
+
+#[derive(Debug)]
+enum SubgroupInner {
+    Stream(IncomingSubgroup),
+    Datagram(Option<Object>),
+}
+
+impl SubgroupConsumer {
+    /// The Group ID.
+    pub fn group(&self) -> u64 {
+        self.group
+    }
+
+    /// The Subgroup ID, once known (`None` for a datagram).
+    pub fn id(&self) -> Option<u64> {
+        match &self.inner {
+            SubgroupInner::Stream(s) => s.subgroup_id(),
+            SubgroupInner::Datagram(_) => None,
+        }
+    }
+
+    /// True if this subgroup carries the group's last object.
+    fn ends_group(&self) -> bool {
+        match &self.inner {
+            SubgroupInner::Stream(s) => s.end_of_group(),
+            SubgroupInner::Datagram(_) => false,
+        }
+    }
+
+    /// The next object; `None` once the subgroup is complete. An error if its stream was
+    /// reset (objects may be missing) or the session ended.
+    ///
+    /// Cancel safe.
+    pub async fn next_object(&mut self) -> Option<Result<Object, Error>> {
+        match &mut self.inner {
+            SubgroupInner::Stream(s) => s.next_object().await.map_err(Error::from).transpose(),
+            SubgroupInner::Datagram(o) => o.take().map(Ok),
+        }
+    }
+}
+
+/// What reaches a group from the track.
+#[derive(Debug)]
+enum Part {
+    Subgroup(SubgroupConsumer),
+    Datagram(Object),
+}
+
+type Reading =
+    Pin<Box<dyn Future<Output = (SubgroupConsumer, Option<Result<Object, Error>>)> + Send>>;
+
+fn read(mut s: SubgroupConsumer) -> Reading {
+    Box::pin(async move {
+        let next = s.next_object().await;
+        (s, next)
+    })
+}
+
+/// One group of a subscribed track, spanning its subgroups: their objects as they arrive
+/// (within a subgroup in Object ID order; subgroups interleave). Take the subgroups one by one
+/// with [`GroupConsumer::next_subgroup`] instead where their boundaries matter; use one of the
+/// two methods per group.
+///
+/// The group ends once its subgroups ended and either the subgroup carrying the group's last
+/// object has been seen, a later group started (ascending order), or the track ended.
+pub struct GroupConsumer {
+    id: u64,
+    parts: mpsc::Receiver<Part>,
+    parts_open: bool,
+    reading: FuturesUnordered<Reading>,
+    end_of_group: bool,
+}
+
+impl std::fmt::Debug for GroupConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupConsumer")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GroupConsumer {
+    /// The Group ID.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn done(&self) -> bool {
+        self.reading.is_empty() && (!self.parts_open || self.end_of_group && self.parts.is_empty())
+    }
+
+    /// The next object of the group; `None` once the group ended. An error if one of its
+    /// subgroups was reset or the session ended.
+    ///
+    /// Cancel safe.
+    pub async fn next_object(&mut self) -> Option<Result<Object, Error>> {
+        loop {
+            if self.done() {
+                return None;
+            }
+            tokio::select! {
+                p = self.parts.recv(), if self.parts_open => match p {
+                    Some(Part::Datagram(o)) => return Some(Ok(o)),
+                    Some(Part::Subgroup(s)) => {
+                        self.end_of_group |= s.ends_group();
+                        self.reading.push(read(s));
+                    }
+                    None => self.parts_open = false,
+                },
+                Some((s, next)) = self.reading.next(), if !self.reading.is_empty() => match next {
+                    Some(Ok(o)) => {
+                        self.reading.push(read(s));
+                        return Some(Ok(o));
+                    }
+                    Some(Err(e)) => return Some(Err(e)),
+                    // That subgroup is complete.
+                    None => {}
+                },
+            }
+        }
+    }
+
+    /// The next subgroup of the group as it arrives (a datagram is a subgroup of one object);
+    /// `None` once no more will come.
+    ///
+    /// Cancel safe.
+    pub async fn next_subgroup(&mut self) -> Option<SubgroupConsumer> {
+        if self.end_of_group && self.parts.is_empty() {
+            return None;
+        }
+        match self.parts.recv().await? {
+            Part::Subgroup(s) => {
+                self.end_of_group |= s.ends_group();
+                Some(s)
+            }
+            Part::Datagram(o) => Some(SubgroupConsumer {
+                group: self.id,
+                inner: SubgroupInner::Datagram(Some(o)),
+            }),
+        }
+    }
+}
+
+/// Subgroup streams a group takes before more are refused (a peer cannot make one group grow
+/// without bound).
+const GROUP_PARTS: usize = 64;
+
+/// Sorts a subscription's subgroup streams and datagrams into groups.
+pub(crate) struct Router {
+    groups: BTreeMap<u64, mpsc::Sender<Part>>,
+    out: mpsc::Sender<Result<GroupConsumer, Error>>,
+    ascending: bool,
+}
+
+impl Router {
+    pub(crate) fn new(out: mpsc::Sender<Result<GroupConsumer, Error>>, order: GroupOrder) -> Self {
+        Router {
+            groups: BTreeMap::new(),
+            out,
+            ascending: order == GroupOrder::Ascending,
+        }
+    }
+
+    /// Hands one event to its group, starting the group if it is new. `Err` once the
+    /// application dropped the track.
+    pub(crate) async fn route(&mut self, ev: TrackEvent) -> Result<(), ()> {
+        let (group, part) = match ev {
+            TrackEvent::Subgroup(s) => (
+                s.group(),
+                Part::Subgroup(SubgroupConsumer {
+                    group: s.group(),
+                    inner: SubgroupInner::Stream(s),
+                }),
+            ),
+            TrackEvent::Datagram(o) => (o.location.group, Part::Datagram(o)),
+        };
+        let part = match self.groups.get(&group) {
+            Some(tx) => match tx.try_send(part) {
+                // A full group drops the part (its stream is stopped).
+                Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => return Ok(()),
+                // The application was done with the group: a late subgroup comes as the
+                // group again rather than being lost.
+                Err(mpsc::error::TrySendError::Closed(part)) => part,
+            },
+            None => part,
+        };
+        if self.ascending {
+            // A later group started: the earlier ones take nothing more.
+            self.groups = self.groups.split_off(&group);
+        }
+        let (tx, rx) = mpsc::channel(GROUP_PARTS);
+        let _ = tx.try_send(part);
+        self.groups.insert(group, tx);
+        let consumer = GroupConsumer {
+            id: group,
+            parts: rx,
+            parts_open: true,
+            reading: FuturesUnordered::new(),
+            end_of_group: false,
+        };
+        self.out.send(Ok(consumer)).await.map_err(|_| ())
+    }
+
+    /// The track ended: every group is complete once its parts are read.
+    pub(crate) fn end(&mut self) {
+        self.groups.clear();
+    }
+
+    /// The subscription failed: the error follows the groups already handed out.
+    pub(crate) async fn fail(&mut self, e: Error) {
+        self.groups.clear();
+        let _ = self.out.send(Err(e)).await;
+    }
+
+    /// Resolves once the application dropped the track.
+    pub(crate) async fn closed(&self) {
+        self.out.closed().await;
+    }
+}
+
+/// A subscribed track: its groups as they start. Ends when the publisher ends the track;
+/// yields an error (then ends) if the subscription fails and cannot be renewed. Dropping it
+/// unsubscribes.
+#[derive(Debug)]
+pub struct TrackConsumer {
+    pub(crate) groups: mpsc::Receiver<Result<GroupConsumer, Error>>,
+    pub(crate) info: watch::Receiver<Option<TrackInfo>>,
+}
+
+impl TrackConsumer {
+    /// A consumer of `sub`'s groups, the router that feeds it, and where a renewed
+    /// subscription's info goes.
+    pub(crate) fn new(
+        sub: &Subscription,
+        order: GroupOrder,
+    ) -> (Self, Router, watch::Sender<Option<TrackInfo>>) {
+        let (tx, rx) = mpsc::channel(64);
+        let (info_tx, info_rx) = watch::channel(Some(TrackInfo::of(sub.info())));
+        let consumer = TrackConsumer {
+            groups: rx,
+            info: info_rx,
+        };
+        (consumer, Router::new(tx, order), info_tx)
+    }
+
+    /// The next group; `None` once the track ended.
+    ///
+    /// Cancel safe.
+    pub async fn next_group(&mut self) -> Option<Result<GroupConsumer, Error>> {
+        self.groups.recv().await
+    }
+
+    /// What the publisher said when the current subscription started.
+    pub fn info(&self) -> Option<TrackInfo> {
+        self.info.borrow().clone()
+    }
+}
+
+impl futures::Stream for TrackConsumer {
+    type Item = Result<GroupConsumer, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.groups.poll_recv(cx)
+    }
+}
+
+/// The answer to a FETCH: its objects in the requested order, with End of Range markers where
+/// objects are known not to exist or are not known (draft-19 §11.4.4.2), as a
+/// [`futures::Stream`]. Dropping it cancels the FETCH.
+pub struct FetchConsumer {
+    end: (Location, bool),
+    items: futures::stream::BoxStream<'static, Result<FetchItem, Error>>,
+}
+
+impl std::fmt::Debug for FetchConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FetchConsumer")
+            .field("end", &self.end)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FetchConsumer {
+    pub(crate) fn new(response: FetchResponse) -> Self {
+        let end = response.end();
+        let end = (end.end, end.end_of_track);
+        let items = futures::stream::unfold(response, |mut r| async move {
+            let item = r.next().await?;
+            Some((item.map_err(Error::from), r))
+        });
+        FetchConsumer {
+            end,
+            items: Box::pin(items),
+        }
+    }
+
+    /// The end of the range served (the last object plus one; object 0 means the whole group),
+    /// and whether the track ends there.
+    pub fn end(&self) -> (Location, bool) {
+        self.end
+    }
+
+    /// The next object or End of Range marker; `None` once the range was served.
+    ///
+    /// Cancel safe.
+    pub async fn next(&mut self) -> Option<Result<FetchItem, Error>> {
+        self.items.next().await
+    }
+
+    /// The next object, skipping End of Range markers.
+    ///
+    /// Cancel safe.
+    pub async fn next_object(&mut self) -> Option<Result<Object, Error>> {
+        loop {
+            match self.next().await? {
+                Ok(FetchItem::Object(o)) => return Some(Ok(o)),
+                Ok(FetchItem::EndOfRange { .. }) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+impl futures::Stream for FetchConsumer {
+    type Item = Result<FetchItem, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.items.as_mut().poll_next(cx)
+    }
+}
+
+/// Objects of a track in order, as [`crate::Subscriber::join`] gives them: the past of the
+/// current group (and earlier ones, as asked), then everything published from now on, with no
+/// gap and no duplicate. Dropping it ends the subscription.
+#[derive(Debug)]
+pub struct ObjectConsumer {
+    pub(crate) objects: mpsc::Receiver<Result<Object, Error>>,
+}
+
+impl ObjectConsumer {
+    /// The next object; `None` once the track ended.
+    ///
+    /// Cancel safe.
+    pub async fn next(&mut self) -> Option<Result<Object, Error>> {
+        self.objects.recv().await
+    }
+}
+
+impl futures::Stream for ObjectConsumer {
+    type Item = Result<Object, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.objects.poll_recv(cx)
+    }
+}

@@ -1,0 +1,323 @@
+//! The consuming side end to end over loopback raw QUIC and WebTransport: reads that are
+//! cancelled half way lose nothing, a joined track is one stream with no gap and no duplicate
+//! across group boundaries, FETCH is a stream with its End of Range markers, groups span their
+//! subgroups, and a peer's PUBLISH is taken with typed options.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{TestServer, combinations, expected, loc, timeout, track, write_group};
+use futures::FutureExt;
+use moq_client::{
+    CacheLimits, FetchItem, Location, Object, Publisher, RangeEnd, ServeOptions, SubscribeOptions,
+    TrackProducer,
+};
+
+/// A payload of `len` bytes that names its location.
+fn big(group: u64, object: u64, len: usize) -> Bytes {
+    let mut v = format!("{group}.{object}:").into_bytes();
+    v.resize(len, b'x');
+    Bytes::from(v)
+}
+
+/// Polls a fresh read once at a time, dropping it whenever it is not ready at once, and counts
+/// the drops. A read that is not cancel safe loses data here.
+macro_rules! impatient {
+    ($read:expr, $drops:expr) => {
+        loop {
+            if let Some(v) = $read.now_or_never() {
+                break v;
+            }
+            $drops += 1;
+            tokio::task::yield_now().await;
+        }
+    };
+}
+
+/// Large objects read through futures dropped mid-object: every object arrives whole and in
+/// order, through the group, the subgroup and the FETCH readers alike.
+#[tokio::test]
+async fn cancelled_reads_lose_nothing() {
+    const LEN: usize = 300_000;
+    timeout(async {
+        for (transport, version) in combinations() {
+            let mut srv = TestServer::start();
+            let name = track(&["cancel"], "t");
+            let t = srv.publisher.create_track(name.clone()).unwrap();
+            let (client, _server) = srv.connect(transport, version).await;
+            let mut track = client
+                .subscriber()
+                .subscribe(name.clone(), SubscribeOptions::default())
+                .await
+                .unwrap();
+            t.subscribed().await;
+            let mut drops = 0;
+            for g in 0..2u64 {
+                let mut w = t.append_group().unwrap();
+                for o in 0..3 {
+                    w.write(big(g, o, LEN)).unwrap();
+                }
+                w.finish().unwrap();
+                let mut group = impatient!(track.next_group(), drops).unwrap().unwrap();
+                assert_eq!(group.id(), g);
+                let mut got = Vec::new();
+                if g == 0 {
+                    while let Some(o) = impatient!(group.next_object(), drops) {
+                        got.push(o.unwrap());
+                    }
+                } else {
+                    let mut sub = group.next_subgroup().await.unwrap();
+                    while let Some(o) = impatient!(sub.next_object(), drops) {
+                        got.push(o.unwrap());
+                    }
+                }
+                let want: Vec<_> = (0..3).map(|o| (loc(g, o), big(g, o, LEN))).collect();
+                let got: Vec<_> = got.into_iter().map(|o| (o.location, o.payload)).collect();
+                assert!(got == want, "{transport:?} {version}: group {g} damaged");
+            }
+            let mut fetch = client
+                .subscriber()
+                .fetch(name.clone(), loc(0, 0), loc(1, 0))
+                .await
+                .unwrap();
+            let mut got = Vec::new();
+            while let Some(o) = impatient!(fetch.next_object(), drops) {
+                got.push(o.unwrap().payload);
+            }
+            let want: Vec<_> = (0..2)
+                .flat_map(|g| (0..3).map(move |o| big(g, o, LEN)))
+                .collect();
+            assert!(got == want, "{transport:?} {version}: fetch damaged");
+            assert!(
+                drops > 0,
+                "no read was ever cancelled: the test proves nothing"
+            );
+        }
+    })
+    .await;
+}
+
+/// Objects of a joined track until it ends.
+async fn joined(mut objects: moq_client::ObjectConsumer) -> Vec<Object> {
+    let mut out = Vec::new();
+    while let Some(o) = objects.next().await {
+        out.push(o.unwrap());
+    }
+    out
+}
+
+/// Joining mid-group yields the start of the current group (and one before, when asked), then
+/// what follows live, across group boundaries, with no gap and no duplicate.
+#[tokio::test]
+async fn join_starts_at_the_current_group() {
+    timeout(async {
+        for (transport, version) in combinations() {
+            for back in [0, 1] {
+                let mut srv = TestServer::start();
+                let name = track(&["join"], "t");
+                let t = srv.publisher.create_track(name.clone()).unwrap();
+                write_group(&t, 4);
+                let mut current = t.append_group().unwrap();
+                current.write("1.0").unwrap();
+                current.write("1.1").unwrap();
+                let (client, _server) = srv.connect(transport, version).await;
+                let objects = client
+                    .subscriber()
+                    .join(name.clone(), SubscribeOptions::default(), back)
+                    .await
+                    .unwrap();
+                let reader = tokio::spawn(joined(objects));
+                current.write("1.2").unwrap();
+                current.finish().unwrap();
+                write_group(&t, 3);
+                t.finish(Duration::from_secs(5)).await.unwrap();
+                let got: Vec<_> = reader
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|o| (o.location, o.payload))
+                    .collect();
+                let mut want: Vec<_> = Vec::new();
+                if back == 1 {
+                    want.extend(expected(0, 4).into_iter().map(|(o, p)| (loc(0, o), p)));
+                }
+                want.extend((0..3).map(|o| (loc(1, o), Bytes::from(format!("1.{o}")))));
+                want.extend(expected(2, 3).into_iter().map(|(o, p)| (loc(2, o), p)));
+                assert_eq!(got, want, "{transport:?} {version} back {back}");
+            }
+        }
+    })
+    .await;
+}
+
+/// Joining while the publisher writes as fast as it can: the joined stream is contiguous from
+/// the start of the group it joined to the last object written.
+#[tokio::test]
+async fn join_while_writing_has_no_gap_and_no_duplicate() {
+    const PER_GROUP: u64 = 4;
+    const GROUPS: u64 = 40;
+    timeout(async {
+        for (transport, version) in combinations() {
+            let mut srv = TestServer::start();
+            let name = track(&["join-race"], "t");
+            let t = srv.publisher.create_track(name.clone()).unwrap();
+            let (client, _server) = srv.connect(transport, version).await;
+            let writer = tokio::spawn(write_groups(t, PER_GROUP, GROUPS));
+            // Join once something is there, while the writer goes on.
+            let objects = loop {
+                let status = client.subscriber().track_status(name.clone()).await;
+                if status.is_ok_and(|s| s.largest.is_some()) {
+                    break client
+                        .subscriber()
+                        .join(name.clone(), SubscribeOptions::default(), 0)
+                        .await
+                        .unwrap();
+                }
+                tokio::task::yield_now().await;
+            };
+            let got = joined(objects).await;
+            writer.await.unwrap();
+            let first = got.first().expect("nothing joined").location;
+            assert_eq!(first.object, 0, "joined mid-group: {first}");
+            let want: Vec<Location> = (first.group..GROUPS)
+                .flat_map(|g| (0..PER_GROUP).map(move |o| loc(g, o)))
+                .collect();
+            let got: Vec<Location> = got.iter().map(|o| o.location).collect();
+            assert_eq!(got, want, "{transport:?} {version}");
+        }
+    })
+    .await;
+}
+
+/// Writes `groups` groups of `per_group` objects, yielding between objects, then ends the
+/// track once delivered.
+async fn write_groups(t: TrackProducer, per_group: u64, groups: u64) {
+    for _ in 0..groups {
+        let mut g = t.append_group().unwrap();
+        for _ in 0..per_group {
+            g.write("x").unwrap();
+            tokio::task::yield_now().await;
+        }
+        g.finish().unwrap();
+    }
+    t.finish(Duration::from_secs(5)).await.unwrap();
+}
+
+/// FETCH is a stream: the groups the cache no longer has come as an End of Unknown Range
+/// marker before the objects, and the range's end is known from FETCH_OK.
+#[tokio::test]
+async fn fetch_is_a_stream_with_end_of_range_markers() {
+    timeout(async {
+        for (transport, version) in combinations() {
+            let limits = CacheLimits {
+                max_groups: 2,
+                ..Default::default()
+            };
+            let mut srv = TestServer::start_with(Publisher::new(limits, ServeOptions::default()));
+            let name = track(&["fetch"], "t");
+            let t = srv.publisher.create_track(name.clone()).unwrap();
+            for _ in 0..4 {
+                write_group(&t, 2);
+            }
+            let (client, _server) = srv.connect(transport, version).await;
+            let mut fetch = client
+                .subscriber()
+                .fetch(name.clone(), loc(0, 0), loc(9, 0))
+                .await
+                .unwrap();
+            assert_eq!(fetch.end(), (loc(3, 2), false), "{transport:?} {version}");
+            let mut items = Vec::new();
+            while let Some(item) = fetch.next().await {
+                items.push(item.unwrap());
+            }
+            let mut want = vec![FetchItem::EndOfRange {
+                kind: RangeEnd::Unknown,
+                location: Location::new(1, u64::MAX),
+            }];
+            for g in 2..4 {
+                for (o, payload) in expected(g, 2) {
+                    want.push(FetchItem::Object(Object {
+                        location: loc(g, o),
+                        subgroup: Some(0),
+                        priority: 128,
+                        status: moq_core::data::ObjectStatus::Normal,
+                        properties: Default::default(),
+                        payload,
+                    }));
+                }
+            }
+            assert_eq!(items, want, "{transport:?} {version}");
+        }
+    })
+    .await;
+}
+
+/// A group spans its subgroups: objects of two subgroups arrive through one group reader, and
+/// a group can also be taken subgroup by subgroup.
+#[tokio::test]
+async fn a_group_spans_its_subgroups() {
+    timeout(async {
+        for (transport, version) in combinations() {
+            let mut srv = TestServer::start();
+            let name = track(&["subgroups"], "t");
+            let t = srv.publisher.create_track(name.clone()).unwrap();
+            let (client, _server) = srv.connect(transport, version).await;
+            let mut track = client
+                .subscriber()
+                .subscribe(name.clone(), SubscribeOptions::default())
+                .await
+                .unwrap();
+            t.subscribed().await;
+            for _ in 0..2 {
+                // An enhancement layer in subgroup 1, then the base layer in the first.
+                let mut group = t.append_group().unwrap();
+                let mut enhancement = group.subgroup(1, Some(200)).unwrap();
+                for o in 0..3 {
+                    enhancement.write(3 + o, format!("enh {o}")).unwrap();
+                }
+                enhancement.finish().unwrap();
+                for o in 0..3 {
+                    group.write(format!("base {o}")).unwrap();
+                }
+                group.finish().unwrap();
+            }
+            t.finish(Duration::from_secs(5)).await.unwrap();
+            let want: Vec<_> = (0..3)
+                .map(|o| (Some(0), o))
+                .chain((3..6).map(|o| (Some(1), o)))
+                .collect();
+            // Group 0 object by object, across both subgroups.
+            let mut group = track.next_group().await.unwrap().unwrap();
+            assert_eq!(group.id(), 0);
+            let mut got = Vec::new();
+            while let Some(o) = group.next_object().await {
+                let o = o.unwrap();
+                got.push((o.subgroup, o.location.object));
+            }
+            got.sort();
+            assert_eq!(got, want, "{transport:?} {version} group 0");
+            // Group 1 subgroup by subgroup.
+            let mut group = track.next_group().await.unwrap().unwrap();
+            assert_eq!(group.id(), 1);
+            let mut got = Vec::new();
+            while let Some(mut s) = group.next_subgroup().await {
+                let id = s.id();
+                while let Some(o) = s.next_object().await {
+                    got.push((id, o.unwrap().location.object));
+                }
+            }
+            got.sort();
+            assert_eq!(got, want, "{transport:?} {version} group 1");
+            assert!(track.next_group().await.is_none());
+        }
+    })
+    .await;
+}
