@@ -27,6 +27,17 @@ pub(crate) struct Connect {
 impl Connect {
     /// Logs to stderr (RUST_LOG, default warn), then connects; `None` if Ctrl-C came first.
     pub(crate) async fn session(&self) -> anyhow::Result<Option<(Client, Session)>> {
+        let client = self.client()?;
+        let session = tokio::select! {
+            s = client.connect(&self.url) => s.with_context(|| format!("connecting to {}", self.url))?,
+            _ = tokio::signal::ctrl_c() => return Ok(None),
+        };
+        println!("connected to {} ({})", self.url, session.version());
+        Ok(Some((client, session)))
+    }
+
+    /// Logs to stderr (RUST_LOG, default warn) and builds the client these flags describe.
+    pub(crate) fn client(&self) -> anyhow::Result<Client> {
         tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -43,13 +54,7 @@ impl Connect {
         if let Some(v) = self.draft {
             builder = builder.versions(vec![v]);
         }
-        let client = builder.build()?;
-        let session = tokio::select! {
-            s = client.connect(&self.url) => s.with_context(|| format!("connecting to {}", self.url))?,
-            _ = tokio::signal::ctrl_c() => return Ok(None),
-        };
-        println!("connected to {} ({})", self.url, session.version());
-        Ok(Some((client, session)))
+        Ok(builder.build()?)
     }
 }
 

@@ -1,0 +1,120 @@
+//! A clock, published or read, with the program shape of moq-dev's `moq-clock` so the two
+//! APIs can be compared side by side: one group per minute whose first object is the minute
+//! ("12:34:") and whose next objects are the seconds ("56"). The publisher keeps its
+//! namespace announced across reconnects; the subscriber waits for the namespace to be
+//! announced, joins the clock at the start of the current minute while it is, and waits again
+//! when it is withdrawn.
+//!
+//! ```text
+//! cargo run --example clock -- --url moqt://localhost:4443 --fingerprint <HEX> publish
+//! cargo run --example clock -- --url moqt://localhost:4443 --fingerprint <HEX> subscribe
+//! ```
+
+mod cli;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+use moq_client::{
+    Backoff, FullTrackName, GroupProducer, NamespaceEvent, ObjectConsumer, SubscribeOptions,
+    Subscriber,
+};
+
+#[derive(Parser)]
+struct Args {
+    #[command(flatten)]
+    connect: cli::Connect,
+    /// The clock's namespace, as slash-separated fields.
+    #[arg(long, default_value = "clock")]
+    namespace: String,
+    /// The clock's track.
+    #[arg(long, default_value = "seconds")]
+    track: String,
+    #[command(subcommand)]
+    role: Role,
+}
+
+#[derive(clap::Subcommand)]
+enum Role {
+    Publish,
+    Subscribe,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let client = args.connect.client()?;
+    let ns = cli::parse_namespace(&args.namespace)?;
+    let name = FullTrackName::new(ns.clone(), args.track.clone())?;
+    let session = client.reconnecting(&args.connect.url, Backoff::default());
+    match args.role {
+        Role::Publish => {
+            let _announced = session.publisher().publish_namespace(ns)?;
+            let track = session.publisher().create_track(name)?;
+            loop {
+                // One group per minute, written by its own task.
+                tokio::spawn(minute(track.append_group()?));
+                tokio::time::sleep(Duration::from_secs(60 - now() % 60)).await;
+            }
+        }
+        Role::Subscribe => {
+            let subscriber = session.subscriber();
+            let mut online = subscriber.subscribe_namespace(ns.clone()).await?;
+            // The clock being read, dropped (unsubscribed) when the namespace goes away.
+            let mut clock: Option<ObjectConsumer> = None;
+            loop {
+                tokio::select! {
+                    Some(event) = online.next() => match event? {
+                        NamespaceEvent::Added(_) => clock = Some(subscribe(subscriber, &name).await?),
+                        NamespaceEvent::Removed(_) => clock = None,
+                    },
+                    Some(r) = async { Some(read(clock.as_mut()?).await) } => {
+                        r?;
+                        clock = None;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes the minute, then each second until the minute is over.
+async fn minute(mut group: GroupProducer) -> anyhow::Result<()> {
+    let start = now();
+    group.write(format!("{:02}:{:02}:", start / 3600 % 24, start / 60 % 60))?;
+    for second in start % 60..60 {
+        group.write(format!("{second:02}"))?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Ok(group.finish()?)
+}
+
+/// Joins the clock at the start of the current minute.
+async fn subscribe(
+    subscriber: &Subscriber,
+    name: &FullTrackName,
+) -> anyhow::Result<ObjectConsumer> {
+    let options = SubscribeOptions::default();
+    Ok(subscriber.join(name.clone(), options, 0).await?)
+}
+
+/// Prints the clock until the track ends: each minute's first object is the minute.
+async fn read(clock: &mut ObjectConsumer) -> anyhow::Result<()> {
+    let mut base = String::new();
+    while let Some(object) = clock.next().await {
+        let object = object?;
+        let text = String::from_utf8_lossy(&object.payload);
+        match object.location.object {
+            0 => base = text.into_owned(),
+            _ => println!("{base}{text}"),
+        }
+    }
+    Ok(())
+}
+
+/// Seconds since the epoch, UTC.
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
