@@ -11,7 +11,7 @@ use moq_transport::{SessionConfig, WeakSession};
 use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::Error;
+use crate::error::Error;
 use crate::produce::TrackProducer;
 use crate::publisher::Publisher;
 use crate::serve::serve_subscription;

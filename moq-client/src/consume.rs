@@ -15,7 +15,7 @@ use moq_transport::track::{
 };
 use tokio::sync::{mpsc, watch};
 
-use crate::Error;
+use crate::error::Error;
 
 /// What the publisher said of a track (SUBSCRIBE_OK, PUBLISH or TRACK_STATUS_OK).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,7 +13,9 @@ use moq_transport::transport::TransportKind;
 use moq_transport::transport::memory;
 use moq_transport::{Destination, Role, SessionConfig};
 
-use crate::{Error, Publisher, Session};
+use crate::client::Session;
+use crate::error::Error;
+use crate::publisher::Publisher;
 
 /// A client session and the server session it is connected to, in memory, speaking the
 /// preferred draft; each serves its publisher.

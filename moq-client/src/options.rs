@@ -6,8 +6,8 @@ use std::time::Duration;
 use moq_core::message::Parameters;
 use moq_core::{AuthToken, GroupOrder, Location, LocationFilter, Properties, property};
 
-use crate::Error;
 use crate::cache::CacheLimits;
+use crate::error::Error;
 
 /// How a track is published.
 ///

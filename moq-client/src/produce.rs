@@ -9,9 +9,9 @@ use bytes::Bytes;
 use moq_core::data::ObjectStatus;
 use moq_core::{FullTrackName, Location, Properties};
 
-use crate::Error;
 use crate::cache::{CachedObject, Subgroup, SubgroupEnd, TrackCache};
 use crate::directory::TrackRegistration;
+use crate::error::Error;
 
 /// A track being published: write it group by group. Its objects are served to every
 /// subscriber of every session the [`crate::Publisher`] serves, and kept in a bounded cache for

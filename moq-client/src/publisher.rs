@@ -16,9 +16,9 @@ use moq_transport::namespace::PublishedNamespace;
 use moq_transport::track::{Incoming, IncomingRequests};
 use tokio::sync::watch;
 
-use crate::Error;
 use crate::cache::{CacheLimits, TrackCache};
 use crate::directory::{AnnouncedNamespace, Directory, DirectoryOptions, Peer};
+use crate::error::Error;
 use crate::options::TrackOptions;
 use crate::produce::TrackProducer;
 use crate::serve::ServeOptions;

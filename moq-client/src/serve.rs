@@ -13,8 +13,8 @@ use moq_core::{GroupOrder, Location};
 use moq_transport::track::{FetchEnd, IncomingFetch, Object, SubscriptionWriter};
 use tokio::task::JoinHandle;
 
-use crate::Error;
 use crate::cache::{DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, TrackCache};
+use crate::error::Error;
 
 /// Counters of what was served, shared by every subscription that uses them.
 #[derive(Debug, Default)]

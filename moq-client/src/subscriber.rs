@@ -17,8 +17,11 @@ use moq_transport::track::{
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
-use crate::consume::{FetchConsumer, GroupConsumer, ObjectConsumer, Router, TrackConsumer};
-use crate::{Error, SubscribeOptions, TrackInfo};
+use crate::consume::{
+    FetchConsumer, GroupConsumer, ObjectConsumer, Router, TrackConsumer, TrackInfo,
+};
+use crate::error::Error;
+use crate::options::SubscribeOptions;
 
 /// Where a [`Subscriber`] gets its session: one fixed session, or the latest of a reconnecting
 /// client. It holds the session weakly: the streams it serves do not keep a session open that
