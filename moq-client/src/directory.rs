@@ -368,20 +368,20 @@ impl Directory {
             // The session is gone; dropping the request refuses it.
             return None;
         };
-        let (dir, peer) = (self.clone(), peer.clone());
+        // Each answer is the task itself, not wrapped in another future: its memory is per
+        // request.
+        let dir = self.clone();
         match request {
-            Incoming::Subscribe(r) => session.spawn(async move { dir.on_subscribe(r, peer).await }),
-            Incoming::Fetch(f) => session.spawn(async move { dir.on_fetch(f).await }),
-            Incoming::TrackStatus(t) => session.spawn(async move { dir.on_track_status(t).await }),
-            Incoming::SubscribeTracks(r) => {
-                session.spawn(async move { dir.on_subscribe_tracks(r, peer).await })
-            }
+            Incoming::Subscribe(r) => session.spawn(dir.on_subscribe(r, peer.clone())),
+            Incoming::Fetch(f) => session.spawn(dir.on_fetch(f)),
+            Incoming::TrackStatus(t) => session.spawn(dir.on_track_status(t)),
+            Incoming::SubscribeTracks(r) => session.spawn(dir.on_subscribe_tracks(r, peer.clone())),
             other => return Some(other),
         }
         None
     }
 
-    async fn on_subscribe(&self, req: IncomingSubscribe, peer: Peer) {
+    async fn on_subscribe(self, req: IncomingSubscribe, peer: Peer) {
         let name = req.track().clone();
         // draft-19 §9.5: registered before waiting, so a PUBLISH that answers a held SUBSCRIBE
         // is not also forwarded to this session through its SUBSCRIBE_TRACKS.
@@ -444,7 +444,7 @@ impl Directory {
         })
     }
 
-    async fn on_fetch(&self, f: IncomingFetch) {
+    async fn on_fetch(self, f: IncomingFetch) {
         let held = self.get(f.track());
         match (&self.shared.upstream, held) {
             (Some(up), held) => up.fetch(f, held).await,
@@ -458,7 +458,7 @@ impl Directory {
         }
     }
 
-    async fn on_track_status(&self, t: IncomingTrackStatus) {
+    async fn on_track_status(self, t: IncomingTrackStatus) {
         let held = self.get(t.track());
         let answer = match &self.shared.upstream {
             Some(up) => up.track_status(t.track(), held).await,
@@ -476,7 +476,7 @@ impl Directory {
     /// added, except those the session published itself (draft-19 §6.1), those it SUBSCRIBEs
     /// to (§9.5) and those whose properties fail its TRACK_PROPERTY_FILTERs (§5.1.3, §6.3).
     /// Ends (and so do its publications) when the request ends.
-    async fn on_subscribe_tracks(&self, r: IncomingSubscribeTracks, peer: Peer) {
+    async fn on_subscribe_tracks(self, r: IncomingSubscribeTracks, peer: Peer) {
         let Ok(responder) = r.accept().await else {
             return;
         };

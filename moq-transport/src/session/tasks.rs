@@ -2,6 +2,7 @@
 
 use std::future::Future;
 
+use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -21,10 +22,10 @@ impl TaskSet {
         if self.cancel.is_cancelled() {
             return;
         }
+        // Mapped rather than awaited in an async block, which would hold the task twice (the
+        // moved-in future and the one being awaited): a task's memory is per request.
         let run = self.cancel.clone().run_until_cancelled_owned(task);
-        self.tracker.spawn(async move {
-            let _ = run.await;
-        });
+        self.tracker.spawn(run.map(drop));
     }
 
     /// Runs `task` to completion even if the set is cancelled meanwhile (the task that cancels
