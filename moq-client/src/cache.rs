@@ -113,6 +113,8 @@ impl Subgroup {
     }
 
     /// Waits until there is an object at position `i` or the subgroup ends.
+    ///
+    /// Cancel safe.
     pub async fn wait(&self, i: usize) -> Result<CachedObject, SubgroupEnd> {
         let mut rx = self.changed.subscribe();
         loop {
@@ -298,6 +300,8 @@ impl TrackCache {
 
     /// Waits until at least one subscription is served from this track: a publisher can hold
     /// back work (or, in a test, its first objects) until someone listens.
+    ///
+    /// Cancel safe.
     pub async fn subscribed(&self) {
         let mut rx = self.state.subscribers.subscribe();
         // The sender lives as long as this track, so this cannot fail while we hold `self`.
@@ -322,6 +326,8 @@ impl TrackCache {
     /// Resolves once every subscription served now has been sent every object up to the
     /// largest stored so far, and has acknowledged every subgroup stream finished (objects of
     /// a group still open are sent, not necessarily acknowledged).
+    ///
+    /// Cancel safe.
     pub async fn delivered(&self) {
         let target = self.state.inner.lock().stored;
         let writers = self.serving_now();
@@ -336,6 +342,8 @@ impl TrackCache {
 
     /// Resolves once no subscription is served from this track any more (each was sent the
     /// end of the track or left) and the peers acknowledged the streams they were sent.
+    ///
+    /// Cancel safe.
     pub async fn served_out(&self) {
         let writers = self.serving_now();
         let mut rx = self.state.subscribers.subscribe();

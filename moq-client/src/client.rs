@@ -75,6 +75,8 @@ impl Session {
     /// Offers `track` to the peer with PUBLISH, without waiting to be asked (draft-19 §5.1),
     /// and serves it on this session until the track ends or the peer stops it. Returns once
     /// the peer accepted it (PUBLISH_OK); a refusal is [`Error::rejection`].
+    ///
+    /// Dropping the future before it resolves cancels the PUBLISH.
     pub async fn publish(&self, track: &TrackProducer) -> Result<(), Error> {
         let cache = track.cache().clone();
         let options = PublishOptions {
@@ -105,6 +107,8 @@ impl Session {
     /// finished, then closes the session (NO_ERROR). [`Error::Timeout`] if the peer had not
     /// acknowledged everything by then (the session is closed all the same). Finish or flush
     /// the tracks first ([`TrackProducer::finish`]) so that their last groups count.
+    ///
+    /// Cancel safe: dropped early, the session stays open.
     pub async fn close_gracefully(&self, timeout: std::time::Duration) -> Result<(), Error> {
         let acked = tokio::time::timeout(timeout, self.transport.acknowledged()).await;
         self.close();
@@ -112,6 +116,8 @@ impl Session {
     }
 
     /// Resolves when the session ends.
+    ///
+    /// Cancel safe.
     pub async fn closed(&self) -> Error {
         self.transport.closed().await.into()
     }
@@ -230,6 +236,8 @@ impl Client {
     }
 
     /// Connects once.
+    ///
+    /// Dropping the future before it resolves abandons the connection attempt.
     pub async fn connect(&self, url: &str) -> Result<Session, Error> {
         let transport = self.transport.connect(url).await?;
         Ok(Session::attach(transport, self.publisher.clone()))
@@ -322,12 +330,16 @@ impl Reconnecting {
     }
 
     /// Waits for the next status change and returns it.
+    ///
+    /// Cancel safe.
     pub async fn next_status(&mut self) -> Option<Status> {
         self.status.changed().await.ok()?;
         Some(self.status.borrow_and_update().clone())
     }
 
     /// Waits until connected.
+    ///
+    /// Cancel safe.
     pub async fn connected(&self) -> Result<(), Error> {
         let mut rx = self.status.clone();
         rx.wait_for(|s| matches!(s, Status::Connected(_)))
@@ -497,7 +509,9 @@ impl Server {
     }
 
     /// The next session.
-    pub async fn accept(&mut self) -> Option<Session> {
+    ///
+    /// Cancel safe.
+    pub async fn accept(&self) -> Option<Session> {
         let s = self.transport.accept().await?;
         Some(Session::attach(s, self.publisher.clone()))
     }

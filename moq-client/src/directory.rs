@@ -302,6 +302,8 @@ impl Directory {
     }
 
     /// The track named `name`, waiting up to `timeout` for it to be added.
+    ///
+    /// Cancel safe.
     pub async fn wait_for(&self, name: &FullTrackName, timeout: Duration) -> Option<TrackCache> {
         let rx = {
             let mut state = self.shared.state.lock();

@@ -105,6 +105,8 @@ impl NamespaceHandle {
 
     /// Waits for the first attached session's answer to the PUBLISH_NAMESPACE: `Ok` for
     /// REQUEST_OK, an error whose [`Error::rejection`] is the code for REQUEST_ERROR.
+    ///
+    /// Cancel safe.
     pub async fn announced(&self) -> Result<(), Error> {
         let mut rx = self.shared.changed.subscribe();
         loop {

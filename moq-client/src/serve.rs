@@ -198,6 +198,8 @@ async fn send_subgroup(
 
 /// Answers a FETCH from `track`'s cache: cached objects in the requested order, End of Unknown
 /// Range for groups already evicted (draft-19 §11.4.4.2).
+///
+/// Dropping the future abandons the FETCH (its stream is reset).
 pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(), Error> {
     let Some(largest) = track.largest() else {
         // draft-19 §10.12.3: no objects yet is INVALID_RANGE.

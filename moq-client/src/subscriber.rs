@@ -76,6 +76,8 @@ pub struct NamespaceStream {
 
 impl NamespaceStream {
     /// The next event.
+    ///
+    /// Cancel safe.
     pub async fn next(&mut self) -> Option<Result<NamespaceEvent, Error>> {
         self.rx.recv().await
     }
@@ -155,6 +157,8 @@ impl Subscriber {
 
     /// Discovers namespaces under `prefix` (SUBSCRIBE_NAMESPACE); the zero-field prefix means
     /// all of them.
+    ///
+    /// Dropping the future before it resolves cancels the request.
     pub async fn subscribe_namespace(
         &self,
         prefix: TrackNamespace,
@@ -244,6 +248,8 @@ impl Subscriber {
     /// }
     /// # Ok(()) }
     /// ```
+    ///
+    /// Dropping the future before it resolves cancels the request.
     pub async fn subscribe(
         &self,
         track: FullTrackName,
@@ -317,6 +323,8 @@ impl Subscriber {
     /// }
     /// # Ok(()) }
     /// ```
+    ///
+    /// Dropping the future before it resolves cancels both requests.
     pub async fn join(
         &self,
         track: FullTrackName,
@@ -356,6 +364,8 @@ impl Subscriber {
 
     /// Fetches the objects from `start` up to `end` (the last object plus one; object 0 means
     /// the whole group) in ascending group order (FETCH, draft-19 §5.2), as a stream.
+    ///
+    /// Dropping the future before it resolves cancels the request.
     pub async fn fetch(
         &self,
         track: FullTrackName,
@@ -373,6 +383,8 @@ impl Subscriber {
     }
 
     /// What the publisher says of `track` now (TRACK_STATUS).
+    ///
+    /// Dropping the future before it resolves cancels the request.
     pub async fn track_status(&self, track: FullTrackName) -> Result<TrackInfo, Error> {
         let session = self.source.session().await?;
         let status = session
@@ -388,6 +400,8 @@ impl Subscriber {
 
     /// Asks the peer to PUBLISH every track under `prefix` (SUBSCRIBE_TRACKS); they arrive
     /// through the returned [`TrackOffers`]. Not renewed on reconnect.
+    ///
+    /// Dropping the future before it resolves cancels the request.
     pub async fn subscribe_tracks(&self, prefix: TrackNamespace) -> Result<TrackOffers, Error> {
         let session = self.source.session().await?;
         // Registered first: a PUBLISH may follow REQUEST_OK at once.
@@ -536,6 +550,8 @@ impl IncomingTrack {
 
     /// Takes the track (PUBLISH_OK with `options`); its groups follow. Objects that arrived
     /// before are delivered too. Not renewed on reconnect.
+    ///
+    /// Dropping the future before it resolves refuses the track.
     pub async fn accept(self, options: SubscribeOptions) -> Result<TrackConsumer, Error> {
         let sub = self.inner.accept(options.to_parameters(false)).await?;
         let order = options

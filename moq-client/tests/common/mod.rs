@@ -88,7 +88,7 @@ impl TestServer {
     /// A server serving `publisher` on every session.
     pub fn start_with(publisher: Publisher) -> Self {
         init_tracing();
-        let mut server = Server::builder()
+        let server = Server::builder()
             .bind("127.0.0.1:0".parse().unwrap())
             .generate_certificate(&["localhost"])
             .publisher(publisher)
