@@ -293,9 +293,13 @@ async fn publish_track_subscribe(t: &Target) -> Result<(), Failure> {
         [o] if o.location == Location::new(0, 0)
             && &o.payload[..] == b"moqt18-publish-track-subscribe" => {}
         other => {
+            let seen: Vec<String> = other
+                .iter()
+                .map(|o| format!("{} ({} bytes)", o.location, o.payload.len()))
+                .collect();
             return Err(Failure::new(
                 "one object {0, 0}",
-                format!("{} objects", other.len()),
+                format!("{} objects: {}", other.len(), seen.join(", ")),
             ));
         }
     }
