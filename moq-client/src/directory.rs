@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use moq_core::codes::RequestErrorCode;
 use moq_core::message::{Parameters, RequestError};
-use moq_core::{FullTrackName, TrackNamespace};
+use moq_core::{FullTrackName, Location, TrackNamespace};
 use moq_transport::WeakSession;
 use moq_transport::namespace::PrefixTrie;
 use moq_transport::track::{
@@ -29,18 +29,43 @@ use crate::serve::{ServeOptions, serve_fetch, serve_subscription};
 /// Something held while a subscription is served (see [`Upstream::subscribe`]).
 pub type Hold = Box<dyn std::any::Any + Send>;
 
+/// What a SUBSCRIBE is served from (see [`Upstream::subscribe`]).
+#[derive(Debug)]
+pub struct Source {
+    /// The track.
+    pub track: TrackCache,
+    /// Held while the subscription is served.
+    pub hold: Hold,
+    /// The Largest Location SUBSCRIBE_OK reports, which places the subscription's start: the
+    /// track's largest when the SUBSCRIBE came, or, for one that waited for its publisher, when
+    /// the publisher answered, so that nothing published since is missed.
+    pub largest: Option<Location>,
+}
+
+impl Source {
+    /// Serves from `track` as it stands now, holding nothing.
+    pub fn now(track: TrackCache) -> Self {
+        let largest = track.largest();
+        Source {
+            track,
+            hold: Box::new(()),
+            largest,
+        }
+    }
+}
+
 /// Where a directory finds what it does not hold: a relay's routes and upstream subscriptions.
 /// A publishing application has none.
 #[async_trait]
 pub trait Upstream: Send + Sync + 'static {
-    /// A SUBSCRIBE from session `peer`: the track to serve it from (subscribed upstream if
-    /// needed, its first answer awaited) and what to hold while it is served, or the refusal.
+    /// A SUBSCRIBE from session `peer`: what to serve it from (subscribed upstream if needed,
+    /// its first answer awaited), or the refusal.
     async fn subscribe(
         &self,
         peer: u64,
         name: &FullTrackName,
         params: &Parameters,
-    ) -> Result<(TrackCache, Hold), RequestError>;
+    ) -> Result<Source, RequestError>;
 
     /// A FETCH; `held` is the directory's track of that name, if any. Answer it from the
     /// cache with [`serve_fetch`] or forward it.
@@ -98,7 +123,8 @@ struct State {
     /// whose prefix covers it, so nothing is rescanned.
     watchers: PrefixTrie<mpsc::Sender<(TrackCache, Option<u64>)>>,
     /// SUBSCRIBEs waiting for a track to appear, by name.
-    waiters: HashMap<FullTrackName, Vec<oneshot::Sender<TrackCache>>>,
+    /// Each gets the track as it stood when it was added.
+    waiters: HashMap<FullTrackName, Vec<oneshot::Sender<Source>>>,
     /// Namespaces announced here (their tracks may be created after a SUBSCRIBE arrives).
     announced: PrefixTrie<()>,
     /// Sessions with a SUBSCRIBE for a track (held or served), by track and session: they
@@ -281,7 +307,7 @@ impl Directory {
             }
         }
         for waiter in state.waiters.remove(&name).into_iter().flatten() {
-            let _ = waiter.send(track.clone());
+            let _ = waiter.send(Source::now(track.clone()));
         }
         drop(state);
         Ok(TrackRegistration {
@@ -305,10 +331,18 @@ impl Directory {
     ///
     /// Cancel safe.
     pub async fn wait_for(&self, name: &FullTrackName, timeout: Duration) -> Option<TrackCache> {
+        self.wait(name, timeout).await.map(|s| s.track)
+    }
+
+    /// [`Self::wait_for`], with the largest location the subscription starts after: the
+    /// track's when it was added, if it was waited for.
+    async fn wait(&self, name: &FullTrackName, timeout: Duration) -> Option<Source> {
         let rx = {
             let mut state = self.shared.state.lock();
             if let Some(e) = state.tracks.get(name) {
-                return Some(e.track.clone());
+                let track = e.track.clone();
+                drop(state);
+                return Some(Source::now(track));
             }
             let (tx, rx) = oneshot::channel();
             let waiting = state.waiters.entry(name.clone()).or_default();
@@ -390,12 +424,13 @@ impl Directory {
         let _subscribing = self.subscribing(&name, peer.key);
         let found = match &self.shared.upstream {
             Some(up) => up.subscribe(peer.key, &name, req.params()).await,
-            None => self
-                .resolve(&name, req.params())
-                .await
-                .map(|t| (t, Box::new(()) as Hold)),
+            None => self.resolve(&name, req.params()).await,
         };
-        let (track, _hold) = match found {
+        let Source {
+            track,
+            hold: _hold,
+            largest,
+        } = match found {
             Ok(found) => found,
             Err(e) => {
                 tracing::debug!(track = %name, code = ?e.code, "SUBSCRIBE refused");
@@ -404,7 +439,7 @@ impl Directory {
         };
         let response = SubscribeResponse {
             track_alias: None,
-            largest: track.largest(),
+            largest,
             expires: None,
             track_properties: track.properties(),
         };
@@ -420,7 +455,7 @@ impl Directory {
         &self,
         name: &FullTrackName,
         params: &Parameters,
-    ) -> Result<TrackCache, RequestError> {
+    ) -> Result<Source, RequestError> {
         let options = &self.shared.options;
         let asked = params
             .rendezvous_timeout
@@ -436,8 +471,8 @@ impl Directory {
             .is_some();
         let ours = announced.then_some(options.rendezvous);
         let wait = asked.into_iter().chain(ours).max().unwrap_or_default();
-        if let Some(t) = self.wait_for(name, wait).await {
-            return Ok(t);
+        if let Some(s) = self.wait(name, wait).await {
+            return Ok(s);
         }
         Err(match asked {
             // draft-19 §10.2.4: no publisher within RENDEZVOUS_TIMEOUT is TIMEOUT.

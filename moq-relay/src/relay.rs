@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use moq_client::cache::TrackCache;
 use moq_client::cache::{CachedObject, DATAGRAM_SUBGROUP, SubgroupEnd};
-use moq_client::directory::{Directory, DirectoryOptions, Hold, Peer, Upstream, status_of};
+use moq_client::directory::{Directory, DirectoryOptions, Hold, Peer, Source, Upstream, status_of};
 use moq_client::serve::serve_fetch;
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::{FetchType, Parameters, RequestError};
-use moq_core::{FullTrackName, TrackNamespace};
+use moq_core::{FullTrackName, Location, TrackNamespace};
 use moq_transport::endpoint::{Server, ServerConfig};
 use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie};
 use moq_transport::track::{
@@ -47,8 +47,9 @@ struct RelayTrack {
     live_upstreams: AtomicUsize,
     /// Upstream attempts not answered yet.
     pending_upstreams: AtomicUsize,
-    /// The first successful upstream answer, or the last error once every attempt failed.
-    answer: watch::Sender<Option<Result<(), RequestError>>>,
+    /// The first successful upstream answer (with the track's largest location then), or the
+    /// last error once every attempt failed.
+    answer: watch::Sender<Option<Result<Option<Location>, RequestError>>>,
     /// Downstream subscriptions served from this track.
     downstreams: AtomicUsize,
     /// Set when the track came from a PUBLISH rather than from routing.
@@ -439,17 +440,9 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
                 if let Some(l) = info.largest {
                     t.cache.observe_largest(l);
                 }
-                t.answer.send_replace(Some(Ok(())));
-                metrics.upstream_active.fetch_add(1, Ordering::Relaxed);
-                t.live_upstreams.fetch_add(1, Ordering::Relaxed);
-                let status = ingest(&t, sub, &metrics).await;
-                t.live_upstreams.fetch_sub(1, Ordering::Relaxed);
-                metrics.upstream_active.fetch_sub(1, Ordering::Relaxed);
-                if status == Some(PublishDoneCode::TRACK_ENDED)
-                    && t.live_upstreams.load(Ordering::Relaxed) == 0
-                {
-                    t.cache.end();
-                }
+                t.answer.send_replace(Some(Ok(t.cache.largest())));
+                let mut live = LiveUpstream::new(&metrics, &t, None);
+                live.status = ingest(&t, sub, &metrics).await;
             }
             Err(e) => {
                 tracing::debug!(track = %t.name, error = %e, "upstream SUBSCRIBE failed");
@@ -580,15 +573,20 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
 }
 
 /// Waits for the track's first upstream answer, or for a publisher to appear within the
-/// rendezvous time (draft-19 §10.2.4).
+/// rendezvous time (draft-19 §10.2.4). Returns the largest location the subscription starts
+/// after: the track's now if it was answered already, else its largest at the answer (objects
+/// ingested since are the subscriber's).
 async fn wait_answer(
     inner: &Arc<Inner>,
     t: &Arc<RelayTrack>,
     rendezvous: Option<Duration>,
-) -> Result<(), RequestError> {
+) -> Result<Option<Location>, RequestError> {
     let deadline = rendezvous.map(|d| tokio::time::Instant::now() + d);
     let mut answer = t.answer.subscribe();
     let mut routes = inner.routes_changed.subscribe();
+    if let Some(a) = answer.borrow_and_update().clone() {
+        return a.map(|_| t.cache.largest());
+    }
     loop {
         if let Some(a) = answer.borrow_and_update().clone() {
             return a;
@@ -702,7 +700,7 @@ impl Upstream for RelayUpstream {
         _peer: u64,
         name: &FullTrackName,
         params: &Parameters,
-    ) -> Result<(TrackCache, Hold), RequestError> {
+    ) -> Result<Source, RequestError> {
         let inner = self.inner()?;
         let rendezvous = params
             .rendezvous_timeout
@@ -710,8 +708,12 @@ impl Upstream for RelayUpstream {
             .map(|t| Duration::from_millis(t).min(inner.config.max_rendezvous));
         let track = get_or_create_track(&inner, name, rendezvous, params.new_group_request);
         let guard = Downstream::new(&inner, &track);
-        wait_answer(&inner, &track, rendezvous).await?;
-        Ok((track.cache.clone(), Box::new(guard)))
+        let largest = wait_answer(&inner, &track, rendezvous).await?;
+        Ok(Source {
+            track: track.cache.clone(),
+            hold: Box::new(guard),
+            largest,
+        })
     }
 
     async fn fetch(&self, f: IncomingFetch, _held: Option<TrackCache>) {
@@ -806,7 +808,7 @@ async fn track_status(
 ) -> Result<TrackStatusInfo, RequestError> {
     let cached = inner.tracks.lock().get(name).cloned();
     if let Some(rt) = cached
-        && matches!(*rt.answer.borrow(), Some(Ok(())))
+        && matches!(*rt.answer.borrow(), Some(Ok(_)))
     {
         return Ok(status_of(&rt.cache));
     }
@@ -837,10 +839,10 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
     let info = p.info().clone();
     let track = {
         let mut tracks = inner.tracks.lock();
-        tracks
-            .entry(name.clone())
-            .or_insert_with(|| {
-                Arc::new(RelayTrack {
+        match tracks.get(&name) {
+            Some(t) => t.clone(),
+            None => {
+                let t = Arc::new(RelayTrack {
                     name: name.clone(),
                     cache: TrackCache::new(
                         name.clone(),
@@ -855,9 +857,11 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
                     published: true,
                     rendezvous_until: Mutex::new(None),
                     new_group_request: Mutex::new(None),
-                })
-            })
-            .clone()
+                });
+                tracks.insert(name.clone(), t.clone());
+                t
+            }
+        }
     };
     let Ok(sub) = p.accept(Parameters::default()).await else {
         return;
@@ -866,29 +870,64 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
     if let Some(l) = info.largest {
         track.cache.observe_largest(l);
     }
-    track.answer.send_replace(Some(Ok(())));
-    track.live_upstreams.fetch_add(1, Ordering::Relaxed);
+    track.answer.send_replace(Some(Ok(track.cache.largest())));
+    // This task ends with its session (aborted): what follows the ingest is in the guard.
+    let mut live = LiveUpstream::new(&inner.metrics, &track, Some(&inner));
     // Offered to SUBSCRIBE_TRACKS subscribers (never back to this session) while it lasts.
     let _offered = inner
         .directory
         .insert(track.cache.clone(), Some(session_id), true);
-    inner
-        .metrics
-        .upstream_active
-        .fetch_add(1, Ordering::Relaxed);
-    let status = ingest(&track, sub, &inner.metrics).await;
-    inner
-        .metrics
-        .upstream_active
-        .fetch_sub(1, Ordering::Relaxed);
-    track.live_upstreams.fetch_sub(1, Ordering::Relaxed);
-    if status == Some(PublishDoneCode::TRACK_ENDED)
-        || track.live_upstreams.load(Ordering::Relaxed) == 0
-    {
-        track.cache.end();
-        let mut tracks = inner.tracks.lock();
-        if tracks.get(&name).is_some_and(|t| Arc::ptr_eq(t, &track)) {
-            tracks.remove(&name);
+    live.status = ingest(&track, sub, &inner.metrics).await;
+}
+
+/// One upstream delivering into a track: a PUBLISH, or a SUBSCRIBE the relay sent. Counted while
+/// it lives; dropped at the end of its ingest or with its aborted task (its session ended), it
+/// ends the track when its publisher is done with it.
+struct LiveUpstream {
+    metrics: Arc<Metrics>,
+    track: Arc<RelayTrack>,
+    /// Set for a PUBLISH: its end (or its session's) ends the track and removes it from the
+    /// relay's tracks, so the next PUBLISH or SUBSCRIBE of the name starts a new one. A routed
+    /// SUBSCRIBE's track waits for another route.
+    published: Option<Arc<Inner>>,
+    /// How the publisher ended it (PUBLISH_DONE), once it did.
+    status: Option<PublishDoneCode>,
+}
+
+impl LiveUpstream {
+    fn new(
+        metrics: &Arc<Metrics>,
+        track: &Arc<RelayTrack>,
+        published: Option<&Arc<Inner>>,
+    ) -> Self {
+        track.live_upstreams.fetch_add(1, Ordering::Relaxed);
+        metrics.upstream_active.fetch_add(1, Ordering::Relaxed);
+        LiveUpstream {
+            metrics: metrics.clone(),
+            track: track.clone(),
+            published: published.cloned(),
+            status: None,
         }
+    }
+}
+
+impl Drop for LiveUpstream {
+    fn drop(&mut self) {
+        let t = &self.track;
+        let last = t.live_upstreams.fetch_sub(1, Ordering::Relaxed) == 1;
+        let track_ended = self.status == Some(PublishDoneCode::TRACK_ENDED);
+        if let Some(inner) = &self.published
+            && (track_ended || last)
+        {
+            t.cache.end();
+            let mut tracks = inner.tracks.lock();
+            if tracks.get(&t.name).is_some_and(|x| Arc::ptr_eq(x, t)) {
+                tracks.remove(&t.name);
+            }
+        } else if track_ended && last {
+            t.cache.end();
+        }
+        // Last, so that whoever sees the count drop sees the track gone.
+        self.metrics.upstream_active.fetch_sub(1, Ordering::Relaxed);
     }
 }

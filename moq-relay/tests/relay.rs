@@ -17,7 +17,7 @@ use moq_client::{
     Backoff, Client, FullTrackName, Location, NamespaceEvent, Publisher, Session, Status,
     SubscribeOptions, TrackConsumer, TrackNamespace, Version,
 };
-use moq_core::codes::RequestErrorCode;
+use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode};
 use moq_relay::{Relay, RelayConfig};
 use moq_transport::Error;
 
@@ -1128,6 +1128,141 @@ async fn held_subscribe_takes_the_publish() {
             panic!("datagram")
         };
         assert_eq!(&g.next_object().await.unwrap().unwrap().payload[..], b"t0");
+    })
+    .await;
+}
+
+/// A SUBSCRIBE held for its publisher starts where the track stood when the publisher answered:
+/// an object the publisher sends right after PUBLISH_OK reaches it, even when the relay ingests
+/// it before it answers the SUBSCRIBE (it once started after that object).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_subscribe_gets_the_first_object() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["held-first"]);
+        for round in 0..5 {
+            let name = track(&n, &format!("t{round}"));
+            let viewer = transport_session(&relay, false).await;
+            let before = relay.metrics().subscriptions_active.load(Ordering::Relaxed);
+            let pending = {
+                let s = viewer.clone();
+                let params = Parameters {
+                    rendezvous_timeout: Some(10_000),
+                    ..Default::default()
+                };
+                let name = name.clone();
+                tokio::spawn(async move { s.subscribe(name, params).await })
+            };
+            // No signal for "the relay holds the SUBSCRIBE": poll its counter.
+            while relay.metrics().subscriptions_active.load(Ordering::Relaxed) == before {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let publisher = transport_session(&relay, true).await;
+            let t = publisher
+                .publish(name, PublishOptions::default())
+                .await
+                .unwrap();
+            t.accepted().await.unwrap();
+            let mut s = t
+                .writer()
+                .open_subgroup(0, SubgroupId::Zero, None, false)
+                .await
+                .unwrap();
+            s.write_object(0, bytes::Bytes::from_static(b"first"))
+                .await
+                .unwrap();
+            s.finish();
+            let mut sub = pending.await.unwrap().unwrap();
+            let TrackEvent::Subgroup(mut g) = sub.next().await.unwrap().unwrap() else {
+                panic!("datagram")
+            };
+            let o = g.next_object().await.unwrap().unwrap();
+            assert_eq!(
+                (o.location.object, &o.payload[..]),
+                (0, &b"first"[..]),
+                "round {round}"
+            );
+        }
+    })
+    .await;
+}
+
+/// A published track ends with its publisher, however it goes: PUBLISH_DONE, or its session
+/// closing under a live subscription (the relay's task for it is aborted then, and once leaked
+/// the track, so a later SUBSCRIBE was answered at once from the dead track's cache). A later
+/// SUBSCRIBE waits for the next publisher of the name and gets only its objects.
+// On two threads, as the relay binary runs: the session's end and its tasks' race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_track_ends_with_its_publisher() {
+    timeout(async {
+        let relay = relay();
+        let name = track(&ns(&["republished"]), "t");
+        let metric = |m: &std::sync::atomic::AtomicU64| m.load(Ordering::Relaxed);
+        // Publishes one object and ends with PUBLISH_DONE or not; returns the session.
+        async fn publish_one(
+            relay: &Relay,
+            name: &FullTrackName,
+            payload: &'static [u8],
+            done: bool,
+        ) -> moq_transport::Session {
+            let publisher = transport_session(relay, false).await;
+            let t = publisher
+                .publish(name.clone(), PublishOptions::default())
+                .await
+                .unwrap();
+            t.accepted().await.unwrap();
+            let w = t.into_writer();
+            let mut s = w
+                .open_subgroup(0, SubgroupId::Zero, None, false)
+                .await
+                .unwrap();
+            s.write_object(0, bytes::Bytes::from_static(payload))
+                .await
+                .unwrap();
+            s.finish();
+            // The relay has the object.
+            w.delivered().await;
+            if done {
+                w.finish(PublishDoneCode::TRACK_ENDED, "").await.unwrap();
+            }
+            publisher
+        }
+        for done in [false, true].repeat(3) {
+            publish_one(&relay, &name, b"old", done)
+                .await
+                .close(SessionErrorCode::NO_ERROR, "done");
+            // The relay let go of that publisher (no signal for it: poll the counters).
+            while metric(&relay.metrics().upstream_active) != 0
+                || metric(&relay.metrics().subscriptions_active) != 0
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let viewer = transport_session(&relay, false).await;
+            let params = Parameters {
+                rendezvous_timeout: Some(10_000),
+                ..Default::default()
+            };
+            // The next publisher stays until its object is read: a relay may lose what it had
+            // not read when a session closes.
+            let (sub, _next) = tokio::join!(viewer.subscribe(name.clone(), params), async {
+                // Held until this publisher comes.
+                while metric(&relay.metrics().subscriptions_active) == 0 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                publish_one(&relay, &name, b"new", true).await
+            });
+            let mut sub = sub.unwrap();
+            let mut got = Vec::new();
+            while let Some(ev) = sub.next().await {
+                let TrackEvent::Subgroup(mut g) = ev.unwrap() else {
+                    panic!("datagram")
+                };
+                while let Some(o) = g.next_object().await.unwrap() {
+                    got.push(o.payload);
+                }
+            }
+            assert_eq!(got, vec![bytes::Bytes::from_static(b"new")], "done: {done}");
+        }
     })
     .await;
 }

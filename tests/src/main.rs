@@ -12,7 +12,7 @@
 mod cases;
 
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use moq_client::{Client, Version};
@@ -159,12 +159,19 @@ async fn main() -> ExitCode {
             }
         }
     }
+    // The sessions' close reaches the relay before the process exits: otherwise the relay
+    // holds them (and what they publish) until its idle timeout, and a case run next by
+    // another process meets this one's publishers.
+    let _ = tokio::time::timeout(CLOSE_WAIT, target.client.wait_idle()).await;
     if failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     }
 }
+
+/// How long the sessions may take to close before the process exits.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// A YAML scalar: quoted and escaped.
 fn yaml(s: &str) -> String {
