@@ -20,11 +20,12 @@ use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::auth::{AuthRequest, ResolvedToken, SessionInfo, TokenCache, unauthorized};
 use super::config::SessionConfig;
+use super::finished::Finished;
 use super::ids::PeerRequestIds;
 use super::tasks::TaskSet;
 use crate::error::Error;
 use crate::framing::{Reader, Writer};
-use crate::transport::{Connection, TransportKind};
+use crate::transport::{BoxSendStream, Connection, TransportKind};
 
 /// Which end of the connection this is. Clients use even Request IDs, servers odd ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -102,10 +103,13 @@ pub(crate) struct SessionCore {
     goaway_received: watch::Sender<Option<GoawayInfo>>,
     control: tokio::sync::Mutex<Option<Writer>>,
     open_requests: AtomicUsize,
-    /// Finished data streams being watched until the peer acknowledges them.
+    /// Finished data streams being watched until the peer acknowledges them (those with a
+    /// delivery timeout, or still writing their header).
     finishing: mpsc::UnboundedSender<Finishing>,
     /// How many of them.
     unacked: watch::Sender<usize>,
+    /// The other finished data streams, not watched but held until acknowledged.
+    finished: Finished,
 }
 
 /// A finished data stream's watch: resolves once the peer acknowledged it (or it was reset).
@@ -150,6 +154,7 @@ impl SessionCore {
         let core = Arc::new(SessionCore {
             finishing,
             unacked: watch::channel(0).0,
+            finished: Finished::default(),
             conn,
             version,
             role,
@@ -283,8 +288,18 @@ impl SessionCore {
         }
     }
 
-    /// Resolves once no finished data stream waits for the peer's acknowledgement.
+    /// Holds a finished data stream until the peer acknowledged it, for
+    /// [`Self::acknowledged`]; nothing watches it meanwhile.
+    pub(crate) fn finished(&self, stream: BoxSendStream) {
+        self.finished.push(stream);
+    }
+
+    /// Resolves once the peer has acknowledged every data stream finished before the call
+    /// (or stopped it, or the connection failed).
+    ///
+    /// Cancel safe.
     pub(crate) async fn acknowledged(&self) {
+        self.finished.wait().await;
         let mut rx = self.unacked.subscribe();
         let _ = rx.wait_for(|n| *n == 0).await;
     }

@@ -9,6 +9,7 @@ mod auth;
 mod config;
 mod core;
 mod driver;
+mod finished;
 mod handshake;
 mod ids;
 mod setup;

@@ -138,8 +138,6 @@ pub(crate) struct WriterShared {
     pub(crate) streams_opened: AtomicU64,
     pub(crate) streams_open: AtomicUsize,
     pub(crate) streams_closed: Notify,
-    /// Finished subgroup streams the peer has not acknowledged yet.
-    pub(crate) unacked: watch::Sender<usize>,
     pub(crate) largest: watch::Sender<Option<Location>>,
     pub(crate) finish: Mutex<Option<oneshot::Sender<Finish>>>,
     pub(crate) finished: AtomicBool,
@@ -277,15 +275,15 @@ impl SubscriptionWriter {
         }
     }
 
-    /// Resolves once the peer has acknowledged every subgroup stream of the subscription that
-    /// was finished (streams still open are not waited for), or the session ended.
+    /// Resolves once the peer has acknowledged every data stream of the session finished before
+    /// the call, this subscription's among them (streams still open are not waited for), or
+    /// the session ended.
     ///
     /// Cancel safe.
     pub async fn acknowledged(&self) {
         // A stream the subscriber stopped, or the session's end, counts as answered too.
-        let mut rx = self.shared.unacked.subscribe();
         tokio::select! {
-            _ = rx.wait_for(|n| *n == 0) => {}
+            _ = self.shared.core.acknowledged() => {}
             _ = self.shared.core.closed() => {}
         }
     }
@@ -584,9 +582,12 @@ impl SubgroupSender {
         if header.is_none() {
             let _ = stream.finish();
             closed(&self.shared);
+            if timeout.is_none() {
+                self.shared.core.finished(stream);
+                return;
+            }
         }
         let shared = self.shared.clone();
-        shared.unacked.send_modify(|n| *n += 1);
         // Watched until the peer acknowledged every byte (draft-19 §8: reset with
         // DELIVERY_TIMEOUT if that takes longer than the subgroup delivery timeout).
         self.shared.core.after_finish(async move {
@@ -606,7 +607,6 @@ impl SubgroupSender {
                 }
                 None => acked.await,
             }
-            shared.unacked.send_modify(|n| *n -= 1);
         });
     }
 

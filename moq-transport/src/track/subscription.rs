@@ -264,7 +264,6 @@ impl PublisherTask {
             streams_opened: AtomicU64::new(0),
             streams_open: AtomicUsize::new(0),
             streams_closed: Notify::new(),
-            unacked: watch::channel(0).0,
             largest: watch::channel(None).0,
             finish: Mutex::new(Some(finish_tx)),
             finished: AtomicBool::new(false),
