@@ -138,20 +138,30 @@ pub(crate) struct WriterShared {
     pub(crate) streams_opened: AtomicU64,
     pub(crate) streams_open: AtomicUsize,
     pub(crate) streams_closed: Notify,
-    pub(crate) largest: watch::Sender<Option<Location>>,
+    /// The largest location written or observed. A mutex, not a watch: it changes with every
+    /// object, and waking a watch's receivers costs more than an object when nobody waits.
+    pub(crate) largest: Mutex<Option<Location>>,
+    /// Callers of [`SubscriptionWriter::reached`] waiting, and their wake-up.
+    pub(crate) reaching: AtomicUsize,
+    pub(crate) reached: Notify,
     pub(crate) finish: Mutex<Option<oneshot::Sender<Finish>>>,
     pub(crate) finished: AtomicBool,
 }
 
 impl WriterShared {
     fn note_largest(&self, loc: Location) {
-        self.largest.send_if_modified(|l| {
+        let newer = {
+            let mut l = self.largest.lock();
             let newer = l.is_none_or(|x| loc > x);
             if newer {
                 *l = Some(loc);
             }
             newer
-        });
+        };
+        // SeqCst with `reached`: either it sees the new location, or this sees it waiting.
+        if newer && self.reaching.load(Ordering::SeqCst) > 0 {
+            self.reached.notify_waiters();
+        }
     }
 
     /// Resolves once every subgroup stream of the subscription is closed.
@@ -260,7 +270,7 @@ impl SubscriptionWriter {
 
     /// The largest location written so far.
     pub fn largest(&self) -> Option<Location> {
-        *self.shared.largest.borrow()
+        *self.shared.largest.lock()
     }
 
     /// Resolves once an object at `loc` or later has been written (or observed), or the
@@ -268,10 +278,19 @@ impl SubscriptionWriter {
     ///
     /// Cancel safe.
     pub async fn reached(&self, loc: Location) {
-        let mut rx = self.shared.largest.subscribe();
-        tokio::select! {
-            _ = rx.wait_for(|l| l.is_some_and(|l| l >= loc)) => {}
-            _ = self.cancelled() => {}
+        let s = &self.shared;
+        let _waiting = Waiting::new(&s.reaching);
+        loop {
+            let notified = s.reached.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if s.largest.lock().is_some_and(|l| l >= loc) {
+                return;
+            }
+            tokio::select! {
+                _ = notified => {}
+                _ = self.cancelled() => return,
+            }
         }
     }
 
@@ -616,6 +635,22 @@ impl SubgroupSender {
             s.reset(code.0);
             closed(&self.shared);
         }
+    }
+}
+
+/// Counts a caller of [`SubscriptionWriter::reached`] while it waits.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

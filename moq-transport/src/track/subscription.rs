@@ -264,7 +264,9 @@ impl PublisherTask {
             streams_opened: AtomicU64::new(0),
             streams_open: AtomicUsize::new(0),
             streams_closed: Notify::new(),
-            largest: watch::channel(None).0,
+            largest: Mutex::new(None),
+            reaching: AtomicUsize::new(0),
+            reached: Notify::new(),
             finish: Mutex::new(Some(finish_tx)),
             finished: AtomicBool::new(false),
         });
@@ -284,7 +286,7 @@ impl PublisherTask {
 
     /// Applies the subscriber's PUBLISH_OK parameters.
     pub(crate) fn apply(&self, params: &Parameters) {
-        let largest = *self.shared.largest.borrow();
+        let largest = *self.shared.largest.lock();
         self.params.send_modify(|p| p.apply(params, largest));
     }
 
@@ -340,7 +342,7 @@ impl PublisherTask {
         params: &Parameters,
         join: Option<&watch::Sender<JoinState>>,
     ) -> Result<RequestOk, RequestError> {
-        let largest = *self.shared.largest.borrow();
+        let largest = *self.shared.largest.lock();
         let mut next = self.params.borrow().clone();
         next.apply(params, largest);
         if next.end_group.is_some_and(|end| end < next.start.group) {
