@@ -1158,6 +1158,8 @@ fn every_parameter_is_allowed_exactly_where_the_draft_lists_it() {
         (
             0x08,
             vec![
+                // Accepted in TRACK_STATUS_OK (draft-19 §10.14 reading), never sent there.
+                C::TrackStatusOk,
                 C::SubscribeOk,
                 C::Publish,
                 C::PublishOk,

@@ -190,8 +190,12 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
         // draft-19 §10.2.6 lists SUBSCRIBE; §10.19.1 makes every SUBSCRIBE parameter valid in
         // SUBSCRIBE_TRACKS too.
         param::RENDEZVOUS_TIMEOUT => SUB_LIKE,
+        // draft-19 §10.2.7 lists no TRACK_STATUS_OK, but §10.14 gives TRACK_STATUS_OK "the same
+        // parameters ... it would have set in a SUBSCRIBE_OK": accepted there, never sent there
+        // (see moq-transport track/status.rs), so peers of either reading keep working.
         param::EXPIRES => {
-            C::SubscribeOk.bit()
+            C::TrackStatusOk.bit()
+                | C::SubscribeOk.bit()
                 | C::Publish.bit()
                 | C::PublishOk.bit()
                 | C::SubscribeNamespaceOk.bit()

@@ -7,7 +7,7 @@ use moq_core::FullTrackName;
 use moq_core::message::{ParamContext, Parameters, RequestOk, TrackStatus};
 
 use super::incoming::{Incoming, IncomingTrackStatus, TrackStatusInfo};
-use super::params::{millis, ms};
+use super::params::ms;
 use super::state::{Asked, TrackState, no_such_track};
 use crate::error::Error;
 use crate::request::Request;
@@ -65,7 +65,8 @@ pub(crate) async fn serve_track_status(
     req.send(RequestOk {
         params: Parameters {
             largest_object: info.largest,
-            expires: info.expires.map(millis),
+            // Not sent: draft-19 §10.2.7 does not list TRACK_STATUS_OK for EXPIRES, and a peer
+            // reading it strictly would close the session (we accept it, §10.14).
             ..Default::default()
         },
         track_properties: info.track_properties,
