@@ -88,6 +88,12 @@ impl Version {
         matches!(self, Version::Draft18)
     }
 
+    /// A requester's FIN cancels its SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS (draft-18 §6.1);
+    /// from draft-19 a FIN only says the requester sends nothing more (§3.3.2).
+    pub const fn fin_cancels_discovery(self) -> bool {
+        matches!(self, Version::Draft18)
+    }
+
     /// Several concurrent subscriptions to one track are allowed (draft-19); draft-18 answers
     /// a second one with DUPLICATE_SUBSCRIPTION.
     pub const fn allows_duplicate_subscriptions(self) -> bool {

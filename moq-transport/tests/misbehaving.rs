@@ -21,10 +21,11 @@ use common::{TestServer, timeout};
 use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::{
     Goaway, Message, Namespace, NamespaceDone, Parameters, PublishNamespace, RequestError,
-    RequestOk, RequestUpdate, Setup, SetupOptions, SubscribeNamespace,
+    RequestOk, RequestUpdate, Setup, SetupOptions, SubscribeNamespace, SubscribeTracks,
 };
 use moq_core::{Location, Properties, TrackNamespace, Version};
 use moq_transport::namespace::{NamespaceEvent, NamespaceSubscription};
+use moq_transport::track::Incoming;
 use moq_transport::{Error, Session, SessionConfig};
 
 const V19: Version = Version::Draft19;
@@ -990,6 +991,73 @@ async fn padding_streams_and_datagrams_are_discarded() {
         assert!(matches!(resp.expect().await, Message::RequestOk(_)));
         assert!(session.close_reason().is_none());
         assert!(raw.is_open());
+    })
+    .await;
+}
+
+/// SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS for (a).
+fn discovery_request(tracks: bool, request_id: u64, v: Version) -> Vec<u8> {
+    let prefix = ns(&["a"]);
+    let params = Parameters::default();
+    if tracks {
+        encode(
+            SubscribeTracks {
+                request_id,
+                prefix,
+                params,
+            },
+            v,
+        )
+    } else {
+        encode(
+            SubscribeNamespace {
+                request_id,
+                prefix,
+                params,
+            },
+            v,
+        )
+    }
+}
+
+/// draft-18 §6.1: a requester's FIN cancels its SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS (the
+/// responder ends its half and the prefix is free again); from draft-19 a FIN only ends the
+/// requester's half (§3.3.2), so the prefix stays taken and a second request for it is
+/// PREFIX_OVERLAP.
+#[tokio::test]
+async fn fin_after_a_discovery_request() {
+    timeout(async {
+        for tracks in [false, true] {
+            for v in [V18, V19] {
+                let (raw, session, _srv) =
+                    raw_client_with(SessionConfig::default().with_requests(), v).await;
+                // The application accepts every SUBSCRIBE_TRACKS.
+                let responder = session.clone();
+                let _answers = tokio::spawn(async move {
+                    let mut held = Vec::new();
+                    while let Some(Incoming::SubscribeTracks(r)) = responder.incoming().next().await
+                    {
+                        held.push(r.accept().await);
+                    }
+                });
+                let (mut send, mut resp) = raw.open_request(&discovery_request(tracks, 0, v)).await;
+                let what = format!("{v}, tracks: {tracks}");
+                let first = resp.expect().await;
+                assert!(matches!(first, Message::RequestOk(_)), "{what}: {first:?}");
+                send.finish().unwrap();
+                if v.fin_cancels_discovery() {
+                    assert!(resp.next().await.unwrap().is_none(), "{what}: no FIN back");
+                }
+                let (_send, mut resp) = raw.open_request(&discovery_request(tracks, 2, v)).await;
+                match (v.fin_cancels_discovery(), resp.expect().await) {
+                    (true, Message::RequestOk(_)) => {}
+                    (false, Message::RequestError(e)) => {
+                        assert_eq!(e.code, RequestErrorCode::PREFIX_OVERLAP, "{what}")
+                    }
+                    (_, other) => panic!("{what}: {other:?}"),
+                }
+            }
+        }
     })
     .await;
 }

@@ -289,6 +289,11 @@ pub(crate) async fn serve_subscribe_namespace(
                 }
                 Event::Message(m) => return Err(req.unexpected(&m)),
                 Event::Ended(_) => return Ok(()),
+                // draft-18 §6.1: the subscriber's FIN cancels, freeing the prefix.
+                Event::Fin if core.version().fin_cancels_discovery() => {
+                    req.finish();
+                    return Ok(());
+                }
                 // A FIN from the subscriber is not a cancellation (draft-19 §3.3.2).
                 Event::Fin | Event::Dropped | Event::Updated(_) => {}
             },

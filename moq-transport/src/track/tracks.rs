@@ -186,6 +186,12 @@ pub(crate) async fn serve_subscribe_tracks(
                 }
                 Event::Message(m) => break Err(req.unexpected(&m)),
                 Event::Ended(_) => break Ok(()),
+                // draft-18 §6.1: the subscriber's FIN cancels, freeing the prefix.
+                Event::Fin if tracks.core().version().fin_cancels_discovery() => {
+                    req.finish();
+                    break Ok(());
+                }
+                // draft-19 §3.3.2: a FIN is not a cancellation.
                 Event::Fin | Event::Dropped | Event::Updated(_) => {}
             },
         }
