@@ -25,7 +25,7 @@ use moq_core::message::{
 };
 use moq_core::{Location, Properties, TrackNamespace, Version};
 use moq_transport::namespace::{NamespaceEvent, NamespaceSubscription};
-use moq_transport::track::Incoming;
+use moq_transport::track::{Incoming, SubscribeResponse};
 use moq_transport::{Error, Session, SessionConfig};
 
 const V19: Version = Version::Draft19;
@@ -1058,6 +1058,33 @@ async fn fin_after_a_discovery_request() {
                 }
             }
         }
+    })
+    .await;
+}
+
+/// draft-19 §3.3.2: "A requester, with the exception of the sender of PUBLISH, MAY FIN
+/// immediately after sending a message": a SUBSCRIBE followed at once by FIN is answered when
+/// the application decides (a relay decides only once its upstream answered), not cancelled.
+#[tokio::test]
+async fn subscribe_then_fin_is_still_answered() {
+    timeout(async {
+        let (raw, session, _srv) =
+            raw_client_with(SessionConfig::default().with_requests(), V19).await;
+        let (mut send, mut resp) = raw
+            .open_request(&subscribe_with_property_filter(0, 2))
+            .await;
+        send.finish().unwrap();
+        let Some(Incoming::Subscribe(r)) = session.incoming().next().await else {
+            panic!("no SUBSCRIBE");
+        };
+        let response = SubscribeResponse {
+            track_alias: None,
+            largest: None,
+            expires: None,
+            track_properties: Properties::new(),
+        };
+        let _writer = r.accept(response).await.unwrap();
+        assert!(matches!(resp.expect().await, Message::SubscribeOk(_)));
     })
     .await;
 }
