@@ -15,7 +15,7 @@ use moq_client::directory::{Directory, DirectoryOptions, Hold, Peer, Source, Ups
 use moq_client::serve::serve_fetch;
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::{FetchType, Parameters, RequestError};
-use moq_core::{FullTrackName, Location, TrackNamespace};
+use moq_core::{FullTrackName, Location, Properties, TrackNamespace};
 use moq_transport::endpoint::{Server, ServerConfig};
 use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie};
 use moq_transport::track::{
@@ -61,6 +61,29 @@ struct RelayTrack {
     /// A NEW_GROUP_REQUEST from a downstream SUBSCRIBE that arrived with no upstream
     /// subscription: upstream SUBSCRIBEs carry it (draft-19 §10.2.18).
     new_group_request: Mutex<Option<u64>>,
+}
+
+impl RelayTrack {
+    /// A track with nothing upstream yet; `published` if a PUBLISH brought it.
+    fn new(
+        inner: &Inner,
+        name: &FullTrackName,
+        properties: Properties,
+        published: bool,
+    ) -> Arc<Self> {
+        Arc::new(RelayTrack {
+            name: name.clone(),
+            cache: TrackCache::new(name.clone(), properties, inner.config.cache),
+            upstreams: Mutex::new(HashMap::new()),
+            live_upstreams: AtomicUsize::new(0),
+            pending_upstreams: AtomicUsize::new(0),
+            answer: watch::channel(None).0,
+            downstreams: AtomicUsize::new(0),
+            published,
+            rendezvous_until: Mutex::new(None),
+            new_group_request: Mutex::new(None),
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -372,18 +395,7 @@ fn get_or_create_track(
         match tracks.get(name) {
             Some(t) => (t.clone(), false),
             None => {
-                let t = Arc::new(RelayTrack {
-                    name: name.clone(),
-                    cache: TrackCache::new(name.clone(), Default::default(), inner.config.cache),
-                    upstreams: Mutex::new(HashMap::new()),
-                    live_upstreams: AtomicUsize::new(0),
-                    pending_upstreams: AtomicUsize::new(0),
-                    answer: watch::channel(None).0,
-                    downstreams: AtomicUsize::new(0),
-                    published: false,
-                    rendezvous_until: Mutex::new(None),
-                    new_group_request: Mutex::new(None),
-                });
+                let t = RelayTrack::new(inner, name, Default::default(), false);
                 tracks.insert(name.clone(), t.clone());
                 (t, true)
             }
@@ -839,29 +851,10 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
     let info = p.info().clone();
     let track = {
         let mut tracks = inner.tracks.lock();
-        match tracks.get(&name) {
-            Some(t) => t.clone(),
-            None => {
-                let t = Arc::new(RelayTrack {
-                    name: name.clone(),
-                    cache: TrackCache::new(
-                        name.clone(),
-                        info.track_properties.clone(),
-                        inner.config.cache,
-                    ),
-                    upstreams: Mutex::new(HashMap::new()),
-                    live_upstreams: AtomicUsize::new(0),
-                    pending_upstreams: AtomicUsize::new(0),
-                    answer: watch::channel(None).0,
-                    downstreams: AtomicUsize::new(0),
-                    published: true,
-                    rendezvous_until: Mutex::new(None),
-                    new_group_request: Mutex::new(None),
-                });
-                tracks.insert(name.clone(), t.clone());
-                t
-            }
-        }
+        tracks
+            .entry(name.clone())
+            .or_insert_with(|| RelayTrack::new(&inner, &name, info.track_properties.clone(), true))
+            .clone()
     };
     let Ok(sub) = p.accept(Parameters::default()).await else {
         return;

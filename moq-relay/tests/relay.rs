@@ -627,6 +627,31 @@ const APP_INT: u64 = 0x7A;
 /// An application-private Property with a byte value.
 const APP_BYTES: u64 = 0x79;
 
+/// Polls `cond` until it holds: for relay states that send no signal (a held SUBSCRIBE, a
+/// publisher let go), seen through the relay's counters.
+async fn until(mut cond: impl FnMut() -> bool) {
+    while !cond() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The relay's count `m` now.
+fn count(m: &std::sync::atomic::AtomicU64) -> u64 {
+    m.load(Ordering::Relaxed)
+}
+
+/// Writes object {0, 0} on a stream of its own and finishes it.
+async fn write_first_object(w: &moq_transport::track::SubscriptionWriter, payload: &'static [u8]) {
+    let mut s = w
+        .open_subgroup(0, SubgroupId::Zero, None, false)
+        .await
+        .unwrap();
+    s.write_object(0, bytes::Bytes::from_static(payload))
+        .await
+        .unwrap();
+    s.finish();
+}
+
 /// A moq-transport session to the relay that takes requests itself (SUBSCRIBE, FETCH, PUBLISH
 /// ...), offering every version (the relay picks draft-19).
 async fn transport_session(relay: &Relay, webtransport: bool) -> moq_transport::Session {
@@ -1093,10 +1118,8 @@ async fn held_subscribe_takes_the_publish() {
             let name = track(&n, "t");
             tokio::spawn(async move { s.subscribe(name, params).await })
         };
-        // No signal for "the relay holds the SUBSCRIBE": poll its counter.
-        while relay.metrics().subscriptions_active.load(Ordering::Relaxed) == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        // Held by the relay.
+        until(|| count(&relay.metrics().subscriptions_active) > 0).await;
         let publisher = transport_session(&relay, true).await;
         let t = publisher
             .publish(track(&n, "t"), PublishOptions::default())
@@ -1115,15 +1138,7 @@ async fn held_subscribe_takes_the_publish() {
             other => panic!("{other:?}"),
         }
         // And t's objects arrive on the SUBSCRIBE.
-        let mut s = t
-            .writer()
-            .open_subgroup(0, SubgroupId::Zero, None, false)
-            .await
-            .unwrap();
-        s.write_object(0, bytes::Bytes::from_static(b"t0"))
-            .await
-            .unwrap();
-        s.finish();
+        write_first_object(t.writer(), b"t0").await;
         let TrackEvent::Subgroup(mut g) = sub.next().await.unwrap().unwrap() else {
             panic!("datagram")
         };
@@ -1153,25 +1168,15 @@ async fn held_subscribe_gets_the_first_object() {
                 let name = name.clone();
                 tokio::spawn(async move { s.subscribe(name, params).await })
             };
-            // No signal for "the relay holds the SUBSCRIBE": poll its counter.
-            while relay.metrics().subscriptions_active.load(Ordering::Relaxed) == before {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            // Held by the relay.
+            until(|| count(&relay.metrics().subscriptions_active) > before).await;
             let publisher = transport_session(&relay, true).await;
             let t = publisher
                 .publish(name, PublishOptions::default())
                 .await
                 .unwrap();
             t.accepted().await.unwrap();
-            let mut s = t
-                .writer()
-                .open_subgroup(0, SubgroupId::Zero, None, false)
-                .await
-                .unwrap();
-            s.write_object(0, bytes::Bytes::from_static(b"first"))
-                .await
-                .unwrap();
-            s.finish();
+            write_first_object(t.writer(), b"first").await;
             let mut sub = pending.await.unwrap().unwrap();
             let TrackEvent::Subgroup(mut g) = sub.next().await.unwrap().unwrap() else {
                 panic!("datagram")
@@ -1197,7 +1202,6 @@ async fn a_track_ends_with_its_publisher() {
     timeout(async {
         let relay = relay();
         let name = track(&ns(&["republished"]), "t");
-        let metric = |m: &std::sync::atomic::AtomicU64| m.load(Ordering::Relaxed);
         // Publishes one object and ends with PUBLISH_DONE or not; returns the session.
         async fn publish_one(
             relay: &Relay,
@@ -1212,14 +1216,7 @@ async fn a_track_ends_with_its_publisher() {
                 .unwrap();
             t.accepted().await.unwrap();
             let w = t.into_writer();
-            let mut s = w
-                .open_subgroup(0, SubgroupId::Zero, None, false)
-                .await
-                .unwrap();
-            s.write_object(0, bytes::Bytes::from_static(payload))
-                .await
-                .unwrap();
-            s.finish();
+            write_first_object(&w, payload).await;
             // The relay has the object.
             w.delivered().await;
             if done {
@@ -1231,12 +1228,9 @@ async fn a_track_ends_with_its_publisher() {
             publish_one(&relay, &name, b"old", done)
                 .await
                 .close(SessionErrorCode::NO_ERROR, "done");
-            // The relay let go of that publisher (no signal for it: poll the counters).
-            while metric(&relay.metrics().upstream_active) != 0
-                || metric(&relay.metrics().subscriptions_active) != 0
-            {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            // The relay let go of that publisher.
+            let m = relay.metrics();
+            until(|| count(&m.upstream_active) == 0 && count(&m.subscriptions_active) == 0).await;
             let viewer = transport_session(&relay, false).await;
             let params = Parameters {
                 rendezvous_timeout: Some(10_000),
@@ -1246,9 +1240,7 @@ async fn a_track_ends_with_its_publisher() {
             // not read when a session closes.
             let (sub, _next) = tokio::join!(viewer.subscribe(name.clone(), params), async {
                 // Held until this publisher comes.
-                while metric(&relay.metrics().subscriptions_active) == 0 {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
+                until(|| count(&relay.metrics().subscriptions_active) > 0).await;
                 publish_one(&relay, &name, b"new", true).await
             });
             let mut sub = sub.unwrap();
