@@ -86,17 +86,21 @@ pub struct Subgroup {
     pub priority: u8,
     /// Whether this subgroup holds the group's last object.
     pub end_of_group: bool,
+    /// Whether the cache holds it from the first object ever published in it (what a stream
+    /// forwarded from its start says with FIRST_OBJECT, draft-19 §2.2).
+    pub from_first: bool,
     inner: Mutex<SubgroupInner>,
     changed: watch::Sender<u64>,
 }
 
 impl Subgroup {
-    fn new(group: u64, id: u64, priority: u8, end_of_group: bool) -> Self {
+    fn new(group: u64, id: u64, priority: u8, end_of_group: bool, from_first: bool) -> Self {
         Subgroup {
             group,
             id,
             priority,
             end_of_group,
+            from_first,
             inner: Mutex::new(SubgroupInner {
                 objects: Vec::new(),
                 end: SubgroupEnd::Open,
@@ -386,6 +390,11 @@ impl TrackCache {
         self.state.inner.lock().largest
     }
 
+    /// The largest location of an object actually stored (the largest may run ahead of it).
+    pub fn stored(&self) -> Option<Location> {
+        self.state.inner.lock().stored
+    }
+
     /// Raises the largest location (a relay learns it from upstream before objects arrive).
     pub fn observe_largest(&self, loc: Location) {
         let mut inner = self.state.inner.lock();
@@ -423,13 +432,15 @@ impl TrackCache {
     }
 
     /// The subgroup (`group`, `id`), created if absent (a group older than the eviction point
-    /// is refused).
+    /// is refused); `from_first` says whether its first object will be the first ever
+    /// published in it (see [`Subgroup::from_first`]).
     pub fn subgroup(
         &self,
         group: u64,
         id: u64,
         priority: u8,
         end_of_group: bool,
+        from_first: bool,
     ) -> Option<Arc<Subgroup>> {
         let mut inner = self.state.inner.lock();
         if group < inner.evicted_below {
@@ -450,7 +461,7 @@ impl TrackCache {
         if let Some(s) = subs.get(&id) {
             return Some(s.clone());
         }
-        let s = Arc::new(Subgroup::new(group, id, priority, end_of_group));
+        let s = Arc::new(Subgroup::new(group, id, priority, end_of_group, from_first));
         subs.insert(id, s.clone());
         drop(subs);
         inner.log.push((group, id));
@@ -634,7 +645,7 @@ mod tests {
 
     /// Writes objects 0..n of a new subgroup 0 of `group`; finished if `finish`.
     fn write(t: &TrackCache, group: u64, n: u64, finish: bool) {
-        let sg = t.subgroup(group, 0, 128, true).unwrap();
+        let sg = t.subgroup(group, 0, 128, true, true).unwrap();
         for id in 0..n {
             assert!(t.append(&sg, object(id)));
         }
@@ -681,7 +692,7 @@ mod tests {
     #[tokio::test]
     async fn duplicates_are_ignored() {
         let t = track();
-        let sg = t.subgroup(0, 0, 1, false).unwrap();
+        let sg = t.subgroup(0, 0, 1, false, true).unwrap();
         let o = |id| CachedObject {
             id,
             status: ObjectStatus::Normal,

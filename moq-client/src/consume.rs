@@ -274,6 +274,12 @@ impl Router {
 
     /// The track ended: every group is complete once its parts are read.
     pub(crate) fn end(&mut self) {
+        self.close_groups();
+    }
+
+    /// Every group handed out so far is complete once its parts are read; a later part of one
+    /// of them comes as that group again.
+    pub(crate) fn close_groups(&mut self) {
         self.groups.clear();
     }
 

@@ -144,9 +144,11 @@ pub struct SubscribeOptions {
     /// publisher's; GROUP_ORDER).
     pub group_order: Option<GroupOrder>,
     /// Where the subscription starts (and ends). Default ([`None`]): after the largest object
-    /// published so far, that is what is published from now on (LargestObject). Use
-    /// [`SubscribeOptions::start_at`] with `Location::new(0, 0)` for everything the publisher
-    /// still has (draft-19 §5.1.2).
+    /// published so far, that is what is published from now on (LargestObject). A SUBSCRIBE
+    /// only ever delivers objects published after it is answered (draft-19 §10.7), so a
+    /// start before that point does not bring the past back: fetch it with
+    /// [`crate::Subscriber::fetch`] (a Joining FETCH joins it to the subscription without
+    /// duplicates). A start further on skips what comes before it.
     pub filter: Option<LocationFilter>,
     /// Whether the publisher sends objects at all (default true; FORWARD).
     pub forward: Option<bool>,
@@ -225,8 +227,8 @@ impl SubscribeOptions {
         self
     }
 
-    /// The request's parameters. A SUBSCRIBE without a filter is sent with LargestObject: an
-    /// unfiltered one would ask for every object the publisher still has (draft-19 §5.1.2).
+    /// The request's parameters. A SUBSCRIBE without a filter is sent with LargestObject, which
+    /// says explicitly what an unfiltered one means (draft-19 §5.1.2, §10.7).
     /// An answer to PUBLISH sends only the filter asked for.
     pub(crate) fn to_parameters(&self, default_filter: bool) -> Parameters {
         let filter = match self.filter {

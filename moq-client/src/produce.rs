@@ -65,7 +65,7 @@ impl TrackProducer {
         let priority = self.cache.default_priority();
         let subgroup = self
             .cache
-            .subgroup(id, 0, priority, true)
+            .subgroup(id, 0, priority, true, true)
             .ok_or(Error::GroupTooOld(id))?;
         // The Largest Object moves with the first object written, not when the group starts
         // (draft-19 §5.1.2): a subscriber arriving now must not skip this group's object 0.
@@ -166,7 +166,7 @@ impl GroupProducer {
         }
         let priority = priority.unwrap_or_else(|| cache.default_priority());
         let subgroup = cache
-            .subgroup(group, id, priority, false)
+            .subgroup(group, id, priority, false, true)
             .ok_or(Error::GroupTooOld(group))?;
         Ok(SubgroupProducer {
             cache: cache.clone(),

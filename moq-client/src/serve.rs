@@ -57,7 +57,8 @@ pub async fn serve_subscription(
     opts: ServeOptions,
 ) -> Result<(), Error> {
     let _serving = track.serving(&writer);
-    let start = writer.params().start;
+    // draft-19 §10.7: only what is published after the subscription was established.
+    let start = writer.params().first();
     let mut reader = track.reader(start.group);
     let mut inflight: VecDeque<JoinHandle<()>> = VecDeque::new();
     let status = loop {
@@ -169,11 +170,15 @@ async fn send_subgroup(
                 }
                 let s = match &mut stream {
                     Some(s) => s,
-                    None => stream.insert(
-                        writer
+                    None => {
+                        let mut s = writer
                             .open_subgroup(sg.group, id, priority, sg.end_of_group)
-                            .await?,
-                    ),
+                            .await?;
+                        // draft-19 §2.2: FIRST_OBJECT when this stream begins where the
+                        // subgroup began.
+                        s.set_first_object(sg.from_first && i == 1);
+                        stream.insert(s)
+                    }
                 };
                 let len = o.payload.len();
                 s.write(o.id, &o.properties, o.status, o.payload, Some(o.received))

@@ -234,7 +234,7 @@ impl Subscriber {
 
     /// Subscribes to `track`; returns after SUBSCRIBE_OK. Its groups follow as they start.
     /// With a reconnecting client the subscription is renewed on every new session, after the
-    /// last group seen.
+    /// last group seen; what was published in between comes first, by a Joining FETCH.
     ///
     /// ```no_run
     /// # async fn run(session: moq_client::Session, track: moq_client::FullTrackName) -> Result<(), moq_client::Error> {
@@ -281,7 +281,7 @@ impl Subscriber {
                 if let Some(g) = last_group {
                     renew.filter = Some(LocationFilter::AbsoluteStart(Location::new(g + 1, 0)));
                 }
-                sub = loop {
+                let (session, renewed) = loop {
                     let s = tokio::select! {
                         s = source.session() => s,
                         _ = router.closed() => return,
@@ -296,12 +296,18 @@ impl Subscriber {
                         _ = router.closed() => return,
                     };
                     match renewed {
-                        Ok(sub) => break sub,
+                        Ok(sub) => break (s, sub),
                         Err(e) if e.is_session_error() => continue,
                         Err(e) => return router.fail(e.into()).await,
                     }
                 };
+                sub = renewed;
                 info_tx.send_replace(Some(TrackInfo::of(sub.info())));
+                if let Some(g) = last_group
+                    && fill_gap(&session, &sub, g + 1, &mut router).await.is_err()
+                {
+                    return;
+                }
             }
         });
         Ok(consumer)
@@ -446,6 +452,51 @@ async fn pump(sub: &mut Subscription, router: &mut Router, last_group: &mut Opti
         *last_group = Some(last_group.map_or(group, |l| l.max(group)));
         if router.route(ev).await.is_err() {
             return Pumped::Dropped;
+        }
+    }
+}
+
+/// What was published while a renewed subscription was away: the renewed SUBSCRIBE carries
+/// only what comes after it (draft-19 §10.7), so the groups from `from_group` up to its Largest
+/// Location come by a Joining FETCH (§5.2), routed before the live objects. A refused or failed
+/// FETCH leaves the gap. `Err` once the application dropped the track.
+async fn fill_gap(
+    session: &moq_transport::Session,
+    sub: &Subscription,
+    from_group: u64,
+    router: &mut Router,
+) -> Result<(), ()> {
+    if sub
+        .info()
+        .largest
+        .is_none_or(|l| l < Location::new(from_group, 0))
+    {
+        return Ok(());
+    }
+    let request = FetchType::AbsoluteJoining {
+        joining_request_id: sub.request_id(),
+        joining_start: from_group,
+    };
+    let fetch = tokio::select! {
+        f = session.fetch(request, Parameters::default()) => f,
+        _ = router.closed() => return Err(()),
+    };
+    let Ok(mut fetch) = fetch else {
+        return Ok(());
+    };
+    loop {
+        let item = tokio::select! {
+            i = fetch.next() => i,
+            _ = router.closed() => return Err(()),
+        };
+        match item {
+            Some(Ok(FetchItem::Object(o))) => router.route(TrackEvent::Datagram(o)).await?,
+            Some(Ok(FetchItem::EndOfRange { .. })) => {}
+            None | Some(Err(_)) => {
+                // The fetched groups hold all they will get from the FETCH.
+                router.close_groups();
+                return Ok(());
+            }
         }
     }
 }

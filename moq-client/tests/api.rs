@@ -89,7 +89,8 @@ async fn server_publisher_discovery_and_subscribe() {
                 (a, b)
             };
 
-            // An absolute start replays the cache.
+            // An absolute start before the Largest Object still gets only what is published
+            // after the SUBSCRIBE (draft-19 §10.7: the cached groups 0..2 are FETCH's) ...
             let mut all = second
                 .subscriber()
                 .subscribe(
@@ -98,29 +99,22 @@ async fn server_publisher_discovery_and_subscribe() {
                 )
                 .await
                 .unwrap();
-            let got = read_groups(&mut all, 3).await;
-            assert_eq!(
-                got,
-                vec![
-                    (0, expected(0, 2)),
-                    (1, expected(1, 3)),
-                    (2, expected(2, 3))
-                ]
-            );
-            // ... from the middle of a group.
+            // ... and one ahead of it starts where it says, in the middle of a group.
             let mut mid = third
                 .subscriber()
                 .subscribe(
                     name.clone(),
-                    SubscribeOptions::default().start_at(loc(1, 1)),
+                    SubscribeOptions::default().start_at(loc(4, 1)),
                 )
                 .await
                 .unwrap();
-            let got = read_groups(&mut mid, 2).await;
-            assert_eq!(
-                got,
-                vec![(1, expected(1, 3)[1..].to_vec()), (2, expected(2, 3))]
-            );
+            write_group(&video, 2);
+            write_group(&video, 2);
+            let got = read_groups(&mut all, 2).await;
+            assert_eq!(got, vec![(3, expected(3, 2)), (4, expected(4, 2))]);
+            let got = read_groups(&mut mid, 1).await;
+            assert_eq!(got, vec![(4, expected(4, 2)[1..].to_vec())]);
+            assert_eq!(ids(&read_groups(&mut live, 2).await), vec![3, 4]);
 
             // Dropping the producer ends the track: PUBLISH_DONE TRACK_ENDED, then None.
             drop(video);
@@ -508,15 +502,12 @@ async fn cache_bound() {
             )
             .await
             .unwrap();
-        let got = read_groups(&mut stream, 3).await;
-        assert_eq!(
-            ids(&got),
-            vec![3, 4, 5],
-            "starts at the oldest cached group"
-        );
-        assert_eq!(got[0].1, expected(3, 2));
+        // draft-19 §10.7: the subscription carries only what is published after it; the
+        // cached groups 3..5 are FETCH's.
         write_group(&feed, 2);
-        assert_eq!(ids(&read_groups(&mut stream, 1).await), vec![6]);
+        let got = read_groups(&mut stream, 1).await;
+        assert_eq!(ids(&got), vec![6], "no cached group is replayed");
+        assert_eq!(got[0].1, expected(6, 2));
 
         let objects = fetch_all(
             client
@@ -702,11 +693,11 @@ async fn reconnecting_client_renews_subscriptions() {
             // The server drops the session: the client reconnects.
             first.close();
             wait_status(&mut r, |s| matches!(s, Status::Disconnected(_))).await;
+            // Written while no session is up: the renewed subscription gets only new objects
+            // (draft-19 §10.7), so this group arrives through the gap-filling Joining FETCH.
+            write_group(&news, 2);
             wait_status(&mut r, |s| matches!(s, Status::Connected(_))).await;
             let _second = srv.next_session().await;
-
-            // Written after the reconnect; the renewed subscription delivers it.
-            write_group(&news, 2);
             let got = read_groups(&mut stream, 1).await;
             assert_eq!(got, vec![(1, expected(1, 2))], "{transport:?} {version}");
             write_group(&news, 1);

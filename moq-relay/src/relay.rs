@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use moq_client::cache::TrackCache;
-use moq_client::cache::{CachedObject, DATAGRAM_SUBGROUP, SubgroupEnd};
+use moq_client::cache::{CachedObject, DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd};
 use moq_client::directory::{Directory, DirectoryOptions, Hold, Peer, Source, Upstream, status_of};
 use moq_client::serve::serve_fetch;
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode, StreamResetCode};
@@ -19,7 +19,7 @@ use moq_core::{FullTrackName, Location, Properties, TrackNamespace};
 use moq_transport::endpoint::{Server, ServerConfig};
 use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie};
 use moq_transport::track::{
-    FetchItem, Incoming, IncomingFetch, IncomingPublish, IncomingSubgroup, Subscription,
+    FetchItem, Incoming, IncomingFetch, IncomingPublish, IncomingSubgroup, Object, Subscription,
     TrackEvent, TrackStatusInfo,
 };
 use moq_transport::{Error, Session, SessionConfig};
@@ -429,8 +429,9 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
     let t = track.clone();
     let metrics = inner.metrics.clone();
     let handle = tokio::spawn(async move {
-        // Relays use their own priority and order upstream (draft-19 §7.3); no filter, so the
-        // publisher sends what it has cached and nothing is missed across a switchover.
+        // Relays use their own priority and order upstream (draft-19 §7.3), with no filter: the
+        // publisher sends what it publishes from now on; what the cache misses of the past
+        // is fetched (fill_from_upstream).
         let rendezvous = t
             .rendezvous_until
             .lock()
@@ -454,7 +455,8 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
                 }
                 t.answer.send_replace(Some(Ok(t.cache.largest())));
                 let mut live = LiveUpstream::new(&metrics, &t, None);
-                live.status = ingest(&t, sub, &metrics).await;
+                let continuing = fill_from_upstream(&t, &session, &sub, &metrics).await;
+                live.status = ingest(&t, sub, &metrics, continuing).await;
             }
             Err(e) => {
                 tracing::debug!(track = %t.name, error = %e, "upstream SUBSCRIBE failed");
@@ -486,11 +488,17 @@ async fn ingest(
     t: &Arc<RelayTrack>,
     mut sub: Subscription,
     metrics: &Arc<Metrics>,
+    mut continuing: Continuing,
 ) -> Option<PublishDoneCode> {
     let mut streams = tokio::task::JoinSet::new();
     while let Some(ev) = sub.next().await {
         // Reap finished copies so the set stays as small as the open streams.
         while streams.try_join_next().is_some() {}
+        match &ev {
+            Ok(TrackEvent::Subgroup(s)) => continuing.saw(s.group(), s.subgroup_id().unwrap_or(0)),
+            Ok(TrackEvent::Datagram(o)) => continuing.saw(o.location.group, DATAGRAM_SUBGROUP),
+            Err(_) => {}
+        }
         match ev {
             Ok(TrackEvent::Subgroup(s)) => {
                 let t = t.clone();
@@ -498,22 +506,7 @@ async fn ingest(
                 streams.spawn(async move { ingest_subgroup(&t, s, &metrics).await });
             }
             Ok(TrackEvent::Datagram(o)) => {
-                if let Some(sg) =
-                    t.cache
-                        .subgroup(o.location.group, DATAGRAM_SUBGROUP, o.priority, false)
-                {
-                    metrics.objects_received.fetch_add(1, Ordering::Relaxed);
-                    let obj = CachedObject {
-                        id: o.location.object,
-                        status: o.status,
-                        properties: o.properties,
-                        payload: o.payload,
-                        received: Instant::now(),
-                    };
-                    if !t.cache.append(&sg, obj) {
-                        metrics.duplicates.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
+                store_object(t, DATAGRAM_SUBGROUP, o, metrics);
             }
             Err(_) => break,
         }
@@ -530,6 +523,111 @@ async fn ingest(
     sub.publish_done().map(|d| d.status)
 }
 
+/// Stores one object that came outside a subgroup stream (a datagram, or one of a FETCH) in
+/// subgroup `id` of its group; returns that subgroup.
+fn store_object(t: &RelayTrack, id: u64, o: Object, metrics: &Metrics) -> Option<Arc<Subgroup>> {
+    let sg = t
+        .cache
+        .subgroup(o.location.group, id, o.priority, false, false)?;
+    metrics.objects_received.fetch_add(1, Ordering::Relaxed);
+    let obj = CachedObject {
+        id: o.location.object,
+        status: o.status,
+        properties: o.properties,
+        payload: o.payload,
+        received: Instant::now(),
+    };
+    if !t.cache.append(&sg, obj) {
+        metrics.duplicates.fetch_add(1, Ordering::Relaxed);
+    }
+    Some(sg)
+}
+
+/// A new upstream subscription carries only what is published after it (draft-19 §10.7). For
+/// a track the cache already holds (a publisher's switchover to a new session, seed 003), the
+/// objects from the group of the last one stored up to the new upstream's Largest Location are
+/// fetched from it (Joining FETCH, §5.2), so that nothing the old path had not delivered is
+/// missed. The subgroups of the groups before the last are complete once the FETCH is; those
+/// of the last group may continue on the new path, and are returned.
+async fn fill_from_upstream(
+    t: &RelayTrack,
+    session: &Session,
+    sub: &Subscription,
+    m: &Metrics,
+) -> Continuing {
+    let mut last = Continuing::default();
+    let (Some(stored), Some(largest)) = (t.cache.stored(), sub.info().largest) else {
+        return last;
+    };
+    if largest <= stored {
+        return last;
+    }
+    let request = FetchType::AbsoluteJoining {
+        joining_request_id: sub.request_id(),
+        joining_start: stored.group,
+    };
+    let Ok(mut fetch) = session.fetch(request, Parameters::default()).await else {
+        return last;
+    };
+    let mut filled: Vec<Arc<Subgroup>> = Vec::new();
+    loop {
+        match fetch.next().await {
+            Some(Ok(FetchItem::Object(o))) => {
+                let id = o.subgroup.unwrap_or(DATAGRAM_SUBGROUP);
+                if let Some(sg) = store_object(t, id, o, m)
+                    && !filled.iter().any(|f| Arc::ptr_eq(f, &sg))
+                {
+                    filled.push(sg);
+                }
+            }
+            Some(Ok(FetchItem::EndOfRange { .. })) => {}
+            Some(Err(_)) => return last,
+            None => break,
+        }
+    }
+    for sg in filled {
+        if sg.group < largest.group {
+            sg.finish();
+        } else {
+            last.subgroups.push(sg);
+        }
+    }
+    last.group = largest.group;
+    last
+}
+
+/// The fetched subgroups of the group a new upstream starts in: complete unless the new path
+/// continues them. A stream of the same subgroup takes one over (its FIN ends it); the others
+/// end when the new path moves to a later group, or with the subscription.
+#[derive(Default)]
+struct Continuing {
+    group: u64,
+    subgroups: Vec<Arc<Subgroup>>,
+}
+
+impl Continuing {
+    /// The new path sent (`group`, `id`).
+    fn saw(&mut self, group: u64, id: u64) {
+        if group == self.group {
+            self.subgroups.retain(|sg| sg.id != id);
+        } else if group > self.group {
+            self.finish();
+        }
+    }
+
+    fn finish(&mut self) {
+        for sg in self.subgroups.drain(..) {
+            sg.finish();
+        }
+    }
+}
+
+impl Drop for Continuing {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 /// How long a finished upstream's subgroup streams may take to arrive before the track ends.
 const STREAM_DRAIN: Duration = Duration::from_secs(5);
 
@@ -540,7 +638,11 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
     let first = s.next_object().await;
     let group = s.group();
     let id = s.subgroup_id().unwrap_or(0);
-    let Some(sg) = t.cache.subgroup(group, id, s.priority(), s.end_of_group()) else {
+    let (priority, end_of_group) = (s.priority(), s.end_of_group());
+    let Some(sg) = t
+        .cache
+        .subgroup(group, id, priority, end_of_group, s.first_object())
+    else {
         return;
     };
     let mut next = Some(first);
@@ -870,7 +972,7 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
     let _offered = inner
         .directory
         .insert(track.cache.clone(), Some(session_id), true);
-    live.status = ingest(&track, sub, &inner.metrics).await;
+    live.status = ingest(&track, sub, &inner.metrics, Continuing::default()).await;
 }
 
 /// One upstream delivering into a track: a PUBLISH, or a SUBSCRIBE the relay sent. Counted while

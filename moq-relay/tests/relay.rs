@@ -323,17 +323,15 @@ async fn switchover_without_duplicates_or_gaps() {
             .connect(&url(&relay, false))
             .await
             .unwrap();
-        // Wait until the relay subscribed on the new session too.
-        for _ in 0..200 {
-            if relay.metrics().upstream_active.load(Ordering::Relaxed) >= 2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(relay.metrics().upstream_active.load(Ordering::Relaxed), 2);
+        // Wait until the relay's subscription on the new session is served too (it carries
+        // what is published from then on, draft-19 §10.7).
+        until(|| producer.subscribers() >= 2).await;
+        assert_eq!(count(&relay.metrics().upstream_active), 2);
         for g in 5..10 {
             write(g);
         }
+        // Both paths deliver groups 5..9 (0..9 on the old one, 5..9 on the new one).
+        until(|| count(&relay.metrics().objects_received) >= 15).await;
         // The old path goes away.
         old.close();
         drop(old);
@@ -386,31 +384,39 @@ async fn fetch_from_cache_and_from_upstream() {
         let groups: Vec<u64> = objects.iter().map(|o| o.location.group).collect();
         assert_eq!(groups, vec![1, 2, 3]);
         assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 1);
-        // Once subscribed the cache holds the track: the next FETCH is served from it.
+        // Once subscribed, the cache holds what is published from then on (a SUBSCRIBE
+        // carries only new objects, draft-19 §10.7): a FETCH of it is served from there.
         let mut sub = s
             .subscriber()
-            .subscribe(
-                name.clone(),
-                SubscribeOptions::default().start_at(Location::new(0, 0)),
-            )
+            .subscribe(name.clone(), SubscribeOptions::default())
             .await
             .unwrap();
-        read_objects(&mut sub, 5).await;
+        for g in 5..8 {
+            let mut w = producer.append_group().unwrap();
+            w.write(format!("g{g}")).unwrap();
+            w.finish().unwrap();
+        }
+        let live: Vec<u64> = read_objects(&mut sub, 3)
+            .await
+            .iter()
+            .map(|(g, _)| *g)
+            .collect();
+        assert_eq!(live, vec![5, 6, 7], "no cached group is replayed");
         let objects = fetch_all(
             s.subscriber()
-                .fetch(name.clone(), Location::new(2, 0), Location::new(4, 0))
+                .fetch(name.clone(), Location::new(5, 0), Location::new(7, 0))
                 .await
                 .unwrap(),
         )
         .await;
         assert_eq!(
             objects.iter().map(|o| o.location.group).collect::<Vec<_>>(),
-            vec![2, 3, 4]
+            vec![5, 6, 7]
         );
         assert_eq!(relay.metrics().fetch_cached.load(Ordering::Relaxed), 1);
         // TRACK_STATUS is answered too.
         let status = s.subscriber().track_status(name.clone()).await.unwrap();
-        assert_eq!(status.largest, Some(Location::new(4, 0)));
+        assert_eq!(status.largest, Some(Location::new(7, 0)));
     })
     .await;
 }
@@ -618,7 +624,8 @@ use moq_core::data::{ObjectStatus, SubgroupId};
 use moq_core::message::{FetchType, Parameters, RequestError};
 use moq_core::{AuthToken, Properties, RangeFilter, RangeFilterKind, RangeFilterParam};
 use moq_transport::track::{
-    FetchEnd, FetchItem, Incoming, IncomingSubscribe, PublishOptions, SubscribeResponse, TrackEvent,
+    FetchEnd, FetchItem, Incoming, IncomingSubgroup, IncomingSubscribe, PublishOptions,
+    SubscribeResponse, TrackEvent,
 };
 use moq_transport::{AuthRequest, Authorizer, RequestKind, SessionInfo};
 
@@ -1395,6 +1402,217 @@ async fn relay_authorizes_publishers_and_subscribers() {
         );
         let _w = upstream.accept(SubscribeResponse::default()).await.unwrap();
         pending.await.unwrap().unwrap();
+    })
+    .await;
+}
+
+/// The next subgroup stream of a raw subscription.
+async fn next_stream(sub: &mut moq_transport::track::Subscription) -> IncomingSubgroup {
+    match sub.next().await.unwrap().unwrap() {
+        TrackEvent::Subgroup(g) => g,
+        TrackEvent::Datagram(o) => panic!("a datagram: {o:?}"),
+    }
+}
+
+/// The payload of a stream's next object.
+async fn next_payload(s: &mut IncomingSubgroup) -> (Location, Vec<u8>) {
+    let o = s.next_object().await.unwrap().unwrap();
+    (o.location, o.payload.to_vec())
+}
+
+/// Through the relay: a SUBSCRIBE without a filter gets only what is published after it, not
+/// the relay's cached groups (draft-19 §10.7, §5.1.2), so a Joining FETCH completes it without
+/// duplicates; and every subgroup stream carries FIRST_OBJECT exactly when it begins at the
+/// subgroup's first object (§2.2).
+#[tokio::test]
+async fn subscribe_gets_only_new_objects_and_first_object() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["fresh"]);
+        let name = track(&n, "t");
+        let p = connect(&relay, false).await;
+        let _h = announce(&p, &n).await;
+        let producer = p.publisher().create_track(name.clone()).unwrap();
+
+        // A first subscriber: the relay subscribes upstream and caches what comes.
+        let early = connect(&relay, false).await;
+        let mut first = early
+            .transport()
+            .subscribe(name.clone(), Parameters::default())
+            .await
+            .unwrap();
+        let mut g0 = producer.create_group(0).unwrap();
+        g0.write("a").unwrap();
+        g0.write("b").unwrap();
+        g0.finish().unwrap();
+        let mut s0 = next_stream(&mut first).await;
+        assert_eq!(s0.group(), 0);
+        assert!(s0.first_object(), "a subgroup forwarded from its start");
+        assert_eq!(
+            next_payload(&mut s0).await,
+            (Location::new(0, 0), b"a".to_vec())
+        );
+        let mut g1 = producer.create_group(1).unwrap();
+        g1.write("c").unwrap();
+        let mut s1 = next_stream(&mut first).await;
+        assert_eq!(s1.group(), 1);
+        assert!(s1.first_object());
+        assert_eq!(
+            next_payload(&mut s1).await,
+            (Location::new(1, 0), b"c".to_vec())
+        );
+
+        // A second subscriber arrives in the middle of group 1.
+        let late_session = connect(&relay, false).await;
+        let mut late = late_session
+            .transport()
+            .subscribe(name.clone(), Parameters::default())
+            .await
+            .unwrap();
+        assert_eq!(late.info().largest, Some(Location::new(1, 0)));
+        g1.write("d").unwrap();
+        g1.finish().unwrap();
+        let mut g2 = producer.create_group(2).unwrap();
+        g2.write("e").unwrap();
+        g2.finish().unwrap();
+        // Group 1 from its second object (no FIRST_OBJECT), then group 2 from its start;
+        // nothing of group 0, nothing before the subscription.
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let mut s = next_stream(&mut late).await;
+            let first_object = s.first_object();
+            while let Some(o) = s.next_object().await.unwrap() {
+                got.push((o.location, first_object, o.payload.to_vec()));
+            }
+        }
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (Location::new(1, 1), false, b"d".to_vec()),
+                (Location::new(2, 0), true, b"e".to_vec()),
+            ]
+        );
+        // The Joining FETCH brings what came before, each object once.
+        let request = FetchType::RelativeJoining {
+            joining_request_id: late.request_id(),
+            joining_start: 1,
+        };
+        let mut fetch = late_session
+            .transport()
+            .fetch(request, Parameters::default())
+            .await
+            .unwrap();
+        let mut fetched = Vec::new();
+        while let Some(item) = fetch.next().await {
+            if let FetchItem::Object(o) = item.unwrap() {
+                fetched.push(o.location);
+            }
+        }
+        assert_eq!(
+            fetched,
+            vec![
+                Location::new(0, 0),
+                Location::new(0, 1),
+                Location::new(1, 0)
+            ]
+        );
+    })
+    .await;
+}
+
+/// A new upstream of a track the relay already caches carries only what is published after its
+/// SUBSCRIBE (draft-19 §10.7): the relay fetches the rest from it (Joining FETCH from the group of
+/// its last stored object) and its subscribers miss nothing and see nothing twice.
+#[tokio::test]
+async fn a_new_upstream_fills_what_the_cache_misses() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["switch"]);
+        let name = track(&n, "t");
+        let a = connect(&relay, false).await;
+        let _ha = announce(&a, &n).await;
+        let producer = a.publisher().create_track(name.clone()).unwrap();
+        let viewer = connect(&relay, false).await;
+        let mut sub = viewer
+            .subscriber()
+            .subscribe(name.clone(), SubscribeOptions::default())
+            .await
+            .unwrap();
+        let mut g = producer.create_group(0).unwrap();
+        g.write("g0").unwrap();
+        g.finish().unwrap();
+        assert_eq!(read_objects(&mut sub, 1).await, vec![(0, "g0".to_string())]);
+
+        // The publisher's new path has published groups 1 and 2 already.
+        let b = transport_session(&relay, false).await;
+        let _hb = b.publish_namespace(n.clone()).await.unwrap();
+        let up = next_subscribe(&b).await;
+        let writer = up
+            .accept(SubscribeResponse {
+                track_alias: None,
+                largest: Some(Location::new(2, 0)),
+                expires: None,
+                track_properties: Properties::new(),
+            })
+            .await
+            .unwrap();
+        let fetch = match b.incoming().next().await.unwrap() {
+            Incoming::Fetch(f) => f,
+            other => panic!("expected FETCH, got {other:?}"),
+        };
+        assert_eq!(
+            fetch.start(),
+            Location::new(0, 0),
+            "from the last stored group"
+        );
+        assert_eq!(
+            fetch.end(),
+            Location::new(2, 1),
+            "up to the Largest Location"
+        );
+        let mut w = fetch
+            .accept(FetchEnd {
+                end_of_track: false,
+                end: Location::new(2, 1),
+                track_properties: Properties::new(),
+            })
+            .await
+            .unwrap();
+        for g in 0..3 {
+            w.write(&moq_transport::track::Object {
+                location: Location::new(g, 0),
+                subgroup: Some(0),
+                priority: 128,
+                payload: bytes::Bytes::from(format!("g{g}")),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        }
+        w.finish();
+        // Then the new path carries what comes after (group 2 may yet continue on it: its
+        // fetched part stays open until a later group starts).
+        let mut s = writer
+            .open_subgroup(3, SubgroupId::Zero, None, true)
+            .await
+            .unwrap();
+        s.write_object(0, bytes::Bytes::from_static(b"g3"))
+            .await
+            .unwrap();
+        s.finish();
+        assert_eq!(
+            read_objects(&mut sub, 3).await,
+            vec![
+                (1, "g1".to_string()),
+                (2, "g2".to_string()),
+                (3, "g3".to_string())
+            ]
+        );
+        assert!(
+            count(&relay.metrics().duplicates) >= 1,
+            "{{0, 0}} came twice"
+        );
     })
     .await;
 }

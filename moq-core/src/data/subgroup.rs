@@ -333,6 +333,11 @@ impl SubgroupWriter {
         &self.header
     }
 
+    /// The header, to change before it is encoded.
+    pub fn header_mut(&mut self) -> &mut SubgroupHeader {
+        &mut self.header
+    }
+
     /// The last Object ID written.
     pub fn last_object(&self) -> Option<u64> {
         self.prev

@@ -47,6 +47,10 @@ pub struct SubscriptionParams {
     pub start: Location,
     /// The last group that passes, if the filter has an end.
     pub end_group: Option<u64>,
+    /// The Largest Location when the subscription was established (SUBSCRIBE_OK's, or the
+    /// PUBLISH's), on the publisher's side: a subscription carries only what is published
+    /// after it, whatever its filter; earlier objects are FETCH's (draft-19 §10.7, §5.1.2).
+    pub established: Option<Location>,
     /// Range Filters on objects (SUBGROUP, OBJECTID, PRIORITY, OBJECT_PROPERTY).
     pub range_filters: Vec<RangeFilterParam>,
     /// The subscriber's OBJECT_DELIVERY_TIMEOUT.
@@ -66,6 +70,7 @@ impl Default for SubscriptionParams {
             location_filter: None,
             start: Location::default(),
             end_group: None,
+            established: None,
             range_filters: Vec::new(),
             object_delivery_timeout: None,
             subgroup_delivery_timeout: None,
@@ -129,9 +134,22 @@ impl SubscriptionParams {
         }
     }
 
-    /// True if the location passes the Location Filter (draft-19 §5.1.2).
+    /// True if the location passes the Location Filter (draft-19 §5.1.2) and comes after the
+    /// subscription was established (§10.7: only newly published objects).
     pub fn in_range(&self, loc: Location) -> bool {
-        loc >= self.start && self.end_group.is_none_or(|end| loc.group <= end)
+        loc >= self.first() && self.end_group.is_none_or(|end| loc.group <= end)
+    }
+
+    /// The first location that may be sent: the filter's start, or the one after the Largest
+    /// Location at establishment if that is later (draft-19 §10.7).
+    pub fn first(&self) -> Location {
+        let after =
+            self.established
+                .map_or(Location::default(), |l| match l.object.checked_add(1) {
+                    Some(o) => Location::new(l.group, o),
+                    None => Location::new(l.group.saturating_add(1), 0),
+                });
+        self.start.max(after)
     }
 
     /// True if an object passes every filter: Forward AND Location AND Range Filters

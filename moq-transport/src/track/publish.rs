@@ -110,6 +110,7 @@ pub(crate) async fn publish(
         track,
         &opts.track_properties,
         initial,
+        opts.largest,
     );
     let (answer_tx, answer_rx) = watch::channel(None);
     let out = PublishedTrack {

@@ -478,6 +478,12 @@ impl IncomingSubgroup {
         self.reader.header().end_of_group
     }
 
+    /// True if the stream begins at the first object ever published in the subgroup
+    /// (FIRST_OBJECT, draft-19 §2.2).
+    pub fn first_object(&self) -> bool {
+        self.reader.header().first_object
+    }
+
     /// The next event: an object's fields or a chunk of its payload, without assembling
     /// payloads (for forwarding). `Ok(None)` at a clean end of the stream.
     ///

@@ -328,7 +328,8 @@ impl SubscriptionWriter {
 
     /// Opens a subgroup stream (draft-19 §11.4.2). `priority` is the Publisher Priority
     /// (`None` inherits DEFAULT_PUBLISHER_PRIORITY). The stream's QUIC priority follows the
-    /// draft's scheduling order (§7.2).
+    /// draft's scheduling order (§7.2). It claims to start at the subgroup's first object
+    /// (FIRST_OBJECT) unless told otherwise ([`SubgroupSender::set_first_object`]).
     pub async fn open_subgroup(
         &self,
         group: u64,
@@ -366,7 +367,7 @@ impl SubscriptionWriter {
             priority,
             properties: true,
             end_of_group,
-            first_object: false,
+            first_object: true,
         };
         Ok(SubgroupSender {
             shared: s.clone(),
@@ -381,6 +382,7 @@ impl SubscriptionWriter {
             },
             first_properties: None,
             priority: publisher,
+            first_object: true,
         })
     }
 
@@ -482,9 +484,19 @@ pub struct SubgroupSender {
     subgroup_id: Option<u64>,
     first_properties: Option<Properties>,
     priority: u8,
+    first_object: bool,
 }
 
 impl SubgroupSender {
+    /// Whether the stream starts at the first object ever published in the subgroup (the
+    /// FIRST_OBJECT bit, draft-19 §2.2): true unless set otherwise. An original publisher
+    /// leaves it; a relay sets `false` when it forwards from the middle of a subgroup. It is
+    /// cleared when an object is filtered out before the first one sent, and has no effect
+    /// once an object was sent.
+    pub fn set_first_object(&mut self, first: bool) {
+        self.first_object = first;
+    }
+
     /// The group.
     pub fn group(&self) -> u64 {
         self.writer.header().group
@@ -516,6 +528,7 @@ impl SubgroupSender {
         let params = self.shared.params.borrow().clone();
         if !params.forward {
             self.omitted = true;
+            self.first_object = false;
             return Ok(());
         }
         let meta = ObjectMeta {
@@ -525,6 +538,8 @@ impl SubgroupSender {
             properties,
         };
         if !params.in_range(loc) || !params.passes_range_filters(meta) {
+            // draft-19 §2.2: the stream no longer starts at the subgroup's first object.
+            self.first_object = false;
             return Ok(());
         }
         if self.first_properties.is_none() {
@@ -544,6 +559,9 @@ impl SubgroupSender {
         }
         self.buf.clear();
         if !self.header_sent {
+            // draft-19 §2.2: FIRST_OBJECT only if the stream begins at the first object ever
+            // published in the subgroup.
+            self.writer.header_mut().first_object = self.first_object;
             self.writer.encode_header(&mut self.buf)?;
             self.header_sent = true;
         }

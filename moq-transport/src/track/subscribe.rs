@@ -137,7 +137,15 @@ pub(crate) async fn serve_subscribe(
             joining: response.largest.filter(|_| forward),
         }),
     });
-    let publisher = PublisherTask::new(core, id, alias, track, &response.track_properties, params);
+    let publisher = PublisherTask::new(
+        core,
+        id,
+        alias,
+        track,
+        &response.track_properties,
+        params,
+        response.largest,
+    );
     let _ = reply.send(Ok(publisher.writer()));
     publisher.run(&mut req, Some(&join.0)).await
 }

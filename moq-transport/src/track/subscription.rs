@@ -246,8 +246,13 @@ impl PublisherTask {
         alias: u64,
         track: FullTrackName,
         track_properties: &Properties,
-        params: SubscriptionParams,
+        mut params: SubscriptionParams,
+        largest: Option<Location>,
     ) -> Self {
+        // draft-19 §10.7: objects up to the Largest Location the subscription was established
+        // with are not its own; and it is the subscription's largest until more is written
+        // (§10.2.16 LARGEST_OBJECT in REQUEST_UPDATE_OK).
+        params.established = largest;
         let (params_tx, params_rx) = watch::channel(params);
         let (ended_tx, ended_rx) = watch::channel(None);
         let (finish_tx, finish_rx) = oneshot::channel();
@@ -264,7 +269,7 @@ impl PublisherTask {
             streams_opened: AtomicU64::new(0),
             streams_open: AtomicUsize::new(0),
             streams_closed: Notify::new(),
-            largest: Mutex::new(None),
+            largest: Mutex::new(largest),
             reaching: AtomicUsize::new(0),
             reached: Notify::new(),
             finish: Mutex::new(Some(finish_tx)),
