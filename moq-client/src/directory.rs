@@ -617,8 +617,9 @@ impl Directory {
             return;
         };
         published.insert(name, track.clone());
+        // draft-19 §10.19.1: the request's parameters are the subscription's defaults.
         let options = PublishOptions {
-            forward: responder.defaults().forward,
+            subscription: responder.defaults().clone(),
             largest: track.largest(),
             track_properties: track.properties(),
             ..Default::default()

@@ -1196,7 +1196,11 @@ fn every_parameter_is_allowed_exactly_where_the_draft_lists_it() {
             0x21,
             on_subscription(&[C::PublishOk, C::UpdateSubscription]),
         ),
-        (0x22, vec![C::Subscribe, C::SubscribeTracks, C::Fetch]),
+        // draft-19 §10.19.1: in a PUBLISH resulting from SUBSCRIBE_TRACKS (§10.2.9 omits it).
+        (
+            0x22,
+            vec![C::Subscribe, C::SubscribeTracks, C::Fetch, C::Publish],
+        ),
         (0x25, range_filter.clone()),
         (0x26, range_filter.clone()),
         (0x27, range_filter.clone()),

@@ -1616,3 +1616,63 @@ async fn a_new_upstream_fills_what_the_cache_misses() {
     })
     .await;
 }
+
+/// draft-19 §10.19.1: SUBSCRIBE_TRACKS's parameters are the default parameters of the
+/// subscriptions its PUBLISHes create: GROUP_ORDER is carried in the PUBLISH, and the others
+/// (here an OBJECTID range filter keeping objects 0 and 1) are applied by the relay.
+#[tokio::test]
+async fn subscribe_tracks_parameters_shape_the_publish() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["shaped"]);
+        let viewer = transport_session(&relay, false).await;
+        let defaults = Parameters {
+            group_order: Some(moq_core::GroupOrder::Descending),
+            range_filters: vec![RangeFilterParam {
+                kind: RangeFilterKind::ObjectId,
+                filter: Some(RangeFilter {
+                    set_id: 0,
+                    property_type: None,
+                    ranges: vec![moq_core::FilterRange {
+                        start: 0,
+                        end: Some(1),
+                    }],
+                }),
+            }],
+            ..Default::default()
+        };
+        let _tracks = viewer.subscribe_tracks(n.clone(), defaults).await.unwrap();
+        let publisher = transport_session(&relay, true).await;
+        let published = publisher
+            .publish(track(&n, "t"), PublishOptions::default())
+            .await
+            .unwrap();
+        published.accepted().await.unwrap();
+        let incoming = match viewer.incoming().next().await.unwrap() {
+            Incoming::Publish(p) => p,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            incoming.params().group_order,
+            Some(moq_core::GroupOrder::Descending)
+        );
+        let mut sub = incoming.accept(Parameters::default()).await.unwrap();
+        let mut s = published
+            .writer()
+            .open_subgroup(0, SubgroupId::Zero, None, true)
+            .await
+            .unwrap();
+        for i in 0..4 {
+            s.write_object(i, bytes::Bytes::from(format!("o{i}")))
+                .await
+                .unwrap();
+        }
+        s.finish();
+        let mut down = next_stream(&mut sub).await;
+        assert_eq!(next_payload(&mut down).await.1, b"o0");
+        assert_eq!(next_payload(&mut down).await.1, b"o1");
+        // Objects 2 and 3 do not pass the filter: the stream ends after object 1.
+        assert!(down.next_object().await.unwrap().is_none());
+    })
+    .await;
+}

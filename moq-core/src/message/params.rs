@@ -221,11 +221,13 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
                 | C::PublishOk.bit()
         }
         param::LOCATION_FILTER => SUB_LIKE | C::PublishOk.bit() | C::UpdateSubscription.bit(),
+        // draft-19 §10.19.1: a PUBLISH resulting from SUBSCRIBE_TRACKS carries its GROUP_ORDER
+        // (§10.2.9 does not list PUBLISH; draft-21 §9.20.9 does, for every PUBLISH).
         param::GROUP_ORDER => {
             if v.group_order_in_publish_ok() {
                 C::Subscribe.bit() | C::PublishOk.bit() | C::Fetch.bit()
             } else {
-                SUB_LIKE | C::Fetch.bit()
+                SUB_LIKE | C::Fetch.bit() | C::Publish.bit()
             }
         }
         0x25..=0x28 if v.has_range_filters() => {

@@ -23,8 +23,11 @@ use crate::session::{RequestKind, SessionCore};
 pub struct PublishOptions {
     /// The Track Alias; `None` lets the session choose.
     pub track_alias: Option<u64>,
-    /// Initial Forward State (FORWARD); default true.
-    pub forward: Option<bool>,
+    /// The subscription's starting parameters; for a PUBLISH resulting from SUBSCRIBE_TRACKS,
+    /// that request's parameters (draft-19 §10.19.1). All of them apply at the publisher
+    /// (priority, filters, delivery timeouts, FORWARD, GROUP_ORDER); the PUBLISH carries the
+    /// ones a PUBLISH may: FORWARD when it is 0, and GROUP_ORDER.
+    pub subscription: Parameters,
     /// The largest location published so far (LARGEST_OBJECT).
     pub largest: Option<Location>,
     /// EXPIRES.
@@ -82,7 +85,9 @@ pub(crate) async fn publish(
         .track_alias
         .unwrap_or_else(|| tracks.send.next_track_alias());
     let params = Parameters {
-        forward: opts.forward.filter(|f| !f),
+        // draft-19 §10.19.1: FORWARD=1 is said by omitting it.
+        forward: opts.subscription.forward.filter(|f| !f),
+        group_order: opts.subscription.group_order,
         largest_object: opts.largest,
         expires: opts.expires.map(millis),
         authorization_tokens: opts.authorization_tokens.clone(),
@@ -99,10 +104,8 @@ pub(crate) async fn publish(
         },
     )
     .await?;
-    let initial = SubscriptionParams {
-        forward: opts.forward.unwrap_or(true),
-        ..Default::default()
-    };
+    let mut initial = SubscriptionParams::default();
+    initial.apply(&opts.subscription, opts.largest);
     let publisher = PublisherTask::new(
         core,
         req.id(),
@@ -165,6 +168,7 @@ pub(crate) async fn serve_publish(
     // Objects may come before PUBLISH_OK, so the alias is live from now on.
     let initial = Parameters {
         forward: msg.params.forward,
+        group_order: msg.params.group_order,
         ..Default::default()
     };
     let (sub, task) = new_subscription(&tracks.recv, &mut req, info.clone(), &initial)?;
