@@ -55,9 +55,20 @@ pub enum Error {
     /// A configured limit was reached.
     #[error("limit reached: {0}")]
     Limit(&'static str),
-    /// A GOAWAY was received; new requests are not started.
+    /// A GOAWAY was received; new requests are not started (and, draft-18, a request the
+    /// GOAWAY's Request ID says was not processed ended with this).
     #[error("the peer is going away")]
     GoingAway,
+    /// The peer sent GOAWAY on this request's stream before answering it (draft-19 §10.4):
+    /// re-issue the request on a session at `new_session_uri`, or on this session if it is
+    /// empty.
+    #[error("request moved by GOAWAY (to {new_session_uri:?})")]
+    Moved {
+        /// Where to re-issue the request; empty means the current session's URI.
+        new_session_uri: String,
+        /// How long the peer keeps the old request.
+        timeout: std::time::Duration,
+    },
     /// An argument could not be encoded on the wire.
     #[error("cannot encode: {0}")]
     Encode(#[from] EncodeError),
@@ -101,9 +112,11 @@ impl Error {
             | Error::ClosedByPeer { code, .. }
             | Error::Closed { code, .. } => *code,
             Error::Timeout(_) => SessionErrorCode::CONTROL_MESSAGE_TIMEOUT,
-            Error::Rejected(_) | Error::Cancelled(_) | Error::EndedEarly | Error::GoingAway => {
-                SessionErrorCode::NO_ERROR
-            }
+            Error::Rejected(_)
+            | Error::Cancelled(_)
+            | Error::EndedEarly
+            | Error::GoingAway
+            | Error::Moved { .. } => SessionErrorCode::NO_ERROR,
             Error::Transport(_)
             | Error::Limit(_)
             | Error::Encode(_)

@@ -263,7 +263,14 @@ impl Session {
         namespace: TrackNamespace,
         params: Parameters,
     ) -> Result<PublishedNamespace, Error> {
-        namespace::publish_namespace(&self.shared().namespaces, namespace, params).await
+        reissued(|| {
+            namespace::publish_namespace(
+                &self.shared().namespaces,
+                namespace.clone(),
+                params.clone(),
+            )
+        })
+        .await
     }
 
     /// Asks the peer for the namespaces under `prefix` with SUBSCRIBE_NAMESPACE; the zero-field
@@ -285,7 +292,14 @@ impl Session {
         prefix: TrackNamespace,
         params: Parameters,
     ) -> Result<NamespaceSubscription, Error> {
-        namespace::subscribe_namespace(&self.shared().namespaces, prefix, params).await
+        reissued(|| {
+            namespace::subscribe_namespace(
+                &self.shared().namespaces,
+                prefix.clone(),
+                params.clone(),
+            )
+        })
+        .await
     }
 
     /// Subscribes to `track` with SUBSCRIBE and waits for SUBSCRIBE_OK (draft-19 §5.1).
@@ -296,7 +310,7 @@ impl Session {
         track: FullTrackName,
         params: Parameters,
     ) -> Result<Subscription, Error> {
-        track::subscribe(&self.shared().tracks, track, params).await
+        reissued(|| track::subscribe(&self.shared().tracks, track.clone(), params.clone())).await
     }
 
     /// Starts a subscription of ours with PUBLISH; objects may be sent before the peer's
@@ -317,7 +331,7 @@ impl Session {
         request: FetchType,
         params: Parameters,
     ) -> Result<FetchResponse, Error> {
-        track::fetch(&self.shared().tracks, request, params).await
+        reissued(|| track::fetch(&self.shared().tracks, request.clone(), params.clone())).await
     }
 
     /// Asks for a track's state with TRACK_STATUS (draft-19 §10.14).
@@ -328,7 +342,7 @@ impl Session {
         track: FullTrackName,
         params: Parameters,
     ) -> Result<TrackStatusInfo, Error> {
-        track::track_status(&self.shared().tracks, track, params).await
+        reissued(|| track::track_status(&self.shared().tracks, track.clone(), params.clone())).await
     }
 
     /// Asks the peer to PUBLISH every track under `prefix` with SUBSCRIBE_TRACKS; the
@@ -340,7 +354,8 @@ impl Session {
         prefix: TrackNamespace,
         params: Parameters,
     ) -> Result<TrackSubscription, Error> {
-        track::subscribe_tracks(&self.shared().tracks, prefix, params).await
+        reissued(|| track::subscribe_tracks(&self.shared().tracks, prefix.clone(), params.clone()))
+            .await
     }
 
     /// The peer's requests for this side to answer: SUBSCRIBE, FETCH, TRACK_STATUS, PUBLISH and
@@ -411,4 +426,27 @@ impl Session {
     pub fn open_requests(&self) -> usize {
         self.core().open_requests()
     }
+}
+
+/// How many times a request moved by GOAWAY without a URI is re-issued on the same session.
+const MAX_REISSUES: usize = 3;
+
+/// Runs a request; one the peer moves by GOAWAY on its stream without a New Session URI is
+/// re-issued on this session (draft-19 §10.4: "re-issue that specific request on a session at
+/// the specified URI (or the current session if no URI is provided)"), a few times at most.
+/// One moved elsewhere is returned as [`Error::Moved`], for the caller to re-issue there.
+async fn reissued<T, F, Fut>(mut request: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    for _ in 0..MAX_REISSUES {
+        match request().await {
+            Err(Error::Moved {
+                new_session_uri, ..
+            }) if new_session_uri.is_empty() => {}
+            r => return r,
+        }
+    }
+    request().await
 }

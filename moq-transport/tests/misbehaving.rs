@@ -1088,3 +1088,165 @@ async fn subscribe_then_fin_is_still_answered() {
     })
     .await;
 }
+
+/// A SUBSCRIBE for `(goaway)/t{id}` with Request ID `id`.
+fn plain_subscribe(id: u64, v: Version) -> Vec<u8> {
+    let track = moq_core::FullTrackName::new(ns(&["goaway"]), format!("t{id}")).unwrap();
+    encode(
+        moq_core::message::Subscribe {
+            request_id: id,
+            track,
+            params: Parameters::default(),
+        },
+        v,
+    )
+}
+
+/// draft-18 §10.4: our control-stream GOAWAY carries the smallest peer Request ID not (or
+/// maybe not) processed, here the hole at 2 left by requests 0 and 4; requests at or above it
+/// that arrive later are refused with GOING_AWAY. Draft-19 carries no Request ID and refuses
+/// every request after the GOAWAY.
+#[tokio::test]
+async fn goaway_request_id_and_what_it_refuses() {
+    use moq_transport::track::Incoming;
+    timeout(async {
+        for v in [V18, V19] {
+            let (mut raw, session, _srv) =
+                raw_client_with(SessionConfig::default().with_requests(), v).await;
+            // Requests 0 and 4 are seen (the application holds them unanswered).
+            let _r0 = raw.open_request(&plain_subscribe(0, v)).await;
+            let _r4 = raw.open_request(&plain_subscribe(4, v)).await;
+            let mut held = Vec::new();
+            for _ in 0..2 {
+                match session.incoming().next().await {
+                    Some(Incoming::Subscribe(s)) => held.push(s),
+                    other => panic!("{other:?}"),
+                }
+            }
+            session.goaway("", Duration::ZERO).await.unwrap();
+            let control = raw.peer_control.as_mut().unwrap();
+            match control.expect().await {
+                Message::Goaway(g) => {
+                    let want = (v == V18).then_some(2);
+                    assert_eq!(g.request_id, want, "{v}");
+                }
+                m => panic!("{}", m.name()),
+            }
+            // Request 2 comes after the GOAWAY: refused with GOING_AWAY either way.
+            let (_s2, mut r2) = raw.open_request(&plain_subscribe(2, v)).await;
+            match r2.expect().await {
+                Message::RequestError(e) => assert_eq!(e.code, RequestErrorCode::GOING_AWAY),
+                m => panic!("{}", m.name()),
+            }
+            assert!(session.close_reason().is_none());
+        }
+    })
+    .await;
+}
+
+/// draft-18 §10.4: a server's control-stream GOAWAY whose Request ID is at or below one of our
+/// unanswered requests ends that request with GoingAway (not processed: re-issue it
+/// elsewhere); a request below the ID still gets its answer. A Request ID on a request-stream
+/// GOAWAY is a PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn draft18_goaway_request_id_ends_unprocessed_requests() {
+    timeout(async {
+        let (session, mut raw, _srv) = our_client(V18).await;
+        let first = {
+            let s = session.clone();
+            tokio::spawn(async move { s.subscribe_namespace(ns(&["a"])).await })
+        };
+        let (mut send0, _reader0, m0) = raw.accept_request().await;
+        assert_eq!(m0.request().unwrap().0, 0);
+        let second = {
+            let s = session.clone();
+            tokio::spawn(async move { s.subscribe_namespace(ns(&["b"])).await })
+        };
+        let (_send2, _reader2, m2) = raw.accept_request().await;
+        assert_eq!(m2.request().unwrap().0, 2);
+        let goaway = Goaway {
+            new_session_uri: Bytes::new(),
+            timeout_ms: 0,
+            request_id: Some(2),
+        };
+        raw.write_control(&encode(goaway, V18)).await;
+        assert!(matches!(
+            second.await.unwrap().unwrap_err(),
+            Error::GoingAway
+        ));
+        let ok = RequestOk {
+            params: Parameters::default(),
+            track_properties: Properties::new(),
+        };
+        send0.write_all(&encode(ok, V18)).await.unwrap();
+        first.await.unwrap().unwrap();
+        assert!(session.close_reason().is_none());
+    })
+    .await;
+}
+
+/// draft-19 §10.4: "A GOAWAY MAY also be sent on a request stream to initiate migration of
+/// that individual request": one that comes before the response ends the request with
+/// [`Error::Moved`] carrying the URI (the requester re-issues it there), the session stays
+/// open; without a URI it is re-issued on the same session. A draft-18 request-stream GOAWAY
+/// carrying a Request ID (only the control-stream form
+/// has one) closes the session with PROTOCOL_VIOLATION.
+#[tokio::test]
+async fn goaway_on_a_request_stream_before_its_response() {
+    timeout(async {
+        for (v, request_id) in [(V19, None), (V18, None), (V18, Some(0))] {
+            let (session, raw, _srv) = our_client(v).await;
+            let pending = {
+                let s = session.clone();
+                tokio::spawn(async move { s.subscribe_namespace(ns(&["a"])).await })
+            };
+            let (mut send, _reader, _first) = raw.accept_request().await;
+            let goaway = Goaway {
+                new_session_uri: Bytes::from_static(b"moqt://elsewhere:4443/x"),
+                timeout_ms: 1500,
+                request_id,
+            };
+            send.write_all(&encode(goaway, v)).await.unwrap();
+            let err = pending.await.unwrap().unwrap_err();
+            if request_id.is_some() {
+                expect_close(&raw, &session, PROTOCOL_VIOLATION, "Request ID").await;
+                continue;
+            }
+            match err {
+                Error::Moved {
+                    new_session_uri,
+                    timeout,
+                } => {
+                    assert_eq!(new_session_uri, "moqt://elsewhere:4443/x");
+                    assert_eq!(timeout, Duration::from_millis(1500));
+                }
+                e => panic!("{v}: {e:?}"),
+            }
+            assert!(session.close_reason().is_none(), "{v}");
+        }
+        // Without a URI the request is re-issued on the same session, with a new Request ID.
+        let (session, raw, _srv) = our_client(V19).await;
+        let pending = {
+            let s = session.clone();
+            tokio::spawn(async move { s.subscribe_namespace(ns(&["a"])).await })
+        };
+        let (mut send, _reader, first) = raw.accept_request().await;
+        let goaway = Goaway {
+            new_session_uri: Bytes::new(),
+            timeout_ms: 0,
+            request_id: None,
+        };
+        send.write_all(&encode(goaway, V19)).await.unwrap();
+        let (mut again, _reader, second) = raw.accept_request().await;
+        assert_eq!(first.request().unwrap().0, 0);
+        assert_eq!(second.request().unwrap().0, 2);
+        assert!(matches!(second, Message::SubscribeNamespace(_)));
+        let ok = RequestOk {
+            params: Parameters::default(),
+            track_properties: Properties::new(),
+        };
+        again.write_all(&encode(ok, V19)).await.unwrap();
+        pending.await.unwrap().unwrap();
+    })
+    .await;
+}

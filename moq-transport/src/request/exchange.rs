@@ -208,7 +208,10 @@ impl Request {
     /// Waits for the one first response. `accept` takes the kind's answer (or names a message
     /// that is not one). REQUEST_ERROR is [`Error::Rejected`] and our half is finished;
     /// any other message first closes the session with PROTOCOL_VIOLATION (draft-19 §3.3.2); a
-    /// FIN first means the request failed. On every error the request is over.
+    /// FIN first means the request failed. A GOAWAY on the stream first moves the request
+    /// ([`Error::Moved`], draft-19 §10.4), and a draft-18 control-stream GOAWAY whose Request
+    /// ID says it was not processed ends it with [`Error::GoingAway`]. On every error the
+    /// request is over.
     pub(crate) async fn response<T>(
         &mut self,
         accept: impl FnOnce(Message) -> Result<T, &'static str>,
@@ -216,11 +219,24 @@ impl Request {
         let msg = tokio::select! {
             m = self.stream.reader.next() => m,
             e = self.core.closed() => return Err(e),
+            e = self.core.unprocessed(self.id) => {
+                self.stream.cancel(StreamResetCode::CANCELLED);
+                return Err(e);
+            }
         };
         let err = match msg {
             Ok(Some(Message::RequestError(e))) => {
                 self.stream.finish();
                 return Err(Error::Rejected(Box::new(e)));
+            }
+            // draft-19 §10.4: re-issue it where the GOAWAY says, and close the old stream.
+            Ok(Some(Message::Goaway(g))) => {
+                let g = self.on_goaway(g)?;
+                tracing::debug!(request = self.name, id = self.id, uri = %g.new_session_uri, "request moved by GOAWAY");
+                Error::Moved {
+                    new_session_uri: g.new_session_uri,
+                    timeout: g.timeout,
+                }
             }
             Ok(Some(m)) => match accept(m) {
                 Ok(t) => return Ok(t),
@@ -541,13 +557,16 @@ impl Request {
     }
 
     /// GOAWAY on a request stream: at most one (draft-19 §10.4).
-    fn on_goaway(&mut self, g: Goaway) -> Result<(), Error> {
+    fn on_goaway(&mut self, g: Goaway) -> Result<GoawayInfo, Error> {
         if self.goaway.borrow().is_some() {
             return Err(self.violation("second GOAWAY on a request stream".into()));
         }
-        let info = self.core.check_goaway(&g).map_err(|e| self.core.fail(e))?;
-        self.goaway.send_replace(Some(info));
-        Ok(())
+        let info = self
+            .core
+            .check_goaway(&g, false)
+            .map_err(|e| self.core.fail(e))?;
+        self.goaway.send_replace(Some(info.clone()));
+        Ok(info)
     }
 }
 

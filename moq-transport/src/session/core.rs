@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -61,6 +61,10 @@ pub struct GoawayInfo {
     pub new_session_uri: String,
     /// How long the peer waits before closing; zero if it gave none.
     pub timeout: Duration,
+    /// draft-18, control stream: our requests from this Request ID on were not (or might not
+    /// have been) processed; those still unanswered end with [`Error::GoingAway`], to be
+    /// re-issued on a new session.
+    pub unprocessed_from: Option<u64>,
 }
 
 /// Where the session's peer asked to connect; known to a server from PATH / AUTHORITY or the
@@ -99,7 +103,8 @@ pub(crate) struct SessionCore {
     peer_setup: OnceLock<SetupOptions>,
     setup_done: watch::Sender<bool>,
     pending_streams: Arc<Semaphore>,
-    goaway_sent: AtomicBool,
+    /// The first peer Request ID our GOAWAY refuses (`u64::MAX` until we send one).
+    goaway_from: AtomicU64,
     goaway_received: watch::Sender<Option<GoawayInfo>>,
     control: tokio::sync::Mutex<Option<Writer>>,
     open_requests: AtomicUsize,
@@ -172,7 +177,7 @@ impl SessionCore {
             info: OnceLock::new(),
             peer_setup: OnceLock::new(),
             setup_done: watch::channel(false).0,
-            goaway_sent: AtomicBool::new(false),
+            goaway_from: AtomicU64::new(u64::MAX),
             goaway_received: watch::channel(None).0,
             control: tokio::sync::Mutex::new(None),
             open_requests: AtomicUsize::new(0),
@@ -424,9 +429,11 @@ impl SessionCore {
         *self.control.lock().await = Some(writer);
     }
 
-    /// Whether we sent GOAWAY (new requests may be refused with GOING_AWAY).
-    pub(crate) fn goaway_sent(&self) -> bool {
-        self.goaway_sent.load(Ordering::Relaxed)
+    /// Whether the peer's request `id` comes after our GOAWAY and is refused with GOING_AWAY
+    /// (draft-19 §10.4: every new request may be; draft-18 §10.4: those at or above the
+    /// Request ID our GOAWAY carried, so the ones below it are still processed).
+    pub(crate) fn goaway_refuses(&self, id: u64) -> bool {
+        id >= self.goaway_from.load(Ordering::Acquire)
     }
 
     /// Sends GOAWAY on the control stream (draft-19 §10.4); see [`crate::Session::goaway`].
@@ -438,13 +445,25 @@ impl SessionCore {
         if self.role == Role::Client && !new_session_uri.is_empty() {
             return Err(Error::Invalid("a client's GOAWAY carries no URI".into()));
         }
-        if self.goaway_sent.swap(true, Ordering::Relaxed) {
-            return Err(Error::Invalid("GOAWAY already sent".into()));
-        }
+        // draft-18 §10.4: the control-stream GOAWAY names the smallest peer Request ID not
+        // (or maybe not) processed; draft-19 dropped the field and refuses every new request.
+        let request_id = {
+            let ids = self.peer_ids.lock();
+            let from = if self.version.goaway_has_request_id() {
+                ids.lowest_unseen()
+            } else {
+                0
+            };
+            // Set under the lock, so an ID is either seen before (processed) or refused.
+            self.goaway_from
+                .compare_exchange(u64::MAX, from, Ordering::AcqRel, Ordering::Acquire)
+                .map_err(|_| Error::Invalid("GOAWAY already sent".into()))?;
+            self.version.goaway_has_request_id().then_some(from)
+        };
         let msg = Goaway {
             new_session_uri: Bytes::copy_from_slice(new_session_uri.as_bytes()),
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-            request_id: None,
+            request_id,
         };
         {
             let mut w = self.control.lock().await;
@@ -487,15 +506,51 @@ impl SessionCore {
     }
 
     /// Checks a GOAWAY the peer sent, on the control stream or a request stream: a server
-    /// receiving a New Session URI closes the session (draft-19 §10.4).
-    pub(crate) fn check_goaway(&self, g: &Goaway) -> Result<GoawayInfo, Error> {
+    /// receiving a New Session URI closes the session (draft-19 §10.4). Only the draft-18
+    /// control-stream form carries a Request ID; one on a request stream is a
+    /// PROTOCOL_VIOLATION, its absence on the control stream is tolerated (moq-dev and aiomoqt
+    /// tolerate it too) and means nothing is known to be unprocessed.
+    pub(crate) fn check_goaway(&self, g: &Goaway, control: bool) -> Result<GoawayInfo, Error> {
         if self.role == Role::Server && !g.new_session_uri.is_empty() {
             return Err(Error::protocol("client GOAWAY with a New Session URI"));
+        }
+        if let Some(id) = g.request_id {
+            if !control {
+                return Err(Error::protocol(
+                    "GOAWAY on a request stream with a Request ID",
+                ));
+            }
+            // draft-18 §10.4: the Request ID names one of ours, so it must have our parity.
+            if id % 2 != self.role.request_id_parity() {
+                return Err(Error::violation(
+                    SessionErrorCode::INVALID_REQUEST_ID,
+                    "GOAWAY Request ID has the wrong parity",
+                ));
+            }
         }
         Ok(GoawayInfo {
             new_session_uri: String::from_utf8_lossy(&g.new_session_uri).into_owned(),
             timeout: Duration::from_millis(g.timeout_ms),
+            unprocessed_from: g.request_id,
         })
+    }
+
+    /// Resolves with [`Error::GoingAway`] once a control-stream GOAWAY says our request `id` was
+    /// not processed (draft-18 §10.4); never otherwise.
+    pub(crate) async fn unprocessed(&self, id: u64) -> Error {
+        let mut rx = self.goaway_received.subscribe();
+        let said = rx
+            .wait_for(|g| {
+                g.as_ref()
+                    .and_then(|g| g.unprocessed_from)
+                    .is_some_and(|from| id >= from)
+            })
+            .await
+            .is_ok();
+        if !said {
+            std::future::pending::<()>().await;
+        }
+        Error::GoingAway
     }
 
     /// Handles a GOAWAY from the control stream (draft-19 §10.4).
@@ -503,16 +558,7 @@ impl SessionCore {
         if self.goaway_received.borrow().is_some() {
             return Err(Error::protocol("second GOAWAY on the control stream"));
         }
-        let info = self.check_goaway(&g)?;
-        // draft-18 §10.4: the Request ID names one of ours, so it must have our parity.
-        if let Some(id) = g.request_id
-            && id % 2 != self.role.request_id_parity()
-        {
-            return Err(Error::violation(
-                SessionErrorCode::INVALID_REQUEST_ID,
-                "GOAWAY Request ID has the wrong parity",
-            ));
-        }
+        let info = self.check_goaway(&g, true)?;
         tracing::info!(uri = %info.new_session_uri, timeout = ?info.timeout, "GOAWAY received");
         self.goaway_received.send_replace(Some(info));
         Ok(())

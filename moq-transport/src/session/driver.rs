@@ -242,8 +242,9 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
         return;
     }
     tracing::debug!(request = msg.name(), request_id, "incoming request");
-    if core.goaway_sent() {
-        // draft-19 §10.4: after a GOAWAY new requests MAY be rejected with GOING_AWAY.
+    if core.goaway_refuses(request_id) {
+        // draft-19 §10.4: after a GOAWAY new requests MAY be rejected with GOING_AWAY
+        // (draft-18: those the GOAWAY's Request ID said were not processed).
         let _ = writer.send(going_away()).await;
         writer.finish();
         return;

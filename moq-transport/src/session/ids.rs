@@ -32,6 +32,12 @@ impl PeerRequestIds {
         }
     }
 
+    /// The smallest peer Request ID not seen yet: every ID from it on is new (draft-18 §10.4,
+    /// GOAWAY's "smallest Request ID that was not or might not have been processed").
+    pub(crate) fn lowest_unseen(&self) -> u64 {
+        self.floor * 2 + self.parity
+    }
+
     /// Records `id`; wrong parity or a duplicate is INVALID_REQUEST_ID (draft-19 §10.1).
     pub(crate) fn check(&mut self, id: u64) -> Result<(), Error> {
         if id % 2 != self.parity {
@@ -75,6 +81,7 @@ mod tests {
             ids.seen.is_empty(),
             "contiguous IDs collapse into the floor"
         );
+        assert_eq!(ids.lowest_unseen(), 10);
         for bad in [1, 3, 0, 4, 8] {
             assert_eq!(
                 ids.check(bad).unwrap_err().session_code(),
