@@ -1250,3 +1250,126 @@ async fn goaway_on_a_request_stream_before_its_response() {
     })
     .await;
 }
+
+/// Parameters carrying one AUTHORIZATION_TOKEN.
+fn with_token(t: moq_core::AuthToken) -> Parameters {
+    Parameters {
+        authorization_tokens: vec![t],
+        ..Default::default()
+    }
+}
+
+fn register(alias: u64) -> moq_core::AuthToken {
+    moq_core::AuthToken::Register {
+        alias,
+        token_type: 0,
+        value: Bytes::from(format!("token-{alias}")),
+    }
+}
+
+/// Expects REQUEST_OK (`ok`) or a REQUEST_ERROR with `code` next on `r`.
+async fn expect_answer(r: &mut common::raw::MsgReader, code: Option<RequestErrorCode>) {
+    match (r.expect().await, code) {
+        (Message::RequestOk(_), None) => {}
+        (Message::RequestError(e), Some(c)) => assert_eq!(e.code, c),
+        (m, c) => panic!("{} where {c:?} was expected", m.name()),
+    }
+}
+
+/// draft-19 §10.2.2: an alias REGISTERed by a message that causes no session error is
+/// registered "even if the message fails for other reasons": in a REQUEST_UPDATE of a FETCH
+/// and of a SUBSCRIBE_TRACKS, and in a request refused with GOING_AWAY after our GOAWAY. A
+/// later USE_ALIAS of each is valid.
+#[tokio::test]
+async fn token_aliases_are_never_lost() {
+    use moq_core::FullTrackName;
+    use moq_core::message::{Fetch, FetchType, TrackStatus};
+    use moq_transport::track::{FetchEnd, Incoming};
+    timeout(async {
+        let (raw, session, _srv) =
+            raw_client_with(SessionConfig::default().with_requests(), V19).await;
+        let v = V19;
+        let namespaces = SubscribeNamespace {
+            request_id: 0,
+            prefix: ns(&["a"]),
+            params: Parameters::default(),
+        };
+        let (mut ns_send, mut ns_resp) = raw.open_request(&encode(namespaces, v)).await;
+        expect_answer(&mut ns_resp, None).await;
+
+        // A FETCH, answered; a REQUEST_UPDATE on it registers alias 1.
+        let name = FullTrackName::new(ns(&["x"]), "t").unwrap();
+        let fetch = Fetch {
+            request_id: 2,
+            fetch_type: FetchType::Standalone {
+                track: name,
+                start: Location::new(0, 0),
+                end: Location::new(1, 0),
+            },
+            params: Parameters::default(),
+        };
+        let (mut f_send, mut f_resp) = raw.open_request(&encode(fetch, v)).await;
+        let _writer = match session.incoming().next().await {
+            Some(Incoming::Fetch(f)) => f
+                .accept(FetchEnd {
+                    end_of_track: false,
+                    end: Location::new(1, 0),
+                    track_properties: Properties::new(),
+                })
+                .await
+                .unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert!(matches!(f_resp.expect().await, Message::FetchOk(_)));
+        let update = RequestUpdate {
+            request_id: 4,
+            params: with_token(register(1)),
+        };
+        f_send.write_all(&encode(update, v)).await.unwrap();
+        expect_answer(&mut f_resp, None).await;
+
+        // A SUBSCRIBE_TRACKS, answered; a REQUEST_UPDATE on it registers alias 2.
+        let tracks = SubscribeTracks {
+            request_id: 6,
+            prefix: ns(&["p"]),
+            params: Parameters::default(),
+        };
+        let (mut t_send, mut t_resp) = raw.open_request(&encode(tracks, v)).await;
+        let _responder = match session.incoming().next().await {
+            Some(Incoming::SubscribeTracks(r)) => r.accept().await.unwrap(),
+            other => panic!("{other:?}"),
+        };
+        expect_answer(&mut t_resp, None).await;
+        let update = RequestUpdate {
+            request_id: 8,
+            params: with_token(register(2)),
+        };
+        t_send.write_all(&encode(update, v)).await.unwrap();
+        expect_answer(&mut t_resp, None).await;
+
+        // After our GOAWAY a TRACK_STATUS is refused, but its REGISTER of alias 3 stands.
+        session.goaway("", Duration::ZERO).await.unwrap();
+        let status = TrackStatus {
+            request_id: 10,
+            track: FullTrackName::new(ns(&["x"]), "t").unwrap(),
+            params: with_token(register(3)),
+        };
+        let (_s_send, mut s_resp) = raw.open_request(&encode(status, v)).await;
+        expect_answer(&mut s_resp, Some(RequestErrorCode::GOING_AWAY)).await;
+
+        // Every alias is known: using them does not close the session.
+        let update = RequestUpdate {
+            request_id: 12,
+            params: Parameters {
+                authorization_tokens: (1..=3)
+                    .map(|alias| moq_core::AuthToken::UseAlias { alias })
+                    .collect(),
+                ..Default::default()
+            },
+        };
+        ns_send.write_all(&encode(update, v)).await.unwrap();
+        expect_answer(&mut ns_resp, None).await;
+        assert!(raw.is_open() && session.close_reason().is_none());
+    })
+    .await;
+}

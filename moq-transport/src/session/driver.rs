@@ -232,7 +232,7 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
         }
     };
     // draft-19 §3.3: a request stream begins with one of seven request messages.
-    let Some((request_id, _)) = msg.request() else {
+    let Some((request_id, params)) = msg.request() else {
         return core.close(Error::protocol(format!(
             "request stream starts with {}",
             msg.name()
@@ -243,6 +243,11 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
     }
     tracing::debug!(request = msg.name(), request_id, "incoming request");
     if core.goaway_refuses(request_id) {
+        // draft-19 §10.2.2: its token aliases are registered (or deleted) even though the
+        // request fails; an alias error closes the session.
+        if core.resolve_tokens(&params.authorization_tokens).is_err() {
+            return;
+        }
         // draft-19 §10.4: after a GOAWAY new requests MAY be rejected with GOING_AWAY
         // (draft-18: those the GOAWAY's Request ID said were not processed).
         let _ = writer.send(going_away()).await;
