@@ -1373,3 +1373,61 @@ async fn token_aliases_are_never_lost() {
     })
     .await;
 }
+
+/// draft-19 §5.1.3, §10.9.1, §10.3.1.6: a REQUEST_UPDATE with an invalid Range Filter (an odd
+/// property type), or one that takes the subscription's filters past MAX_FILTER_RANGES in
+/// all, is refused with REQUEST_ERROR INVALID_FILTER and the subscription ends with
+/// PUBLISH_DONE UPDATE_FAILED; the session stays open.
+#[tokio::test]
+async fn invalid_filter_in_an_update_fails_the_subscription() {
+    use moq_transport::track::Incoming;
+    timeout(async {
+        // Each case: the update's parameter block.
+        let two_more_ranges = {
+            let mut p = vi(1);
+            put_vi(&mut p, 0x26); // OBJECTID_FILTER: SetID 0, two ranges
+            let mut f = vec![0u8];
+            for x in [0, 1, 4, 1] {
+                put_vi(&mut f, x);
+            }
+            put_vi(&mut p, f.len() as u64);
+            p.extend(f);
+            p
+        };
+        for update_params in [property_filter_params(3), two_more_ranges] {
+            let config = SessionConfig {
+                max_filter_ranges: 2,
+                ..SessionConfig::default().with_requests()
+            };
+            let (raw, session, _srv) = raw_client_with(config, V19).await;
+            // The SUBSCRIBE carries one range (property type 2, [0, 5]).
+            let (mut send, mut resp) = raw
+                .open_request(&subscribe_with_property_filter(0, 2))
+                .await;
+            let Some(Incoming::Subscribe(r)) = session.incoming().next().await else {
+                panic!("no SUBSCRIBE");
+            };
+            let _writer = r.accept(SubscribeResponse::default()).await.unwrap();
+            assert!(matches!(resp.expect().await, Message::SubscribeOk(_)));
+            let mut body = vi(2);
+            body.extend(&update_params);
+            send.write_all(&frame(REQUEST_UPDATE, &body)).await.unwrap();
+            match resp.expect().await {
+                Message::RequestError(e) => assert_eq!(e.code, RequestErrorCode::INVALID_FILTER),
+                m => panic!("{m:?}"),
+            }
+            match resp.expect().await {
+                Message::PublishDone(d) => {
+                    assert_eq!(d.status, moq_core::codes::PublishDoneCode::UPDATE_FAILED)
+                }
+                m => panic!("{m:?}"),
+            }
+            assert!(
+                resp.next().await.unwrap().is_none(),
+                "FIN after PUBLISH_DONE"
+            );
+            assert!(raw.is_open() && session.close_reason().is_none());
+        }
+    })
+    .await;
+}

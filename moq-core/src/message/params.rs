@@ -381,11 +381,7 @@ impl Parameters {
 
     /// Total number of ranges across every Range Filter (compared to MAX_FILTER_RANGES).
     pub fn filter_range_count(&self) -> usize {
-        self.range_filters
-            .iter()
-            .filter_map(|p| p.filter.as_ref())
-            .map(|f| f.ranges.len())
-            .sum()
+        RangeFilterParam::range_count(&self.range_filters)
     }
 
     /// Reads `Number of Parameters` and the parameters, checking each against `ctx`.

@@ -214,6 +214,20 @@ pub struct RangeFilterParam {
 }
 
 impl RangeFilterParam {
+    /// How many ranges `filters` carry in all (what MAX_FILTER_RANGES bounds, draft-19
+    /// §10.3.1.6).
+    ///
+    /// ```
+    /// assert_eq!(moq_core::RangeFilterParam::range_count(&[]), 0);
+    /// ```
+    pub fn range_count(filters: &[RangeFilterParam]) -> usize {
+        filters
+            .iter()
+            .filter_map(|p| p.filter.as_ref())
+            .map(|f| f.ranges.len())
+            .sum()
+    }
+
     /// Reads the bytes inside the parameter's Length. Errors are request-level INVALID_FILTER
     /// except a body that is not even structurally present.
     pub(crate) fn decode_body<B: Buf>(

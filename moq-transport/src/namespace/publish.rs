@@ -161,11 +161,15 @@ pub(crate) async fn serve_publish_namespace(
     loop {
         tokio::select! {
             ev = req.next() => match ev {
-                Event::Update(_) => {
-                    let answer = req
-                        .authorize(None, RequestKind::PublishNamespace, &ns, None)
-                        .await
-                        .map(|()| RequestOk::default());
+                Event::Update(u) => {
+                    // draft-19 §10.9.1: a failed update closes the stream.
+                    let answer = match u {
+                        Ok(_) => req
+                            .authorize(None, RequestKind::PublishNamespace, &ns, None)
+                            .await
+                            .map(|()| RequestOk::default()),
+                        Err(e) => Err(e),
+                    };
                     if !req.answer_update(answer).await? {
                         return Ok(());
                     }

@@ -268,7 +268,12 @@ pub(crate) async fn serve_subscribe_namespace(
                 req.send(msg).await?;
             }
             ev = req.next() => match ev {
-                Event::Update(u) => {
+                // draft-19 §10.9.1: a failed update closes the stream.
+                Event::Update(Err(e)) => {
+                    req.answer_update(Err(e)).await?;
+                    return Ok(());
+                }
+                Event::Update(Ok(u)) => {
                     let new_prefix = u.params.track_namespace_prefix.clone().unwrap_or_else(|| prefix.clone());
                     let mut answer = req
                         .authorize(None, RequestKind::SubscribeNamespace, &new_prefix, None)

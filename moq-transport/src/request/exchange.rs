@@ -12,15 +12,17 @@ use std::sync::Arc;
 
 use moq_core::TrackNamespace;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
+use moq_core::coding::Vi64;
 use moq_core::message::{
-    Goaway, Message, ParamContext, Parameters, RequestError, RequestMessage, RequestOk,
-    RequestUpdate,
+    ControlMessage, Goaway, Message, ParamContext, Parameters, RequestError, RequestMessage,
+    RequestOk, RequestUpdate, peek_request_id,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::handle::{Command, EndSlot, Feed, RequestHandle, UpdateReply};
 use super::stream::RequestStream;
 use crate::error::Error;
+use crate::framing::Frame;
 use crate::session::{
     AuthRequest, GoawayInfo, OpenRequest, RequestKind, ResolvedToken, SessionCore,
 };
@@ -32,8 +34,10 @@ pub(crate) enum Event {
     /// GOAWAY. Pass one the kind does not expect to [`Request::unexpected`].
     Message(Message),
     /// The peer's REQUEST_UPDATE, already checked (Request ID, parameters, MAX_REQUEST_UPDATES,
-    /// tokens); answer it with [`Request::answer_update`].
-    Update(RequestUpdate),
+    /// tokens); answer it with [`Request::answer_update`]. `Err` is one that fails at the
+    /// request level (an invalid Range Filter, draft-19 §5.1.3): refuse it with that error,
+    /// which ends the request as the kind says (§10.9.1).
+    Update(Result<RequestUpdate, RequestError>),
     /// The peer answered one of our REQUEST_UPDATEs.
     Updated(Updated),
     /// The peer finished its half: it sends nothing more, which does not cancel the request
@@ -411,8 +415,8 @@ impl Request {
                     None => return Event::Dropped,
                     Some(Command::Update(params, reply)) => self.send_update(params, reply).await,
                 },
-                m = self.stream.reader.next(), if self.reader_open => {
-                    if let Some(ev) = self.on_message(m) {
+                f = self.stream.reader.next_frame(), if self.reader_open => {
+                    if let Some(ev) = self.on_frame(f) {
                         return ev;
                     }
                 }
@@ -436,12 +440,39 @@ impl Request {
         }
     }
 
+    /// Decodes a frame for [`Request::on_message`]; a REQUEST_UPDATE that fails to decode at
+    /// the request level (INVALID_FILTER) is refused, not a session error (draft-19 §5.1.3).
+    fn on_frame(&mut self, f: Result<Frame, Error>) -> Option<Event> {
+        let frame = match f {
+            Ok(Frame::Bytes(b)) => b,
+            Ok(Frame::Fin) => return self.on_message(Ok(None)),
+            Err(e) => return self.on_message(Err(e)),
+        };
+        let v = self.core.version();
+        let e = match Message::decode(&mut frame.clone(), v) {
+            Ok(m) => return self.on_message(Ok(Some(m))),
+            Err(e) => e,
+        };
+        let mut ty: &[u8] = frame.as_ref();
+        let update_id = Vi64::decode(&mut ty)
+            .is_ok_and(|t| t == RequestUpdate::TYPE)
+            .then(|| peek_request_id(&frame, v))
+            .flatten();
+        match (e.request_code(), update_id, self.peer_updates) {
+            (Some(code), Some(id), Some(_)) => Some(match self.core.check_peer_request_id(id) {
+                Ok(()) => Event::Update(Err(RequestError::new(code, e.to_string()))),
+                Err(e) => Event::Ended(e),
+            }),
+            _ => self.on_message(Err(e.into())),
+        }
+    }
+
     fn on_message(&mut self, m: Result<Option<Message>, Error>) -> Option<Event> {
         let version = self.core.version();
         match m {
             Ok(Some(Message::RequestUpdate(u))) => Some(match self.peer_updates {
                 Some(ctx) => match self.check_update(&u, ctx) {
-                    Ok(()) => Event::Update(u),
+                    Ok(()) => Event::Update(Ok(u)),
                     Err(e) => Event::Ended(e),
                 },
                 None => Event::Ended(self.unexpected(&Message::RequestUpdate(u))),

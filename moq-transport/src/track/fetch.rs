@@ -361,7 +361,13 @@ pub(crate) async fn serve_fetch(
     }
     loop {
         match req.next().await {
-            Event::Update(_) => req.send(RequestOk::default()).await?,
+            Event::Update(Ok(_)) => req.send(RequestOk::default()).await?,
+            // draft-19 §10.9.1: a failed update resets the FETCH data stream.
+            Event::Update(Err(e)) => {
+                cancel_tx.send_replace(Some(Error::Rejected(Box::new(e.clone()))));
+                req.answer_update(Err(e)).await?;
+                return Ok(());
+            }
             Event::Fin => {
                 req.finish();
                 return Ok(());

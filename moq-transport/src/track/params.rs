@@ -247,7 +247,12 @@ pub(crate) fn last_covered(end: Location) -> Location {
 /// INVALID_FILTER for more Range Filter ranges than we allow (draft-19 §10.3.1.6), or any on a
 /// version without Range Filters.
 pub(crate) fn filter_budget(core: &SessionCore, params: &Parameters) -> Option<RequestError> {
-    let n = params.filter_range_count() as u64;
+    ranges_budget(core, params.filter_range_count())
+}
+
+/// [`filter_budget`] for `n` ranges in all.
+pub(crate) fn ranges_budget(core: &SessionCore, n: usize) -> Option<RequestError> {
+    let n = n as u64;
     let version = core.version();
     (n > core.config().max_filter_ranges || (n > 0 && !version.has_range_filters()))
         .then(|| RequestError::new(RequestErrorCode::INVALID_FILTER, "too many filter ranges"))

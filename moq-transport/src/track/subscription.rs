@@ -11,7 +11,7 @@ use moq_core::{FullTrackName, GroupOrder, Location, Properties};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot, watch};
 
-use super::params::{SubscriptionParams, filter_budget};
+use super::params::{SubscriptionParams, ranges_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::send::{Finish, JoinPoint, JoinState, SubscriptionWriter, WriterShared};
 use crate::error::Error;
@@ -316,7 +316,7 @@ impl PublisherTask {
                     break r;
                 }
                 ev = req.next() => match ev {
-                    Event::Update(u) => match self.update(&u.params, join) {
+                    Event::Update(u) => match u.and_then(|u| self.update(&u.params, join)) {
                         Ok(ok) => req.send(ok).await?,
                         Err(e) => {
                             req.send(e).await?;
@@ -356,7 +356,10 @@ impl PublisherTask {
                 "update refused",
             ));
         }
-        if let Some(e) = filter_budget(&self.shared.core, params) {
+        // draft-19 §10.3.1.6: MAX_FILTER_RANGES counts the subscription's filters after the
+        // update, not only the update's.
+        let total = moq_core::RangeFilterParam::range_count(&next.range_filters);
+        if let Some(e) = ranges_budget(&self.shared.core, total) {
             return Err(e);
         }
         let was_forwarding = self.params.borrow().forward;

@@ -169,7 +169,12 @@ pub(crate) async fn serve_subscribe_tracks(
         tokio::select! {
             Some((suffix, name)) = skip_rx.recv() => req.send(PublishSkipped { suffix, name }).await?,
             ev = req.next() => match ev {
-                Event::Update(u) => {
+                // draft-19 §10.9.1: a failed update closes the stream.
+                Event::Update(Err(e)) => {
+                    req.answer_update(Err(e)).await?;
+                    break Ok(());
+                }
+                Event::Update(Ok(u)) => {
                     let mut answer = Ok(RequestOk::default());
                     if let Some(new) = &u.params.track_namespace_prefix {
                         // draft-19 §10.9.2: the new prefix re-checks PREFIX_OVERLAP.
