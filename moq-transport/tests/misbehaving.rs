@@ -1431,3 +1431,60 @@ async fn invalid_filter_in_an_update_fails_the_subscription() {
     })
     .await;
 }
+
+/// draft-19 §10.9.2: after a TRACK_NAMESPACE_PREFIX update is accepted, NAMESPACE_DONE
+/// suffixes are relative to the new prefix; one for a namespace announced under the old
+/// prefix and still under the new one is valid (it was active), not a PROTOCOL_VIOLATION.
+/// Namespaces outside the new prefix are reported removed at the move.
+#[tokio::test]
+async fn namespace_done_after_a_prefix_update() {
+    timeout(async {
+        let (session, raw, _srv) = our_client(V19).await;
+        let pending = {
+            let s = session.clone();
+            tokio::spawn(async move { s.subscribe_namespace(ns(&["a"])).await })
+        };
+        let (mut send, mut reader, _first) = raw.accept_request().await;
+        let ok = RequestOk {
+            params: Parameters::default(),
+            track_properties: Properties::new(),
+        };
+        send.write_all(&encode(ok.clone(), V19)).await.unwrap();
+        let mut sub = pending.await.unwrap().unwrap();
+        for suffix in [ns(&["b", "c"]), ns(&["x"])] {
+            send.write_all(&encode(Namespace { suffix }, V19))
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            next_event(&mut sub).await,
+            NamespaceEvent::Added(ns(&["a", "b", "c"]))
+        );
+        assert_eq!(
+            next_event(&mut sub).await,
+            NamespaceEvent::Added(ns(&["a", "x"]))
+        );
+        let update = {
+            let new = ns(&["a", "b"]);
+            let answer = async {
+                assert!(matches!(reader.expect().await, Message::RequestUpdate(_)));
+                send.write_all(&encode(ok.clone(), V19)).await.unwrap();
+            };
+            let (r, ()) = tokio::join!(sub.update_prefix(new), answer);
+            r
+        };
+        update.unwrap();
+        assert_eq!(
+            next_event(&mut sub).await,
+            NamespaceEvent::Removed(ns(&["a", "x"]))
+        );
+        let done = NamespaceDone { suffix: ns(&["c"]) };
+        send.write_all(&encode(done, V19)).await.unwrap();
+        assert_eq!(
+            next_event(&mut sub).await,
+            NamespaceEvent::Removed(ns(&["a", "b", "c"]))
+        );
+        assert!(session.close_reason().is_none() && raw.is_open());
+    })
+    .await;
+}

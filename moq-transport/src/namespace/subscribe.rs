@@ -141,10 +141,22 @@ impl Discovery {
                         (Ok(_), Some(p)) => Some(p.clone()),
                         _ => None,
                     };
-                    // The namespaces that follow are relative to the new prefix.
+                    // draft-19 §10.9.2: the namespaces that follow are relative to the new
+                    // prefix. Those still under it stay active (a later NAMESPACE_DONE for one
+                    // is valid); the others are gone.
                     let gone = moved.map(|p| {
+                        let mut gone: Vec<TrackNamespace> = self
+                            .active
+                            .iter()
+                            .filter(|n| !p.is_prefix_of(n))
+                            .cloned()
+                            .collect();
+                        gone.sort();
+                        for n in &gone {
+                            self.active.remove(n);
+                        }
                         self.prefix.send_replace(p);
-                        self.take_active()
+                        gone
                     });
                     u.reply();
                     self.removed(gone.unwrap_or_default()).await
