@@ -307,10 +307,15 @@ impl RawServer {
 
     /// One of our clients, pinned to this server's certificate.
     pub fn client(&self, versions: Vec<Version>) -> Client {
+        self.client_with(versions, SessionConfig::default())
+    }
+
+    /// [`RawServer::client`] with a session configuration.
+    pub fn client_with(&self, versions: Vec<Version>, session: SessionConfig) -> Client {
         Client::new(ClientConfig {
             tls: ClientTls::pinned(self.cert.fingerprint()),
             versions,
-            session: SessionConfig::default(),
+            session,
             share_indexes: false,
         })
         .unwrap()
