@@ -507,6 +507,52 @@ async fn standalone_fetch_in_both_orders() {
     .await;
 }
 
+/// draft-19 §5.1, §10.12.2: a Joining FETCH may name a subscription created by PUBLISH; it
+/// resolves against the Largest Location the PUBLISH carried.
+#[tokio::test]
+async fn joining_fetch_names_a_publish() {
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let options = moq_transport::track::PublishOptions {
+            largest: Some(Location::new(4, 2)),
+            ..Default::default()
+        };
+        let published = client.publish(track("pj"), options).await.unwrap();
+        let incoming = match server.incoming().next().await.unwrap() {
+            Incoming::Publish(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let sub = incoming.accept(Parameters::default()).await.unwrap();
+        published.accepted().await.unwrap();
+        let request = FetchType::RelativeJoining {
+            joining_request_id: sub.request_id(),
+            joining_start: 1,
+        };
+        let serve = async {
+            let f = match client.incoming().next().await.unwrap() {
+                Incoming::Fetch(f) => f,
+                other => panic!("{other:?}"),
+            };
+            // Start {4 - 1, 0}, End {4, 2 + 1}.
+            assert_eq!(f.track(), &track("pj"));
+            assert_eq!(f.start(), Location::new(3, 0));
+            assert_eq!(f.end(), Location::new(4, 3));
+            let w = f
+                .accept(FetchEnd {
+                    end_of_track: false,
+                    end: Location::new(4, 3),
+                    track_properties: Properties::new(),
+                })
+                .await
+                .unwrap();
+            w.finish();
+        };
+        let (resp, ()) = tokio::join!(server.fetch(request, Parameters::default()), serve);
+        assert!(resp.unwrap().next().await.is_none());
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn joining_fetch_resolves_against_the_subscription() {
     timeout(async {

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::incoming::{Incoming, IncomingPublish};
 use super::params::{SubscriptionParams, millis, ms};
-use super::send::SubscriptionWriter;
+use super::send::{JoinPoint, JoinState, SubscriptionWriter};
 use super::state::{Asked, TrackState};
 use super::subscription::{PublisherTask, SubscriptionInfo, new_subscription};
 use crate::error::Error;
@@ -106,6 +106,7 @@ pub(crate) async fn publish(
     .await?;
     let mut initial = SubscriptionParams::default();
     initial.apply(&opts.subscription, opts.largest);
+    let track_name = track.clone();
     let publisher = PublisherTask::new(
         core,
         req.id(),
@@ -121,12 +122,29 @@ pub(crate) async fn publish(
         answer: answer_rx,
         core: core.clone(),
     };
+    let tracks = tracks.clone();
+    let largest = opts.largest;
+    let name = track_name;
     core.spawn(async move {
+        // draft-19 §5.1, §10.12.2: a Joining FETCH may name the PUBLISH's Request ID.
+        let join = watch::channel(JoinState {
+            track: name.clone(),
+            established: None,
+        });
+        let _join_guard = tracks.send.track_join(req.id(), join.1);
         match req.request_ok(ParamContext::PublishOk).await {
             Ok(ok) => {
                 publisher.apply(&ok.params);
+                let forward = publisher.forwarding();
+                join.0.send_replace(JoinState {
+                    track: name,
+                    established: Some(JoinPoint {
+                        forward,
+                        joining: largest.filter(|_| forward),
+                    }),
+                });
                 answer_tx.send_replace(Some(Ok(())));
-                let _ = publisher.run(&mut req, None).await;
+                let _ = publisher.run(&mut req, Some(&join.0)).await;
             }
             Err(e) => {
                 answer_tx.send_replace(Some(Err(e)));

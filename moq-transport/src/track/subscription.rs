@@ -289,6 +289,11 @@ impl PublisherTask {
         }
     }
 
+    /// Whether objects are forwarded now (Forward State).
+    pub(crate) fn forwarding(&self) -> bool {
+        self.params.borrow().forward
+    }
+
     /// Applies the subscriber's PUBLISH_OK parameters.
     pub(crate) fn apply(&self, params: &Parameters) {
         let largest = *self.shared.largest.lock();
@@ -296,7 +301,7 @@ impl PublisherTask {
     }
 
     /// Serves REQUEST_UPDATE and cancellation until PUBLISH_DONE is sent or the subscription is
-    /// cancelled. `join` is the record a Joining FETCH reads (SUBSCRIBE only).
+    /// cancelled. `join` is the record a Joining FETCH reads.
     pub(crate) async fn run(
         mut self,
         req: &mut Request,
