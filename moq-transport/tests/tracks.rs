@@ -507,6 +507,57 @@ async fn standalone_fetch_in_both_orders() {
     .await;
 }
 
+/// draft-19 §5.1.5, §10.2.16: SUBSCRIBE with Forward=0, then REQUEST_UPDATE Forward=1, then a
+/// Joining FETCH: the update's REQUEST_UPDATE_OK carries the Largest Location seeded from
+/// SUBSCRIBE_OK, and the Joining FETCH resolves against it.
+#[tokio::test]
+async fn forward_zero_update_then_joining_fetch() {
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let response = SubscribeResponse {
+            largest: Some(Location::new(5, 1)),
+            ..Default::default()
+        };
+        let params = Parameters {
+            forward: Some(false),
+            ..Default::default()
+        };
+        let (sub, _writer) =
+            subscribe_accepted(&client, &server, track("fz"), params, response).await;
+        let largest = sub
+            .update(Parameters {
+                forward: Some(true),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(largest, Some(Location::new(5, 1)));
+        let request = FetchType::RelativeJoining {
+            joining_request_id: sub.request_id(),
+            joining_start: 0,
+        };
+        let serve = async {
+            let f = match server.incoming().next().await.unwrap() {
+                Incoming::Fetch(f) => f,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(f.start(), Location::new(5, 0));
+            assert_eq!(f.end(), Location::new(5, 2));
+            f.accept(FetchEnd {
+                end_of_track: false,
+                end: Location::new(5, 2),
+                track_properties: Properties::new(),
+            })
+            .await
+            .unwrap()
+            .finish();
+        };
+        let (resp, ()) = tokio::join!(client.fetch(request, Parameters::default()), serve);
+        assert!(resp.unwrap().next().await.is_none());
+    })
+    .await;
+}
+
 /// draft-19 §5.1, §10.12.2: a Joining FETCH may name a subscription created by PUBLISH; it
 /// resolves against the Largest Location the PUBLISH carried.
 #[tokio::test]
