@@ -53,6 +53,11 @@ fn assert_closed_with(err: &Error, code: SessionErrorCode) {
     assert_eq!(err.session_code(), code, "{err}");
 }
 
+/// True if `r` is our own refusal to send (`Error::Invalid`).
+fn invalid<T>(r: Result<T, Error>) -> bool {
+    matches!(r, Err(Error::Invalid(_)))
+}
+
 /// Waits until our `session` has closed the connection with `code`, checked on both ends. The
 /// reason phrase must contain `hint`, so that a catch-all code such as PROTOCOL_VIOLATION is
 /// known to come from the rule under test.
@@ -1370,6 +1375,14 @@ async fn token_aliases_are_never_lost() {
         ns_send.write_all(&encode(update, v)).await.unwrap();
         expect_answer(&mut ns_resp, None).await;
         assert!(raw.is_open() && session.close_reason().is_none());
+
+        // An alias never registered closes the session with UNKNOWN_AUTH_TOKEN_ALIAS.
+        let update = RequestUpdate {
+            request_id: 14,
+            params: with_token(moq_core::AuthToken::UseAlias { alias: 9 }),
+        };
+        ns_send.write_all(&encode(update, v)).await.unwrap();
+        expect_close(&raw, &session, SessionErrorCode::UNKNOWN_AUTH_TOKEN_ALIAS, "alias 9").await;
     })
     .await;
 }
@@ -1484,6 +1497,113 @@ async fn namespace_done_after_a_prefix_update() {
             next_event(&mut sub).await,
             NamespaceEvent::Removed(ns(&["a", "b", "c"]))
         );
+        assert!(session.close_reason().is_none() && raw.is_open());
+    })
+    .await;
+}
+
+/// draft-19 §10.2.2, §10.3.1.4, §10.3.1.6: the peer's limits bind what we send, so our own
+/// requests never make it close the session: a REGISTER past its MAX_AUTH_TOKEN_CACHE_SIZE
+/// (counting what we registered before), of an alias it holds, or a USE_ALIAS of one it does
+/// not, and more Range Filter ranges than its MAX_FILTER_RANGES, in any request or
+/// REQUEST_UPDATE, are refused locally with `Error::Invalid` and never sent.
+#[tokio::test]
+async fn the_peers_limits_bind_what_we_send() {
+    use moq_core::AuthToken;
+    use moq_core::message::{FetchType, SubscribeOk};
+    timeout(async {
+        let raw_srv = RawServer::start(&[V19]);
+        let client = raw_srv.client(vec![V19]);
+        let options = SetupOptions {
+            max_auth_token_cache_size: Some(40),
+            max_filter_ranges: Some(1),
+            ..raw_setup()
+        };
+        let (session, raw) = raw_srv.connect(&client, options).await;
+        let session = session.unwrap();
+        let token = |t: AuthToken| Parameters {
+            authorization_tokens: vec![t],
+            ..Default::default()
+        };
+        let reg = |alias: u64, len: usize| AuthToken::Register {
+            alias,
+            token_type: 0,
+            value: Bytes::from(vec![b'x'; len]),
+        };
+        // 16 + 30 bytes does not fit in 40.
+        assert!(invalid(
+            session
+                .subscribe_namespace_with(ns(&["a"]), token(reg(1, 30)))
+                .await
+        ));
+        assert!(invalid(
+            session
+                .subscribe_namespace_with(ns(&["a"]), token(AuthToken::UseAlias { alias: 1 }))
+                .await
+        ));
+        // Two filter ranges where the peer allows one.
+        let two_ranges = Parameters {
+            range_filters: vec![moq_core::RangeFilterParam {
+                kind: moq_core::RangeFilterKind::ObjectId,
+                filter: Some(moq_core::RangeFilter {
+                    set_id: 0,
+                    property_type: None,
+                    ranges: vec![
+                        moq_core::FilterRange {
+                            start: 0,
+                            end: Some(1),
+                        },
+                        moq_core::FilterRange {
+                            start: 4,
+                            end: Some(5),
+                        },
+                    ],
+                }),
+            }],
+            ..Default::default()
+        };
+        let fetch = FetchType::Standalone {
+            track: moq_core::FullTrackName::new(ns(&["a"]), "t").unwrap(),
+            start: Location::new(0, 0),
+            end: Location::new(1, 0),
+        };
+        assert!(invalid(session.fetch(fetch, two_ranges.clone()).await));
+
+        // A REGISTER that fits (16 + 10) goes out; the first request the raw peer sees.
+        let name = moq_core::FullTrackName::new(ns(&["a"]), "t").unwrap();
+        let pending = {
+            let s = session.clone();
+            let (name, params) = (name.clone(), token(reg(1, 10)));
+            tokio::spawn(async move { s.subscribe(name, params).await })
+        };
+        let (mut send, mut reader, first) = raw.accept_request().await;
+        assert!(matches!(first, Message::Subscribe(_)));
+        let ok = SubscribeOk {
+            track_alias: 0,
+            params: Parameters::default(),
+            track_properties: Properties::new(),
+        };
+        send.write_all(&encode(ok, V19)).await.unwrap();
+        let sub = pending.await.unwrap().unwrap();
+        // The same alias again, or 16 + 10 more bytes (52 > 40): refused before sending.
+        assert!(invalid(sub.update(token(reg(1, 1))).await));
+        assert!(invalid(sub.update(token(reg(2, 10))).await));
+        assert!(invalid(sub.update(two_ranges).await));
+        // USE_ALIAS of the registered one goes out.
+        let update = {
+            let sub = &sub;
+            async move { sub.update(token(AuthToken::UseAlias { alias: 1 })).await }
+        };
+        let answer = async {
+            assert!(matches!(reader.expect().await, Message::RequestUpdate(_)));
+            let ok = RequestOk {
+                params: Parameters::default(),
+                track_properties: Properties::new(),
+            };
+            send.write_all(&encode(ok, V19)).await.unwrap();
+        };
+        let (r, ()) = tokio::join!(update, answer);
+        r.unwrap();
         assert!(session.close_reason().is_none() && raw.is_open());
     })
     .await;

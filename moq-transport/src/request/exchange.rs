@@ -126,6 +126,7 @@ impl Request {
         mut first: M,
     ) -> Result<Request, Error> {
         first.params().validate(M::PARAMS, core.version())?;
+        core.check_outgoing(first.params())?;
         let (writer, reader) = tokio::select! {
             r = core.open_request_stream() => r?,
             e = core.closed() => return Err(e),
@@ -573,6 +574,10 @@ impl Request {
         let max = self.core.peer_max_request_updates();
         if max > 0 && self.pending.len() as u64 >= max {
             let _ = reply.send(Err(Error::Limit("the peer's MAX_REQUEST_UPDATES")));
+            return;
+        }
+        if let Err(e) = self.core.check_outgoing(&params) {
+            let _ = reply.send(Err(e));
             return;
         }
         let update = RequestUpdate {

@@ -134,8 +134,9 @@ fn entry_size(value: &Bytes) -> u64 {
     16 + value.len() as u64
 }
 
-/// The aliases the peer registered with us, bounded by our MAX_AUTH_TOKEN_CACHE_SIZE.
-#[derive(Debug, Default)]
+/// The aliases the peer registered with us, bounded by our MAX_AUTH_TOKEN_CACHE_SIZE; or, as
+/// the mirror of the peer's cache, those we registered with it, bounded by its own.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct TokenCache {
     max: u64,
     used: u64,

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode};
-use moq_core::message::{Goaway, RequestError, SetupOptions};
+use moq_core::message::{Goaway, Parameters, RequestError, SetupOptions};
 use moq_core::{AuthToken, Version};
 use parking_lot::Mutex;
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -99,6 +99,8 @@ pub(crate) struct SessionCore {
     next_request_id: AtomicU64,
     peer_ids: Mutex<PeerRequestIds>,
     tokens: Mutex<TokenCache>,
+    /// What the peer's token cache holds of ours (set up at SETUP).
+    sent_tokens: Mutex<TokenCache>,
     info: OnceLock<SessionInfo>,
     peer_setup: OnceLock<SetupOptions>,
     setup_done: watch::Sender<bool>,
@@ -168,6 +170,7 @@ impl SessionCore {
                 config.limits.request_id_window,
             )),
             tokens: Mutex::new(TokenCache::new(config.max_auth_token_cache_size)),
+            sent_tokens: Mutex::new(TokenCache::default()),
             pending_streams: Arc::new(Semaphore::new(config.limits.max_pending_streams)),
             config,
             reason: OnceLock::new(),
@@ -313,6 +316,10 @@ impl SessionCore {
 
     /// Records what SETUP settled; streams held until now are released.
     pub(crate) fn established(&self, info: SessionInfo, peer: SetupOptions) {
+        // The peer's cache starts with what our SETUP registered, if it fit (§10.2.2).
+        let mut sent = TokenCache::new(peer.max_auth_token_cache_size.unwrap_or(0));
+        let _ = sent.resolve_setup(&self.config.setup_tokens, self.role == Role::Client);
+        *self.sent_tokens.lock() = sent;
         let _ = self.info.set(info);
         let _ = self.peer_setup.set(peer);
         self.setup_done.send_replace(true);
@@ -336,6 +343,30 @@ impl SessionCore {
 
     pub(crate) fn peer_setup(&self) -> Option<&SetupOptions> {
         self.peer_setup.get()
+    }
+
+    /// Checks the parameters of a request or REQUEST_UPDATE we are about to send against the
+    /// peer's limits, so that our own message never closes the session: its MAX_FILTER_RANGES
+    /// (draft-19 §10.3.1.6), and its token cache (§10.2.2, §10.3.1.4: a REGISTER past its
+    /// MAX_AUTH_TOKEN_CACHE_SIZE or of an alias it holds, a USE_ALIAS of one it does not).
+    /// The aliases are recorded as the peer will.
+    pub(crate) fn check_outgoing(&self, params: &Parameters) -> Result<(), Error> {
+        let n = params.filter_range_count() as u64;
+        let max = self.peer_max_filter_ranges();
+        if n > max {
+            return Err(Error::Invalid(format!(
+                "{n} filter ranges, the peer allows {max}"
+            )));
+        }
+        if params.authorization_tokens.is_empty() {
+            return Ok(());
+        }
+        let mut sent = self.sent_tokens.lock();
+        let mut next = sent.clone();
+        next.resolve(&params.authorization_tokens)
+            .map_err(|e| Error::Invalid(format!("authorization token: {e}")))?;
+        *sent = next;
+        Ok(())
     }
 
     /// The peer's MAX_FILTER_RANGES (0 if it sent none: no Range Filters allowed).

@@ -23,14 +23,6 @@ pub(crate) async fn subscribe(
     params: Parameters,
 ) -> Result<Subscription, Error> {
     let core = tracks.core();
-    // draft-19 §10.3.1.6: the peer's MAX_FILTER_RANGES bounds our Range Filters.
-    let n = params.filter_range_count();
-    let max = core.peer_max_filter_ranges();
-    if n as u64 > max {
-        return Err(Error::Invalid(format!(
-            "{n} filter ranges, the peer allows {max}"
-        )));
-    }
     let mut req = Request::open(
         core,
         Subscribe {
