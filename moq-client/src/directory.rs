@@ -603,7 +603,8 @@ impl Directory {
             .subscribing
             .get(&name)
             .is_some_and(|p| p.contains_key(&peer.key));
-        let filters = &responder.defaults().range_filters;
+        let defaults = responder.defaults();
+        let filters = &defaults.range_filters;
         if origin == Some(peer.key)
             || subscribes
             || track.is_ended()
@@ -619,7 +620,7 @@ impl Directory {
         published.insert(name, track.clone());
         // draft-19 §10.19.1: the request's parameters are the subscription's defaults.
         let options = PublishOptions {
-            subscription: responder.defaults().clone(),
+            subscription: defaults.clone(),
             largest: track.largest(),
             track_properties: track.properties(),
             ..Default::default()

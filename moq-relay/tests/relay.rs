@@ -1676,3 +1676,66 @@ async fn subscribe_tracks_parameters_shape_the_publish() {
     })
     .await;
 }
+
+/// draft-19 §10.9, §10.9.2, §10.19: a REQUEST_UPDATE of SUBSCRIBE_TRACKS takes effect for the
+/// PUBLISHes still to come (here a new TRACK_PROPERTY_FILTER), and a new prefix is
+/// authorized like the request was: (private) without the token is refused (UNAUTHORIZED),
+/// which ends the request.
+#[tokio::test]
+async fn subscribe_tracks_updates_take_effect_or_are_refused() {
+    timeout(async {
+        let mut config = RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap();
+        config.authorizer = std::sync::Arc::new(Policy);
+        let relay = Relay::bind(config).unwrap();
+        relay.spawn();
+        let viewer = transport_session(&relay, false).await;
+        let mut tracks = viewer
+            .subscribe_tracks(ns(&["other"]), app_int_is_one())
+            .await
+            .unwrap();
+        // The filter moves to APP_INT = 2.
+        let mut two = app_int_is_one();
+        if let Some(f) = two.range_filters[0].filter.as_mut() {
+            f.ranges[0] = moq_core::FilterRange {
+                start: 2,
+                end: Some(2),
+            };
+        }
+        tracks.update(two).await.unwrap();
+        let publisher = transport_session(&relay, true).await;
+        let props = |v: u64| Properties::new().with_int(APP_INT, v).unwrap();
+        let mut kept = Vec::new();
+        // The policy lets PUBLISH through only for the track name "allowed".
+        for (name, value) in [("one", 1), ("two", 2)] {
+            let p = publisher
+                .publish(
+                    track(&ns(&["other", name]), "allowed"),
+                    PublishOptions {
+                        track_properties: props(value),
+                        authorization_tokens: token("pub").authorization_tokens,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+            p.accepted().await.unwrap();
+            kept.push(p);
+        }
+        match viewer.incoming().next().await.unwrap() {
+            Incoming::Publish(p) => {
+                assert_eq!(p.track(), &track(&ns(&["other", "two"]), "allowed"))
+            }
+            other => panic!("{other:?}"),
+        }
+        // A prefix the viewer may not see.
+        let err = tracks
+            .update(Parameters {
+                track_namespace_prefix: Some(ns(&["private"])),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(rejected(err), RequestErrorCode::UNAUTHORIZED);
+    })
+    .await;
+}

@@ -1382,7 +1382,13 @@ async fn token_aliases_are_never_lost() {
             params: with_token(moq_core::AuthToken::UseAlias { alias: 9 }),
         };
         ns_send.write_all(&encode(update, v)).await.unwrap();
-        expect_close(&raw, &session, SessionErrorCode::UNKNOWN_AUTH_TOKEN_ALIAS, "alias 9").await;
+        expect_close(
+            &raw,
+            &session,
+            SessionErrorCode::UNKNOWN_AUTH_TOKEN_ALIAS,
+            "alias 9",
+        )
+        .await;
     })
     .await;
 }

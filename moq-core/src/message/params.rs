@@ -296,6 +296,50 @@ pub struct Parameters {
 }
 
 impl Parameters {
+    /// Applies a REQUEST_UPDATE's parameters: those present replace these, absent ones keep
+    /// their value (draft-19 §10.9); Range Filters are replaced kind by kind, and
+    /// AUTHORIZATION_TOKENs only when the update carries some.
+    ///
+    /// ```
+    /// use moq_core::message::Parameters;
+    /// let mut p = Parameters { forward: Some(false), subscriber_priority: Some(3), ..Default::default() };
+    /// p.update_with(&Parameters { forward: Some(true), ..Default::default() });
+    /// assert_eq!((p.forward, p.subscriber_priority), (Some(true), Some(3)));
+    /// ```
+    pub fn update_with(&mut self, update: &Parameters) {
+        fn keep<T: Clone>(mine: &mut Option<T>, new: &Option<T>) {
+            if new.is_some() {
+                mine.clone_from(new);
+            }
+        }
+        keep(
+            &mut self.object_delivery_timeout,
+            &update.object_delivery_timeout,
+        );
+        keep(&mut self.rendezvous_timeout, &update.rendezvous_timeout);
+        keep(
+            &mut self.subgroup_delivery_timeout,
+            &update.subgroup_delivery_timeout,
+        );
+        keep(&mut self.expires, &update.expires);
+        keep(&mut self.largest_object, &update.largest_object);
+        keep(&mut self.fill_timeout, &update.fill_timeout);
+        keep(&mut self.forward, &update.forward);
+        keep(&mut self.subscriber_priority, &update.subscriber_priority);
+        keep(&mut self.location_filter, &update.location_filter);
+        keep(&mut self.group_order, &update.group_order);
+        keep(&mut self.new_group_request, &update.new_group_request);
+        keep(
+            &mut self.track_namespace_prefix,
+            &update.track_namespace_prefix,
+        );
+        if !update.authorization_tokens.is_empty() {
+            self.authorization_tokens
+                .clone_from(&update.authorization_tokens);
+        }
+        RangeFilterParam::apply_update(&mut self.range_filters, &update.range_filters);
+    }
+
     /// True if no parameter is present.
     pub fn is_empty(&self) -> bool {
         *self == Parameters::default()

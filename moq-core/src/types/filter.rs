@@ -228,6 +228,24 @@ impl RangeFilterParam {
             .sum()
     }
 
+    /// Applies `update` to `current` as a REQUEST_UPDATE does: each kind present in `update`
+    /// replaces that kind's filters (an empty one removes them), the other kinds stay
+    /// (draft-19 §5.1.3, §10.9).
+    pub fn apply_update(current: &mut Vec<RangeFilterParam>, update: &[RangeFilterParam]) {
+        for kind in RangeFilterKind::ALL {
+            if !update.iter().any(|f| f.kind == kind) {
+                continue;
+            }
+            current.retain(|f| f.kind != kind);
+            current.extend(
+                update
+                    .iter()
+                    .filter(|f| f.kind == kind && f.filter.is_some())
+                    .cloned(),
+            );
+        }
+    }
+
     /// Reads the bytes inside the parameter's Length. Errors are request-level INVALID_FILTER
     /// except a body that is not even structurally present.
     pub(crate) fn decode_body<B: Buf>(

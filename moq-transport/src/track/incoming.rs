@@ -299,7 +299,7 @@ pub struct IncomingSubscribeTracks {
 #[derive(Debug)]
 pub struct TracksResponder {
     pub(super) prefix: watch::Receiver<TrackNamespace>,
-    pub(super) params: Parameters,
+    pub(super) params: watch::Receiver<Parameters>,
     pub(super) skipped: mpsc::Sender<(TrackNamespace, Bytes)>,
     pub(super) ended: watch::Receiver<bool>,
 }
@@ -310,9 +310,10 @@ impl TracksResponder {
         self.prefix.borrow().clone()
     }
 
-    /// The request's parameters: defaults for the resulting subscriptions (draft-19 §10.19.1).
-    pub fn defaults(&self) -> &Parameters {
-        &self.params
+    /// The request's parameters as updated so far: defaults for the subscriptions its
+    /// PUBLISHes create from now on (draft-19 §10.19.1, §10.9).
+    pub fn defaults(&self) -> Parameters {
+        self.params.borrow().clone()
     }
 
     /// True if `track` falls under the prefix.

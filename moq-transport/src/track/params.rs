@@ -110,19 +110,7 @@ impl SubscriptionParams {
             self.start = f.start(largest);
             self.end_group = f.end_group();
         }
-        for kind in RangeFilterKind::ALL {
-            let of_kind: Vec<&RangeFilterParam> = params
-                .range_filters
-                .iter()
-                .filter(|f| f.kind == kind)
-                .collect();
-            if of_kind.is_empty() {
-                continue;
-            }
-            self.range_filters.retain(|f| f.kind != kind);
-            self.range_filters
-                .extend(of_kind.into_iter().filter(|f| f.filter.is_some()).cloned());
-        }
+        RangeFilterParam::apply_update(&mut self.range_filters, &params.range_filters);
         if params.object_delivery_timeout.is_some() {
             self.object_delivery_timeout = ms(params.object_delivery_timeout);
         }

@@ -46,6 +46,18 @@ impl TrackSubscription {
     pub fn goaway(&self) -> Option<GoawayInfo> {
         self.request.goaway()
     }
+
+    /// Changes the request with REQUEST_UPDATE (draft-19 §10.9): a new prefix
+    /// (TRACK_NAMESPACE_PREFIX, §10.9.2) or new defaults for the PUBLISHes still to come
+    /// (filters, FORWARD, priority, ...). A refusal ([`Error::Rejected`]) ends the request.
+    pub async fn update(&mut self, params: Parameters) -> Result<(), Error> {
+        let prefix = params.track_namespace_prefix.clone();
+        self.request.update(params).await?;
+        if let Some(p) = prefix {
+            self.prefix = p;
+        }
+        Ok(())
+    }
 }
 
 /// Sends SUBSCRIBE_TRACKS and waits for REQUEST_OK.
@@ -157,11 +169,12 @@ pub(crate) async fn serve_subscribe_tracks(
     };
     req.send(RequestOk::default()).await?;
     let (prefix_tx, prefix_rx) = watch::channel(prefix);
+    let (params_tx, params_rx) = watch::channel(msg.params);
     let (skip_tx, mut skip_rx) = mpsc::channel(64);
     let (ended_tx, ended_rx) = watch::channel(false);
     let _ = responder.send(TracksResponder {
         prefix: prefix_rx,
-        params: msg.params,
+        params: params_rx,
         skipped: skip_tx,
         ended: ended_rx,
     });
@@ -175,15 +188,29 @@ pub(crate) async fn serve_subscribe_tracks(
                     break Ok(());
                 }
                 Event::Update(Ok(u)) => {
-                    let mut answer = Ok(RequestOk::default());
-                    if let Some(new) = &u.params.track_namespace_prefix {
-                        // draft-19 §10.9.2: the new prefix re-checks PREFIX_OVERLAP.
-                        match slot.move_to(new) {
+                    // draft-19 §10.9: absent parameters keep their value; the others become
+                    // the defaults of the PUBLISHes sent from now on (§10.19.1).
+                    let mut next = params_tx.borrow().clone();
+                    next.update_with(&u.params);
+                    let mut answer = match tracks.check_filter_budget(&next) {
+                        Some(e) => Err(e),
+                        None => Ok(RequestOk::default()),
+                    };
+                    if let (Ok(_), Some(new)) = (&answer, &u.params.track_namespace_prefix) {
+                        // draft-19 §10.18-10.19: the new prefix is authorized, and re-checks
+                        // PREFIX_OVERLAP (§10.9.2).
+                        let authorized = req
+                            .authorize(None, RequestKind::SubscribeTracks, new, None)
+                            .await;
+                        match authorized.and_then(|()| slot.move_to(new)) {
                             Ok(()) => {
                                 prefix_tx.send_replace(new.clone());
                             }
                             Err(e) => answer = Err(e),
                         }
+                    }
+                    if answer.is_ok() {
+                        params_tx.send_replace(next);
                     }
                     if !req.answer_update(answer).await? {
                         break Ok(());
