@@ -507,6 +507,77 @@ async fn standalone_fetch_in_both_orders() {
     .await;
 }
 
+/// draft-19 §5.1.3, §10.12: a FETCH's Range Filters are honoured by the responder whatever
+/// the application writes: with OBJECTID [1, 1] and SUBGROUP [0, 0], only object 1 of
+/// subgroup 0 of each group is delivered (a relay serving from its cache or from upstream
+/// writes through the same writer).
+#[tokio::test]
+async fn fetch_honours_its_range_filters() {
+    use moq_core::{FilterRange, RangeFilter, RangeFilterKind, RangeFilterParam};
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let one = |kind, start, end| RangeFilterParam {
+            kind,
+            filter: Some(RangeFilter {
+                set_id: 0,
+                property_type: None,
+                ranges: vec![FilterRange {
+                    start,
+                    end: Some(end),
+                }],
+            }),
+        };
+        let params = Parameters {
+            range_filters: vec![
+                one(RangeFilterKind::Subgroup, 0, 0),
+                one(RangeFilterKind::ObjectId, 1, 1),
+            ],
+            ..Default::default()
+        };
+        let request = FetchType::Standalone {
+            track: track("filtered"),
+            start: Location::new(0, 0),
+            end: Location::new(2, 0),
+        };
+        let serve = async {
+            let f = match server.incoming().next().await.unwrap() {
+                Incoming::Fetch(f) => f,
+                other => panic!("{other:?}"),
+            };
+            let mut w = f
+                .accept(FetchEnd {
+                    end_of_track: false,
+                    end: Location::new(2, 0),
+                    track_properties: Properties::new(),
+                })
+                .await
+                .unwrap();
+            for g in 0..2u64 {
+                for (subgroup, o) in [(0, 0), (0, 1), (1, 2), (0, 3)] {
+                    let obj = moq_transport::track::Object {
+                        location: Location::new(g, o),
+                        subgroup: Some(subgroup),
+                        payload: Bytes::from(format!("{g}.{o}")),
+                        ..Default::default()
+                    };
+                    w.write(&obj).await.unwrap();
+                }
+            }
+            w.finish();
+        };
+        let (resp, ()) = tokio::join!(client.fetch(request, params), serve);
+        let mut resp = resp.unwrap();
+        let mut got = Vec::new();
+        while let Some(item) = resp.next().await {
+            if let FetchItem::Object(o) = item.unwrap() {
+                got.push(o.location);
+            }
+        }
+        assert_eq!(got, vec![Location::new(0, 1), Location::new(1, 1)]);
+    })
+    .await;
+}
+
 /// draft-19 §5.1.5, §10.2.16: SUBSCRIBE with Forward=0, then REQUEST_UPDATE Forward=1, then a
 /// Joining FETCH: the update's REQUEST_UPDATE_OK carries the Largest Location seeded from
 /// SUBSCRIBE_OK, and the Joining FETCH resolves against it.

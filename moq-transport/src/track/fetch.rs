@@ -344,7 +344,13 @@ pub(crate) async fn serve_fetch(
     .encode(&mut header, core.version())?;
     stream.write_all(&header).await?;
     let (cancel_tx, cancel_rx) = watch::channel(None);
-    let fw = FetchWriter::new(core, stream, order, cancel_rx);
+    let fw = FetchWriter::new(
+        core,
+        stream,
+        order,
+        msg.params.range_filters.clone(),
+        cancel_rx,
+    );
     req.send(FetchOk {
         end_of_track: fetch_end.end_of_track,
         end_location: fetch_end.end,

@@ -149,7 +149,13 @@ impl SubscriptionParams {
     /// True if an object passes the Range Filters on objects (SUBGROUP, OBJECTID, PRIORITY,
     /// OBJECT_PROPERTY; draft-19 §5.1.3).
     pub fn passes_range_filters(&self, obj: ObjectMeta<'_>) -> bool {
-        sets_pass(&self.range_filters, false, |kind, f| match kind {
+        Self::object_passes(&self.range_filters, obj)
+    }
+
+    /// True if an object passes `filters`' Range Filters on objects; a FETCH's too (draft-19
+    /// §5.1.3, §10.12).
+    pub fn object_passes(filters: &[RangeFilterParam], obj: ObjectMeta<'_>) -> bool {
+        sets_pass(filters, false, |kind, f| match kind {
             RangeFilterKind::Subgroup => obj.subgroup.is_some_and(|s| f.matches(s)),
             RangeFilterKind::ObjectId => f.matches(obj.location.object),
             RangeFilterKind::Priority => f.matches(obj.priority.into()),

@@ -700,6 +700,8 @@ pub struct FetchEnd {
 #[derive(Debug)]
 pub struct FetchWriter {
     stream: Option<BoxSendStream>,
+    /// The FETCH's Range Filters: objects that fail them are not sent (draft-19 §5.1.3).
+    filters: Vec<moq_core::RangeFilterParam>,
     writer: data::FetchWriter,
     buf: Vec<u8>,
     cancelled: watch::Receiver<Option<Error>>,
@@ -707,16 +709,18 @@ pub struct FetchWriter {
 }
 
 impl FetchWriter {
-    /// A writer on a fetch stream whose FETCH_HEADER was sent, in `order`; `cancelled` says
-    /// when the FETCH was cancelled.
+    /// A writer on a fetch stream whose FETCH_HEADER was sent, in `order`, for a FETCH with
+    /// Range Filters `filters`; `cancelled` says when the FETCH was cancelled.
     pub(crate) fn new(
         core: &Arc<SessionCore>,
         stream: BoxSendStream,
         order: GroupOrder,
+        filters: Vec<moq_core::RangeFilterParam>,
         cancelled: watch::Receiver<Option<Error>>,
     ) -> Self {
         FetchWriter {
             stream: Some(stream),
+            filters,
             writer: data::FetchWriter::new(order, core.version()),
             buf: Vec::new(),
             cancelled,
@@ -735,9 +739,19 @@ impl FetchWriter {
         Ok(())
     }
 
-    /// Writes one object.
+    /// Writes one object; one that fails the FETCH's Range Filters is skipped (draft-19
+    /// §5.1.3: only objects passing every filter are delivered).
     pub async fn write(&mut self, obj: &Object) -> Result<(), Error> {
         self.check()?;
+        let meta = ObjectMeta {
+            location: obj.location,
+            subgroup: obj.subgroup,
+            priority: obj.priority,
+            properties: &obj.properties,
+        };
+        if !SubscriptionParams::object_passes(&self.filters, meta) {
+            return Ok(());
+        }
         self.buf.clear();
         let header = data::FetchObject {
             location: obj.location,
