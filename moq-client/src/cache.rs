@@ -269,12 +269,6 @@ struct TrackState {
 impl TrackCache {
     /// A new, empty track.
     pub fn new(name: FullTrackName, properties: Properties, limits: CacheLimits) -> Self {
-        let mut limits = limits;
-        if let Some(ms) = properties.get_int(property::MAX_CACHE_DURATION) {
-            // draft-19 §12.3: objects are not served from cache after MAX_CACHE_DURATION.
-            let d = Duration::from_millis(ms);
-            limits.max_age = Some(limits.max_age.map_or(d, |a| a.min(d)));
-        }
         TrackCache {
             state: Arc::new(TrackState {
                 name,
@@ -408,9 +402,38 @@ impl TrackCache {
         self.state.inner.lock().groups.get(&id).cloned()
     }
 
-    /// The cached groups, ascending.
+    /// The cached groups, ascending, without those older than the cache's age limit (checked
+    /// now: draft-19 §12.3, objects are not served from cache after MAX_CACHE_DURATION).
     pub fn groups(&self) -> Vec<Arc<Group>> {
-        self.state.inner.lock().groups.values().cloned().collect()
+        let mut inner = self.state.inner.lock();
+        self.evict(&mut inner);
+        let max_age = self.max_age();
+        let now = Instant::now();
+        inner
+            .groups
+            .values()
+            .filter(|g| max_age.is_none_or(|a| now.duration_since(g.created) <= a))
+            .cloned()
+            .collect()
+    }
+
+    /// How long a group may be served from the cache: the limit, lowered by the track's
+    /// MAX_CACHE_DURATION as known now (a relay learns the properties after creating the
+    /// track, draft-19 §12.3).
+    fn max_age(&self) -> Option<Duration> {
+        let limit = self.state.limits.max_age;
+        match self
+            .state
+            .properties
+            .lock()
+            .get_int(property::MAX_CACHE_DURATION)
+        {
+            Some(ms) => {
+                let d = Duration::from_millis(ms);
+                Some(limit.map_or(d, |a| a.min(d)))
+            }
+            None => limit,
+        }
     }
 
     /// Groups below this ID were evicted from the cache (their objects' status is unknown).
@@ -490,16 +513,20 @@ impl TrackCache {
     /// it holds the start group and every object up to the end or the largest location known,
     /// whichever is first, has been stored.
     pub fn covers(&self, start: Location, end: Location) -> bool {
-        let inner = self.state.inner.lock();
+        let mut inner = self.state.inner.lock();
+        self.evict(&mut inner);
         let (Some(largest), Some(stored)) = (inner.largest, inner.stored) else {
             return false;
         };
+        // draft-19 §12.3: a group past its age is not served, even the newest one.
+        let max_age = self.max_age();
+        let now = Instant::now();
         let has_start = start.group >= inner.evicted_below
             && inner
                 .groups
-                .keys()
-                .next()
-                .is_some_and(|g| *g <= start.group);
+                .iter()
+                .find(|(_, g)| max_age.is_none_or(|a| now.duration_since(g.created) <= a))
+                .is_some_and(|(id, _)| *id <= start.group);
         let last = if end.object == 0 {
             Location::new(end.group, u64::MAX)
         } else {
@@ -510,6 +537,7 @@ impl TrackCache {
 
     fn evict(&self, inner: &mut TrackInner) {
         let limits = self.state.limits;
+        let max_age = self.max_age();
         let now = Instant::now();
         loop {
             let n = inner.groups.len();
@@ -520,9 +548,7 @@ impl TrackCache {
                 break;
             };
             let bytes: usize = inner.groups.values().map(|g| g.bytes()).sum();
-            let too_old = limits
-                .max_age
-                .is_some_and(|a| now.duration_since(g.created) > a);
+            let too_old = max_age.is_some_and(|a| now.duration_since(g.created) > a);
             if n > limits.max_groups || bytes > limits.max_bytes || too_old {
                 inner.groups.remove(&oldest);
                 inner.evicted_below = inner.evicted_below.max(oldest + 1);
@@ -652,6 +678,23 @@ mod tests {
         if finish {
             sg.finish();
         }
+    }
+
+    /// draft-19 §12.3: MAX_CACHE_DURATION learned after the track was created (a relay gets
+    /// it with SUBSCRIBE_OK) bounds what is served, checked when serving.
+    #[test]
+    fn max_cache_duration_learned_later_bounds_serving() {
+        let t = track();
+        write(&t, 0, 2, true);
+        write(&t, 1, 2, true);
+        assert_eq!(t.groups().len(), 2);
+        let props = Properties::new()
+            .with_int(property::MAX_CACHE_DURATION, 1)
+            .unwrap();
+        t.set_properties(props);
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(t.groups().is_empty(), "every group is older than 1 ms");
+        assert!(!t.covers(Location::new(1, 0), Location::new(1, 2)));
     }
 
     #[test]
