@@ -55,6 +55,23 @@ pub struct CachedObject {
     pub payload: Bytes,
     /// When its first byte was produced or received (for delivery timeouts and cache age).
     pub received: Instant,
+    /// The last object of its group, as a datagram's END_OF_GROUP said (draft-19 §11.3.1);
+    /// kept so that it is forwarded as it came (§9.1: a cache stores every field).
+    pub end_of_group: bool,
+}
+
+impl From<moq_transport::track::Object> for CachedObject {
+    /// The object as received now.
+    fn from(o: moq_transport::track::Object) -> Self {
+        CachedObject {
+            id: o.location.object,
+            status: o.status,
+            properties: o.properties,
+            payload: o.payload,
+            received: Instant::now(),
+            end_of_group: o.end_of_group,
+        }
+    }
 }
 
 /// How a subgroup ended.
@@ -666,6 +683,7 @@ mod tests {
             properties: Properties::new(),
             payload: Bytes::from_static(b"x"),
             received: Instant::now(),
+            end_of_group: false,
         }
     }
 
@@ -736,13 +754,7 @@ mod tests {
     async fn duplicates_are_ignored() {
         let t = track();
         let sg = t.subgroup(0, 0, 1, false, true).unwrap();
-        let o = |id| CachedObject {
-            id,
-            status: ObjectStatus::Normal,
-            properties: Properties::new(),
-            payload: Bytes::new(),
-            received: Instant::now(),
-        };
+        let o = object;
         assert!(t.append(&sg, o(0)));
         assert!(t.append(&sg, o(1)));
         assert!(!t.append(&sg, o(1)), "same object from a second upstream");

@@ -238,6 +238,7 @@ impl SubgroupProducer {
                 properties,
                 payload: payload.into(),
                 received: Instant::now(),
+                end_of_group: false,
             },
         );
         if !added {

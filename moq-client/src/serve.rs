@@ -144,6 +144,7 @@ async fn send_subgroup(
                 status: o.status,
                 properties: o.properties,
                 payload: o.payload,
+                end_of_group: o.end_of_group,
             })? {
                 count(stats, len);
             }
@@ -272,11 +273,14 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
             }
             w.write(&Object {
                 location: loc,
-                subgroup: Some(sg.id),
+                // draft-19 §11.4.4: an object that came as a datagram is marked as one (the
+                // datagram flag), not given the cache's datagram Subgroup ID.
+                subgroup: (sg.id != DATAGRAM_SUBGROUP).then_some(sg.id),
                 priority: sg.priority,
                 status: o.status,
                 properties: o.properties,
                 payload: o.payload,
+                end_of_group: false,
             })
             .await?;
             last_written_group = Some(g.id);

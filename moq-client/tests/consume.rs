@@ -251,6 +251,7 @@ async fn fetch_is_a_stream_with_end_of_range_markers() {
                         status: moq_core::data::ObjectStatus::Normal,
                         properties: Default::default(),
                         payload,
+                        end_of_group: false,
                     }));
                 }
             }

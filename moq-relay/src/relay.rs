@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use moq_client::cache::TrackCache;
@@ -530,14 +530,7 @@ fn store_object(t: &RelayTrack, id: u64, o: Object, metrics: &Metrics) -> Option
         .cache
         .subgroup(o.location.group, id, o.priority, false, false)?;
     metrics.objects_received.fetch_add(1, Ordering::Relaxed);
-    let obj = CachedObject {
-        id: o.location.object,
-        status: o.status,
-        properties: o.properties,
-        payload: o.payload,
-        received: Instant::now(),
-    };
-    if !t.cache.append(&sg, obj) {
+    if !t.cache.append(&sg, CachedObject::from(o)) {
         metrics.duplicates.fetch_add(1, Ordering::Relaxed);
     }
     Some(sg)
@@ -654,14 +647,7 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
         match res {
             Ok(Some(o)) => {
                 metrics.objects_received.fetch_add(1, Ordering::Relaxed);
-                let obj = CachedObject {
-                    id: o.location.object,
-                    status: o.status,
-                    properties: o.properties,
-                    payload: o.payload,
-                    received: Instant::now(),
-                };
-                if !t.cache.append(&sg, obj) {
+                if !t.cache.append(&sg, CachedObject::from(o)) {
                     metrics.duplicates.fetch_add(1, Ordering::Relaxed);
                 }
             }

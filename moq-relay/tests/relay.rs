@@ -1739,3 +1739,77 @@ async fn subscribe_tracks_updates_take_effect_or_are_refused() {
     })
     .await;
 }
+
+/// draft-19 §9.1, §11.3.1, §11.4.4: a datagram's fields survive the relay: END_OF_GROUP,
+/// Object Properties and payload reach the subscriber as they came, and a FETCH answered from
+/// the cache marks the object as a datagram (no Subgroup ID), not with the cache's internal
+/// datagram subgroup.
+#[tokio::test]
+async fn datagram_fields_survive_the_relay_and_its_cache() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["dgram"]);
+        let name = track(&n, "t");
+        let publisher = transport_session(&relay, false).await;
+        let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
+        relay_knows(&relay, &n).await;
+        let subscriber = transport_session(&relay, false).await;
+        let pending = {
+            let (s, name) = (subscriber.clone(), name.clone());
+            tokio::spawn(async move { s.subscribe(name, Parameters::default()).await })
+        };
+        let writer = next_subscribe(&publisher)
+            .await
+            .accept(SubscribeResponse::default())
+            .await
+            .unwrap();
+        let mut sub = pending.await.unwrap().unwrap();
+        let props = Properties::new().with_int(APP_INT, 7).unwrap();
+        let sent = [
+            moq_transport::track::Object {
+                location: Location::new(0, 0),
+                priority: 128,
+                properties: props.clone(),
+                payload: bytes::Bytes::from_static(b"first"),
+                ..Default::default()
+            },
+            moq_transport::track::Object {
+                location: Location::new(0, 1),
+                priority: 128,
+                payload: bytes::Bytes::from_static(b"last"),
+                end_of_group: true,
+                ..Default::default()
+            },
+        ];
+        for o in &sent {
+            assert!(writer.send_datagram(o).unwrap());
+        }
+        for want in &sent {
+            match sub.next().await.unwrap().unwrap() {
+                TrackEvent::Datagram(o) => assert_eq!(&o, want),
+                TrackEvent::Subgroup(_) => panic!("a subgroup stream"),
+            }
+        }
+        // From the relay's cache: the same objects, flagged as datagrams.
+        let request = FetchType::Standalone {
+            track: name.clone(),
+            start: Location::new(0, 0),
+            end: Location::new(0, 2),
+        };
+        let mut fetched = subscriber
+            .fetch(request, Parameters::default())
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        while let Some(item) = fetched.next().await {
+            if let FetchItem::Object(o) = item.unwrap() {
+                got.push(o);
+            }
+        }
+        assert_eq!(relay.metrics().fetch_cached.load(Ordering::Relaxed), 1);
+        assert_eq!(got.len(), 2);
+        assert!(got.iter().all(|o| o.subgroup.is_none()), "{got:?}");
+        assert_eq!(got[0].properties, props);
+    })
+    .await;
+}

@@ -153,6 +153,7 @@ fn fetch_object(o: data::FetchObject, payload: Bytes) -> Object {
         status: data::ObjectStatus::Normal,
         properties: o.properties,
         payload,
+        end_of_group: false,
     }
 }
 

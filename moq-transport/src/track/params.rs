@@ -29,6 +29,10 @@ pub struct Object {
     pub properties: Properties,
     /// The payload (empty unless the status is Normal).
     pub payload: Bytes,
+    /// A datagram's END_OF_GROUP: the last object of its group (draft-19 §11.3.1). Objects
+    /// on a subgroup stream say it with the stream's header instead, and a FETCH does not
+    /// carry it.
+    pub end_of_group: bool,
 }
 
 /// The publisher's view of one subscription's parameters, as SUBSCRIBE / PUBLISH_OK /

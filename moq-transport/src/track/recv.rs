@@ -239,6 +239,7 @@ fn datagram_object(d: &ObjectDatagram, default_priority: u8) -> Object {
         status,
         properties: d.properties.clone(),
         payload,
+        end_of_group: d.end_of_group,
     }
 }
 
@@ -572,6 +573,7 @@ impl IncomingSubgroup {
             status: o.status,
             properties: o.properties,
             payload,
+            end_of_group: false,
         }
     }
 

@@ -405,7 +405,8 @@ impl SubscriptionWriter {
             object: obj.location.object,
             priority: (obj.priority != s.publisher_priority).then_some(obj.priority),
             properties: obj.properties.clone(),
-            end_of_group: false,
+            // draft-19 §11.3.1: the datagram's END_OF_GROUP flag.
+            end_of_group: obj.end_of_group,
             body: match obj.status {
                 ObjectStatus::Normal if !obj.payload.is_empty() || !obj.properties.is_empty() => {
                     DatagramBody::Payload(obj.payload.clone())
