@@ -631,9 +631,13 @@ impl Directory {
             .as_ref()
             .map(|up| up.forwarding(&track));
         let serve = self.shared.options.serve.clone();
+        let responder = responder.clone();
         publications.spawn(async move {
             let _hold = hold;
             let Ok(p) = session.publish(track.name().clone(), options).await else {
+                // draft-19 §6.1, §10.20: a PUBLISH that cannot be created is reported with
+                // PUBLISH_SKIPPED (and the track is not PUBLISHed to this request later).
+                let _ = responder.skipped(track.name()).await;
                 return;
             };
             drop(session);

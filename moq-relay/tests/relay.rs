@@ -1813,3 +1813,30 @@ async fn datagram_fields_survive_the_relay_and_its_cache() {
     })
     .await;
 }
+
+/// draft-19 §6.1, §10.20: when the relay cannot create the PUBLISH for a SUBSCRIBE_TRACKS
+/// subscriber (here: the subscriber sent GOAWAY, so the relay starts no new request to it), it
+/// says so with PUBLISH_SKIPPED instead of leaving the subscriber guessing.
+#[tokio::test]
+async fn publish_skipped_when_the_publish_cannot_be_created() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["skipped"]);
+        let viewer = transport_session(&relay, false).await;
+        let mut tracks = viewer
+            .subscribe_tracks(n.clone(), Parameters::default())
+            .await
+            .unwrap();
+        viewer.goaway("", Duration::ZERO).await.unwrap();
+        round_trip(&viewer).await;
+        let publisher = transport_session(&relay, true).await;
+        let p = publisher
+            .publish(track(&n, "t"), PublishOptions::default())
+            .await
+            .unwrap();
+        p.accepted().await.unwrap();
+        let skipped = tracks.next_skipped().await.unwrap().unwrap();
+        assert_eq!(skipped, track(&n, "t"));
+    })
+    .await;
+}

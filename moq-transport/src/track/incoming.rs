@@ -295,8 +295,8 @@ pub struct IncomingSubscribeTracks {
 
 /// The publisher's side of an accepted SUBSCRIBE_TRACKS: send PUBLISH for each matching track
 /// with [`crate::Session::publish`] (using [`TracksResponder::defaults`]), and
-/// PUBLISH_SKIPPED for those it will not.
-#[derive(Debug)]
+/// PUBLISH_SKIPPED for those it will not. Clones share the request.
+#[derive(Clone, Debug)]
 pub struct TracksResponder {
     pub(super) prefix: watch::Receiver<TrackNamespace>,
     pub(super) params: watch::Receiver<Parameters>,
