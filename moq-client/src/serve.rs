@@ -137,15 +137,19 @@ async fn send_subgroup(
                 continue;
             }
             let len = o.payload.len();
-            if writer.send_datagram(&Object {
-                location: loc,
-                subgroup: None,
-                priority: sg.priority,
-                status: o.status,
-                properties: o.properties,
-                payload: o.payload,
-                end_of_group: o.end_of_group,
-            })? {
+            let received = o.received;
+            if writer.send_datagram_received(
+                &Object {
+                    location: loc,
+                    subgroup: None,
+                    priority: sg.priority,
+                    status: o.status,
+                    properties: o.properties,
+                    payload: o.payload,
+                    end_of_group: o.end_of_group,
+                },
+                received,
+            )? {
                 count(stats, len);
             }
         }

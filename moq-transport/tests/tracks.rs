@@ -578,6 +578,43 @@ async fn fetch_honours_its_range_filters() {
     .await;
 }
 
+/// draft-19 §8: OBJECT_DELIVERY_TIMEOUT applies to datagrams too: one whose first byte is
+/// older than the subscriber's timeout is not sent; a fresh one is.
+#[tokio::test]
+async fn datagram_past_its_delivery_timeout_is_not_sent() {
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let params = Parameters {
+            object_delivery_timeout: Some(100),
+            ..Default::default()
+        };
+        let (mut sub, writer) = subscribe_accepted(
+            &client,
+            &server,
+            track("dt"),
+            params,
+            SubscribeResponse::default(),
+        )
+        .await;
+        let object = |o: u64| moq_transport::track::Object {
+            location: Location::new(0, o),
+            payload: Bytes::from(format!("o{o}")),
+            ..Default::default()
+        };
+        let old = std::time::Instant::now()
+            .checked_sub(Duration::from_secs(1))
+            .unwrap();
+        assert!(!writer.send_datagram_received(&object(0), old).unwrap());
+        let fresh = std::time::Instant::now();
+        assert!(writer.send_datagram_received(&object(1), fresh).unwrap());
+        match sub.next().await.unwrap().unwrap() {
+            TrackEvent::Datagram(o) => assert_eq!(o.location, Location::new(0, 1)),
+            TrackEvent::Subgroup(_) => panic!("a subgroup"),
+        }
+    })
+    .await;
+}
+
 /// draft-19 §5.1.5, §10.2.16: SUBSCRIBE with Forward=0, then REQUEST_UPDATE Forward=1, then a
 /// Joining FETCH: the update's REQUEST_UPDATE_OK carries the Largest Location seeded from
 /// SUBSCRIBE_OK, and the Joining FETCH resolves against it.

@@ -389,6 +389,17 @@ impl SubscriptionWriter {
     /// Sends one object as a datagram (draft-19 §11.3.1). Returns `false` if it was filtered
     /// out or is larger than the path allows (it is then dropped, as the draft says).
     pub fn send_datagram(&self, obj: &Object) -> Result<bool, Error> {
+        self.datagram(obj, None)
+    }
+
+    /// [`SubscriptionWriter::send_datagram`] for an object whose first byte was produced or
+    /// received at `first_byte`: one older than the OBJECT_DELIVERY_TIMEOUT is dropped instead
+    /// (draft-19 §8).
+    pub fn send_datagram_received(&self, obj: &Object, first_byte: Instant) -> Result<bool, Error> {
+        self.datagram(obj, Some(first_byte))
+    }
+
+    fn datagram(&self, obj: &Object, first_byte: Option<Instant>) -> Result<bool, Error> {
         self.shared.check_open()?;
         let s = &self.shared;
         s.note_largest(obj.location);
@@ -397,6 +408,18 @@ impl SubscriptionWriter {
             ..obj.meta()
         };
         if !self.wants(meta) {
+            return Ok(false);
+        }
+        // draft-19 §8: an object past its delivery timeout is not sent.
+        let params = s.params.borrow().clone();
+        let timeout = s.timeout(
+            property::OBJECT_DELIVERY_TIMEOUT,
+            params.object_delivery_timeout,
+            Some(&obj.properties),
+        );
+        if let (Some(t), Some(at)) = (timeout, first_byte)
+            && at.elapsed() > t
+        {
             return Ok(false);
         }
         let d = ObjectDatagram {
