@@ -405,6 +405,11 @@ async fn publish_accepted_and_rejected() {
                 rejected_code(published.accepted().await.unwrap_err()),
                 RequestErrorCode::UNINTERESTED
             );
+            // draft-19 §5.1.1: no object is sent for a request that ended in error.
+            let w = published.writer();
+            assert!(w.open_subgroup(1, SubgroupId::Zero, None, false).await.is_err());
+            let o = moq_transport::track::Object::default();
+            assert!(w.send_datagram(&o).is_err());
         }
     })
     .await;

@@ -147,6 +147,8 @@ pub(crate) async fn publish(
                 let _ = publisher.run(&mut req, Some(&join.0)).await;
             }
             Err(e) => {
+                // draft-19 §5.1.1: nothing more is sent for a refused PUBLISH.
+                publisher.refused(e.clone());
                 answer_tx.send_replace(Some(Err(e)));
             }
         }

@@ -289,6 +289,12 @@ impl PublisherTask {
         }
     }
 
+    /// Ends the subscription before it was established (the PUBLISH was refused): its writers
+    /// fail with `e` and send nothing more (draft-19 §5.1.1).
+    pub(crate) fn refused(self, e: Error) {
+        self.ended.send_replace(Some(e));
+    }
+
     /// Whether objects are forwarded now (Forward State).
     pub(crate) fn forwarding(&self) -> bool {
         self.params.borrow().forward
