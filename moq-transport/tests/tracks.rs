@@ -407,7 +407,11 @@ async fn publish_accepted_and_rejected() {
             );
             // draft-19 §5.1.1: no object is sent for a request that ended in error.
             let w = published.writer();
-            assert!(w.open_subgroup(1, SubgroupId::Zero, None, false).await.is_err());
+            assert!(
+                w.open_subgroup(1, SubgroupId::Zero, None, false)
+                    .await
+                    .is_err()
+            );
             let o = moq_transport::track::Object::default();
             assert!(w.send_datagram(&o).is_err());
         }
