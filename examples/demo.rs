@@ -1,6 +1,7 @@
 //! The main demo, in one process: a relay on loopback, two publishers announcing namespaces
 //! under one prefix (one over raw QUIC, one over WebTransport), and a subscriber that discovers
-//! them with SUBSCRIBE_NAMESPACE, subscribes to a track of each through the relay, and prints
+//! them with SUBSCRIBE_NAMESPACE, joins a track of each through the relay (SUBSCRIBE and a
+//! Joining FETCH of what was published before), and prints
 //! what it sees. Exits 0 when everything arrived.
 //!
 //! ```text
@@ -10,9 +11,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use moq_client::{
-    Client, FullTrackName, Location, NamespaceEvent, SubscribeOptions, TrackNamespace,
-};
+use moq_client::{Client, FullTrackName, NamespaceEvent, SubscribeOptions, TrackNamespace};
 use moq_relay::{Relay, RelayConfig};
 
 #[tokio::main]
@@ -86,27 +85,21 @@ async fn run() -> anyhow::Result<()> {
             None => bail!("discovery ended early"),
         }
     }
+    // A SUBSCRIBE carries only what is published after it (draft-19 §10.7); `join` adds a
+    // Joining FETCH of the groups before, here all of them, with no gap and no duplicate.
     for ns in found {
         let name = FullTrackName::new(ns, "chat")?;
-        let mut track = subscriber
+        let mut objects = subscriber
             .subscriber()
-            .subscribe(
-                name.clone(),
-                SubscribeOptions::default().start_at(Location::new(0, 0)),
-            )
+            .join(name.clone(), SubscribeOptions::default(), u64::MAX)
             .await?;
-        let mut received = 0;
-        while received < 3 {
-            let mut group = track.next_group().await.context("track ended early")??;
-            while let Some(object) = group.next_object().await {
-                let object = object?;
-                println!(
-                    "{name} {}: {}",
-                    object.location,
-                    String::from_utf8_lossy(&object.payload)
-                );
-                received += 1;
-            }
+        for _ in 0..3 {
+            let object = objects.next().await.context("track ended early")??;
+            println!(
+                "{name} {}: {}",
+                object.location,
+                String::from_utf8_lossy(&object.payload)
+            );
         }
     }
 

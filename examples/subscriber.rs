@@ -6,9 +6,9 @@
 //! # The clock of the publisher example, from now on:
 //! cargo run --example subscriber -- --url moqt://localhost:4443 --fingerprint <HEX> \
 //!     --namespace demo/clock --track clock
-//! # Everything the relay still has, waiting up to 10 s for the publisher to appear, 3 objects:
+//! # Waiting up to 10 s for the publisher to appear, 3 objects:
 //! cargo run --example subscriber -- --url https://localhost:4443 --insecure \
-//!     --namespace demo/clock --track clock --from 0 --rendezvous 10 --count 3
+//!     --namespace demo/clock --track clock --rendezvous 10 --count 3
 //! ```
 
 mod cli;
@@ -33,12 +33,13 @@ struct Args {
     /// Exit after this many objects.
     #[arg(long)]
     count: Option<u64>,
-    /// Start at this group (what is still cached); default: from now on.
+    /// Start at this group (AbsoluteStart); default: from now on. A SUBSCRIBE delivers only
+    /// what is published after it is answered (draft-19 §10.7), so a group before that is not
+    /// brought back: that is FETCH's (`Subscriber::join` does both).
     #[arg(long)]
     from: Option<u64>,
     /// Let the server hold the SUBSCRIBE this many seconds for the track to appear
-    /// (RENDEZVOUS_TIMEOUT). "From now on" counts from when the track appeared and the
-    /// subscription began; add `--from 0` to also get what was written before.
+    /// (RENDEZVOUS_TIMEOUT). "From now on" counts from when the subscription was answered.
     #[arg(long)]
     rendezvous: Option<u64>,
 }
