@@ -42,6 +42,17 @@ impl Default for CacheLimits {
     }
 }
 
+/// What made a track malformed (draft-19 §2.4.2): the track is not served on, and the object
+/// that showed it is not cached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Malformed(pub &'static str);
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed track: {}", self.0)
+    }
+}
+
 /// One object in the cache.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CachedObject {
@@ -164,6 +175,16 @@ impl Subgroup {
         true
     }
 
+    /// The object with ID `id`, if stored.
+    pub fn find(&self, id: u64) -> Option<CachedObject> {
+        let inner = self.inner.lock();
+        inner
+            .objects
+            .binary_search_by_key(&id, |o| o.id)
+            .ok()
+            .and_then(|i| inner.objects.get(i).cloned())
+    }
+
     /// Marks the subgroup complete.
     pub fn finish(&self) {
         self.end(SubgroupEnd::Finished);
@@ -232,6 +253,26 @@ impl Group {
         self.subgroups.lock().values().map(|s| s.bytes()).sum()
     }
 
+    /// The group's final Object ID, if known (draft-19 §2.4.2): an END_OF_GROUP status object,
+    /// or the last object of a finished subgroup that carries the end of the group.
+    pub fn final_object(&self) -> Option<u64> {
+        self.subgroups()
+            .iter()
+            .filter_map(|sg| {
+                let inner = sg.inner.lock();
+                let by_status = inner
+                    .objects
+                    .iter()
+                    .find(|o| o.status == ObjectStatus::EndOfGroup)
+                    .map(|o| o.id);
+                let by_end = (sg.end_of_group && inner.end == SubgroupEnd::Finished)
+                    .then(|| inner.objects.last().map(|o| o.id))
+                    .flatten();
+                by_status.or(by_end)
+            })
+            .min()
+    }
+
     /// Every object in the group, by Object ID (objects of all subgroups merged).
     pub fn objects(&self) -> Vec<(Arc<Subgroup>, CachedObject)> {
         let mut out = Vec::new();
@@ -260,6 +301,8 @@ struct TrackInner {
     log: Vec<(u64, u64)>,
     log_base: usize,
     ended: bool,
+    /// Why the track was found malformed, if it was (draft-19 §2.4.2).
+    malformed: Option<Malformed>,
     evicted_below: u64,
 }
 
@@ -298,6 +341,7 @@ impl TrackCache {
                     log: Vec::new(),
                     log_base: 0,
                     ended: false,
+                    malformed: None,
                     evicted_below: 0,
                 }),
                 changed: watch::channel(0).0,
@@ -461,6 +505,49 @@ impl TrackCache {
     /// True once [`TrackCache::end`] was called.
     pub fn is_ended(&self) -> bool {
         self.state.inner.lock().ended
+    }
+
+    /// Checks an object received for `sg` with publisher priority `priority` against what the
+    /// cache holds, before it is appended (draft-19 §2.4.2, §9.1): its properties, the
+    /// subgroup's priority, a duplicate's contents, and the group's final object.
+    pub fn check(&self, sg: &Subgroup, priority: u8, obj: &CachedObject) -> Result<(), Malformed> {
+        // draft-19 §2.5.1, §12.6: a Mandatory Track Property or bad immutable properties.
+        if obj.properties.validate_object().is_err() {
+            return Err(Malformed("invalid object properties"));
+        }
+        if sg.priority != priority {
+            return Err(Malformed("publisher priority changed within a subgroup"));
+        }
+        if let Some(old) = sg.find(obj.id)
+            && (old.payload != obj.payload
+                || old.properties != obj.properties
+                || old.status != obj.status)
+        {
+            return Err(Malformed("the same object with a different payload"));
+        }
+        let group = self.group(sg.group);
+        if group
+            .and_then(|g| g.final_object())
+            .is_some_and(|last| obj.id > last)
+        {
+            return Err(Malformed("an object after the end of its group"));
+        }
+        Ok(())
+    }
+
+    /// Ends the track as malformed (draft-19 §2.4.2): the subscriptions served from it end
+    /// with PUBLISH_DONE MALFORMED_TRACK (see [`crate::serve::serve_subscription`]).
+    pub fn set_malformed(&self, why: Malformed) {
+        let mut inner = self.state.inner.lock();
+        inner.malformed.get_or_insert(why);
+        inner.ended = true;
+        drop(inner);
+        self.state.changed.send_modify(|g| *g += 1);
+    }
+
+    /// Why the track is malformed, if it is.
+    pub fn malformed(&self) -> Option<Malformed> {
+        self.state.inner.lock().malformed
     }
 
     /// Marks the track as over (no more groups); live readers end.

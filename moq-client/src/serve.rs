@@ -72,6 +72,13 @@ pub async fn serve_subscription(
             }
         };
         let Some(sg) = next else {
+            if track.malformed().is_some() {
+                // draft-19 §2.4.2: a relay terminates downstream subscriptions at once.
+                for t in inflight.drain(..) {
+                    t.abort();
+                }
+                break PublishDoneCode::MALFORMED_TRACK;
+            }
             break PublishDoneCode::TRACK_ENDED;
         };
         let params = writer.params();
@@ -110,7 +117,8 @@ pub async fn serve_subscription(
     for t in inflight {
         let _ = t.await;
     }
-    Ok(writer.finish(status, "").await?)
+    let reason = track.malformed().map(|m| m.to_string()).unwrap_or_default();
+    Ok(writer.finish(status, &reason).await?)
 }
 
 fn count(stats: Option<&ServeStats>, bytes: usize) {

@@ -492,6 +492,11 @@ async fn ingest(
 ) -> Option<PublishDoneCode> {
     let mut streams = tokio::task::JoinSet::new();
     while let Some(ev) = sub.next().await {
+        // draft-19 §2.4.2: a subscriber that finds the track malformed cancels the
+        // subscription (dropping it unsubscribes).
+        if t.cache.malformed().is_some() {
+            break;
+        }
         // Reap finished copies so the set stays as small as the open streams.
         while streams.try_join_next().is_some() {}
         match &ev {
@@ -530,7 +535,14 @@ fn store_object(t: &RelayTrack, id: u64, o: Object, metrics: &Metrics) -> Option
         .cache
         .subgroup(o.location.group, id, o.priority, false, false)?;
     metrics.objects_received.fetch_add(1, Ordering::Relaxed);
-    if !t.cache.append(&sg, CachedObject::from(o)) {
+    let obj = CachedObject::from(o);
+    // draft-19 §2.4.2 (objects outside a subgroup stream have no subgroup priority to keep).
+    if let Err(why) = t.cache.check(&sg, sg.priority, &obj) {
+        tracing::warn!(track = %t.cache.name(), %why, "upstream track is malformed");
+        t.cache.set_malformed(why);
+        return None;
+    }
+    if !t.cache.append(&sg, obj) {
         metrics.duplicates.fetch_add(1, Ordering::Relaxed);
     }
     Some(sg)
@@ -647,7 +659,14 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
         match res {
             Ok(Some(o)) => {
                 metrics.objects_received.fetch_add(1, Ordering::Relaxed);
-                if !t.cache.append(&sg, CachedObject::from(o)) {
+                let obj = CachedObject::from(o);
+                // draft-19 §2.4.2: a malformed track is not served on, the object not cached.
+                if let Err(why) = t.cache.check(&sg, priority, &obj) {
+                    tracing::warn!(track = %t.cache.name(), %why, "upstream track is malformed");
+                    t.cache.set_malformed(why);
+                    return;
+                }
+                if !t.cache.append(&sg, obj) {
                     metrics.duplicates.fetch_add(1, Ordering::Relaxed);
                 }
             }

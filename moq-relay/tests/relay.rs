@@ -1840,3 +1840,63 @@ async fn publish_skipped_when_the_publish_cannot_be_created() {
     })
     .await;
 }
+
+/// draft-19 §2.4.2, §9.1: a relay that finds an upstream track malformed (here: two streams of
+/// one subgroup with different publisher priorities) terminates its downstream subscriptions
+/// with PUBLISH_DONE MALFORMED_TRACK and does not cache the offending object.
+#[tokio::test]
+async fn a_malformed_track_ends_downstream() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["malformed"]);
+        let name = track(&n, "t");
+        let publisher = transport_session(&relay, false).await;
+        let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
+        relay_knows(&relay, &n).await;
+        let subscriber = transport_session(&relay, false).await;
+        let pending = {
+            let (s, name) = (subscriber.clone(), name.clone());
+            tokio::spawn(async move { s.subscribe(name, Parameters::default()).await })
+        };
+        let writer = next_subscribe(&publisher)
+            .await
+            .accept(SubscribeResponse::default())
+            .await
+            .unwrap();
+        let mut sub = pending.await.unwrap().unwrap();
+        let mut first = writer
+            .open_subgroup(0, SubgroupId::Explicit(3), Some(10), false)
+            .await
+            .unwrap();
+        first
+            .write_object(0, bytes::Bytes::from_static(b"ok"))
+            .await
+            .unwrap();
+        let mut down = next_stream(&mut sub).await;
+        assert_eq!(next_payload(&mut down).await.1, b"ok");
+        // The same subgroup again, at another priority.
+        let mut second = writer
+            .open_subgroup(0, SubgroupId::Explicit(3), Some(20), false)
+            .await
+            .unwrap();
+        second
+            .write_object(1, bytes::Bytes::from_static(b"bad"))
+            .await
+            .unwrap();
+        second.finish();
+        while let Some(ev) = sub.next().await {
+            if let Ok(TrackEvent::Subgroup(mut s)) = ev {
+                while let Ok(Some(o)) = s.next_object().await {
+                    assert_ne!(
+                        &o.payload[..],
+                        b"bad",
+                        "the offending object is not forwarded"
+                    );
+                }
+            }
+        }
+        let done = sub.publish_done().expect("PUBLISH_DONE");
+        assert_eq!(done.status, PublishDoneCode::MALFORMED_TRACK);
+    })
+    .await;
+}
