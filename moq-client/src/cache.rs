@@ -42,6 +42,16 @@ impl Default for CacheLimits {
     }
 }
 
+/// An outstanding NEW_GROUP_REQUEST (draft-19 §10.2.18).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewGroup {
+    /// The value asked for: the largest group the subscriber knows plus 1, or 0.
+    pub value: u64,
+    /// The track's largest group when it was asked; the request is outstanding until a later
+    /// group starts.
+    pub asked_in: Option<u64>,
+}
+
 /// What made a track malformed (draft-19 §2.4.2): the track is not served on, and the object
 /// that showed it is not cached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,6 +329,9 @@ struct TrackState {
     limits: CacheLimits,
     inner: Mutex<TrackInner>,
     changed: watch::Sender<usize>,
+    /// An outstanding NEW_GROUP_REQUEST (draft-19 §10.2.18): its value, until the largest
+    /// group passes the group it was asked in.
+    new_group: watch::Sender<Option<NewGroup>>,
     /// Subscriptions being served from this track right now.
     subscribers: watch::Sender<usize>,
     /// The subscriptions served from this track right now, by a key of their own.
@@ -345,6 +358,7 @@ impl TrackCache {
                     evicted_below: 0,
                 }),
                 changed: watch::channel(0).0,
+                new_group: watch::channel(None).0,
                 subscribers: watch::channel(0).0,
                 serving: Mutex::new(HashMap::new()),
                 serving_keys: std::sync::atomic::AtomicU64::new(0),
@@ -533,6 +547,63 @@ impl TrackCache {
             return Err(Malformed("an object after the end of its group"));
         }
         Ok(())
+    }
+
+    /// Records a subscriber's NEW_GROUP_REQUEST `value` (draft-19 §10.2.18). It is taken only
+    /// for a track with DYNAMIC_GROUPS = 1, when it is 0 or above the largest group, and when
+    /// no outstanding request has a value at least as large. Returns whether it was taken.
+    pub fn request_new_group(&self, value: u64) -> bool {
+        if self
+            .state
+            .properties
+            .lock()
+            .get_int(property::DYNAMIC_GROUPS)
+            != Some(1)
+        {
+            return false;
+        }
+        let largest = self.largest().map(|l| l.group);
+        if value != 0 && largest.is_some_and(|g| value <= g) {
+            return false;
+        }
+        let mut taken = false;
+        self.state.new_group.send_if_modified(|cur| {
+            // Outstanding until the largest group moves on; one of 0 covers any value.
+            let outstanding = cur.filter(|n| n.asked_in == largest);
+            if outstanding.is_some_and(|n| value == 0 || n.value == 0 || n.value >= value) {
+                return false;
+            }
+            *cur = Some(NewGroup {
+                value,
+                asked_in: largest,
+            });
+            taken = true;
+            true
+        });
+        taken
+    }
+
+    /// The outstanding NEW_GROUP_REQUEST, if any.
+    pub fn new_group(&self) -> Option<NewGroup> {
+        *self.state.new_group.borrow()
+    }
+
+    /// Resolves with the next NEW_GROUP_REQUEST taken after `seen` (pass the last one
+    /// returned, `None` at first).
+    ///
+    /// Cancel safe.
+    pub async fn new_group_requested(&self, seen: Option<NewGroup>) -> NewGroup {
+        let mut rx = self.state.new_group.subscribe();
+        loop {
+            if let Some(n) = *rx.borrow_and_update()
+                && Some(n) != seen
+            {
+                return n;
+            }
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     /// Ends the track as malformed (draft-19 §2.4.2): the subscriptions served from it end
@@ -783,6 +854,27 @@ mod tests {
         if finish {
             sg.finish();
         }
+    }
+
+    /// draft-19 §10.2.18: a NEW_GROUP_REQUEST is taken only for a DYNAMIC_GROUPS track, when it
+    /// is 0 or above the largest group, and not while one as large (or 0) is outstanding,
+    /// which lasts until the largest group moves on.
+    #[test]
+    fn new_group_requests_follow_the_relay_rules() {
+        let t = track();
+        write(&t, 0, 1, true);
+        assert!(!t.request_new_group(0), "no dynamic groups");
+        let dynamic = Properties::new()
+            .with_int(property::DYNAMIC_GROUPS, 1)
+            .unwrap();
+        t.set_properties(dynamic);
+        assert!(t.request_new_group(1));
+        assert!(!t.request_new_group(1), "as large is outstanding");
+        assert!(!t.request_new_group(0), "one is outstanding");
+        assert!(t.request_new_group(2), "larger than the outstanding one");
+        write(&t, 1, 1, true);
+        assert!(!t.request_new_group(1), "not above the largest group");
+        assert!(t.request_new_group(0), "the largest group moved on");
     }
 
     /// draft-19 §12.3: MAX_CACHE_DURATION learned after the track was created (a relay gets

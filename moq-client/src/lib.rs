@@ -209,7 +209,7 @@ mod publisher;
 pub mod serve;
 mod subscriber;
 
-pub use cache::CacheLimits;
+pub use cache::{CacheLimits, NewGroup};
 pub use client::{
     Backoff, Client, ClientBuilder, Reconnecting, Server, ServerBuilder, Session, Status,
 };

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use moq_core::data::ObjectStatus;
 use moq_core::{FullTrackName, Location, Properties};
 
-use crate::cache::{CachedObject, Subgroup, SubgroupEnd, TrackCache};
+use crate::cache::{CachedObject, NewGroup, Subgroup, SubgroupEnd, TrackCache};
 use crate::directory::TrackRegistration;
 use crate::error::Error;
 
@@ -26,6 +26,16 @@ pub struct TrackProducer {
 }
 
 impl TrackProducer {
+    /// Resolves when a subscriber asks for a new group (NEW_GROUP_REQUEST, draft-19
+    /// §10.2.18), for a track created with DYNAMIC_GROUPS = 1: the publisher SHOULD end the
+    /// current group and begin a new one as soon as practical. Pass the last request returned
+    /// (`None` at first).
+    ///
+    /// Cancel safe.
+    pub async fn new_group_requested(&self, seen: Option<NewGroup>) -> NewGroup {
+        self.cache.new_group_requested(seen).await
+    }
+
     pub(crate) fn new(cache: TrackCache, registration: TrackRegistration) -> Self {
         TrackProducer {
             cache,

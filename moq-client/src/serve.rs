@@ -61,9 +61,23 @@ pub async fn serve_subscription(
     let start = writer.params().first();
     let mut reader = track.reader(start.group);
     let mut inflight: VecDeque<JoinHandle<()>> = VecDeque::new();
+    // draft-19 §10.2.18: the subscriber's NEW_GROUP_REQUEST, in SUBSCRIBE or an update.
+    let mut asked = writer.params().new_group_request;
+    if let Some(v) = asked {
+        track.request_new_group(v);
+    }
     let status = loop {
         let next = tokio::select! {
             n = reader.next() => n,
+            Ok(p) = writer.params_changed() => {
+                if p.new_group_request != asked {
+                    asked = p.new_group_request;
+                    if let Some(v) = asked {
+                        track.request_new_group(v);
+                    }
+                }
+                continue;
+            }
             e = writer.cancelled() => {
                 for t in inflight {
                     t.abort();

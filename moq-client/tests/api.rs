@@ -917,3 +917,30 @@ async fn a_track_knows_when_it_is_subscribed() {
     })
     .await;
 }
+
+/// draft-19 §10.2.18: a subscriber's NEW_GROUP_REQUEST reaches the original publisher of a
+/// DYNAMIC_GROUPS track through `TrackProducer::new_group_requested`.
+#[tokio::test]
+async fn new_group_request_reaches_the_producer() {
+    timeout(async {
+        let mut srv = TestServer::start();
+        let name = track(&["dyn"], "t");
+        let options = TrackOptions::default()
+            .property(property::DYNAMIC_GROUPS, 1)
+            .unwrap();
+        let feed = srv
+            .publisher
+            .create_track_with(name.clone(), options)
+            .unwrap();
+        write_group(&feed, 1);
+        let (client, _server) = srv.connect(Transport::Quic, Version::Draft19).await;
+        let params = moq_core::message::Parameters {
+            new_group_request: Some(0),
+            ..Default::default()
+        };
+        let _sub = client.transport().subscribe(name, params).await.unwrap();
+        let asked = feed.new_group_requested(None).await;
+        assert_eq!(asked.value, 0);
+    })
+    .await;
+}

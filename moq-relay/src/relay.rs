@@ -446,12 +446,17 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
         t.pending_upstreams.fetch_sub(1, Ordering::Relaxed);
         match res {
             Ok(sub) => {
-                // Answered: the request is no longer outstanding for later upstreams.
-                *t.new_group_request.lock() = None;
+                // Answered: the request is no longer pending for later upstreams; it is
+                // outstanding at the cache (now that DYNAMIC_GROUPS is known), so the same
+                // request from a downstream is not sent again (draft-19 §10.2.18).
+                let carried = t.new_group_request.lock().take();
                 let info = sub.info().clone();
                 t.cache.set_properties(info.track_properties.clone());
                 if let Some(l) = info.largest {
                     t.cache.observe_largest(l);
+                }
+                if let Some(v) = carried {
+                    t.cache.request_new_group(v);
                 }
                 t.answer.send_replace(Some(Ok(t.cache.largest())));
                 let mut live = LiveUpstream::new(&metrics, &t, None);
@@ -482,6 +487,9 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
     upstreams.insert(session_id, handle);
 }
 
+/// How long ingesting waits for the upstream's answer to a REQUEST_UPDATE.
+const UPDATE_WAIT: Duration = Duration::from_secs(2);
+
 /// Feeds an upstream subscription into the track's cache until it ends; returns its
 /// PUBLISH_DONE status, if any.
 async fn ingest(
@@ -491,7 +499,26 @@ async fn ingest(
     mut continuing: Continuing,
 ) -> Option<PublishDoneCode> {
     let mut streams = tokio::task::JoinSet::new();
-    while let Some(ev) = sub.next().await {
+    let mut asked = t.cache.new_group();
+    loop {
+        let ev = tokio::select! {
+            ev = sub.next() => ev,
+            n = t.cache.new_group_requested(asked) => {
+                // draft-19 §10.2.18: a downstream NEW_GROUP_REQUEST on an Established
+                // subscription goes upstream in a REQUEST_UPDATE (the cache took it only if
+                // the track has dynamic groups and none as large is outstanding).
+                asked = Some(n);
+                let update = Parameters {
+                    new_group_request: Some(n.value),
+                    ..Default::default()
+                };
+                // Objects wait meanwhile; an upstream that does not answer is not waited for
+                // long.
+                let _ = tokio::time::timeout(UPDATE_WAIT, sub.update(update)).await;
+                continue;
+            }
+        };
+        let Some(ev) = ev else { break };
         // draft-19 §2.4.2: a subscriber that finds the track malformed cancels the
         // subscription (dropping it unsubscribes).
         if t.cache.malformed().is_some() {

@@ -1900,3 +1900,47 @@ async fn a_malformed_track_ends_downstream() {
     })
     .await;
 }
+
+/// draft-19 §10.2.18: a NEW_GROUP_REQUEST on an Established subscription (a downstream
+/// REQUEST_UPDATE) reaches the publisher of a DYNAMIC_GROUPS track as a REQUEST_UPDATE (the
+/// rules on which requests are taken: `moq-client` cache unit test
+/// `new_group_requests_follow_the_relay_rules`).
+#[tokio::test]
+async fn new_group_request_on_an_established_subscription_goes_upstream() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["dynamic"]);
+        let name = track(&n, "t");
+        let publisher = transport_session(&relay, false).await;
+        let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
+        relay_knows(&relay, &n).await;
+        let subscriber = transport_session(&relay, false).await;
+        let pending = {
+            let (s, name) = (subscriber.clone(), name.clone());
+            tokio::spawn(async move { s.subscribe(name, Parameters::default()).await })
+        };
+        let dynamic = Properties::new()
+            .with_int(moq_core::property::DYNAMIC_GROUPS, 1)
+            .unwrap();
+        let writer = next_subscribe(&publisher)
+            .await
+            .accept(SubscribeResponse {
+                largest: Some(Location::new(3, 0)),
+                track_properties: dynamic,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let sub = pending.await.unwrap().unwrap();
+        assert_eq!(writer.params().new_group_request, None);
+        let changed = writer.params_changed();
+        let ask = Parameters {
+            new_group_request: Some(0),
+            ..Default::default()
+        };
+        let (asked, params) = tokio::join!(sub.update(ask), changed);
+        asked.unwrap();
+        assert_eq!(params.unwrap().new_group_request, Some(0));
+    })
+    .await;
+}
