@@ -1944,3 +1944,64 @@ async fn new_group_request_on_an_established_subscription_goes_upstream() {
     })
     .await;
 }
+
+/// draft-19 §9.1, §11.3.1: every datagram form (with and without properties, with and without
+/// END_OF_GROUP, a status object) of a track that arrived by PUBLISH reaches a subscriber of it
+/// through the relay, field for field.
+#[tokio::test]
+async fn every_datagram_form_of_a_published_track_is_forwarded() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["dgram-pub"]);
+        let name = track(&n, "t");
+        let publisher = transport_session(&relay, false).await;
+        let published = publisher
+            .publish(name.clone(), PublishOptions::default())
+            .await
+            .unwrap();
+        published.accepted().await.unwrap();
+        let subscriber = transport_session(&relay, true).await;
+        let mut sub = subscriber
+            .subscribe(name.clone(), Parameters::default())
+            .await
+            .unwrap();
+        let props = Properties::new().with_int(APP_INT, 3).unwrap();
+        let object = |g: u64, o: u64| moq_transport::track::Object {
+            location: Location::new(g, o),
+            priority: 128,
+            payload: bytes::Bytes::from(format!("{g}.{o}")),
+            ..Default::default()
+        };
+        let sent = vec![
+            object(0, 0),
+            moq_transport::track::Object {
+                properties: props.clone(),
+                ..object(0, 1)
+            },
+            moq_transport::track::Object {
+                end_of_group: true,
+                ..object(0, 2)
+            },
+            moq_transport::track::Object {
+                properties: props,
+                end_of_group: true,
+                ..object(1, 0)
+            },
+            moq_transport::track::Object {
+                status: ObjectStatus::EndOfGroup,
+                payload: bytes::Bytes::new(),
+                ..object(2, 0)
+            },
+        ];
+        for o in &sent {
+            assert!(published.writer().send_datagram(o).unwrap());
+        }
+        for want in &sent {
+            match sub.next().await.unwrap().unwrap() {
+                TrackEvent::Datagram(o) => assert_eq!(&o, want),
+                TrackEvent::Subgroup(_) => panic!("a subgroup stream"),
+            }
+        }
+    })
+    .await;
+}
