@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
@@ -129,11 +130,21 @@ pub struct Subgroup {
     pub from_first: bool,
     inner: Mutex<SubgroupInner>,
     changed: watch::Sender<u64>,
+    /// Its group's final Object ID, shared by the group's subgroups (`u64::MAX`: not known).
+    group_end: Arc<AtomicU64>,
 }
 
 impl Subgroup {
-    fn new(group: u64, id: u64, priority: u8, end_of_group: bool, from_first: bool) -> Self {
+    fn new(
+        group: u64,
+        id: u64,
+        priority: u8,
+        end_of_group: bool,
+        from_first: bool,
+        group_end: Arc<AtomicU64>,
+    ) -> Self {
         Subgroup {
+            group_end,
             group,
             id,
             priority,
@@ -179,6 +190,9 @@ impl Subgroup {
             return false;
         }
         inner.bytes += obj.payload.len();
+        if obj.status == ObjectStatus::EndOfGroup {
+            self.group_end.fetch_min(obj.id, Ordering::Relaxed);
+        }
         inner.objects.push(obj);
         drop(inner);
         self.changed.send_modify(|v| *v += 1);
@@ -209,6 +223,12 @@ impl Subgroup {
         let mut inner = self.inner.lock();
         if inner.end == SubgroupEnd::Open {
             inner.end = how;
+            // The last object of a finished subgroup that carries the end of its group.
+            if let (SubgroupEnd::Finished, true, Some(last)) =
+                (how, self.end_of_group, inner.objects.last())
+            {
+                self.group_end.fetch_min(last.id, Ordering::Relaxed);
+            }
             drop(inner);
             self.changed.send_modify(|v| *v += 1);
         }
@@ -246,6 +266,8 @@ pub struct Group {
     pub id: u64,
     subgroups: Mutex<BTreeMap<u64, Arc<Subgroup>>>,
     created: Instant,
+    /// The final Object ID once known (`u64::MAX` until then), kept by its subgroups.
+    end: Arc<AtomicU64>,
 }
 
 impl Group {
@@ -266,21 +288,7 @@ impl Group {
     /// The group's final Object ID, if known (draft-19 §2.4.2): an END_OF_GROUP status object,
     /// or the last object of a finished subgroup that carries the end of the group.
     pub fn final_object(&self) -> Option<u64> {
-        self.subgroups()
-            .iter()
-            .filter_map(|sg| {
-                let inner = sg.inner.lock();
-                let by_status = inner
-                    .objects
-                    .iter()
-                    .find(|o| o.status == ObjectStatus::EndOfGroup)
-                    .map(|o| o.id);
-                let by_end = (sg.end_of_group && inner.end == SubgroupEnd::Finished)
-                    .then(|| inner.objects.last().map(|o| o.id))
-                    .flatten();
-                by_status.or(by_end)
-            })
-            .min()
+        Some(self.end.load(Ordering::Relaxed)).filter(|e| *e != u64::MAX)
     }
 
     /// Every object in the group, by Object ID (objects of all subgroups merged).
@@ -652,6 +660,7 @@ impl TrackCache {
                     id: group,
                     subgroups: Mutex::new(BTreeMap::new()),
                     created: Instant::now(),
+                    end: Arc::new(AtomicU64::new(u64::MAX)),
                 })
             })
             .clone();
@@ -659,7 +668,14 @@ impl TrackCache {
         if let Some(s) = subs.get(&id) {
             return Some(s.clone());
         }
-        let s = Arc::new(Subgroup::new(group, id, priority, end_of_group, from_first));
+        let s = Arc::new(Subgroup::new(
+            group,
+            id,
+            priority,
+            end_of_group,
+            from_first,
+            g.end.clone(),
+        ));
         subs.insert(id, s.clone());
         drop(subs);
         inner.log.push((group, id));

@@ -62,20 +62,21 @@ pub async fn serve_subscription(
     let mut reader = track.reader(start.group);
     let mut inflight: VecDeque<JoinHandle<()>> = VecDeque::new();
     // draft-19 §10.2.18: the subscriber's NEW_GROUP_REQUEST, in SUBSCRIBE or an update.
-    let mut asked = writer.params().new_group_request;
-    if let Some(v) = asked {
-        track.request_new_group(v);
-    }
+    let mut asked = None;
+    let mut new_group = |now: Option<u64>| {
+        if now != asked {
+            asked = now;
+            if let Some(v) = now {
+                track.request_new_group(v);
+            }
+        }
+    };
+    new_group(writer.params().new_group_request);
     let status = loop {
         let next = tokio::select! {
             n = reader.next() => n,
             Ok(p) = writer.params_changed() => {
-                if p.new_group_request != asked {
-                    asked = p.new_group_request;
-                    if let Some(v) = asked {
-                        track.request_new_group(v);
-                    }
-                }
+                new_group(p.new_group_request);
                 continue;
             }
             e = writer.cancelled() => {
@@ -96,6 +97,8 @@ pub async fn serve_subscription(
             break PublishDoneCode::TRACK_ENDED;
         };
         let params = writer.params();
+        // An update that came while no select! was waiting.
+        new_group(params.new_group_request);
         if params.end_group.is_some_and(|end| sg.group > end) {
             break PublishDoneCode::SUBSCRIPTION_ENDED;
         }

@@ -1406,6 +1406,42 @@ async fn relay_authorizes_publishers_and_subscribers() {
     .await;
 }
 
+/// A track routed through the relay: its publisher announced the namespace and answered the
+/// relay's upstream SUBSCRIBE with `response`; a subscriber SUBSCRIBEd through the relay.
+/// Bind every field (`_name`, not `_` or `..`): a dropped session closes.
+struct Routed {
+    _publisher: moq_transport::Session,
+    _announced: moq_transport::namespace::PublishedNamespace,
+    subscriber: moq_transport::Session,
+    writer: moq_transport::track::SubscriptionWriter,
+    sub: moq_transport::track::Subscription,
+}
+
+async fn routed(relay: &Relay, name: &FullTrackName, response: SubscribeResponse) -> Routed {
+    let n = &name.namespace;
+    let publisher = transport_session(relay, false).await;
+    let announced = publisher.publish_namespace(n.clone()).await.unwrap();
+    relay_knows(relay, n).await;
+    let subscriber = transport_session(relay, false).await;
+    let pending = {
+        let (s, name) = (subscriber.clone(), name.clone());
+        tokio::spawn(async move { s.subscribe(name, Parameters::default()).await })
+    };
+    let writer = next_subscribe(&publisher)
+        .await
+        .accept(response)
+        .await
+        .unwrap();
+    let sub = pending.await.unwrap().unwrap();
+    Routed {
+        _publisher: publisher,
+        _announced: announced,
+        subscriber,
+        writer,
+        sub,
+    }
+}
+
 /// The next subgroup stream of a raw subscription.
 async fn next_stream(sub: &mut moq_transport::track::Subscription) -> IncomingSubgroup {
     match sub.next().await.unwrap().unwrap() {
@@ -1748,22 +1784,14 @@ async fn subscribe_tracks_updates_take_effect_or_are_refused() {
 async fn datagram_fields_survive_the_relay_and_its_cache() {
     timeout(async {
         let relay = relay();
-        let n = ns(&["dgram"]);
-        let name = track(&n, "t");
-        let publisher = transport_session(&relay, false).await;
-        let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
-        relay_knows(&relay, &n).await;
-        let subscriber = transport_session(&relay, false).await;
-        let pending = {
-            let (s, name) = (subscriber.clone(), name.clone());
-            tokio::spawn(async move { s.subscribe(name, Parameters::default()).await })
-        };
-        let writer = next_subscribe(&publisher)
-            .await
-            .accept(SubscribeResponse::default())
-            .await
-            .unwrap();
-        let mut sub = pending.await.unwrap().unwrap();
+        let name = track(&ns(&["dgram"]), "t");
+        let Routed {
+            subscriber,
+            writer,
+            mut sub,
+            _publisher,
+            _announced,
+        } = routed(&relay, &name, SubscribeResponse::default()).await;
         let props = Properties::new().with_int(APP_INT, 7).unwrap();
         let sent = [
             moq_transport::track::Object {
@@ -1848,22 +1876,14 @@ async fn publish_skipped_when_the_publish_cannot_be_created() {
 async fn a_malformed_track_ends_downstream() {
     timeout(async {
         let relay = relay();
-        let n = ns(&["malformed"]);
-        let name = track(&n, "t");
-        let publisher = transport_session(&relay, false).await;
-        let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
-        relay_knows(&relay, &n).await;
-        let subscriber = transport_session(&relay, false).await;
-        let pending = {
-            let (s, name) = (subscriber.clone(), name.clone());
-            tokio::spawn(async move { s.subscribe(name, Parameters::default()).await })
-        };
-        let writer = next_subscribe(&publisher)
-            .await
-            .accept(SubscribeResponse::default())
-            .await
-            .unwrap();
-        let mut sub = pending.await.unwrap().unwrap();
+        let name = track(&ns(&["malformed"]), "t");
+        let Routed {
+            subscriber: _subscriber,
+            writer,
+            mut sub,
+            _publisher,
+            _announced,
+        } = routed(&relay, &name, SubscribeResponse::default()).await;
         let mut first = writer
             .open_subgroup(0, SubgroupId::Explicit(3), Some(10), false)
             .await
@@ -1909,29 +1929,21 @@ async fn a_malformed_track_ends_downstream() {
 async fn new_group_request_on_an_established_subscription_goes_upstream() {
     timeout(async {
         let relay = relay();
-        let n = ns(&["dynamic"]);
-        let name = track(&n, "t");
-        let publisher = transport_session(&relay, false).await;
-        let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
-        relay_knows(&relay, &n).await;
-        let subscriber = transport_session(&relay, false).await;
-        let pending = {
-            let (s, name) = (subscriber.clone(), name.clone());
-            tokio::spawn(async move { s.subscribe(name, Parameters::default()).await })
-        };
         let dynamic = Properties::new()
             .with_int(moq_core::property::DYNAMIC_GROUPS, 1)
             .unwrap();
-        let writer = next_subscribe(&publisher)
-            .await
-            .accept(SubscribeResponse {
-                largest: Some(Location::new(3, 0)),
-                track_properties: dynamic,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        let sub = pending.await.unwrap().unwrap();
+        let response = SubscribeResponse {
+            largest: Some(Location::new(3, 0)),
+            track_properties: dynamic,
+            ..Default::default()
+        };
+        let Routed {
+            writer,
+            sub,
+            _publisher,
+            _announced,
+            subscriber: _subscriber,
+        } = routed(&relay, &track(&ns(&["dynamic"]), "t"), response).await;
         assert_eq!(writer.params().new_group_request, None);
         let changed = writer.params_changed();
         let ask = Parameters {
