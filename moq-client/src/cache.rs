@@ -14,8 +14,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use moq_core::data::ObjectStatus;
 use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
-use moq_transport::track::SubscriptionWriter;
+use moq_transport::track::{SubscriptionWriter, last_covered};
 use tokio::sync::watch;
+
+pub use crate::malformed::Malformed;
+use crate::malformed::{self, Seen};
 
 /// The Subgroup ID under which objects that travel as datagrams are kept; they are served as
 /// datagrams.
@@ -51,17 +54,6 @@ pub struct NewGroup {
     /// The track's largest group when it was asked; the request is outstanding until a later
     /// group starts.
     pub asked_in: Option<u64>,
-}
-
-/// What made a track malformed (draft-19 §2.4.2): the track is not served on, and the object
-/// that showed it is not cached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Malformed(pub &'static str);
-
-impl std::fmt::Display for Malformed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "malformed track: {}", self.0)
-    }
 }
 
 /// One object in the cache.
@@ -111,6 +103,8 @@ pub enum SubgroupEnd {
 struct SubgroupInner {
     objects: Vec<CachedObject>,
     end: SubgroupEnd,
+    /// Ended by a stream's FIN (not completed by inference, see [`Subgroup::complete`]).
+    fin: bool,
     bytes: usize,
 }
 
@@ -153,6 +147,7 @@ impl Subgroup {
             inner: Mutex::new(SubgroupInner {
                 objects: Vec::new(),
                 end: SubgroupEnd::Open,
+                fin: false,
                 bytes: 0,
             }),
             changed: watch::channel(0).0,
@@ -209,20 +204,38 @@ impl Subgroup {
             .and_then(|i| inner.objects.get(i).cloned())
     }
 
-    /// Marks the subgroup complete.
+    /// Marks the subgroup complete: a stream carrying it ended with FIN (or its producer
+    /// closed it). Its last object is the subgroup's final object (draft-19 §2.4.2).
     pub fn finish(&self) {
-        self.end(SubgroupEnd::Finished);
+        self.end(SubgroupEnd::Finished, true);
+    }
+
+    /// Marks the subgroup complete without a stream having ended it (what a FETCH filled in):
+    /// no object after its last is refused for it.
+    pub fn complete(&self) {
+        self.end(SubgroupEnd::Finished, false);
+    }
+
+    /// The subgroup's final object: its last, once a stream's FIN ended it.
+    pub fn final_object(&self) -> Option<u64> {
+        let inner = self.inner.lock();
+        if inner.fin {
+            inner.objects.last().map(|o| o.id)
+        } else {
+            None
+        }
     }
 
     /// Marks the subgroup abandoned.
     pub fn reset(&self) {
-        self.end(SubgroupEnd::Reset);
+        self.end(SubgroupEnd::Reset, false);
     }
 
-    fn end(&self, how: SubgroupEnd) {
+    fn end(&self, how: SubgroupEnd, fin: bool) {
         let mut inner = self.inner.lock();
         if inner.end == SubgroupEnd::Open {
             inner.end = how;
+            inner.fin = fin;
             // The last object of a finished subgroup that carries the end of its group.
             if let (SubgroupEnd::Finished, true, Some(last)) =
                 (how, self.end_of_group, inner.objects.last())
@@ -291,6 +304,23 @@ impl Group {
         Some(self.end.load(Ordering::Relaxed)).filter(|e| *e != u64::MAX)
     }
 
+    /// The largest Object ID stored in the group.
+    pub fn largest(&self) -> Option<u64> {
+        self.subgroups
+            .lock()
+            .values()
+            .filter_map(|s| s.last_id())
+            .max()
+    }
+
+    /// True if a subgroup other than `subgroup` holds object `id`.
+    fn holds_elsewhere(&self, subgroup: u64, id: u64) -> bool {
+        self.subgroups
+            .lock()
+            .values()
+            .any(|s| s.id != subgroup && s.find(id).is_some())
+    }
+
     /// Every object in the group, by Object ID (objects of all subgroups merged).
     pub fn objects(&self) -> Vec<(Arc<Subgroup>, CachedObject)> {
         let mut out = Vec::new();
@@ -319,6 +349,8 @@ struct TrackInner {
     log: Vec<(u64, u64)>,
     log_base: usize,
     ended: bool,
+    /// The track's final object, once an END_OF_TRACK object was stored (draft-19 §2.4.2).
+    final_object: Option<Location>,
     /// Why the track was found malformed, if it was (draft-19 §2.4.2).
     malformed: Option<Malformed>,
     evicted_below: u64,
@@ -362,6 +394,7 @@ impl TrackCache {
                     log: Vec::new(),
                     log_base: 0,
                     ended: false,
+                    final_object: None,
                     malformed: None,
                     evicted_below: 0,
                 }),
@@ -531,15 +564,24 @@ impl TrackCache {
 
     /// Checks an object received for `sg` with publisher priority `priority` against what the
     /// cache holds, before it is appended (draft-19 §2.4.2, §9.1): its properties, the
-    /// subgroup's priority, a duplicate's contents, and the group's final object.
+    /// subgroup's priority, the subgroup's, group's and track's ends as stored, and a
+    /// duplicate's contents, Subgroup ID and Forwarding Preference against the stored object.
     pub fn check(&self, sg: &Subgroup, priority: u8, obj: &CachedObject) -> Result<(), Malformed> {
-        // draft-19 §2.5.1, §12.6: a Mandatory Track Property or bad immutable properties.
-        if obj.properties.validate_object().is_err() {
-            return Err(Malformed("invalid object properties"));
-        }
-        if sg.priority != priority {
-            return Err(Malformed("publisher priority changed within a subgroup"));
-        }
+        let group = self.group(sg.group);
+        let (track_final, track_largest) = {
+            let inner = self.state.inner.lock();
+            (inner.final_object, inner.stored)
+        };
+        let seen = Seen {
+            priority: Some(sg.priority),
+            subgroup_final: sg.final_object(),
+            group_final: group.as_ref().and_then(|g| g.final_object()),
+            group_largest: group.as_ref().and_then(|g| g.largest()),
+            track_final,
+            track_largest,
+        };
+        let at = Location::new(sg.group, obj.id);
+        malformed::check(&seen, at, priority, obj.status, &obj.properties)?;
         if let Some(old) = sg.find(obj.id)
             && (old.payload != obj.payload
                 || old.properties != obj.properties
@@ -547,12 +589,12 @@ impl TrackCache {
         {
             return Err(Malformed("the same object with a different payload"));
         }
-        let group = self.group(sg.group);
-        if group
-            .and_then(|g| g.final_object())
-            .is_some_and(|last| obj.id > last)
-        {
-            return Err(Malformed("an object after the end of its group"));
+        // draft-19 §9.1: the same object in another subgroup, or once as a datagram and once
+        // on a stream (datagrams are kept as a subgroup of their own).
+        if group.is_some_and(|g| g.holds_elsewhere(sg.id, obj.id)) {
+            return Err(Malformed(
+                "the same object with another Subgroup ID or Forwarding Preference",
+            ));
         }
         Ok(())
     }
@@ -688,9 +730,13 @@ impl TrackCache {
     /// Appends an object to (`group`, `subgroup`) and notes the largest location.
     pub fn append(&self, sg: &Subgroup, obj: CachedObject) -> bool {
         let loc = Location::new(sg.group, obj.id);
+        let end_of_track = obj.status == ObjectStatus::EndOfTrack;
         let added = sg.append(obj);
         if added {
             let mut inner = self.state.inner.lock();
+            if end_of_track {
+                inner.final_object = Some(inner.final_object.map_or(loc, |f| f.min(loc)));
+            }
             if inner.stored.is_none_or(|l| loc > l) {
                 inner.stored = Some(loc);
             }
@@ -718,12 +764,7 @@ impl TrackCache {
                 .iter()
                 .find(|(_, g)| max_age.is_none_or(|a| now.duration_since(g.created) <= a))
                 .is_some_and(|(id, _)| *id <= start.group);
-        let last = if end.object == 0 {
-            Location::new(end.group, u64::MAX)
-        } else {
-            Location::new(end.group, end.object - 1)
-        };
-        has_start && stored >= last.min(largest)
+        has_start && stored >= last_covered(end).min(largest)
     }
 
     fn evict(&self, inner: &mut TrackInner) {

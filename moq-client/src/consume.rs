@@ -4,11 +4,13 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use moq_core::codes::StreamResetCode;
 use moq_core::{FullTrackName, GroupOrder, Location, Properties};
 use moq_transport::track::{
     FetchItem, FetchResponse, IncomingSubgroup, Object, Subscription, SubscriptionInfo, TrackEvent,
@@ -16,6 +18,7 @@ use moq_transport::track::{
 use tokio::sync::{mpsc, watch};
 
 use crate::error::Error;
+use crate::malformed::{Malformed, TrackCheck};
 
 /// What the publisher said of a track (SUBSCRIBE_OK, PUBLISH or TRACK_STATUS_OK).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +71,10 @@ impl TrackInfo {
 pub struct SubgroupConsumer {
     group: u64,
     inner: SubgroupInner,
+    /// What the track's objects must keep (draft-19 §2.4.2).
+    check: Arc<TrackCheck>,
+    /// The last Object ID read from the stream.
+    last: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -99,13 +106,33 @@ impl SubgroupConsumer {
     }
 
     /// The next object; `None` once the subgroup is complete. An error if its stream was
-    /// reset (objects may be missing) or the session ended.
+    /// reset (objects may be missing), the session ended, or the track showed itself malformed
+    /// ([`Error::Malformed`], draft-19 §2.4.2: the subscription is cancelled).
     ///
     /// Cancel safe.
     pub async fn next_object(&mut self) -> Option<Result<Object, Error>> {
-        match &mut self.inner {
-            SubgroupInner::Stream(s) => s.next_object().await.map_err(Error::from).transpose(),
-            SubgroupInner::Datagram(o) => o.take().map(Ok),
+        let s = match &mut self.inner {
+            SubgroupInner::Stream(s) => s,
+            SubgroupInner::Datagram(o) => return o.take().map(Ok),
+        };
+        let checked = match s.next_object().await {
+            Ok(Some(o)) => self.check.object(s.subgroup_id(), &o).map(|()| Some(o)),
+            Ok(None) => {
+                let id = s.subgroup_id().unwrap_or(0);
+                let fin = self.check.fin(self.group, id, s.end_of_group(), self.last);
+                fin.map(|()| None)
+            }
+            Err(e) => return Some(Err(e.into())),
+        };
+        match checked {
+            Ok(o) => {
+                self.last = o.as_ref().map(|o| o.location.object).or(self.last);
+                o.map(Ok)
+            }
+            Err(why) => {
+                s.stop(StreamResetCode::CANCELLED);
+                Some(Err(why.into()))
+            }
         }
     }
 }
@@ -140,6 +167,7 @@ pub struct GroupConsumer {
     parts_open: bool,
     reading: FuturesUnordered<Reading>,
     end_of_group: bool,
+    check: Arc<TrackCheck>,
 }
 
 impl std::fmt::Debug for GroupConsumer {
@@ -207,6 +235,8 @@ impl GroupConsumer {
             Part::Datagram(o) => Some(SubgroupConsumer {
                 group: self.id,
                 inner: SubgroupInner::Datagram(Some(o)),
+                check: self.check.clone(),
+                last: None,
             }),
         }
     }
@@ -221,6 +251,8 @@ pub(crate) struct Router {
     groups: BTreeMap<u64, mpsc::Sender<Part>>,
     out: mpsc::Sender<Result<GroupConsumer, Error>>,
     ascending: bool,
+    /// What the track's objects must keep (draft-19 §2.4.2).
+    check: Arc<TrackCheck>,
 }
 
 impl Router {
@@ -229,6 +261,7 @@ impl Router {
             groups: BTreeMap::new(),
             out,
             ascending: order == GroupOrder::Ascending,
+            check: Arc::new(TrackCheck::new()),
         }
     }
 
@@ -241,9 +274,17 @@ impl Router {
                 Part::Subgroup(SubgroupConsumer {
                     group: s.group(),
                     inner: SubgroupInner::Stream(s),
+                    check: self.check.clone(),
+                    last: None,
                 }),
             ),
-            TrackEvent::Datagram(o) => (o.location.group, Part::Datagram(o)),
+            TrackEvent::Datagram(o) => {
+                // A malformed one is not delivered; the subscription ends (see `malformed`).
+                if self.check.object(o.subgroup, &o).is_err() {
+                    return Ok(());
+                }
+                (o.location.group, Part::Datagram(o))
+            }
         };
         let part = match self.groups.get(&group) {
             Some(tx) => match tx.try_send(part) {
@@ -268,6 +309,7 @@ impl Router {
             parts_open: true,
             reading: FuturesUnordered::new(),
             end_of_group: false,
+            check: self.check.clone(),
         };
         self.out.send(Ok(consumer)).await.map_err(|_| ())
     }
@@ -292,6 +334,11 @@ impl Router {
     /// Resolves once the application dropped the track.
     pub(crate) async fn closed(&self) {
         self.out.closed().await;
+    }
+
+    /// Resolves once one of the track's objects showed it malformed (draft-19 §2.4.2).
+    pub(crate) async fn malformed(&self) -> Malformed {
+        self.check.found().await
     }
 }
 
@@ -361,9 +408,22 @@ impl FetchConsumer {
     pub(crate) fn new(response: FetchResponse) -> Self {
         let end = response.end();
         let end = (end.end, end.end_of_track);
-        let items = futures::stream::unfold(response, |mut r| async move {
-            let item = r.next().await?;
-            Some((item.map_err(Error::from), r))
+        let check = Arc::new(TrackCheck::new());
+        let items = futures::stream::unfold(Some(response), move |r| {
+            let check = check.clone();
+            async move {
+                let mut r = r?;
+                let item = match r.next().await? {
+                    // draft-19 §2.4.2 (which applies to FETCH too): a malformed track ends the
+                    // fetch, which is cancelled.
+                    Ok(FetchItem::Object(o)) => match check.object(o.subgroup, &o) {
+                        Ok(()) => Ok(FetchItem::Object(o)),
+                        Err(why) => return Some((Err(why.into()), None)),
+                    },
+                    other => other.map_err(Error::from),
+                };
+                Some((item, Some(r)))
+            }
         });
         FetchConsumer {
             end,

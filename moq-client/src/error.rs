@@ -41,6 +41,10 @@ pub enum Error {
     /// The deadline passed before the peer acknowledged what was sent.
     #[error("not acknowledged before the deadline")]
     Timeout,
+    /// The track showed itself malformed (draft-19 §2.4.2): the subscription or fetch that
+    /// received it was cancelled.
+    #[error(transparent)]
+    Malformed(#[from] crate::Malformed),
     /// A bad argument or configuration.
     #[error("invalid: {0}")]
     Invalid(String),

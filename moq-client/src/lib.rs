@@ -201,6 +201,7 @@ mod client;
 mod consume;
 pub mod directory;
 mod error;
+pub mod malformed;
 #[cfg(feature = "memory")]
 pub mod memory;
 mod options;
@@ -217,6 +218,7 @@ pub use consume::{
     FetchConsumer, GroupConsumer, ObjectConsumer, SubgroupConsumer, TrackConsumer, TrackInfo,
 };
 pub use error::Error;
+pub use malformed::Malformed;
 pub use options::{SubscribeOptions, TrackOptions};
 pub use produce::{GroupProducer, SubgroupProducer, TrackProducer};
 pub use publisher::{NamespaceHandle, Publisher};

@@ -129,9 +129,9 @@ impl Drop for TrackProducer {
 }
 
 /// One group of a track. [`GroupProducer::write`] appends objects with IDs 0, 1, 2, ... to the
-/// group's first subgroup (Subgroup ID 0, which carries the group's last object); an
-/// application that splits a group into several subgroups opens more with
-/// [`GroupProducer::subgroup`].
+/// group's first subgroup (Subgroup ID 0, which carries the group's last object: draft-19
+/// §2.4.2); an application that splits a group into several subgroups opens more with
+/// [`GroupProducer::subgroup`], writes them first, and ends the group with the first.
 ///
 /// Dropping it without [`GroupProducer::finish`] abandons the first subgroup (its streams are
 /// reset: subscribers see it incomplete).
@@ -146,8 +146,8 @@ impl GroupProducer {
         self.first.group()
     }
 
-    /// Appends an object with the next Object ID (one above the last in this subgroup);
-    /// returns its ID.
+    /// Appends an object to the first subgroup with the next Object ID (one above the largest
+    /// of the group, in any subgroup); returns its ID.
     pub fn write(&mut self, payload: impl Into<Bytes>) -> Result<u64, Error> {
         self.write_with(payload, Properties::new())
     }
@@ -158,7 +158,8 @@ impl GroupProducer {
         payload: impl Into<Bytes>,
         properties: Properties,
     ) -> Result<u64, Error> {
-        let id = self.first.next_id();
+        let group = self.first.cache.group(self.id());
+        let id = group.and_then(|g| g.largest()).map_or(0, |l| l + 1);
         self.first.write_with(id, payload, properties)?;
         Ok(id)
     }
@@ -214,11 +215,8 @@ impl SubgroupProducer {
         self.subgroup.id
     }
 
-    fn next_id(&self) -> u64 {
-        self.subgroup.last_id().map_or(0, |l| l + 1)
-    }
-
-    /// Appends object `id` (above the previous one of this subgroup).
+    /// Appends object `id` (above the previous one of this subgroup, and not after the end of
+    /// the group once its first subgroup finished).
     pub fn write(&mut self, id: u64, payload: impl Into<Bytes>) -> Result<(), Error> {
         self.write_with(id, payload, Properties::new())
     }
@@ -237,6 +235,17 @@ impl SubgroupProducer {
             return Err(Error::Invalid(format!(
                 "subgroup {} of group {} has ended",
                 self.id(),
+                self.group()
+            )));
+        }
+        // draft-19 §2.4.2: an object after the group's final object makes the track malformed.
+        let group = self.cache.group(self.group());
+        if group
+            .and_then(|g| g.final_object())
+            .is_some_and(|end| id > end)
+        {
+            return Err(Error::Invalid(format!(
+                "object {id} is after the end of group {}",
                 self.group()
             )));
         }

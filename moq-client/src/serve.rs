@@ -10,7 +10,7 @@ use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
 use moq_core::data::{ObjectStatus, RangeEnd, SubgroupId};
 use moq_core::message::RequestError;
 use moq_core::{GroupOrder, Location};
-use moq_transport::track::{FetchEnd, IncomingFetch, Object, SubscriptionWriter};
+use moq_transport::track::{FetchEnd, IncomingFetch, Object, SubscriptionWriter, last_covered};
 use tokio::task::JoinHandle;
 
 use crate::cache::{DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, TrackCache};
@@ -236,6 +236,14 @@ async fn send_subgroup(
 ///
 /// Dropping the future abandons the FETCH (its stream is reset).
 pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(), Error> {
+    // draft-19 §2.4.2, §13.1.2: a track found malformed is not served on.
+    if let Some(why) = track.malformed() {
+        fetch.reject(RequestError::new(
+            RequestErrorCode::MALFORMED_TRACK,
+            why.to_string(),
+        ));
+        return Ok(());
+    }
     let Some(largest) = track.largest() else {
         // draft-19 §10.12.3: no objects yet is INVALID_RANGE.
         fetch.reject(RequestError::new(
@@ -258,16 +266,9 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
         || requested_end.object != 0 && requested_end > past_largest;
     let end = if beyond { past_largest } else { requested_end };
     let order = fetch.group_order();
-    let end_of_track = track.is_ended() && beyond;
+    let end_of_track = track.is_ended() && track.malformed().is_none() && beyond;
     let (req_start, req_end) = (fetch.start(), fetch.end());
-    let contains = |loc: Location| {
-        let before_end = if req_end.object == 0 {
-            loc.group <= req_end.group
-        } else {
-            loc < req_end
-        };
-        loc >= req_start && before_end && loc < past_largest
-    };
+    let contains = |loc: Location| loc >= req_start && loc <= last_covered(req_end).min(largest);
     let last_group = end.group;
     let mut groups: Vec<_> = track
         .groups()
@@ -278,6 +279,16 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
         groups.reverse();
     }
     let evicted = track.evicted_below();
+    // The groups of the range announced by the publisher but not stored yet (still in flight
+    // upstream) are an Unknown range: what a relay serves without waiting for its upstream
+    // (draft-19 §10.2.5). A marker names another group than the entry before it, so an
+    // in-flight tail of the last stored group itself is not marked.
+    let top = last_covered(end).min(largest);
+    let in_flight = match track.stored() {
+        Some(s) if top.group > s.group => Some(Location::new(s.group + 1, 0).max(start)),
+        Some(_) => None,
+        None => Some(start),
+    };
     let mut w = fetch
         .accept(FetchEnd {
             end_of_track,
@@ -293,8 +304,18 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
         )
         .await?;
     }
+    if order == GroupOrder::Descending
+        && let Some(from) = in_flight
+    {
+        w.end_of_range(RangeEnd::Unknown, from).await?;
+    }
     let mut last_written_group = None;
     for g in groups {
+        // draft-19 §2.4.2: a relay that finds the track malformed resets its fetch streams.
+        if track.malformed().is_some() {
+            w.abort(StreamResetCode::MALFORMED_TRACK);
+            return Ok(());
+        }
         for (sg, o) in g.objects() {
             let loc = Location::new(g.id, o.id);
             if !contains(loc) || o.status != ObjectStatus::Normal {
@@ -323,6 +344,9 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
     {
         w.end_of_range(RangeEnd::Unknown, Location::new(start.group, 0))
             .await?;
+    }
+    if order == GroupOrder::Ascending && in_flight.is_some() {
+        w.end_of_range(RangeEnd::Unknown, top).await?;
     }
     w.finish();
     Ok(())

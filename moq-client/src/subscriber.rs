@@ -21,6 +21,7 @@ use crate::consume::{
     FetchConsumer, GroupConsumer, ObjectConsumer, Router, TrackConsumer, TrackInfo,
 };
 use crate::error::Error;
+use crate::malformed::Malformed;
 use crate::options::SubscribeOptions;
 
 /// Where a [`Subscriber`] gets its session: one fixed session, or the latest of a reconnecting
@@ -271,6 +272,10 @@ impl Subscriber {
                 let lost = match pump(&mut sub, &mut router, &mut last_group).await {
                     Pumped::Ended => return router.end(),
                     Pumped::Dropped => return,
+                    Pumped::Malformed(why) => {
+                        drop(sub);
+                        return router.fail(why.into()).await;
+                    }
                     Pumped::Failed(e) => e,
                 };
                 if !source.reconnects || !lost.is_session_error() {
@@ -431,6 +436,9 @@ enum Pumped {
     Dropped,
     /// The subscription failed.
     Failed(moq_transport::Error),
+    /// The track showed itself malformed (draft-19 §2.4.2): the subscription is cancelled
+    /// (dropped) and not renewed.
+    Malformed(Malformed),
 }
 
 /// Routes a subscription's subgroups and datagrams into its groups until it stops.
@@ -439,6 +447,7 @@ async fn pump(sub: &mut Subscription, router: &mut Router, last_group: &mut Opti
         let ev = tokio::select! {
             ev = sub.next() => ev,
             _ = router.closed() => return Pumped::Dropped,
+            why = router.malformed() => return Pumped::Malformed(why),
         };
         let ev = match ev {
             Some(Ok(ev)) => ev,
@@ -506,6 +515,10 @@ async fn pump_once(mut sub: Subscription, mut router: Router) {
     match pump(&mut sub, &mut router, &mut None).await {
         Pumped::Ended => router.end(),
         Pumped::Dropped => {}
+        Pumped::Malformed(why) => {
+            drop(sub);
+            router.fail(why.into()).await
+        }
         Pumped::Failed(e) => router.fail(e.into()).await,
     }
 }

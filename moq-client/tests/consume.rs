@@ -291,7 +291,9 @@ async fn a_group_spans_its_subgroups() {
                 group.finish().unwrap();
             }
             t.finish(Duration::from_secs(5)).await.unwrap();
-            let want: Vec<_> = (0..3)
+            // The base layer continues the group's Object IDs: it carries the group's last
+            // object (draft-19 §2.4.2).
+            let want: Vec<_> = (6..9)
                 .map(|o| (Some(0), o))
                 .chain((3..6).map(|o| (Some(1), o)))
                 .collect();
@@ -318,6 +320,63 @@ async fn a_group_spans_its_subgroups() {
             got.sort();
             assert_eq!(got, want, "{transport:?} {version} group 1");
             assert!(track.next_group().await.is_none());
+        }
+    })
+    .await;
+}
+
+/// draft-19 §2.4.2: a subscriber that finds a track malformed (here: two streams of one
+/// subgroup at different publisher priorities, from a raw publisher) cancels the subscription
+/// and delivers the error to the application: the group's read and the track both end with
+/// [`moq_client::Error::Malformed`], and the publisher sees its subscription end.
+#[tokio::test]
+async fn a_malformed_track_fails_the_consumer_and_cancels_the_subscription() {
+    use moq_core::data::SubgroupId;
+    use moq_transport::track::PublishOptions;
+    timeout(async {
+        let mut server = TestServer::start();
+        for (transport, version) in combinations() {
+            let (c, s) = server.connect(transport, version).await;
+            let name = track(&["malformed"], "t");
+            let (published, incoming) = tokio::join!(
+                c.transport()
+                    .publish(name.clone(), PublishOptions::default()),
+                s.subscriber().next_publish()
+            );
+            let mut consumer = incoming
+                .unwrap()
+                .accept(SubscribeOptions::default())
+                .await
+                .unwrap();
+            let published = published.unwrap();
+            published.accepted().await.unwrap();
+            let w = published.writer();
+            let mut first = w
+                .open_subgroup(0, SubgroupId::Explicit(0), Some(10), false)
+                .await
+                .unwrap();
+            first
+                .write_object(0, Bytes::from_static(b"ok"))
+                .await
+                .unwrap();
+            let mut group = consumer.next_group().await.unwrap().unwrap();
+            let ok = group.next_object().await.unwrap().unwrap();
+            assert_eq!(&ok.payload[..], b"ok");
+            let mut second = w
+                .open_subgroup(0, SubgroupId::Explicit(0), Some(20), false)
+                .await
+                .unwrap();
+            second
+                .write_object(1, Bytes::from_static(b"bad"))
+                .await
+                .unwrap();
+            let err = group.next_object().await.unwrap().unwrap_err();
+            assert!(matches!(err, moq_client::Error::Malformed(_)), "{err:?}");
+            let err = consumer.next_group().await.unwrap().unwrap_err();
+            assert!(matches!(err, moq_client::Error::Malformed(_)), "{err:?}");
+            assert!(consumer.next_group().await.is_none());
+            // The publisher's subscription is cancelled.
+            w.cancelled().await;
         }
     })
     .await;

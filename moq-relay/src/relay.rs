@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use moq_client::cache::TrackCache;
-use moq_client::cache::{CachedObject, DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd};
+use moq_client::cache::{CachedObject, DATAGRAM_SUBGROUP, Malformed, Subgroup, SubgroupEnd};
 use moq_client::directory::{Directory, DirectoryOptions, Hold, Peer, Source, Upstream, status_of};
+use moq_client::malformed::TrackCheck;
 use moq_client::serve::serve_fetch;
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::{FetchType, Parameters, RequestError};
@@ -555,6 +556,14 @@ async fn ingest(
     sub.publish_done().map(|d| d.status)
 }
 
+/// An upstream showed the track malformed (draft-19 §2.4.2): its subscriptions end with
+/// PUBLISH_DONE MALFORMED_TRACK, its ingest cancels the upstream subscription, and the object
+/// that showed it is not cached.
+fn found_malformed(t: &RelayTrack, why: Malformed) {
+    tracing::warn!(track = %t.cache.name(), %why, "upstream track is malformed");
+    t.cache.set_malformed(why);
+}
+
 /// Stores one object that came outside a subgroup stream (a datagram, or one of a FETCH) in
 /// subgroup `id` of its group; returns that subgroup.
 fn store_object(t: &RelayTrack, id: u64, o: Object, metrics: &Metrics) -> Option<Arc<Subgroup>> {
@@ -565,8 +574,7 @@ fn store_object(t: &RelayTrack, id: u64, o: Object, metrics: &Metrics) -> Option
     let obj = CachedObject::from(o);
     // draft-19 §2.4.2 (objects outside a subgroup stream have no subgroup priority to keep).
     if let Err(why) = t.cache.check(&sg, sg.priority, &obj) {
-        tracing::warn!(track = %t.cache.name(), %why, "upstream track is malformed");
-        t.cache.set_malformed(why);
+        found_malformed(t, why);
         return None;
     }
     if !t.cache.append(&sg, obj) {
@@ -619,7 +627,7 @@ async fn fill_from_upstream(
     }
     for sg in filled {
         if sg.group < largest.group {
-            sg.finish();
+            sg.complete();
         } else {
             last.subgroups.push(sg);
         }
@@ -649,7 +657,7 @@ impl Continuing {
 
     fn finish(&mut self) {
         for sg in self.subgroups.drain(..) {
-            sg.finish();
+            sg.complete();
         }
     }
 }
@@ -678,6 +686,8 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
         return;
     };
     let mut next = Some(first);
+    // The last object this stream carried.
+    let mut last = None;
     loop {
         let res = match next.take() {
             Some(r) => r,
@@ -686,18 +696,26 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
         match res {
             Ok(Some(o)) => {
                 metrics.objects_received.fetch_add(1, Ordering::Relaxed);
+                last = Some(o.location.object);
                 let obj = CachedObject::from(o);
                 // draft-19 §2.4.2: a malformed track is not served on, the object not cached.
                 if let Err(why) = t.cache.check(&sg, priority, &obj) {
-                    tracing::warn!(track = %t.cache.name(), %why, "upstream track is malformed");
-                    t.cache.set_malformed(why);
-                    return;
+                    return found_malformed(t, why);
                 }
                 if !t.cache.append(&sg, obj) {
                     metrics.duplicates.fetch_add(1, Ordering::Relaxed);
                 }
             }
             Ok(None) => {
+                // draft-19 §2.4.2 conditions 2 and 3: a stream of the subgroup ends with FIN
+                // before an object the cache holds, or two such streams end at different
+                // objects.
+                if let Some(l) = last
+                    && (sg.last_id() > Some(l) || sg.final_object().is_some_and(|f| f != l))
+                {
+                    let why = Malformed("a subgroup ended at two different objects");
+                    return found_malformed(t, why);
+                }
                 sg.finish();
                 return;
             }
@@ -895,7 +913,7 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     // From the cache only if it holds the whole range: objects the upstream announced but that
     // are still in flight are fetched upstream instead.
     if let Some(t) = cached
-        && t.cache.covers(f.start(), f.end())
+        && (t.cache.malformed().is_some() || t.cache.covers(f.start(), f.end()))
     {
         inner.metrics.fetch_cached.fetch_add(1, Ordering::Relaxed);
         let _ = serve_fetch(&t.cache, f).await;
@@ -931,9 +949,18 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     let Ok(mut w) = f.accept(upstream.end().clone()).await else {
         return;
     };
+    let check = TrackCheck::new();
     while let Some(item) = upstream.next().await {
         let res = match item {
-            Ok(FetchItem::Object(o)) => w.write(&o).await,
+            Ok(FetchItem::Object(o)) => {
+                // draft-19 §2.4.2: a malformed track resets the fetch stream (and dropping the
+                // upstream FETCH cancels it).
+                if check.object(o.subgroup, &o).is_err() {
+                    w.abort(StreamResetCode::MALFORMED_TRACK);
+                    return;
+                }
+                w.write(&o).await
+            }
             Ok(FetchItem::EndOfRange { kind, location }) => w.end_of_range(kind, location).await,
             Err(_) => {
                 w.abort(StreamResetCode::INTERNAL_ERROR);

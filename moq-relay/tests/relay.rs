@@ -1869,54 +1869,135 @@ async fn publish_skipped_when_the_publish_cannot_be_created() {
     .await;
 }
 
-/// draft-19 §2.4.2, §9.1: a relay that finds an upstream track malformed (here: two streams of
-/// one subgroup with different publisher priorities) terminates its downstream subscriptions
-/// with PUBLISH_DONE MALFORMED_TRACK and does not cache the offending object.
+/// The ways a test publisher makes a track malformed after a good object 0 in subgroup (0, 3)
+/// at priority 10 (draft-19 §2.4.2, §9.1).
+#[derive(Clone, Copy, Debug)]
+enum Breach {
+    /// Condition 1: the same subgroup on a second stream at another priority.
+    Priority,
+    /// Condition 5: an object after END_OF_TRACK.
+    AfterEndOfTrack,
+    /// §9.1: the same object in another subgroup.
+    OtherSubgroup,
+    /// Condition 7, §9.1: the same object as a datagram.
+    AsDatagram,
+    /// Conditions 2 and 3: two streams of one subgroup end with FIN at different objects.
+    TwoFins,
+}
+
+/// draft-19 §2.4.2, §9.1: a relay that finds an upstream track malformed, in each way of
+/// [`Breach`], terminates its downstream subscriptions with PUBLISH_DONE MALFORMED_TRACK, does
+/// not forward (or cache) the offending object, and refuses a FETCH of the track with
+/// MALFORMED_TRACK.
 #[tokio::test]
 async fn a_malformed_track_ends_downstream() {
     timeout(async {
         let relay = relay();
-        let name = track(&ns(&["malformed"]), "t");
-        let Routed {
-            subscriber: _subscriber,
-            writer,
-            mut sub,
-            _publisher,
-            _announced,
-        } = routed(&relay, &name, SubscribeResponse::default()).await;
-        let mut first = writer
-            .open_subgroup(0, SubgroupId::Explicit(3), Some(10), false)
-            .await
-            .unwrap();
-        first
-            .write_object(0, bytes::Bytes::from_static(b"ok"))
-            .await
-            .unwrap();
-        let mut down = next_stream(&mut sub).await;
-        assert_eq!(next_payload(&mut down).await.1, b"ok");
-        // The same subgroup again, at another priority.
-        let mut second = writer
-            .open_subgroup(0, SubgroupId::Explicit(3), Some(20), false)
-            .await
-            .unwrap();
-        second
-            .write_object(1, bytes::Bytes::from_static(b"bad"))
-            .await
-            .unwrap();
-        second.finish();
-        while let Some(ev) = sub.next().await {
-            if let Ok(TrackEvent::Subgroup(mut s)) = ev {
-                while let Ok(Some(o)) = s.next_object().await {
-                    assert_ne!(
-                        &o.payload[..],
-                        b"bad",
-                        "the offending object is not forwarded"
-                    );
+        for breach in [
+            Breach::Priority,
+            Breach::AfterEndOfTrack,
+            Breach::OtherSubgroup,
+            Breach::AsDatagram,
+            Breach::TwoFins,
+        ] {
+            let name = track(&ns(&["malformed", &format!("{breach:?}")]), "t");
+            let Routed {
+                subscriber,
+                writer,
+                mut sub,
+                _publisher,
+                _announced,
+            } = routed(&relay, &name, SubscribeResponse::default()).await;
+            let bad = bytes::Bytes::from_static(b"bad");
+            let mut first = writer
+                .open_subgroup(0, SubgroupId::Explicit(3), Some(10), false)
+                .await
+                .unwrap();
+            first
+                .write_object(0, bytes::Bytes::from_static(b"ok"))
+                .await
+                .unwrap();
+            let mut down = next_stream(&mut sub).await;
+            assert_eq!(next_payload(&mut down).await.1, b"ok");
+            let other = |group, id, priority| {
+                writer.open_subgroup(group, SubgroupId::Explicit(id), Some(priority), false)
+            };
+            match breach {
+                Breach::Priority => {
+                    let mut second = other(0, 3, 20).await.unwrap();
+                    second.write_object(1, bad).await.unwrap();
+                    second.finish();
+                }
+                Breach::AfterEndOfTrack => {
+                    let props = Properties::default();
+                    let end = ObjectStatus::EndOfTrack;
+                    first
+                        .write(1, &props, end, bytes::Bytes::new(), None)
+                        .await
+                        .unwrap();
+                    let mut later = other(1, 0, 10).await.unwrap();
+                    later.write_object(0, bad).await.unwrap();
+                    later.finish();
+                }
+                Breach::OtherSubgroup => {
+                    let mut second = other(0, 4, 10).await.unwrap();
+                    second.write_object(0, bad).await.unwrap();
+                    second.finish();
+                }
+                Breach::AsDatagram => {
+                    writer
+                        .send_datagram(&moq_transport::track::Object {
+                            location: Location::new(0, 0),
+                            subgroup: None,
+                            priority: 10,
+                            status: ObjectStatus::Normal,
+                            properties: Properties::default(),
+                            payload: bad,
+                            end_of_group: false,
+                        })
+                        .unwrap();
+                }
+                Breach::TwoFins => {
+                    first
+                        .write_object(1, bytes::Bytes::from_static(b"ok"))
+                        .await
+                        .unwrap();
+                    let mut second = other(0, 3, 10).await.unwrap();
+                    second
+                        .write_object(0, bytes::Bytes::from_static(b"ok"))
+                        .await
+                        .unwrap();
+                    second.finish();
                 }
             }
+            first.finish();
+            while let Some(ev) = sub.next().await {
+                let payload = match ev {
+                    Ok(TrackEvent::Subgroup(mut s)) => {
+                        while let Ok(Some(o)) = s.next_object().await {
+                            assert_ne!(&o.payload[..], b"bad", "{breach:?}: forwarded");
+                        }
+                        continue;
+                    }
+                    Ok(TrackEvent::Datagram(o)) => o.payload,
+                    Err(_) => break,
+                };
+                assert_ne!(&payload[..], b"bad", "{breach:?}: forwarded");
+            }
+            let done = sub.publish_done().expect("PUBLISH_DONE");
+            assert_eq!(done.status, PublishDoneCode::MALFORMED_TRACK, "{breach:?}");
+            let fetch = FetchType::Standalone {
+                track: name.clone(),
+                start: Location::new(0, 0),
+                end: Location::new(1, 0),
+            };
+            match subscriber.fetch(fetch, Parameters::default()).await {
+                Err(Error::Rejected(e)) => {
+                    assert_eq!(e.code, RequestErrorCode::MALFORMED_TRACK, "{breach:?}")
+                }
+                other => panic!("{breach:?}: FETCH of a malformed track: {other:?}"),
+            }
         }
-        let done = sub.publish_done().expect("PUBLISH_DONE");
-        assert_eq!(done.status, PublishDoneCode::MALFORMED_TRACK);
     })
     .await;
 }

@@ -19,7 +19,7 @@ pub use incoming::{
     IncomingSubscribeTracks, IncomingTrackStatus, SubscribeResponse, TrackStatusInfo,
     TracksResponder,
 };
-pub use params::{Object, ObjectMeta, SubscriptionParams, stream_priority};
+pub use params::{Object, ObjectMeta, SubscriptionParams, last_covered, stream_priority};
 pub use publish::{PublishOptions, PublishedTrack};
 pub use recv::{IncomingSubgroup, TrackEvent};
 pub use send::{FetchEnd, FetchWriter, SubgroupSender, SubscriptionWriter};

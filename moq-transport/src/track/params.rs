@@ -232,9 +232,16 @@ fn property_matches(f: &RangeFilter, properties: &Properties) -> bool {
         .is_some_and(|v| f.matches(v))
 }
 
-/// The last location a range covers, given the FETCH encoding of its end (object 0 = the whole
-/// group), or `None` if nothing is covered.
-pub(crate) fn last_covered(end: Location) -> Location {
+/// The last location a range covers, given the FETCH encoding of its end (the last object plus
+/// one; object 0 = the whole group, whose last location is Object ID `u64::MAX`).
+///
+/// ```
+/// use moq_core::Location;
+/// use moq_transport::track::last_covered;
+/// assert_eq!(last_covered(Location::new(3, 5)), Location::new(3, 4));
+/// assert_eq!(last_covered(Location::new(3, 0)), Location::new(3, u64::MAX));
+/// ```
+pub fn last_covered(end: Location) -> Location {
     if end.object == 0 {
         Location::new(end.group, u64::MAX)
     } else {
