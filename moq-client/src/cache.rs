@@ -354,6 +354,9 @@ struct TrackInner {
     /// Why the track was found malformed, if it was (draft-19 §2.4.2).
     malformed: Option<Malformed>,
     evicted_below: u64,
+    /// Groups below this one were published before the cache joined the track (a relay's
+    /// cache of a track it subscribed to): their objects' status is unknown to it.
+    joined_at: u64,
 }
 
 /// A track's shared state. Cheap to clone.
@@ -397,6 +400,7 @@ impl TrackCache {
                     final_object: None,
                     malformed: None,
                     evicted_below: 0,
+                    joined_at: 0,
                 }),
                 changed: watch::channel(0).0,
                 new_group: watch::channel(None).0,
@@ -555,6 +559,27 @@ impl TrackCache {
     /// Groups below this ID were evicted from the cache (their objects' status is unknown).
     pub fn evicted_below(&self) -> u64 {
         self.state.inner.lock().evicted_below
+    }
+
+    /// Groups below this ID are unknown to the cache: evicted, or published before it joined
+    /// the track (see [`TrackCache::joined_upstream`]). A FETCH served from the cache reports
+    /// them as an Unknown range.
+    pub fn unknown_below(&self) -> u64 {
+        let inner = self.state.inner.lock();
+        inner.evicted_below.max(inner.joined_at)
+    }
+
+    /// An upstream answered with its Largest Location `largest` (SUBSCRIBE_OK or PUBLISH): it
+    /// is noted, and if the cache holds nothing yet, the groups up to and including that one
+    /// are unknown to it (the upstream sends only what follows, draft-19 §10.7).
+    pub fn joined_upstream(&self, largest: Option<Location>) {
+        let Some(l) = largest else { return };
+        let mut inner = self.state.inner.lock();
+        if inner.stored.is_none() {
+            inner.joined_at = inner.joined_at.max(l.group.saturating_add(1));
+        }
+        drop(inner);
+        self.observe_largest(l);
     }
 
     /// True once [`TrackCache::end`] was called.
@@ -758,7 +783,7 @@ impl TrackCache {
         // draft-19 §12.3: a group past its age is not served, even the newest one.
         let max_age = self.max_age();
         let now = Instant::now();
-        let has_start = start.group >= inner.evicted_below
+        let has_start = start.group >= inner.evicted_below.max(inner.joined_at)
             && inner
                 .groups
                 .iter()

@@ -270,25 +270,27 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
     let (req_start, req_end) = (fetch.start(), fetch.end());
     let contains = |loc: Location| loc >= req_start && loc <= last_covered(req_end).min(largest);
     let last_group = end.group;
+    let evicted = track.unknown_below();
     let mut groups: Vec<_> = track
         .groups()
         .into_iter()
-        .filter(|g| g.id >= start.group && g.id <= last_group)
+        .filter(|g| g.id >= start.group.max(evicted) && g.id <= last_group)
         .collect();
     if order == GroupOrder::Descending {
         groups.reverse();
     }
-    let evicted = track.evicted_below();
     // The groups of the range announced by the publisher but not stored yet (still in flight
     // upstream) are an Unknown range: what a relay serves without waiting for its upstream
     // (draft-19 §10.2.5). A marker names another group than the entry before it, so an
     // in-flight tail of the last stored group itself is not marked.
     let top = last_covered(end).min(largest);
-    let in_flight = match track.stored() {
-        Some(s) if top.group > s.group => Some(Location::new(s.group + 1, 0).max(start)),
-        Some(_) => None,
-        None => Some(start),
+    let from = match track.stored() {
+        Some(s) if top.group > s.group => Location::new(s.group + 1, 0),
+        Some(_) => Location::new(u64::MAX, u64::MAX),
+        None => start,
     };
+    let from = from.max(start).max(Location::new(evicted, 0));
+    let in_flight = (from <= top).then_some(from);
     let mut w = fetch
         .accept(FetchEnd {
             end_of_track,
@@ -352,5 +354,6 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
     Ok(())
 }
 
-/// How long a relay or publisher waits for a FETCH's cache fill by default.
-pub const DEFAULT_FILL_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long in all a relay waits for its upstream to fill a FETCH that has no FILL_TIMEOUT
+/// parameter (draft-19 §10.2.5).
+pub const DEFAULT_FILL_TIMEOUT: Duration = Duration::from_secs(10);

@@ -6,22 +6,23 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use moq_client::cache::TrackCache;
 use moq_client::cache::{CachedObject, DATAGRAM_SUBGROUP, Malformed, Subgroup, SubgroupEnd};
 use moq_client::directory::{Directory, DirectoryOptions, Hold, Peer, Source, Upstream, status_of};
 use moq_client::malformed::TrackCheck;
-use moq_client::serve::serve_fetch;
+use moq_client::serve::{DEFAULT_FILL_TIMEOUT, serve_fetch};
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode, StreamResetCode};
+use moq_core::data::RangeEnd;
 use moq_core::message::{FetchType, Parameters, RequestError};
-use moq_core::{FullTrackName, Location, Properties, TrackNamespace};
+use moq_core::{FullTrackName, GroupOrder, Location, Properties, TrackNamespace};
 use moq_transport::endpoint::{Server, ServerConfig};
 use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie};
 use moq_transport::track::{
-    FetchItem, Incoming, IncomingFetch, IncomingPublish, IncomingSubgroup, Object, Subscription,
-    TrackEvent, TrackStatusInfo,
+    FetchEnd, FetchItem, Incoming, IncomingFetch, IncomingPublish, IncomingSubgroup, Object,
+    Subscription, TrackEvent, TrackStatusInfo, last_covered,
 };
 use moq_transport::{Error, Session, SessionConfig};
 use tokio::sync::watch;
@@ -453,9 +454,7 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
                 let carried = t.new_group_request.lock().take();
                 let info = sub.info().clone();
                 t.cache.set_properties(info.track_properties.clone());
-                if let Some(l) = info.largest {
-                    t.cache.observe_largest(l);
-                }
+                t.cache.joined_upstream(info.largest);
                 if let Some(v) = carried {
                     t.cache.request_new_group(v);
                 }
@@ -910,14 +909,20 @@ impl Upstream for RelayUpstream {
 async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     let name = f.track().clone();
     let cached = inner.tracks.lock().get(&name).cloned();
-    // From the cache only if it holds the whole range: objects the upstream announced but that
-    // are still in flight are fetched upstream instead.
-    if let Some(t) = cached
+    let mut budget = fill_budget(f.params());
+    // From the cache if it holds the whole range, or if the subscriber wants only what is
+    // available now (FILL_TIMEOUT 0: no upstream FETCH, what is missing is an Unknown range);
+    // objects the upstream announced but that are still in flight are fetched upstream
+    // otherwise.
+    if let Some(t) = &cached
         && (t.cache.malformed().is_some() || t.cache.covers(f.start(), f.end()))
     {
         inner.metrics.fetch_cached.fetch_add(1, Ordering::Relaxed);
         let _ = serve_fetch(&t.cache, f).await;
         return;
+    }
+    if budget.is_zero() && cached.is_some() {
+        return available_now(cached.as_ref(), f).await;
     }
     // Not (entirely) cached: fill from one upstream publisher (draft-19 §9.5).
     let Some(route) = routes_for(&inner, &name.namespace).into_iter().next() else {
@@ -926,6 +931,9 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
             "no publisher for this track",
         ));
     };
+    if budget.is_zero() {
+        return available_now(None, f).await;
+    }
     inner.metrics.fetch_upstream.fetch_add(1, Ordering::Relaxed);
     let request = FetchType::Standalone {
         track: name,
@@ -936,23 +944,35 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
         group_order: Some(f.group_order()),
         ..Default::default()
     };
-    let mut upstream = match route.session.fetch(request, params).await {
-        Ok(r) => r,
-        Err(Error::Rejected(e)) => return f.reject(*e),
-        Err(e) => {
+    // draft-19 §10.2.5: the budget is the total time spent waiting for the upstream; once it
+    // is spent, what is available now is served and the rest is an Unknown range.
+    let asked = Instant::now();
+    let answer = tokio::time::timeout(budget, route.session.fetch(request, params)).await;
+    budget = budget.saturating_sub(asked.elapsed());
+    let mut upstream = match answer {
+        Ok(Ok(r)) => r,
+        Ok(Err(Error::Rejected(e))) => return f.reject(*e),
+        Ok(Err(e)) => {
             return f.reject(RequestError::new(
                 RequestErrorCode::INTERNAL_ERROR,
                 e.to_string(),
             ));
         }
+        Err(_) => return available_now(cached.as_ref(), f).await,
     };
+    let (start, order) = (f.start(), f.group_order());
+    let end = upstream.end().end;
     let Ok(mut w) = f.accept(upstream.end().clone()).await else {
         return;
     };
     let check = TrackCheck::new();
-    while let Some(item) = upstream.next().await {
+    loop {
+        let waiting = Instant::now();
+        let item = tokio::time::timeout(budget, upstream.next()).await;
+        budget = budget.saturating_sub(waiting.elapsed());
         let res = match item {
-            Ok(FetchItem::Object(o)) => {
+            Ok(None) => break,
+            Ok(Some(Ok(FetchItem::Object(o)))) => {
                 // draft-19 §2.4.2: a malformed track resets the fetch stream (and dropping the
                 // upstream FETCH cancels it).
                 if check.object(o.subgroup, &o).is_err() {
@@ -961,10 +981,20 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
                 }
                 w.write(&o).await
             }
-            Ok(FetchItem::EndOfRange { kind, location }) => w.end_of_range(kind, location).await,
-            Err(_) => {
+            Ok(Some(Ok(FetchItem::EndOfRange { kind, location }))) => {
+                w.end_of_range(kind, location).await
+            }
+            Ok(Some(Err(_))) => {
                 w.abort(StreamResetCode::INTERNAL_ERROR);
                 return;
+            }
+            Err(_) => {
+                // The budget is spent: the rest of the range is unknown (a marker that cannot
+                // name another group than the last entry's is left out).
+                let _ = w
+                    .end_of_range(RangeEnd::Unknown, unknown_end(start, end, order))
+                    .await;
+                break;
             }
         };
         if res.is_err() {
@@ -972,6 +1002,55 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
         }
     }
     w.finish();
+}
+
+/// The longest a FETCH waits for upstream fills, whatever its FILL_TIMEOUT asks (draft-19
+/// §10.2.5 lets a relay use a shorter time without saying so).
+const MAX_FILL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A FETCH's budget for waiting on upstream (draft-19 §10.2.5): its FILL_TIMEOUT, at most
+/// [`MAX_FILL_TIMEOUT`], or [`DEFAULT_FILL_TIMEOUT`] without one.
+fn fill_budget(params: &Parameters) -> Duration {
+    params
+        .fill_timeout
+        .map_or(DEFAULT_FILL_TIMEOUT, Duration::from_millis)
+        .min(MAX_FILL_TIMEOUT)
+}
+
+/// Where an End of Unknown Range marker covering the rest of a range goes: its last location in
+/// ascending order, its first in descending order.
+fn unknown_end(start: Location, end: Location, order: GroupOrder) -> Location {
+    match order {
+        GroupOrder::Descending => start,
+        _ => last_covered(end),
+    }
+}
+
+/// Answers a FETCH with what the relay holds now, without asking upstream (FILL_TIMEOUT 0, or
+/// a budget spent before the upstream answered): from the cache, what it misses as Unknown
+/// ranges; with nothing cached, the whole range is unknown.
+async fn available_now(cached: Option<&Arc<RelayTrack>>, f: IncomingFetch) {
+    if let Some(t) = cached
+        && t.cache.largest().is_some()
+    {
+        let _ = serve_fetch(&t.cache, f).await;
+        return;
+    }
+    let (start, end, order) = (f.start(), f.end(), f.group_order());
+    let ok = FetchEnd {
+        end_of_track: false,
+        end,
+        track_properties: Properties::default(),
+    };
+    let Ok(mut w) = f.accept(ok).await else {
+        return;
+    };
+    if w.end_of_range(RangeEnd::Unknown, unknown_end(start, end, order))
+        .await
+        .is_ok()
+    {
+        w.finish();
+    }
 }
 
 /// TRACK_STATUS: from the track when its upstream answered, else from one publisher.
@@ -1021,9 +1100,7 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
         return;
     };
     track.cache.set_properties(info.track_properties.clone());
-    if let Some(l) = info.largest {
-        track.cache.observe_largest(l);
-    }
+    track.cache.joined_upstream(info.largest);
     track.answer.send_replace(Some(Ok(track.cache.largest())));
     // This task ends with its session (aborted): what follows the ingest is in the guard.
     let mut live = LiveUpstream::new(&inner.metrics, &track, Some(&inner));

@@ -2158,3 +2158,117 @@ async fn held_subscribe_gets_the_publishs_datagrams() {
     })
     .await;
 }
+
+/// Every item of a FETCH response: objects as (location, payload), End of Range markers as
+/// (location, "unknown" / "non-existent").
+async fn fetch_items(mut fetch: moq_transport::track::FetchResponse) -> Vec<(Location, Vec<u8>)> {
+    let mut items = Vec::new();
+    while let Some(item) = fetch.next().await {
+        items.push(match item.unwrap() {
+            FetchItem::Object(o) => (o.location, o.payload.to_vec()),
+            FetchItem::EndOfRange { kind, location } => {
+                let kind = match kind {
+                    moq_client::RangeEnd::Unknown => b"unknown".to_vec(),
+                    moq_client::RangeEnd::NonExistent => b"non-existent".to_vec(),
+                };
+                (location, kind)
+            }
+        });
+    }
+    items
+}
+
+/// draft-19 §10.2.5 FILL_TIMEOUT: 0 serves only what the relay holds, reporting the rest as
+/// an Unknown range without asking upstream; a budget the upstream does not answer within is
+/// served the same way once spent; a budget spent while the upstream's objects are coming ends
+/// the response with an Unknown range for the rest. The relay joined the track at group 10
+/// (SUBSCRIBE_OK's Largest Location is 9/0), so groups 5 to 9 are unknown to it.
+#[tokio::test]
+async fn fill_timeout_bounds_the_wait_for_upstream() {
+    timeout(async {
+        let relay = relay();
+        let name = track(&ns(&["fill"]), "t");
+        let response = SubscribeResponse {
+            largest: Some(Location::new(9, 0)),
+            ..Default::default()
+        };
+        let Routed {
+            subscriber,
+            writer,
+            mut sub,
+            _publisher: publisher,
+            _announced,
+        } = routed(&relay, &name, response).await;
+        let mut ten = writer
+            .open_subgroup(10, SubgroupId::Zero, None, false)
+            .await
+            .unwrap();
+        ten.write_object(0, bytes::Bytes::from_static(b"ten"))
+            .await
+            .unwrap();
+        let mut down = next_stream(&mut sub).await;
+        assert_eq!(next_payload(&mut down).await.1, b"ten");
+        let request = FetchType::Standalone {
+            track: name.clone(),
+            start: Location::new(5, 0),
+            end: Location::new(10, 1),
+        };
+        let fill = |ms| Parameters {
+            fill_timeout: Some(ms),
+            ..Default::default()
+        };
+        let from_cache = vec![
+            (Location::new(9, u64::MAX), b"unknown".to_vec()),
+            (Location::new(10, 0), b"ten".to_vec()),
+        ];
+        // 0: at once, from the cache; the publisher is not asked.
+        let fetch = subscriber.fetch(request.clone(), fill(0)).await.unwrap();
+        assert_eq!(fetch_items(fetch).await, from_cache);
+        assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 0);
+        // A budget the publisher never answers within: the same, once it is spent.
+        let pending = {
+            let (s, r) = (subscriber.clone(), request.clone());
+            tokio::spawn(async move { s.fetch(r, fill(200)).await })
+        };
+        let unanswered = match publisher.incoming().next().await.unwrap() {
+            Incoming::Fetch(f) => f,
+            other => panic!("expected FETCH, got {other:?}"),
+        };
+        let fetch = pending.await.unwrap().unwrap();
+        assert_eq!(fetch_items(fetch).await, from_cache);
+        drop(unanswered);
+        // A budget spent while the publisher's objects are coming.
+        let pending = {
+            let (s, r) = (subscriber.clone(), request.clone());
+            tokio::spawn(async move { s.fetch(r, fill(300)).await })
+        };
+        let upstream = match publisher.incoming().next().await.unwrap() {
+            Incoming::Fetch(f) => f,
+            other => panic!("expected FETCH, got {other:?}"),
+        };
+        let mut w = upstream
+            .accept(FetchEnd {
+                end_of_track: false,
+                end: Location::new(10, 1),
+                track_properties: Properties::default(),
+            })
+            .await
+            .unwrap();
+        w.write(&moq_transport::track::Object {
+            location: Location::new(5, 0),
+            subgroup: Some(0),
+            payload: bytes::Bytes::from_static(b"five"),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let fetch = pending.await.unwrap().unwrap();
+        let want = vec![
+            (Location::new(5, 0), b"five".to_vec()),
+            (Location::new(10, 0), b"unknown".to_vec()),
+        ];
+        assert_eq!(fetch_items(fetch).await, want);
+        drop(w);
+    })
+    .await;
+}
