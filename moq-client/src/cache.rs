@@ -124,6 +124,8 @@ pub struct Subgroup {
     pub from_first: bool,
     inner: Mutex<SubgroupInner>,
     changed: watch::Sender<u64>,
+    /// Streams writing into it now (see [`Subgroup::writing`]).
+    writers: std::sync::atomic::AtomicUsize,
     /// Its group's final Object ID, shared by the group's subgroups (`u64::MAX`: not known).
     group_end: Arc<AtomicU64>,
 }
@@ -151,6 +153,33 @@ impl Subgroup {
                 bytes: 0,
             }),
             changed: watch::channel(0).0,
+            writers: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Counts a stream writing into the subgroup (an upstream's subgroup stream, at a relay)
+    /// for as long as the guard lives.
+    pub fn writing(self: &Arc<Self>) -> Writing {
+        self.writers.fetch_add(1, Ordering::Relaxed);
+        Writing(self.clone())
+    }
+
+    /// Waits until the subgroup holds the objects before `id` as far as another stream can
+    /// tell: its last object is at least `id - 1`, no other stream writes into it (the caller
+    /// holds a [`Writing`] of its own), or it ended. A stream that begins inside the subgroup
+    /// waits here before appending, so that an object another upstream is still delivering is
+    /// not passed over (draft-19 §9.4: a relay never reorders or drops a subgroup's objects).
+    ///
+    /// Cancel safe.
+    pub async fn caught_up(&self, id: u64) {
+        let mut rx = self.changed.subscribe();
+        loop {
+            let done = self.last_id().is_some_and(|l| l.saturating_add(1) >= id)
+                || self.writers.load(Ordering::Relaxed) <= 1
+                || self.state() != SubgroupEnd::Open;
+            if done || rx.changed().await.is_err() {
+                return;
+            }
         }
     }
 
@@ -269,6 +298,17 @@ impl Subgroup {
 
     fn bytes(&self) -> usize {
         self.inner.lock().bytes
+    }
+}
+
+/// A stream writing into a subgroup (see [`Subgroup::writing`]).
+#[derive(Debug)]
+pub struct Writing(Arc<Subgroup>);
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        self.0.writers.fetch_sub(1, Ordering::Relaxed);
+        self.0.changed.send_modify(|v| *v += 1);
     }
 }
 

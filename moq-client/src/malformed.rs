@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use moq_core::data::ObjectStatus;
-use moq_core::{Location, Properties};
+use moq_core::{Location, Properties, property};
 use moq_transport::track::Object;
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -55,6 +55,16 @@ pub(crate) fn check(
     // Properties, repeated gap properties.
     if properties.validate_object().is_err() {
         return Err(Malformed("invalid object properties"));
+    }
+    // draft-19 §12.8, §12.9: a gap reaching below Group / Object ID 0.
+    if properties
+        .get_int(property::PRIOR_GROUP_ID_GAP)
+        .is_some_and(|g| g > at.group)
+        || properties
+            .get_int(property::PRIOR_OBJECT_ID_GAP)
+            .is_some_and(|g| g > at.object)
+    {
+        return Err(Malformed("a prior gap larger than its ID"));
     }
     if seen.priority.is_some_and(|p| p != priority) {
         return Err(Malformed("publisher priority changed within a subgroup"));
@@ -273,6 +283,12 @@ mod tests {
             .unwrap();
         c.object(Some(0), &obj(2, 0, 5, n)).unwrap();
         assert!(c.object(Some(0), &obj(4, 0, 5, n)).is_err());
+        // A gap larger than the ID.
+        let mut gap = obj(1, 0, 5, n);
+        gap.properties = Properties::new()
+            .with_int(property::PRIOR_GROUP_ID_GAP, 2)
+            .unwrap();
+        assert!(TrackCheck::new().object(Some(0), &gap).is_err());
         // An end before objects already received.
         let c = TrackCheck::new();
         c.object(Some(0), &obj(1, 4, 5, n)).unwrap();

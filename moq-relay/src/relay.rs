@@ -667,6 +667,10 @@ impl Drop for Continuing {
     }
 }
 
+/// How long a stream that begins inside a subgroup waits for another upstream to deliver the
+/// objects before it.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(2);
+
 /// How long a finished upstream's subgroup streams may take to arrive before the track ends.
 const STREAM_DRAIN: Duration = Duration::from_secs(5);
 
@@ -684,6 +688,7 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
     else {
         return;
     };
+    let writing = sg.writing();
     let mut next = Some(first);
     // The last object this stream carried.
     let mut last = None;
@@ -695,6 +700,14 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
         match res {
             Ok(Some(o)) => {
                 metrics.objects_received.fetch_add(1, Ordering::Relaxed);
+                // A stream that begins inside the subgroup (a new upstream's, during a
+                // switchover) waits until the objects before its first are in, as far as
+                // another upstream still delivers them (draft-19 §9.4, §11.4.3: never
+                // reordered, never dropped).
+                if last.is_none() && !s.first_object() {
+                    let caught_up = sg.caught_up(o.location.object);
+                    let _ = tokio::time::timeout(CATCH_UP_WAIT, caught_up).await;
+                }
                 last = Some(o.location.object);
                 let obj = CachedObject::from(o);
                 // draft-19 §2.4.2: a malformed track is not served on, the object not cached.
@@ -719,6 +732,7 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
                 return;
             }
             Err(_) => {
+                drop(writing);
                 if t.live_upstreams.load(Ordering::Relaxed) <= 1 {
                     sg.reset();
                     return;

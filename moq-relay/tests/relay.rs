@@ -2272,3 +2272,86 @@ async fn fill_timeout_bounds_the_wait_for_upstream() {
     })
     .await;
 }
+
+/// draft-19 §9.4, §11.4.3: two upstreams feeding one subgroup during a switchover never make
+/// the relay reorder or drop its objects. The old path has delivered objects 0-2; the new path
+/// says object 3 is published, refuses the FETCH of what the relay lacks, and sends its stream
+/// from object 4 on (not from the subgroup's first object); the old path's object 3 arrives
+/// after that. Downstream gets 0-6 on the one stream, in order, each once.
+#[tokio::test]
+async fn two_upstreams_feeding_one_subgroup_never_reorder_or_drop_it() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["overlap"]);
+        let name = track(&n, "t");
+        let payload = |i: u64| bytes::Bytes::from(format!("o{i}"));
+        let old = transport_session(&relay, false).await;
+        let _old_ns = old.publish_namespace(n.clone()).await.unwrap();
+        relay_knows(&relay, &n).await;
+        let viewer = transport_session(&relay, false).await;
+        let pending = {
+            let (v, name) = (viewer.clone(), name.clone());
+            tokio::spawn(async move { v.subscribe(name, Parameters::default()).await })
+        };
+        let old_writer = next_subscribe(&old)
+            .await
+            .accept(SubscribeResponse::default())
+            .await
+            .unwrap();
+        let mut sub = pending.await.unwrap().unwrap();
+        let mut old_stream = old_writer
+            .open_subgroup(0, SubgroupId::Zero, None, false)
+            .await
+            .unwrap();
+        for i in 0..3 {
+            old_stream.write_object(i, payload(i)).await.unwrap();
+        }
+        let mut down = next_stream(&mut sub).await;
+        for i in 0..3 {
+            let got = next_payload(&mut down).await;
+            assert_eq!(got, (Location::new(0, i), payload(i).to_vec()));
+        }
+        // The new path.
+        let new = transport_session(&relay, false).await;
+        let _new_ns = new.publish_namespace(n.clone()).await.unwrap();
+        let new_writer = next_subscribe(&new)
+            .await
+            .accept(SubscribeResponse {
+                largest: Some(Location::new(0, 3)),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        match new.incoming().next().await.unwrap() {
+            Incoming::Fetch(f) => f.reject(RequestError::new(
+                RequestErrorCode::INTERNAL_ERROR,
+                "not now",
+            )),
+            other => panic!("expected FETCH, got {other:?}"),
+        }
+        let mut new_stream = new_writer
+            .open_subgroup(0, SubgroupId::Zero, None, false)
+            .await
+            .unwrap();
+        new_stream.set_first_object(false);
+        for i in 4..7 {
+            new_stream.write_object(i, payload(i)).await.unwrap();
+        }
+        new_stream.finish();
+        // The relay has read the new path's first object (and the old path's three).
+        until(|| count(&relay.metrics().objects_received) >= 4).await;
+        for i in 3..7 {
+            old_stream.write_object(i, payload(i)).await.unwrap();
+        }
+        old_stream.finish();
+        for i in 3..7 {
+            let got = next_payload(&mut down).await;
+            assert_eq!(got, (Location::new(0, i), payload(i).to_vec()));
+        }
+        assert!(
+            down.next_object().await.unwrap().is_none(),
+            "the stream ends"
+        );
+    })
+    .await;
+}
