@@ -197,6 +197,7 @@ impl SubscribeOptions {
     /// (AbsoluteRange). An `end_group` before `start`'s group is taken as `start`'s group.
     pub fn range(mut self, start: Location, end_group: u64) -> Self {
         self.filter = Some(LocationFilter::AbsoluteRange {
+            end_object: None,
             start,
             end_group_delta: end_group.saturating_sub(start.group),
         });

@@ -38,4 +38,4 @@ pub use types::kvp::{KeyValuePair, KvpValue, MAX_KVP_VALUE_LEN, Properties, prop
 pub use types::location::{GroupOrder, Location, MAX_REASON_LEN};
 pub use types::namespace::{FullTrackName, NameError, TrackNamespace};
 pub use types::token::AuthToken;
-pub use version::Version;
+pub use version::{FilterEncoding, Version};

@@ -9,33 +9,62 @@ use std::fmt;
 
 /// A MOQT draft version this crate can speak.
 ///
-/// Ordered by draft number, so `v >= Version::Draft19` reads as "draft-19 or later".
+/// Ordered by draft number, so `v >= Version::Draft19` reads as "draft-19 or later". Where
+/// versions differ, a predicate below answers with a range ("from", "until"), never with one
+/// version: a new draft is a variant, its rows in the tables, and the predicates it moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Version {
     /// draft-ietf-moq-transport-18, ALPN `moqt-18`.
     Draft18,
-    /// draft-ietf-moq-transport-19, ALPN `moqt-19`. The primary version.
+    /// draft-ietf-moq-transport-19, ALPN `moqt-19`.
     Draft19,
+    /// draft-ietf-moq-transport-20, ALPN `moqt-20`: the working group's interop target.
+    Draft20,
+    /// draft-ietf-moq-transport-21, ALPN `moqt-21`: wire-identical to draft-20.
+    Draft21,
+    /// draft-ietf-moq-transport-22, ALPN `moqt-22`: draft-21 with a typed LOCATION_FILTER.
+    Draft22,
+}
+
+/// How LOCATION_FILTER (0x21) is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterEncoding {
+    /// Drafts 18-19: Filter Type 0x1-0x4, then its fields.
+    FilterType,
+    /// Drafts 20-21: a Length, then 0 to 4 varints whose number says what they are.
+    Length,
+    /// Draft 22: a Location Filter Type 0x0-0x5 that names the fields.
+    LocationType,
 }
 
 impl Version {
-    /// Every supported version, most preferred first.
-    pub const ALL: &'static [Version] = &[Version::Draft19, Version::Draft18];
+    /// Every supported version, most preferred first (the newest).
+    pub const ALL: &'static [Version] = &[
+        Version::Draft22,
+        Version::Draft21,
+        Version::Draft20,
+        Version::Draft19,
+        Version::Draft18,
+    ];
 
     /// The version we prefer when a peer offers several.
-    pub const PREFERRED: Version = Version::Draft19;
+    pub const PREFERRED: Version = Version::Draft22;
 
     /// The ALPN token (raw QUIC) and WebTransport protocol token for this version.
     ///
     /// ```
     /// use moq_core::Version;
     /// assert_eq!(Version::Draft19.alpn(), "moqt-19");
+    /// assert_eq!(Version::Draft22.alpn(), "moqt-22");
     /// ```
     pub const fn alpn(self) -> &'static str {
         match self {
             Version::Draft18 => "moqt-18",
             Version::Draft19 => "moqt-19",
+            Version::Draft20 => "moqt-20",
+            Version::Draft21 => "moqt-21",
+            Version::Draft22 => "moqt-22",
         }
     }
 
@@ -44,6 +73,9 @@ impl Version {
         match self {
             Version::Draft18 => 18,
             Version::Draft19 => 19,
+            Version::Draft20 => 20,
+            Version::Draft21 => 21,
+            Version::Draft22 => 22,
         }
     }
 
@@ -52,6 +84,7 @@ impl Version {
     /// ```
     /// use moq_core::Version;
     /// assert_eq!(Version::from_alpn(b"moqt-18"), Some(Version::Draft18));
+    /// assert_eq!(Version::from_alpn(b"moqt-21"), Some(Version::Draft21));
     /// assert_eq!(Version::from_alpn(b"h3"), None);
     /// ```
     pub fn from_alpn(alpn: &[u8]) -> Option<Version> {
@@ -66,38 +99,84 @@ impl Version {
         Version::ALL.iter().copied().find(|v| v.draft() == draft)
     }
 
+    /// True from draft `n` on.
+    const fn from(self, n: u32) -> bool {
+        self.draft() >= n
+    }
+
+    /// True up to and including draft `n`.
+    const fn until(self, n: u32) -> bool {
+        self.draft() <= n
+    }
+
     /// Range Filter parameters (0x25-0x29), MAX_FILTER_RANGES, CONFLICTING_FILTERS and
-    /// INVALID_FILTER exist (added in draft-19).
+    /// INVALID_FILTER exist (from draft-19).
     pub const fn has_range_filters(self) -> bool {
-        matches!(self, Version::Draft19)
+        self.from(19)
     }
 
-    /// The MAX_REQUEST_UPDATES setup option and TOO_MANY_REQUEST_UPDATES exist (draft-19).
+    /// The MAX_REQUEST_UPDATES setup option and TOO_MANY_REQUEST_UPDATES exist (from draft-19).
     pub const fn has_max_request_updates(self) -> bool {
-        matches!(self, Version::Draft19)
+        self.from(19)
     }
 
-    /// GOAWAY on the control stream carries a trailing Request ID (draft-18 only).
+    /// GOAWAY on the control stream carries a trailing Request ID (until draft-18).
     pub const fn goaway_has_request_id(self) -> bool {
-        matches!(self, Version::Draft18)
+        self.until(18)
     }
 
-    /// GROUP_ORDER may appear in PUBLISH_OK (draft-18); from draft-19 it moved to
+    /// GROUP_ORDER may appear in PUBLISH_OK (until draft-18); from draft-19 it moved to
     /// SUBSCRIBE_TRACKS.
     pub const fn group_order_in_publish_ok(self) -> bool {
-        matches!(self, Version::Draft18)
+        self.until(18)
     }
 
-    /// A requester's FIN cancels its SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS (draft-18 §6.1);
-    /// from draft-19 a FIN only says the requester sends nothing more (§3.3.2).
+    /// A requester's FIN cancels its SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS (until draft-18,
+    /// §6.1); from draft-19 a FIN only says the requester sends nothing more (§3.3.2).
     pub const fn fin_cancels_discovery(self) -> bool {
-        matches!(self, Version::Draft18)
+        self.until(18)
     }
 
-    /// Several concurrent subscriptions to one track are allowed (draft-19); draft-18 answers
-    /// a second one with DUPLICATE_SUBSCRIPTION.
+    /// Several concurrent subscriptions to one track are allowed (from draft-19); draft-18
+    /// answers a second one with DUPLICATE_SUBSCRIPTION.
     pub const fn allows_duplicate_subscriptions(self) -> bool {
-        matches!(self, Version::Draft19)
+        self.from(19)
+    }
+
+    /// How LOCATION_FILTER is encoded.
+    pub const fn filter_encoding(self) -> FilterEncoding {
+        if self.until(19) {
+            FilterEncoding::FilterType
+        } else if self.until(21) {
+            FilterEncoding::Length
+        } else {
+            FilterEncoding::LocationType
+        }
+    }
+
+    /// FETCH carries a Fetch Type and Standalone / Joining fields, and Joining FETCH exists
+    /// (until draft-19); from draft-20 FETCH names the track and its range travels in
+    /// LOCATION_FILTER, and a subscription's past comes on fill fetch streams.
+    pub const fn fetch_has_type(self) -> bool {
+        self.until(19)
+    }
+
+    /// Draft-20 additions: PUBLISH_STATE_NOTIFY (0x22), FILL_PARAMETERS (0x23) and fill fetch
+    /// streams, INCLUDE_PROPERTIES (0x35), the End of Timed-Out Range fetch entry; the
+    /// subscription's parameters travel in PUBLISH and REQUEST_UPDATE, not in PUBLISH_OK.
+    pub const fn has_fill(self) -> bool {
+        self.from(20)
+    }
+
+    /// A subscription ends when the Largest Object passes its filter's end, with PUBLISH_DONE
+    /// SUBSCRIPTION_ENDED (until draft-19; removed in draft-20).
+    pub const fn has_subscription_ended(self) -> bool {
+        self.until(19)
+    }
+
+    /// The VERSION_NEGOTIATION_FAILED session error exists (until draft-19).
+    pub const fn has_version_negotiation_failed(self) -> bool {
+        self.until(19)
     }
 }
 
@@ -118,6 +197,27 @@ mod tests {
             assert_eq!(Version::from_draft(v.draft()), Some(*v));
         }
         assert!(Version::Draft19 > Version::Draft18);
+        assert!(Version::Draft22 > Version::Draft20);
         assert_eq!(Version::Draft19.to_string(), "draft-19");
+        assert_eq!(Version::ALL.first(), Some(&Version::PREFERRED));
+    }
+
+    #[test]
+    fn predicates_are_ranges() {
+        use Version::*;
+        let from = |f: fn(Version) -> bool| {
+            Version::ALL
+                .iter()
+                .copied()
+                .filter(|v| f(*v))
+                .min()
+                .map(|v| v.draft())
+        };
+        assert_eq!(from(Version::has_range_filters), Some(19));
+        assert_eq!(from(Version::has_fill), Some(20));
+        assert!(Draft19.fetch_has_type() && !Draft20.fetch_has_type());
+        assert_eq!(Draft21.filter_encoding(), FilterEncoding::Length);
+        assert_eq!(Draft22.filter_encoding(), FilterEncoding::LocationType);
+        assert_eq!(Draft18.filter_encoding(), FilterEncoding::FilterType);
     }
 }

@@ -1006,7 +1006,7 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
                 // The budget is spent: the rest of the range is unknown (a marker that cannot
                 // name another group than the last entry's is left out).
                 let _ = w
-                    .end_of_range(RangeEnd::Unknown, unknown_end(start, end, order))
+                    .end_of_range(RangeEnd::TimedOut, unknown_end(start, end, order))
                     .await;
                 break;
             }
@@ -1059,7 +1059,7 @@ async fn available_now(cached: Option<&Arc<RelayTrack>>, f: IncomingFetch) {
     let Ok(mut w) = f.accept(ok).await else {
         return;
     };
-    if w.end_of_range(RangeEnd::Unknown, unknown_end(start, end, order))
+    if w.end_of_range(RangeEnd::TimedOut, unknown_end(start, end, order))
         .await
         .is_ok()
     {

@@ -2170,6 +2170,7 @@ async fn fetch_items(mut fetch: moq_transport::track::FetchResponse) -> Vec<(Loc
                 let kind = match kind {
                     moq_client::RangeEnd::Unknown => b"unknown".to_vec(),
                     moq_client::RangeEnd::NonExistent => b"non-existent".to_vec(),
+                    moq_client::RangeEnd::TimedOut => b"timed out".to_vec(),
                 };
                 (location, kind)
             }

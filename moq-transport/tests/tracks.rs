@@ -307,6 +307,7 @@ async fn location_filter_is_enforced_by_the_publisher() {
         let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
         let params = Parameters {
             location_filter: Some(LocationFilter::AbsoluteRange {
+                end_object: None,
                 start: Location::new(2, 1),
                 end_group_delta: 1,
             }),

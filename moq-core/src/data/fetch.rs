@@ -16,6 +16,8 @@ const PROPERTIES: u64 = 0x20;
 const DATAGRAM: u64 = 0x40;
 const END_OF_NON_EXISTENT_RANGE: u64 = 0x8C;
 const END_OF_UNKNOWN_RANGE: u64 = 0x10C;
+/// draft-21 §11.4.1.2 (from draft-20).
+const END_OF_TIMED_OUT_RANGE: u64 = 0x20C;
 
 /// FETCH_HEADER: the start of a fetch response stream (draft-19 §11.4.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +65,31 @@ pub enum RangeEnd {
     NonExistent,
     /// 0x10C: the objects since the previous entry, up to and including `location`, are unknown.
     Unknown,
+    /// 0x20C (from draft-20): the objects since the previous entry, up to and including
+    /// `location`, were not available before the FETCH's Fill Timeout ran out.
+    TimedOut,
+}
+
+impl RangeEnd {
+    /// The serialization flags value, if the marker exists in `v`.
+    pub const fn flags(self, v: Version) -> Option<u64> {
+        match self {
+            RangeEnd::NonExistent => Some(END_OF_NON_EXISTENT_RANGE),
+            RangeEnd::Unknown => Some(END_OF_UNKNOWN_RANGE),
+            RangeEnd::TimedOut if v.has_fill() => Some(END_OF_TIMED_OUT_RANGE),
+            RangeEnd::TimedOut => None,
+        }
+    }
+
+    /// The marker a FETCH reports unavailable objects with when its Fill Timeout runs out:
+    /// Timed-Out from draft-20 (draft-21 §9.20.6), Unknown before.
+    pub const fn fill_timeout(v: Version) -> RangeEnd {
+        if v.has_fill() {
+            RangeEnd::TimedOut
+        } else {
+            RangeEnd::Unknown
+        }
+    }
 }
 
 /// What a [`FetchReader`] produces.
@@ -196,6 +223,7 @@ fn decode_entry(
     let range_end = match flags {
         END_OF_NON_EXISTENT_RANGE => Some(RangeEnd::NonExistent),
         END_OF_UNKNOWN_RANGE => Some(RangeEnd::Unknown),
+        END_OF_TIMED_OUT_RANGE if v.has_fill() => Some(RangeEnd::TimedOut),
         f if f < 0x80 => None,
         // draft-19 §11.4.4: any other value is a PROTOCOL_VIOLATION.
         f => {
@@ -459,13 +487,11 @@ impl FetchWriter {
             });
         };
         debug_assert_eq!(flags, GROUP_DELTA | OBJECT_DELTA);
-        buf.put_varint(
-            match kind {
-                RangeEnd::NonExistent => END_OF_NON_EXISTENT_RANGE,
-                RangeEnd::Unknown => END_OF_UNKNOWN_RANGE,
-            },
-            v,
-        );
+        let flags = kind.flags(v).ok_or(EncodeError::Invalid {
+            field: "end of range",
+            reason: "End of Timed-Out Range exists from draft-20",
+        })?;
+        buf.put_varint(flags, v);
         buf.put_varint(group, v);
         buf.put_varint(object, v);
         self.prior.location = Some(location);

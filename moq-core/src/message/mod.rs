@@ -22,12 +22,12 @@ mod request;
 mod setup;
 mod subscribe;
 
-pub use fetch::{Fetch, FetchOk, FetchType};
+pub use fetch::{Fetch, FetchOk, FetchType, OPEN_END};
 pub use namespace::{
     Namespace, NamespaceDone, PublishNamespace, PublishSkipped, SubscribeNamespace, SubscribeTracks,
 };
 pub use params::{ParamContext, Parameters, param, param_allowed};
-pub use request::{Redirect, RequestError, RequestOk, RequestUpdate};
+pub use request::{PublishStateNotify, Redirect, RequestError, RequestOk, RequestUpdate};
 pub use setup::{Goaway, MAX_URI_LEN, Setup, SetupOptions, setup_option};
 pub use subscribe::{Publish, PublishDone, Subscribe, SubscribeOk, TrackStatus};
 
@@ -204,11 +204,25 @@ messages!(
     PublishSkipped,
     RequestOk,
     RequestError,
+    PublishStateNotify,
 );
 
-/// The per-version message table: whether message type `ty` exists in `v`. Drafts 18 and 19
-/// share every code point; older drafts will differ here.
-const fn message_exists(_ty: u64, _v: Version) -> bool {
+/// The per-version message table: the message types added after draft-18, each with the draft
+/// that adds it. Every other type exists in every supported version.
+const ADDED: &[(u64, u32)] = &[
+    // PUBLISH_STATE_NOTIFY (draft-21 §9.10).
+    (<PublishStateNotify as ControlMessage>::TYPE, 20),
+];
+
+/// Whether message type `ty` exists in `v` (see [`ADDED`]).
+const fn message_exists(ty: u64, v: Version) -> bool {
+    let mut rest = ADDED;
+    while let [(t, from), tail @ ..] = rest {
+        if *t == ty {
+            return v.draft() >= *from;
+        }
+        rest = tail;
+    }
     true
 }
 

@@ -6,12 +6,12 @@
 
 use bytes::{Buf, BufMut};
 
-use crate::Version;
 use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
 use crate::types::filter::{LocationFilter, RangeFilterKind, RangeFilterParam};
 use crate::types::location::{GroupOrder, Location};
 use crate::types::namespace::TrackNamespace;
 use crate::types::token::AuthToken;
+use crate::{FilterEncoding, Version};
 
 /// Message Parameter types (draft-19 §15.7).
 pub mod param {
@@ -37,10 +37,14 @@ pub mod param {
     pub const LOCATION_FILTER: u64 = 0x21;
     /// GROUP_ORDER (uint8, 1 or 2).
     pub const GROUP_ORDER: u64 = 0x22;
+    /// FILL_PARAMETERS (length-prefixed Parameters of the fill fetch stream; from draft-20).
+    pub const FILL_PARAMETERS: u64 = 0x23;
     /// NEW_GROUP_REQUEST (varint).
     pub const NEW_GROUP_REQUEST: u64 = 0x32;
     /// TRACK_NAMESPACE_PREFIX (Track Namespace).
     pub const TRACK_NAMESPACE_PREFIX: u64 = 0x34;
+    /// INCLUDE_PROPERTIES (uint8, 0 or 1; from draft-20).
+    pub const INCLUDE_PROPERTIES: u64 = 0x35;
 }
 
 /// The message (or textual alias) a parameter block belongs to. The table of draft-19 §10.2 is
@@ -94,6 +98,10 @@ pub enum ParamContext {
     AnyRequestOk,
     /// Any REQUEST_UPDATE, before its role is known.
     AnyRequestUpdate,
+    /// PUBLISH_STATE_NOTIFY (from draft-20).
+    PublishStateNotify,
+    /// Inside FILL_PARAMETERS: a scope of its own (draft-21 §9.20.16).
+    Fill,
 }
 
 impl ParamContext {
@@ -119,6 +127,8 @@ impl ParamContext {
             ParamContext::UpdateSubscribeNamespace => 1 << 17,
             ParamContext::UpdateSubscribeTracks => 1 << 18,
             ParamContext::RequestUpdateOk => 1 << 19,
+            ParamContext::PublishStateNotify => 1 << 20,
+            ParamContext::Fill => 1 << 21,
             ParamContext::AnyRequestOk => {
                 ParamContext::PublishOk.bit()
                     | ParamContext::TrackStatusOk.bit()
@@ -162,6 +172,8 @@ impl ParamContext {
             ParamContext::RequestUpdateOk => "REQUEST_UPDATE_OK",
             ParamContext::AnyRequestOk => "REQUEST_OK",
             ParamContext::AnyRequestUpdate => "REQUEST_UPDATE",
+            ParamContext::PublishStateNotify => "PUBLISH_STATE_NOTIFY",
+            ParamContext::Fill => "FILL_PARAMETERS",
         }
     }
 }
@@ -169,13 +181,22 @@ impl ParamContext {
 use ParamContext as C;
 
 /// Where each parameter may appear in `version`, as a mask of [`ParamContext`] bits; 0 means the
-/// parameter does not exist in that version (draft-19 §10.2.x, each parameter's "MAY appear in").
+/// parameter does not exist in that version (draft-19 §10.2.x and draft-21 §9.20.x, each
+/// parameter's "MAY appear in").
 const fn allowed_mask(ty: u64, v: Version) -> u32 {
     // Parameters valid on a subscription are also valid in SUBSCRIBE_TRACKS (draft-19 §10.19.1).
     const SUB_LIKE: u32 = C::Subscribe.bit() | C::SubscribeTracks.bit();
+    // Until draft-19 the subscriber's choices for a PUBLISH travel in PUBLISH_OK; from draft-20
+    // the publisher's initial values travel in PUBLISH and PUBLISH_OK carries none (draft-21
+    // §9.8), and PUBLISH_STATE_NOTIFY reports the publisher's state.
+    let (publish, notify, fill) = if v.has_fill() {
+        (C::Publish.bit(), C::PublishStateNotify.bit(), C::Fill.bit())
+    } else {
+        (C::PublishOk.bit(), 0, 0)
+    };
     match ty {
         param::OBJECT_DELIVERY_TIMEOUT | param::SUBGROUP_DELIVERY_TIMEOUT => {
-            SUB_LIKE | C::PublishOk.bit() | C::UpdateSubscription.bit()
+            SUB_LIKE | publish | C::UpdateSubscription.bit()
         }
         param::AUTHORIZATION_TOKEN => {
             C::Publish.bit()
@@ -208,8 +229,17 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
                 | C::Publish.bit()
                 | C::RequestUpdateOk.bit()
                 | C::TrackStatusOk.bit()
+                | notify
         }
-        param::FILL_TIMEOUT => C::Fetch.bit(),
+        param::FILL_TIMEOUT => C::Fetch.bit() | fill,
+        // draft-21 §9.20.19: also in a REQUEST_UPDATE of SUBSCRIBE_TRACKS.
+        param::FORWARD if v.has_fill() => {
+            SUB_LIKE
+                | C::UpdateSubscription.bit()
+                | C::UpdateSubscribeTracks.bit()
+                | C::Publish.bit()
+                | notify
+        }
         param::FORWARD => {
             SUB_LIKE | C::UpdateSubscription.bit() | C::Publish.bit() | C::PublishOk.bit()
         }
@@ -218,7 +248,11 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
                 | C::Fetch.bit()
                 | C::UpdateSubscription.bit()
                 | C::UpdateFetch.bit()
-                | C::PublishOk.bit()
+                | publish
+                | fill
+        }
+        param::LOCATION_FILTER if v.has_fill() => {
+            SUB_LIKE | C::Fetch.bit() | publish | C::UpdateSubscription.bit() | notify | fill
         }
         param::LOCATION_FILTER => SUB_LIKE | C::PublishOk.bit() | C::UpdateSubscription.bit(),
         // draft-19 §10.19.1: a PUBLISH resulting from SUBSCRIBE_TRACKS carries its GROUP_ORDER
@@ -227,16 +261,24 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
             if v.group_order_in_publish_ok() {
                 C::Subscribe.bit() | C::PublishOk.bit() | C::Fetch.bit()
             } else {
-                SUB_LIKE | C::Fetch.bit() | C::Publish.bit()
+                SUB_LIKE | C::Fetch.bit() | C::Publish.bit() | fill
             }
+        }
+        param::FILL_PARAMETERS if v.has_fill() => C::Subscribe.bit() | C::UpdateSubscription.bit(),
+        0x25..=0x28 if v.has_fill() => {
+            SUB_LIKE | C::Fetch.bit() | C::UpdateSubscription.bit() | fill
         }
         0x25..=0x28 if v.has_range_filters() => {
             SUB_LIKE | C::Fetch.bit() | C::PublishOk.bit() | C::UpdateSubscription.bit()
         }
         0x29 if v.has_range_filters() => C::SubscribeTracks.bit() | C::UpdateSubscribeTracks.bit(),
+        param::NEW_GROUP_REQUEST if v.has_fill() => SUB_LIKE | C::UpdateSubscription.bit(),
         param::NEW_GROUP_REQUEST => SUB_LIKE | C::PublishOk.bit() | C::UpdateSubscription.bit(),
         param::TRACK_NAMESPACE_PREFIX => {
             C::UpdateSubscribeNamespace.bit() | C::UpdateSubscribeTracks.bit()
+        }
+        param::INCLUDE_PROPERTIES if v.has_fill() => {
+            C::Subscribe.bit() | C::TrackStatus.bit() | C::Fetch.bit() | C::SubscribeTracks.bit()
         }
         _ => 0,
     }
@@ -293,12 +335,19 @@ pub struct Parameters {
     pub new_group_request: Option<u64>,
     /// TRACK_NAMESPACE_PREFIX (0x34).
     pub track_namespace_prefix: Option<TrackNamespace>,
+    /// FILL_PARAMETERS (0x23, from draft-20): its presence asks for a fill fetch stream; the
+    /// parameters inside override the subscription's for it (draft-21 §9.20.16). Not kept as
+    /// subscription state.
+    pub fill: Option<Box<Parameters>>,
+    /// INCLUDE_PROPERTIES (0x35, from draft-20): whether the answer carries Track Properties.
+    pub include_properties: Option<bool>,
 }
 
 impl Parameters {
     /// Applies a REQUEST_UPDATE's parameters: those present replace these, absent ones keep
     /// their value (draft-19 §10.9); Range Filters are replaced kind by kind, and
-    /// AUTHORIZATION_TOKENs only when the update carries some.
+    /// AUTHORIZATION_TOKENs only when the update carries some. FILL_PARAMETERS is not state
+    /// (draft-21 §9.20.16) and is not taken.
     ///
     /// ```
     /// use moq_core::message::Parameters;
@@ -329,6 +378,7 @@ impl Parameters {
         keep(&mut self.location_filter, &update.location_filter);
         keep(&mut self.group_order, &update.group_order);
         keep(&mut self.new_group_request, &update.new_group_request);
+        keep(&mut self.include_properties, &update.include_properties);
         keep(
             &mut self.track_namespace_prefix,
             &update.track_namespace_prefix,
@@ -367,11 +417,13 @@ impl Parameters {
             ),
             (self.location_filter.is_some(), param::LOCATION_FILTER),
             (self.group_order.is_some(), param::GROUP_ORDER),
+            (self.fill.is_some(), param::FILL_PARAMETERS),
             (self.new_group_request.is_some(), param::NEW_GROUP_REQUEST),
             (
                 self.track_namespace_prefix.is_some(),
                 param::TRACK_NAMESPACE_PREFIX,
             ),
+            (self.include_properties.is_some(), param::INCLUDE_PROPERTIES),
         ];
         let mut out: Vec<u64> = singles
             .iter()
@@ -398,6 +450,9 @@ impl Parameters {
                     message: ctx.name(),
                 });
             }
+        }
+        if let Some(fill) = &self.fill {
+            fill.validate(ParamContext::Fill, version)?;
         }
         self.check_filters()
     }
@@ -516,15 +571,40 @@ impl Parameters {
             }
             param::SUBSCRIBER_PRIORITY => self.subscriber_priority = Some(buf.get_byte()?),
             param::LOCATION_FILTER => {
-                self.location_filter = Some(exact(buf, v, "LOCATION_FILTER", |b| {
-                    LocationFilter::decode(b, v)
-                })?)
+                self.location_filter = Some(match v.filter_encoding() {
+                    // draft-22: a Location Filter Type instead of a Length.
+                    FilterEncoding::LocationType => LocationFilter::decode_value(buf, v)?,
+                    _ => exact(buf, v, "LOCATION_FILTER", |b| {
+                        LocationFilter::decode_value(b, v)
+                    })?,
+                })
             }
             // draft-19 §10.2.9: GROUP_ORDER other than 1 or 2 is a PROTOCOL_VIOLATION.
             param::GROUP_ORDER => {
                 self.group_order = Some(GroupOrder::from_value(buf.get_byte()?.into())?)
             }
             param::NEW_GROUP_REQUEST => self.new_group_request = Some(buf.get_varint(v)?),
+            // draft-21 §9.20.16: a parameter list of its own scope; one not allowed inside is a
+            // PROTOCOL_VIOLATION.
+            param::FILL_PARAMETERS => {
+                let inner = exact(buf, v, "FILL_PARAMETERS", |b| {
+                    Parameters::decode(b, ParamContext::Fill, v)
+                })?;
+                self.fill = Some(Box::new(inner));
+            }
+            // draft-21 §9.20.22: other than 0 or 1 is a PROTOCOL_VIOLATION.
+            param::INCLUDE_PROPERTIES => {
+                self.include_properties = Some(match buf.get_byte()? {
+                    0 => false,
+                    1 => true,
+                    x => {
+                        return Err(DecodeError::InvalidValue {
+                            field: "INCLUDE_PROPERTIES",
+                            value: x.into(),
+                        });
+                    }
+                })
+            }
             param::TRACK_NAMESPACE_PREFIX => {
                 self.track_namespace_prefix = Some(TrackNamespace::decode(buf, v)?)
             }
@@ -611,11 +691,18 @@ impl Parameters {
         }
         if let Some(x) = &self.location_filter {
             put_type(buf, param::LOCATION_FILTER);
-            prefixed(buf, v, |b| x.encode(b, v))?;
+            match v.filter_encoding() {
+                FilterEncoding::LocationType => x.encode_value(buf, v)?,
+                _ => prefixed(buf, v, |b| x.encode_value(b, v))?,
+            }
         }
         if let Some(x) = self.group_order {
             put_type(buf, param::GROUP_ORDER);
             buf.put_u8(x.value());
+        }
+        if let Some(x) = &self.fill {
+            put_type(buf, param::FILL_PARAMETERS);
+            prefixed(buf, v, |b| x.encode(b, ParamContext::Fill, v))?;
         }
         let mut filters: Vec<&RangeFilterParam> = self.range_filters.iter().collect();
         filters.sort_by_key(|f| f.kind);
@@ -630,6 +717,10 @@ impl Parameters {
         if let Some(x) = &self.track_namespace_prefix {
             put_type(buf, param::TRACK_NAMESPACE_PREFIX);
             x.encode(buf, v)?;
+        }
+        if let Some(x) = self.include_properties {
+            put_type(buf, param::INCLUDE_PROPERTIES);
+            buf.put_u8(x.into());
         }
         Ok(())
     }

@@ -166,3 +166,27 @@ impl ControlMessage for RequestUpdate {
         self.params.encode(buf, ParamContext::AnyRequestUpdate, v)
     }
 }
+
+/// PUBLISH_STATE_NOTIFY: the publisher tells the subscriber that the subscription's state
+/// changed for a reason other than a REQUEST_UPDATE (draft-21 §9.10, from draft-20). Sent on the
+/// subscription's request stream; not answered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PublishStateNotify {
+    /// The parameters whose values changed (LOCATION_FILTER, FORWARD, LARGEST_OBJECT).
+    pub params: Parameters,
+}
+
+impl ControlMessage for PublishStateNotify {
+    const TYPE: u64 = 0x22;
+    const NAME: &'static str = "PUBLISH_STATE_NOTIFY";
+
+    fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+        let params = Parameters::decode(buf, ParamContext::PublishStateNotify, v)?;
+        body_done(buf, Self::NAME)?;
+        Ok(PublishStateNotify { params })
+    }
+
+    fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+        self.params.encode(buf, ParamContext::PublishStateNotify, v)
+    }
+}

@@ -2,118 +2,281 @@
 
 use bytes::{Buf, BufMut};
 
-use crate::Version;
-use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
+use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, EncodeError};
 use crate::types::location::Location;
+use crate::{FilterEncoding, Version};
 
-/// Which objects of a subscription pass, by location (draft-19 §5.1.2).
+/// Which objects of a subscription or FETCH pass, by location (draft-19 §5.1.2; draft-21
+/// §3.3.1, §9.20.10).
+///
+/// One type for every version; a filter a version cannot express fails to encode there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LocationFilter {
-    /// 0x1: start at `{Largest.Group + 1, 0}`, open ended.
+    /// No filter: every location (draft-20 Length 0, draft-22 type 0x0; drafts 18-19 send it
+    /// as AbsoluteStart {0, 0}, which means the same). In REQUEST_UPDATE it removes the filter.
+    All,
+    /// Start at `{Largest.Group + 1, 0}`, open ended (draft-19 type 0x1; from draft-20 the
+    /// relative StartGroup 0).
     NextGroupStart,
-    /// 0x2: start at `{Largest.Group, Largest.Object + 1}`, open ended.
+    /// Start at the Next Object `{Largest.Group, Largest.Object + 1}`, open ended (draft-19
+    /// type 0x2 "Largest Object"; draft-20 StartGroup = StartObject = 0; draft-22 type 0x5).
     LargestObject,
-    /// 0x3: start at the given location, open ended.
+    /// Start at `{Largest.Group + 1 - n, 0}` for `n >= 1` (1 = the current group), open ended
+    /// (from draft-20; `n = 0` is [`LocationFilter::NextGroupStart`]).
+    RelativeGroups(u64),
+    /// Start at the given location, open ended (draft-19 type 0x3).
     AbsoluteStart(Location),
-    /// 0x4: start at `start`, end with group `start.group + end_group_delta` (inclusive).
+    /// Start at `start`, end with group `start.group + end_group_delta` (inclusive): the whole
+    /// group, or up to object `end_object` of it (from draft-20).
     AbsoluteRange {
         /// The first location.
         start: Location,
         /// The last group is `start.group + end_group_delta`.
         end_group_delta: u64,
+        /// The last object of the last group, if not the whole group (from draft-20).
+        end_object: Option<u64>,
     },
 }
 
 impl LocationFilter {
-    /// The wire Filter Type.
-    pub const fn filter_type(&self) -> u64 {
-        match self {
-            LocationFilter::NextGroupStart => 0x1,
-            LocationFilter::LargestObject => 0x2,
-            LocationFilter::AbsoluteStart(_) => 0x3,
-            LocationFilter::AbsoluteRange { .. } => 0x4,
-        }
-    }
-
     /// The last group that passes, if the filter has one.
     pub fn end_group(&self) -> Option<u64> {
         match self {
             LocationFilter::AbsoluteRange {
                 start,
                 end_group_delta,
+                ..
             } => start.group.checked_add(*end_group_delta),
             _ => None,
         }
     }
 
+    /// The last location that passes, if the filter has an end (an end group without an end
+    /// object ends at Object ID `u64::MAX`).
+    pub fn end(&self) -> Option<Location> {
+        let g = self.end_group()?;
+        match self {
+            LocationFilter::AbsoluteRange {
+                end_object: Some(o),
+                ..
+            } => Some(Location::new(g, *o)),
+            _ => Some(Location::new(g, u64::MAX)),
+        }
+    }
+
+    /// True if the start depends on the publisher's Largest Object.
+    pub fn is_relative(&self) -> bool {
+        matches!(
+            self,
+            LocationFilter::NextGroupStart
+                | LocationFilter::LargestObject
+                | LocationFilter::RelativeGroups(_)
+        )
+    }
+
     /// The start location given the publisher's Largest Object (`None` if no object yet).
     pub fn start(&self, largest: Option<Location>) -> Location {
         match (self, largest) {
+            (LocationFilter::All, _) => Location::default(),
             (LocationFilter::NextGroupStart, Some(l)) => {
                 Location::new(l.group.saturating_add(1), 0)
             }
             (LocationFilter::LargestObject, Some(l)) => {
                 Location::new(l.group, l.object.saturating_add(1))
             }
-            (LocationFilter::NextGroupStart | LocationFilter::LargestObject, None) => {
-                Location::default()
+            // draft-21 §9.20.10: clamped to [0, 2^64-1].
+            (LocationFilter::RelativeGroups(n), Some(l)) => {
+                Location::new(l.group.saturating_add(1).saturating_sub(*n), 0)
             }
+            (
+                LocationFilter::NextGroupStart
+                | LocationFilter::LargestObject
+                | LocationFilter::RelativeGroups(_),
+                None,
+            ) => Location::default(),
             (LocationFilter::AbsoluteStart(s), _) => *s,
             (LocationFilter::AbsoluteRange { start, .. }, _) => *start,
         }
     }
-}
 
-impl Decode for LocationFilter {
-    fn decode<B: Buf>(buf: &mut B, v: Version) -> Result<Self, DecodeError> {
-        let ty = buf.get_varint(v)?;
-        Ok(match ty {
-            0x1 => LocationFilter::NextGroupStart,
-            0x2 => LocationFilter::LargestObject,
-            0x3 => LocationFilter::AbsoluteStart(Location::decode(buf, v)?),
-            0x4 => {
-                let start = Location::decode(buf, v)?;
-                let end_group_delta = buf.get_varint(v)?;
-                // draft-19 §5.1.2: an End Group past 2^64-1 is a PROTOCOL_VIOLATION.
-                start
-                    .group
-                    .checked_add(end_group_delta)
-                    .ok_or(DecodeError::Overflow("location filter end group"))?;
+    /// The same filter in its simplest form (`RelativeGroups(0)` is NextGroupStart, an open
+    /// start at {0, 0} is no filter).
+    pub fn normalized(self) -> Self {
+        match self {
+            LocationFilter::RelativeGroups(0) => LocationFilter::NextGroupStart,
+            LocationFilter::AbsoluteStart(s) if s == Location::default() => LocationFilter::All,
+            f => f,
+        }
+    }
+
+    fn check_end(start: Location, end_group_delta: u64) -> Result<(), DecodeError> {
+        // draft-19 §5.1.2, draft-21 §9.20.10: an End Group past 2^64-1 is a PROTOCOL_VIOLATION.
+        start
+            .group
+            .checked_add(end_group_delta)
+            .map(|_| ())
+            .ok_or(DecodeError::Overflow("location filter end group"))
+    }
+
+    /// Decodes the value of a LOCATION_FILTER parameter under `v`: for drafts 18-21 `buf` holds
+    /// exactly the length-prefixed value; for draft-22 the value is read from `buf` (it has no
+    /// length).
+    pub fn decode_value<B: Buf>(buf: &mut B, v: Version) -> Result<Self, DecodeError> {
+        let invalid = |ty| DecodeError::InvalidValue {
+            field: "location filter type",
+            value: ty,
+        };
+        match v.filter_encoding() {
+            FilterEncoding::FilterType => {
+                let ty = buf.get_varint(v)?;
+                Ok(match ty {
+                    0x1 => LocationFilter::NextGroupStart,
+                    0x2 => LocationFilter::LargestObject,
+                    0x3 => LocationFilter::AbsoluteStart(Location::decode(buf, v)?),
+                    0x4 => {
+                        let start = Location::decode(buf, v)?;
+                        let end_group_delta = buf.get_varint(v)?;
+                        Self::check_end(start, end_group_delta)?;
+                        LocationFilter::AbsoluteRange {
+                            start,
+                            end_group_delta,
+                            end_object: None,
+                        }
+                    }
+                    // draft-19 §5.1.2: any other filter type is a PROTOCOL_VIOLATION.
+                    _ => return Err(invalid(ty)),
+                })
+            }
+            FilterEncoding::Length => {
+                // draft-21 §9.20.10: the Length says how many of the four fields are present.
+                let mut f = [0u64; 4];
+                let mut n = 0;
+                while buf.has_remaining() {
+                    let slot = f.get_mut(n).ok_or(DecodeError::InvalidValue {
+                        field: "location filter fields",
+                        value: n as u64 + 1,
+                    })?;
+                    *slot = buf.get_varint(v)?;
+                    n += 1;
+                }
+                let [g, o, delta, end] = f;
+                Self::from_fields(n, g, o, delta, end)
+            }
+            FilterEncoding::LocationType => {
+                // draft-22: the Location Filter Type names the fields; any other type is a
+                // PROTOCOL_VIOLATION.
+                let ty = buf.get_varint(v)?;
+                let n = match ty {
+                    0x0..=0x4 => ty as usize,
+                    0x5 => return Ok(LocationFilter::LargestObject),
+                    _ => return Err(invalid(ty)),
+                };
+                let mut f = [0u64; 4];
+                for slot in f.iter_mut().take(n) {
+                    *slot = buf.get_varint(v)?;
+                }
+                let [g, o, delta, end] = f;
+                if n == 2 {
+                    // {0, 0} is a real absolute start in draft-22.
+                    return Ok(LocationFilter::AbsoluteStart(Location::new(g, o)).normalized());
+                }
+                Self::from_fields(n, g, o, delta, end)
+            }
+        }
+    }
+
+    /// The filter the first `n` of (StartGroup, StartObject, EndGroupDelta, EndObject) give
+    /// (draft-21 §9.20.10).
+    fn from_fields(n: usize, g: u64, o: u64, delta: u64, end: u64) -> Result<Self, DecodeError> {
+        let start = Location::new(g, o);
+        Ok(match n {
+            0 => LocationFilter::All,
+            1 => LocationFilter::RelativeGroups(g).normalized(),
+            2 if g == 0 && o == 0 => LocationFilter::LargestObject,
+            2 => LocationFilter::AbsoluteStart(start),
+            _ => {
+                Self::check_end(start, delta)?;
                 LocationFilter::AbsoluteRange {
                     start,
-                    end_group_delta,
+                    end_group_delta: delta,
+                    end_object: (n == 4).then_some(end),
                 }
-            }
-            // draft-19 §5.1.2: any other filter type is a PROTOCOL_VIOLATION.
-            _ => {
-                return Err(DecodeError::InvalidValue {
-                    field: "location filter type",
-                    value: ty,
-                });
             }
         })
     }
-}
 
-impl Encode for LocationFilter {
-    fn encode<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
-        buf.put_varint(self.filter_type(), v);
-        match self {
-            LocationFilter::NextGroupStart | LocationFilter::LargestObject => {}
-            LocationFilter::AbsoluteStart(s) => s.encode(buf, v)?,
-            LocationFilter::AbsoluteRange {
-                start,
-                end_group_delta,
-            } => {
-                if start.group.checked_add(*end_group_delta).is_none() {
-                    return Err(EncodeError::Invalid {
-                        field: "location filter",
-                        reason: "end group overflows",
-                    });
+    /// Encodes the value of a LOCATION_FILTER parameter under `v` (see
+    /// [`LocationFilter::decode_value`]; the caller adds the length prefix up to draft-21).
+    pub fn encode_value<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
+        let cannot = |reason| EncodeError::Invalid {
+            field: "location filter",
+            reason,
+        };
+        if let LocationFilter::AbsoluteRange {
+            start,
+            end_group_delta,
+            ..
+        } = self
+            && start.group.checked_add(*end_group_delta).is_none()
+        {
+            return Err(cannot("end group overflows"));
+        }
+        let fields: &[u64] = match (self.normalized(), v.filter_encoding()) {
+            (_, FilterEncoding::FilterType) => {
+                let (ty, fields): (u64, Vec<u64>) = match self.normalized() {
+                    LocationFilter::NextGroupStart => (0x1, vec![]),
+                    LocationFilter::LargestObject => (0x2, vec![]),
+                    LocationFilter::All => (0x3, vec![0, 0]),
+                    LocationFilter::AbsoluteStart(s) => (0x3, vec![s.group, s.object]),
+                    LocationFilter::AbsoluteRange {
+                        start,
+                        end_group_delta,
+                        end_object: None,
+                    } => (0x4, vec![start.group, start.object, end_group_delta]),
+                    LocationFilter::RelativeGroups(_) => {
+                        return Err(cannot("a relative start group needs draft-20"));
+                    }
+                    LocationFilter::AbsoluteRange { .. } => {
+                        return Err(cannot("an end object needs draft-20"));
+                    }
+                };
+                buf.put_varint(ty, v);
+                for f in fields {
+                    buf.put_varint(f, v);
                 }
-                start.encode(buf, v)?;
-                buf.put_varint(*end_group_delta, v);
+                return Ok(());
             }
+            (LocationFilter::All, _) => &[],
+            (LocationFilter::NextGroupStart, _) => &[0],
+            (LocationFilter::RelativeGroups(n), _) => &[n],
+            (LocationFilter::LargestObject, FilterEncoding::Length) => &[0, 0],
+            (LocationFilter::LargestObject, _) => {
+                buf.put_varint(0x5, v);
+                return Ok(());
+            }
+            (LocationFilter::AbsoluteStart(s), _) => &[s.group, s.object],
+            (
+                LocationFilter::AbsoluteRange {
+                    start,
+                    end_group_delta,
+                    end_object: None,
+                },
+                _,
+            ) => &[start.group, start.object, end_group_delta],
+            (
+                LocationFilter::AbsoluteRange {
+                    start,
+                    end_group_delta,
+                    end_object: Some(e),
+                },
+                _,
+            ) => &[start.group, start.object, end_group_delta, e],
+        };
+        if v.filter_encoding() == FilterEncoding::LocationType {
+            buf.put_varint(fields.len() as u64, v);
+        }
+        for f in fields {
+            buf.put_varint(*f, v);
         }
         Ok(())
     }
@@ -411,28 +574,34 @@ mod tests {
         ));
     }
 
+    /// Encodes `f` as a LOCATION_FILTER value under `v`.
+    fn value(f: LocationFilter, v: Version) -> Vec<u8> {
+        let mut buf = Vec::new();
+        f.encode_value(&mut buf, v).unwrap();
+        buf
+    }
+
+    fn decode(bytes: &[u8], v: Version) -> Result<LocationFilter, DecodeError> {
+        LocationFilter::decode_value(&mut &bytes[..], v)
+    }
+
     #[test]
     fn location_filter_rules() {
-        let mut buf = Vec::new();
-        LocationFilter::AbsoluteRange {
+        let range = LocationFilter::AbsoluteRange {
             start: Location::new(5, 1),
             end_group_delta: 2,
-        }
-        .encode(&mut buf, V)
-        .unwrap();
-        assert_eq!(buf, [4, 5, 1, 2]);
+            end_object: None,
+        };
+        assert_eq!(value(range, V), [4, 5, 1, 2]);
         assert!(matches!(
-            LocationFilter::decode(&mut &[0x05u8][..], V),
+            decode(&[0x05], V),
             Err(DecodeError::InvalidValue { .. })
         ));
         let mut over = vec![4u8];
         crate::coding::Vi64::encode(u64::MAX, &mut over);
         over.push(0);
         over.push(1);
-        assert!(matches!(
-            LocationFilter::decode(&mut &over[..], V),
-            Err(DecodeError::Overflow(_))
-        ));
+        assert!(matches!(decode(&over, V), Err(DecodeError::Overflow(_))));
         assert_eq!(
             LocationFilter::NextGroupStart.start(Some(Location::new(3, 7))),
             Location::new(4, 0)
@@ -441,5 +610,114 @@ mod tests {
             LocationFilter::LargestObject.start(None),
             Location::new(0, 0)
         );
+        // draft-21 §9.20.10: relative starts are clamped at 0.
+        assert_eq!(
+            LocationFilter::RelativeGroups(1).start(Some(Location::new(3, 7))),
+            Location::new(3, 0)
+        );
+        assert_eq!(
+            LocationFilter::RelativeGroups(9).start(Some(Location::new(3, 7))),
+            Location::new(0, 0)
+        );
+        // Filters draft-19 cannot express.
+        let mut buf = Vec::new();
+        assert!(
+            LocationFilter::RelativeGroups(2)
+                .encode_value(&mut buf, V)
+                .is_err()
+        );
+        let to_object = LocationFilter::AbsoluteRange {
+            start: Location::new(5, 1),
+            end_group_delta: 2,
+            end_object: Some(3),
+        };
+        assert!(to_object.encode_value(&mut buf, V).is_err());
+    }
+
+    /// draft-21 §9.20.10 (drafts 20 and 21): the number of fields says what they are.
+    #[test]
+    fn location_filter_by_length() {
+        let v = Version::Draft20;
+        let cases: [(LocationFilter, &[u8]); 7] = [
+            (LocationFilter::All, &[]),
+            (LocationFilter::NextGroupStart, &[0]),
+            (LocationFilter::RelativeGroups(1), &[1]),
+            (LocationFilter::LargestObject, &[0, 0]),
+            (LocationFilter::AbsoluteStart(Location::new(4, 2)), &[4, 2]),
+            (
+                LocationFilter::AbsoluteRange {
+                    start: Location::new(0, 0),
+                    end_group_delta: 3,
+                    end_object: None,
+                },
+                &[0, 0, 3],
+            ),
+            (
+                LocationFilter::AbsoluteRange {
+                    start: Location::new(5, 1),
+                    end_group_delta: 2,
+                    end_object: Some(7),
+                },
+                &[5, 1, 2, 7],
+            ),
+        ];
+        for (f, bytes) in cases {
+            assert_eq!(value(f, v), bytes, "{f:?}");
+            assert_eq!(decode(bytes, v).unwrap(), f, "{bytes:?}");
+            assert_eq!(decode(bytes, Version::Draft21).unwrap(), f);
+        }
+        // An open start at {0, 0} is no filter; five fields are a violation; so is an end group
+        // past 2^64-1.
+        assert_eq!(
+            value(LocationFilter::AbsoluteStart(Location::new(0, 0)), v),
+            [] as [u8; 0]
+        );
+        assert!(decode(&[1, 2, 3, 4, 5], v).is_err());
+        let mut over = Vec::new();
+        crate::coding::Vi64::encode(u64::MAX, &mut over);
+        over.extend([0, 1]);
+        assert!(matches!(decode(&over, v), Err(DecodeError::Overflow(_))));
+    }
+
+    /// Draft-22: an explicit Location Filter Type names the fields; {0, 0} is a real absolute
+    /// start and Next Object has a type of its own.
+    #[test]
+    fn location_filter_by_type() {
+        let v = Version::Draft22;
+        let cases: [(LocationFilter, &[u8]); 6] = [
+            (LocationFilter::All, &[0]),
+            (LocationFilter::RelativeGroups(1), &[1, 1]),
+            (
+                LocationFilter::AbsoluteStart(Location::new(4, 2)),
+                &[2, 4, 2],
+            ),
+            (
+                LocationFilter::AbsoluteRange {
+                    start: Location::new(5, 1),
+                    end_group_delta: 2,
+                    end_object: None,
+                },
+                &[3, 5, 1, 2],
+            ),
+            (
+                LocationFilter::AbsoluteRange {
+                    start: Location::new(5, 1),
+                    end_group_delta: 2,
+                    end_object: Some(7),
+                },
+                &[4, 5, 1, 2, 7],
+            ),
+            (LocationFilter::LargestObject, &[5]),
+        ];
+        for (f, bytes) in cases {
+            assert_eq!(value(f, v), bytes, "{f:?}");
+            assert_eq!(decode(bytes, v).unwrap(), f, "{bytes:?}");
+        }
+        assert_eq!(decode(&[1, 0], v).unwrap(), LocationFilter::NextGroupStart);
+        assert_eq!(decode(&[2, 0, 0], v).unwrap(), LocationFilter::All);
+        assert!(matches!(
+            decode(&[6], v),
+            Err(DecodeError::InvalidValue { .. })
+        ));
     }
 }

@@ -155,6 +155,7 @@ pub fn location_filter() -> BoxedStrategy<LocationFilter> {
                 (Just(start), prop_oneof![0..=room.min(1000), 0..=room])
             })
             .prop_map(|(start, end_group_delta)| LocationFilter::AbsoluteRange {
+                end_object: None,
                 start,
                 end_group_delta,
             }),
@@ -315,6 +316,8 @@ pub fn parameters(ctx: ParamContext, v: Version) -> BoxedStrategy<Parameters> {
                 range_filters: b.3,
                 new_group_request: b.4,
                 track_namespace_prefix: b.5,
+                fill: None,
+                include_properties: None,
             };
             restrict(&mut p, ctx, v);
             p

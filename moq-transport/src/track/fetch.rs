@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
 use moq_core::data::{self, FetchEvent, FetchHeader, FetchReader, RangeEnd};
 use moq_core::message::{
-    Fetch, FetchOk, FetchType, Message, ParamContext, Parameters, RequestError, RequestOk,
+    Fetch, FetchOk, FetchType, Message, OPEN_END, ParamContext, Parameters, RequestError, RequestOk,
 };
 use moq_core::{FullTrackName, GroupOrder, Location};
 use tokio::sync::{oneshot, watch};
@@ -232,6 +232,10 @@ async fn resolve(
             }
             return Ok((track.clone(), *start, *end));
         }
+        // From draft-20: the start is the publisher's to resolve (IncomingFetch::resolve).
+        FetchType::Relative { track, .. } => {
+            return Ok((track.clone(), Location::default(), OPEN_END));
+        }
         FetchType::RelativeJoining {
             joining_request_id,
             joining_start,
@@ -325,6 +329,10 @@ pub(crate) async fn serve_fetch(
             track,
             start,
             end,
+            relative: match &msg.fetch_type {
+                FetchType::Relative { filter, .. } => Some(*filter),
+                _ => None,
+            },
             params: msg.params.clone(),
             decision: Some(decision),
         })

@@ -10,8 +10,8 @@ use tokio::sync::{Mutex, mpsc};
 
 use bytes::Bytes;
 use moq_core::codes::RequestErrorCode;
-use moq_core::message::Parameters;
-use moq_core::{FullTrackName, GroupOrder, Location, Properties, TrackNamespace};
+use moq_core::message::{FetchType, Parameters};
+use moq_core::{FullTrackName, GroupOrder, Location, LocationFilter, Properties, TrackNamespace};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 
@@ -121,6 +121,9 @@ pub struct IncomingFetch {
     pub(super) track: FullTrackName,
     pub(super) start: Location,
     pub(super) end: Location,
+    /// A start relative to the Largest Object, until [`IncomingFetch::resolve`] (from
+    /// draft-20).
+    pub(super) relative: Option<LocationFilter>,
     pub(super) params: Parameters,
     pub(super) decision: Option<oneshot::Sender<FetchDecision>>,
 }
@@ -147,9 +150,39 @@ impl IncomingFetch {
         &self.track
     }
 
-    /// The first location asked for.
+    /// The first location asked for ({0, 0} for a start relative to the Largest Object until
+    /// [`IncomingFetch::resolve`]).
     pub fn start(&self) -> Location {
         self.start
+    }
+
+    /// True if the start is relative to the publisher's Largest Object and not resolved yet
+    /// (draft-21 §9.20.10: a LOCATION_FILTER with a relative start, from draft-20).
+    pub fn is_relative(&self) -> bool {
+        self.relative.is_some()
+    }
+
+    /// Resolves a start relative to the Largest Object against the publisher's `largest`; no
+    /// effect on an absolute range. The end stays the Largest Object.
+    pub fn resolve(&mut self, largest: Option<Location>) {
+        if let Some(f) = self.relative.take() {
+            self.start = f.start(largest);
+        }
+    }
+
+    /// The range as a FETCH would ask it upstream: relative while unresolved.
+    pub fn request(&self) -> FetchType {
+        match self.relative {
+            Some(filter) => FetchType::Relative {
+                track: self.track.clone(),
+                filter,
+            },
+            None => FetchType::Standalone {
+                track: self.track.clone(),
+                start: self.start,
+                end: self.end,
+            },
+        }
     }
 
     /// The end of the range, FETCH-encoded: the last object plus one; object 0 = the whole

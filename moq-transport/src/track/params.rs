@@ -326,6 +326,7 @@ mod tests {
         s.apply(
             &Parameters {
                 location_filter: Some(LocationFilter::AbsoluteRange {
+                    end_object: None,
                     start: Location::new(2, 1),
                     end_group_delta: 2,
                 }),

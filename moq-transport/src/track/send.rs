@@ -793,9 +793,14 @@ impl FetchWriter {
         Ok(())
     }
 
-    /// Writes an End of Range marker (draft-19 §11.4.4.2).
+    /// Writes an End of Range marker (draft-19 §11.4.4.2). A Timed-Out range is reported as
+    /// Unknown before draft-20, which has no such marker.
     pub async fn end_of_range(&mut self, kind: RangeEnd, location: Location) -> Result<(), Error> {
         self.check()?;
+        let kind = match kind {
+            RangeEnd::TimedOut if !self.core.version().has_fill() => RangeEnd::Unknown,
+            k => k,
+        };
         self.buf.clear();
         self.writer
             .encode_end_of_range(&mut self.buf, kind, location)?;
