@@ -12,7 +12,8 @@ use moq_core::{FullTrackName, Location, LocationFilter, TrackNamespace};
 use moq_transport::WeakSession;
 use moq_transport::namespace::NamespaceEvent;
 use moq_transport::track::{
-    FetchItem, FetchResponse, IncomingPublish, Object, Subscription, TrackEvent, TrackSubscription,
+    FetchItem, FetchResponse, IncomingPublish, JoiningStart, Object, Subscription, TrackEvent,
+    TrackSubscription,
 };
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
@@ -348,18 +349,8 @@ impl Subscriber {
         let sub = session
             .subscribe(track.clone(), options.to_parameters(true))
             .await?;
-        let fetch = match sub.info().largest {
-            Some(_) => Some(
-                session
-                    .fetch(
-                        FetchType::RelativeJoining {
-                            joining_request_id: sub.request_id(),
-                            joining_start: groups,
-                        },
-                        Parameters::default(),
-                    )
-                    .await?,
-            ),
+        let fetch = match sub.joining_fetch(JoiningStart::Relative(groups)) {
+            Some(request) => Some(session.fetch(request, Parameters::default()).await?),
             // Nothing published yet: everything comes live.
             None => None,
         };
@@ -482,9 +473,8 @@ async fn fill_gap(
     {
         return Ok(());
     }
-    let request = FetchType::AbsoluteJoining {
-        joining_request_id: sub.request_id(),
-        joining_start: from_group,
+    let Some(request) = sub.joining_fetch(JoiningStart::Absolute(from_group)) else {
+        return Ok(());
     };
     let fetch = tokio::select! {
         f = session.fetch(request, Parameters::default()) => f,

@@ -21,8 +21,8 @@ use moq_core::{FullTrackName, GroupOrder, Location, Properties, TrackNamespace};
 use moq_transport::endpoint::{Server, ServerConfig};
 use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie};
 use moq_transport::track::{
-    FetchEnd, FetchItem, Incoming, IncomingFetch, IncomingPublish, IncomingSubgroup, Object,
-    Subscription, TrackEvent, TrackStatusInfo, last_covered,
+    FetchEnd, FetchItem, Incoming, IncomingFetch, IncomingPublish, IncomingSubgroup, JoiningStart,
+    Object, Subscription, TrackEvent, TrackStatusInfo, last_covered,
 };
 use moq_transport::{Error, Session, SessionConfig};
 use tokio::sync::watch;
@@ -601,9 +601,8 @@ async fn fill_from_upstream(
     if largest <= stored {
         return last;
     }
-    let request = FetchType::AbsoluteJoining {
-        joining_request_id: sub.request_id(),
-        joining_start: stored.group,
+    let Some(request) = sub.joining_fetch(JoiningStart::Absolute(stored.group)) else {
+        return last;
     };
     let Ok(mut fetch) = session.fetch(request, Parameters::default()).await else {
         return last;

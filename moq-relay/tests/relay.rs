@@ -1529,11 +1529,11 @@ async fn subscribe_gets_only_new_objects_and_first_object() {
                 (Location::new(2, 0), true, b"e".to_vec()),
             ]
         );
-        // The Joining FETCH brings what came before, each object once.
-        let request = FetchType::RelativeJoining {
-            joining_request_id: late.request_id(),
-            joining_start: 1,
-        };
+        // The Joining FETCH (from draft-20 the same range as a standalone FETCH) brings what
+        // came before, each object once.
+        let request = late
+            .joining_fetch(moq_transport::track::JoiningStart::Relative(1))
+            .unwrap();
         let mut fetch = late_session
             .transport()
             .fetch(request, Parameters::default())
@@ -2266,7 +2266,8 @@ async fn fill_timeout_bounds_the_wait_for_upstream() {
         let fetch = pending.await.unwrap().unwrap();
         let want = vec![
             (Location::new(5, 0), b"five".to_vec()),
-            (Location::new(10, 0), b"unknown".to_vec()),
+            // draft-21 §9.20.6: End of Timed-Out Range (Unknown before draft-20).
+            (Location::new(10, 0), b"timed out".to_vec()),
         ];
         assert_eq!(fetch_items(fetch).await, want);
         drop(w);

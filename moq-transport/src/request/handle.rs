@@ -87,6 +87,18 @@ impl RequestHandle {
         self.id
     }
 
+    /// The session's version.
+    pub(crate) fn version(&self) -> moq_core::Version {
+        self.core.version()
+    }
+
+    /// Queues a REQUEST_UPDATE without waiting for its answer (which is applied when it
+    /// comes).
+    pub(crate) fn update_later(&self, params: Parameters) {
+        let (tx, _) = oneshot::channel();
+        let _ = self.commands.try_send(Command::Update(params, tx));
+    }
+
     /// Sends REQUEST_UPDATE and waits for the answer.
     pub(crate) async fn update(&self, params: Parameters) -> Result<RequestOk, Error> {
         let (tx, rx) = oneshot::channel();

@@ -23,7 +23,7 @@ pub use params::{Object, ObjectMeta, SubscriptionParams, last_covered, stream_pr
 pub use publish::{PublishOptions, PublishedTrack};
 pub use recv::{IncomingSubgroup, TrackEvent};
 pub use send::{FetchEnd, FetchWriter, SubgroupSender, SubscriptionWriter};
-pub use subscription::{Subscription, SubscriptionInfo};
+pub use subscription::{JoiningStart, Subscription, SubscriptionInfo};
 pub use tracks::TrackSubscription;
 
 pub(crate) use fetch::{fetch, serve_fetch};

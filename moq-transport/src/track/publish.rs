@@ -211,12 +211,30 @@ pub(crate) async fn serve_publish(
                 req.cancel(StreamResetCode::INTERNAL_ERROR);
                 return Ok(());
             }
+            // From draft-20 PUBLISH_OK carries no subscription parameter (draft-21 §9.8):
+            // the subscriber's choices follow in a REQUEST_UPDATE.
+            let (ok, update) = if core.version().has_fill() {
+                let ok = Parameters {
+                    expires: params.expires,
+                    ..Default::default()
+                };
+                let update = Parameters {
+                    expires: None,
+                    ..params.clone()
+                };
+                (ok, update)
+            } else {
+                (params.clone(), Parameters::default())
+            };
             req.send(RequestOk {
-                params: params.clone(),
+                params: ok,
                 track_properties: Properties::new(),
             })
             .await?;
             task.apply(&params);
+            if !update.is_empty() {
+                sub.update_later(update);
+            }
             let _ = reply.send(Ok(sub));
             task.run(&mut req).await;
             Ok(())

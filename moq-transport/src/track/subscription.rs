@@ -6,7 +6,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
-use moq_core::message::{Message, ParamContext, Parameters, PublishDone, RequestError, RequestOk};
+use moq_core::message::{
+    FetchType, Message, ParamContext, Parameters, PublishDone, RequestError, RequestOk,
+};
 use moq_core::{FullTrackName, GroupOrder, Location, Properties};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot, watch};
@@ -45,6 +47,15 @@ impl SubscriptionInfo {
     }
 }
 
+/// Where a joining FETCH starts (see [`Subscription::joining_fetch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoiningStart {
+    /// This many groups before the subscription's Largest Location's group.
+    Relative(u64),
+    /// This group.
+    Absolute(u64),
+}
+
 /// A subscription to a track: its subgroup streams and datagrams, as they arrive.
 ///
 /// [`Subscription::next`] yields [`TrackEvent`]s; it returns `None` after the publisher's
@@ -75,6 +86,41 @@ impl Subscription {
     /// Cancel safe.
     pub async fn next(&mut self) -> Option<Result<TrackEvent, Error>> {
         self.events.next().await
+    }
+
+    /// Queues a REQUEST_UPDATE whose answer is not waited for.
+    pub(crate) fn update_later(&self, params: Parameters) {
+        self.request.update_later(params);
+    }
+
+    /// The FETCH of the track's past up to this subscription's Largest Location: a Joining
+    /// FETCH (draft-19 §5.2) from group `start` (absolute) or `start` groups back (relative)
+    /// until draft-19; from draft-20, which has no Joining FETCH (draft-21 §9.11), the same
+    /// range as a standalone FETCH. `None` if the publisher had no object yet.
+    pub fn joining_fetch(&self, start: JoiningStart) -> Option<FetchType> {
+        let largest = self.info.largest?;
+        let id = self.request_id();
+        if self.request.version().fetch_has_type() {
+            return Some(match start {
+                JoiningStart::Relative(n) => FetchType::RelativeJoining {
+                    joining_request_id: id,
+                    joining_start: n,
+                },
+                JoiningStart::Absolute(g) => FetchType::AbsoluteJoining {
+                    joining_request_id: id,
+                    joining_start: g,
+                },
+            });
+        }
+        let group = match start {
+            JoiningStart::Relative(n) => largest.group.saturating_sub(n),
+            JoiningStart::Absolute(g) => g.min(largest.group),
+        };
+        Some(FetchType::Standalone {
+            track: self.info.track.clone(),
+            start: Location::new(group, 0),
+            end: Location::new(largest.group, largest.object.saturating_add(1)),
+        })
     }
 
     /// The PUBLISH_DONE, once the publisher ended the subscription.
