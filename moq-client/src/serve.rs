@@ -10,7 +10,9 @@ use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
 use moq_core::data::{ObjectStatus, RangeEnd, SubgroupId};
 use moq_core::message::RequestError;
 use moq_core::{GroupOrder, Location};
-use moq_transport::track::{FetchEnd, IncomingFetch, Object, SubscriptionWriter, last_covered};
+use moq_transport::track::{
+    FetchEnd, FetchWriter, Fill, IncomingFetch, Object, SubscriptionWriter, last_covered,
+};
 use tokio::task::JoinHandle;
 
 use crate::cache::{DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, TrackCache};
@@ -72,6 +74,10 @@ pub async fn serve_subscription(
         }
     };
     new_group(writer.params().new_group_request);
+    if let Some(fill) = writer.take_fill() {
+        let (track, writer) = (track.clone(), writer.clone());
+        tokio::spawn(async move { serve_fill(track, writer, fill).await });
+    }
     let status = loop {
         let next = tokio::select! {
             n = reader.next() => n,
@@ -100,7 +106,12 @@ pub async fn serve_subscription(
         // An update that came while no select! was waiting.
         new_group(params.new_group_request);
         if params.end_group.is_some_and(|end| sg.group > end) {
-            break PublishDoneCode::SUBSCRIPTION_ENDED;
+            // draft-21 §3.3.1: from draft-20 a subscription does not end when the Largest
+            // Object passes its filter's end.
+            if writer.version().has_subscription_ended() {
+                break PublishDoneCode::SUBSCRIPTION_ENDED;
+            }
+            continue;
         }
         if !params.forward {
             continue;
@@ -235,7 +246,7 @@ async fn send_subgroup(
 /// Range for groups already evicted (draft-19 §11.4.4.2).
 ///
 /// Dropping the future abandons the FETCH (its stream is reset).
-pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(), Error> {
+pub async fn serve_fetch(track: &TrackCache, mut fetch: IncomingFetch) -> Result<(), Error> {
     // draft-19 §2.4.2, §13.1.2: a track found malformed is not served on.
     if let Some(why) = track.malformed() {
         fetch.reject(RequestError::new(
@@ -252,6 +263,8 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
         ));
         return Ok(());
     };
+    // draft-21 §9.20.10: a start relative to the Largest Object (from draft-20).
+    fetch.resolve(Some(largest));
     let start = fetch.start();
     if start > largest {
         fetch.reject(RequestError::new(
@@ -261,14 +274,46 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
         return Ok(());
     }
     let requested_end = fetch.end();
-    let past_largest = Location::new(largest.group, largest.object + 1);
-    let beyond = requested_end.object == 0 && requested_end.group > largest.group
-        || requested_end.object != 0 && requested_end > past_largest;
-    let end = if beyond { past_largest } else { requested_end };
+    let end = clamp_end(requested_end, largest);
     let order = fetch.group_order();
+    let beyond = end != requested_end;
     let end_of_track = track.is_ended() && track.malformed().is_none() && beyond;
-    let (req_start, req_end) = (fetch.start(), fetch.end());
-    let contains = |loc: Location| loc >= req_start && loc <= last_covered(req_end).min(largest);
+    let w = fetch
+        .accept(FetchEnd {
+            end_of_track,
+            end,
+            track_properties: track.properties(),
+        })
+        .await?;
+    write_range(track, w, start, requested_end, order).await
+}
+
+/// A FETCH end (the last object plus one; object 0 = the whole group) no further than just
+/// after `largest`.
+fn clamp_end(end: Location, largest: Location) -> Location {
+    let past_largest = Location::new(largest.group, largest.object.saturating_add(1));
+    let beyond =
+        end.object == 0 && end.group > largest.group || end.object != 0 && end > past_largest;
+    if beyond { past_largest } else { end }
+}
+
+/// Writes what the cache holds of `start` up to `req_end` (FETCH-encoded) on a fetch stream,
+/// in `order`, with End of Unknown Range markers for what it lacks, then finishes the stream
+/// (or resets it if the track turns out malformed). A FETCH's response and a subscription's
+/// fill fetch stream (draft-21 §3.4) are both written here.
+async fn write_range(
+    track: &TrackCache,
+    mut w: FetchWriter,
+    start: Location,
+    req_end: Location,
+    order: GroupOrder,
+) -> Result<(), Error> {
+    let Some(largest) = track.largest() else {
+        w.finish();
+        return Ok(());
+    };
+    let end = clamp_end(req_end, largest);
+    let contains = |loc: Location| loc >= start && loc <= last_covered(req_end).min(largest);
     let last_group = end.group;
     let evicted = track.unknown_below();
     let mut groups: Vec<_> = track
@@ -291,13 +336,6 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
     };
     let from = from.max(start).max(Location::new(evicted, 0));
     let in_flight = (from <= top).then_some(from);
-    let mut w = fetch
-        .accept(FetchEnd {
-            end_of_track,
-            end,
-            track_properties: track.properties(),
-        })
-        .await?;
     if order == GroupOrder::Ascending && start.group < evicted && evicted > 0 {
         let last_unknown = Location::new(evicted - 1, u64::MAX);
         w.end_of_range(
@@ -352,6 +390,18 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
     }
     w.finish();
     Ok(())
+}
+
+/// Serves the fill fetch stream a subscription asked for (FILL_PARAMETERS, draft-21 §3.4) from
+/// the cache.
+async fn serve_fill(
+    track: TrackCache,
+    writer: SubscriptionWriter,
+    fill: Fill,
+) -> Result<(), Error> {
+    let w = writer.open_fill(&fill).await?;
+    let end = Location::new(fill.end.group, fill.end.object.saturating_add(1));
+    write_range(&track, w, fill.start, end, fill.group_order).await
 }
 
 /// How long in all a relay waits for its upstream to fill a FETCH that has no FILL_TIMEOUT

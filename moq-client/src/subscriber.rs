@@ -346,10 +346,20 @@ impl Subscriber {
         let session = self.source.session().await?;
         // The subscription starts after the largest object, where the FETCH ends.
         let options = options.latest();
-        let sub = session
-            .subscribe(track.clone(), options.to_parameters(true))
-            .await?;
+        let mut params = options.to_parameters(true);
+        // From draft-20 the past comes on the subscription's fill fetch stream (draft-21
+        // §3.5: Next Object, and a fill from the start of the current group, or earlier);
+        // until draft-19 by a Joining FETCH.
+        let fill = session.version().has_fill();
+        if fill {
+            params.fill = Some(Box::new(Parameters {
+                location_filter: Some(LocationFilter::RelativeGroups(groups.saturating_add(1))),
+                ..Default::default()
+            }));
+        }
+        let mut sub = session.subscribe(track.clone(), params).await?;
         let fetch = match sub.joining_fetch(JoiningStart::Relative(groups)) {
+            _ if fill => sub.take_fill(),
             Some(request) => Some(session.fetch(request, Parameters::default()).await?),
             // Nothing published yet: everything comes live.
             None => None,

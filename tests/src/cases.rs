@@ -610,10 +610,10 @@ async fn join(t: &Target) -> Result<(), Failure> {
     let Some(joining) = sub.info().largest else {
         return Err(Failure::new("SUBSCRIBE_OK with a Largest Location", "none"));
     };
-    // A Relative Joining FETCH one group back: {J.group - 1, 0} up to the Joining Location.
-    let request = FetchType::RelativeJoining {
-        joining_request_id: sub.request_id(),
-        joining_start: 1,
+    // A Relative Joining FETCH one group back: {J.group - 1, 0} up to the Joining Location
+    // (from draft-20, which has no Joining FETCH, the same range as a standalone FETCH).
+    let Some(request) = sub.joining_fetch(moq_transport::track::JoiningStart::Relative(1)) else {
+        return Err(Failure::new("SUBSCRIBE_OK with a Largest Location", "none"));
     };
     let mut resp = s
         .transport()

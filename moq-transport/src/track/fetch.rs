@@ -3,159 +3,25 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
-use moq_core::data::{self, FetchEvent, FetchHeader, FetchReader, RangeEnd};
+use moq_core::data::{FetchHeader, FetchReader};
 use moq_core::message::{
     Fetch, FetchOk, FetchType, Message, OPEN_END, ParamContext, Parameters, RequestError, RequestOk,
 };
 use moq_core::{FullTrackName, GroupOrder, Location};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 use super::incoming::{FetchDecision, Incoming, IncomingFetch};
-use super::params::{Object, last_covered, stream_priority};
-use super::recv::DataRecv;
+use super::params::{last_covered, stream_priority};
+use super::response::FetchResponse;
 use super::send::{FetchEnd, FetchWriter, JoinPoint};
 use super::state::{Asked, TrackState, no_such_track};
 use crate::error::Error;
 use crate::request::{Event, Request};
-use crate::session::{RequestKind, SessionCore};
+use crate::session::RequestKind;
 
 /// What a FETCH asks for.
 pub type FetchRequest = FetchType;
-
-/// One entry of a fetch response.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FetchItem {
-    /// An object.
-    Object(Object),
-    /// Objects up to and including `location` do not exist (0x8C) or are unknown (0x10C).
-    EndOfRange {
-        /// Which kind.
-        kind: RangeEnd,
-        /// The last location covered.
-        location: Location,
-    },
-}
-
-/// The answer to a FETCH: FETCH_OK, then its objects in the requested order.
-///
-/// [`FetchResponse::next`] returns `None` when the publisher finished the fetch stream, or an
-/// error if it was reset or the session ended. Dropping it cancels the fetch.
-#[derive(Debug)]
-pub struct FetchResponse {
-    end: FetchEnd,
-    core: Arc<SessionCore>,
-    stream: Option<oneshot::Receiver<DataRecv>>,
-    data: Option<DataRecv>,
-    reader: FetchReader,
-    /// The object being assembled.
-    pending: Option<(data::FetchObject, BytesMut)>,
-    request: Request,
-}
-
-impl FetchResponse {
-    /// What FETCH_OK said.
-    pub fn end(&self) -> &FetchEnd {
-        &self.end
-    }
-
-    /// Waits for the fetch's data stream.
-    async fn stream(&mut self) -> Result<(), Error> {
-        let rx = self.stream.take().ok_or(Error::EndedEarly)?;
-        let data = tokio::select! {
-            r = rx => r.map_err(|_| Error::EndedEarly)?,
-            e = self.core.closed() => return Err(e),
-        };
-        self.data = Some(data);
-        Ok(())
-    }
-
-    /// The next object or End of Range marker.
-    ///
-    /// Cancel safe: an object being assembled when the future is dropped is completed by the
-    /// next call.
-    pub async fn next(&mut self) -> Option<Result<FetchItem, Error>> {
-        match self.next_inner().await {
-            Ok(Some(i)) => Some(Ok(i)),
-            Ok(None) => None,
-            Err(e) => Some(Err(e)),
-        }
-    }
-
-    async fn next_inner(&mut self) -> Result<Option<FetchItem>, Error> {
-        if self.data.is_none() {
-            self.stream().await?;
-        }
-        let Some(data) = self.data.as_mut() else {
-            return Err(Error::EndedEarly);
-        };
-        let current = &mut self.pending;
-        loop {
-            match self.reader.next(&mut data.buf) {
-                Ok(Some(FetchEvent::Object(o))) => {
-                    if o.payload_len == 0 {
-                        return Ok(Some(FetchItem::Object(fetch_object(o, Bytes::new()))));
-                    }
-                    if o.payload_len > data.max_object_size() {
-                        return Err(Error::Limit("object larger than max_object_size"));
-                    }
-                    *current = Some((o, BytesMut::new()));
-                    continue;
-                }
-                Ok(Some(FetchEvent::Payload { data: chunk, last })) => {
-                    let Some((o, mut buf)) = current.take() else {
-                        return Err(Error::protocol("fetch payload without an object"));
-                    };
-                    if last {
-                        let payload = if buf.is_empty() {
-                            chunk
-                        } else {
-                            buf.extend_from_slice(&chunk);
-                            buf.freeze()
-                        };
-                        return Ok(Some(FetchItem::Object(fetch_object(o, payload))));
-                    }
-                    buf.extend_from_slice(&chunk);
-                    *current = Some((o, buf));
-                    continue;
-                }
-                Ok(Some(FetchEvent::EndOfRange { kind, location })) => {
-                    return Ok(Some(FetchItem::EndOfRange { kind, location }));
-                }
-                Ok(None) => {}
-                Err(e) => return Err(data.malformed(e)),
-            }
-            if data.fin {
-                return match self.reader.finish(&data.buf) {
-                    Ok(()) if current.is_none() => {
-                        // Done: close our half of the request stream gracefully.
-                        self.request.finish();
-                        Ok(None)
-                    }
-                    _ => {
-                        Err(data.malformed(Error::protocol("fetch stream ended inside an object")))
-                    }
-                };
-            }
-            if !data.fill().await? {
-                return Ok(None);
-            }
-        }
-    }
-}
-
-fn fetch_object(o: data::FetchObject, payload: Bytes) -> Object {
-    Object {
-        location: o.location,
-        subgroup: o.subgroup,
-        priority: o.priority,
-        status: data::ObjectStatus::Normal,
-        properties: o.properties,
-        payload,
-        end_of_group: false,
-    }
-}
 
 /// Sends FETCH and waits for FETCH_OK.
 pub(crate) async fn fetch(
@@ -208,7 +74,7 @@ pub(crate) async fn fetch(
         data: None,
         reader: FetchReader::new(order, core.version()),
         pending: None,
-        request: req,
+        request: Some(req),
     })
 }
 

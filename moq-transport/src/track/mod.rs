@@ -6,6 +6,7 @@ mod incoming;
 mod params;
 mod publish;
 mod recv;
+mod response;
 mod send;
 mod state;
 mod status;
@@ -13,16 +14,19 @@ mod subscribe;
 mod subscription;
 mod tracks;
 
-pub use fetch::{FetchItem, FetchRequest, FetchResponse};
+pub use fetch::FetchRequest;
 pub use incoming::{
     Incoming, IncomingFetch, IncomingPublish, IncomingRequests, IncomingSubscribe,
     IncomingSubscribeTracks, IncomingTrackStatus, SubscribeResponse, TrackStatusInfo,
     TracksResponder,
 };
-pub use params::{Object, ObjectMeta, SubscriptionParams, last_covered, stream_priority};
+pub use params::{
+    Object, ObjectMeta, SubscriptionParams, fill_range, last_covered, stream_priority,
+};
 pub use publish::{PublishOptions, PublishedTrack};
 pub use recv::{IncomingSubgroup, TrackEvent};
-pub use send::{FetchEnd, FetchWriter, SubgroupSender, SubscriptionWriter};
+pub use response::{FetchItem, FetchResponse};
+pub use send::{FetchEnd, FetchWriter, Fill, SubgroupSender, SubscriptionWriter};
 pub use subscription::{JoiningStart, Subscription, SubscriptionInfo};
 pub use tracks::TrackSubscription;
 

@@ -249,6 +249,35 @@ pub fn last_covered(end: Location) -> Location {
     }
 }
 
+/// The fill range a FILL_PARAMETERS asks for (draft-21 §3.4, from draft-20), as the first and
+/// the last location (inclusive): its own LOCATION_FILTER, else the subscription's, evaluated
+/// with FETCH rules against the publisher's Largest Object; no filter is the whole track.
+/// `None` when the range is empty (nothing published, or it starts after the Largest Object):
+/// then no fill fetch stream is opened.
+///
+/// ```
+/// use moq_core::{Location, LocationFilter, message::Parameters};
+/// use moq_transport::track::fill_range;
+/// let fill = Parameters { location_filter: Some(LocationFilter::RelativeGroups(2)), ..Default::default() };
+/// let largest = Some(Location::new(7, 3));
+/// assert_eq!(fill_range(&fill, None, largest), Some((Location::new(6, 0), Location::new(7, 3))));
+/// let next = Parameters { location_filter: Some(LocationFilter::LargestObject), ..Default::default() };
+/// assert_eq!(fill_range(&next, None, largest), None);
+/// ```
+pub fn fill_range(
+    fill: &Parameters,
+    subscription: Option<LocationFilter>,
+    largest: Option<Location>,
+) -> Option<(Location, Location)> {
+    let largest = largest?;
+    let filter = fill.location_filter.or(subscription);
+    let start = filter.map_or(Location::default(), |f| f.start(Some(largest)));
+    let end = filter
+        .and_then(|f| f.end())
+        .map_or(largest, |e| e.min(largest));
+    (start <= end).then_some((start, end))
+}
+
 /// INVALID_FILTER for more Range Filter ranges than we allow (draft-19 §10.3.1.6), or any on a
 /// version without Range Filters.
 pub(crate) fn filter_budget(core: &SessionCore, params: &Parameters) -> Option<RequestError> {

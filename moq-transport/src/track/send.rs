@@ -146,6 +146,60 @@ pub(crate) struct WriterShared {
     pub(crate) reached: Notify,
     pub(crate) finish: Mutex<Option<oneshot::Sender<Finish>>>,
     pub(crate) finished: AtomicBool,
+    /// The fill the SUBSCRIBE asked for, until the application takes it (from draft-20).
+    pub(crate) fill: Mutex<Option<Fill>>,
+}
+
+/// A fill the subscriber asked for with FILL_PARAMETERS (draft-21 §3.4, from draft-20): the
+/// range to deliver on a fill fetch stream, and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fill {
+    /// The Request ID its FETCH_HEADER carries (the SUBSCRIBE's or the REQUEST_UPDATE's).
+    pub request_id: u64,
+    /// The first location of the range.
+    pub start: Location,
+    /// The last location of the range (inclusive).
+    pub end: Location,
+    /// The group order to send it in.
+    pub group_order: GroupOrder,
+    /// The subscriber priority of the fill stream.
+    pub subscriber_priority: u8,
+    /// The Range Filters its objects must pass.
+    pub range_filters: Vec<moq_core::RangeFilterParam>,
+}
+
+impl Fill {
+    /// The fill `fill` (a FILL_PARAMETERS) asks for on a subscription with `subscription`'s
+    /// parameters, given the Largest Object in the answer; `None` if the range is empty.
+    pub(crate) fn new(
+        request_id: u64,
+        fill: &moq_core::message::Parameters,
+        subscription: &moq_core::message::Parameters,
+        largest: Option<Location>,
+        group_order: GroupOrder,
+    ) -> Option<Fill> {
+        let (start, end) = super::params::fill_range(fill, subscription.location_filter, largest)?;
+        // draft-21 §9.20.16: what FILL_PARAMETERS omits is the subscription's.
+        let filters = if fill.range_filters.is_empty() {
+            &subscription.range_filters
+        } else {
+            &fill.range_filters
+        };
+        Some(Fill {
+            request_id,
+            start,
+            end,
+            group_order: fill
+                .group_order
+                .or(subscription.group_order)
+                .unwrap_or(group_order),
+            subscriber_priority: fill
+                .subscriber_priority
+                .or(subscription.subscriber_priority)
+                .unwrap_or(128),
+            range_filters: filters.clone(),
+        })
+    }
 }
 
 impl WriterShared {
@@ -226,6 +280,11 @@ impl SubscriptionWriter {
         self.shared.request_id
     }
 
+    /// The session's version.
+    pub fn version(&self) -> moq_core::Version {
+        self.shared.core.version()
+    }
+
     /// The Track Alias this subscription's objects carry.
     pub fn track_alias(&self) -> u64 {
         self.shared.track_alias
@@ -234,6 +293,46 @@ impl SubscriptionWriter {
     /// The track.
     pub fn track(&self) -> &FullTrackName {
         &self.shared.track
+    }
+
+    /// The fill the SUBSCRIBE asked for (FILL_PARAMETERS, draft-21 §3.4, from draft-20), once:
+    /// `None` if it asked for none, the range is empty, or Forward State was 0. Deliver it with
+    /// [`SubscriptionWriter::open_fill`].
+    pub fn take_fill(&self) -> Option<Fill> {
+        self.shared.fill.lock().take()
+    }
+
+    /// Opens the fill fetch stream of `fill`: a FETCH_HEADER with its Request ID and no
+    /// FETCH_OK (draft-21 §3.4). Write the range's objects in `fill.group_order`, then finish
+    /// it; a fill that cannot be served is reset. It counts in PUBLISH_DONE's Stream Count.
+    pub async fn open_fill(&self, fill: &Fill) -> Result<FetchWriter, Error> {
+        let s = &self.shared;
+        s.check_open()?;
+        let mut stream = tokio::select! {
+            r = s.core.conn().open_uni() => r?,
+            e = self.cancelled() => return Err(e),
+        };
+        stream.set_priority(stream_priority(
+            fill.subscriber_priority,
+            s.publisher_priority,
+            fill.group_order,
+            0,
+            0,
+        ));
+        s.streams_opened.fetch_add(1, Ordering::Relaxed);
+        let mut header = Vec::new();
+        data::FetchHeader {
+            request_id: fill.request_id,
+        }
+        .encode(&mut header, s.core.version())?;
+        stream.write_all(&header).await?;
+        Ok(FetchWriter::new(
+            &s.core,
+            stream,
+            fill.group_order,
+            fill.range_filters.clone(),
+            s.ended.clone(),
+        ))
     }
 
     /// The subscription's current parameters.

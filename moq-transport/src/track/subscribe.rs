@@ -9,7 +9,8 @@ use tokio::sync::watch;
 
 use super::incoming::{Incoming, IncomingSubscribe, SubscribeDecision};
 use super::params::{SubscriptionParams, millis, ms};
-use super::send::{JoinPoint, JoinState};
+use super::response::FetchResponse;
+use super::send::{Fill, JoinPoint, JoinState};
 use super::state::{Asked, TrackState, no_such_track};
 use super::subscription::{PublisherTask, Subscription, SubscriptionInfo, new_subscription};
 use crate::error::Error;
@@ -57,7 +58,22 @@ pub(crate) async fn subscribe(
         expires: ms(ok.params.expires),
         track_properties: ok.track_properties,
     };
-    let (sub, task) = new_subscription(&tracks.recv, &mut req, info, &params)?;
+    let order = info.group_order();
+    let props = info.track_properties.clone();
+    let (mut sub, task) = new_subscription(&tracks.recv, &mut req, info, &params)?;
+    // draft-21 §3.4: the fill fetch stream FILL_PARAMETERS asked for, unless its range is
+    // empty or Forward State is 0 (then the publisher opens none).
+    if let Some(fill) = params
+        .fill
+        .as_deref()
+        .filter(|_| params.forward != Some(false))
+        && let Some(f) = Fill::new(req.id(), fill, &params, ok.params.largest_object, order)
+    {
+        let stream = tracks.recv.expect_fetch(req.id());
+        let response = FetchResponse::fill(core, stream, f.end, f.group_order, props);
+        sub.set_fill(response);
+        task.count_fill();
+    }
     core.spawn(async move { task.run(&mut req).await });
     Ok(sub)
 }
@@ -109,6 +125,12 @@ pub(crate) async fn serve_subscribe(
         .unwrap_or_else(|| tracks.send.next_track_alias());
     let params = SubscriptionParams::from_request(&msg.params, response.largest);
     let forward = params.forward;
+    // draft-21 §9.20.22: INCLUDE_PROPERTIES 0 asks for an empty Track Properties field.
+    let track_properties = if msg.params.include_properties == Some(false) {
+        Default::default()
+    } else {
+        response.track_properties.clone()
+    };
     let ok = SubscribeOk {
         track_alias: alias,
         params: Parameters {
@@ -116,7 +138,7 @@ pub(crate) async fn serve_subscribe(
             expires: response.expires.map(millis),
             ..Default::default()
         },
-        track_properties: response.track_properties.clone(),
+        track_properties,
     };
     if let Err(e) = req.send(ok).await {
         let _ = reply.send(Err(e.clone()));
@@ -138,6 +160,12 @@ pub(crate) async fn serve_subscribe(
         params,
         response.largest,
     );
+    // draft-21 §3.4.1: FILL_PARAMETERS opens a fill fetch stream when Forward State is 1.
+    if let Some(fill) = msg.params.fill.as_deref().filter(|_| forward) {
+        let order = response.track_properties.publisher_group_order();
+        *publisher.writer().shared.fill.lock() =
+            Fill::new(id, fill, &msg.params, response.largest, order);
+    }
     let _ = reply.send(Ok(publisher.writer()));
     publisher.run(&mut req, Some(&join.0)).await
 }

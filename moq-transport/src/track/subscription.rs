@@ -15,6 +15,7 @@ use tokio::sync::{Notify, oneshot, watch};
 
 use super::params::{SubscriptionParams, ranges_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
+use super::response::FetchResponse;
 use super::send::{Finish, JoinPoint, JoinState, SubscriptionWriter, WriterShared};
 use crate::error::Error;
 use crate::request::{Event, Feed, Request, RequestHandle};
@@ -68,9 +69,29 @@ pub struct Subscription {
     request: RequestHandle,
     events: Feed<TrackEvent>,
     done: Arc<OnceLock<PublishDone>>,
+    notified: watch::Receiver<Parameters>,
+    fill: Option<FetchResponse>,
 }
 
 impl Subscription {
+    /// The fill fetch stream this subscription asked for with FILL_PARAMETERS (draft-21 §3.4,
+    /// from draft-20), once: the objects of the fill range in its group order, as a FETCH
+    /// response without FETCH_OK. `None` if it asked for none or the range was empty.
+    pub fn take_fill(&mut self) -> Option<FetchResponse> {
+        self.fill.take()
+    }
+
+    pub(crate) fn set_fill(&mut self, fill: FetchResponse) {
+        self.fill = Some(fill);
+    }
+
+    /// What the publisher's PUBLISH_STATE_NOTIFY messages said so far, each applied over the
+    /// last (draft-21 §9.10, from draft-20: LARGEST_OBJECT, FORWARD, LOCATION_FILTER now in
+    /// effect at the publisher); empty if none came.
+    pub fn publisher_state(&self) -> Parameters {
+        self.notified.borrow().clone()
+    }
+
     /// What SUBSCRIBE_OK said.
     pub fn info(&self) -> &SubscriptionInfo {
         &self.info
@@ -164,6 +185,7 @@ pub(crate) struct SubscriberTask {
     largest: Option<Location>,
     params: watch::Sender<SubscriptionParams>,
     done: Arc<OnceLock<PublishDone>>,
+    notified: watch::Sender<Parameters>,
     _registered: SinkGuard,
 }
 
@@ -189,24 +211,34 @@ pub(crate) fn new_subscription(
     let registered = recv.register(info.track_alias, &info.track, sink.clone())?;
     let done = Arc::new(OnceLock::new());
     let request = req.handle(ParamContext::UpdateSubscription);
+    let (notified, notified_rx) = watch::channel(Parameters::default());
     Ok((
         Subscription {
             info: info.clone(),
             request,
             events,
             done: done.clone(),
+            notified: notified_rx,
+            fill: None,
         },
         SubscriberTask {
             sink,
             largest: info.largest,
             params: params_tx,
             done,
+            notified,
             _registered: registered,
         },
     ))
 }
 
 impl SubscriberTask {
+    /// The subscription has a fill fetch stream: it counts in PUBLISH_DONE's Stream Count
+    /// (draft-21 §9.9) but is read apart, so it is counted as arrived.
+    pub(crate) fn count_fill(&self) {
+        self.sink.streams.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Applies parameters the subscriber sent (PUBLISH_OK) to its own view of the filters.
     pub(crate) fn apply(&self, params: &Parameters) {
         let largest = self.largest;
@@ -240,6 +272,10 @@ impl SubscriberTask {
                     req.finish();
                     let _ = self.done.set(done);
                     return Ok(());
+                }
+                // draft-21 §9.10 (from draft-20): the publisher's state changed; informative.
+                Event::Message(Message::PublishStateNotify(n)) => {
+                    self.notified.send_modify(|p| p.update_with(&n.params));
                 }
                 Event::Message(m) => return Err(req.unexpected(&m)),
                 // draft-19 §3.3.2: a FIN before PUBLISH_DONE means the request failed.
@@ -320,6 +356,7 @@ impl PublisherTask {
             reached: Notify::new(),
             finish: Mutex::new(Some(finish_tx)),
             finished: AtomicBool::new(false),
+            fill: Mutex::new(None),
         });
         PublisherTask {
             shared,
