@@ -622,7 +622,9 @@ async fn goaway_moves_a_reconnecting_client() {
 
 use moq_core::data::{ObjectStatus, SubgroupId};
 use moq_core::message::{FetchType, Parameters, RequestError};
-use moq_core::{AuthToken, Properties, RangeFilter, RangeFilterKind, RangeFilterParam};
+use moq_core::{
+    AuthToken, LocationFilter, Properties, RangeFilter, RangeFilterKind, RangeFilterParam,
+};
 use moq_transport::track::{
     FetchEnd, FetchItem, Incoming, IncomingSubgroup, IncomingSubscribe, PublishOptions,
     SubscribeResponse, TrackEvent,
@@ -2354,6 +2356,71 @@ async fn two_upstreams_feeding_one_subgroup_never_reorder_or_drop_it() {
             down.next_object().await.unwrap().is_none(),
             "the stream ends"
         );
+    })
+    .await;
+}
+
+/// draft-21 §3.4, §3.5 (from draft-20): a SUBSCRIBE through the relay with FILL_PARAMETERS gets
+/// the fill range from the relay's cache on a fill fetch stream (FETCH_HEADER with the
+/// SUBSCRIBE's Request ID, no FETCH_OK), and what is published after it on the subscription:
+/// aiomoqt's "join" (Next Object, fill relative 2: the previous group and the current one).
+#[tokio::test]
+async fn a_fill_comes_from_the_relay_cache() {
+    timeout(async {
+        let relay = relay();
+        let name = track(&ns(&["fill", "join"]), "t");
+        let Routed {
+            subscriber,
+            writer,
+            mut sub,
+            _publisher,
+            _announced,
+        } = routed(&relay, &name, SubscribeResponse::default()).await;
+        assert!(subscriber.version() >= Version::Draft20);
+        let payload = |g: u64, o: u64| bytes::Bytes::from(format!("{g}.{o}"));
+        // The current group's subgroup stays open.
+        let mut current = None;
+        for g in 0..3u64 {
+            let mut s = writer
+                .open_subgroup(g, SubgroupId::Zero, None, false)
+                .await
+                .unwrap();
+            for o in 0..2 {
+                s.write_object(o, payload(g, o)).await.unwrap();
+            }
+            if g < 2 {
+                s.finish();
+            } else {
+                current = Some(s);
+            }
+            let mut down = next_stream(&mut sub).await;
+            for o in 0..2 {
+                assert_eq!(next_payload(&mut down).await.1, payload(g, o).to_vec());
+            }
+        }
+        let params = Parameters {
+            location_filter: Some(LocationFilter::LargestObject),
+            fill: Some(Box::new(Parameters {
+                location_filter: Some(LocationFilter::RelativeGroups(2)),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let mut joined = subscriber.subscribe(name.clone(), params).await.unwrap();
+        assert_eq!(joined.info().largest, Some(Location::new(2, 1)));
+        let mut fill = joined.take_fill().expect("a fill fetch stream");
+        let mut got = Vec::new();
+        while let Some(item) = fill.next().await {
+            if let FetchItem::Object(o) = item.unwrap() {
+                got.push((o.location, o.payload));
+            }
+        }
+        let want: Vec<_> = [(1, 0), (1, 1), (2, 0), (2, 1)]
+            .into_iter()
+            .map(|(g, o)| (Location::new(g, o), payload(g, o)))
+            .collect();
+        assert_eq!(got, want);
+        drop(current);
     })
     .await;
 }
