@@ -85,6 +85,11 @@ pub async fn serve_subscription(
                 new_group(p.new_group_request);
                 continue;
             }
+            fill = writer.fill_asked() => {
+                let (track, writer) = (track.clone(), writer.clone());
+                tokio::spawn(async move { serve_fill(track, writer, fill).await });
+                continue;
+            }
             e = writer.cancelled() => {
                 for t in inflight {
                     t.abort();
@@ -277,6 +282,16 @@ pub async fn serve_fetch(track: &TrackCache, mut fetch: IncomingFetch) -> Result
     let end = clamp_end(requested_end, largest);
     let order = fetch.group_order();
     let beyond = end != requested_end;
+    // A whole group that the cache holds ends at its last object: FETCH_OK names it (from
+    // draft-20 its End Location is inclusive, and a peer may not take "the whole group").
+    let end = match track.group(end.group) {
+        Some(g) if end.object == 0 => g
+            .final_object()
+            .or_else(|| g.largest())
+            .filter(|last| Location::new(end.group, *last) >= start)
+            .map_or(end, |last| Location::new(end.group, last.saturating_add(1))),
+        _ => end,
+    };
     let end_of_track = track.is_ended() && track.malformed().is_none() && beyond;
     let w = fetch
         .accept(FetchEnd {

@@ -146,8 +146,10 @@ pub(crate) struct WriterShared {
     pub(crate) reached: Notify,
     pub(crate) finish: Mutex<Option<oneshot::Sender<Finish>>>,
     pub(crate) finished: AtomicBool,
-    /// The fill the SUBSCRIBE asked for, until the application takes it (from draft-20).
+    /// The fill the SUBSCRIBE or the last REQUEST_UPDATE asked for, until the application
+    /// takes it (from draft-20), and its signal.
     pub(crate) fill: Mutex<Option<Fill>>,
+    pub(crate) fill_asked: Notify,
 }
 
 /// A fill the subscriber asked for with FILL_PARAMETERS (draft-21 §3.4, from draft-20): the
@@ -300,6 +302,20 @@ impl SubscriptionWriter {
     /// [`SubscriptionWriter::open_fill`].
     pub fn take_fill(&self) -> Option<Fill> {
         self.shared.fill.lock().take()
+    }
+
+    /// Resolves with the next fill a REQUEST_UPDATE asks for (the SUBSCRIBE's is taken with
+    /// [`SubscriptionWriter::take_fill`] first).
+    ///
+    /// Cancel safe.
+    pub async fn fill_asked(&self) -> Fill {
+        loop {
+            let asked = self.shared.fill_asked.notified();
+            if let Some(f) = self.take_fill() {
+                return f;
+            }
+            asked.await;
+        }
     }
 
     /// Opens the fill fetch stream of `fill`: a FETCH_HEADER with its Request ID and no

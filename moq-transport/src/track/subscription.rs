@@ -16,7 +16,7 @@ use tokio::sync::{Notify, oneshot, watch};
 use super::params::{SubscriptionParams, ranges_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::response::FetchResponse;
-use super::send::{Finish, JoinPoint, JoinState, SubscriptionWriter, WriterShared};
+use super::send::{Fill, Finish, JoinPoint, JoinState, SubscriptionWriter, WriterShared};
 use crate::error::Error;
 use crate::request::{Event, Feed, Request, RequestHandle};
 use crate::session::{GoawayInfo, SessionCore};
@@ -357,6 +357,7 @@ impl PublisherTask {
             finish: Mutex::new(Some(finish_tx)),
             finished: AtomicBool::new(false),
             fill: Mutex::new(None),
+            fill_asked: Notify::new(),
         });
         PublisherTask {
             shared,
@@ -410,7 +411,7 @@ impl PublisherTask {
                     break r;
                 }
                 ev = req.next() => match ev {
-                    Event::Update(u) => match u.and_then(|u| self.update(&u.params, join)) {
+                    Event::Update(u) => match u.and_then(|u| self.update(&u, join)) {
                         Ok(ok) => req.send(ok).await?,
                         Err(e) => {
                             req.send(e).await?;
@@ -438,9 +439,10 @@ impl PublisherTask {
     /// Applies a REQUEST_UPDATE: REQUEST_OK with the Largest Location, or the refusal.
     fn update(
         &self,
-        params: &Parameters,
+        update: &moq_core::message::RequestUpdate,
         join: Option<&watch::Sender<JoinState>>,
     ) -> Result<RequestOk, RequestError> {
+        let params = &update.params;
         let largest = *self.shared.largest.lock();
         let mut next = self.params.borrow().clone();
         next.apply(params, largest);
@@ -458,6 +460,22 @@ impl PublisherTask {
         }
         let was_forwarding = self.params.borrow().forward;
         let forwarding = next.forward;
+        // draft-21 §3.4: a REQUEST_UPDATE's FILL_PARAMETERS opens a fill fetch stream of its
+        // own (its Request ID), with Forward State 1.
+        if let Some(fill) = params.fill.as_deref().filter(|_| forwarding) {
+            let subscription = Parameters {
+                location_filter: next.location_filter,
+                range_filters: next.range_filters.clone(),
+                subscriber_priority: Some(next.subscriber_priority),
+                group_order: next.group_order,
+                ..Default::default()
+            };
+            let order = self.shared.group_order;
+            if let Some(f) = Fill::new(update.request_id, fill, &subscription, largest, order) {
+                *self.shared.fill.lock() = Some(f);
+                self.shared.fill_asked.notify_waiters();
+            }
+        }
         self.params.send_replace(next);
         if let Some(join) = join
             && !was_forwarding
