@@ -23,7 +23,8 @@ use moq_core::{
     property,
 };
 use moq_transport::track::{
-    FetchEnd, FetchItem, Incoming, SubscribeResponse, Subscription, TrackEvent, TrackStatusInfo,
+    FetchEnd, FetchItem, Incoming, Object, SubscribeResponse, Subscription, TrackEvent,
+    TrackStatusInfo,
 };
 use moq_transport::{Error, Session, SessionConfig};
 
@@ -1081,6 +1082,93 @@ async fn duplicate_subscriptions_by_version() {
                 RequestErrorCode::DUPLICATE_SUBSCRIPTION
             );
             drop(first);
+        }
+    })
+    .await;
+}
+
+/// draft-21 §3.4 (from draft-20): FILL_PARAMETERS gives the publisher the fill range resolved
+/// against its Largest Object (`take_fill`), the fill fetch stream carries the SUBSCRIBE's
+/// Request ID and no FETCH_OK, its objects reach `Subscription::take_fill`, and it counts in
+/// PUBLISH_DONE's Stream Count; a fill whose range is empty opens nothing. Also §9.20.22:
+/// INCLUDE_PROPERTIES 0 leaves SUBSCRIBE_OK's Track Properties empty.
+#[tokio::test]
+async fn fill_fetch_stream_and_include_properties() {
+    timeout(async {
+        for transport in transports() {
+            for version in [Version::Draft20, Version::Draft22] {
+                let (client, server, _srv) = pair_with_requests(transport, version).await;
+                let props = Properties::new()
+                    .with_int(property::DEFAULT_PUBLISHER_PRIORITY, 7)
+                    .unwrap();
+                let response = SubscribeResponse {
+                    largest: Some(Location::new(4, 2)),
+                    track_properties: props,
+                    ..Default::default()
+                };
+                let params = Parameters {
+                    location_filter: Some(LocationFilter::LargestObject),
+                    include_properties: Some(false),
+                    fill: Some(Box::new(Parameters {
+                        location_filter: Some(LocationFilter::RelativeGroups(1)),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                };
+                let (mut sub, writer) =
+                    subscribe_accepted(&client, &server, track("fill"), params, response).await;
+                assert!(sub.info().track_properties.is_empty(), "{version}");
+                let fill = writer.take_fill().expect("a fill");
+                assert_eq!(fill.request_id, sub.request_id());
+                assert_eq!(
+                    (fill.start, fill.end),
+                    (Location::new(4, 0), Location::new(4, 2))
+                );
+                let mut w = writer.open_fill(&fill).await.unwrap();
+                for o in 0..3 {
+                    w.write(&Object {
+                        location: Location::new(4, o),
+                        subgroup: Some(0),
+                        payload: Bytes::from(format!("4.{o}")),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                }
+                w.finish();
+                let mut got = Vec::new();
+                let mut response = sub.take_fill().expect("the fill fetch stream");
+                while let Some(item) = response.next().await {
+                    if let FetchItem::Object(o) = item.unwrap() {
+                        got.push(o.location);
+                    }
+                }
+                assert_eq!(got, (0..3).map(|o| Location::new(4, o)).collect::<Vec<_>>());
+                writer
+                    .clone()
+                    .finish(PublishDoneCode::TRACK_ENDED, "bye")
+                    .await
+                    .unwrap();
+                let (_, err) = collect(&mut sub).await;
+                assert!(err.is_none(), "{err:?}");
+                assert_eq!(sub.publish_done().unwrap().stream_count, 1);
+                // Next Object as the fill's range: empty, no stream on either side.
+                let params = Parameters {
+                    fill: Some(Box::new(Parameters {
+                        location_filter: Some(LocationFilter::LargestObject),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                };
+                let response = SubscribeResponse {
+                    largest: Some(Location::new(4, 2)),
+                    ..Default::default()
+                };
+                let (mut sub, writer) =
+                    subscribe_accepted(&client, &server, track("empty"), params, response).await;
+                assert!(writer.take_fill().is_none());
+                assert!(sub.take_fill().is_none());
+            }
         }
     })
     .await;

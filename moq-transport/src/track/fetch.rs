@@ -12,7 +12,7 @@ use moq_core::{FullTrackName, GroupOrder, Location};
 use tokio::sync::watch;
 
 use super::incoming::{FetchDecision, Incoming, IncomingFetch};
-use super::params::{last_covered, stream_priority};
+use super::params::{answer_properties, last_covered, stream_priority};
 use super::response::FetchResponse;
 use super::send::{FetchEnd, FetchWriter, JoinPoint};
 use super::state::{Asked, TrackState, no_such_track};
@@ -230,7 +230,7 @@ pub(crate) async fn serve_fetch(
         end_of_track: fetch_end.end_of_track,
         end_location: fetch_end.end,
         params: Parameters::default(),
-        track_properties: fetch_end.track_properties,
+        track_properties: answer_properties(&msg.params, fetch_end.track_properties),
     })
     .await?;
     let _ = reply.send(Ok(fw));

@@ -278,6 +278,17 @@ pub fn fill_range(
     (start <= end).then_some((start, end))
 }
 
+/// The Track Properties an answer (SUBSCRIBE_OK, FETCH_OK, TRACK_STATUS_OK) carries for a
+/// request with `request`'s parameters: none if it asked with INCLUDE_PROPERTIES 0 (draft-21
+/// §9.20.22, from draft-20: the field stays, empty).
+pub(crate) fn answer_properties(request: &Parameters, props: Properties) -> Properties {
+    if request.include_properties == Some(false) {
+        Properties::default()
+    } else {
+        props
+    }
+}
+
 /// INVALID_FILTER for more Range Filter ranges than we allow (draft-19 §10.3.1.6), or any on a
 /// version without Range Filters.
 pub(crate) fn filter_budget(core: &SessionCore, params: &Parameters) -> Option<RequestError> {

@@ -7,7 +7,7 @@ use moq_core::FullTrackName;
 use moq_core::message::{ParamContext, Parameters, RequestOk, TrackStatus};
 
 use super::incoming::{Incoming, IncomingTrackStatus, TrackStatusInfo};
-use super::params::ms;
+use super::params::{answer_properties, ms};
 use super::state::{Asked, TrackState, no_such_track};
 use crate::error::Error;
 use crate::request::Request;
@@ -50,6 +50,7 @@ pub(crate) async fn serve_track_status(
     if let Err(e) = admitted.await {
         return req.refuse(e).await;
     }
+    let include = msg.params.clone();
     let make = |decision| {
         Incoming::TrackStatus(IncomingTrackStatus {
             track,
@@ -69,7 +70,7 @@ pub(crate) async fn serve_track_status(
             // reading it strictly would close the session (we accept it, §10.14).
             ..Default::default()
         },
-        track_properties: info.track_properties,
+        track_properties: answer_properties(&include, info.track_properties),
     })
     .await?;
     // draft-19 §10.14: FIN after TRACK_STATUS_OK or REQUEST_ERROR.

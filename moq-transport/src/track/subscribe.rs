@@ -8,7 +8,7 @@ use moq_core::message::{Message, Parameters, RequestError, Subscribe, SubscribeO
 use tokio::sync::watch;
 
 use super::incoming::{Incoming, IncomingSubscribe, SubscribeDecision};
-use super::params::{SubscriptionParams, millis, ms};
+use super::params::{SubscriptionParams, answer_properties, millis, ms};
 use super::response::FetchResponse;
 use super::send::{Fill, JoinPoint, JoinState};
 use super::state::{Asked, TrackState, no_such_track};
@@ -125,12 +125,7 @@ pub(crate) async fn serve_subscribe(
         .unwrap_or_else(|| tracks.send.next_track_alias());
     let params = SubscriptionParams::from_request(&msg.params, response.largest);
     let forward = params.forward;
-    // draft-21 §9.20.22: INCLUDE_PROPERTIES 0 asks for an empty Track Properties field.
-    let track_properties = if msg.params.include_properties == Some(false) {
-        Default::default()
-    } else {
-        response.track_properties.clone()
-    };
+    let track_properties = answer_properties(&msg.params, response.track_properties.clone());
     let ok = SubscribeOk {
         track_alias: alias,
         params: Parameters {
