@@ -284,6 +284,18 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
     }
 }
 
+/// A uint8 parameter that may only be 0 or 1; any other value is a PROTOCOL_VIOLATION.
+fn get_flag<B: Buf>(buf: &mut B, field: &'static str) -> Result<bool, DecodeError> {
+    match buf.get_byte()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        x => Err(DecodeError::InvalidValue {
+            field,
+            value: x.into(),
+        }),
+    }
+}
+
 /// True if parameter `ty` may appear in `ctx` under `version`.
 ///
 /// ```
@@ -556,19 +568,8 @@ impl Parameters {
             param::EXPIRES => self.expires = Some(buf.get_varint(v)?),
             param::LARGEST_OBJECT => self.largest_object = Some(Location::decode(buf, v)?),
             param::FILL_TIMEOUT => self.fill_timeout = Some(buf.get_varint(v)?),
-            param::FORWARD => {
-                // draft-19 §10.2.17: FORWARD other than 0 or 1 is a PROTOCOL_VIOLATION.
-                self.forward = Some(match buf.get_byte()? {
-                    0 => false,
-                    1 => true,
-                    x => {
-                        return Err(DecodeError::InvalidValue {
-                            field: "FORWARD",
-                            value: x.into(),
-                        });
-                    }
-                })
-            }
+            // draft-19 §10.2.17: FORWARD other than 0 or 1 is a PROTOCOL_VIOLATION.
+            param::FORWARD => self.forward = Some(get_flag(buf, "FORWARD")?),
             param::SUBSCRIBER_PRIORITY => self.subscriber_priority = Some(buf.get_byte()?),
             param::LOCATION_FILTER => {
                 self.location_filter = Some(match v.filter_encoding() {
@@ -594,16 +595,7 @@ impl Parameters {
             }
             // draft-21 §9.20.22: other than 0 or 1 is a PROTOCOL_VIOLATION.
             param::INCLUDE_PROPERTIES => {
-                self.include_properties = Some(match buf.get_byte()? {
-                    0 => false,
-                    1 => true,
-                    x => {
-                        return Err(DecodeError::InvalidValue {
-                            field: "INCLUDE_PROPERTIES",
-                            value: x.into(),
-                        });
-                    }
-                })
+                self.include_properties = Some(get_flag(buf, "INCLUDE_PROPERTIES")?)
             }
             param::TRACK_NAMESPACE_PREFIX => {
                 self.track_namespace_prefix = Some(TrackNamespace::decode(buf, v)?)
