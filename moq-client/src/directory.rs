@@ -17,14 +17,14 @@ use moq_core::{FullTrackName, Location, TrackNamespace};
 use moq_transport::WeakSession;
 use moq_transport::namespace::PrefixTrie;
 use moq_transport::track::{
-    Incoming, IncomingFetch, IncomingSubscribe, IncomingSubscribeTracks, IncomingTrackStatus,
-    PublishOptions, SubscribeResponse, SubscriptionParams, TrackStatusInfo,
+    Fill, Incoming, IncomingFetch, IncomingSubscribe, IncomingSubscribeTracks, IncomingTrackStatus,
+    PublishOptions, SubscribeResponse, SubscriptionParams, SubscriptionWriter, TrackStatusInfo,
 };
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::cache::TrackCache;
-use crate::serve::{ServeOptions, serve_fetch, serve_subscription};
+use crate::serve::{ServeOptions, serve_fetch, serve_fill, serve_subscription};
 
 /// Something held while a subscription is served (see [`Upstream::subscribe`]).
 pub type Hold = Box<dyn std::any::Any + Send>;
@@ -77,6 +77,12 @@ pub trait Upstream: Send + Sync + 'static {
         name: &FullTrackName,
         held: Option<TrackCache>,
     ) -> Result<TrackStatusInfo, RequestError>;
+
+    /// A fill fetch stream a subscriber of `track` asked for with FILL_PARAMETERS (draft-21
+    /// §3.4, from draft-20). The default serves it from the cache.
+    async fn fill(&self, track: TrackCache, writer: SubscriptionWriter, fill: Fill) {
+        let _ = serve_fill(track, writer, fill).await;
+    }
 
     /// What to hold while `track` is served to a SUBSCRIBE_TRACKS subscriber.
     fn forwarding(&self, _track: &TrackCache) -> Hold {
@@ -446,6 +452,14 @@ impl Directory {
         let Ok(writer) = req.accept(response).await else {
             return;
         };
+        // A fill the upstream may have to complete (the SUBSCRIBE's; a REQUEST_UPDATE's is
+        // served from the cache by serve_subscription).
+        if let Some(up) = &self.shared.upstream
+            && let Some(fill) = writer.take_fill()
+        {
+            let (up, track, writer) = (up.clone(), track.clone(), writer.clone());
+            tokio::spawn(async move { up.fill(track, writer, fill).await });
+        }
         let _ = serve_subscription(track, writer, self.shared.options.serve.clone()).await;
     }
 

@@ -408,8 +408,8 @@ async fn write_range(
 }
 
 /// Serves the fill fetch stream a subscription asked for (FILL_PARAMETERS, draft-21 §3.4) from
-/// the cache.
-async fn serve_fill(
+/// the cache: what it holds of the range, with End of Unknown Range markers for what it lacks.
+pub async fn serve_fill(
     track: TrackCache,
     writer: SubscriptionWriter,
     fill: Fill,

@@ -13,7 +13,7 @@ use moq_client::cache::TrackCache;
 use moq_client::cache::{CachedObject, DATAGRAM_SUBGROUP, Malformed, Subgroup, SubgroupEnd};
 use moq_client::directory::{Directory, DirectoryOptions, Hold, Peer, Source, Upstream, status_of};
 use moq_client::malformed::TrackCheck;
-use moq_client::serve::{DEFAULT_FILL_TIMEOUT, serve_fetch};
+use moq_client::serve::{DEFAULT_FILL_TIMEOUT, serve_fetch, serve_fill};
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::data::RangeEnd;
 use moq_core::message::{FetchType, Parameters, RequestError};
@@ -21,8 +21,9 @@ use moq_core::{FullTrackName, GroupOrder, Location, Properties, TrackNamespace};
 use moq_transport::endpoint::{Server, ServerConfig};
 use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie};
 use moq_transport::track::{
-    FetchEnd, FetchItem, Incoming, IncomingFetch, IncomingPublish, IncomingSubgroup, JoiningStart,
-    Object, Subscription, TrackEvent, TrackStatusInfo, last_covered,
+    FetchEnd, FetchItem, FetchResponse, FetchWriter, Fill, Incoming, IncomingFetch,
+    IncomingPublish, IncomingSubgroup, JoiningStart, Object, Subscription, SubscriptionWriter,
+    TrackEvent, TrackStatusInfo, last_covered,
 };
 use moq_transport::{Error, Session, SessionConfig};
 use tokio::sync::watch;
@@ -871,6 +872,15 @@ impl RelayUpstream {
 
 #[async_trait]
 impl Upstream for RelayUpstream {
+    async fn fill(&self, track: TrackCache, writer: SubscriptionWriter, fill: Fill) {
+        match self.inner() {
+            Ok(inner) => fill_from_upstream_or_cache(inner, track, writer, fill).await,
+            Err(_) => {
+                let _ = serve_fill(track, writer, fill).await;
+            }
+        }
+    }
+
     async fn subscribe(
         &self,
         _peer: u64,
@@ -962,7 +972,7 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     let asked = Instant::now();
     let answer = tokio::time::timeout(budget, route.session.fetch(request, params)).await;
     budget = budget.saturating_sub(asked.elapsed());
-    let mut upstream = match answer {
+    let upstream = match answer {
         Ok(Ok(r)) => r,
         Ok(Err(Error::Rejected(e))) => return f.reject(*e),
         Ok(Err(e)) => {
@@ -975,9 +985,24 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     };
     let (start, order) = (f.start(), f.group_order());
     let end = upstream.end().end;
-    let Ok(mut w) = f.accept(upstream.end().clone()).await else {
+    let Ok(w) = f.accept(upstream.end().clone()).await else {
         return;
     };
+    pipe(upstream, w, budget, start, end, order).await;
+}
+
+/// Copies an upstream fetch response onto a fetch stream (a FETCH's, or a fill's) within
+/// `budget` of waiting on the upstream: once it is spent, the rest of `start`..`end` is an End of
+/// Timed-Out Range (draft-21 §9.20.6); a malformed track resets the stream with
+/// MALFORMED_TRACK (draft-19 §2.4.2), and dropping the upstream response cancels it.
+async fn pipe(
+    mut upstream: FetchResponse,
+    mut w: FetchWriter,
+    mut budget: Duration,
+    start: Location,
+    end: Location,
+    order: GroupOrder,
+) {
     let check = TrackCheck::new();
     loop {
         let waiting = Instant::now();
@@ -986,8 +1011,6 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
         let res = match item {
             Ok(None) => break,
             Ok(Some(Ok(FetchItem::Object(o)))) => {
-                // draft-19 §2.4.2: a malformed track resets the fetch stream (and dropping the
-                // upstream FETCH cancels it).
                 if check.object(o.subgroup, &o).is_err() {
                     w.abort(StreamResetCode::MALFORMED_TRACK);
                     return;
@@ -1015,6 +1038,54 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
         }
     }
     w.finish();
+}
+
+/// A fill a downstream subscriber asked for (FILL_PARAMETERS, draft-21 §3.4): from the cache if
+/// it holds the range, else by an upstream FETCH of it (§9.11: a relay MUST ask upstream for
+/// objects of unknown status) within the fill's budget; without a publisher, from the cache.
+async fn fill_from_upstream_or_cache(
+    inner: Arc<Inner>,
+    track: TrackCache,
+    writer: SubscriptionWriter,
+    fill: Fill,
+) {
+    let end = Location::new(fill.end.group, fill.end.object.saturating_add(1));
+    let route = routes_for(&inner, &track.name().namespace)
+        .into_iter()
+        .next();
+    let (Some(route), false) = (route, track.covers(fill.start, end)) else {
+        inner.metrics.fetch_cached.fetch_add(1, Ordering::Relaxed);
+        let _ = serve_fill(track, writer, fill).await;
+        return;
+    };
+    inner.metrics.fetch_upstream.fetch_add(1, Ordering::Relaxed);
+    let budget = fill
+        .fill_timeout
+        .map_or(DEFAULT_FILL_TIMEOUT, Duration::from_millis)
+        .min(MAX_FILL_TIMEOUT);
+    let request = FetchType::Standalone {
+        track: track.name().clone(),
+        start: fill.start,
+        end,
+    };
+    let params = Parameters {
+        group_order: Some(fill.group_order),
+        ..Default::default()
+    };
+    let asked = Instant::now();
+    let answer = tokio::time::timeout(budget, route.session.fetch(request, params)).await;
+    let Ok(Ok(upstream)) = answer else {
+        // draft-21 §3.4.1: a fill that cannot be served is opened and reset.
+        if let Ok(w) = writer.open_fill(&fill).await {
+            w.abort(StreamResetCode::INTERNAL_ERROR);
+        }
+        return;
+    };
+    let Ok(w) = writer.open_fill(&fill).await else {
+        return;
+    };
+    let budget = budget.saturating_sub(asked.elapsed());
+    pipe(upstream, w, budget, fill.start, end, fill.group_order).await;
 }
 
 /// The longest a FETCH waits for upstream fills, whatever its FILL_TIMEOUT asks (draft-19

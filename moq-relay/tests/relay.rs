@@ -2424,3 +2424,77 @@ async fn a_fill_comes_from_the_relay_cache() {
     })
     .await;
 }
+
+/// draft-21 §3.4, §9.11: a fill the relay's cache does not hold (the track's first subscriber
+/// asks for the current group, published before the relay joined) comes from an upstream
+/// FETCH of the fill range, piped onto the fill fetch stream.
+#[tokio::test]
+async fn a_fill_the_cache_lacks_comes_from_upstream() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["fill", "upstream"]);
+        let name = track(&n, "t");
+        let publisher = transport_session(&relay, false).await;
+        let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
+        relay_knows(&relay, &n).await;
+        let subscriber = transport_session(&relay, false).await;
+        let params = Parameters {
+            location_filter: Some(LocationFilter::LargestObject),
+            fill: Some(Box::new(Parameters {
+                location_filter: Some(LocationFilter::RelativeGroups(1)),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let pending = {
+            let (s, name) = (subscriber.clone(), name.clone());
+            tokio::spawn(async move { s.subscribe(name, params).await })
+        };
+        let _writer = next_subscribe(&publisher)
+            .await
+            .accept(SubscribeResponse {
+                largest: Some(Location::new(5, 2)),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut sub = pending.await.unwrap().unwrap();
+        let upstream = match publisher.incoming().next().await.unwrap() {
+            Incoming::Fetch(f) => f,
+            other => panic!("expected FETCH, got {other:?}"),
+        };
+        assert_eq!(
+            (upstream.start(), upstream.end()),
+            (Location::new(5, 0), Location::new(5, 3))
+        );
+        let mut w = upstream
+            .accept(FetchEnd {
+                end_of_track: false,
+                end: Location::new(5, 3),
+                track_properties: Properties::default(),
+            })
+            .await
+            .unwrap();
+        for o in 0..3 {
+            w.write(&moq_transport::track::Object {
+                location: Location::new(5, o),
+                subgroup: Some(0),
+                payload: bytes::Bytes::from(format!("5.{o}")),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        }
+        w.finish();
+        let mut fill = sub.take_fill().expect("a fill fetch stream");
+        let mut got = Vec::new();
+        while let Some(item) = fill.next().await {
+            if let FetchItem::Object(o) = item.unwrap() {
+                got.push(o.location);
+            }
+        }
+        assert_eq!(got, (0..3).map(|o| Location::new(5, o)).collect::<Vec<_>>());
+        assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 1);
+    })
+    .await;
+}

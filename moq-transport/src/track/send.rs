@@ -168,6 +168,8 @@ pub struct Fill {
     pub subscriber_priority: u8,
     /// The Range Filters its objects must pass.
     pub range_filters: Vec<moq_core::RangeFilterParam>,
+    /// Its FILL_TIMEOUT (ms), if it gave one: a relay's budget for upstream fills.
+    pub fill_timeout: Option<u64>,
 }
 
 impl Fill {
@@ -200,6 +202,7 @@ impl Fill {
                 .or(subscription.subscriber_priority)
                 .unwrap_or(128),
             range_filters: filters.clone(),
+            fill_timeout: fill.fill_timeout,
         })
     }
 }
