@@ -617,7 +617,11 @@ impl IncomingTrack {
     ///
     /// Dropping the future before it resolves refuses the track.
     pub async fn accept(self, options: SubscribeOptions) -> Result<TrackConsumer, Error> {
-        let sub = self.inner.accept(options.to_parameters(false)).await?;
+        // Accepting a track asks for its objects: FORWARD 1 unless the options say otherwise
+        // (from draft-20 the PUBLISH's own FORWARD stands until changed, draft-21 §9.8).
+        let mut params = options.to_parameters(false);
+        params.forward.get_or_insert(true);
+        let sub = self.inner.accept(params).await?;
         let order = options
             .group_order
             .unwrap_or_else(|| sub.info().group_order());

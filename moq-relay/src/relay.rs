@@ -1180,7 +1180,14 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
             .or_insert_with(|| RelayTrack::new(&inner, &name, info.track_properties.clone(), true))
             .clone()
     };
-    let Ok(sub) = p.accept(Parameters::default()).await else {
+    // The relay takes every object of a PUBLISHed track (it forwards to whoever subscribes).
+    // Until draft-19 an absent FORWARD in PUBLISH_OK means 1; from draft-20 the PUBLISH's own
+    // FORWARD stands until a REQUEST_UPDATE changes it (draft-21 §9.8), so it is asked for.
+    let forward = Parameters {
+        forward: Some(true),
+        ..Default::default()
+    };
+    let Ok(sub) = p.accept(forward).await else {
         return;
     };
     track.cache.set_properties(info.track_properties.clone());

@@ -664,11 +664,24 @@ async fn write_first_object(w: &moq_transport::track::SubscriptionWriter, payloa
 /// A moq-transport session to the relay that takes requests itself (SUBSCRIBE, FETCH, PUBLISH
 /// ...), offering every version (the relay picks draft-19).
 async fn transport_session(relay: &Relay, webtransport: bool) -> moq_transport::Session {
+    transport_session_with(relay, webtransport, Version::ALL.to_vec()).await
+}
+
+/// A raw moq-transport session to the relay over raw QUIC, offering only `version`.
+async fn transport_session_at(relay: &Relay, version: Version) -> moq_transport::Session {
+    transport_session_with(relay, false, vec![version]).await
+}
+
+async fn transport_session_with(
+    relay: &Relay,
+    webtransport: bool,
+    versions: Vec<Version>,
+) -> moq_transport::Session {
     let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
         tls: moq_transport::tls::ClientTls::pinned(
             moq_transport::tls::parse_fingerprint(relay.fingerprint()).unwrap(),
         ),
-        versions: Version::ALL.to_vec(),
+        versions,
         session: moq_transport::SessionConfig::default().with_requests(),
         share_indexes: false,
     })
@@ -2495,6 +2508,37 @@ async fn a_fill_the_cache_lacks_comes_from_upstream() {
         }
         assert_eq!(got, (0..3).map(|o| Location::new(5, o)).collect::<Vec<_>>());
         assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 1);
+    })
+    .await;
+}
+
+/// draft-21 §9.8 (from draft-20): PUBLISH_OK carries no parameter, so a PUBLISH sent with
+/// FORWARD 0 stays unforwarded until the subscriber's REQUEST_UPDATE: the relay, which takes
+/// every PUBLISHed track, asks for FORWARD 1 (aiomoqt's publish-track-subscribe).
+#[tokio::test]
+async fn a_publish_with_forward_zero_is_asked_to_forward() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["forward", "zero"]);
+        for version in [Version::Draft19, Version::Draft20, Version::Draft22] {
+            let publisher = transport_session_at(&relay, version).await;
+            let options = PublishOptions {
+                subscription: Parameters {
+                    forward: Some(false),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let p = publisher
+                .publish(track(&n, &format!("v{}", version.draft())), options)
+                .await
+                .unwrap();
+            p.accepted().await.unwrap();
+            let w = p.writer();
+            while !w.params().forward {
+                w.params_changed().await.unwrap();
+            }
+        }
     })
     .await;
 }

@@ -206,11 +206,6 @@ pub(crate) async fn serve_publish(
         .await;
     match decision {
         Asked::Answer((Ok(params), reply)) => {
-            if let Err(e) = params.validate(ParamContext::PublishOk, core.version()) {
-                let _ = reply.send(Err(e.into()));
-                req.cancel(StreamResetCode::INTERNAL_ERROR);
-                return Ok(());
-            }
             // From draft-20 PUBLISH_OK carries no subscription parameter (draft-21 §9.8):
             // the subscriber's choices follow in a REQUEST_UPDATE.
             let (ok, update) = if core.version().has_fill() {
@@ -226,6 +221,18 @@ pub(crate) async fn serve_publish(
             } else {
                 (params.clone(), Parameters::default())
             };
+            let v = core.version();
+            let valid =
+                ok.validate(ParamContext::PublishOk, v)
+                    .and_then(|()| match update.is_empty() {
+                        true => Ok(()),
+                        false => update.validate(ParamContext::UpdateSubscription, v),
+                    });
+            if let Err(e) = valid {
+                let _ = reply.send(Err(e.into()));
+                req.cancel(StreamResetCode::INTERNAL_ERROR);
+                return Ok(());
+            }
             req.send(RequestOk {
                 params: ok,
                 track_properties: Properties::new(),
