@@ -1173,3 +1173,40 @@ async fn fill_fetch_stream_and_include_properties() {
     })
     .await;
 }
+
+/// draft-21 §9.10 (from draft-20): the publisher's PUBLISH_STATE_NOTIFY carries its Largest
+/// Object and reaches the subscriber's `publisher_state`; before draft-20 there is none to send.
+#[tokio::test]
+async fn publish_state_notify_reaches_the_subscriber() {
+    timeout(async {
+        for version in [Version::Draft19, Version::Draft20, Version::Draft22] {
+            let (client, server, _srv) = pair_with_requests(Transport::Quic, version).await;
+            let (mut sub, writer) = subscribe_accepted(
+                &client,
+                &server,
+                track("state"),
+                Parameters::default(),
+                SubscribeResponse::default(),
+            )
+            .await;
+            let mut s = writer
+                .open_subgroup(5, SubgroupId::Zero, None, false)
+                .await
+                .unwrap();
+            s.write_object(0, Bytes::from_static(b"x")).await.unwrap();
+            let sent = writer.notify_state(Parameters::default());
+            if version < Version::Draft20 {
+                assert!(sent.is_err());
+                continue;
+            }
+            sent.unwrap();
+            let state = sub.publisher_state_changed().await.unwrap();
+            assert_eq!(state.largest_object, Some(Location::new(5, 0)));
+            assert_eq!(
+                sub.publisher_state().largest_object,
+                Some(Location::new(5, 0))
+            );
+        }
+    })
+    .await;
+}

@@ -150,6 +150,8 @@ pub(crate) struct WriterShared {
     /// takes it (from draft-20), and its signal.
     pub(crate) fill: Mutex<Option<Fill>>,
     pub(crate) fill_asked: Notify,
+    /// PUBLISH_STATE_NOTIFYs for the request task to send.
+    pub(crate) notify: tokio::sync::mpsc::Sender<moq_core::message::Parameters>,
 }
 
 /// A fill the subscriber asked for with FILL_PARAMETERS (draft-21 §3.4, from draft-20): the
@@ -305,6 +307,32 @@ impl SubscriptionWriter {
     /// [`SubscriptionWriter::open_fill`].
     pub fn take_fill(&self) -> Option<Fill> {
         self.shared.fill.lock().take()
+    }
+
+    /// Tells the subscriber that the subscription's state changed for a reason of the
+    /// publisher's own (PUBLISH_STATE_NOTIFY, draft-21 §9.10, from draft-20): `params` holds
+    /// the values that changed (LOCATION_FILTER, FORWARD; LARGEST_OBJECT is added when known).
+    /// A subscriber-controlled value may only be changed when the subscriber asked for it.
+    /// Before draft-20 there is no such message: `Err(Error::Invalid)`.
+    pub fn notify_state(&self, mut params: moq_core::message::Parameters) -> Result<(), Error> {
+        let s = &self.shared;
+        s.check_open()?;
+        if !s.core.version().has_fill() {
+            return Err(Error::Invalid(
+                "PUBLISH_STATE_NOTIFY exists from draft-20".into(),
+            ));
+        }
+        // draft-21 §9.10: LARGEST_OBJECT MUST be included if known.
+        params.largest_object = params.largest_object.or(*s.largest.lock());
+        params
+            .validate(
+                moq_core::message::ParamContext::PublishStateNotify,
+                s.core.version(),
+            )
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        s.notify
+            .try_send(params)
+            .map_err(|_| Error::Invalid("too many state notifications queued".into()))
     }
 
     /// Resolves with the next fill a REQUEST_UPDATE asks for (the SUBSCRIBE's is taken with

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
 use moq_core::message::{
-    FetchType, Message, ParamContext, Parameters, PublishDone, RequestError, RequestOk,
+    FetchType, Message, ParamContext, Parameters, PublishDone, PublishStateNotify, RequestError,
+    RequestOk,
 };
 use moq_core::{FullTrackName, GroupOrder, Location, Properties};
 use parking_lot::Mutex;
-use tokio::sync::{Notify, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use super::params::{SubscriptionParams, ranges_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
@@ -90,6 +91,15 @@ impl Subscription {
     /// effect at the publisher); empty if none came.
     pub fn publisher_state(&self) -> Parameters {
         self.notified.borrow().clone()
+    }
+
+    /// Waits for the next PUBLISH_STATE_NOTIFY and returns the state after it; `None` once the
+    /// subscription ended.
+    ///
+    /// Cancel safe.
+    pub async fn publisher_state_changed(&mut self) -> Option<Parameters> {
+        self.notified.changed().await.ok()?;
+        Some(self.notified.borrow_and_update().clone())
     }
 
     /// What SUBSCRIBE_OK said.
@@ -175,6 +185,9 @@ impl futures::Stream for Subscription {
         self.events.poll_next(cx)
     }
 }
+
+/// PUBLISH_STATE_NOTIFY messages queued for the request stream.
+const NOTIFY_QUEUE: usize = 16;
 
 /// Queue of subgroup streams and datagrams a subscription holds for the application.
 const EVENT_QUEUE: usize = 1024;
@@ -319,6 +332,7 @@ pub(crate) struct PublisherTask {
     params: watch::Sender<SubscriptionParams>,
     ended: watch::Sender<Option<Error>>,
     finish: oneshot::Receiver<Finish>,
+    notify: mpsc::Receiver<Parameters>,
 }
 
 impl PublisherTask {
@@ -338,7 +352,9 @@ impl PublisherTask {
         let (params_tx, params_rx) = watch::channel(params);
         let (ended_tx, ended_rx) = watch::channel(None);
         let (finish_tx, finish_rx) = oneshot::channel();
+        let (notify_tx, notify) = mpsc::channel(NOTIFY_QUEUE);
         let shared = Arc::new(WriterShared {
+            notify: notify_tx,
             core: core.clone(),
             request_id,
             track_alias: alias,
@@ -364,6 +380,7 @@ impl PublisherTask {
             params: params_tx,
             ended: ended_tx,
             finish: finish_rx,
+            notify,
         }
     }
 
@@ -409,6 +426,10 @@ impl PublisherTask {
                     req.finish();
                     let _ = f.sent.send(r.clone());
                     break r;
+                }
+                // draft-21 §9.10: the publisher's state changed.
+                Some(params) = self.notify.recv() => {
+                    req.send(PublishStateNotify { params }).await?;
                 }
                 ev = req.next() => match ev {
                     Event::Update(u) => match u.and_then(|u| self.update(&u, join)) {
