@@ -1012,3 +1012,25 @@ fn timed_out_range() {
             .is_err()
     );
 }
+
+/// TRACK_NAMESPACE_PREFIX (0x34) in a REQUEST_UPDATE: bare, as the text encodes it (and as we
+/// send it); aiomoqt 0.13.3 length-prefixes it at draft-20, which is taken too.
+#[test]
+fn track_namespace_prefix_both_ways() {
+    let msg = RequestUpdate {
+        request_id: 4,
+        params: Parameters {
+            track_namespace_prefix: Some(ns(&["a", "b"])),
+            ..Default::default()
+        },
+    };
+    let bare = [
+        0x02, 0x00, 0x08, 0x04, 0x01, 0x34, 0x02, 0x01, b'a', 0x01, b'b',
+    ];
+    check(&bare, msg.clone(), D20);
+    check(&bare, msg.clone(), D22);
+    let aiomoqt_d20 = [
+        0x02, 0x00, 0x09, 0x04, 0x01, 0x34, 0x05, 0x02, 0x01, b'a', 0x01, b'b',
+    ];
+    assert_eq!(decode(&aiomoqt_d20, D20).unwrap(), Message::from(msg));
+}

@@ -284,6 +284,16 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
     }
 }
 
+/// A Track Namespace behind a Length that covers it exactly, and the bytes both take.
+fn length_prefixed_namespace(bytes: &[u8], v: Version) -> Option<(TrackNamespace, usize)> {
+    let mut cur = bytes;
+    let len = usize::try_from(cur.get_varint(v).ok()?).ok()?;
+    let header = bytes.len() - cur.len();
+    let mut body = cur.get(..len)?;
+    let ns = TrackNamespace::decode(&mut body, v).ok()?;
+    body.is_empty().then_some((ns, header + len))
+}
+
 /// A uint8 parameter that may only be 0 or 1; any other value is a PROTOCOL_VIOLATION.
 fn get_flag<B: Buf>(buf: &mut B, field: &'static str) -> Result<bool, DecodeError> {
     match buf.get_byte()? {
@@ -598,7 +608,17 @@ impl Parameters {
                 self.include_properties = Some(get_flag(buf, "INCLUDE_PROPERTIES")?)
             }
             param::TRACK_NAMESPACE_PREFIX => {
-                self.track_namespace_prefix = Some(TrackNamespace::decode(buf, v)?)
+                // draft-21 §9.20.21 gives it the Track Namespace encoding, no Length; aiomoqt
+                // 0.13.3 length-prefixes it at draft-20. Both are taken at 20-21: a Length whose
+                // bytes are exactly one Track Namespace is that prefix (docs/interop.md).
+                if v.filter_encoding() == FilterEncoding::Length
+                    && let Some((ns, used)) = length_prefixed_namespace(buf.chunk(), v)
+                {
+                    buf.advance(used);
+                    self.track_namespace_prefix = Some(ns);
+                } else {
+                    self.track_namespace_prefix = Some(TrackNamespace::decode(buf, v)?)
+                }
             }
             _ => {
                 let Some(kind) = RangeFilterKind::from_param_type(ty) else {
