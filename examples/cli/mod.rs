@@ -19,7 +19,7 @@ pub(crate) struct Connect {
     /// Trust any certificate (development only).
     #[arg(long)]
     pub(crate) insecure: bool,
-    /// Offer only this draft (18 or 19); default: both, 19 preferred.
+    /// Offer only this draft (18 to 22); default: all of them, the newest preferred.
     #[arg(long, value_parser = parse_draft)]
     pub(crate) draft: Option<Version>,
 }
@@ -59,11 +59,14 @@ impl Connect {
 }
 
 fn parse_draft(s: &str) -> Result<Version, String> {
-    match s {
-        "18" => Ok(Version::Draft18),
-        "19" => Ok(Version::Draft19),
-        _ => Err(format!("unsupported draft {s:?} (18 or 19)")),
-    }
+    let supported = || {
+        let drafts: Vec<String> = Version::ALL.iter().map(|v| v.draft().to_string()).collect();
+        drafts.join(", ")
+    };
+    s.parse()
+        .ok()
+        .and_then(Version::from_draft)
+        .ok_or_else(|| format!("unsupported draft {s:?} ({})", supported()))
 }
 
 /// `a/b/c` as a namespace of three fields; `` as the empty prefix.
