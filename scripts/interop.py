@@ -53,9 +53,19 @@ PEER_NAMES = {
     "cloudflare": "Cloudflare moq-relay-ietf 0.8.0",
 }
 
-# Which drafts each relay speaks (of the ones we speak).
-RELAY_DRAFTS = {"ours": [18, 19], "aiomoqt": [18], "moq-dev": [18, 19], "cloudflare": [18]}
-RELAY_DRAFTS_EXTRA = {"moq-dev-cluster": [19]}
+# Which drafts each relay speaks (of the ones we speak: 18 to 22). aiomoqt speaks 14, 16, 18,
+# 20 and 22 (no 19, no 21); moq-dev's relay 14 to 22; Cloudflare's 18 only.
+RELAY_DRAFTS = {
+    "ours": [18, 19, 20, 21, 22],
+    "aiomoqt": [18, 20, 22],
+    "moq-dev": [18, 19, 20, 21, 22],
+    "cloudflare": [18],
+}
+# The drafts aiomoqt's interop client runs against our relay (the ones both speak).
+AIOMOQT_CLIENT_DRAFTS = [18, 20, 22]
+# The moq-dev relays that dial ours as a cluster peer, one per draft of the link.
+CLUSTER_DRAFTS = [19, 20]
+RELAY_DRAFTS_EXTRA = {f"moq-dev-cluster-{d}": [d] for d in CLUSTER_DRAFTS}
 TRANSPORTS = {"quic": "moqt", "wt": "https"}
 
 
@@ -70,7 +80,8 @@ def reason(out: str, err: str, rc: int) -> str:
         if line == "Caused by:" and i + 1 < len(lines):
             return lines[i + 1][:200]
     for line in lines:
-        if line.startswith("Error:"):
+        # anyhow's "Error:", or clap's "error:" for a command line it refuses.
+        if line.startswith(("Error:", "error:")):
             return line[:200]
     return (lines[-1] if lines else f"exit {rc}")[:200]
 
@@ -215,6 +226,12 @@ def parse_tap(out: str) -> dict[str, tuple[str, str]]:
     return results
 
 
+def clock_drafts(o: Outcome) -> tuple[int, int]:
+    """A clock row's publisher and subscriber drafts (its case is "clock-dP>dS")."""
+    m = re.match(r"clock-d(\d+)>d(\d+)", o.case)
+    return (int(m.group(1)), int(m.group(2))) if m else (o.draft, o.draft)
+
+
 class Matrix:
     def __init__(self, only: str | None) -> None:
         self.only = only
@@ -260,6 +277,7 @@ class Matrix:
                 MOQDEV_RELAY, "--listen", f"127.0.0.1:{p['moq-dev']}", "--listen-tls-cert", cert,
                 "--listen-tls-key", key, "--auth-public", "**", "--log-level", "info",
             ],
+            {"RUST_LOG": "info"},
         )
         self.procs.start(
             "relay-cloudflare",
@@ -311,21 +329,25 @@ class Matrix:
                     self.collect("ours", relay, draft, transport, rc, out, err)
 
     def aiomoqt_client(self) -> None:
-        # aiomoqt speaks no draft-19; against our relay: the 12 default cases, fetch and join.
+        # Against our relay: the 12 default cases, fetch and join, at every draft both speak.
         relay = "ours"
-        for transport in TRANSPORTS:
-            if not self.wanted("aiomoqt", transport):
-                continue
-            for case in (None, "fetch", "join"):
-                log(f"-- aiomoqt interop client -> {relay} relay, draft-18, {transport}, {case or 'default cases'}")
-                argv = [AIOMOQT_CLIENT, "-r", self.url(relay, transport), "--tls-disable-verify", "--draft", "18"]
-                if case:
-                    argv += ["-t", case]
-                rc, out, err = run(argv, timeout=300)
-                (OUT / "logs" / f"client-aiomoqt-{relay}-18-{transport}-{case or 'default'}.tap").write_text(
-                    out + "\n# stderr\n" + err
-                )
-                self.collect("aiomoqt", relay, 18, transport, rc, out, err)
+        for draft in AIOMOQT_CLIENT_DRAFTS:
+            for transport in TRANSPORTS:
+                if not self.wanted("aiomoqt", transport, f"d{draft}"):
+                    continue
+                for case in (None, "fetch", "join"):
+                    log(f"-- aiomoqt interop client -> {relay} relay, draft-{draft}, {transport}, "
+                        f"{case or 'default cases'}")
+                    # One draft number pins it: a single ALPN / WT protocol is offered.
+                    argv = [AIOMOQT_CLIENT, "-r", self.url(relay, transport), "--tls-disable-verify",
+                            "--draft", str(draft)]
+                    if case:
+                        argv += ["-t", case]
+                    rc, out, err = run(argv, timeout=300)
+                    (OUT / "logs" / f"client-aiomoqt-{relay}-{draft}-{transport}-{case or 'default'}.tap").write_text(
+                        out + "\n# stderr\n" + err
+                    )
+                    self.collect("aiomoqt", relay, draft, transport, rc, out, err)
 
     def collect(self, client: str, relay: str, draft: int, transport: str, rc: int, out: str, err: str) -> None:
         results = parse_tap(out)
@@ -358,54 +380,80 @@ class Matrix:
             ("ours", 18, "moq-dev", "moq-clock-ietf", 18, "quic"),
             ("moq-clock-ietf", 18, "aiomoqt", "ours", 18, "quic"),
             ("ours", 18, "aiomoqt", "moq-clock-ietf", 18, "wt"),
-            # A second moq-dev relay dials ours as a draft-19 cluster peer ("A~B": the publisher
-            # uses A, the subscriber B): draft-19 between two implementations, both directions.
-            ("moq-clock-ietf", 18, "moq-dev~ours", "ours", 19, "quic"),
-            ("ours", 19, "ours~moq-dev", "moq-clock-ietf", 18, "quic"),
+            # Draft-20: no third-party clock speaks it, so one end is ours at draft-20 and the
+            # relay (aiomoqt's, moq-dev's) or the other end is third-party.
+            ("moq-clock-ietf", 18, "ours", "ours", 20, "quic"),
+            ("ours", 20, "ours", "moq-clock-ietf", 18, "wt"),
+            ("moq-clock-ietf", 18, "moq-dev", "ours", 20, "quic"),
+            ("ours", 20, "moq-dev", "ours", 20, "wt"),
+            ("ours", 20, "moq-dev", "moq-clock-ietf", 18, "quic"),
+            ("moq-clock-ietf", 18, "aiomoqt", "ours", 20, "quic"),
+            ("ours", 20, "aiomoqt", "ours", 20, "wt"),
+            ("ours", 20, "aiomoqt", "moq-clock-ietf", 18, "quic"),
+            # A second moq-dev relay dials ours as a cluster peer at the draft after the slash
+            # ("A~B/dN": the publisher uses A, the subscriber B): draft-19 and draft-20 between two
+            # implementations, both directions.
+            ("moq-clock-ietf", 18, "moq-dev~ours/d19", "ours", 19, "quic"),
+            ("ours", 19, "ours~moq-dev/d19", "moq-clock-ietf", 18, "quic"),
+            # The draft-20 link with our ends at draft-19 (the link is what is tested), then at
+            # draft-20.
+            ("moq-clock-ietf", 18, "moq-dev~ours/d20", "ours", 19, "quic"),
+            ("ours", 19, "ours~moq-dev/d20", "moq-clock-ietf", 18, "quic"),
+            ("moq-clock-ietf", 18, "moq-dev~ours/d20", "ours", 20, "quic"),
+            ("ours", 20, "ours~moq-dev/d20", "moq-clock-ietf", 18, "quic"),
         ]
-        cluster = None
+        cluster: tuple[int, subprocess.Popen] | None = None
         for n, (pub, pd, relay, sub, sd, transport) in enumerate(pairs):
             client = f"{pub}>{sub}"
             case = f"clock-d{pd}>d{sd}"
             if not self.wanted(client, relay, case, transport, "clock"):
                 continue
-            if "~" in relay and cluster is None:
-                # Only now: the cluster peer mirrors our relay's namespaces, which the client
-                # matrices above must not see.
-                cluster = self.start_cluster()
+            if "~" in relay:
+                link = int(relay.rpartition("/d")[2])
+                if cluster is not None and cluster[0] != link:
+                    self.procs.stop(cluster[1])
+                    cluster = None
+                if cluster is None:
+                    # Only now: the cluster peer mirrors our relay's namespaces, which the
+                    # client matrices above must not see.
+                    cluster = (link, self.start_cluster(link))
             log(f"-- clock: {pub} (draft-{pd}) -> {relay} relay -> {sub} (draft-{sd}), {transport}")
             result, detail = self.clock(f"{n}", pub, pd, relay, sub, sd, transport)
             self.record(Outcome(client, relay, pd, transport, case, result, detail))
         if cluster is not None:
-            self.procs.stop(cluster)
+            self.procs.stop(cluster[1])
 
-    def start_cluster(self) -> subprocess.Popen:
-        """A moq-dev relay that dials ours as a draft-19 cluster peer."""
-        self.ports["moq-dev-cluster"] = free_port()
+    def start_cluster(self, draft: int) -> subprocess.Popen:
+        """A moq-dev relay that dials ours as a cluster peer at this draft."""
+        name = f"moq-dev-cluster-{draft}"
+        self.ports[name] = free_port()
         p = self.procs.start(
-            "relay-moq-dev-cluster",
+            f"relay-{name}",
             [
-                MOQDEV_RELAY, "--listen", f"127.0.0.1:{self.ports['moq-dev-cluster']}",
+                MOQDEV_RELAY, "--listen", f"127.0.0.1:{self.ports[name]}",
                 "--listen-tls-cert", OUT / "cert.pem", "--listen-tls-key", OUT / "key.pem",
                 "--auth-public", "**", "--log-level", "info",
-                "--cluster-connect", self.url("ours", "quic"), "--connect-version", "moq-transport-19",
+                "--cluster-connect", self.url("ours", "quic"), "--connect-version", f"moq-transport-{draft}",
                 "--connect-tls-insecure",
             ],
+            {"RUST_LOG": "info"},
         )
-        self.wait_ready("moq-dev-cluster")
+        self.wait_ready(name)
         return p
 
     def clock(self, n: str, pub: str, pd: int, relay: str, sub: str, sd: int, transport: str) -> tuple[str, str]:
-        # "A~B": publish to relay A, subscribe at relay B (the moq-dev cluster peer of ours).
-        pub_relay, _, sub_relay = relay.partition("~")
+        # "A~B/dN": publish to relay A, subscribe at relay B (one of them the moq-dev cluster
+        # peer of ours, linked at draft N).
+        relays, _, link = relay.partition("/d")
+        pub_relay, _, sub_relay = relays.partition("~")
         sub_relay = sub_relay or pub_relay
-        pub_relay = "moq-dev-cluster" if pub_relay == "moq-dev" and sub_relay == "ours" else pub_relay
-        sub_relay = "moq-dev-cluster" if sub_relay == "moq-dev" and pub_relay == "ours" else sub_relay
+        pub_relay = f"moq-dev-cluster-{link}" if pub_relay == "moq-dev" and sub_relay == "ours" else pub_relay
+        sub_relay = f"moq-dev-cluster-{link}" if sub_relay == "moq-dev" and pub_relay == "ours" else sub_relay
         url = self.url(pub_relay, transport)
         sub_url = self.url(sub_relay, transport)
         ns = f"interop-clock-{os.getpid()}-{n}"
         track = "now"
-        name = f"clock-{n}-{pub}-{relay}-{sub}"
+        name = f"clock-{n}-{pub}-{relay.replace('/', '-')}-{sub}"
         if pub == "moq-clock-ietf":
             pargv = [IETF_CLOCK, url, "--tls-disable-verify", "--publish", "--namespace", ns, "--track", track]
         elif pub == "moq-clock":
@@ -430,7 +478,9 @@ class Matrix:
             while time.monotonic() < deadline:
                 attempt += 1
                 if publisher.poll() is not None:
-                    return "fail", f"publisher exited {publisher.returncode} (logs/{name}-pub.log)"
+                    text = (OUT / "logs" / f"{name}-pub.log").read_text(errors="replace")
+                    return "fail", (f"publisher exited {publisher.returncode}: {reason(text, '', publisher.returncode)} "
+                                    f"(logs/{name}-pub.log)")
                 if sub == "ours":
                     rc, out, err = run(
                         [
@@ -444,6 +494,9 @@ class Matrix:
                     if rc == 0 and len(objects) >= 3:
                         return "pass", objects[-1]
                     last = reason(out, err, rc)
+                    if rc == 2:
+                        # A refused command line (clap's exit code): retrying cannot help.
+                        return "fail", last[:200]
                 else:
                     rc, out, err = run(
                         [IETF_CLOCK, sub_url, "--tls-disable-verify", "--namespace", ns, "--track", track],
@@ -460,6 +513,18 @@ class Matrix:
             self.procs.stop(publisher)
 
     # ---- reporting ----------------------------------------------------------------------
+
+    def summary_rows(self) -> list[tuple[tuple[str, int], list[Outcome]]]:
+        """Outcomes by (client -> relay, draft); the clock pairs by their newest draft."""
+        groups: dict[tuple[str, int], list[Outcome]] = {}
+        for o in self.outcomes:
+            if ">" in o.client:
+                link = o.relay.rpartition("/d")[2] if "/d" in o.relay else ""
+                key = ("clock pairs (below)", max(*clock_drafts(o), int(link or 0)))
+            else:
+                key = (f"{o.client} -> {o.relay}", o.draft)
+            groups.setdefault(key, []).append(o)
+        return list(groups.items())
 
     def compare(self, table: Table) -> list[tuple[Outcome, Expectation | None]]:
         bad = []
@@ -484,6 +549,74 @@ class Matrix:
         return "\n".join(lines)
 
 
+# For docs/interop.md: where a peer departs from the draft text (or from the other peer), as
+# seen on the wire or in the peer's source. Keep each entry to what was observed or read.
+DISAGREEMENTS = [
+    "**PUBLISH refused (moq-dev).** moq-dev's relay answers every PUBLISH with REQUEST_ERROR "
+    "NOT_SUPPORTED \"PUBLISH is not supported\" (moq-net 0.3.18 `src/ietf/subscriber.rs:1212-1238`) "
+    "and SUBSCRIBE_TRACKS likewise (`src/ietf/publisher.rs:1671-1686`), where draft-21 §7.5 describes "
+    "how a relay handles both. Seen: `publish-track-only`, `publish-track-subscribe`.",
+    "**FETCH scope (moq-dev).** moq-dev serves only a FETCH whose range lies within one group and has "
+    "an explicit end: a range over several groups is NOT_SUPPORTED \"FETCH spanning several groups not "
+    "supported\" (`src/ietf/publisher.rs:1405-1421`), and so are a FETCH with range filters, with "
+    "FILL_TIMEOUT, or relative to the Largest Object (l.1268-1327). The text allows any range. Seen: "
+    "`join` at every draft.",
+    "**Fill streams (moq-dev, draft-20+).** As a subscriber moq-dev cannot use a fill fetch stream "
+    "that carries an End of Range marker: it stops the stream (\"a fill with an End of Range cannot be "
+    "stitched\", `src/ietf/subscriber.rs:3385-3388`) and then drops the mid-group subgroup stream as "
+    "\"a group with no head\" (l.2550-2560) until the next group starts, although draft-21 §11.4 "
+    "allows End of Unknown Range in any fetch stream. It also stitches only a one-group fill (l.3458), "
+    "and as a publisher resets a fill spanning several groups right after the FETCH_HEADER "
+    "(`src/ietf/publisher.rs:6910-6915`, 976-1036). Seen while building this matrix: before our relay "
+    "fetched a fill's missing objects upstream (commit 941e0b7, draft-21 §7.5) it answered with an End "
+    "of Unknown Range, and moq-dev, subscribing through the `ours~moq-dev/d20` cluster link to a track "
+    "with 100-object groups, got nothing until the next group.",
+    "**PUBLISH_STATE_NOTIFY (moq-dev, draft-20+).** Not implemented: after SUBSCRIBE_OK moq-dev's "
+    "subscriber accepts only PUBLISH_DONE on the request stream and fails the subscription on anything "
+    "else (`src/ietf/subscriber.rs:1966-1976`); draft-21 §9.10 makes the message optional for the "
+    "sender, not for the receiver. aiomoqt parses it and never sends it.",
+    "**SUBSCRIBE defaults (moq-dev).** An absent GROUP_ORDER is taken as Descending "
+    "(`src/ietf/subscribe.rs:122`) rather than the publisher's preference, an invalid one is mapped to "
+    "Descending instead of a PROTOCOL_VIOLATION (`src/ietf/group.rs:144-155`), and an unfiltered "
+    "SUBSCRIBE is served from the start of the latest group, not the whole track "
+    "(`src/ietf/publisher.rs:6812-6826`).",
+    "**Repeated AUTHORIZATION_TOKEN setup option (moq-dev).** Rejected as a duplicate "
+    "(`src/ietf/parameters.rs:137-140`); draft-21 §9.1.4 allows one or more.",
+    "**REQUEST_OK (moq-dev).** Its decoder accepts only EXPIRES and reads no Track Properties "
+    "(`src/ietf/request.rs:106-117`), so a REQUEST_UPDATE_OK with LARGEST_OBJECT (draft-21 §9.3) "
+    "would not decode; moq-dev never sends REQUEST_UPDATE, so this does not show here.",
+    "**Stream Count \"unknown\" (aiomoqt).** Draft-21 §9.9 gives 2^64-1 for an unknown PUBLISH_DONE "
+    "Stream Count; aiomoqt's interop client takes 2^62-1 as the sentinel "
+    "(`aiomoqt/tools/moq_interop_client.py:973`), so `data-subgroup-basic` waits for 2^64-1 streams "
+    "and fails if a relay sends the text's value. Our relay sends exact counts.",
+    "**TRACK_NAMESPACE_PREFIX 0x34 (aiomoqt).** Length-prefixed at draft-20 and a bare Track Namespace "
+    "at draft-22 (`aiomoqt/messages/params.py:68-73`); draft-21 §9.20.21 says only \"uses the Track "
+    "Namespace encoding\" (no Length). moq-dev does not implement the parameter "
+    "(`src/ietf/request_stream.rs:98-112`).",
+    "**FILL_PARAMETERS value.** Draft-21 §9.20.16 says the inner parameters are encoded \"as if they "
+    "were Parameters for a separate message\", which leaves the count open; both peers send "
+    "Length + Number of Parameters + parameters. aiomoqt also accepts the value without a count or "
+    "without a Length (`aiomoqt/messages/base.py:887-925`), moq-dev only Length + count "
+    "(`src/ietf/filter.rs:713-770`).",
+    "**Namespace withdrawal (aiomoqt).** aiomoqt withdraws a PUBLISH_NAMESPACE with RESET_STREAM "
+    "(CANCELLED) on its side of the request stream only, without STOP_SENDING "
+    "(`aiomoqt/protocol.py:5313-5347`); the text describes cancelling a request as both. Our relay "
+    "takes the reset as the withdrawal (`publish-namespace-done`, `subscribe-namespace-lifecycle`).",
+    "**WebTransport protocol choice (both).** Over WebTransport both peers' servers pick the client's "
+    "first offered `moqt-NN` they support (aiopquic `h3wt_callback.h:240-275`, moq-tokio "
+    "`src/noq.rs:861-878`), over raw QUIC the server's first (ALPN); the text leaves the choice to the "
+    "server. Every cell here offers one draft only, so this does not show in the tables.",
+    "**Draft-22.** There is no draft-22 text to compare with; both peers change only LOCATION_FILTER "
+    "(an explicit Location Filter Type instead of a Length) at draft-22, and aiomoqt additionally "
+    "TRACK_NAMESPACE_PREFIX (above). Our draft-22 follows the peers.",
+]
+
+
+def md(text: str) -> str:
+    """Program output made safe for a Markdown table cell."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+
 def docs(m: Matrix, table: Table) -> str:
     """docs/interop.md: one table per client/relay pairing, from this run."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -501,22 +634,28 @@ def docs(m: Matrix, table: Table) -> str:
         "Transports: `quic` = raw QUIC (`moqt://`, ALPN `moqt-NN`), `wt` = WebTransport over HTTP/3",
         "(`https://`, ALPN `h3`, draft in `WT-Available-Protocols`).",
         "",
+        "Drafts: every cell pins one draft, so one ALPN / WT protocol is offered (our interop client",
+        "`MOQT_DRAFT=NN`, aiomoqt's `--draft NN`, our example publisher/subscriber `--draft NN`,",
+        "moq-dev's cluster dialer `--connect-version moq-transport-NN`). Relays are run at the drafts",
+        "both sides speak: " + "; ".join(f"{k} " + ", ".join(f"d{d}" for d in v) for k, v in RELAY_DRAFTS.items())
+        + "; aiomoqt's client against ours at " + ", ".join(f"d{d}" for d in AIOMOQT_CLIENT_DRAFTS) + ".",
+        "",
         "## Summary",
         "",
-        "| client -> relay | drafts | transports | pass | expected failures (peer limits) |",
-        "|---|---|---|---|---|",
+        "One row per client, relay and draft (clock pairs: by the newest draft on the path, the",
+        "cluster link's included). Expected",
+        "failures are the peers' limitations, each explained below its table; \"differ\" counts",
+        "outcomes that disagree with `tests/interop-expected.txt` in this run.",
+        "",
+        "| client -> relay | draft | transports | pass | expected failures (peer limits) | differ |",
+        "|---|---|---|---|---|---|",
     ]
-    pairs: dict[tuple[str, str], list[Outcome]] = {}
-    for o in m.outcomes:
-        key = ("clocks", "across") if ">" in o.client else (o.client, o.relay)
-        pairs.setdefault(key, []).append(o)
-    for (client, relay), rows in pairs.items():
-        drafts = ", ".join(sorted({f"d{o.draft}" for o in rows}))
+    for (label, draft), rows in m.summary_rows():
         transports = ", ".join(sorted({o.transport for o in rows}))
         passed = sum(1 for o in rows if o.result == "pass")
         expected_fail = sum(1 for o in rows if o.result != "pass" and (e := table.lookup(o)) and e.expect == o.result)
-        label = "clock pairs (below)" if client == "clocks" else f"{client} -> {relay}"
-        out.append(f"| {label} | {drafts} | {transports} | {passed}/{len(rows)} | {expected_fail} |")
+        differ = sum(1 for o in rows if (e := table.lookup(o)) is None or e.expect != o.result)
+        out.append(f"| {label} | d{draft} | {transports} | {passed}/{len(rows)} | {expected_fail} | {differ} |")
     out += [
         "",
         "## Interop-runner test cases",
@@ -538,6 +677,7 @@ def docs(m: Matrix, table: Table) -> str:
         out.append("| case | " + " | ".join(f"d{d} {t}" for d, t in columns) + " |")
         out.append("|---|" + "---|" * len(columns))
         notes: dict[str, str] = {}
+        unexpected: list[str] = []
         for case in cases:
             cells = []
             for d, t in columns:
@@ -548,8 +688,9 @@ def docs(m: Matrix, table: Table) -> str:
                 o = hit[0]
                 e = table.lookup(o)
                 cell = {"pass": "pass", "fail": "**fail**", "skip": "skip"}[o.result]
-                if e and e.expect != o.result:
+                if e is None or e.expect != o.result:
                     cell += " (unexpected)"
+                    unexpected.append(f"`{case}` d{d} {t}: {o.result}" + (f" ({md(o.detail)})" if o.detail else ""))
                 if e and e.note and o.result != "pass":
                     notes[case] = e.note
                 cells.append(cell)
@@ -558,14 +699,21 @@ def docs(m: Matrix, table: Table) -> str:
             out.append("")
             for case, note in notes.items():
                 out.append(f"- `{case}`: {note}")
+        if unexpected:
+            out.append("")
+            out += [f"- unexpected: {u}" for u in unexpected]
         out.append("")
     out += [
         "## Clocks across implementations",
         "",
         "A publisher, a relay and a subscriber; each row has at least one end from this",
         "workspace. Pass = the subscriber printed at least 3 (ours) or 2 (moq-clock-ietf) objects.",
-        "Relay `A~B`: the publisher uses relay A and the subscriber relay B, where a second moq-dev",
-        "relay dials ours as a cluster peer at draft-19 (the only third-party draft-19 client).",
+        "Relay `A~B/dN`: the publisher uses relay A and the subscriber relay B, where a second moq-dev",
+        "relay dials ours as a cluster peer at draft N (moq-dev's relay is the only third-party",
+        "client that speaks draft-19; no third-party clock speaks draft-20, so a draft-20 row has",
+        "our publisher or subscriber at draft-20, or the draft-20 cluster link, with a third-party",
+        "relay, link or other end). The summary counts a clock row under the newest draft on its",
+        "path, the cluster link's included.",
         "",
         "| publisher | relay | subscriber | transport | result | note |",
         "|---|---|---|---|---|---|",
@@ -579,9 +727,20 @@ def docs(m: Matrix, table: Table) -> str:
         e = table.lookup(o)
         note = e.note if e and o.result != "pass" else ""
         result = o.result if o.result == "pass" else f"**{o.result}**"
-        if e and e.expect != o.result:
+        if e is None or e.expect != o.result:
             result += " (unexpected)"
+            note = md(o.detail)
         out.append(f"| {pub} (d{pd}) | {o.relay} | {sub} (d{sd}) | {o.transport} | {result} | {note} |")
+    out += [
+        "",
+        "## Where the peers and the draft text disagree",
+        "",
+        "Learned while building this matrix (draft-20/-21 text = draft-ietf-moq-transport-21, whose",
+        "wire format is draft-20's; there is no draft-22 text, so -22 is what both peers implement).",
+        "These are not failures of any cell above unless a note there says so.",
+        "",
+    ]
+    out += [f"- {d}" for d in DISAGREEMENTS]
     out.append("")
     return "\n".join(out)
 
@@ -626,6 +785,13 @@ def main() -> int:
     if args.docs:
         DOC.write_text(docs(m, table))
         log(f"wrote {DOC.relative_to(ROOT)}")
+    log("")
+    for (label, draft), rows in m.summary_rows():
+        n_pass = sum(1 for o in rows if o.result == "pass")
+        n_fail = sum(1 for o in rows if o.result == "fail")
+        n_diff = sum(1 for o in rows if (e := table.lookup(o)) is None or e.expect != o.result)
+        log(f"  {label:<28} d{draft}: {n_pass} pass, {n_fail} fail, {len(rows) - n_pass - n_fail} skip, "
+            f"{n_diff} differ")
     passed = sum(1 for o in m.outcomes if o.result == "pass")
     log(f"\ninterop: {len(m.outcomes)} outcomes, {passed} pass, {len(bad)} differ from "
         f"{EXPECTED.relative_to(ROOT)}, {time.monotonic() - started:.0f} s; logs in {OUT.relative_to(ROOT)}")
