@@ -1034,3 +1034,19 @@ fn track_namespace_prefix_both_ways() {
     ];
     assert_eq!(decode(&aiomoqt_d20, D20).unwrap(), Message::from(msg));
 }
+
+/// PUBLISH_DONE's Stream Count may be 2^64-1 ("unknown" from draft-20, draft-21 §9.9): nine
+/// bytes of vi64.
+#[test]
+fn publish_done_unknown_stream_count() {
+    let msg = moq_core::message::PublishDone {
+        status: moq_core::codes::PublishDoneCode::TRACK_ENDED,
+        stream_count: moq_core::message::PublishDone::unknown_stream_count(D20),
+        reason: String::new(),
+    };
+    let bytes = [
+        0x0b, 0x00, 0x0b, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00,
+    ];
+    check(&bytes, msg.clone(), D20);
+    assert!(!msg.stream_count_known());
+}

@@ -195,15 +195,35 @@ impl ControlMessage for Publish {
 pub struct PublishDone {
     /// Why the subscription ended.
     pub status: PublishDoneCode,
-    /// Number of data streams opened for the subscription; 2^62-1 if unknown.
+    /// Number of data streams opened for the subscription (fill fetch streams included, from
+    /// draft-20); see [`PublishDone::unknown_stream_count`] for "unknown".
     pub stream_count: u64,
     /// A diagnostic reason, at most 1024 bytes.
     pub reason: String,
 }
 
 impl PublishDone {
-    /// The Stream Count meaning "unknown" (draft-19 §10.11).
-    pub const UNKNOWN_STREAM_COUNT: u64 = (1 << 62) - 1;
+    /// The Stream Count meaning "unknown" in `v`: 2^62-1 until draft-19 (§10.11), 2^64-1 from
+    /// draft-20 (draft-21 §9.9).
+    ///
+    /// ```
+    /// use moq_core::{Version, message::PublishDone};
+    /// assert_eq!(PublishDone::unknown_stream_count(Version::Draft20), u64::MAX);
+    /// assert_eq!(PublishDone::unknown_stream_count(Version::Draft19), (1 << 62) - 1);
+    /// ```
+    pub const fn unknown_stream_count(v: Version) -> u64 {
+        if v.has_fill() {
+            u64::MAX
+        } else {
+            (1 << 62) - 1
+        }
+    }
+
+    /// True if the Stream Count says how many streams there were: it is below the "unknown"
+    /// value of every version (aiomoqt 0.13.3 keeps draft-19's at draft-20 too).
+    pub fn stream_count_known(&self) -> bool {
+        self.stream_count < Self::unknown_stream_count(Version::Draft19)
+    }
 }
 
 impl ControlMessage for PublishDone {

@@ -312,6 +312,10 @@ impl SubscriberTask {
             .max()
             .unwrap_or(Duration::from_secs(2));
         let deadline = tokio::time::Instant::now() + wait;
+        // An unknown count is not waited for.
+        if !done.stream_count_known() {
+            return;
+        }
         loop {
             let arrived = self.sink.stream_arrived.notified();
             if self.sink.streams.load(Ordering::Relaxed) >= done.stream_count {
