@@ -1144,6 +1144,35 @@ async fn fill_fetch_stream_and_include_properties() {
                     }
                 }
                 assert_eq!(got, (0..3).map(|o| Location::new(4, o)).collect::<Vec<_>>());
+                // A REQUEST_UPDATE's fill: its own stream, with the update's Request ID.
+                let again = Parameters {
+                    fill: Some(Box::new(Parameters {
+                        location_filter: Some(LocationFilter::RelativeGroups(1)),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                };
+                let asked = async {
+                    let fill = writer.fill_asked().await;
+                    let mut w = writer.open_fill(&fill).await.unwrap();
+                    w.write(&Object {
+                        location: Location::new(4, 2),
+                        subgroup: Some(0),
+                        payload: Bytes::from_static(b"again"),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                    w.finish();
+                    fill
+                };
+                let (updated, fill) = tokio::join!(sub.update_with_fill(again), asked);
+                let (_, response) = updated.unwrap();
+                assert_ne!(fill.request_id, sub.request_id());
+                let mut response = response.expect("the update's fill fetch stream");
+                let item = response.next().await.unwrap().unwrap();
+                assert!(matches!(item, FetchItem::Object(o) if o.payload == "again"));
+                assert!(response.next().await.is_none());
                 writer
                     .clone()
                     .finish(PublishDoneCode::TRACK_ENDED, "bye")
@@ -1151,7 +1180,7 @@ async fn fill_fetch_stream_and_include_properties() {
                     .unwrap();
                 let (_, err) = collect(&mut sub).await;
                 assert!(err.is_none(), "{err:?}");
-                assert_eq!(sub.publish_done().unwrap().stream_count, 1);
+                assert_eq!(sub.publish_done().unwrap().stream_count, 2);
                 // Next Object as the fill's range: empty, no stream on either side.
                 let params = Parameters {
                     fill: Some(Box::new(Parameters {

@@ -491,7 +491,11 @@ pub fn publish(v: Version) -> impl Strategy<Value = Publish> {
 pub fn publish_done() -> impl Strategy<Value = PublishDone> {
     (
         varint(),
-        prop_oneof![varint(), Just(PublishDone::UNKNOWN_STREAM_COUNT)],
+        prop_oneof![
+            varint(),
+            Just(PublishDone::unknown_stream_count(Version::Draft19)),
+            Just(PublishDone::unknown_stream_count(Version::Draft20)),
+        ],
         reason(),
     )
         .prop_map(|(status, stream_count, reason)| PublishDone {

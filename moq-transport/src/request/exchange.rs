@@ -414,7 +414,9 @@ impl Request {
             tokio::select! {
                 c = recv_command(&mut self.commands) => match c {
                     None => return Event::Dropped,
-                    Some(Command::Update(params, reply)) => self.send_update(params, reply).await,
+                    Some(Command::Update(params, reply, id)) => {
+                        self.send_update(params, reply, id).await
+                    }
                 },
                 f = self.stream.reader.next_frame(), if self.reader_open => {
                     if let Some(ev) = self.on_frame(f) {
@@ -563,7 +565,12 @@ impl Request {
     }
 
     /// Sends one of our REQUEST_UPDATEs, within the peer's MAX_REQUEST_UPDATES.
-    async fn send_update(&mut self, params: Parameters, reply: UpdateReply) {
+    async fn send_update(
+        &mut self,
+        params: Parameters,
+        reply: UpdateReply,
+        id: Option<oneshot::Sender<u64>>,
+    ) {
         let version = self.core.version();
         if let Some(ctx) = self.our_updates
             && let Err(e) = params.validate(ctx, version)
@@ -584,6 +591,9 @@ impl Request {
             request_id: self.core.next_request_id(),
             params: params.clone(),
         };
+        if let Some(id) = id {
+            let _ = id.send(update.request_id);
+        }
         match self.stream.send(update).await {
             Ok(()) => self.pending.push_back(Pending { params, reply }),
             Err(e) => {

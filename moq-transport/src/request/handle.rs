@@ -17,8 +17,9 @@ pub(crate) type UpdateReply = oneshot::Sender<Result<RequestOk, Error>>;
 /// What a handle asks of its request's task.
 #[derive(Debug)]
 pub(crate) enum Command {
-    /// Send REQUEST_UPDATE with these parameters.
-    Update(Parameters, UpdateReply),
+    /// Send REQUEST_UPDATE with these parameters; its Request ID goes to the last sender, if
+    /// any, before it is sent.
+    Update(Parameters, UpdateReply, Option<oneshot::Sender<u64>>),
 }
 
 /// How a request ended: `Ok` when it ended gracefully. Unset while it runs; a request whose
@@ -92,19 +93,33 @@ impl RequestHandle {
         self.core.version()
     }
 
+    /// The session.
+    pub(crate) fn core(&self) -> &Arc<SessionCore> {
+        &self.core
+    }
+
     /// Queues a REQUEST_UPDATE without waiting for its answer (which is applied when it
     /// comes).
     pub(crate) fn update_later(&self, params: Parameters) {
         let (tx, _) = oneshot::channel();
-        let _ = self.commands.try_send(Command::Update(params, tx));
+        let _ = self.commands.try_send(Command::Update(params, tx, None));
     }
 
     /// Sends REQUEST_UPDATE and waits for the answer.
     pub(crate) async fn update(&self, params: Parameters) -> Result<RequestOk, Error> {
+        self.update_noting_id(params, None).await
+    }
+
+    /// [`RequestHandle::update`], telling `id` the REQUEST_UPDATE's Request ID.
+    pub(crate) async fn update_noting_id(
+        &self,
+        params: Parameters,
+        id: Option<oneshot::Sender<u64>>,
+    ) -> Result<RequestOk, Error> {
         let (tx, rx) = oneshot::channel();
         if self
             .commands
-            .send(Command::Update(params, tx))
+            .send(Command::Update(params, tx, id))
             .await
             .is_err()
         {

@@ -2,7 +2,7 @@
 //! REQUEST_UPDATE and PUBLISH_DONE (draft-19 §5.1, §10.9.1, §10.11).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
@@ -72,9 +72,56 @@ pub struct Subscription {
     done: Arc<OnceLock<PublishDone>>,
     notified: watch::Receiver<Parameters>,
     fill: Option<FetchResponse>,
+    /// Where the subscription's data arrives (for the fill streams of its updates); weak, so
+    /// that the subscription's events end with its task.
+    recv: Arc<RecvState>,
+    sink: Weak<Sink>,
 }
 
 impl Subscription {
+    /// [`Subscription::update`] with a FILL_PARAMETERS (draft-21 §3.4, from draft-20): also
+    /// returns the fill fetch stream the update asks for (its FETCH_HEADER carries the
+    /// REQUEST_UPDATE's Request ID), or `None` if its range is empty or Forward State is 0.
+    pub async fn update_with_fill(
+        &self,
+        params: Parameters,
+    ) -> Result<(Option<Location>, Option<FetchResponse>), Error> {
+        let Some(fill) = params.fill.clone() else {
+            return Ok((self.update(params).await?, None));
+        };
+        let (id_tx, id_rx) = oneshot::channel();
+        let ok = self
+            .request
+            .update_noting_id(params.clone(), Some(id_tx))
+            .await?;
+        let id = id_rx.await.map_err(|_| Error::EndedEarly)?;
+        let largest = ok.params.largest_object;
+        let sink = self.sink.upgrade().ok_or(Error::EndedEarly)?;
+        let view = sink.params.borrow().clone();
+        if !params.forward.unwrap_or(view.forward) {
+            return Ok((largest, None));
+        }
+        // What the fill does not say is the subscription's (as the publisher reads it).
+        let subscription = Parameters {
+            location_filter: params.location_filter.or(view.location_filter),
+            range_filters: view.range_filters.clone(),
+            subscriber_priority: Some(view.subscriber_priority),
+            group_order: view.group_order,
+            ..Default::default()
+        };
+        let order = self.info.group_order();
+        let Some(f) = Fill::new(id, &fill, &subscription, largest, order) else {
+            return Ok((largest, None));
+        };
+        let stream = self.recv.expect_fetch(id);
+        let props = self.info.track_properties.clone();
+        let core = self.request.core();
+        let response = FetchResponse::fill(core, stream, f.end, f.group_order, props);
+        // It counts in PUBLISH_DONE's Stream Count, and is read apart.
+        sink.streams.fetch_add(1, Ordering::Relaxed);
+        Ok((largest, Some(response)))
+    }
+
     /// The fill fetch stream this subscription asked for with FILL_PARAMETERS (draft-21 §3.4,
     /// from draft-20), once: the objects of the fill range in its group order, as a FETCH
     /// response without FETCH_OK. `None` if it asked for none or the range was empty.
@@ -233,6 +280,8 @@ pub(crate) fn new_subscription(
             done: done.clone(),
             notified: notified_rx,
             fill: None,
+            recv: recv.clone(),
+            sink: Arc::downgrade(&sink),
         },
         SubscriberTask {
             sink,
