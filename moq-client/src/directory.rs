@@ -90,6 +90,23 @@ pub trait Upstream: Send + Sync + 'static {
     }
 }
 
+/// Hands every fill a subscription asks for to `up` (see [`Upstream::fill`]), until the
+/// subscription is cancelled (or the task is aborted when it ends).
+async fn upstream_fills(up: Arc<dyn Upstream>, track: TrackCache, writer: SubscriptionWriter) {
+    let mut next = writer.take_fill();
+    loop {
+        let fill = match next.take() {
+            Some(f) => f,
+            None => tokio::select! {
+                f = writer.fill_asked() => f,
+                _ = writer.cancelled() => return,
+            },
+        };
+        let (up, track, writer) = (up.clone(), track.clone(), writer.clone());
+        tokio::spawn(async move { up.fill(track, writer, fill).await });
+    }
+}
+
 /// How a [`Directory`] answers.
 #[derive(Clone, Debug)]
 pub struct DirectoryOptions {
@@ -452,15 +469,17 @@ impl Directory {
         let Ok(writer) = req.accept(response).await else {
             return;
         };
-        // A fill the upstream may have to complete (the SUBSCRIBE's; a REQUEST_UPDATE's is
-        // served from the cache by serve_subscription).
-        if let Some(up) = &self.shared.upstream
-            && let Some(fill) = writer.take_fill()
-        {
-            let (up, track, writer) = (up.clone(), track.clone(), writer.clone());
-            tokio::spawn(async move { up.fill(track, writer, fill).await });
+        let mut serve = self.shared.options.serve.clone();
+        // The fills (the SUBSCRIBE's and its REQUEST_UPDATEs') the upstream may have to
+        // complete.
+        let fills = self.shared.upstream.clone().map(|up| {
+            serve.fills = false;
+            tokio::spawn(upstream_fills(up, track.clone(), writer.clone()))
+        });
+        let _ = serve_subscription(track, writer, serve).await;
+        if let Some(f) = fills {
+            f.abort();
         }
-        let _ = serve_subscription(track, writer, self.shared.options.serve.clone()).await;
     }
 
     /// The track a SUBSCRIBE asks for: held now, or added within its RENDEZVOUS_TIMEOUT or (if

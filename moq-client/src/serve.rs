@@ -39,6 +39,9 @@ pub struct ServeOptions {
     pub max_inflight: usize,
     /// Where to count what is served, if anywhere.
     pub stats: Option<Arc<ServeStats>>,
+    /// Serve the fills the subscription asks for (FILL_PARAMETERS, draft-21 §3.4) from the
+    /// cache; off when the caller serves them itself (a relay, from upstream).
+    pub fills: bool,
 }
 
 impl Default for ServeOptions {
@@ -47,6 +50,7 @@ impl Default for ServeOptions {
             datagrams: false,
             max_inflight: 64,
             stats: None,
+            fills: true,
         }
     }
 }
@@ -74,7 +78,9 @@ pub async fn serve_subscription(
         }
     };
     new_group(writer.params().new_group_request);
-    if let Some(fill) = writer.take_fill() {
+    if opts.fills
+        && let Some(fill) = writer.take_fill()
+    {
         let (track, writer) = (track.clone(), writer.clone());
         tokio::spawn(async move { serve_fill(track, writer, fill).await });
     }
@@ -85,7 +91,7 @@ pub async fn serve_subscription(
                 new_group(p.new_group_request);
                 continue;
             }
-            fill = writer.fill_asked() => {
+            fill = writer.fill_asked(), if opts.fills => {
                 let (track, writer) = (track.clone(), writer.clone());
                 tokio::spawn(async move { serve_fill(track, writer, fill).await });
                 continue;

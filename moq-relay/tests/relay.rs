@@ -2508,6 +2508,42 @@ async fn a_fill_the_cache_lacks_comes_from_upstream() {
         }
         assert_eq!(got, (0..3).map(|o| Location::new(5, o)).collect::<Vec<_>>());
         assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 1);
+        // A REQUEST_UPDATE's fill the cache lacks goes upstream too.
+        let again = Parameters {
+            fill: Some(Box::new(Parameters {
+                location_filter: Some(LocationFilter::RelativeGroups(1)),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let answer = async {
+            let upstream = match publisher.incoming().next().await.unwrap() {
+                Incoming::Fetch(f) => f,
+                other => panic!("expected FETCH, got {other:?}"),
+            };
+            let mut w = upstream
+                .accept(FetchEnd {
+                    end_of_track: false,
+                    end: Location::new(5, 1),
+                    track_properties: Properties::default(),
+                })
+                .await
+                .unwrap();
+            w.write(&moq_transport::track::Object {
+                location: Location::new(5, 0),
+                subgroup: Some(0),
+                payload: bytes::Bytes::from_static(b"again"),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+            w.finish();
+        };
+        let (updated, ()) = tokio::join!(sub.update_with_fill(again), answer);
+        let mut fill = updated.unwrap().1.expect("the update's fill");
+        let item = fill.next().await.unwrap().unwrap();
+        assert!(matches!(item, FetchItem::Object(o) if o.payload == "again"));
+        assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 2);
     })
     .await;
 }
