@@ -703,6 +703,14 @@ async fn relay_knows(relay: &Relay, namespace: &TrackNamespace) {
     panic!("namespace watch ended");
 }
 
+/// The next request a raw session receives, which must be a FETCH.
+async fn next_fetch(s: &moq_transport::Session) -> moq_transport::track::IncomingFetch {
+    match s.incoming().next().await.expect("no request") {
+        Incoming::Fetch(f) => f,
+        other => panic!("expected FETCH, got {other:?}"),
+    }
+}
+
 async fn next_subscribe(s: &moq_transport::Session) -> IncomingSubscribe {
     match s.incoming().next().await.expect("no request") {
         Incoming::Subscribe(r) => r,
@@ -907,10 +915,7 @@ async fn fetch_ok_waits_for_the_upstream_fetch() {
             };
             tokio::spawn(async move { s.fetch(request, Parameters::default()).await })
         };
-        let upstream = match publisher.incoming().next().await.unwrap() {
-            Incoming::Fetch(f) => f,
-            other => panic!("expected FETCH, got {other:?}"),
-        };
+        let upstream = next_fetch(&publisher).await;
         assert_eq!(upstream.track(), &name);
         assert_eq!(upstream.start(), Location::new(1, 0));
         round_trip(&subscriber).await;
@@ -1608,10 +1613,7 @@ async fn a_new_upstream_fills_what_the_cache_misses() {
             })
             .await
             .unwrap();
-        let fetch = match b.incoming().next().await.unwrap() {
-            Incoming::Fetch(f) => f,
-            other => panic!("expected FETCH, got {other:?}"),
-        };
+        let fetch = next_fetch(&b).await;
         assert_eq!(
             fetch.start(),
             Location::new(0, 0),
@@ -2246,10 +2248,7 @@ async fn fill_timeout_bounds_the_wait_for_upstream() {
             let (s, r) = (subscriber.clone(), request.clone());
             tokio::spawn(async move { s.fetch(r, fill(200)).await })
         };
-        let unanswered = match publisher.incoming().next().await.unwrap() {
-            Incoming::Fetch(f) => f,
-            other => panic!("expected FETCH, got {other:?}"),
-        };
+        let unanswered = next_fetch(&publisher).await;
         let fetch = pending.await.unwrap().unwrap();
         assert_eq!(fetch_items(fetch).await, from_cache);
         drop(unanswered);
@@ -2258,10 +2257,7 @@ async fn fill_timeout_bounds_the_wait_for_upstream() {
             let (s, r) = (subscriber.clone(), request.clone());
             tokio::spawn(async move { s.fetch(r, fill(300)).await })
         };
-        let upstream = match publisher.incoming().next().await.unwrap() {
-            Incoming::Fetch(f) => f,
-            other => panic!("expected FETCH, got {other:?}"),
-        };
+        let upstream = next_fetch(&publisher).await;
         let mut w = upstream
             .accept(FetchEnd {
                 end_of_track: false,
@@ -2472,10 +2468,7 @@ async fn a_fill_the_cache_lacks_comes_from_upstream() {
             .await
             .unwrap();
         let mut sub = pending.await.unwrap().unwrap();
-        let upstream = match publisher.incoming().next().await.unwrap() {
-            Incoming::Fetch(f) => f,
-            other => panic!("expected FETCH, got {other:?}"),
-        };
+        let upstream = next_fetch(&publisher).await;
         assert_eq!(
             (upstream.start(), upstream.end()),
             (Location::new(5, 0), Location::new(5, 3))
@@ -2517,10 +2510,7 @@ async fn a_fill_the_cache_lacks_comes_from_upstream() {
             ..Default::default()
         };
         let answer = async {
-            let upstream = match publisher.incoming().next().await.unwrap() {
-                Incoming::Fetch(f) => f,
-                other => panic!("expected FETCH, got {other:?}"),
-            };
+            let upstream = next_fetch(&publisher).await;
             let mut w = upstream
                 .accept(FetchEnd {
                     end_of_track: false,
