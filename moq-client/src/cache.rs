@@ -637,11 +637,17 @@ impl TrackCache {
             let inner = self.state.inner.lock();
             (inner.final_object, inner.stored)
         };
+        // The group's largest object is only asked of an END_OF_GROUP (it visits the group's
+        // subgroups): not on every object.
+        let group_largest = match obj.status {
+            ObjectStatus::EndOfGroup => group.as_ref().and_then(|g| g.largest()),
+            _ => None,
+        };
         let seen = Seen {
             priority: Some(sg.priority),
             subgroup_final: sg.final_object(),
             group_final: group.as_ref().and_then(|g| g.final_object()),
-            group_largest: group.as_ref().and_then(|g| g.largest()),
+            group_largest,
             track_final,
             track_largest,
         };

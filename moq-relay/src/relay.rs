@@ -932,7 +932,7 @@ impl Upstream for RelayUpstream {
 async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     let name = f.track().clone();
     let cached = inner.tracks.lock().get(&name).cloned();
-    let mut budget = fill_budget(f.params());
+    let mut budget = fill_budget(f.params().fill_timeout);
     // From the cache if it holds the whole range, or if the subscriber wants only what is
     // available now (FILL_TIMEOUT 0: no upstream FETCH, what is missing is an Unknown range);
     // objects the upstream announced but that are still in flight are fetched upstream
@@ -958,11 +958,8 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
         return available_now(None, f).await;
     }
     inner.metrics.fetch_upstream.fetch_add(1, Ordering::Relaxed);
-    let request = FetchType::Standalone {
-        track: name,
-        start: f.start(),
-        end: f.end(),
-    };
+    // A start relative to the Largest Object stays relative upstream (draft-21 §9.20.10).
+    let request = f.request();
     let params = Parameters {
         group_order: Some(f.group_order()),
         ..Default::default()
@@ -1059,10 +1056,7 @@ async fn fill_from_upstream_or_cache(
         return;
     };
     inner.metrics.fetch_upstream.fetch_add(1, Ordering::Relaxed);
-    let budget = fill
-        .fill_timeout
-        .map_or(DEFAULT_FILL_TIMEOUT, Duration::from_millis)
-        .min(MAX_FILL_TIMEOUT);
+    let budget = fill_budget(fill.fill_timeout);
     let request = FetchType::Standalone {
         track: track.name().clone(),
         start: fill.start,
@@ -1092,11 +1086,10 @@ async fn fill_from_upstream_or_cache(
 /// §10.2.5 lets a relay use a shorter time without saying so).
 const MAX_FILL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A FETCH's budget for waiting on upstream (draft-19 §10.2.5): its FILL_TIMEOUT, at most
-/// [`MAX_FILL_TIMEOUT`], or [`DEFAULT_FILL_TIMEOUT`] without one.
-fn fill_budget(params: &Parameters) -> Duration {
-    params
-        .fill_timeout
+/// A FETCH's or a fill's budget for waiting on upstream (draft-19 §10.2.5): its FILL_TIMEOUT
+/// (ms), at most [`MAX_FILL_TIMEOUT`], or [`DEFAULT_FILL_TIMEOUT`] without one.
+fn fill_budget(fill_timeout: Option<u64>) -> Duration {
+    fill_timeout
         .map_or(DEFAULT_FILL_TIMEOUT, Duration::from_millis)
         .min(MAX_FILL_TIMEOUT)
 }

@@ -703,6 +703,42 @@ async fn relay_knows(relay: &Relay, namespace: &TrackNamespace) {
     panic!("namespace watch ended");
 }
 
+/// Accepts an upstream FETCH with FETCH_OK ending at `end` and writes `objects` (subgroup 0);
+/// returns the writer, for the caller to finish or hold open.
+async fn answer_fetch(
+    f: moq_transport::track::IncomingFetch,
+    end: Location,
+    objects: &[(Location, bytes::Bytes)],
+) -> moq_transport::track::FetchWriter {
+    let mut w = f
+        .accept(FetchEnd {
+            end_of_track: false,
+            end,
+            track_properties: Properties::default(),
+        })
+        .await
+        .unwrap();
+    for (location, payload) in objects {
+        w.write(&moq_transport::track::Object {
+            location: *location,
+            subgroup: Some(0),
+            payload: payload.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    w
+}
+
+/// The parameters of a fill relative to the Largest Object's group (draft-21 §3.4).
+fn fill_relative(groups: u64) -> Option<Box<Parameters>> {
+    Some(Box::new(Parameters {
+        location_filter: Some(LocationFilter::RelativeGroups(groups)),
+        ..Default::default()
+    }))
+}
+
 /// The next request a raw session receives, which must be a FETCH.
 async fn next_fetch(s: &moq_transport::Session) -> moq_transport::track::IncomingFetch {
     match s.incoming().next().await.expect("no request") {
@@ -2257,23 +2293,8 @@ async fn fill_timeout_bounds_the_wait_for_upstream() {
             let (s, r) = (subscriber.clone(), request.clone());
             tokio::spawn(async move { s.fetch(r, fill(300)).await })
         };
-        let upstream = next_fetch(&publisher).await;
-        let mut w = upstream
-            .accept(FetchEnd {
-                end_of_track: false,
-                end: Location::new(10, 1),
-                track_properties: Properties::default(),
-            })
-            .await
-            .unwrap();
-        w.write(&moq_transport::track::Object {
-            location: Location::new(5, 0),
-            subgroup: Some(0),
-            payload: bytes::Bytes::from_static(b"five"),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        let five = [(Location::new(5, 0), bytes::Bytes::from_static(b"five"))];
+        let w = answer_fetch(next_fetch(&publisher).await, Location::new(10, 1), &five).await;
         let fetch = pending.await.unwrap().unwrap();
         let want = vec![
             (Location::new(5, 0), b"five".to_vec()),
@@ -2409,10 +2430,7 @@ async fn a_fill_comes_from_the_relay_cache() {
         }
         let params = Parameters {
             location_filter: Some(LocationFilter::LargestObject),
-            fill: Some(Box::new(Parameters {
-                location_filter: Some(LocationFilter::RelativeGroups(2)),
-                ..Default::default()
-            })),
+            fill: fill_relative(2),
             ..Default::default()
         };
         let mut joined = subscriber.subscribe(name.clone(), params).await.unwrap();
@@ -2449,10 +2467,7 @@ async fn a_fill_the_cache_lacks_comes_from_upstream() {
         let subscriber = transport_session(&relay, false).await;
         let params = Parameters {
             location_filter: Some(LocationFilter::LargestObject),
-            fill: Some(Box::new(Parameters {
-                location_filter: Some(LocationFilter::RelativeGroups(1)),
-                ..Default::default()
-            })),
+            fill: fill_relative(1),
             ..Default::default()
         };
         let pending = {
@@ -2473,25 +2488,12 @@ async fn a_fill_the_cache_lacks_comes_from_upstream() {
             (upstream.start(), upstream.end()),
             (Location::new(5, 0), Location::new(5, 3))
         );
-        let mut w = upstream
-            .accept(FetchEnd {
-                end_of_track: false,
-                end: Location::new(5, 3),
-                track_properties: Properties::default(),
-            })
+        let objects: Vec<_> = (0..3)
+            .map(|o| (Location::new(5, o), bytes::Bytes::from(format!("5.{o}"))))
+            .collect();
+        answer_fetch(upstream, Location::new(5, 3), &objects)
             .await
-            .unwrap();
-        for o in 0..3 {
-            w.write(&moq_transport::track::Object {
-                location: Location::new(5, o),
-                subgroup: Some(0),
-                payload: bytes::Bytes::from(format!("5.{o}")),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        }
-        w.finish();
+            .finish();
         let mut fill = sub.take_fill().expect("a fill fetch stream");
         let mut got = Vec::new();
         while let Some(item) = fill.next().await {
@@ -2503,31 +2505,14 @@ async fn a_fill_the_cache_lacks_comes_from_upstream() {
         assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 1);
         // A REQUEST_UPDATE's fill the cache lacks goes upstream too.
         let again = Parameters {
-            fill: Some(Box::new(Parameters {
-                location_filter: Some(LocationFilter::RelativeGroups(1)),
-                ..Default::default()
-            })),
+            fill: fill_relative(1),
             ..Default::default()
         };
         let answer = async {
-            let upstream = next_fetch(&publisher).await;
-            let mut w = upstream
-                .accept(FetchEnd {
-                    end_of_track: false,
-                    end: Location::new(5, 1),
-                    track_properties: Properties::default(),
-                })
+            let again = [(Location::new(5, 0), bytes::Bytes::from_static(b"again"))];
+            answer_fetch(next_fetch(&publisher).await, Location::new(5, 1), &again)
                 .await
-                .unwrap();
-            w.write(&moq_transport::track::Object {
-                location: Location::new(5, 0),
-                subgroup: Some(0),
-                payload: bytes::Bytes::from_static(b"again"),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-            w.finish();
+                .finish();
         };
         let (updated, ()) = tokio::join!(sub.update_with_fill(again), answer);
         let mut fill = updated.unwrap().1.expect("the update's fill");
@@ -2565,6 +2550,40 @@ async fn a_publish_with_forward_zero_is_asked_to_forward() {
                 w.params_changed().await.unwrap();
             }
         }
+    })
+    .await;
+}
+
+/// draft-21 §9.20.10 (from draft-20): a FETCH whose start is relative to the Largest Object is
+/// forwarded relative (the relay does not know the publisher's Largest), not as {0, 0} onwards.
+#[tokio::test]
+async fn a_relative_fetch_is_forwarded_relative() {
+    timeout(async {
+        let relay = relay();
+        let n = ns(&["relative", "fetch"]);
+        let publisher = transport_session(&relay, false).await;
+        let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
+        relay_knows(&relay, &n).await;
+        let subscriber = transport_session(&relay, false).await;
+        let request = FetchType::Relative {
+            track: track(&n, "t"),
+            filter: LocationFilter::RelativeGroups(1),
+        };
+        let pending = {
+            let s = subscriber.clone();
+            tokio::spawn(async move { s.fetch(request, Parameters::default()).await })
+        };
+        let mut upstream = next_fetch(&publisher).await;
+        assert!(upstream.is_relative());
+        upstream.resolve(Some(Location::new(7, 2)));
+        assert_eq!(upstream.start(), Location::new(7, 0));
+        let seven = [(Location::new(7, 0), bytes::Bytes::from_static(b"7.0"))];
+        answer_fetch(upstream, Location::new(7, 1), &seven)
+            .await
+            .finish();
+        let mut fetch = pending.await.unwrap().unwrap();
+        let item = fetch.next().await.unwrap().unwrap();
+        assert!(matches!(item, FetchItem::Object(o) if o.location == Location::new(7, 0)));
     })
     .await;
 }

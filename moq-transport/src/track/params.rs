@@ -249,6 +249,20 @@ pub fn last_covered(end: Location) -> Location {
     }
 }
 
+impl SubscriptionParams {
+    /// The subscription's parameters a FILL_PARAMETERS inherits where it says nothing
+    /// (draft-21 §9.20.16): Location Filter, Range Filters, priority and group order.
+    pub(crate) fn fill_defaults(&self) -> Parameters {
+        Parameters {
+            location_filter: self.location_filter,
+            range_filters: self.range_filters.clone(),
+            subscriber_priority: Some(self.subscriber_priority),
+            group_order: self.group_order,
+            ..Default::default()
+        }
+    }
+}
+
 /// The fill range a FILL_PARAMETERS asks for (draft-21 §3.4, from draft-20), as the first and
 /// the last location (inclusive): its own LOCATION_FILTER, else the subscription's, evaluated
 /// with FETCH rules against the publisher's Largest Object; no filter is the whole track.

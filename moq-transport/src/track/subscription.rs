@@ -102,13 +102,8 @@ impl Subscription {
             return Ok((largest, None));
         }
         // What the fill does not say is the subscription's (as the publisher reads it).
-        let subscription = Parameters {
-            location_filter: params.location_filter.or(view.location_filter),
-            range_filters: view.range_filters.clone(),
-            subscriber_priority: Some(view.subscriber_priority),
-            group_order: view.group_order,
-            ..Default::default()
-        };
+        let mut subscription = view.fill_defaults();
+        subscription.location_filter = params.location_filter.or(view.location_filter);
         let order = self.info.group_order();
         let Some(f) = Fill::new(id, &fill, &subscription, largest, order) else {
             return Ok((largest, None));
@@ -537,13 +532,7 @@ impl PublisherTask {
         // draft-21 §3.4: a REQUEST_UPDATE's FILL_PARAMETERS opens a fill fetch stream of its
         // own (its Request ID), with Forward State 1.
         if let Some(fill) = params.fill.as_deref().filter(|_| forwarding) {
-            let subscription = Parameters {
-                location_filter: next.location_filter,
-                range_filters: next.range_filters.clone(),
-                subscriber_priority: Some(next.subscriber_priority),
-                group_order: next.group_order,
-                ..Default::default()
-            };
+            let subscription = next.fill_defaults();
             let order = self.shared.group_order;
             if let Some(f) = Fill::new(update.request_id, fill, &subscription, largest, order) {
                 *self.shared.fill.lock() = Some(f);
