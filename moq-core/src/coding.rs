@@ -308,7 +308,7 @@ impl QuicVarInt {
     }
 
     /// Writes `v` in its shortest form.
-    pub fn encode<B: BufMut>(v: u64, buf: &mut B) -> Result<(), EncodeError> {
+    pub fn encode<B: BufMut + ?Sized>(v: u64, buf: &mut B) -> Result<(), EncodeError> {
         match Self::len(v) {
             Some(1) => buf.put_u8(v as u8),
             Some(2) => buf.put_u16(0x4000 | v as u16),
@@ -344,8 +344,12 @@ impl QuicVarInt {
 /// Reading helpers shared by every decoder. Integers use the version's integer encoding.
 pub(crate) trait BufExt: Buf {
     /// A variable-length integer in the version's encoding.
-    fn get_varint(&mut self, _v: Version) -> Result<u64, DecodeError> {
-        Vi64::decode(self)
+    fn get_varint(&mut self, v: Version) -> Result<u64, DecodeError> {
+        if v.quic_varints() {
+            QuicVarInt::decode(self)
+        } else {
+            Vi64::decode(self)
+        }
     }
 
     /// A varint that must fit in `usize`.
@@ -398,8 +402,15 @@ impl<B: Buf + ?Sized> BufExt for B {}
 /// Writing helpers shared by every encoder.
 pub(crate) trait BufMutExt: BufMut {
     /// A variable-length integer in the version's encoding.
-    fn put_varint(&mut self, v: u64, _version: Version) {
-        Vi64::encode(v, self)
+    ///
+    /// QUIC varints (until draft-16) stop at 2^62-1: a larger value is written as 2^62-1.
+    /// Encoders whose fields can hold such values check them first ([`EncodeError`]).
+    fn put_varint(&mut self, v: u64, version: Version) {
+        if version.quic_varints() {
+            let _ = QuicVarInt::encode(v.min(QuicVarInt::MAX), self);
+        } else {
+            Vi64::encode(v, self)
+        }
     }
 
     /// A varint length then the bytes; fails if longer than `max`.

@@ -15,6 +15,14 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Version {
+    /// draft-ietf-moq-transport-14, ALPN `moq-00`: the version is negotiated in
+    /// CLIENT_SETUP / SERVER_SETUP (0xff00000E). One bidirectional control stream.
+    Draft14,
+    /// draft-ietf-moq-transport-15, ALPN `moqt-15`. One bidirectional control stream.
+    Draft15,
+    /// draft-ietf-moq-transport-16, ALPN `moqt-16`. One bidirectional control stream;
+    /// SUBSCRIBE_NAMESPACE on a stream of its own.
+    Draft16,
     /// draft-ietf-moq-transport-18, ALPN `moqt-18`.
     Draft18,
     /// draft-ietf-moq-transport-19, ALPN `moqt-19`.
@@ -46,6 +54,9 @@ impl Version {
         Version::Draft20,
         Version::Draft19,
         Version::Draft18,
+        Version::Draft16,
+        Version::Draft15,
+        Version::Draft14,
     ];
 
     /// The version we prefer when a peer offers several.
@@ -57,9 +68,14 @@ impl Version {
     /// use moq_core::Version;
     /// assert_eq!(Version::Draft19.alpn(), "moqt-19");
     /// assert_eq!(Version::Draft22.alpn(), "moqt-22");
+    /// assert_eq!(Version::Draft14.alpn(), "moq-00");
     /// ```
     pub const fn alpn(self) -> &'static str {
         match self {
+            // draft-14 §3.1: every draft up to 14 shares `moq-00`; CLIENT_SETUP picks one.
+            Version::Draft14 => "moq-00",
+            Version::Draft15 => "moqt-15",
+            Version::Draft16 => "moqt-16",
             Version::Draft18 => "moqt-18",
             Version::Draft19 => "moqt-19",
             Version::Draft20 => "moqt-20",
@@ -71,6 +87,9 @@ impl Version {
     /// The draft number, e.g. 19.
     pub const fn draft(self) -> u32 {
         match self {
+            Version::Draft14 => 14,
+            Version::Draft15 => 15,
+            Version::Draft16 => 16,
             Version::Draft18 => 18,
             Version::Draft19 => 19,
             Version::Draft20 => 20,
@@ -178,6 +197,56 @@ impl Version {
     pub const fn has_version_negotiation_failed(self) -> bool {
         self.until(19)
     }
+
+    // Drafts 14-16 (the "single control stream" family): the session's shape.
+
+    /// The version number sent in CLIENT_SETUP / SERVER_SETUP (draft-14 §9.3.1: 0xff000000 +
+    /// draft), for the versions that negotiate there.
+    pub const fn setup_number(self) -> u64 {
+        0xff00_0000 + self.draft() as u64
+    }
+
+    /// Looks a version up by its CLIENT_SETUP / SERVER_SETUP number.
+    pub fn from_setup_number(n: u64) -> Option<Version> {
+        Version::ALL.iter().copied().find(|v| v.setup_number() == n)
+    }
+
+    /// Integers are QUIC variable-length integers (RFC 9000 §16) until draft-16; vi64 from
+    /// draft-17.
+    pub const fn quic_varints(self) -> bool {
+        self.until(16)
+    }
+
+    /// One bidirectional control stream, opened by the client, carries CLIENT_SETUP /
+    /// SERVER_SETUP and every request's messages, addressed by Request ID (until draft-16).
+    /// From draft-17 each side opens a unidirectional control stream and every request has a
+    /// bidirectional stream of its own.
+    pub const fn single_control_stream(self) -> bool {
+        self.until(16)
+    }
+
+    /// CLIENT_SETUP lists versions and SERVER_SETUP selects one (until draft-14); from
+    /// draft-15 ALPN or the WebTransport protocol selects the version.
+    pub const fn setup_has_versions(self) -> bool {
+        self.until(14)
+    }
+
+    /// SUBSCRIBE_NAMESPACE opens a bidirectional stream of its own, answered there and
+    /// followed by NAMESPACE / NAMESPACE_DONE (from draft-16; draft-14/15 run it on the
+    /// control stream and answer with PUBLISH_NAMESPACE / PUBLISH_NAMESPACE_DONE).
+    pub const fn subscribe_namespace_stream(self) -> bool {
+        self.from(16)
+    }
+
+    /// Key-Value-Pair types are deltas from the previous pair's type (from draft-16); until
+    /// draft-15 each pair carries its type.
+    pub const fn kvp_delta_types(self) -> bool {
+        self.from(16)
+    }
+
+    // Drafts 14-16, control messages (filled in with the codec).
+
+    // Drafts 14-16, data plane (filled in with the codec).
 }
 
 impl fmt::Display for Version {
@@ -219,5 +288,8 @@ mod tests {
         assert_eq!(Draft21.filter_encoding(), FilterEncoding::Length);
         assert_eq!(Draft22.filter_encoding(), FilterEncoding::LocationType);
         assert_eq!(Draft18.filter_encoding(), FilterEncoding::FilterType);
+        assert!(Draft16.single_control_stream() && !Draft18.single_control_stream());
+        assert!(Draft14.setup_has_versions() && !Draft15.setup_has_versions());
+        assert_eq!(Version::from_setup_number(0xff00000e), Some(Draft14));
     }
 }

@@ -20,6 +20,7 @@ mod namespace;
 mod params;
 mod request;
 mod setup;
+mod single;
 mod subscribe;
 
 pub use fetch::{Fetch, FetchOk, FetchType, OPEN_END};
@@ -29,6 +30,11 @@ pub use namespace::{
 pub use params::{ParamContext, Parameters, param, param_allowed};
 pub use request::{PublishStateNotify, Redirect, RequestError, RequestOk, RequestUpdate};
 pub use setup::{Goaway, MAX_URI_LEN, Setup, SetupOptions, setup_option};
+pub use single::{
+    Address, ClientSetup, Envelope, FetchCancel, MaxRequestId, PublishNamespaceCancel,
+    PublishNamespaceDone, RequestType, RequestsBlocked, ServerSetup, Unsubscribe,
+    UnsubscribeNamespace,
+};
 pub use subscribe::{Publish, PublishDone, Subscribe, SubscribeOk, TrackStatus};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -205,21 +211,41 @@ messages!(
     RequestOk,
     RequestError,
     PublishStateNotify,
+    ClientSetup,
+    ServerSetup,
+    MaxRequestId,
+    RequestsBlocked,
+    Unsubscribe,
+    FetchCancel,
+    PublishNamespaceDone,
+    PublishNamespaceCancel,
+    UnsubscribeNamespace,
 );
 
-/// The per-version message table: the message types added after draft-18, each with the draft
-/// that adds it. Every other type exists in every supported version.
-const ADDED: &[(u64, u32)] = &[
+/// The per-version message table: the message types that do not exist in every supported
+/// version, each with the first and last draft that has it. Every other type exists in every
+/// supported version.
+const RANGES: &[(u64, u32, u32)] = &[
     // PUBLISH_STATE_NOTIFY (draft-21 §9.10).
-    (<PublishStateNotify as ControlMessage>::TYPE, 20),
+    (<PublishStateNotify as ControlMessage>::TYPE, 20, u32::MAX),
+    // The single control stream's own messages (draft-14 §9; MAX_REQUEST_ID ... gone in 17).
+    (<ClientSetup as ControlMessage>::TYPE, 0, 16),
+    (<ServerSetup as ControlMessage>::TYPE, 0, 16),
+    (<MaxRequestId as ControlMessage>::TYPE, 0, 16),
+    (<RequestsBlocked as ControlMessage>::TYPE, 0, 16),
+    (<Unsubscribe as ControlMessage>::TYPE, 0, 16),
+    (<FetchCancel as ControlMessage>::TYPE, 0, 16),
+    (<PublishNamespaceDone as ControlMessage>::TYPE, 0, 16),
+    (<PublishNamespaceCancel as ControlMessage>::TYPE, 0, 16),
+    (<UnsubscribeNamespace as ControlMessage>::TYPE, 0, 15),
 ];
 
-/// Whether message type `ty` exists in `v` (see [`ADDED`]).
+/// Whether message type `ty` exists in `v` (see [`RANGES`]).
 const fn message_exists(ty: u64, v: Version) -> bool {
-    let mut rest = ADDED;
-    while let [(t, from), tail @ ..] = rest {
+    let mut rest = RANGES;
+    while let [(t, from, until), tail @ ..] = rest {
         if *t == ty {
-            return v.draft() >= *from;
+            return v.draft() >= *from && v.draft() <= *until;
         }
         rest = tail;
     }

@@ -84,9 +84,14 @@ pub(crate) fn decode_kvps<B: Buf>(
         e => e,
     };
     while buf.has_remaining() {
-        let delta = buf.get_varint(v).map_err(truncated)?;
-        // draft-19 §1.4.3: a Delta Type past 2^64-1 is a PROTOCOL_VIOLATION.
-        key = key.checked_add(delta).ok_or(DecodeError::TypeOverflow)?;
+        let ty = buf.get_varint(v).map_err(truncated)?;
+        key = if v.kvp_delta_types() {
+            // draft-19 §1.4.3: a Delta Type past 2^64-1 is a PROTOCOL_VIOLATION.
+            key.checked_add(ty).ok_or(DecodeError::TypeOverflow)?
+        } else {
+            // draft-14 §1.4.2: each pair carries its own type.
+            ty
+        };
         let value = if key % 2 == 0 {
             KvpValue::Int(buf.get_varint(v).map_err(truncated)?)
         } else {
@@ -114,7 +119,7 @@ pub(crate) fn encode_kvps<'a, B: BufMut>(
             field: "key-value pairs",
             reason: "not sorted by type",
         })?;
-        buf.put_varint(delta, v);
+        buf.put_varint(if v.kvp_delta_types() { delta } else { p.key }, v);
         match &p.value {
             KvpValue::Int(x) => buf.put_varint(*x, v),
             KvpValue::Bytes(b) => {
