@@ -244,6 +244,12 @@ impl Version {
         self.from(16)
     }
 
+    /// The receiver of a REQUEST_UPDATE answers it with REQUEST_OK or REQUEST_ERROR (from
+    /// draft-16; draft-14's SUBSCRIBE_UPDATE has no answer).
+    pub const fn has_update_answers(self) -> bool {
+        self.from(16)
+    }
+
     // Drafts 14-16, control messages (filled in with the codec).
 
     // Drafts 14-16, data plane (filled in with the codec).

@@ -47,6 +47,17 @@ pub fn transport_config() -> quinn::TransportConfig {
     t
 }
 
+/// The version a WebTransport session runs when the CONNECT names none: one that negotiates
+/// in CLIENT_SETUP (draft-14) if configured, else the most preferred.
+fn in_band_or_first(versions: &[Version]) -> Version {
+    versions
+        .iter()
+        .copied()
+        .find(|v| v.setup_has_versions())
+        .or(versions.first().copied())
+        .unwrap_or(Version::PREFERRED)
+}
+
 fn alpns(versions: &[Version]) -> Vec<&'static str> {
     versions.iter().map(|v| v.alpn()).collect()
 }
@@ -192,8 +203,9 @@ impl Client {
             let session = wt::Session::connect(conn, request)
                 .await
                 .map_err(|e| Error::Connect(format!("WebTransport CONNECT: {e}")))?;
-            // A server that ignores WT-Available-Protocols gets our most preferred version.
-            let fallback = self.config.versions.first().map(|v| v.alpn().to_string());
+            // A server that ignores WT-Available-Protocols predates them (draft-14 negotiates
+            // in CLIENT_SETUP), or gets our most preferred version.
+            let fallback = Some(in_band_or_first(&self.config.versions).alpn().to_string());
             let conn = QuicConnection::webtransport(session).with_fallback_protocol(fallback);
             (Arc::new(conn), Destination::default())
         } else {
@@ -471,12 +483,9 @@ async fn handshake(connecting: quinn::Connecting, config: &ServerConfig) -> Resu
             .copied();
         let chosen = match (chosen, offered.is_empty()) {
             (Some(v), _) => v,
-            // A client that offers nothing gets our preferred version.
-            (None, true) => config
-                .versions
-                .first()
-                .copied()
-                .unwrap_or(Version::PREFERRED),
+            // A client that offers nothing negotiates in CLIENT_SETUP (draft-14; from
+            // draft-15 WebTransport names the version), or gets our preferred version.
+            (None, true) => in_band_or_first(&config.versions),
             (None, false) => {
                 let _ = request.reject(http::StatusCode::BAD_REQUEST).await;
                 return Err(Error::Connect(format!("no common version in {offered:?}")));

@@ -123,20 +123,22 @@ impl Request {
     /// next Request ID. Refused once the session ended or the peer sent GOAWAY.
     pub(crate) async fn open<M: RequestMessage>(
         core: &Arc<SessionCore>,
-        mut first: M,
+        first: M,
     ) -> Result<Request, Error> {
         first.params().validate(M::PARAMS, core.version())?;
         core.check_outgoing(first.params())?;
-        let (writer, reader) = tokio::select! {
-            r = core.open_request_stream() => r?,
+        let first: Message = first.into();
+        let kind = first.request_type();
+        let (mut writer, reader) = tokio::select! {
+            r = core.open_request_stream(kind) => r?,
             e = core.closed() => return Err(e),
         };
-        let id = core.next_request_id();
-        first.set_request_id(id);
+        let id = tokio::select! {
+            r = writer.send_fresh(first, core.next_request_id()) => r?,
+            e = core.closed() => return Err(e),
+        };
         let stream = RequestStream::new(writer, reader);
-        let mut req = Request::new(core, stream, M::NAME, id, true);
-        req.stream.send(first).await?;
-        Ok(req)
+        Ok(Request::new(core, stream, M::NAME, id, true))
     }
 
     /// The responder's end of the peer's request `msg`; resolves its tokens (alias errors close
@@ -449,6 +451,7 @@ impl Request {
         let frame = match f {
             Ok(Frame::Bytes(b)) => b,
             Ok(Frame::Fin) => return self.on_message(Ok(None)),
+            Ok(Frame::Message(m)) => return self.on_message(Ok(Some(m))),
             Err(e) => return self.on_message(Err(e)),
         };
         let v = self.core.version();
@@ -588,14 +591,21 @@ impl Request {
             return;
         }
         let update = RequestUpdate {
-            request_id: self.core.next_request_id(),
+            request_id: 0,
             params: params.clone(),
         };
-        if let Some(id) = id {
-            let _ = id.send(update.request_id);
-        }
-        match self.stream.send(update).await {
-            Ok(()) => self.pending.push_back(Pending { params, reply }),
+        let sent = self
+            .stream
+            .writer
+            .send_fresh(update.into(), self.core.next_request_id())
+            .await;
+        match sent {
+            Ok(update_id) => {
+                if let Some(id) = id {
+                    let _ = id.send(update_id);
+                }
+                self.pending.push_back(Pending { params, reply })
+            }
             Err(e) => {
                 let _ = reply.send(Err(e));
             }

@@ -30,6 +30,9 @@ pub struct Limits {
     pub setup_timeout: Duration,
     /// Request IDs remembered to detect duplicates that arrive out of order.
     pub request_id_window: usize,
+    /// Drafts 14-16: how many of the peer's requests may be open at once; MAX_REQUEST_ID is
+    /// granted as they complete (draft-14 §9.5). Newer drafts use QUIC's stream limit.
+    pub max_peer_requests: u64,
     /// The largest object payload assembled in memory by `next_object`; larger ones are
     /// refused (read them in chunks with `next_event` instead).
     pub max_object_size: usize,
@@ -45,6 +48,7 @@ impl Default for Limits {
             namespace_queue: 1024,
             setup_timeout: Duration::from_secs(10),
             request_id_window: 16 * 1024,
+            max_peer_requests: 4096,
             max_object_size: 64 << 20,
         }
     }

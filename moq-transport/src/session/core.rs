@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode};
-use moq_core::message::{Goaway, Parameters, RequestError, SetupOptions};
+use moq_core::message::{Goaway, Parameters, RequestError, RequestType, SetupOptions};
 use moq_core::{AuthToken, Version};
 use parking_lot::Mutex;
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -25,6 +25,7 @@ use super::ids::PeerRequestIds;
 use super::tasks::TaskSet;
 use crate::error::Error;
 use crate::framing::{Reader, Writer};
+use crate::mux::Mux;
 use crate::transport::{BoxSendStream, Connection, TransportKind};
 
 /// Which end of the connection this is. Clients use even Request IDs, servers odd ones.
@@ -109,6 +110,8 @@ pub(crate) struct SessionCore {
     goaway_from: AtomicU64,
     goaway_received: watch::Sender<Option<GoawayInfo>>,
     control: tokio::sync::Mutex<Option<Writer>>,
+    /// Drafts 14-16: the one control stream every request runs on.
+    mux: OnceLock<Mux>,
     open_requests: AtomicUsize,
     /// Finished data streams being watched until the peer acknowledges them (those with a
     /// delivery timeout, or still writing their header).
@@ -183,6 +186,7 @@ impl SessionCore {
             goaway_from: AtomicU64::new(u64::MAX),
             goaway_received: watch::channel(None).0,
             control: tokio::sync::Mutex::new(None),
+            mux: OnceLock::new(),
             open_requests: AtomicUsize::new(0),
         });
         core.tasks.spawn_uncancelled(watch_connection(core.clone()));
@@ -385,9 +389,23 @@ impl SessionCore {
 
     // Request IDs, tokens, authorization.
 
-    /// Our next Request ID (draft-19 §10.1: by parity, +2 each).
-    pub(crate) fn next_request_id(&self) -> u64 {
-        self.next_request_id.fetch_add(2, Ordering::Relaxed)
+    /// Our next Request ID (draft-19 §10.1: by parity, +2 each); on a draft-14..16 session,
+    /// once the peer's MAX_REQUEST_ID allows it (draft-14 §9.5).
+    pub(crate) async fn next_request_id(&self) -> Result<u64, Error> {
+        match self.mux.get() {
+            Some(mux) => mux.allocate().await,
+            None => Ok(self.next_request_id.fetch_add(2, Ordering::Relaxed)),
+        }
+    }
+
+    /// The draft-14..16 control stream's mux, once SETUP is done.
+    pub(crate) fn mux(&self) -> Option<&Mux> {
+        self.mux.get()
+    }
+
+    /// Keeps the draft-14..16 control stream's mux.
+    pub(crate) fn set_mux(&self, mux: Mux) {
+        let _ = self.mux.set(mux);
     }
 
     /// Records one of the peer's Request IDs, closing the session with INVALID_REQUEST_ID if it
@@ -435,12 +453,27 @@ impl SessionCore {
 
     /// Opens a stream for a new request of ours. Refused after the session ended or a GOAWAY
     /// arrived (draft-19 §10.4: SHOULD NOT initiate new requests).
-    pub(crate) async fn open_request_stream(&self) -> Result<(Writer, Reader), Error> {
+    ///
+    /// Drafts 14-16 carry a request on the control stream (a virtual stream), except
+    /// draft-16's SUBSCRIBE_NAMESPACE (and SUBSCRIBE_TRACKS, its PUBLISH form), which opens a
+    /// stream of its own.
+    pub(crate) async fn open_request_stream(
+        &self,
+        kind: Option<RequestType>,
+    ) -> Result<(Writer, Reader), Error> {
         if let Some(e) = self.close_reason() {
             return Err(e);
         }
         if self.goaway_received.borrow().is_some() {
             return Err(Error::GoingAway);
+        }
+        let own_stream = matches!(
+            kind,
+            Some(RequestType::SubscribeNamespace | RequestType::SubscribeTracks)
+        ) && self.version.subscribe_namespace_stream();
+        if let Some(mux) = self.mux.get().filter(|_| !own_stream) {
+            let (w, r) = mux.open();
+            return Ok((Writer::virtual_stream(w), Reader::virtual_stream(r)));
         }
         let (send, recv) = self
             .conn
@@ -496,7 +529,9 @@ impl SessionCore {
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             request_id,
         };
-        {
+        if let Some(mux) = self.mux.get() {
+            mux.send(msg.into())?;
+        } else {
             let mut w = self.control.lock().await;
             let w = w
                 .as_mut()

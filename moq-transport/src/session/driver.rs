@@ -15,14 +15,15 @@ use moq_core::codes::StreamResetCode;
 use moq_core::coding::Vi64;
 use moq_core::data::{Datagram, ObjectDatagram, StreamType};
 use moq_core::message::{
-    ControlMessage, Message, RequestError, RequestUpdate, SetupOptions, peek_request_id,
+    Address, ControlMessage, Message, RequestError, RequestUpdate, SetupOptions, peek_request_id,
 };
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use super::core::{REQUEST_PRIORITY, SessionCore, going_away};
+use super::core::{REQUEST_PRIORITY, Role, SessionCore, going_away};
 use crate::error::Error;
 use crate::framing::{Frame, Reader, Writer};
+use crate::mux::{Mux, request_namespace};
 use crate::transport::{BoxRecvStream, BoxSendStream};
 
 /// A future the driver runs for a stream, boxed at its own size: inline, every stream's task
@@ -51,7 +52,18 @@ pub(crate) trait Dispatch: Send + Sync + 'static {
 }
 
 /// The peer's SETUP and its control stream, handed from the driver to the handshake.
-type PeerSetup = Result<(SetupOptions, Reader), Error>;
+type PeerSetup = Result<PeerControl, Error>;
+
+/// The peer's SETUP as the driver read it.
+pub(crate) struct PeerControl {
+    /// Its options.
+    pub(crate) options: SetupOptions,
+    /// The control stream's reader, past SETUP.
+    pub(crate) reader: Reader,
+    /// Drafts 14-16, on the server: the send half of the one control stream, and the
+    /// versions CLIENT_SETUP offered (draft-14).
+    pub(crate) single: Option<(BoxSendStream, Vec<u64>)>,
+}
 
 /// Where the handshake waits for the peer's SETUP.
 pub(crate) type SetupReceiver = oneshot::Receiver<PeerSetup>;
@@ -176,7 +188,11 @@ impl Driver {
         }
         let mut reader = Reader::with_buffer(recv, self.core.version(), &buf);
         let res = match reader.next().await {
-            Ok(Some(Message::Setup(s))) => Ok((s.options, reader)),
+            Ok(Some(Message::Setup(s))) => Ok(PeerControl {
+                options: s.options,
+                reader,
+                single: None,
+            }),
             Ok(Some(m)) => Err(Error::protocol(format!(
                 "control stream starts with {}",
                 m.name()
@@ -197,12 +213,19 @@ impl Driver {
 
 async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRecvStream) {
     let core = &driver.core;
+    let v = core.version();
+    // draft-14 §3.3: the client's first bidirectional stream is the control stream.
+    if v.single_control_stream()
+        && core.role() == Role::Server
+        && !driver.control_seen.swap(true, Ordering::Relaxed)
+    {
+        return driver.single_control_stream(send, recv).await;
+    }
     if core.wait_setup().await.is_err() {
         recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
         send.reset(StreamResetCode::EXCESSIVE_LOAD.0);
         return;
     }
-    let v = core.version();
     let mut reader = Reader::new(recv, v);
     let mut writer = Writer::new(send, v);
     writer.set_priority(REQUEST_PRIORITY);
@@ -210,6 +233,7 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
         Ok(Frame::Bytes(b)) => b,
         // An empty stream carries no request.
         Ok(Frame::Fin) | Err(Error::Cancelled(_)) => return,
+        Ok(Frame::Message(_)) => return,
         Err(e) => return core.close(e),
     };
     let msg = match Message::decode(&mut frame.clone(), v) {
@@ -241,6 +265,14 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
     if core.check_peer_request_id(request_id).is_err() {
         return;
     }
+    if let Some(mux) = core.mux() {
+        // draft-16 §6: SUBSCRIBE_NAMESPACE's own stream still takes a Request ID within
+        // MAX_REQUEST_ID, and its answers name it.
+        if let Err(e) = mux.check_peer_id(request_id) {
+            return core.close(e);
+        }
+        writer.answering(request_id, msg.request_type());
+    }
     tracing::debug!(request = msg.name(), request_id, "incoming request");
     if core.goaway_refuses(request_id) {
         // draft-19 §10.2.2: its token aliases are registered (or deleted) even though the
@@ -255,6 +287,126 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
         return;
     }
     driver.dispatch.request(msg, writer, reader).await;
+    if let Some(mux) = core.mux() {
+        mux.peer_request_done();
+    }
+}
+
+impl Driver {
+    /// Drafts 14-16, on the server: the client's control stream, which begins with
+    /// CLIENT_SETUP; handed to the handshake with its send half.
+    async fn single_control_stream(&self, send: BoxSendStream, recv: BoxRecvStream) {
+        let mut reader = Reader::new(recv, self.core.version());
+        let res = match reader.next().await {
+            Ok(Some(Message::ClientSetup(s))) => Ok(PeerControl {
+                options: s.options,
+                reader,
+                single: Some((send, s.versions)),
+            }),
+            Ok(Some(m)) => Err(Error::protocol(format!(
+                "control stream starts with {}",
+                m.name()
+            ))),
+            Ok(None) | Err(Error::Cancelled(_)) => {
+                Err(Error::protocol("control stream closed before CLIENT_SETUP"))
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &res {
+            self.core.close(e.clone());
+        }
+        if let Some(tx) = self.setup.lock().take() {
+            let _ = tx.send(res);
+        }
+    }
+}
+
+/// Drafts 14-16: reads the one control stream after SETUP. Requests become virtual streams
+/// served by `dispatch`; what belongs to a request goes to it through the mux; MAX_REQUEST_ID,
+/// REQUESTS_BLOCKED and GOAWAY are the session's.
+pub(crate) fn read_single_control(
+    core: &Arc<SessionCore>,
+    dispatch: Arc<dyn Dispatch>,
+    mut reader: Reader,
+) {
+    let core2 = core.clone();
+    core.spawn(async move {
+        let core = core2;
+        let Some(mux) = core.mux().cloned() else {
+            return core.close(Error::protocol("no control stream"));
+        };
+        let err = loop {
+            let (msg, address) = match reader.next_addressed().await {
+                Ok(Some(m)) => m,
+                // draft-14 §3.3: closing the control stream is a PROTOCOL_VIOLATION.
+                Ok(None) => break Error::protocol("the peer closed its control stream"),
+                Err(Error::Cancelled(_)) => {
+                    break Error::protocol("the peer reset its control stream");
+                }
+                Err(e) => break e,
+            };
+            if let Err(e) = on_single_control(&core, &dispatch, &mux, msg, address).await {
+                break e;
+            }
+        };
+        mux.close(err.clone());
+        core.close(err);
+    });
+}
+
+async fn on_single_control(
+    core: &Arc<SessionCore>,
+    dispatch: &Arc<dyn Dispatch>,
+    mux: &Mux,
+    msg: Message,
+    address: Option<Address>,
+) -> Result<(), Error> {
+    match msg {
+        Message::Goaway(g) => return core.on_goaway(g),
+        Message::MaxRequestId(m) => return mux.on_max_request_id(m.request_id),
+        Message::RequestsBlocked(_) => {
+            mux.on_requests_blocked();
+            return Ok(());
+        }
+        Message::ClientSetup(_) | Message::ServerSetup(_) => {
+            return Err(Error::protocol(format!("second {}", msg.name())));
+        }
+        _ => {}
+    }
+    if let Message::RequestUpdate(u) = &msg {
+        // draft-14 §9.1: an update takes a Request ID of its own.
+        core.check_peer_request_id(u.request_id)?;
+        mux.check_peer_id(u.request_id)?;
+    }
+    if let Some(address) = address {
+        return mux.deliver(msg, address).await;
+    }
+    let (Some((id, params)), Some(kind)) = (msg.request(), msg.request_type()) else {
+        return Err(Error::protocol(format!(
+            "{} on the control stream names no request",
+            msg.name()
+        )));
+    };
+    core.check_peer_request_id(id)?;
+    mux.check_peer_id(id)?;
+    if let Message::PublishNamespace(p) = &msg
+        && !core.version().subscribe_namespace_stream()
+        && mux.discovered(id, &p.namespace).await?
+    {
+        return Ok(());
+    }
+    tracing::debug!(request = msg.name(), request_id = id, "incoming request");
+    let (w, r) = mux.accept(id, kind, request_namespace(&msg));
+    let (mut writer, reader) = (Writer::virtual_stream(w), Reader::virtual_stream(r));
+    if core.goaway_refuses(id) {
+        // As on a request stream: tokens resolve, then GOING_AWAY (draft-14 §9.4).
+        core.resolve_tokens(&params.authorization_tokens)?;
+        writer.send(going_away()).await?;
+        writer.finish();
+        return Ok(());
+    }
+    core.spawn(dispatch.request(msg, writer, reader));
+    Ok(())
 }
 
 async fn recv_datagrams(driver: Arc<Driver>) {

@@ -4,10 +4,14 @@ use std::sync::Arc;
 
 use super::auth::SessionInfo;
 use super::core::{CONTROL_PRIORITY, Destination, Role, SessionCore};
-use super::driver::{self, Dispatch};
+use moq_core::codes::SessionErrorCode;
+use moq_core::message::{ClientSetup, Message, ServerSetup, SetupOptions};
+
+use super::driver::{self, Dispatch, SetupReceiver};
 use super::setup::{check_peer_setup, local_setup};
 use crate::error::Error;
-use crate::framing::Writer;
+use crate::framing::{Reader, Writer};
+use crate::mux::Mux;
 
 /// Starts the driver and runs SETUP. On failure the session is closed with the error.
 ///
@@ -40,10 +44,9 @@ async fn handshake(
     dispatch: Arc<dyn Dispatch>,
     destination: Destination,
 ) -> Result<(), Error> {
-    let setup = driver::start(core, dispatch);
+    let setup = driver::start(core, dispatch.clone());
     let version = core.version();
     let kind = core.kind();
-    // draft-19 §3.3: each side opens its control stream with SETUP; it may be pipelined.
     let ours = local_setup(
         core.config(),
         core.role(),
@@ -52,16 +55,21 @@ async fn handshake(
         destination.path.as_deref(),
         destination.authority.as_deref(),
     );
-    let mut writer = Writer::new(core.conn().open_uni().await?, version);
-    writer.set_priority(CONTROL_PRIORITY);
-    writer.send(ours).await?;
-    core.set_control(writer).await;
-
     let timeout = core.config().limits.setup_timeout;
-    let (peer, control) = match tokio::time::timeout(timeout, setup).await {
-        Ok(Ok(r)) => r?,
-        Ok(Err(_)) => return Err(core.closed().await),
-        Err(_) => return Err(Error::Timeout("waiting for the peer's SETUP")),
+    let (peer, control) = if version.single_control_stream() {
+        single_setup(core, ours.options, setup).await?
+    } else {
+        // draft-19 §3.3: each side opens its control stream with SETUP; it may be pipelined.
+        let mut writer = Writer::new(core.conn().open_uni().await?, version);
+        writer.set_priority(CONTROL_PRIORITY);
+        writer.send(ours).await?;
+        core.set_control(writer).await;
+        let peer = match tokio::time::timeout(timeout, setup).await {
+            Ok(Ok(r)) => r?,
+            Ok(Err(_)) => return Err(core.closed().await),
+            Err(_) => return Err(Error::Timeout("waiting for the peer's SETUP")),
+        };
+        (peer.options, peer.reader)
     };
     let (path, authority) = check_peer_setup(&peer, core.role(), kind)?;
     let setup_tokens = core.resolve_setup_tokens(&peer.authorization_tokens)?;
@@ -83,6 +91,91 @@ async fn handshake(
     }
     tracing::debug!(peer = ?info.peer_implementation, path = ?info.path, "peer SETUP");
     core.established(info, peer);
-    driver::read_control(core, control);
+    if version.single_control_stream() {
+        driver::read_single_control(core, dispatch, control);
+    } else {
+        driver::read_control(core, control);
+    }
     Ok(())
+}
+
+/// Drafts 14-16: the client opens the one bidirectional control stream with CLIENT_SETUP and
+/// the server answers SERVER_SETUP on it (draft-14 §3.3, §9.3); both grant MAX_REQUEST_ID
+/// there. Draft-14 negotiates its version in those messages (§9.3.1).
+async fn single_setup(
+    core: &Arc<SessionCore>,
+    mut options: SetupOptions,
+    setup: SetupReceiver,
+) -> Result<(SetupOptions, Reader), Error> {
+    let version = core.version();
+    let parity = core.role().request_id_parity();
+    let window = core.config().limits.max_peer_requests;
+    options.max_request_id = Some(Mux::initial_grant(window, parity));
+    let number = version.setup_number();
+    let timeout = core.config().limits.setup_timeout;
+    let spawn = |f| core.spawn(f);
+    if core.role() == Role::Client {
+        let (mut send, recv) = core.conn().open_bi().await?;
+        send.set_priority(CONTROL_PRIORITY);
+        let mux = Mux::new(version, send, parity, 0, window, spawn);
+        let versions = if version.setup_has_versions() {
+            vec![number]
+        } else {
+            Vec::new()
+        };
+        mux.send(ClientSetup { versions, options }.into())?;
+        let mut reader = Reader::new(recv, version);
+        let first = match tokio::time::timeout(timeout, reader.next()).await {
+            Ok(r) => r?,
+            Err(_) => return Err(Error::Timeout("waiting for SERVER_SETUP")),
+        };
+        let server = match first {
+            Some(Message::ServerSetup(s)) => s,
+            Some(m) => {
+                return Err(Error::protocol(format!(
+                    "control stream starts with {}",
+                    m.name()
+                )));
+            }
+            None => return Err(Error::protocol("control stream closed before SERVER_SETUP")),
+        };
+        // draft-14 §9.3.1: the server selects one of the versions offered.
+        if version.setup_has_versions() && server.version != Some(number) {
+            return Err(Error::violation(
+                SessionErrorCode::VERSION_NEGOTIATION_FAILED,
+                format!("SERVER_SETUP selected {:?}", server.version),
+            ));
+        }
+        mux.on_max_request_id(server.options.max_request_id.unwrap_or(0))?;
+        core.set_mux(mux);
+        return Ok((server.options, reader));
+    }
+    let peer = match tokio::time::timeout(timeout, setup).await {
+        Ok(Ok(r)) => r?,
+        Ok(Err(_)) => return Err(core.closed().await),
+        Err(_) => return Err(Error::Timeout("waiting for CLIENT_SETUP")),
+    };
+    let Some((mut send, versions)) = peer.single else {
+        return Err(Error::protocol("no CLIENT_SETUP"));
+    };
+    // draft-14 §9.3.1: no version in common is VERSION_NEGOTIATION_FAILED.
+    if version.setup_has_versions() && !versions.contains(&number) {
+        return Err(Error::violation(
+            SessionErrorCode::VERSION_NEGOTIATION_FAILED,
+            format!("CLIENT_SETUP offers {versions:x?}, not {number:#x}"),
+        ));
+    }
+    send.set_priority(CONTROL_PRIORITY);
+    let peer_max = peer.options.max_request_id.unwrap_or(0);
+    let mux = Mux::new(version, send, parity, peer_max, window, spawn);
+    let selected = version.setup_has_versions().then_some(number);
+    mux.send(
+        ServerSetup {
+            version: selected,
+            options,
+        }
+        .into(),
+    )?;
+    core.set_mux(mux);
+    Ok((peer.options, peer.reader))
 }

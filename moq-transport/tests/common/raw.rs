@@ -19,7 +19,9 @@ use bytes::Bytes;
 use moq_core::Version;
 use moq_core::codes::SessionErrorCode;
 use moq_core::coding::Vi64;
-use moq_core::message::{Message, MessageReader, Setup, SetupOptions};
+use moq_core::message::{
+    Address, ClientSetup, Envelope, Message, MessageReader, ServerSetup, Setup, SetupOptions,
+};
 use moq_transport::endpoint::{Client, ClientConfig, transport_config};
 use moq_transport::tls::{Certificate, ClientTls, server_config};
 use moq_transport::{Error, Session, SessionConfig};
@@ -84,6 +86,7 @@ pub struct MsgReader {
     /// The stream.
     pub recv: quinn::RecvStream,
     msgs: MessageReader,
+    version: Version,
 }
 
 impl MsgReader {
@@ -91,6 +94,7 @@ impl MsgReader {
         MsgReader {
             recv,
             msgs: MessageReader::new(v),
+            version: v,
         }
     }
 
@@ -111,6 +115,34 @@ impl MsgReader {
                     assert_eq!(self.msgs.buffered(), 0, "FIN inside a message");
                     return Ok(None);
                 }
+            }
+        }
+    }
+
+    /// The next frame of a draft-14..16 control stream: its wire type, the message and the
+    /// request it is addressed to. Panics on a FIN, a reset or bytes that do not decode.
+    pub async fn expect_addressed(&mut self) -> (u64, Message, Option<Address>) {
+        loop {
+            let v = self.version;
+            if let Some(frame) = self.msgs.next_frame().expect("our side sent a bad frame") {
+                let mut ty = &frame[..];
+                let code = if v.quic_varints() {
+                    moq_core::coding::QuicVarInt::decode(&mut ty).unwrap()
+                } else {
+                    Vi64::decode(&mut ty).unwrap()
+                };
+                let (m, a) = Message::decode_addressed(&mut &frame[..], v)
+                    .expect("our side sent a bad message");
+                return (code, m, a);
+            }
+            match self
+                .recv
+                .read_chunk(64 * 1024, true)
+                .await
+                .expect("stream failed")
+            {
+                Some(chunk) => self.msgs.push(&chunk.bytes),
+                None => panic!("stream ended"),
             }
         }
     }
@@ -218,6 +250,50 @@ impl RawConn {
     pub async fn handshake(&mut self, options: SetupOptions) -> SetupOptions {
         self.send_setup(options).await;
         self.read_setup().await
+    }
+
+    /// Drafts 14-16, as the client: opens the one bidirectional control stream with
+    /// CLIENT_SETUP (`versions` only matter at draft-14) and reads SERVER_SETUP.
+    pub async fn single_setup(
+        &mut self,
+        versions: Vec<u64>,
+        options: SetupOptions,
+    ) -> (SingleControl, ServerSetup) {
+        let (mut send, recv) = self.conn.open_bi().await.unwrap();
+        let bytes = encode(ClientSetup { versions, options }, self.version);
+        send.write_all(&bytes).await.unwrap();
+        let mut reader = MsgReader::new(recv, self.version);
+        match reader.expect_addressed().await {
+            (_, Message::ServerSetup(s), _) => (
+                SingleControl {
+                    send,
+                    reader,
+                    version: self.version,
+                },
+                s,
+            ),
+            (_, m, _) => panic!("control stream starts with {}", m.name()),
+        }
+    }
+
+    /// Drafts 14-16, as the server: accepts the client's control stream, reads CLIENT_SETUP
+    /// and answers SERVER_SETUP with `options` (selecting draft-14 when that is the version).
+    pub async fn single_accept(&mut self, options: SetupOptions) -> SingleControl {
+        let (mut send, recv) = self.conn.accept_bi().await.unwrap();
+        let mut reader = MsgReader::new(recv, self.version);
+        let (_, first, _) = reader.expect_addressed().await;
+        assert!(matches!(first, Message::ClientSetup(_)), "{first:?}");
+        let v = self.version;
+        let setup = ServerSetup {
+            version: v.setup_has_versions().then(|| v.setup_number()),
+            options,
+        };
+        send.write_all(&encode(setup, v)).await.unwrap();
+        SingleControl {
+            send,
+            reader,
+            version: v,
+        }
     }
 
     /// Opens a unidirectional stream and writes `bytes` on it.
@@ -359,5 +435,40 @@ impl RawServer {
             raw.handshake(options).await;
             raw
         })
+    }
+}
+
+/// Drafts 14-16: a raw end of the one bidirectional control stream.
+#[derive(Debug)]
+pub struct SingleControl {
+    pub send: quinn::SendStream,
+    pub reader: MsgReader,
+    pub version: Version,
+}
+
+impl SingleControl {
+    /// Sends `msg` addressed to `address` (`None` for requests and session messages), as the
+    /// answer to a request of kind `answers`.
+    pub async fn send(
+        &mut self,
+        msg: impl Into<Message>,
+        address: Option<Address>,
+        answers: Option<moq_core::message::RequestType>,
+    ) {
+        let mut bytes = Vec::new();
+        msg.into()
+            .encode_addressed(&Envelope { address, answers }, &mut bytes, self.version)
+            .unwrap();
+        self.send.write_all(&bytes).await.unwrap();
+    }
+
+    /// Writes raw bytes.
+    pub async fn write(&mut self, bytes: &[u8]) {
+        self.send.write_all(bytes).await.unwrap();
+    }
+
+    /// The next frame: its wire type, the message, its address.
+    pub async fn next(&mut self) -> (u64, Message, Option<Address>) {
+        self.reader.expect_addressed().await
     }
 }
