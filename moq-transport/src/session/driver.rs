@@ -265,6 +265,20 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
     if core.check_peer_request_id(request_id).is_err() {
         return;
     }
+    if core.version().single_control_stream()
+        && !(core.version().subscribe_namespace_stream()
+            && matches!(
+                msg,
+                Message::SubscribeNamespace(_) | Message::SubscribeTracks(_)
+            ))
+    {
+        // draft-14 §3.3: requests go on the control stream (draft-16 §6.3: only
+        // SUBSCRIBE_NAMESPACE opens a stream of its own).
+        return core.close(Error::protocol(format!(
+            "{} on a bidirectional stream of its own",
+            msg.name()
+        )));
+    }
     if let Some(mux) = core.mux() {
         // draft-16 §6: SUBSCRIBE_NAMESPACE's own stream still takes a Request ID within
         // MAX_REQUEST_ID, and its answers name it.
