@@ -45,8 +45,6 @@ pub struct SetupOptions {
     pub implementation: Option<String>,
     /// MAX_REQUEST_UPDATES (0x08, draft-19); absent or 0 means unlimited.
     pub max_request_updates: Option<u64>,
-    /// MAX_REQUEST_ID (0x02, drafts 14-16): the peer may use Request IDs below this.
-    pub max_request_id: Option<u64>,
     /// Options this crate does not understand, including GREASE.
     pub unknown: Vec<KeyValuePair>,
 }

@@ -34,7 +34,6 @@ pub(crate) fn local_setup(
         implementation: config.implementation.clone(),
         max_request_updates: Some(config.max_request_updates)
             .filter(|x| *x > 0 && version.has_max_request_updates()),
-        max_request_id: None,
         unknown: Vec::new(),
     };
     Setup { options }
