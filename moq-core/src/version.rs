@@ -247,6 +247,78 @@ impl Version {
     // Drafts 14-16, control messages (filled in with the codec).
 
     // Drafts 14-16, data plane (filled in with the codec).
+
+    /// An object may leave out its Publisher Priority and inherit the subscription's: the
+    /// DEFAULT_PRIORITY bit of SUBGROUP_HEADER (0x20, types 0x30-0x3D) and of OBJECT_DATAGRAM
+    /// (0x08) (from draft-15). Draft-14 always carries the priority.
+    pub const fn has_default_priority(self) -> bool {
+        self.from(15)
+    }
+
+    /// A status OBJECT_DATAGRAM may set ZERO_OBJECT_ID (types 0x24-0x25, 0x2C-0x2D) (from
+    /// draft-15); draft-14's status datagrams 0x20-0x21 always carry the Object ID.
+    pub const fn status_datagram_zero_object_id(self) -> bool {
+        self.from(15)
+    }
+
+    /// SUBGROUP_HEADER's FIRST_OBJECT bit (0x40) exists (from draft-18).
+    pub const fn has_first_object_bit(self) -> bool {
+        self.from(18)
+    }
+
+    /// PADDING streams (0x132B3E28) and datagrams (0x132B3E29) exist (from draft-18).
+    pub const fn has_padding(self) -> bool {
+        self.from(18)
+    }
+
+    /// Object Status 0x1, Object Does Not Exist, exists (until draft-15; draft-16 redid
+    /// missing objects and removed it).
+    pub const fn has_object_does_not_exist(self) -> bool {
+        self.until(15)
+    }
+
+    /// Only a Normal object may carry extension headers / properties (from draft-15);
+    /// draft-14 forbids them only on an Object Does Not Exist.
+    pub const fn properties_only_on_normal(self) -> bool {
+        self.from(15)
+    }
+
+    /// A fetch object starts with Serialization Flags and may refer to the prior object's
+    /// fields (from draft-15); draft-14 writes Group, Subgroup and Object ID, priority and an
+    /// Extension Headers Length on every object.
+    pub const fn fetch_serialization_flags(self) -> bool {
+        self.from(15)
+    }
+
+    /// The Serialization Flags are a varint with the DATAGRAM flag (0x40) and the End of Range
+    /// values 0x8C and 0x10C (from draft-16); draft-15's are one byte without them.
+    pub const fn fetch_end_of_range(self) -> bool {
+        self.from(16)
+    }
+
+    /// A fetch object whose Payload Length is 0 carries an Object Status (until draft-15).
+    pub const fn fetch_object_status(self) -> bool {
+        self.until(15)
+    }
+
+    /// A fetch object's Group ID and Object ID fields are deltas from the prior entry (from
+    /// draft-18); before, they are absolute.
+    pub const fn fetch_id_deltas(self) -> bool {
+        self.from(18)
+    }
+
+    /// Property types 0x4000-0x7FFF are Mandatory Track Properties, never on an object (from
+    /// draft-18).
+    pub const fn has_mandatory_track_properties(self) -> bool {
+        self.from(18)
+    }
+
+    /// A DELIVERY_TIMEOUT track extension (0x02) of 0 is a PROTOCOL_VIOLATION (from draft-16,
+    /// which has track extensions, until draft-17; draft-18 split it in two and dropped the
+    /// rule).
+    pub const fn zero_delivery_timeout_invalid(self) -> bool {
+        self.from(16) && self.until(17)
+    }
 }
 
 impl fmt::Display for Version {
