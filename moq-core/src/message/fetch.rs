@@ -362,8 +362,7 @@ impl ControlMessage for FetchOk {
         // Drafts 14-16 send the exclusive end the model keeps (draft-16 §9.17:
         // {Largest.Group, Largest.Object + 1}, Object 0 for a whole group).
         let end_location = end_from_quic(end_from_wire(Location::decode(buf, v)?, v), v);
-        let (params, track_values) =
-            Parameters::decode_with_track(buf, ParamContext::FetchOk, v)?;
+        let (params, track_values) = Parameters::decode_with_track(buf, ParamContext::FetchOk, v)?;
         let mut track_properties = decode_track_properties(buf, track_values, v)?;
         body_done(buf, Self::NAME)?;
         if let Some(order) = order {

@@ -112,7 +112,11 @@ fn decode_prefix_request(
         // Read by decode_subscribe_namespace_with_options; a body read here directly names
         // the variant its options give.
         let options = buf.get_varint(v)?;
-        let expected = if ctx == ParamContext::SubscribeTracks { 0 } else { 1 };
+        let expected = if ctx == ParamContext::SubscribeTracks {
+            0
+        } else {
+            1
+        };
         if options != expected && !(options == 2 && expected == 1) {
             return Err(DecodeError::UnexpectedMessage(name));
         }

@@ -737,7 +737,10 @@ impl Parameters {
                     });
                 }
                 track = track
-                    .with(KeyValuePair { key: ty, value: KvpValue::Int(x) })
+                    .with(KeyValuePair {
+                        key: ty,
+                        value: KvpValue::Int(x),
+                    })
                     .map_err(|_| DecodeError::KeyValueFormatting("parameter"))?;
                 continue;
             }
@@ -845,7 +848,10 @@ impl Parameters {
             pairs.push(int(param::OBJECT_DELIVERY_TIMEOUT, x));
         }
         for t in &self.authorization_tokens {
-            pairs.push(KeyValuePair::bytes(param::AUTHORIZATION_TOKEN, t.to_bytes(v)?)?);
+            pairs.push(KeyValuePair::bytes(
+                param::AUTHORIZATION_TOKEN,
+                t.to_bytes(v)?,
+            )?);
         }
         if let Some(x) = self.expires {
             pairs.push(int(param::EXPIRES, x));

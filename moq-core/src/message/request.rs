@@ -101,7 +101,7 @@ impl RequestOk {
         if v.has_request_ok() {
             // PUBLISH_OK of drafts 15-17: `Parameters` (draft-16 §9.14).
             let params = Parameters::decode(buf, ParamContext::PublishOk, v)?;
-            body_done(buf, name)?;
+            // Leftover bytes are rejected by the framing, under the wire name.
             return Ok(RequestOk {
                 params,
                 ..Default::default()
@@ -126,7 +126,7 @@ impl RequestOk {
                 let order = GroupOrder::from_value(buf.get_byte()?.into())?;
                 let filter = LocationFilter::decode_value(buf, v)?;
                 let mut params = Parameters::decode(buf, ParamContext::PublishOk, v)?;
-                body_done(buf, name)?;
+                // Leftover bytes are rejected by the framing, under the wire name.
                 params.forward = Some(forward);
                 params.subscriber_priority = Some(priority);
                 params.group_order = Some(order);
@@ -138,7 +138,7 @@ impl RequestOk {
             }
             // draft-14 §9.24, §9.29: `Request ID` only.
             RequestType::PublishNamespace | RequestType::SubscribeNamespace => {
-                body_done(buf, name)?;
+                // Leftover bytes are rejected by the framing, under the wire name.
                 Ok(RequestOk::default())
             }
             _ => Err(DecodeError::UnexpectedMessage(name)),
@@ -257,7 +257,7 @@ impl RequestError {
             0
         };
         let reason = decode_reason(buf, v)?;
-        body_done(buf, "REQUEST_ERROR")?;
+        // Leftover bytes are rejected by the framing, under the wire name.
         Ok(RequestError {
             code,
             retry_interval,
@@ -436,7 +436,11 @@ impl RequestUpdate {
                 (start, end)
             }
             Some(_) => return Err(needs("draft-14 updates to an absolute start or range only")),
-            None => return Err(needs("draft-14 needs LOCATION_FILTER (Start Location, End Group)")),
+            None => {
+                return Err(needs(
+                    "draft-14 needs LOCATION_FILTER (Start Location, End Group)",
+                ));
+            }
         };
         start.encode(buf, v)?;
         put_int(buf, end_group, v)?;
@@ -445,7 +449,12 @@ impl RequestUpdate {
                 .take()
                 .ok_or(needs("draft-14 needs SUBSCRIBER_PRIORITY"))?,
         );
-        buf.put_u8(rest.forward.take().ok_or(needs("draft-14 needs FORWARD"))?.into());
+        buf.put_u8(
+            rest.forward
+                .take()
+                .ok_or(needs("draft-14 needs FORWARD"))?
+                .into(),
+        );
         rest.encode(buf, ParamContext::AnyRequestUpdate, v)
     }
 }

@@ -160,7 +160,10 @@ impl SetupOptions {
         }
         if let Some(x) = max_request_id {
             if !v.has_max_request_id() {
-                return Err(EncodeError::NotInVersion("MAX_REQUEST_ID setup parameter", v));
+                return Err(EncodeError::NotInVersion(
+                    "MAX_REQUEST_ID setup parameter",
+                    v,
+                ));
             }
             pairs.push(KeyValuePair::int(MAX_REQUEST_ID, x)?);
         }

@@ -250,9 +250,18 @@ impl ControlMessage for ClientSetup {
                 put_int(buf, *x, v)?;
             }
         } else if !self.versions.is_empty() {
-            return Err(EncodeError::NotInVersion("CLIENT_SETUP Supported Versions", v));
+            return Err(EncodeError::NotInVersion(
+                "CLIENT_SETUP Supported Versions",
+                v,
+            ));
         }
-        encode_setup_params(&self.options, self.max_request_id, SetupRole::Client, buf, v)
+        encode_setup_params(
+            &self.options,
+            self.max_request_id,
+            SetupRole::Client,
+            buf,
+            v,
+        )
     }
 }
 
@@ -280,10 +289,21 @@ impl ControlMessage for ServerSetup {
             _ if v.setup_has_versions() => {
                 put_int(buf, self.version.unwrap_or(v.setup_number()), v)?
             }
-            Some(_) => return Err(EncodeError::NotInVersion("SERVER_SETUP Selected Version", v)),
+            Some(_) => {
+                return Err(EncodeError::NotInVersion(
+                    "SERVER_SETUP Selected Version",
+                    v,
+                ));
+            }
             None => {}
         }
-        encode_setup_params(&self.options, self.max_request_id, SetupRole::Server, buf, v)
+        encode_setup_params(
+            &self.options,
+            self.max_request_id,
+            SetupRole::Server,
+            buf,
+            v,
+        )
     }
 }
 

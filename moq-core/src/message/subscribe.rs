@@ -122,7 +122,11 @@ fn get_content(buf: &mut Bytes, v: Version) -> Result<Option<Location>, DecodeEr
     }
 }
 
-fn put_content(largest: Option<Location>, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+fn put_content(
+    largest: Option<Location>,
+    buf: &mut Vec<u8>,
+    v: Version,
+) -> Result<(), EncodeError> {
     match largest {
         Some(l) => {
             buf.put_u8(1);
@@ -147,7 +151,10 @@ pub(crate) fn track_group_order(order: u8, props: Properties) -> Result<Properti
 
 /// The Group Order byte for draft-14 from the track's properties: absent means Ascending
 /// (draft-16 §11.0.0.4).
-pub(crate) fn put_track_group_order(props: &Properties, buf: &mut Vec<u8>) -> Result<(), EncodeError> {
+pub(crate) fn put_track_group_order(
+    props: &Properties,
+    buf: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
     match props.get_int(property::DEFAULT_PUBLISHER_GROUP_ORDER) {
         None => buf.put_u8(GroupOrder::Ascending.value()),
         Some(x @ (1 | 2)) => buf.put_u8(x as u8),
@@ -301,7 +308,7 @@ impl SubscribeOk {
             let order = buf.get_byte()?;
             let largest = get_content(buf, v)?;
             let (mut params, track) = Parameters::decode_with_track(buf, ctx, v)?;
-            body_done(buf, Self::NAME)?;
+            // Leftover bytes are rejected by the framing, under the wire name.
             params.expires = expires;
             params.largest_object = largest;
             let track_properties = track_group_order(order, track)?;
@@ -313,7 +320,7 @@ impl SubscribeOk {
         }
         let (params, track) = Parameters::decode_with_track(buf, ctx, v)?;
         let track_properties = decode_track_properties(buf, track, v)?;
-        body_done(buf, Self::NAME)?;
+        // Leftover bytes are rejected by the framing, under the wire name.
         Ok(SubscribeOk {
             track_alias,
             params,
