@@ -1639,3 +1639,83 @@ proptest! {
         let _ = Message::decode_addressed(&mut &bad[..], v);
     }
 }
+
+/// The drafts 14-16 predicates answer with ranges of drafts, never one version in between.
+#[test]
+fn predicates_are_ranges() {
+    type Predicate = (&'static str, fn(Version) -> bool);
+    let preds: [Predicate; 17] = [
+        ("has_request_ok", Version::has_request_ok),
+        ("inline_request_fields", Version::inline_request_fields),
+        ("params_are_kvps", Version::params_are_kvps),
+        ("ignores_unknown_params", Version::ignores_unknown_params),
+        ("has_track_extensions", Version::has_track_extensions),
+        ("request_error_has_retry", Version::request_error_has_retry),
+        ("update_is_answered", Version::update_is_answered),
+        ("has_publish_ok", Version::has_publish_ok),
+        (
+            "namespace_done_by_namespace",
+            Version::namespace_done_by_namespace,
+        ),
+        (
+            "unsubscribe_namespace_by_prefix",
+            Version::unsubscribe_namespace_by_prefix,
+        ),
+        ("has_subscribe_options", Version::has_subscribe_options),
+        ("allows_empty_namespace", Version::allows_empty_namespace),
+        ("allows_empty_prefix", Version::allows_empty_prefix),
+        ("goaway_has_timeout", Version::goaway_has_timeout),
+        ("has_max_request_id", Version::has_max_request_id),
+        (
+            "filter_end_group_is_delta",
+            Version::filter_end_group_is_delta,
+        ),
+        ("translates_error_codes", Version::translates_error_codes),
+    ];
+    let mut all = Version::ALL.to_vec();
+    all.sort();
+    for (name, f) in preds {
+        let answers: Vec<bool> = all.iter().map(|v| f(*v)).collect();
+        let changes = answers.windows(2).filter(|w| w[0] != w[1]).count();
+        // One change at most, or two for a bounded range (true in the middle).
+        assert!(
+            changes <= 1 || (changes == 2 && !answers[0] && !answers[answers.len() - 1]),
+            "{name}: {answers:?}"
+        );
+    }
+    assert!(D16.has_subscribe_options() && !D15.has_subscribe_options());
+    assert!(!Version::Draft18.has_subscribe_options());
+}
+
+#[test]
+fn request_ok_track_properties_by_version() {
+    let ok = Message::from(RequestOk {
+        params: Parameters::default(),
+        track_properties: props(&[(property::DEFAULT_PUBLISHER_GROUP_ORDER, 2)]),
+    });
+    let env = answer(1, RequestType::TrackStatus);
+    // draft-14 TRACK_STATUS_OK has a Group Order field; draft-15's REQUEST_OK carries it as
+    // GROUP_ORDER; draft-16's REQUEST_OK has no place for it.
+    round_trip(&ok, &env, D14);
+    round_trip(&ok, &env, D15);
+    assert_eq!(
+        ok.encode_addressed_to_vec(&env, D16),
+        Err(EncodeError::NotInVersion(
+            "REQUEST_OK track properties",
+            D16
+        ))
+    );
+    // A draft-14 PUBLISH_NAMESPACE_OK carries nothing.
+    let with_params = Message::from(RequestOk {
+        params: Parameters {
+            expires: Some(1),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    assert!(
+        with_params
+            .encode_addressed_to_vec(&answer(1, RequestType::PublishNamespace), D14)
+            .is_err()
+    );
+}

@@ -272,6 +272,7 @@ use Row::{Error as Err_, Ok as Ok_, Plain as P};
 /// The message type table: every type of every supported version, with the drafts that have
 /// it. Type numbers are reused across versions (notes B.0, "Codepoint reuse hazards"), so a
 /// type means nothing without the version.
+#[rustfmt::skip]
 const TYPES: &[TypeRow] = &[
     // draft-14 §9, draft-16 §9, draft-19 §10.
     t(0x2F00, 17, LAST, "SETUP", P(Kind::Setup)),
@@ -293,87 +294,21 @@ const TYPES: &[TypeRow] = &[
     t(0x18, 0, LAST, "FETCH_OK", P(Kind::FetchOk)),
     t(0x17, 0, 16, "FETCH_CANCEL", P(Kind::FetchCancel)),
     t(0x0D, 0, LAST, "TRACK_STATUS", P(Kind::TrackStatus)),
-    t(
-        0x06,
-        0,
-        LAST,
-        "PUBLISH_NAMESPACE",
-        P(Kind::PublishNamespace),
-    ),
-    t(
-        0x09,
-        0,
-        16,
-        "PUBLISH_NAMESPACE_DONE",
-        P(Kind::PublishNamespaceDone),
-    ),
-    t(
-        0x0C,
-        0,
-        16,
-        "PUBLISH_NAMESPACE_CANCEL",
-        P(Kind::PublishNamespaceCancel),
-    ),
-    t(
-        0x11,
-        0,
-        17,
-        "SUBSCRIBE_NAMESPACE",
-        P(Kind::SubscribeNamespace),
-    ),
-    t(
-        0x14,
-        0,
-        15,
-        "UNSUBSCRIBE_NAMESPACE",
-        P(Kind::UnsubscribeNamespace),
-    ),
+    t(0x06, 0, LAST, "PUBLISH_NAMESPACE", P(Kind::PublishNamespace)),
+    t(0x09, 0, 16, "PUBLISH_NAMESPACE_DONE", P(Kind::PublishNamespaceDone)),
+    t(0x0C, 0, 16, "PUBLISH_NAMESPACE_CANCEL", P(Kind::PublishNamespaceCancel)),
+    t(0x11, 0, 17, "SUBSCRIBE_NAMESPACE", P(Kind::SubscribeNamespace)),
+    t(0x14, 0, 15, "UNSUBSCRIBE_NAMESPACE", P(Kind::UnsubscribeNamespace)),
     // draft-14's answers, one pair per request kind (§9.9-§9.30).
     t(0x05, 0, 14, "SUBSCRIBE_ERROR", Err_(RequestType::Subscribe)),
     t(0x1F, 0, 14, "PUBLISH_ERROR", Err_(RequestType::Publish)),
     t(0x19, 0, 14, "FETCH_ERROR", Err_(RequestType::Fetch)),
-    t(
-        0x0E,
-        0,
-        14,
-        "TRACK_STATUS_OK",
-        Ok_(RequestType::TrackStatus),
-    ),
-    t(
-        0x0F,
-        0,
-        14,
-        "TRACK_STATUS_ERROR",
-        Err_(RequestType::TrackStatus),
-    ),
-    t(
-        0x07,
-        0,
-        14,
-        "PUBLISH_NAMESPACE_OK",
-        Ok_(RequestType::PublishNamespace),
-    ),
-    t(
-        0x08,
-        0,
-        14,
-        "PUBLISH_NAMESPACE_ERROR",
-        Err_(RequestType::PublishNamespace),
-    ),
-    t(
-        0x12,
-        0,
-        14,
-        "SUBSCRIBE_NAMESPACE_OK",
-        Ok_(RequestType::SubscribeNamespace),
-    ),
-    t(
-        0x13,
-        0,
-        14,
-        "SUBSCRIBE_NAMESPACE_ERROR",
-        Err_(RequestType::SubscribeNamespace),
-    ),
+    t(0x0E, 0, 14, "TRACK_STATUS_OK", Ok_(RequestType::TrackStatus)),
+    t(0x0F, 0, 14, "TRACK_STATUS_ERROR", Err_(RequestType::TrackStatus)),
+    t(0x07, 0, 14, "PUBLISH_NAMESPACE_OK", Ok_(RequestType::PublishNamespace)),
+    t(0x08, 0, 14, "PUBLISH_NAMESPACE_ERROR", Err_(RequestType::PublishNamespace)),
+    t(0x12, 0, 14, "SUBSCRIBE_NAMESPACE_OK", Ok_(RequestType::SubscribeNamespace)),
+    t(0x13, 0, 14, "SUBSCRIBE_NAMESPACE_ERROR", Err_(RequestType::SubscribeNamespace)),
     // From draft-15 one REQUEST_OK and one REQUEST_ERROR (draft-16 §9.7, §9.8).
     t(0x07, 15, LAST, "REQUEST_OK", P(Kind::RequestOk)),
     t(0x05, 15, LAST, "REQUEST_ERROR", P(Kind::RequestError)),
@@ -383,22 +318,10 @@ const TYPES: &[TypeRow] = &[
     // PUBLISH_BLOCKED from draft-17, PUBLISH_SKIPPED from draft-19.
     t(0x0F, 17, LAST, "PUBLISH_SKIPPED", P(Kind::PublishSkipped)),
     // draft-19 §10.18-§10.19.
-    t(
-        0x50,
-        18,
-        LAST,
-        "SUBSCRIBE_NAMESPACE",
-        P(Kind::SubscribeNamespace),
-    ),
+    t(0x50, 18, LAST, "SUBSCRIBE_NAMESPACE", P(Kind::SubscribeNamespace)),
     t(0x51, 18, LAST, "SUBSCRIBE_TRACKS", P(Kind::SubscribeTracks)),
     // draft-21 §9.10.
-    t(
-        0x22,
-        20,
-        LAST,
-        "PUBLISH_STATE_NOTIFY",
-        P(Kind::PublishStateNotify),
-    ),
+    t(0x22, 20, LAST, "PUBLISH_STATE_NOTIFY", P(Kind::PublishStateNotify)),
 ];
 
 impl TypeRow {
