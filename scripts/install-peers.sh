@@ -7,19 +7,29 @@
 #   moq-clock 0.10.21       (crates.io, moq-dev)      moq-clock
 #   moq-relay-ietf 0.8.0    (crates.io, Cloudflare)   moq-relay-ietf    } one cargo install,
 #   moq-clock-ietf 0.6.25   (crates.io, Cloudflare)   moq-clock-ietf    } draft-18 only
+# Cloudflare's older deployed stack, same binary names, so each pair gets its own cargo root:
+#   moq-relay-ietf 0.7.9    (crates.io, Cloudflare)   cargo-ietf14/bin/moq-relay-ietf } draft-14
+#   moq-clock-ietf 0.6.15   (crates.io, Cloudflare)   cargo-ietf14/bin/moq-clock-ietf } (ALPN moq-00)
+#   moq-relay-ietf 0.7.31   (crates.io, Cloudflare)   cargo-ietf16/bin/moq-relay-ietf } draft-16
+#   moq-clock-ietf 0.6.24   (crates.io, Cloudflare)   cargo-ietf16/bin/moq-clock-ietf } (ALPN moqt-16)
 #
 # Layout of $MOQ_PEERS:
-#   bin/              symlinks to the six peer binaries only (what scripts/peers.env puts on PATH)
+#   bin/              symlinks to the peer binaries only (what scripts/peers.env puts on PATH);
+#                     the older Cloudflare pairs as moq-{relay,clock}-ietf14 / -ietf16
 #   venv/bin/         aiomoqt's venv (moq-interop-relay, moq-interop-client, python)
 #   cargo/bin/        the cargo-installed binaries (cargo install --root)
-#   target/           shared CARGO_TARGET_DIR, so reinstalls reuse build artifacts
+#   cargo-ietf14/bin/ moq-relay-ietf 0.7.9 + moq-clock-ietf 0.6.15 (their own --root)
+#   cargo-ietf16/bin/ moq-relay-ietf 0.7.31 + moq-clock-ietf 0.6.24 (their own --root)
+#   target/           shared CARGO_TARGET_DIR (all cargo roots), so builds reuse artifacts
 #   stamps/STEP       what was installed by a step (spec line); a step is skipped when its stamp
 #                     matches, `cargo install --list` records the pinned versions, and every
-#                     binary answers --version with that version (--help for the two without one)
+#                     binary answers --version with that version (--help for the Cloudflare ones,
+#                     which have no --version)
 #   logs/STEP.log     full output of the last run of a step; logs/timings.txt one line per run
 #
-# Usage: scripts/install-peers.sh [--force] [--only STEP[,STEP...]] [--list]
-#   steps: aiomoqt moq-relay moq-clock moq-ietf
+# Usage: scripts/install-peers.sh [--force] [--only STEP[,STEP...]] [--list] [STEP...]
+#   steps: aiomoqt moq-relay moq-clock moq-ietf moq-ietf14 moq-ietf16
+#   STEP...   same as --only (e.g. scripts/install-peers.sh moq-ietf14 moq-ietf16)
 #   --force   reinstall even when the stamp and versions match
 # Env: MOQ_PEERS (install root), PYTHON312 (explicit python3.12 binary), CARGO_BUILD_JOBS.
 #
@@ -41,8 +51,15 @@ MOQ_RELAY_VERSION=0.17.10
 MOQ_CLOCK_VERSION=0.10.21
 MOQ_RELAY_IETF_VERSION=0.8.0
 MOQ_CLOCK_IETF_VERSION=0.6.25
+# Cloudflare's older stack (moq-transport 0.12-0.14: draft-14; moq-transport 0.16: draft-16).
+CARGO_ROOT_IETF14="$MOQ_PEERS/cargo-ietf14"
+MOQ_RELAY_IETF14_VERSION=0.7.9
+MOQ_CLOCK_IETF14_VERSION=0.6.15
+CARGO_ROOT_IETF16="$MOQ_PEERS/cargo-ietf16"
+MOQ_RELAY_IETF16_VERSION=0.7.31
+MOQ_CLOCK_IETF16_VERSION=0.6.24
 
-ALL_STEPS=(aiomoqt moq-relay moq-clock moq-ietf)
+ALL_STEPS=(aiomoqt moq-relay moq-clock moq-ietf moq-ietf14 moq-ietf16)
 force=0
 only=""
 while [ $# -gt 0 ]; do
@@ -52,7 +69,8 @@ while [ $# -gt 0 ]; do
         --only=*) only="${1#--only=}" ;;
         --list) printf '%s\n' "${ALL_STEPS[@]}"; exit 0 ;;
         -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
-        *) echo "install-peers: unknown argument: $1 (try --help)" >&2; exit 2 ;;
+        -*) echo "install-peers: unknown argument: $1 (try --help)" >&2; exit 2 ;;
+        *) only="${only:+$only,}$1" ;;
     esac
     shift
 done
@@ -75,13 +93,15 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { s = b - a; printf "%dm%02ds (%.1fs)
 # stamp_ok STEP SPEC: the stamp of STEP records exactly SPEC.
 stamp_ok() { [ "$force" = 0 ] && [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
 
-# bin_has_version BIN VERSION: cargo's install record (cargo install --list) has package BIN at
-# VERSION, and the binary runs: its --version output names VERSION, or, for the binaries that
-# have no --version flag (moq-relay-ietf, moq-clock-ietf), --help succeeds.
+# bin_has_version BIN VERSION [ROOT]: cargo's install record (cargo install --list) in ROOT
+# (default $CARGO_ROOT) has package BIN at VERSION, and the binary runs: its --version output
+# names VERSION, or, for the binaries that have no --version flag (moq-relay-ietf,
+# moq-clock-ietf), --help succeeds.
 bin_has_version() {
-    local bin="$CARGO_ROOT/bin/$1" out
+    local root="${3:-$CARGO_ROOT}"
+    local bin="$root/bin/$1" out
     [ -x "$bin" ] || return 1
-    cargo install --list --root "$CARGO_ROOT" 2>/dev/null | grep -qxF -- "$1 v$2:" || return 1
+    cargo install --list --root "$root" 2>/dev/null | grep -qxF -- "$1 v$2:" || return 1
     if out="$("$bin" --version 2>&1 </dev/null)"; then
         grep -qwF -- "$2" <<<"$out"
     else
@@ -147,21 +167,24 @@ step_aiomoqt() {
 }
 
 # cargo_step STEP SPEC 'bin:version ...' -- cargo install args...
+# The cargo --root is $CARGO_ROOT unless STEP_ROOT is set (the older Cloudflare pairs, whose
+# binaries have the same names as the current ones); CARGO_TARGET_DIR is shared by all roots.
 cargo_step() {
-    local step="$1" spec="$2" bins="$3" b ok=1
+    local step="$1" spec="$2" bins="$3" b ok=1 root="${STEP_ROOT:-$CARGO_ROOT}"
     shift 4
     if stamp_ok "$step" "$spec"; then
-        for b in $bins; do bin_has_version "${b%%:*}" "${b#*:}" || ok=0; done
+        for b in $bins; do bin_has_version "${b%%:*}" "${b#*:}" "$root" || ok=0; done
         [ "$ok" = 1 ] && return 10
     fi
     rm -f "$STAMPS/$step"
-    echo "+ cargo install --root $CARGO_ROOT $*   (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-    cargo install --root "$CARGO_ROOT" --force "$@"
+    mkdir -p "$root"
+    echo "+ cargo install --root $root $*   (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+    cargo install --root "$root" --force "$@"
     for b in $bins; do
-        bin_has_version "${b%%:*}" "${b#*:}" || {
+        bin_has_version "${b%%:*}" "${b#*:}" "$root" || {
             echo "installed, but ${b%%:*} ${b#*:} does not check out (cargo install --list / --version / --help):" >&2
-            cargo install --list --root "$CARGO_ROOT" >&2 || true
-            "$CARGO_ROOT/bin/${b%%:*}" --version >&2 || true
+            cargo install --list --root "$root" >&2 || true
+            "$root/bin/${b%%:*}" --version >&2 || true
             return 1
         }
     done
@@ -187,6 +210,22 @@ step_moq-ietf() {
     cargo_step moq-ietf "moq-relay-ietf $MOQ_RELAY_IETF_VERSION moq-clock-ietf $MOQ_CLOCK_IETF_VERSION --locked" \
         "moq-relay-ietf:$MOQ_RELAY_IETF_VERSION moq-clock-ietf:$MOQ_CLOCK_IETF_VERSION" -- \
         "moq-relay-ietf@$MOQ_RELAY_IETF_VERSION" "moq-clock-ietf@$MOQ_CLOCK_IETF_VERSION" --locked
+}
+
+step_moq-ietf14() {
+    # Draft-14 pair in its own root (same binary names as moq-ietf's); one command for both.
+    STEP_ROOT="$CARGO_ROOT_IETF14" cargo_step moq-ietf14 \
+        "moq-relay-ietf $MOQ_RELAY_IETF14_VERSION moq-clock-ietf $MOQ_CLOCK_IETF14_VERSION --locked root=cargo-ietf14" \
+        "moq-relay-ietf:$MOQ_RELAY_IETF14_VERSION moq-clock-ietf:$MOQ_CLOCK_IETF14_VERSION" -- \
+        "moq-relay-ietf@$MOQ_RELAY_IETF14_VERSION" "moq-clock-ietf@$MOQ_CLOCK_IETF14_VERSION" --locked
+}
+
+step_moq-ietf16() {
+    # Draft-16 pair in its own root.
+    STEP_ROOT="$CARGO_ROOT_IETF16" cargo_step moq-ietf16 \
+        "moq-relay-ietf $MOQ_RELAY_IETF16_VERSION moq-clock-ietf $MOQ_CLOCK_IETF16_VERSION --locked root=cargo-ietf16" \
+        "moq-relay-ietf:$MOQ_RELAY_IETF16_VERSION moq-clock-ietf:$MOQ_CLOCK_IETF16_VERSION" -- \
+        "moq-relay-ietf@$MOQ_RELAY_IETF16_VERSION" "moq-clock-ietf@$MOQ_CLOCK_IETF16_VERSION" --locked
 }
 
 # ---- main -----------------------------------------------------------------------------------
@@ -220,12 +259,17 @@ for s in "${steps[@]}"; do
     esac
 done
 
-# Symlink every installed peer binary into $MOQ_PEERS/bin (not the venv's python/pip).
+# Symlink every installed peer binary into $MOQ_PEERS/bin (not the venv's python/pip); the
+# older Cloudflare pairs under their draft-suffixed names (moq-relay-ietf14, moq-clock-ietf16...).
 mkdir -p "$MOQ_PEERS/bin"
 for b in "$VENV/bin/moq-interop-relay" "$VENV/bin/moq-interop-client" \
     "$CARGO_ROOT/bin/moq-relay" "$CARGO_ROOT/bin/moq-clock" \
-    "$CARGO_ROOT/bin/moq-relay-ietf" "$CARGO_ROOT/bin/moq-clock-ietf"; do
-    if [ -x "$b" ]; then ln -sfn "$b" "$MOQ_PEERS/bin/$(basename "$b")"; else rm -f "$MOQ_PEERS/bin/$(basename "$b")"; fi
+    "$CARGO_ROOT/bin/moq-relay-ietf" "$CARGO_ROOT/bin/moq-clock-ietf" \
+    "$CARGO_ROOT_IETF14/bin/moq-relay-ietf=moq-relay-ietf14" "$CARGO_ROOT_IETF14/bin/moq-clock-ietf=moq-clock-ietf14" \
+    "$CARGO_ROOT_IETF16/bin/moq-relay-ietf=moq-relay-ietf16" "$CARGO_ROOT_IETF16/bin/moq-clock-ietf=moq-clock-ietf16"; do
+    name="$(basename "$b")"
+    case "$b" in *=*) name="${b#*=}"; b="${b%%=*}" ;; esac
+    if [ -x "$b" ]; then ln -sfn "$b" "$MOQ_PEERS/bin/$name"; else rm -f "$MOQ_PEERS/bin/$name"; fi
 done
 
 say "summary (total $(elapsed "$t_all" "$(now)")):"

@@ -7,6 +7,9 @@
 
 use std::fmt;
 
+use crate::Version;
+use crate::message::RequestType;
+
 /// True if `value` is a GREASE codepoint, `0x7f * N + 0x9D` (draft-19 §14).
 ///
 /// ```
@@ -175,6 +178,13 @@ wire_code! {
         CONFLICTING_FILTERS = 0x35,
         /// A filter parameter is invalid (draft-19).
         INVALID_FILTER = 0x36,
+        /// Draft-14 FETCH_ERROR 0x6: no Objects exist in the requested range (removed in
+        /// draft-15). Not a wire value of any version: the draft-14 codec translates it.
+        NO_OBJECTS = 0x8000_0000_0000_0006,
+        /// Draft-14 FETCH_ERROR 0x8 and draft-15 REQUEST_ERROR 0x33: the requested range holds
+        /// Objects of unknown status (removed in draft-16). Not a wire value of any version:
+        /// the draft-14/15 codec translates it.
+        UNKNOWN_STATUS_IN_RANGE = 0x8000_0000_0000_0008,
     }
 }
 
@@ -230,6 +240,227 @@ wire_code! {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Drafts 14-16: their code registries, translated to and from the ones above.
+
+/// Where a code of a draft-14..16 registry that has no counterpart above is kept, so that it is
+/// sent back unchanged: `LEGACY | wire`. Such values are above 2^62-1 and so are never a wire
+/// value of drafts 14-16 themselves.
+const LEGACY: u64 = 1 << 62;
+
+/// The bits that mark a value as [`LEGACY`].
+const LEGACY_MASK: u64 = 3 << 62;
+
+/// One row of a translation table: in drafts `from..=until`, for requests of `kind` (`None`:
+/// any), wire value `wire` means `code`.
+struct Row {
+    from: u32,
+    until: u32,
+    kind: Option<RequestType>,
+    wire: u64,
+    code: u64,
+}
+
+const fn row(from: u32, until: u32, kind: Option<RequestType>, wire: u64, code: u64) -> Row {
+    Row {
+        from,
+        until,
+        kind,
+        wire,
+        code,
+    }
+}
+
+use RequestType as K;
+
+const SUB: Option<RequestType> = Some(K::Subscribe);
+const STATUS: Option<RequestType> = Some(K::TrackStatus);
+const FETCH: Option<RequestType> = Some(K::Fetch);
+const PUBLISH: Option<RequestType> = Some(K::Publish);
+const PUB_NS: Option<RequestType> = Some(K::PublishNamespace);
+const SUB_NS: Option<RequestType> = Some(K::SubscribeNamespace);
+
+/// REQUEST_ERROR codes of drafts 14-16 (draft-14 §13.1.2-13.1.7: one registry per *_ERROR
+/// message; draft-16 §13.4.2; draft-15 from the notes' B.2). Codes not listed keep their
+/// number in the [`LEGACY`] space.
+const REQUEST_ERROR_ROWS: &[Row] = &[
+    // draft-14: the codes every *_ERROR registry shares.
+    row(14, 14, None, 0x0, 0x0),
+    row(14, 14, None, 0x1, 0x1),
+    row(14, 14, None, 0x2, 0x2),
+    row(14, 14, None, 0x3, 0x3),
+    row(14, 14, None, 0x10, 0x4), // MALFORMED_AUTH_TOKEN
+    row(14, 14, None, 0x12, 0x5), // EXPIRED_AUTH_TOKEN
+    // SUBSCRIBE_ERROR (and TRACK_STATUS_ERROR, draft-14 §9.22).
+    row(14, 14, SUB, 0x4, 0x10), // TRACK_DOES_NOT_EXIST
+    row(14, 14, SUB, 0x5, 0x11), // INVALID_RANGE
+    row(14, 14, STATUS, 0x4, 0x10),
+    row(14, 14, STATUS, 0x5, 0x11),
+    // FETCH_ERROR.
+    row(14, 14, FETCH, 0x4, 0x10),
+    row(14, 14, FETCH, 0x5, 0x11),
+    row(14, 14, FETCH, 0x6, RequestErrorCode::NO_OBJECTS.0),
+    row(14, 14, FETCH, 0x7, 0x32), // INVALID_JOINING_REQUEST_ID
+    row(
+        14,
+        14,
+        FETCH,
+        0x8,
+        RequestErrorCode::UNKNOWN_STATUS_IN_RANGE.0,
+    ),
+    row(14, 14, FETCH, 0x9, 0x12), // MALFORMED_TRACK
+    // PUBLISH_ERROR and PUBLISH_NAMESPACE_ERROR: UNINTERESTED.
+    row(14, 14, PUBLISH, 0x4, 0x20),
+    row(14, 14, PUB_NS, 0x4, 0x20),
+    // SUBSCRIBE_NAMESPACE_ERROR: NAMESPACE_PREFIX_UNKNOWN is the unified DOES_NOT_EXIST
+    // ("the track or namespace is not available"), NAMESPACE_PREFIX_OVERLAP is PREFIX_OVERLAP.
+    row(14, 14, SUB_NS, 0x4, 0x10),
+    row(14, 14, SUB_NS, 0x5, 0x30),
+    // drafts 15-16: the unified registry, numbered as today.
+    row(15, 16, None, 0x0, 0x0),
+    row(15, 16, None, 0x1, 0x1),
+    row(15, 16, None, 0x2, 0x2),
+    row(15, 16, None, 0x3, 0x3),
+    row(15, 16, None, 0x4, 0x4),
+    row(15, 16, None, 0x5, 0x5),
+    row(15, 16, None, 0x10, 0x10),
+    row(15, 16, None, 0x11, 0x11),
+    row(15, 16, None, 0x12, 0x12),
+    row(15, 16, None, 0x20, 0x20),
+    row(15, 16, None, 0x30, 0x30),
+    row(15, 16, None, 0x32, 0x32),
+    // draft-15 only: UNKNOWN_STATUS_IN_RANGE 0x33 (0x33 is UNSUPPORTED_EXTENSION from 17).
+    row(
+        15,
+        15,
+        None,
+        0x33,
+        RequestErrorCode::UNKNOWN_STATUS_IN_RANGE.0,
+    ),
+    // draft-16: DUPLICATE_SUBSCRIPTION.
+    row(16, 16, None, 0x19, 0x19),
+];
+
+/// PUBLISH_DONE status codes of drafts 14-16 (draft-14 §13.1.3, draft-16 §13.4.3): EXPIRED
+/// and TOO_FAR_BEHIND are swapped relative to today's registry, MALFORMED_TRACK is 0x7 until
+/// draft-15.
+const PUBLISH_DONE_ROWS: &[Row] = &[
+    row(14, 16, None, 0x0, 0x0),
+    row(14, 16, None, 0x1, 0x1),
+    row(14, 16, None, 0x2, 0x2),
+    row(14, 16, None, 0x3, 0x3),
+    row(14, 16, None, 0x4, 0x4),
+    row(14, 16, None, 0x5, 0x6),  // EXPIRED
+    row(14, 16, None, 0x6, 0x5),  // TOO_FAR_BEHIND
+    row(14, 15, None, 0x7, 0x12), // MALFORMED_TRACK
+    row(16, 16, None, 0x12, 0x12),
+    row(15, 16, None, 0x8, 0x8), // UPDATE_FAILED
+];
+
+fn applies(r: &Row, kind: Option<RequestType>, v: Version) -> bool {
+    let d = v.draft();
+    d >= r.from && d <= r.until && (r.kind.is_none() || r.kind == kind)
+}
+
+/// Looks `code` up in `rows` for `v`: the wire value, a [`LEGACY`] value's own number, or
+/// `None` when the version has no such code.
+fn code_to_wire(rows: &[Row], code: u64, kind: Option<RequestType>, v: Version) -> Option<u64> {
+    // A kind's own rows come before the shared ones.
+    let specific = rows
+        .iter()
+        .find(|r| r.kind.is_some() && applies(r, kind, v) && r.code == code);
+    let any = || rows.iter().find(|r| applies(r, kind, v) && r.code == code);
+    if let Some(r) = specific.or_else(any) {
+        return Some(r.wire);
+    }
+    (code & LEGACY_MASK == LEGACY).then_some(code & !LEGACY_MASK)
+}
+
+fn code_from_wire(rows: &[Row], wire: u64, kind: Option<RequestType>, v: Version) -> u64 {
+    let specific = rows
+        .iter()
+        .find(|r| r.kind.is_some() && applies(r, kind, v) && r.wire == wire);
+    let any = || rows.iter().find(|r| applies(r, kind, v) && r.wire == wire);
+    match specific.or_else(any) {
+        Some(r) => r.code,
+        None => LEGACY | (wire & !LEGACY_MASK),
+    }
+}
+
+impl RequestErrorCode {
+    /// The value to send in `v` for an error answering a request of `kind` (drafts 14-16
+    /// number their codes differently, and draft-14 per request kind; `kind` may be `None`
+    /// from draft-15, where one registry serves every request).
+    ///
+    /// A code the version does not have is sent as INTERNAL_ERROR (0x0), except one decoded
+    /// from that version's wire, which keeps its number. From draft-17 the value is the
+    /// code itself.
+    ///
+    /// ```
+    /// use moq_core::{Version, codes::RequestErrorCode, message::RequestType};
+    /// let sub = Some(RequestType::Subscribe);
+    /// assert_eq!(RequestErrorCode::DOES_NOT_EXIST.to_wire(sub, Version::Draft14), 0x4);
+    /// assert_eq!(RequestErrorCode::DOES_NOT_EXIST.to_wire(sub, Version::Draft16), 0x10);
+    /// assert_eq!(RequestErrorCode::from_wire(0x4, sub, Version::Draft14), RequestErrorCode::DOES_NOT_EXIST);
+    /// // A draft-14 code without a counterpart survives a round trip.
+    /// let odd = RequestErrorCode::from_wire(0x6, sub, Version::Draft14);
+    /// assert_eq!(odd.to_wire(sub, Version::Draft14), 0x6);
+    /// ```
+    pub fn to_wire(self, kind: Option<RequestType>, v: Version) -> u64 {
+        if !v.translates_error_codes() {
+            return self.0;
+        }
+        code_to_wire(REQUEST_ERROR_ROWS, self.0, kind, v).unwrap_or(0)
+    }
+
+    /// The code a wire value of `v` means, for an error answering a request of `kind` (see
+    /// [`RequestErrorCode::to_wire`]). A value the version's registry does not list is kept
+    /// as it is, in a private space above 2^62 that [`RequestErrorCode::to_wire`] maps back.
+    pub fn from_wire(wire: u64, kind: Option<RequestType>, v: Version) -> RequestErrorCode {
+        if !v.translates_error_codes() {
+            return RequestErrorCode(wire);
+        }
+        RequestErrorCode(code_from_wire(REQUEST_ERROR_ROWS, wire, kind, v))
+    }
+
+    /// The draft-14..16 wire value kept by [`RequestErrorCode::from_wire`] for a code it does
+    /// not know, if this is one.
+    pub const fn legacy_wire(self) -> Option<u64> {
+        if self.0 & LEGACY_MASK == LEGACY {
+            Some(self.0 & !LEGACY_MASK)
+        } else {
+            None
+        }
+    }
+}
+
+impl PublishDoneCode {
+    /// The value to send in `v` (drafts 14-16 swap EXPIRED and TOO_FAR_BEHIND, and draft-14/15
+    /// number MALFORMED_TRACK 0x7). A code the version does not have is sent as
+    /// INTERNAL_ERROR (0x0), except one decoded from that version's wire.
+    ///
+    /// ```
+    /// use moq_core::{Version, codes::PublishDoneCode};
+    /// assert_eq!(PublishDoneCode::EXPIRED.to_wire(Version::Draft14), 0x5);
+    /// assert_eq!(PublishDoneCode::EXPIRED.to_wire(Version::Draft19), 0x6);
+    /// assert_eq!(PublishDoneCode::from_wire(0x7, Version::Draft14), PublishDoneCode::MALFORMED_TRACK);
+    /// ```
+    pub fn to_wire(self, v: Version) -> u64 {
+        if !v.translates_error_codes() {
+            return self.0;
+        }
+        code_to_wire(PUBLISH_DONE_ROWS, self.0, None, v).unwrap_or(0)
+    }
+
+    /// The code a wire value of `v` means (see [`PublishDoneCode::to_wire`]).
+    pub fn from_wire(wire: u64, v: Version) -> PublishDoneCode {
+        if !v.translates_error_codes() {
+            return PublishDoneCode(wire);
+        }
+        PublishDoneCode(code_from_wire(PUBLISH_DONE_ROWS, wire, None, v))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +482,66 @@ mod tests {
         assert_eq!(
             RequestErrorCode::INVALID_FILTER.to_string(),
             "INVALID_FILTER (0x36)"
+        );
+    }
+
+    #[test]
+    fn draft14_16_tables_are_lossless() {
+        use RequestType::*;
+        let kinds = [
+            Subscribe,
+            Publish,
+            Fetch,
+            TrackStatus,
+            PublishNamespace,
+            SubscribeNamespace,
+        ];
+        for v in [Version::Draft14, Version::Draft15, Version::Draft16] {
+            for kind in kinds {
+                for wire in 0..0x40u64 {
+                    let code = RequestErrorCode::from_wire(wire, Some(kind), v);
+                    assert_eq!(code.to_wire(Some(kind), v), wire, "{v} {kind:?} {wire:#x}");
+                }
+            }
+            for wire in 0..0x40u64 {
+                let code = PublishDoneCode::from_wire(wire, v);
+                assert_eq!(code.to_wire(v), wire, "{v} {wire:#x}");
+            }
+        }
+        // Today's codes go to the old numbers and back.
+        let v = Version::Draft14;
+        for (code, kind, wire) in [
+            (RequestErrorCode::DOES_NOT_EXIST, Fetch, 0x4),
+            (RequestErrorCode::MALFORMED_AUTH_TOKEN, Subscribe, 0x10),
+            (RequestErrorCode::EXPIRED_AUTH_TOKEN, PublishNamespace, 0x12),
+            (RequestErrorCode::UNINTERESTED, Publish, 0x4),
+            (RequestErrorCode::PREFIX_OVERLAP, SubscribeNamespace, 0x5),
+            (RequestErrorCode::INVALID_JOINING_REQUEST_ID, Fetch, 0x7),
+            (RequestErrorCode::NO_OBJECTS, Fetch, 0x6),
+        ] {
+            assert_eq!(code.to_wire(Some(kind), v), wire);
+            assert_eq!(RequestErrorCode::from_wire(wire, Some(kind), v), code);
+        }
+        // Codes a version does not have go as INTERNAL_ERROR.
+        assert_eq!(
+            RequestErrorCode::GOING_AWAY.to_wire(None, Version::Draft16),
+            0
+        );
+        assert_eq!(
+            RequestErrorCode::PREFIX_OVERLAP.to_wire(Some(Subscribe), v),
+            0
+        );
+        assert_eq!(PublishDoneCode::EXCESSIVE_LOAD.to_wire(Version::Draft16), 0);
+        assert_eq!(
+            PublishDoneCode::MALFORMED_TRACK.to_wire(Version::Draft16),
+            0x12
+        );
+        // Unknown wire codes keep their number.
+        let kept = RequestErrorCode::from_wire(0x77, None, Version::Draft16);
+        assert_eq!(kept.legacy_wire(), Some(0x77));
+        assert_eq!(
+            RequestErrorCode::from_wire(0x33, None, Version::Draft19).value(),
+            0x33
         );
     }
 

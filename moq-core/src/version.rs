@@ -252,7 +252,203 @@ impl Version {
 
     // Drafts 14-16, control messages (filled in with the codec).
 
+    /// REQUEST_OK (0x07) and REQUEST_ERROR (0x05) answer requests, with one registry of error
+    /// codes (from draft-15); draft-14 has a *_OK and an *_ERROR message per request kind,
+    /// each with its own codes.
+    pub const fn has_request_ok(self) -> bool {
+        self.from(15)
+    }
+
+    /// SUBSCRIBE, SUBSCRIBE_OK, SUBSCRIBE_UPDATE, PUBLISH, PUBLISH_OK, FETCH and FETCH_OK carry
+    /// Subscriber Priority, Group Order, Forward, the filter, Expires and Largest Location as
+    /// fields of their own (until draft-14); from draft-15 they are Message Parameters.
+    pub const fn inline_request_fields(self) -> bool {
+        self.until(14)
+    }
+
+    /// Message Parameters are Key-Value-Pairs whose type's parity gives the value's shape
+    /// (until draft-16); from draft-17 each parameter has its own encoding.
+    pub const fn params_are_kvps(self) -> bool {
+        self.until(16)
+    }
+
+    /// An unknown Message Parameter is ignored (until draft-15); from draft-16 it closes the
+    /// session with PROTOCOL_VIOLATION.
+    pub const fn ignores_unknown_params(self) -> bool {
+        self.until(15)
+    }
+
+    /// The publisher's track-level values (DELIVERY_TIMEOUT, MAX_CACHE_DURATION, the default
+    /// publisher priority and group order) travel in trailing Track Extensions (Track
+    /// Properties) of SUBSCRIBE_OK, PUBLISH and FETCH_OK (from draft-16); until draft-15 they
+    /// are Message Parameters of those messages.
+    pub const fn has_track_extensions(self) -> bool {
+        self.from(16)
+    }
+
+    /// REQUEST_ERROR carries a Retry Interval (from draft-16).
+    pub const fn request_error_has_retry(self) -> bool {
+        self.from(16)
+    }
+
+    /// A REQUEST_UPDATE (SUBSCRIBE_UPDATE) is answered with REQUEST_OK or REQUEST_ERROR (from
+    /// draft-15); draft-14's SUBSCRIBE_UPDATE has no answer.
+    pub const fn update_is_answered(self) -> bool {
+        self.from(15)
+    }
+
+    /// PUBLISH_OK (0x1E) answers PUBLISH (until draft-17); from draft-18 REQUEST_OK does.
+    pub const fn has_publish_ok(self) -> bool {
+        self.until(17)
+    }
+
+    /// PUBLISH_NAMESPACE_DONE and PUBLISH_NAMESPACE_CANCEL name the namespace instead of the
+    /// PUBLISH_NAMESPACE's Request ID (until draft-15).
+    pub const fn namespace_done_by_namespace(self) -> bool {
+        self.until(15)
+    }
+
+    /// UNSUBSCRIBE_NAMESPACE names the prefix instead of the SUBSCRIBE_NAMESPACE's Request ID
+    /// (until draft-14).
+    pub const fn unsubscribe_namespace_by_prefix(self) -> bool {
+        self.until(14)
+    }
+
+    /// SUBSCRIBE_NAMESPACE carries Subscribe Options (0 PUBLISH, 1 NAMESPACE, 2 both) after
+    /// its prefix (drafts 16 and 17); SUBSCRIBE_TRACKS replaces option 0 from draft-18.
+    pub const fn has_subscribe_options(self) -> bool {
+        self.from(16) && self.until(17)
+    }
+
+    /// SUBSCRIBE_NAMESPACE is 0x11 (until draft-17); 0x50 from draft-18.
+    pub const fn subscribe_namespace_is_0x11(self) -> bool {
+        self.until(17)
+    }
+
+    /// A Track Namespace may have zero fields (from draft-17); until draft-16 zero fields is a
+    /// PROTOCOL_VIOLATION (draft-14 §2.4.1, draft-16 §2.4.1).
+    pub const fn allows_empty_namespace(self) -> bool {
+        self.from(17)
+    }
+
+    /// The prefix of SUBSCRIBE_NAMESPACE may have zero fields (from draft-16, §9.25).
+    pub const fn allows_empty_prefix(self) -> bool {
+        self.from(16)
+    }
+
+    /// GOAWAY carries a Timeout after the New Session URI (from draft-17).
+    pub const fn goaway_has_timeout(self) -> bool {
+        self.from(17)
+    }
+
+    /// CLIENT_SETUP / SERVER_SETUP carry the MAX_REQUEST_ID setup parameter 0x02 (until
+    /// draft-16).
+    pub const fn has_max_request_id(self) -> bool {
+        self.until(16)
+    }
+
+    /// The setup parameter type of MOQT_IMPLEMENTATION that the text gives: 0x05 in draft-14
+    /// (§9.3.2.6, the same number as AUTHORITY), 0x07 from draft-15.
+    pub const fn implementation_option_is_0x05(self) -> bool {
+        self.until(14)
+    }
+
+    /// The NEW_GROUP_REQUEST parameter and the DYNAMIC_GROUPS track property exist (from
+    /// draft-16).
+    pub const fn has_new_group_request(self) -> bool {
+        self.from(16)
+    }
+
+    /// DELIVERY_TIMEOUT of 0 is a PROTOCOL_VIOLATION (from draft-16, §9.2.2.2).
+    pub const fn delivery_timeout_nonzero(self) -> bool {
+        self.from(16)
+    }
+
+    /// A Subscription Filter's AbsoluteRange carries End Group Delta (from draft-17); until
+    /// draft-16 it carries the End Group itself (draft-16 §5.1.2).
+    pub const fn filter_end_group_is_delta(self) -> bool {
+        self.from(17)
+    }
+
+    /// The REQUEST_ERROR and PUBLISH_DONE code registries differ from the newest drafts'
+    /// (until draft-16): codes are translated on the wire (see [`crate::codes`]).
+    pub const fn translates_error_codes(self) -> bool {
+        self.until(16)
+    }
+
     // Drafts 14-16, data plane (filled in with the codec).
+
+    /// An object may leave out its Publisher Priority and inherit the subscription's: the
+    /// DEFAULT_PRIORITY bit of SUBGROUP_HEADER (0x20, types 0x30-0x3D) and of OBJECT_DATAGRAM
+    /// (0x08) (from draft-15). Draft-14 always carries the priority.
+    pub const fn has_default_priority(self) -> bool {
+        self.from(15)
+    }
+
+    /// A status OBJECT_DATAGRAM may set ZERO_OBJECT_ID (types 0x24-0x25, 0x2C-0x2D) (from
+    /// draft-15); draft-14's status datagrams 0x20-0x21 always carry the Object ID.
+    pub const fn status_datagram_zero_object_id(self) -> bool {
+        self.from(15)
+    }
+
+    /// SUBGROUP_HEADER's FIRST_OBJECT bit (0x40) exists (from draft-18).
+    pub const fn has_first_object_bit(self) -> bool {
+        self.from(18)
+    }
+
+    /// PADDING streams (0x132B3E28) and datagrams (0x132B3E29) exist (from draft-18).
+    pub const fn has_padding(self) -> bool {
+        self.from(18)
+    }
+
+    /// Object Status 0x1, Object Does Not Exist, exists (until draft-15; draft-16 redid
+    /// missing objects and removed it).
+    pub const fn has_object_does_not_exist(self) -> bool {
+        self.until(15)
+    }
+
+    /// Only a Normal object may carry extension headers / properties (from draft-15);
+    /// draft-14 forbids them only on an Object Does Not Exist.
+    pub const fn properties_only_on_normal(self) -> bool {
+        self.from(15)
+    }
+
+    /// A fetch object starts with Serialization Flags and may refer to the prior object's
+    /// fields (from draft-15); draft-14 writes Group, Subgroup and Object ID, priority and an
+    /// Extension Headers Length on every object.
+    pub const fn fetch_serialization_flags(self) -> bool {
+        self.from(15)
+    }
+
+    /// The Serialization Flags are a varint with the DATAGRAM flag (0x40) and the End of Range
+    /// values 0x8C and 0x10C (from draft-16); draft-15's are one byte without them.
+    pub const fn fetch_end_of_range(self) -> bool {
+        self.from(16)
+    }
+
+    /// A fetch object whose Payload Length is 0 carries an Object Status (until draft-15).
+    pub const fn fetch_object_status(self) -> bool {
+        self.until(15)
+    }
+
+    /// A fetch object's Group ID and Object ID fields are deltas from the prior entry (from
+    /// draft-18); before, they are absolute.
+    pub const fn fetch_id_deltas(self) -> bool {
+        self.from(18)
+    }
+
+    /// Property types 0x4000-0x7FFF are Mandatory Track Properties, never on an object (from
+    /// draft-18).
+    pub const fn has_mandatory_track_properties(self) -> bool {
+        self.from(18)
+    }
+
+    /// A DELIVERY_TIMEOUT track extension (0x02) of 0 is a PROTOCOL_VIOLATION (from draft-16,
+    /// which has track extensions, until draft-17; draft-18 split it in two and dropped the
+    /// rule).
+    pub const fn zero_delivery_timeout_invalid(self) -> bool {
+        self.from(16) && self.until(17)
+    }
 }
 
 impl fmt::Display for Version {

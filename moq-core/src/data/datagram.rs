@@ -1,8 +1,9 @@
-//! OBJECT_DATAGRAM (draft-19 §11.3.1) and padding datagrams (§11.5.2).
+//! OBJECT_DATAGRAM (draft-19 §11.3.1; draft-14 and draft-16 §10.3.1) and padding datagrams
+//! (draft-19 §11.5.2, from draft-18).
 
 use bytes::{Buf, BufMut, Bytes};
 
-use super::ObjectStatus;
+use super::{DEFAULT_PUBLISHER_PRIORITY, ObjectStatus, WireStatus, fits};
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
 use crate::types::kvp::Properties;
@@ -44,7 +45,10 @@ pub struct ObjectDatagram {
     pub group: u64,
     /// The Object ID.
     pub object: u64,
-    /// The Publisher Priority; `None` inherits the subscription's.
+    /// The Publisher Priority; `None` inherits the subscription's. Draft-14 has no
+    /// DEFAULT_PRIORITY bit: `None` is written as
+    /// [`DEFAULT_PUBLISHER_PRIORITY`](super::DEFAULT_PUBLISHER_PRIORITY), and a datagram read
+    /// under draft-14 always has `Some`.
     pub priority: Option<u8>,
     /// Object Properties (empty if none).
     pub properties: Properties,
@@ -55,10 +59,26 @@ pub struct ObjectDatagram {
 }
 
 impl ObjectDatagram {
-    /// True if `t` is a valid OBJECT_DATAGRAM type: the form 0b00X0XXXX without STATUS together
-    /// with END_OF_GROUP (draft-19 §11.3.1).
+    /// True if `t` is a valid OBJECT_DATAGRAM type in the newest draft: the form 0b00X0XXXX
+    /// without STATUS together with END_OF_GROUP (draft-19 §11.3.1).
+    /// [`ObjectDatagram::valid_type_in`] answers for a given version.
     pub const fn valid_type(t: u64) -> bool {
-        t & !0x2F == 0 && !(t & STATUS != 0 && t & END_OF_GROUP != 0)
+        Self::valid_type_in(t, Version::PREFERRED)
+    }
+
+    /// True if `t` is a valid OBJECT_DATAGRAM type under `v`. Draft-14 (§10.3.1) lists
+    /// 0x00-0x07 and 0x20-0x21; from draft-15 (draft-16 §10.3.1) the type is the flags
+    /// 0b00X0XXXX, DEFAULT_PRIORITY (0x08) included, and a status may set ZERO_OBJECT_ID;
+    /// STATUS with END_OF_GROUP is invalid in every version.
+    pub const fn valid_type_in(t: u64, v: Version) -> bool {
+        let mut flags = PROPERTIES | END_OF_GROUP | ZERO_OBJECT_ID | STATUS;
+        if v.has_default_priority() {
+            flags |= DEFAULT_PRIORITY;
+        }
+        let status = t & STATUS != 0;
+        t & !flags == 0
+            && !(status && t & END_OF_GROUP != 0)
+            && !(status && t & ZERO_OBJECT_ID != 0 && !v.status_datagram_zero_object_id())
     }
 
     /// The status of the object (Normal for a payload).
@@ -69,8 +89,17 @@ impl ObjectDatagram {
         }
     }
 
-    /// The type value this datagram is encoded with.
+    /// The type value this datagram is encoded with in the newest draft; see
+    /// [`ObjectDatagram::type_code_in`].
     pub fn type_code(&self) -> u64 {
+        self.type_code_in(Version::PREFERRED)
+    }
+
+    /// The type value this datagram is encoded with under `v`. Draft-14 has no
+    /// DEFAULT_PRIORITY (the priority is written) and its status datagrams always carry the
+    /// Object ID (no ZERO_OBJECT_ID with STATUS).
+    pub fn type_code_in(&self, v: Version) -> u64 {
+        let status = matches!(self.body, DatagramBody::Status(_));
         let mut t = 0;
         if !self.properties.is_empty() {
             t |= PROPERTIES;
@@ -78,21 +107,23 @@ impl ObjectDatagram {
         if self.end_of_group {
             t |= END_OF_GROUP;
         }
-        if self.object == 0 {
+        if self.object == 0 && (!status || v.status_datagram_zero_object_id()) {
             t |= ZERO_OBJECT_ID;
         }
-        if self.priority.is_none() {
+        if self.priority.is_none() && v.has_default_priority() {
             t |= DEFAULT_PRIORITY;
         }
-        if matches!(self.body, DatagramBody::Status(_)) {
+        if status {
             t |= STATUS;
         }
         t
     }
 
-    fn decode_after_type(t: u64, buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
-        // draft-19 §11.3.1: invalid type values are a PROTOCOL_VIOLATION.
-        if !Self::valid_type(t) {
+    /// `None` for an Object Does Not Exist (drafts 14-15), which carries nothing to hand out.
+    fn decode_after_type(t: u64, buf: &mut Bytes, v: Version) -> Result<Option<Self>, DecodeError> {
+        // draft-19 §11.3.1, draft-16 §10.3.1: invalid type values MUST close the session with a
+        // PROTOCOL_VIOLATION; draft-14 §10: an unknown datagram type MUST close the session.
+        if !Self::valid_type_in(t, v) {
             return Err(DecodeError::InvalidDatagramType(t));
         }
         let track_alias = buf.get_varint(v)?;
@@ -109,7 +140,8 @@ impl ObjectDatagram {
         };
         let properties = if t & PROPERTIES != 0 {
             let p = Properties::decode_prefixed(buf, v)?;
-            // draft-19 §11.3.1: PROPERTIES bit with Properties Length 0 is a PROTOCOL_VIOLATION.
+            // draft-19 §11.3.1, draft-16 §10.3.1, draft-14 §10.3.1: the PROPERTIES (Extensions
+            // Present) bit with a length of 0 MUST close the session with a PROTOCOL_VIOLATION.
             if p.is_empty() {
                 return Err(DecodeError::ProtocolViolation(
                     "datagram PROPERTIES bit with empty properties",
@@ -119,25 +151,31 @@ impl ObjectDatagram {
         } else {
             Properties::new()
         };
-        let body = if t & STATUS != 0 {
-            let status = ObjectStatus::from_value(buf.get_varint(v)?)?;
-            // draft-19 §11.3.1: STATUS and PROPERTIES with a non-Normal status is a violation.
-            if status != ObjectStatus::Normal && !properties.is_empty() {
-                return Err(DecodeError::ProtocolViolation(
-                    "properties on a datagram whose status is not Normal",
-                ));
-            }
+        let (body, properties) = if t & STATUS != 0 {
+            let status = WireStatus::read(buf, v)?;
+            // draft-19 §11.3.1, draft-16 §10.2.1.2: properties on a status other than Normal
+            // MUST close the session with a PROTOCOL_VIOLATION; draft-14 §10.2.1.2 only on an
+            // Object Does Not Exist.
+            let keep = status.check_properties(
+                !properties.is_empty(),
+                v,
+                "properties on a datagram whose status is not Normal",
+            )?;
             if buf.has_remaining() {
                 return Err(DecodeError::TrailingBytes {
                     message: "OBJECT_DATAGRAM",
                     extra: buf.remaining(),
                 });
             }
-            DatagramBody::Status(status)
+            let WireStatus::Known(status) = status else {
+                return Ok(None);
+            };
+            let properties = if keep { properties } else { Properties::new() };
+            (DatagramBody::Status(status), properties)
         } else {
-            DatagramBody::Payload(buf.get_rest())
+            (DatagramBody::Payload(buf.get_rest()), properties)
         };
-        Ok(ObjectDatagram {
+        Ok(Some(ObjectDatagram {
             track_alias,
             group,
             object,
@@ -145,13 +183,15 @@ impl ObjectDatagram {
             properties,
             end_of_group: t & END_OF_GROUP != 0,
             body,
-        })
+        }))
     }
 
-    /// Writes the datagram.
+    /// Writes the datagram. Fails, writing nothing, for a status datagram that ends the group
+    /// or has properties without being Normal, or an ID that does not fit the version's
+    /// integers (2^62-1 until draft-16).
     pub fn encode<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
-        let t = self.type_code();
-        if !Self::valid_type(t) {
+        let t = self.type_code_in(v);
+        if !Self::valid_type_in(t, v) {
             return Err(EncodeError::Invalid {
                 field: "object datagram",
                 reason: "a status datagram cannot signal end of group",
@@ -163,17 +203,28 @@ impl ObjectDatagram {
                 reason: "only Normal objects carry properties",
             });
         }
+        fits(self.track_alias, v, "track alias")?;
+        fits(self.group, v, "group ID")?;
+        fits(self.object, v, "object ID")?;
+        let props = if self.properties.is_empty() {
+            None
+        } else {
+            let mut tmp = Vec::new();
+            self.properties.encode_prefixed(&mut tmp, v)?;
+            Some(tmp)
+        };
         buf.put_varint(t, v);
         buf.put_varint(self.track_alias, v);
         buf.put_varint(self.group, v);
-        if self.object != 0 {
+        if t & ZERO_OBJECT_ID == 0 {
             buf.put_varint(self.object, v);
         }
-        if let Some(p) = self.priority {
-            buf.put_u8(p);
+        if t & DEFAULT_PRIORITY == 0 {
+            // draft-14 §10.3.1: Publisher Priority (8) is always present.
+            buf.put_u8(self.priority.unwrap_or(DEFAULT_PUBLISHER_PRIORITY));
         }
-        if !self.properties.is_empty() {
-            self.properties.encode_prefixed(buf, v)?;
+        if let Some(p) = props {
+            buf.put_slice(&p);
         }
         match &self.body {
             DatagramBody::Payload(p) => buf.put_slice(p),
@@ -195,25 +246,35 @@ impl ObjectDatagram {
 pub enum Datagram {
     /// An object.
     Object(ObjectDatagram),
-    /// Padding, to be discarded (draft-19 §11.5.2).
+    /// Padding, to be discarded (draft-19 §11.5.2); also an Object Does Not Exist status
+    /// datagram under drafts 14-15 (see [`Datagram::decode`]).
     Padding,
 }
 
 impl Datagram {
-    /// Decodes a whole datagram. An unknown type closes the session (draft-19 §11); a datagram
-    /// cut short is a protocol violation.
+    /// Decodes a whole datagram. An unknown type closes the session (draft-19 §11, draft-14
+    /// §10); a datagram cut short is a protocol violation.
+    ///
+    /// Until draft-15 a status datagram may say Object Does Not Exist (0x1, draft-14
+    /// §10.2.1.1). That object is not handed out: such a datagram decodes as
+    /// [`Datagram::Padding`], to be discarded. Padding itself exists from draft-18 only;
+    /// before, its type is unknown.
     pub fn decode(mut buf: Bytes, v: Version) -> Result<Datagram, DecodeError> {
         let t = buf.get_varint(v).map_err(|e| e.in_complete("datagram"))?;
-        if t == PADDING_DATAGRAM_TYPE {
+        if t == PADDING_DATAGRAM_TYPE && v.has_padding() {
             return Ok(Datagram::Padding);
         }
         ObjectDatagram::decode_after_type(t, &mut buf, v)
-            .map(Datagram::Object)
+            .map(|d| d.map_or(Datagram::Padding, Datagram::Object))
             .map_err(|e| e.in_complete("OBJECT_DATAGRAM"))
     }
 
-    /// A padding datagram of `len` bytes in all (at least the type's 5 bytes).
+    /// A padding datagram of `len` bytes in all (at least the type's 5 bytes). Padding exists
+    /// from draft-18; under an earlier version this is empty: send nothing.
     pub fn padding(len: usize, v: Version) -> Bytes {
+        if !v.has_padding() {
+            return Bytes::new();
+        }
         let mut out = Vec::with_capacity(len.max(4));
         out.put_varint(PADDING_DATAGRAM_TYPE, v);
         out.resize(len.max(out.len()), 0);

@@ -1,25 +1,49 @@
-//! Fetch streams: FETCH_HEADER and the serialized fetch objects (draft-19 §11.4.4).
+//! Fetch streams: FETCH_HEADER and the serialized fetch objects (draft-19 §11.4.4; draft-14
+//! and draft-16 §10.4.4).
+//!
+//! How a fetch object is written depends on the version:
+//!
+//! - draft-14: Group ID, Subgroup ID, Object ID, Publisher Priority, Extension Headers Length
+//!   and headers, Payload Length, and an Object Status when that length is 0; all explicit.
+//! - draft-15: one byte of Serialization Flags, then only the fields that differ from the prior
+//!   object (absolute IDs), and the Object Status as in draft-14.
+//! - draft-16 (and 17): the flags are a varint that may also say DATAGRAM (0x40) or be an End
+//!   of Range (0x8C, 0x10C); no Object Status.
+//! - draft-18 on: Group ID and Object ID are deltas from the prior entry, in the FETCH's group
+//!   order; draft-20 adds End of Timed-Out Range (0x20C).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::{FETCH_STREAM_TYPE, expect_type};
+use super::{FETCH_STREAM_TYPE, ObjectStatus, WireStatus, expect_type, fits, put_int};
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
 use crate::types::kvp::Properties;
 use crate::types::location::{GroupOrder, Location};
 
 const SUBGROUP_MASK: u64 = 0x03;
-const OBJECT_DELTA: u64 = 0x04;
-const GROUP_DELTA: u64 = 0x08;
+/// The Object ID field is present: absolute until draft-17, a delta from draft-18.
+const OBJECT_FIELD: u64 = 0x04;
+/// The Group ID field is present: absolute until draft-17, a delta from draft-18.
+const GROUP_FIELD: u64 = 0x08;
 const PRIORITY: u64 = 0x10;
 const PROPERTIES: u64 = 0x20;
+/// From draft-16.
 const DATAGRAM: u64 = 0x40;
+/// From draft-16.
 const END_OF_NON_EXISTENT_RANGE: u64 = 0x8C;
+/// From draft-16.
 const END_OF_UNKNOWN_RANGE: u64 = 0x10C;
 /// draft-21 §11.4.1.2 (from draft-20).
 const END_OF_TIMED_OUT_RANGE: u64 = 0x20C;
 
-/// FETCH_HEADER: the start of a fetch response stream (draft-19 §11.4.4).
+/// The flag bits a fetch object may set under `v` (from draft-15): the subgroup mode and the
+/// presence bits (0x3F), and DATAGRAM (0x40) from draft-16.
+const fn defined_flags(v: Version) -> u64 {
+    if v.fetch_end_of_range() { 0x7F } else { 0x3F }
+}
+
+/// FETCH_HEADER: the start of a fetch response stream (draft-19 §11.4.4; draft-14 §10.4.4,
+/// the same in every version).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FetchHeader {
     /// The Request ID of the FETCH answered.
@@ -35,8 +59,10 @@ impl FetchHeader {
         })
     }
 
-    /// Writes the header, stream type included.
+    /// Writes the header, stream type included. Fails, writing nothing, if the Request ID does
+    /// not fit the version's integers (2^62-1 until draft-16).
     pub fn encode<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
+        fits(self.request_id, v, "request ID")?;
         buf.put_varint(FETCH_STREAM_TYPE, v);
         buf.put_varint(self.request_id, v);
         Ok(())
@@ -49,6 +75,9 @@ pub struct FetchObject {
     /// Where the object is.
     pub location: Location,
     /// The Subgroup ID, or `None` for an object whose forwarding preference is Datagram.
+    ///
+    /// Until draft-15 a fetch object always has a Subgroup ID, the Object ID for a datagram
+    /// (draft-14 §10.4.4): `None` is written so, and is never read back.
     pub subgroup: Option<u64>,
     /// The Publisher Priority.
     pub priority: u8,
@@ -58,7 +87,7 @@ pub struct FetchObject {
     pub payload_len: u64,
 }
 
-/// Which End of Range marker (draft-19 §11.4.4.2).
+/// Which End of Range marker (draft-19 §11.4.4.2, from draft-16).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RangeEnd {
     /// 0x8C: the objects since the previous entry, up to and including `location`, do not exist.
@@ -71,13 +100,14 @@ pub enum RangeEnd {
 }
 
 impl RangeEnd {
-    /// The serialization flags value, if the marker exists in `v`.
+    /// The serialization flags value, if the marker exists in `v`: 0x8C and 0x10C from
+    /// draft-16 (draft-16 §10.4.4), 0x20C from draft-20.
     pub const fn flags(self, v: Version) -> Option<u64> {
         match self {
-            RangeEnd::NonExistent => Some(END_OF_NON_EXISTENT_RANGE),
-            RangeEnd::Unknown => Some(END_OF_UNKNOWN_RANGE),
+            RangeEnd::NonExistent if v.fetch_end_of_range() => Some(END_OF_NON_EXISTENT_RANGE),
+            RangeEnd::Unknown if v.fetch_end_of_range() => Some(END_OF_UNKNOWN_RANGE),
             RangeEnd::TimedOut if v.has_fill() => Some(END_OF_TIMED_OUT_RANGE),
-            RangeEnd::TimedOut => None,
+            _ => None,
         }
     }
 
@@ -104,7 +134,7 @@ pub enum FetchEvent {
         /// True on the final chunk.
         last: bool,
     },
-    /// An End of Range marker.
+    /// An End of Range marker (from draft-16).
     EndOfRange {
         /// Non-existent or unknown.
         kind: RangeEnd,
@@ -113,7 +143,7 @@ pub enum FetchEvent {
     },
 }
 
-/// The "prior object" state both directions keep (draft-19 §11.4.4.1).
+/// The "prior object" state both directions keep (draft-19 §11.4.4.1, draft-16 §10.4.4.1).
 #[derive(Clone, Copy, Debug, Default)]
 struct Prior {
     /// Group and Object of the prior entry (object or end of range).
@@ -122,8 +152,6 @@ struct Prior {
     subgroup: Option<u64>,
     /// Priority of the last actual object.
     priority: Option<u8>,
-    /// Whether an actual object has been seen.
-    any_object: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -133,7 +161,13 @@ enum State {
 }
 
 /// Decodes the entries of a fetch stream as bytes arrive, after its FETCH_HEADER. Needs the
-/// FETCH's group order, which decides the direction of Group ID deltas.
+/// FETCH's group order, which decides the direction of Group ID deltas (from draft-18).
+///
+/// Until draft-15 a fetch object with Payload Length 0 carries an Object Status (draft-14
+/// §10.4.4). Draft-14 says a gap in a fetch stream's locations means the objects in it do not
+/// exist (§9.16.3), and from draft-16 a fetch has no Object Status at all, so an
+/// object whose status is not Normal (Object Does Not Exist, End of Group, End of Track) is
+/// consumed without an event, as if it had not been sent.
 #[derive(Debug)]
 pub struct FetchReader {
     version: Version,
@@ -155,50 +189,56 @@ impl FetchReader {
 
     /// The next event from `buf`, consuming what it decodes; `Ok(None)` if more bytes are needed.
     pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<FetchEvent>, DecodeError> {
-        match self.state {
-            State::Header => {
-                let mut cur = &buf[..];
-                let mut prior = self.prior;
-                let ev = match decode_entry(&mut cur, self.version, self.order, &mut prior) {
-                    Ok(ev) => ev,
-                    Err(DecodeError::Short) => return Ok(None),
-                    Err(e) => return Err(e),
-                };
-                let used = buf.len() - cur.len();
-                buf.advance(used);
-                self.prior = prior;
-                if let FetchEvent::Object(o) = &ev
-                    && o.payload_len > 0
-                {
-                    self.state = State::Payload {
-                        remaining: o.payload_len,
+        loop {
+            match self.state {
+                State::Header => {
+                    let mut cur = &buf[..];
+                    let mut prior = self.prior;
+                    let ev = match decode_entry(&mut cur, self.version, self.order, &mut prior) {
+                        Ok(ev) => ev,
+                        Err(DecodeError::Short) => return Ok(None),
+                        Err(e) => return Err(e),
                     };
+                    let used = buf.len() - cur.len();
+                    buf.advance(used);
+                    self.prior = prior;
+                    let Some(ev) = ev else {
+                        continue;
+                    };
+                    if let FetchEvent::Object(o) = &ev
+                        && o.payload_len > 0
+                    {
+                        self.state = State::Payload {
+                            remaining: o.payload_len,
+                        };
+                    }
+                    return Ok(Some(ev));
                 }
-                Ok(Some(ev))
-            }
-            State::Payload { remaining } => {
-                if buf.is_empty() {
-                    return Ok(None);
+                State::Payload { remaining } => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let n = usize::try_from(remaining)
+                        .unwrap_or(usize::MAX)
+                        .min(buf.len());
+                    let data = buf.split_to(n).freeze();
+                    let left = remaining - n as u64;
+                    self.state = if left == 0 {
+                        State::Header
+                    } else {
+                        State::Payload { remaining: left }
+                    };
+                    return Ok(Some(FetchEvent::Payload {
+                        data,
+                        last: left == 0,
+                    }));
                 }
-                let n = usize::try_from(remaining)
-                    .unwrap_or(usize::MAX)
-                    .min(buf.len());
-                let data = buf.split_to(n).freeze();
-                let left = remaining - n as u64;
-                self.state = if left == 0 {
-                    State::Header
-                } else {
-                    State::Payload { remaining: left }
-                };
-                Ok(Some(FetchEvent::Payload {
-                    data,
-                    last: left == 0,
-                }))
             }
         }
     }
 
-    /// Checks the stream may end here: a FIN inside an entry is a PROTOCOL_VIOLATION.
+    /// Checks the stream may end here: a FIN inside an entry is a PROTOCOL_VIOLATION
+    /// (draft-19 §11.4, draft-14 §10.4: the session SHOULD be terminated).
     pub fn finish(&self, buf: &[u8]) -> Result<(), DecodeError> {
         match self.state {
             State::Header if buf.is_empty() => Ok(()),
@@ -213,19 +253,28 @@ fn violation(what: &'static str) -> DecodeError {
     DecodeError::ProtocolViolation(what)
 }
 
+/// One entry; `None` for an object whose status is not Normal (drafts 14-15), consumed.
 fn decode_entry(
     cur: &mut &[u8],
     v: Version,
     order: GroupOrder,
     prior: &mut Prior,
-) -> Result<FetchEvent, DecodeError> {
-    let flags = cur.get_varint(v)?;
+) -> Result<Option<FetchEvent>, DecodeError> {
+    if !v.fetch_serialization_flags() {
+        return decode_explicit(cur, v, prior);
+    }
+    // draft-16 §10.4.4: Serialization Flags (i); NOTES B.2: one byte in draft-15.
+    let flags = if v.fetch_end_of_range() {
+        cur.get_varint(v)?
+    } else {
+        u64::from(cur.get_byte()?)
+    };
     let range_end = match flags {
-        END_OF_NON_EXISTENT_RANGE => Some(RangeEnd::NonExistent),
-        END_OF_UNKNOWN_RANGE => Some(RangeEnd::Unknown),
+        END_OF_NON_EXISTENT_RANGE if v.fetch_end_of_range() => Some(RangeEnd::NonExistent),
+        END_OF_UNKNOWN_RANGE if v.fetch_end_of_range() => Some(RangeEnd::Unknown),
         END_OF_TIMED_OUT_RANGE if v.has_fill() => Some(RangeEnd::TimedOut),
-        f if f < 0x80 => None,
-        // draft-19 §11.4.4: any other value is a PROTOCOL_VIOLATION.
+        f if f & !defined_flags(v) == 0 => None,
+        // draft-19 §11.4.4, draft-16 §10.4.4: any other value is a PROTOCOL_VIOLATION.
         f => {
             return Err(DecodeError::InvalidValue {
                 field: "fetch serialization flags",
@@ -233,26 +282,29 @@ fn decode_entry(
             });
         }
     };
-    // End of Range markers carry a Group ID Delta and an Object ID Delta (§11.4.4.2).
+    // End of Range markers carry a Group ID and an Object ID (draft-19 §11.4.4.2, draft-16
+    // §10.4.4.2).
     let flags = if range_end.is_some() {
-        GROUP_DELTA | OBJECT_DELTA
+        GROUP_FIELD | OBJECT_FIELD
     } else {
         flags
     };
-    let first = prior.location.is_none();
 
-    let group = if flags & GROUP_DELTA != 0 {
-        let delta = cur.get_varint(v)?;
+    let group = if flags & GROUP_FIELD != 0 {
+        let field = cur.get_varint(v)?;
         match prior.location {
-            None => delta,
-            Some(p) => match order {
-                GroupOrder::Ascending => p.group.checked_add(delta).and_then(|g| g.checked_add(1)),
-                GroupOrder::Descending => p.group.checked_sub(delta).and_then(|g| g.checked_sub(1)),
+            // draft-19 §11.4.4.1: a Group ID Delta, in the group order.
+            Some(p) if v.fetch_id_deltas() => match order {
+                GroupOrder::Ascending => p.group.checked_add(field).and_then(|g| g.checked_add(1)),
+                GroupOrder::Descending => p.group.checked_sub(field).and_then(|g| g.checked_sub(1)),
             }
             .ok_or(DecodeError::Overflow("fetch group ID"))?,
+            // The first entry, or draft-16 §10.4.4.1: the Group ID itself.
+            _ => field,
         }
     } else {
-        // draft-19 §11.4.4.1: the first object may not reference a prior object.
+        // draft-19 §11.4.4.1, draft-16 §10.4.4.1: the first object may not reference a prior
+        // object (MUST close the session with a PROTOCOL_VIOLATION).
         prior
             .location
             .ok_or(violation("first fetch object refers to a prior group"))?
@@ -280,14 +332,16 @@ fn decode_entry(
         }
     };
 
-    let object = if flags & OBJECT_DELTA != 0 {
-        let delta = cur.get_varint(v)?;
+    let object = if flags & OBJECT_FIELD != 0 {
+        let field = cur.get_varint(v)?;
         match prior.location {
-            Some(p) if flags & GROUP_DELTA == 0 => p
+            // draft-19 §11.4.4.1: an Object ID Delta within the prior entry's group.
+            Some(p) if v.fetch_id_deltas() && flags & GROUP_FIELD == 0 => p
                 .object
-                .checked_add(delta)
+                .checked_add(field)
                 .ok_or(DecodeError::Overflow("fetch object ID"))?,
-            _ => delta,
+            // A new group or the first entry; draft-16 §10.4.4.1: the Object ID itself.
+            _ => field,
         }
     } else {
         prior
@@ -300,11 +354,8 @@ fn decode_entry(
     let location = Location::new(group, object);
 
     if let Some(kind) = range_end {
-        if first && flags & (GROUP_DELTA | OBJECT_DELTA) != GROUP_DELTA | OBJECT_DELTA {
-            return Err(violation("first entry must carry absolute IDs"));
-        }
         prior.location = Some(location);
-        return Ok(FetchEvent::EndOfRange { kind, location });
+        return Ok(Some(FetchEvent::EndOfRange { kind, location }));
     }
 
     let priority = if flags & PRIORITY != 0 {
@@ -320,21 +371,84 @@ fn decode_entry(
         Properties::new()
     };
     let payload_len = cur.get_varint(v)?;
+    // NOTES B.2-B.3: draft-15 keeps draft-14's Object Status after a zero Payload Length;
+    // draft-16 removed it.
+    let status = if payload_len == 0 && v.fetch_object_status() {
+        WireStatus::read(cur, v)?
+    } else {
+        WireStatus::Known(ObjectStatus::Normal)
+    };
+    // draft-15 (as draft-16 §10.2.1.2): properties only on a Normal object.
+    status.check_properties(
+        !properties.is_empty(),
+        v,
+        "properties on a fetch object whose status is not Normal",
+    )?;
 
+    // A status object is a serialized object: the next one may refer to it.
     prior.location = Some(location);
     prior.subgroup = subgroup;
     prior.priority = Some(priority);
-    prior.any_object = true;
-    Ok(FetchEvent::Object(FetchObject {
+    if status != WireStatus::Known(ObjectStatus::Normal) {
+        return Ok(None);
+    }
+    Ok(Some(FetchEvent::Object(FetchObject {
         location,
         subgroup,
         priority,
         properties,
         payload_len,
-    }))
+    })))
+}
+
+/// A draft-14 fetch object (§10.4.4): every field explicit.
+fn decode_explicit(
+    cur: &mut &[u8],
+    v: Version,
+    prior: &mut Prior,
+) -> Result<Option<FetchEvent>, DecodeError> {
+    let group = cur.get_varint(v)?;
+    let subgroup = cur.get_varint(v)?;
+    let object = cur.get_varint(v)?;
+    let priority = cur.get_byte()?;
+    // draft-14 §10.4.4: Extension Headers Length is always present.
+    let properties = Properties::decode_prefixed(cur, v)?;
+    let payload_len = cur.get_varint(v)?;
+    // draft-14 §10.4.4: the Object Status field is only sent if the Payload Length is zero.
+    let status = if payload_len == 0 {
+        WireStatus::read(cur, v)?
+    } else {
+        WireStatus::Known(ObjectStatus::Normal)
+    };
+    // draft-14 §10.2.1.2: extension headers on an Object Does Not Exist MUST close the
+    // session with a PROTOCOL_VIOLATION.
+    status.check_properties(
+        !properties.is_empty(),
+        v,
+        "properties on a fetch object whose status is not Normal",
+    )?;
+    let location = Location::new(group, object);
+    prior.location = Some(location);
+    prior.subgroup = Some(subgroup);
+    prior.priority = Some(priority);
+    if status != WireStatus::Known(ObjectStatus::Normal) {
+        return Ok(None);
+    }
+    Ok(Some(FetchEvent::Object(FetchObject {
+        location,
+        subgroup: Some(subgroup),
+        priority,
+        properties,
+        payload_len,
+    })))
 }
 
 /// Encodes the entries of one fetch stream, choosing the shortest serialization flags.
+///
+/// Entries must come in the FETCH's group order, objects ascending within a group, in every
+/// version. An End of Range (from draft-16) that a version cannot write: Non-Existent is left
+/// out before draft-16, where a gap in a fetch stream already says the objects do not exist
+/// (draft-14 §9.16.3); Unknown and Timed-Out fail with [`EncodeError::NotInVersion`].
 ///
 /// ```
 /// use bytes::BytesMut;
@@ -360,7 +474,10 @@ fn decode_entry(
 pub struct FetchWriter {
     version: Version,
     order: GroupOrder,
+    /// What the next entry may refer to.
     prior: Prior,
+    /// The location of the last entry given, written or not: the next must come after it.
+    last: Option<Location>,
 }
 
 impl FetchWriter {
@@ -370,108 +487,173 @@ impl FetchWriter {
             version,
             order,
             prior: Prior::default(),
+            last: None,
+        }
+    }
+
+    /// Checks `loc` comes after the last entry: groups in the fetch's order, objects ascending
+    /// within a group (draft-19 §10.12.3, draft-14 §9.16.3).
+    fn check_order(&self, loc: Location) -> Result<(), EncodeError> {
+        let ok = match self.last {
+            None => true,
+            Some(p) if p.group == loc.group => loc.object > p.object,
+            Some(p) => match self.order {
+                GroupOrder::Ascending => loc.group > p.group,
+                GroupOrder::Descending => loc.group < p.group,
+            },
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(EncodeError::Invalid {
+                field: "fetch stream",
+                reason: "locations must follow the group order, objects ascending within a group",
+            })
         }
     }
 
     /// The flags and fields that place `loc` after the prior entry: `(flags, group, object)`
-    /// where `group` / `object` are the Group ID Delta and Object ID Delta to write, if any.
-    fn location_fields(
-        &self,
-        loc: Location,
-    ) -> Result<(u64, Option<u64>, Option<u64>), EncodeError> {
-        let bad = || EncodeError::Invalid {
-            field: "fetch stream",
-            reason: "locations must follow the group order, objects ascending within a group",
-        };
-        Ok(match self.prior.location {
+    /// where `group` / `object` are the Group ID and Object ID fields to write, if any (deltas
+    /// from draft-18). `loc` has passed [`FetchWriter::check_order`].
+    fn location_fields(&self, loc: Location) -> (u64, Option<u64>, Option<u64>) {
+        let v = self.version;
+        match self.prior.location {
             None => (
-                GROUP_DELTA | OBJECT_DELTA,
+                GROUP_FIELD | OBJECT_FIELD,
                 Some(loc.group),
                 Some(loc.object),
             ),
             Some(p) if p.group == loc.group => {
-                if loc.object <= p.object {
-                    return Err(bad());
-                }
-                if loc.object == p.object + 1 {
+                if p.object.checked_add(1) == Some(loc.object) {
                     (0, None, None)
+                } else if v.fetch_id_deltas() {
+                    (OBJECT_FIELD, None, Some(loc.object - p.object))
                 } else {
-                    (OBJECT_DELTA, None, Some(loc.object - p.object))
+                    (OBJECT_FIELD, None, Some(loc.object))
                 }
             }
+            // Another group: its ID, and the Object ID absolute in every version (draft-16
+            // would allow leaving out Object ID = prior + 1; it is written all the same).
             Some(p) => {
-                let delta = match self.order {
-                    GroupOrder::Ascending if loc.group > p.group => loc.group - p.group - 1,
-                    GroupOrder::Descending if loc.group < p.group => p.group - loc.group - 1,
-                    _ => return Err(bad()),
+                let group = if !v.fetch_id_deltas() {
+                    loc.group
+                } else if loc.group > p.group {
+                    loc.group - p.group - 1
+                } else {
+                    p.group - loc.group - 1
                 };
-                (GROUP_DELTA | OBJECT_DELTA, Some(delta), Some(loc.object))
+                (GROUP_FIELD | OBJECT_FIELD, Some(group), Some(loc.object))
             }
-        })
+        }
     }
 
-    /// Writes one object's fields; the caller writes `payload_len` payload bytes next.
+    /// Writes one object's fields; the caller writes `payload_len` payload bytes next. Fails,
+    /// writing nothing, for an object out of order or an ID that does not fit the version's
+    /// integers (2^62-1 until draft-16).
     pub fn encode_object<B: BufMut>(
         &mut self,
         buf: &mut B,
         obj: &FetchObject,
     ) -> Result<(), EncodeError> {
         let v = self.version;
-        let (mut flags, group_field, object_field) = self.location_fields(obj.location)?;
-        let subgroup_field = match obj.subgroup {
-            None => {
-                flags |= DATAGRAM;
-                None
-            }
-            Some(0) => None,
-            Some(s) if self.prior.subgroup == Some(s) => {
-                flags |= 1;
-                None
-            }
-            Some(s) if self.prior.subgroup.and_then(|p| p.checked_add(1)) == Some(s) => {
-                flags |= 2;
-                None
-            }
-            Some(s) => {
-                flags |= 3;
-                Some(s)
-            }
+        self.check_order(obj.location)?;
+        // draft-14 §10.4.4: "The Subgroup ID field of an object with a Forwarding Preference
+        // of Datagram is set to the Object ID"; draft-16 has the DATAGRAM flag instead.
+        let subgroup = match obj.subgroup {
+            None if !v.fetch_end_of_range() => Some(obj.location.object),
+            s => s,
         };
-        if self.prior.priority != Some(obj.priority) {
-            flags |= PRIORITY;
-        }
-        if !obj.properties.is_empty() {
-            flags |= PROPERTIES;
-        }
-        buf.put_varint(flags, v);
-        if let Some(g) = group_field {
-            buf.put_varint(g, v);
-        }
-        if let Some(s) = subgroup_field {
-            buf.put_varint(s, v);
-        }
-        if let Some(o) = object_field {
-            buf.put_varint(o, v);
-        }
-        if flags & PRIORITY != 0 {
+        fits(obj.location.group, v, "group ID")?;
+        fits(obj.location.object, v, "object ID")?;
+        fits(subgroup.unwrap_or(0), v, "subgroup ID")?;
+        fits(obj.payload_len, v, "payload length")?;
+        let props = if obj.properties.is_empty() {
+            None
+        } else {
+            let mut tmp = Vec::new();
+            obj.properties.encode_prefixed(&mut tmp, v)?;
+            Some(tmp)
+        };
+
+        if !v.fetch_serialization_flags() {
+            // draft-14 §10.4.4: every field, and an Extension Headers Length even if 0.
+            buf.put_varint(obj.location.group, v);
+            buf.put_varint(subgroup.unwrap_or(0), v);
+            buf.put_varint(obj.location.object, v);
             buf.put_u8(obj.priority);
-        }
-        if flags & PROPERTIES != 0 {
-            obj.properties.encode_prefixed(buf, v)?;
+            match &props {
+                Some(p) => buf.put_slice(p),
+                None => buf.put_varint(0, v),
+            }
+        } else {
+            let (mut flags, group_field, object_field) = self.location_fields(obj.location);
+            let subgroup_field = match subgroup {
+                None => {
+                    flags |= DATAGRAM;
+                    None
+                }
+                Some(0) => None,
+                Some(s) if self.prior.subgroup == Some(s) => {
+                    flags |= 1;
+                    None
+                }
+                Some(s) if self.prior.subgroup.and_then(|p| p.checked_add(1)) == Some(s) => {
+                    flags |= 2;
+                    None
+                }
+                Some(s) => {
+                    flags |= 3;
+                    Some(s)
+                }
+            };
+            if self.prior.priority != Some(obj.priority) {
+                flags |= PRIORITY;
+            }
+            if props.is_some() {
+                flags |= PROPERTIES;
+            }
+            if v.fetch_end_of_range() {
+                buf.put_varint(flags, v);
+            } else {
+                // NOTES B.2: one byte in draft-15; no bit above 0x20 is set here.
+                buf.put_u8(flags as u8);
+            }
+            if let Some(g) = group_field {
+                buf.put_varint(g, v);
+            }
+            if let Some(s) = subgroup_field {
+                buf.put_varint(s, v);
+            }
+            if let Some(o) = object_field {
+                buf.put_varint(o, v);
+            }
+            if flags & PRIORITY != 0 {
+                buf.put_u8(obj.priority);
+            }
+            if let Some(p) = &props {
+                buf.put_slice(p);
+            }
         }
         buf.put_varint(obj.payload_len, v);
+        if obj.payload_len == 0 && v.fetch_object_status() {
+            // draft-14 §10.2.1.1: "Zero-length objects explicitly encode the Normal status."
+            buf.put_varint(ObjectStatus::Normal.value(), v);
+        }
         self.prior.location = Some(obj.location);
-        self.prior.subgroup = obj.subgroup;
+        self.prior.subgroup = subgroup;
         self.prior.priority = Some(obj.priority);
-        self.prior.any_object = true;
+        self.last = Some(obj.location);
         Ok(())
     }
 
     /// Writes an End of Range marker covering everything after the prior entry up to and
     /// including `location`.
     ///
-    /// A marker always carries a Group ID Delta (draft-19 §11.4.4.2), which cannot name the
-    /// prior entry's own group; such a marker is refused: end ranges on another group.
+    /// From draft-18 a marker carries a Group ID Delta (draft-19 §11.4.4.2), which cannot
+    /// name the prior entry's own group; such a marker is refused: end ranges on another
+    /// group. Before draft-16 there are no markers: a Non-Existent range is left out (nothing
+    /// is written; a gap already says so, draft-14 §9.16.3), an Unknown one fails. Timed-Out
+    /// exists from draft-20.
     pub fn encode_end_of_range<B: BufMut>(
         &mut self,
         buf: &mut B,
@@ -479,22 +661,44 @@ impl FetchWriter {
         location: Location,
     ) -> Result<(), EncodeError> {
         let v = self.version;
-        let (flags, group, object) = self.location_fields(location)?;
-        let (Some(group), Some(object)) = (group, object) else {
-            return Err(EncodeError::Invalid {
-                field: "end of range",
-                reason: "an end of range in the prior entry's group cannot be encoded",
-            });
+        self.check_order(location)?;
+        let Some(flags) = kind.flags(v) else {
+            return match kind {
+                RangeEnd::NonExistent => {
+                    self.last = Some(location);
+                    Ok(())
+                }
+                RangeEnd::Unknown => Err(EncodeError::NotInVersion("End of Unknown Range", v)),
+                RangeEnd::TimedOut => Err(EncodeError::NotInVersion("End of Timed-Out Range", v)),
+            };
         };
-        debug_assert_eq!(flags, GROUP_DELTA | OBJECT_DELTA);
-        let flags = kind.flags(v).ok_or(EncodeError::Invalid {
-            field: "end of range",
-            reason: "End of Timed-Out Range exists from draft-20",
-        })?;
+        let (group, object) = if v.fetch_id_deltas() {
+            let (fl, group, object) = self.location_fields(location);
+            let (Some(group), Some(object)) = (group, object) else {
+                return Err(EncodeError::Invalid {
+                    field: "end of range",
+                    reason: "an end of range in the prior entry's group cannot be encoded",
+                });
+            };
+            debug_assert_eq!(fl, GROUP_FIELD | OBJECT_FIELD);
+            (group, object)
+        } else {
+            // draft-16 §10.4.4.2: the Group ID and Object ID fields.
+            (location.group, location.object)
+        };
+        fits(group, v, "group ID")?;
+        fits(object, v, "object ID")?;
         buf.put_varint(flags, v);
-        buf.put_varint(group, v);
-        buf.put_varint(object, v);
-        self.prior.location = Some(location);
+        put_int(buf, group, v, "group ID")?;
+        put_int(buf, object, v, "object ID")?;
+        self.last = Some(location);
+        if v.fetch_id_deltas() {
+            self.prior.location = Some(location);
+        } else {
+            // draft-16 leaves open whether a marker is the "prior Object" the next object's
+            // flags refer to; the next object is written in full, as the first would be.
+            self.prior = Prior::default();
+        }
         Ok(())
     }
 }

@@ -1,11 +1,31 @@
-//! Subgroup streams: SUBGROUP_HEADER and its objects (draft-19 §11.4.2).
+//! Subgroup streams: SUBGROUP_HEADER and its objects (draft-19 §11.4.2; draft-14 and
+//! draft-16 §10.4.2).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::ObjectStatus;
+use super::{DEFAULT_PUBLISHER_PRIORITY, ObjectStatus, WireStatus, fits, put_int};
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
 use crate::types::kvp::Properties;
+
+const PROPERTIES: u64 = 0x01;
+const END_OF_GROUP: u64 = 0x08;
+const DEFAULT_PRIORITY: u64 = 0x20;
+const FIRST_OBJECT: u64 = 0x40;
+
+/// The flag bits a SUBGROUP_HEADER type may have under `v`, with the always-set 0x10:
+/// PROPERTIES, SUBGROUP_ID_MODE and END_OF_GROUP (0x0F) in every version (draft-14 §10.4.2),
+/// DEFAULT_PRIORITY (0x20) from draft-15, FIRST_OBJECT (0x40) from draft-18.
+pub(crate) const fn type_flags(v: Version) -> u64 {
+    let mut flags = 0x0F;
+    if v.has_default_priority() {
+        flags |= DEFAULT_PRIORITY;
+    }
+    if v.has_first_object_bit() {
+        flags |= FIRST_OBJECT;
+    }
+    flags
+}
 
 /// How a subgroup stream names its Subgroup ID (the SUBGROUP_ID_MODE bits, mask 0x06).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -38,41 +58,69 @@ pub struct SubgroupHeader {
     /// The Subgroup ID, or how to derive it.
     pub subgroup: SubgroupId,
     /// The Publisher Priority; `None` (DEFAULT_PRIORITY, 0x20) inherits the subscription's.
+    /// Draft-14 has no DEFAULT_PRIORITY bit: `None` is written as
+    /// [`DEFAULT_PUBLISHER_PRIORITY`](super::DEFAULT_PUBLISHER_PRIORITY), and a header read
+    /// under draft-14 always has `Some`.
     pub priority: Option<u8>,
     /// PROPERTIES (0x01): every object carries an Object Properties block.
     pub properties: bool,
     /// END_OF_GROUP (0x08): this subgroup holds the group's largest object.
     pub end_of_group: bool,
-    /// FIRST_OBJECT (0x40): the stream starts at the subgroup's first object.
+    /// FIRST_OBJECT (0x40, from draft-18): the stream starts at the subgroup's first object.
+    /// Not written before draft-18, and false in a header read under those versions.
     pub first_object: bool,
 }
 
 impl SubgroupHeader {
-    /// True if `t` is a valid SUBGROUP_HEADER type: the form 0b0XX1XXXX without the reserved
-    /// SUBGROUP_ID_MODE 0b11 (draft-19 §11.4.2).
+    /// True if `t` is a valid SUBGROUP_HEADER type in the newest draft: the form 0b0XX1XXXX
+    /// without the reserved SUBGROUP_ID_MODE 0b11 (draft-19 §11.4.2).
+    /// [`SubgroupHeader::valid_type_in`] answers for a given version.
     pub const fn valid_type(t: u64) -> bool {
-        t < 0x80 && t & 0x10 != 0 && t & 0x06 != 0x06
+        Self::valid_type_in(t, Version::PREFERRED)
     }
 
-    /// The stream type value for this header.
+    /// True if `t` is a valid SUBGROUP_HEADER type under `v`: 0x10 with any of the version's
+    /// flag bits, without SUBGROUP_ID_MODE 0b11. That is 0x10-0x15 and 0x18-0x1D in draft-14
+    /// (§10.4.2), also 0x30-0x35 and 0x38-0x3D from draft-15 (draft-16 §10.4.2), and the same
+    /// with 0x40 from draft-18 (draft-19 §11.4.2).
+    pub const fn valid_type_in(t: u64, v: Version) -> bool {
+        t & !type_flags(v) == 0x10 && t & 0x06 != 0x06
+    }
+
+    /// The stream type value for this header in the newest draft; see
+    /// [`SubgroupHeader::type_code_in`].
     pub fn type_code(&self) -> u8 {
+        self.type_code_in(Version::PREFERRED)
+    }
+
+    /// The stream type value this header is written with under `v`: DEFAULT_PRIORITY only
+    /// from draft-15 (draft-14 writes a priority), FIRST_OBJECT only from draft-18.
+    pub fn type_code_in(&self, v: Version) -> u8 {
         let mode = match self.subgroup {
             SubgroupId::Zero => 0,
             SubgroupId::FirstObject => 1,
             SubgroupId::Explicit(_) => 2,
         };
-        0x10 | u8::from(self.properties)
-            | (mode << 1)
-            | if self.end_of_group { 0x08 } else { 0 }
-            | if self.priority.is_none() { 0x20 } else { 0 }
-            | if self.first_object { 0x40 } else { 0 }
+        let mut t = 0x10 | u64::from(self.properties) | (mode << 1);
+        if self.end_of_group {
+            t |= END_OF_GROUP;
+        }
+        if self.priority.is_none() {
+            t |= DEFAULT_PRIORITY;
+        }
+        if self.first_object {
+            t |= FIRST_OBJECT;
+        }
+        // The flags the version lacks are not written (0x10 and the low bits always stay).
+        (t & (0x10 | type_flags(v))) as u8
     }
 
     /// Reads the header, type included.
     pub fn decode<B: Buf>(buf: &mut B, v: Version) -> Result<Self, DecodeError> {
         let t = buf.get_varint(v)?;
-        // draft-19 §11.4.2: an invalid type is a PROTOCOL_VIOLATION.
-        if !Self::valid_type(t) {
+        // draft-19 §11.4.2, draft-16 §10.4.2: an invalid type MUST close the session with a
+        // PROTOCOL_VIOLATION; draft-14 §10: an unknown stream type MUST close the session.
+        if !Self::valid_type_in(t, v) {
             return Err(DecodeError::InvalidSubgroupType(t));
         }
         let track_alias = buf.get_varint(v)?;
@@ -82,7 +130,7 @@ impl SubgroupHeader {
             1 => SubgroupId::FirstObject,
             _ => SubgroupId::Explicit(buf.get_varint(v)?),
         };
-        let priority = if t & 0x20 != 0 {
+        let priority = if t & DEFAULT_PRIORITY != 0 {
             None
         } else {
             Some(buf.get_byte()?)
@@ -92,22 +140,30 @@ impl SubgroupHeader {
             group,
             subgroup,
             priority,
-            properties: t & 0x01 != 0,
-            end_of_group: t & 0x08 != 0,
-            first_object: t & 0x40 != 0,
+            properties: t & PROPERTIES != 0,
+            end_of_group: t & END_OF_GROUP != 0,
+            first_object: t & FIRST_OBJECT != 0,
         })
     }
 
-    /// Writes the header, type included.
+    /// Writes the header, type included. Fails if an ID does not fit the version's integers
+    /// (2^62-1 until draft-16), writing nothing.
     pub fn encode<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
-        buf.put_varint(u64::from(self.type_code()), v);
+        fits(self.track_alias, v, "track alias")?;
+        fits(self.group, v, "group ID")?;
+        if let SubgroupId::Explicit(id) = self.subgroup {
+            fits(id, v, "subgroup ID")?;
+        }
+        let t = self.type_code_in(v);
+        buf.put_varint(u64::from(t), v);
         buf.put_varint(self.track_alias, v);
         buf.put_varint(self.group, v);
         if let SubgroupId::Explicit(id) = self.subgroup {
             buf.put_varint(id, v);
         }
-        if let Some(p) = self.priority {
-            buf.put_u8(p);
+        if u64::from(t) & DEFAULT_PRIORITY == 0 {
+            // draft-14 §10.4.2: Publisher Priority (8) is always present.
+            buf.put_u8(self.priority.unwrap_or(DEFAULT_PUBLISHER_PRIORITY));
         }
         Ok(())
     }
@@ -205,55 +261,66 @@ impl SubgroupReader {
     }
 
     /// The next event from `buf`, consuming what it decodes; `Ok(None)` if more bytes are needed.
+    ///
+    /// Until draft-15 an object may have status Object Does Not Exist (0x1, draft-14
+    /// §10.2.1.1); such an object is consumed without an event, as if it had not been sent,
+    /// but it still counts as the previous object for the next Object ID Delta,
+    /// [`SubgroupReader::last_object`] and a [`SubgroupId::FirstObject`] Subgroup ID.
     pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<SubgroupEvent>, DecodeError> {
-        match self.state {
-            State::Header => {
-                let mut cur = &buf[..];
-                let obj = match self.decode_object(&mut cur) {
-                    Ok(o) => o,
-                    Err(DecodeError::Short) => return Ok(None),
-                    Err(e) => return Err(e),
-                };
-                let used = buf.len() - cur.len();
-                buf.advance(used);
-                self.prev = Some(obj.id);
-                if self.subgroup_id.is_none() {
-                    self.subgroup_id = Some(obj.id);
-                }
-                if obj.payload_len > 0 {
-                    self.state = State::Payload {
-                        remaining: obj.payload_len,
+        loop {
+            match self.state {
+                State::Header => {
+                    let mut cur = &buf[..];
+                    let (id, obj) = match self.decode_object(&mut cur) {
+                        Ok(o) => o,
+                        Err(DecodeError::Short) => return Ok(None),
+                        Err(e) => return Err(e),
                     };
+                    let used = buf.len() - cur.len();
+                    buf.advance(used);
+                    self.prev = Some(id);
+                    if self.subgroup_id.is_none() {
+                        self.subgroup_id = Some(id);
+                    }
+                    let Some(obj) = obj else {
+                        continue;
+                    };
+                    if obj.payload_len > 0 {
+                        self.state = State::Payload {
+                            remaining: obj.payload_len,
+                        };
+                    }
+                    return Ok(Some(SubgroupEvent::Object(obj)));
                 }
-                Ok(Some(SubgroupEvent::Object(obj)))
-            }
-            State::Payload { remaining } => {
-                if buf.is_empty() {
-                    return Ok(None);
+                State::Payload { remaining } => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let n = usize::try_from(remaining)
+                        .unwrap_or(usize::MAX)
+                        .min(buf.len());
+                    let data = buf.split_to(n).freeze();
+                    let left = remaining - n as u64;
+                    self.state = if left == 0 {
+                        State::Header
+                    } else {
+                        State::Payload { remaining: left }
+                    };
+                    return Ok(Some(SubgroupEvent::Payload {
+                        data,
+                        last: left == 0,
+                    }));
                 }
-                let n = usize::try_from(remaining)
-                    .unwrap_or(usize::MAX)
-                    .min(buf.len());
-                let data = buf.split_to(n).freeze();
-                let left = remaining - n as u64;
-                self.state = if left == 0 {
-                    State::Header
-                } else {
-                    State::Payload { remaining: left }
-                };
-                Ok(Some(SubgroupEvent::Payload {
-                    data,
-                    last: left == 0,
-                }))
             }
         }
     }
 
-    fn decode_object(&self, cur: &mut &[u8]) -> Result<SubgroupObject, DecodeError> {
+    /// One object's fields: its ID, and the object unless it is an Object Does Not Exist.
+    fn decode_object(&self, cur: &mut &[u8]) -> Result<(u64, Option<SubgroupObject>), DecodeError> {
         let v = self.version;
         let delta = cur.get_varint(v)?;
-        // draft-19 §11.4.2: Object ID = previous + delta + 1, or delta for the first object;
-        // past 2^64-1 is a PROTOCOL_VIOLATION.
+        // draft-19 §11.4.2 (draft-14 §10.4.2 alike): Object ID = previous + delta + 1, or delta
+        // for the first object; past 2^64-1 is a PROTOCOL_VIOLATION.
         let id = match self.prev {
             None => delta,
             Some(p) => p
@@ -267,23 +334,32 @@ impl SubgroupReader {
             Properties::new()
         };
         let payload_len = cur.get_varint(v)?;
+        // draft-14 §10.4.2: the Object Status is only sent if the Payload Length is zero.
         let status = if payload_len == 0 {
-            ObjectStatus::from_value(cur.get_varint(v)?)?
+            WireStatus::read(cur, v)?
         } else {
-            ObjectStatus::Normal
+            WireStatus::Known(ObjectStatus::Normal)
         };
-        // draft-19 §11.2.1.2: properties on a non-Normal object are a PROTOCOL_VIOLATION.
-        if status != ObjectStatus::Normal && !properties.is_empty() {
-            return Err(DecodeError::ProtocolViolation(
-                "properties on an object whose status is not Normal",
-            ));
-        }
-        Ok(SubgroupObject {
+        // draft-19 §11.2.1.2, draft-16 §10.2.1.2, draft-14 §10.2.1.2: properties on a status
+        // that may not have them MUST close the session with a PROTOCOL_VIOLATION.
+        let keep = status.check_properties(
+            !properties.is_empty(),
+            v,
+            "properties on an object whose status is not Normal",
+        )?;
+        let status = match status {
+            WireStatus::Known(s) => s,
+            WireStatus::DoesNotExist => return Ok((id, None)),
+        };
+        Ok((
             id,
-            properties,
-            status,
-            payload_len,
-        })
+            Some(SubgroupObject {
+                id,
+                properties: if keep { properties } else { Properties::new() },
+                status,
+                payload_len,
+            }),
+        ))
     }
 
     /// Checks the stream may end here: a FIN in the middle of an object is a
@@ -343,7 +419,8 @@ impl SubgroupWriter {
         self.prev
     }
 
-    /// Writes the stream header.
+    /// Writes the stream header (see [`SubgroupHeader::encode`] for what each version
+    /// leaves out).
     pub fn encode_header<B: BufMut>(&self, buf: &mut B) -> Result<(), EncodeError> {
         self.header.encode(buf, self.version)
     }
@@ -396,9 +473,23 @@ impl SubgroupWriter {
                 reason: "the subgroup header has no PROPERTIES bit",
             });
         }
-        buf.put_varint(delta, v);
+        // Everything that can fail is checked before anything is written.
+        fits(id, v, "object ID")?;
+        fits(payload_len, v, "payload length")?;
+        let props = if self.header.properties && !properties.is_empty() {
+            let mut tmp = Vec::new();
+            properties.encode_prefixed(&mut tmp, v)?;
+            Some(tmp)
+        } else {
+            None
+        };
+        put_int(buf, delta, v, "object ID delta")?;
         if self.header.properties {
-            properties.encode_prefixed(buf, v)?;
+            match props {
+                Some(p) => buf.put_slice(&p),
+                // draft-14 §10.4.2: objects with no extensions set Extension Headers Length 0.
+                None => buf.put_varint(0, v),
+            }
         }
         buf.put_varint(payload_len, v);
         if payload_len == 0 {

@@ -3,12 +3,15 @@
 use bytes::Bytes;
 
 use super::params::{ParamContext, Parameters};
-use super::{ControlMessage, body_done};
+use super::subscribe::{
+    decode_track_properties, encode_track_properties, put_track_group_order, track_group_order,
+};
+use super::{ControlMessage, body_done, put_int};
 use crate::Version;
-use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
+use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError, QuicVarInt};
 use crate::types::filter::LocationFilter;
 use crate::types::kvp::Properties;
-use crate::types::location::Location;
+use crate::types::location::{GroupOrder, Location};
 use crate::types::namespace::FullTrackName;
 
 /// Which objects a FETCH asks for (draft-19 §10.12).
@@ -159,6 +162,16 @@ impl ControlMessage for Fetch {
 
     fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
         let request_id = buf.get_varint(v)?;
+        let mut inline = Parameters::default();
+        if v.inline_request_fields() {
+            // draft-14 §9.16: Subscriber Priority (8), Group Order (8; 0 = the publisher's,
+            // "Values larger than 0x2 are a protocol error").
+            inline.subscriber_priority = Some(buf.get_byte()?);
+            inline.group_order = match buf.get_byte()? {
+                0 => None,
+                x => Some(GroupOrder::from_value(x.into())?),
+            };
+        }
         if !v.fetch_has_type() {
             // draft-21 §9.11: the track, and its range in LOCATION_FILTER.
             let track = FullTrackName::decode(buf, v)?;
@@ -176,7 +189,7 @@ impl ControlMessage for Fetch {
             0x1 => FetchType::Standalone {
                 track: FullTrackName::decode(buf, v)?,
                 start: Location::decode(buf, v)?,
-                end: Location::decode(buf, v)?,
+                end: end_from_quic(Location::decode(buf, v)?, v),
             },
             0x2 => FetchType::RelativeJoining {
                 joining_request_id: buf.get_varint(v)?,
@@ -194,8 +207,10 @@ impl ControlMessage for Fetch {
                 });
             }
         };
-        let params = Parameters::decode(buf, ParamContext::Fetch, v)?;
+        let mut params = Parameters::decode(buf, ParamContext::Fetch, v)?;
         body_done(buf, Self::NAME)?;
+        params.subscriber_priority = inline.subscriber_priority.or(params.subscriber_priority);
+        params.group_order = inline.group_order.or(params.group_order);
         Ok(Fetch {
             request_id,
             fetch_type,
@@ -204,7 +219,15 @@ impl ControlMessage for Fetch {
     }
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
-        buf.put_varint(self.request_id, v);
+        put_int(buf, self.request_id, v)?;
+        let mut rest = self.params.clone();
+        if v.inline_request_fields() {
+            // draft-14 §9.16 needs both fields: priority 128 when absent (draft-16 §9.2.2.3),
+            // Group Order 0, "the original publisher's Group Order SHOULD be used".
+            buf.push(rest.subscriber_priority.take().unwrap_or(128));
+            buf.push(rest.group_order.take().map_or(0, GroupOrder::value));
+        }
+        let params = &rest;
         if !v.fetch_has_type() {
             let (FetchType::Standalone { track, .. } | FetchType::Relative { track, .. }) =
                 &self.fetch_type
@@ -217,7 +240,7 @@ impl ControlMessage for Fetch {
             track.encode(buf, v)?;
             let params = Parameters {
                 location_filter: self.fetch_type.to_filter()?,
-                ..self.params.clone()
+                ..params.clone()
             };
             return params.encode(buf, ParamContext::Fetch, v);
         }
@@ -232,7 +255,7 @@ impl ControlMessage for Fetch {
             FetchType::Standalone { track, start, end } => {
                 track.encode(buf, v)?;
                 start.encode(buf, v)?;
-                end.encode(buf, v)?;
+                end_to_quic(*end, v).encode(buf, v)?;
             }
             FetchType::RelativeJoining {
                 joining_request_id,
@@ -242,11 +265,36 @@ impl ControlMessage for Fetch {
                 joining_request_id,
                 joining_start,
             } => {
-                buf.put_varint(*joining_request_id, v);
-                buf.put_varint(*joining_start, v);
+                put_int(buf, *joining_request_id, v)?;
+                put_int(buf, *joining_start, v)?;
             }
         }
-        self.params.encode(buf, ParamContext::Fetch, v)
+        params.encode(buf, ParamContext::Fetch, v)
+    }
+}
+
+/// [`OPEN_END`] (group 2^64-1) under the QUIC varints of drafts 14-16, which stop at 2^62-1:
+/// those drafts have no "open end" of their own (draft-14 §9.16.1, draft-16 §9.16.1: "End
+/// Location, plus 1. A Location.Object value of 0 means the entire group"), so the whole of
+/// the last group they can name, {2^62-1, 0}, which covers every Object they can carry.
+const QUIC_OPEN_END: Location = Location {
+    group: QuicVarInt::MAX,
+    object: 0,
+};
+
+fn end_to_quic(end: Location, v: Version) -> Location {
+    if v.quic_varints() && end == OPEN_END {
+        QUIC_OPEN_END
+    } else {
+        end
+    }
+}
+
+fn end_from_quic(end: Location, v: Version) -> Location {
+    if v.quic_varints() && end == QUIC_OPEN_END {
+        OPEN_END
+    } else {
+        end
     }
 }
 
@@ -293,6 +341,14 @@ impl ControlMessage for FetchOk {
     const NAME: &'static str = "FETCH_OK";
 
     fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+        // draft-14 §9.17: Group Order (8) first, the publisher's order for the fetch (kept as
+        // the track's DEFAULT_PUBLISHER_GROUP_ORDER, where draft-16 puts the publisher's
+        // order).
+        let order = if v.inline_request_fields() {
+            Some(buf.get_byte()?)
+        } else {
+            None
+        };
         let end_of_track = match buf.get_byte()? {
             0 => false,
             1 => true,
@@ -303,9 +359,15 @@ impl ControlMessage for FetchOk {
                 });
             }
         };
-        let end_location = end_from_wire(Location::decode(buf, v)?, v);
-        let params = Parameters::decode(buf, ParamContext::FetchOk, v)?;
-        let track_properties = Properties::decode_all(buf, v)?;
+        // Drafts 14-16 send the exclusive end the model keeps (draft-16 §9.17:
+        // {Largest.Group, Largest.Object + 1}, Object 0 for a whole group).
+        let end_location = end_from_quic(end_from_wire(Location::decode(buf, v)?, v), v);
+        let (params, track_values) = Parameters::decode_with_track(buf, ParamContext::FetchOk, v)?;
+        let mut track_properties = decode_track_properties(buf, track_values, v)?;
+        body_done(buf, Self::NAME)?;
+        if let Some(order) = order {
+            track_properties = track_group_order(order, track_properties)?;
+        }
         Ok(FetchOk {
             end_of_track,
             end_location,
@@ -315,9 +377,13 @@ impl ControlMessage for FetchOk {
     }
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+        if v.inline_request_fields() {
+            put_track_group_order(&self.track_properties, buf)?;
+        }
         buf.push(self.end_of_track.into());
-        end_to_wire(self.end_location, v).encode(buf, v)?;
-        self.params.encode(buf, ParamContext::FetchOk, v)?;
-        self.track_properties.encode_all(buf, v)
+        end_to_quic(end_to_wire(self.end_location, v), v).encode(buf, v)?;
+        self.params
+            .encode_with_track(&self.track_properties, buf, ParamContext::FetchOk, v)?;
+        encode_track_properties(&self.track_properties, buf, v)
     }
 }

@@ -40,15 +40,20 @@ pub use subscribe::{Publish, PublishDone, Subscribe, SubscribeOk, TrackStatus};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::Version;
-use crate::coding::{BufExt, DecodeError, EncodeError, Vi64};
+use crate::coding::{BufExt, DecodeError, EncodeError};
 
 /// One control message body type: its type code, its name, and its body codec.
 ///
-/// [`Message`] adds the framing (type and 16-bit length) around the body.
+/// [`Message`] adds the framing (type and 16-bit length) around the body. Under drafts 14-16
+/// the fields that name the request a message belongs to (its [`Address`]: the leading
+/// Request ID of an answer, the Existing Request ID of REQUEST_UPDATE, draft-14's Track
+/// Namespace of PUBLISH_NAMESPACE_DONE) are not part of the body here:
+/// [`Message::decode_addressed`] and [`Message::encode_addressed`] handle them.
 pub trait ControlMessage: Sized + Into<Message> {
-    /// The message type code (the same in every supported version).
+    /// The message type code in the newest drafts; [`Message::name_of`] and
+    /// [`Message::type_code_in`] give a version's own code and name.
     const TYPE: u64;
-    /// The draft's name for the message.
+    /// The draft's name for the message (in the newest drafts).
     const NAME: &'static str;
 
     /// Reads the body. `buf` holds exactly the body; the caller rejects leftover bytes.
@@ -147,45 +152,45 @@ macro_rules! messages {
             }
         )*
 
+        /// Which [`Message`] variant, without its value: the rows of the type table.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) enum Kind {
+            $( $variant, )*
+        }
+
         impl Message {
-            /// The draft's name of this message.
+            /// The draft's name of this message (in the newest drafts; [`Message::name_of`]
+            /// gives a version's own name).
             pub fn name(&self) -> &'static str {
                 match self {
                     $( Message::$variant(_) => <$variant as ControlMessage>::NAME, )*
                 }
             }
 
-            /// The message type code.
+            /// The message type code in the newest drafts (see [`Message::type_code_in`]).
             pub fn type_code(&self) -> u64 {
                 match self {
                     $( Message::$variant(_) => <$variant as ControlMessage>::TYPE, )*
                 }
             }
 
-            fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+            pub(crate) fn kind(&self) -> Kind {
+                match self {
+                    $( Message::$variant(_) => Kind::$variant, )*
+                }
+            }
+
+            pub(crate) fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
                 match self {
                     $( Message::$variant(m) => m.encode_body(buf, v), )*
                 }
             }
 
-            /// Decodes a body of type `ty` under `v`, or reports an unknown type.
-            fn decode_typed(ty: u64, body: &mut Bytes, v: Version) -> Result<Message, DecodeError> {
-                $(
-                    if ty == <$variant as ControlMessage>::TYPE && message_exists(ty, v) {
-                        return Ok(Message::$variant(<$variant as ControlMessage>::decode_body(body, v)?));
-                    }
-                )*
-                Err(DecodeError::UnknownMessageType(ty))
-            }
-
-            /// The name of message type `ty` under `v`, if it exists.
-            pub fn name_of(ty: u64, v: Version) -> Option<&'static str> {
-                $(
-                    if ty == <$variant as ControlMessage>::TYPE && message_exists(ty, v) {
-                        return Some(<$variant as ControlMessage>::NAME);
-                    }
-                )*
-                None
+            /// Decodes a body of kind `kind` with its own codec.
+            pub(crate) fn decode_kind(kind: Kind, body: &mut Bytes, v: Version) -> Result<Message, DecodeError> {
+                match kind {
+                    $( Kind::$variant => Ok(Message::$variant(<$variant as ControlMessage>::decode_body(body, v)?)), )*
+                }
             }
         }
     };
@@ -222,78 +227,237 @@ messages!(
     UnsubscribeNamespace,
 );
 
-/// The per-version message table: the message types that do not exist in every supported
-/// version, each with the first and last draft that has it. Every other type exists in every
-/// supported version.
-const RANGES: &[(u64, u32, u32)] = &[
-    // PUBLISH_STATE_NOTIFY (draft-21 §9.10).
-    (<PublishStateNotify as ControlMessage>::TYPE, 20, u32::MAX),
-    // The single control stream's own messages (draft-14 §9; MAX_REQUEST_ID ... gone in 17).
-    (<ClientSetup as ControlMessage>::TYPE, 0, 16),
-    (<ServerSetup as ControlMessage>::TYPE, 0, 16),
-    (<MaxRequestId as ControlMessage>::TYPE, 0, 16),
-    (<RequestsBlocked as ControlMessage>::TYPE, 0, 16),
-    (<Unsubscribe as ControlMessage>::TYPE, 0, 16),
-    (<FetchCancel as ControlMessage>::TYPE, 0, 16),
-    (<PublishNamespaceDone as ControlMessage>::TYPE, 0, 16),
-    (<PublishNamespaceCancel as ControlMessage>::TYPE, 0, 16),
-    (<UnsubscribeNamespace as ControlMessage>::TYPE, 0, 15),
+/// What a wire message type decodes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Row {
+    /// A message of the model with its own codec.
+    Plain(Kind),
+    /// Draft-14's *_OK answering a request of this kind (and PUBLISH_OK until draft-17): a
+    /// [`RequestOk`].
+    Ok(RequestType),
+    /// Draft-14's *_ERROR answering a request of this kind: a [`RequestError`].
+    Error(RequestType),
+}
+
+/// One row of the per-version message type table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TypeRow {
+    /// The wire type.
+    pub(crate) code: u64,
+    /// The first draft that has it.
+    from: u32,
+    /// The last draft that has it.
+    until: u32,
+    /// The version's name for it.
+    pub(crate) name: &'static str,
+    /// What it decodes to.
+    pub(crate) row: Row,
+}
+
+const fn t(code: u64, from: u32, until: u32, name: &'static str, row: Row) -> TypeRow {
+    TypeRow {
+        code,
+        from,
+        until,
+        name,
+        row,
+    }
+}
+
+/// Open-ended.
+const LAST: u32 = u32::MAX;
+
+use Row::{Error as Err_, Ok as Ok_, Plain as P};
+
+/// The message type table: every type of every supported version, with the drafts that have
+/// it. Type numbers are reused across versions (notes B.0, "Codepoint reuse hazards"), so a
+/// type means nothing without the version.
+#[rustfmt::skip]
+const TYPES: &[TypeRow] = &[
+    // draft-14 §9, draft-16 §9, draft-19 §10.
+    t(0x2F00, 17, LAST, "SETUP", P(Kind::Setup)),
+    t(0x20, 0, 16, "CLIENT_SETUP", P(Kind::ClientSetup)),
+    t(0x21, 0, 16, "SERVER_SETUP", P(Kind::ServerSetup)),
+    t(0x10, 0, LAST, "GOAWAY", P(Kind::Goaway)),
+    t(0x15, 0, 16, "MAX_REQUEST_ID", P(Kind::MaxRequestId)),
+    t(0x1A, 0, 16, "REQUESTS_BLOCKED", P(Kind::RequestsBlocked)),
+    t(0x03, 0, LAST, "SUBSCRIBE", P(Kind::Subscribe)),
+    t(0x04, 0, LAST, "SUBSCRIBE_OK", P(Kind::SubscribeOk)),
+    // draft-15 still names it SUBSCRIBE_UPDATE; draft-16 §9.11 REQUEST_UPDATE.
+    t(0x02, 0, 15, "SUBSCRIBE_UPDATE", P(Kind::RequestUpdate)),
+    t(0x02, 16, LAST, "REQUEST_UPDATE", P(Kind::RequestUpdate)),
+    t(0x0A, 0, 16, "UNSUBSCRIBE", P(Kind::Unsubscribe)),
+    t(0x0B, 0, LAST, "PUBLISH_DONE", P(Kind::PublishDone)),
+    t(0x1D, 0, LAST, "PUBLISH", P(Kind::Publish)),
+    t(0x1E, 0, 17, "PUBLISH_OK", Ok_(RequestType::Publish)),
+    t(0x16, 0, LAST, "FETCH", P(Kind::Fetch)),
+    t(0x18, 0, LAST, "FETCH_OK", P(Kind::FetchOk)),
+    t(0x17, 0, 16, "FETCH_CANCEL", P(Kind::FetchCancel)),
+    t(0x0D, 0, LAST, "TRACK_STATUS", P(Kind::TrackStatus)),
+    t(0x06, 0, LAST, "PUBLISH_NAMESPACE", P(Kind::PublishNamespace)),
+    t(0x09, 0, 16, "PUBLISH_NAMESPACE_DONE", P(Kind::PublishNamespaceDone)),
+    t(0x0C, 0, 16, "PUBLISH_NAMESPACE_CANCEL", P(Kind::PublishNamespaceCancel)),
+    t(0x11, 0, 17, "SUBSCRIBE_NAMESPACE", P(Kind::SubscribeNamespace)),
+    t(0x14, 0, 15, "UNSUBSCRIBE_NAMESPACE", P(Kind::UnsubscribeNamespace)),
+    // draft-14's answers, one pair per request kind (§9.9-§9.30).
+    t(0x05, 0, 14, "SUBSCRIBE_ERROR", Err_(RequestType::Subscribe)),
+    t(0x1F, 0, 14, "PUBLISH_ERROR", Err_(RequestType::Publish)),
+    t(0x19, 0, 14, "FETCH_ERROR", Err_(RequestType::Fetch)),
+    t(0x0E, 0, 14, "TRACK_STATUS_OK", Ok_(RequestType::TrackStatus)),
+    t(0x0F, 0, 14, "TRACK_STATUS_ERROR", Err_(RequestType::TrackStatus)),
+    t(0x07, 0, 14, "PUBLISH_NAMESPACE_OK", Ok_(RequestType::PublishNamespace)),
+    t(0x08, 0, 14, "PUBLISH_NAMESPACE_ERROR", Err_(RequestType::PublishNamespace)),
+    t(0x12, 0, 14, "SUBSCRIBE_NAMESPACE_OK", Ok_(RequestType::SubscribeNamespace)),
+    t(0x13, 0, 14, "SUBSCRIBE_NAMESPACE_ERROR", Err_(RequestType::SubscribeNamespace)),
+    // From draft-15 one REQUEST_OK and one REQUEST_ERROR (draft-16 §9.7, §9.8).
+    t(0x07, 15, LAST, "REQUEST_OK", P(Kind::RequestOk)),
+    t(0x05, 15, LAST, "REQUEST_ERROR", P(Kind::RequestError)),
+    // draft-16 §9.21, §9.23.
+    t(0x08, 16, LAST, "NAMESPACE", P(Kind::Namespace)),
+    t(0x0E, 16, LAST, "NAMESPACE_DONE", P(Kind::NamespaceDone)),
+    // PUBLISH_BLOCKED from draft-17, PUBLISH_SKIPPED from draft-19.
+    t(0x0F, 17, LAST, "PUBLISH_SKIPPED", P(Kind::PublishSkipped)),
+    // draft-19 §10.18-§10.19.
+    t(0x50, 18, LAST, "SUBSCRIBE_NAMESPACE", P(Kind::SubscribeNamespace)),
+    t(0x51, 18, LAST, "SUBSCRIBE_TRACKS", P(Kind::SubscribeTracks)),
+    // draft-21 §9.10.
+    t(0x22, 20, LAST, "PUBLISH_STATE_NOTIFY", P(Kind::PublishStateNotify)),
 ];
 
-/// Whether message type `ty` exists in `v` (see [`RANGES`]).
-const fn message_exists(ty: u64, v: Version) -> bool {
-    let mut rest = RANGES;
-    while let [(t, from, until), tail @ ..] = rest {
-        if *t == ty {
-            return v.draft() >= *from && v.draft() <= *until;
-        }
-        rest = tail;
+impl TypeRow {
+    const fn exists_in(&self, v: Version) -> bool {
+        v.draft() >= self.from && v.draft() <= self.until
     }
-    true
+}
+
+/// The row of wire type `ty` in `v`.
+pub(crate) fn row_of(ty: u64, v: Version) -> Option<&'static TypeRow> {
+    TYPES.iter().find(|r| r.code == ty && r.exists_in(v))
+}
+
+/// The row that carries `row` in `v`.
+pub(crate) fn row_for(row: Row, v: Version) -> Option<&'static TypeRow> {
+    TYPES.iter().find(|r| r.row == row && r.exists_in(v))
+}
+
+/// Whether the message of `row` opens a request (its first field is its own Request ID).
+const fn opens_request(row: Row) -> bool {
+    matches!(
+        row,
+        Row::Plain(
+            Kind::Subscribe
+                | Kind::Publish
+                | Kind::Fetch
+                | Kind::TrackStatus
+                | Kind::PublishNamespace
+                | Kind::SubscribeNamespace
+                | Kind::SubscribeTracks
+                | Kind::RequestUpdate
+        )
+    )
 }
 
 impl Message {
-    /// Reads one framed message. [`DecodeError::Short`] means the frame is not complete yet (the
-    /// cursor may have moved; retry from a saved position).
-    pub fn decode<B: Buf>(buf: &mut B, v: Version) -> Result<Message, DecodeError> {
-        let ty = buf.get_varint(v)?;
-        let name = Message::name_of(ty, v).ok_or(DecodeError::UnknownMessageType(ty))?;
-        if buf.remaining() < 2 {
-            return Err(DecodeError::Short);
-        }
-        let len = usize::from(buf.get_u16());
-        let mut body = buf.get_exact(len)?;
-        let msg = Message::decode_typed(ty, &mut body, v).map_err(|e| e.in_complete(name))?;
-        // draft-19 §10: a Length that does not match the body is a PROTOCOL_VIOLATION.
-        if body.has_remaining() {
-            return Err(DecodeError::TrailingBytes {
-                message: name,
-                extra: body.remaining(),
-            });
-        }
-        Ok(msg)
+    /// The name of message type `ty` under `v`, if it exists there (e.g. 0x05 is
+    /// SUBSCRIBE_ERROR in draft-14 and REQUEST_ERROR from draft-15).
+    ///
+    /// ```
+    /// use moq_core::{Version, message::Message};
+    /// assert_eq!(Message::name_of(0x05, Version::Draft14), Some("SUBSCRIBE_ERROR"));
+    /// assert_eq!(Message::name_of(0x05, Version::Draft16), Some("REQUEST_ERROR"));
+    /// assert_eq!(Message::name_of(0x2F00, Version::Draft16), None);
+    /// ```
+    pub fn name_of(ty: u64, v: Version) -> Option<&'static str> {
+        row_of(ty, v).map(|r| r.name)
     }
 
-    /// Writes the framed message.
-    pub fn encode<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
-        let mut body = Vec::new();
-        self.encode_body(&mut body, v)?;
-        if body.len() > MAX_MESSAGE_LEN {
-            return Err(EncodeError::MessageTooLong {
-                message: self.name(),
-                len: body.len(),
-            });
+    /// The wire type and name of this message under `v` with what `env` says about it
+    /// (draft-14 names an answer after the request it answers), or why it has none there.
+    ///
+    /// ```
+    /// use moq_core::{Version, message::{Envelope, Message, RequestError, RequestType}};
+    /// use moq_core::codes::RequestErrorCode;
+    /// let err = Message::from(RequestError::new(RequestErrorCode::TIMEOUT, ""));
+    /// let env = Envelope { answers: Some(RequestType::Fetch), ..Default::default() };
+    /// assert_eq!(err.type_code_in(&env, Version::Draft14), Ok((0x19, "FETCH_ERROR")));
+    /// assert_eq!(err.type_code_in(&env, Version::Draft16), Ok((0x05, "REQUEST_ERROR")));
+    /// ```
+    pub fn type_code_in(
+        &self,
+        env: &Envelope,
+        v: Version,
+    ) -> Result<(u64, &'static str), EncodeError> {
+        wire_row(self, env, v).map(|r| (r.code, r.name))
+    }
+}
+
+/// The row a message is sent as under `v`.
+pub(crate) fn wire_row(
+    msg: &Message,
+    env: &Envelope,
+    v: Version,
+) -> Result<&'static TypeRow, EncodeError> {
+    let missing = |what| EncodeError::Invalid {
+        field: what,
+        reason: "needs Envelope::answers under draft-14 (the answer is named after its request)",
+    };
+    let found = match msg {
+        Message::RequestOk(_) => match env.answers {
+            // PUBLISH_OK until draft-17 (draft-16 §9.14).
+            Some(RequestType::Publish) if v.has_publish_ok() => {
+                row_for(Row::Ok(RequestType::Publish), v)
+            }
+            _ if v.has_request_ok() => row_for(Row::Plain(Kind::RequestOk), v),
+            Some(kind) => row_for(Row::Ok(kind), v),
+            None => return Err(missing("REQUEST_OK")),
+        },
+        Message::RequestError(_) => match env.answers {
+            _ if v.has_request_ok() => row_for(Row::Plain(Kind::RequestError), v),
+            Some(kind) => row_for(Row::Error(kind), v),
+            None => return Err(missing("REQUEST_ERROR")),
+        },
+        // Draft-16's SUBSCRIBE_NAMESPACE with Subscribe Options PUBLISH.
+        Message::SubscribeTracks(_) if v.has_subscribe_options() => {
+            row_for(Row::Plain(Kind::SubscribeNamespace), v)
         }
-        Vi64::encode(self.type_code(), buf);
-        buf.put_u16(body.len() as u16);
-        buf.put_slice(&body);
-        Ok(())
+        m => row_for(Row::Plain(m.kind()), v),
+    };
+    found.ok_or(EncodeError::NotInVersion(msg.name(), v))
+}
+
+/// Writes a variable-length integer that must fit the version's encoding (see
+/// [`crate::types::location::put_int`]).
+pub(crate) use crate::types::location::put_int;
+
+impl Message {
+    /// Reads one framed message. [`DecodeError::Short`] means the frame is not complete yet (the
+    /// cursor may have moved; retry from a saved position). Under drafts 14-16 this is
+    /// [`Message::decode_addressed`] without the [`Address`].
+    pub fn decode<B: Buf>(buf: &mut B, v: Version) -> Result<Message, DecodeError> {
+        Message::decode_addressed(buf, v).map(|(m, _)| m)
+    }
+
+    /// Writes the framed message. Under drafts 14-16 this is [`Message::encode_addressed`]
+    /// with an empty [`Envelope`], which fails for messages that need one.
+    pub fn encode<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
+        self.encode_addressed(&Envelope::default(), buf, v)
     }
 
     /// Encodes the framed message into a new vector.
     pub fn encode_to_vec(&self, v: Version) -> Result<Vec<u8>, EncodeError> {
         let mut out = Vec::new();
         self.encode(&mut out, v)?;
+        Ok(out)
+    }
+
+    /// Encodes the framed message with its [`Envelope`] into a new vector.
+    pub fn encode_addressed_to_vec(
+        &self,
+        env: &Envelope,
+        v: Version,
+    ) -> Result<Vec<u8>, EncodeError> {
+        let mut out = Vec::new();
+        self.encode_addressed(env, &mut out, v)?;
         Ok(out)
     }
 }
@@ -350,11 +514,17 @@ impl MessageReader {
 
     /// The next complete message, `Ok(None)` if more bytes are needed.
     pub fn next_message(&mut self) -> Result<Option<Message>, DecodeError> {
+        Ok(self.next_addressed()?.map(|(m, _)| m))
+    }
+
+    /// The next complete message and the [`Address`] it carries on a draft-14..16 control
+    /// stream (see [`Message::decode_addressed`]), `Ok(None)` if more bytes are needed.
+    pub fn next_addressed(&mut self) -> Result<Option<(Message, Option<Address>)>, DecodeError> {
         let Some(len) = frame_len(&self.buf, self.version)? else {
             return Ok(None);
         };
         let mut frame = self.buf.split_to(len).freeze();
-        Message::decode(&mut frame, self.version).map(Some)
+        Message::decode_addressed(&mut frame, self.version).map(Some)
     }
 
     /// The next complete frame as raw bytes without decoding its body, `Ok(None)` if more bytes
@@ -391,22 +561,13 @@ pub fn frame_len(buf: &[u8], v: Version) -> Result<Option<usize>, DecodeError> {
 }
 
 /// The Request ID at the start of a request message's body (every request message begins with
-/// one), so a request can be answered even when the rest of its body is rejected.
+/// one, in every version), so a request can be answered even when the rest of its body is
+/// rejected. `None` for a message that does not open a request in `v`.
 pub fn peek_request_id(frame: &[u8], v: Version) -> Option<u64> {
     let mut cur = frame;
     let ty = cur.get_varint(v).ok()?;
-    let is_request = [
-        Subscribe::TYPE,
-        Publish::TYPE,
-        Fetch::TYPE,
-        TrackStatus::TYPE,
-        PublishNamespace::TYPE,
-        SubscribeNamespace::TYPE,
-        SubscribeTracks::TYPE,
-        RequestUpdate::TYPE,
-    ]
-    .contains(&ty);
-    if !is_request || cur.remaining() < 2 {
+    let row = row_of(ty, v)?;
+    if !opens_request(row.row) || cur.remaining() < 2 {
         return None;
     }
     cur.advance(2);

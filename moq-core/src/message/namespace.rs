@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::params::{ParamContext, Parameters};
-use super::{ControlMessage, body_done};
+use super::{ControlMessage, Message, body_done, put_int};
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
 use crate::types::namespace::{FullTrackName, TrackNamespace};
@@ -37,7 +37,7 @@ impl ControlMessage for PublishNamespace {
     }
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
-        buf.put_varint(self.request_id, v);
+        put_int(buf, self.request_id, v)?;
         self.namespace.encode(buf, v)?;
         self.params.encode(buf, ParamContext::PublishNamespace, v)
     }
@@ -105,11 +105,64 @@ fn decode_prefix_request(
     name: &'static str,
 ) -> Result<(u64, TrackNamespace, Parameters), DecodeError> {
     let request_id = buf.get_varint(v)?;
-    // draft-19 §10.18: 0 to 32 fields; more than 32 is a PROTOCOL_VIOLATION.
-    let prefix = TrackNamespace::decode(buf, v)?;
+    // draft-19 §10.18: 0 to 32 fields; more than 32 is a PROTOCOL_VIOLATION. draft-14 §9.28:
+    // "an N of 0 or more than 32 ... MUST close the session"; draft-16 §9.25: 0 to 32.
+    let prefix = TrackNamespace::decode_prefix(buf, v)?;
+    if v.has_subscribe_options() {
+        // Read by decode_subscribe_namespace_with_options; a body read here directly names
+        // the variant its options give.
+        let options = buf.get_varint(v)?;
+        let expected = if ctx == ParamContext::SubscribeTracks {
+            0
+        } else {
+            1
+        };
+        if options != expected && !(options == 2 && expected == 1) {
+            return Err(DecodeError::UnexpectedMessage(name));
+        }
+    }
     let params = Parameters::decode(buf, ctx, v)?;
     body_done(buf, name)?;
     Ok((request_id, prefix, params))
+}
+
+fn encode_prefix_request(
+    buf: &mut Vec<u8>,
+    request_id: u64,
+    prefix: &TrackNamespace,
+    params: &Parameters,
+    ctx: ParamContext,
+    v: Version,
+) -> Result<(), EncodeError> {
+    put_int(buf, request_id, v)?;
+    prefix.encode_prefix(buf, v)?;
+    if v.has_subscribe_options() {
+        // draft-16 §9.25: PUBLISH (0x00) for SUBSCRIBE_TRACKS, NAMESPACE (0x01) for
+        // SUBSCRIBE_NAMESPACE.
+        buf.put_varint(u64::from(ctx != ParamContext::SubscribeTracks), v);
+    }
+    params.encode(buf, ctx, v)
+}
+
+/// Draft-16's SUBSCRIBE_NAMESPACE (0x11) with its Subscribe Options (§9.25): PUBLISH (0x00)
+/// asks for the tracks, [`SubscribeTracks`] in the model; NAMESPACE (0x01) and both (0x02)
+/// are a [`SubscribeNamespace`] (the model has no "both": the PUBLISH half of 0x02 is not
+/// kept). Any other value is a PROTOCOL_VIOLATION.
+pub(crate) fn decode_subscribe_namespace_with_options(
+    buf: &mut Bytes,
+    v: Version,
+) -> Result<Message, DecodeError> {
+    let mut peek = buf.clone();
+    peek.get_varint(v)?;
+    TrackNamespace::decode_prefix(&mut peek, v)?;
+    match peek.get_varint(v)? {
+        0 => SubscribeTracks::decode_body(buf, v).map(Message::SubscribeTracks),
+        1 | 2 => SubscribeNamespace::decode_body(buf, v).map(Message::SubscribeNamespace),
+        x => Err(DecodeError::InvalidValue {
+            field: "Subscribe Options",
+            value: x,
+        }),
+    }
 }
 
 /// SUBSCRIBE_NAMESPACE: ask for NAMESPACE / NAMESPACE_DONE for namespaces under a prefix
@@ -139,9 +192,14 @@ impl ControlMessage for SubscribeNamespace {
     }
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
-        buf.put_varint(self.request_id, v);
-        self.prefix.encode(buf, v)?;
-        self.params.encode(buf, ParamContext::SubscribeNamespace, v)
+        encode_prefix_request(
+            buf,
+            self.request_id,
+            &self.prefix,
+            &self.params,
+            ParamContext::SubscribeNamespace,
+            v,
+        )
     }
 }
 
@@ -171,9 +229,14 @@ impl ControlMessage for SubscribeTracks {
     }
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
-        buf.put_varint(self.request_id, v);
-        self.prefix.encode(buf, v)?;
-        self.params.encode(buf, ParamContext::SubscribeTracks, v)
+        encode_prefix_request(
+            buf,
+            self.request_id,
+            &self.prefix,
+            &self.params,
+            ParamContext::SubscribeTracks,
+            v,
+        )
     }
 }
 

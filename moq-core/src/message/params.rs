@@ -8,7 +8,8 @@ use bytes::{Buf, BufMut};
 
 use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
 use crate::types::filter::{LocationFilter, RangeFilterKind, RangeFilterParam};
-use crate::types::location::{GroupOrder, Location};
+use crate::types::kvp::{KeyValuePair, KvpValue, Properties, encode_kvps};
+use crate::types::location::{GroupOrder, Location, put_int};
 use crate::types::namespace::TrackNamespace;
 use crate::types::token::AuthToken;
 use crate::{FilterEncoding, Version};
@@ -184,6 +185,9 @@ use ParamContext as C;
 /// parameter does not exist in that version (draft-19 §10.2.x and draft-21 §9.20.x, each
 /// parameter's "MAY appear in").
 const fn allowed_mask(ty: u64, v: Version) -> u32 {
+    if v.params_are_kvps() {
+        return kvp_allowed_mask(ty, v);
+    }
     // Parameters valid on a subscription are also valid in SUBSCRIBE_TRACKS (draft-19 §10.19.1).
     const SUB_LIKE: u32 = C::Subscribe.bit() | C::SubscribeTracks.bit();
     // Until draft-19 the subscriber's choices for a PUBLISH travel in PUBLISH_OK; from draft-20
@@ -281,6 +285,128 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
             C::Subscribe.bit() | C::TrackStatus.bit() | C::Fetch.bit() | C::SubscribeTracks.bit()
         }
         _ => 0,
+    }
+}
+
+/// The rows of drafts 14-16 (draft-14 §9.2.1, draft-16 §9.2.2; draft-15 from draft-16 and the
+/// notes' B.2): where each parameter of the model may appear. In draft-14 the values that
+/// later became parameters (Subscriber Priority, Group Order, Forward, the filter, Expires,
+/// Largest Location) are fields of the messages; the rows list where those fields map to.
+/// SUBSCRIBE_TRACKS is draft-16's SUBSCRIBE_NAMESPACE with Subscribe Options PUBLISH.
+const fn kvp_allowed_mask(ty: u64, v: Version) -> u32 {
+    let d14 = v.inline_request_fields();
+    match ty {
+        param::OBJECT_DELIVERY_TIMEOUT => {
+            C::Subscribe.bit() | C::PublishOk.bit() | C::UpdateSubscription.bit()
+        }
+        param::AUTHORIZATION_TOKEN => {
+            C::Publish.bit()
+                | C::Subscribe.bit()
+                | C::SubscribeTracks.bit()
+                | C::AnyRequestUpdate.bit()
+                | C::SubscribeNamespace.bit()
+                | C::PublishNamespace.bit()
+                | C::TrackStatus.bit()
+                | C::Fetch.bit()
+        }
+        param::EXPIRES if d14 => C::SubscribeOk.bit() | C::TrackStatusOk.bit(),
+        param::EXPIRES => {
+            C::SubscribeOk.bit()
+                | C::Publish.bit()
+                | C::PublishOk.bit()
+                | C::TrackStatusOk.bit()
+                | C::RequestUpdateOk.bit()
+        }
+        param::LARGEST_OBJECT if d14 => {
+            C::SubscribeOk.bit() | C::Publish.bit() | C::TrackStatusOk.bit()
+        }
+        param::LARGEST_OBJECT => {
+            C::SubscribeOk.bit()
+                | C::Publish.bit()
+                | C::TrackStatusOk.bit()
+                | C::RequestUpdateOk.bit()
+        }
+        param::FORWARD if d14 => {
+            C::Subscribe.bit() | C::UpdateSubscription.bit() | C::Publish.bit() | C::PublishOk.bit()
+        }
+        // draft-16 §9.2.2.8 (and draft-15, "Add Forward to SUBSCRIBE_NAMESPACE").
+        param::FORWARD => {
+            C::Subscribe.bit()
+                | C::UpdateSubscription.bit()
+                | C::Publish.bit()
+                | C::PublishOk.bit()
+                | C::SubscribeNamespace.bit()
+                | C::SubscribeTracks.bit()
+        }
+        param::SUBSCRIBER_PRIORITY if d14 => {
+            C::Subscribe.bit() | C::UpdateSubscription.bit() | C::PublishOk.bit() | C::Fetch.bit()
+        }
+        param::SUBSCRIBER_PRIORITY => {
+            C::Subscribe.bit()
+                | C::Fetch.bit()
+                | C::UpdateSubscription.bit()
+                | C::UpdateFetch.bit()
+                | C::PublishOk.bit()
+        }
+        param::LOCATION_FILTER => {
+            C::Subscribe.bit() | C::PublishOk.bit() | C::UpdateSubscription.bit()
+        }
+        param::GROUP_ORDER => C::Subscribe.bit() | C::PublishOk.bit() | C::Fetch.bit(),
+        param::NEW_GROUP_REQUEST if v.has_new_group_request() => {
+            C::Subscribe.bit() | C::PublishOk.bit() | C::UpdateSubscription.bit()
+        }
+        _ => 0,
+    }
+}
+
+/// Whether a draft-14..16 Message Parameter type is one the version defines (draft-14 §9.2.1:
+/// DELIVERY_TIMEOUT, AUTHORIZATION_TOKEN, MAX_CACHE_DURATION; draft-15 adds EXPIRES,
+/// LARGEST_OBJECT, PUBLISHER_PRIORITY, FORWARD, SUBSCRIBER_PRIORITY, SUBSCRIPTION_FILTER,
+/// GROUP_ORDER; draft-16 §13.2 moves MAX_CACHE_DURATION and PUBLISHER_PRIORITY to Track
+/// Extensions and adds NEW_GROUP_REQUEST).
+const fn kvp_param_known(ty: u64, v: Version) -> bool {
+    match ty {
+        param::OBJECT_DELIVERY_TIMEOUT | param::AUTHORIZATION_TOKEN => true,
+        MAX_CACHE_DURATION => !v.has_track_extensions(),
+        PUBLISHER_PRIORITY => !v.inline_request_fields() && !v.has_track_extensions(),
+        param::EXPIRES
+        | param::LARGEST_OBJECT
+        | param::FORWARD
+        | param::SUBSCRIBER_PRIORITY
+        | param::LOCATION_FILTER
+        | param::GROUP_ORDER => !v.inline_request_fields(),
+        param::NEW_GROUP_REQUEST => v.has_new_group_request(),
+        _ => false,
+    }
+}
+
+/// MAX_CACHE_DURATION, a Message Parameter until draft-15 (draft-14 §9.2.1.3).
+const MAX_CACHE_DURATION: u64 = 0x04;
+/// PUBLISHER_PRIORITY, a Message Parameter in draft-15.
+const PUBLISHER_PRIORITY: u64 = 0x0E;
+
+/// The messages whose draft-14/15 parameters include the publisher's values for the track:
+/// SUBSCRIBE_OK, PUBLISH, FETCH_OK and TRACK_STATUS_OK (a REQUEST_OK in draft-15).
+const fn carries_track_values(ctx: ParamContext) -> bool {
+    matches!(
+        ctx,
+        C::SubscribeOk | C::Publish | C::FetchOk | C::TrackStatusOk | C::AnyRequestOk
+    )
+}
+
+/// Whether parameter `ty` is, in those messages, a value of the track, which draft-16 moved
+/// to Track Extensions (draft-16 §11: DELIVERY_TIMEOUT 0x02, MAX_CACHE_DURATION 0x04,
+/// DEFAULT_PUBLISHER_PRIORITY 0x0E, DEFAULT_PUBLISHER_GROUP_ORDER 0x22, each with the
+/// parameter's number). The codec keeps such values in the message's Track Properties.
+/// Draft-14's Group Order is a field, not a parameter.
+const fn is_track_value(ty: u64, v: Version) -> bool {
+    if v.has_track_extensions() {
+        return false;
+    }
+    match ty {
+        param::OBJECT_DELIVERY_TIMEOUT | MAX_CACHE_DURATION => true,
+        PUBLISHER_PRIORITY | param::GROUP_ORDER => !v.inline_request_fields(),
+        _ => false,
     }
 }
 
@@ -506,7 +632,15 @@ impl Parameters {
     }
 
     /// Reads `Number of Parameters` and the parameters, checking each against `ctx`.
+    ///
+    /// Drafts 14-16 (Key-Value-Pairs): a parameter the version does not define is ignored
+    /// until draft-15 and a PROTOCOL_VIOLATION from draft-16 (§9.2); one defined but not for
+    /// this message is ignored (draft-14 §9.2.1, draft-16 §9.2.2). The track's own values of
+    /// drafts 14-15 (see [`Parameters::decode_with_track`]) are not kept here.
     pub fn decode<B: Buf>(buf: &mut B, ctx: ParamContext, v: Version) -> Result<Self, DecodeError> {
+        if v.params_are_kvps() {
+            return Self::decode_with_track(buf, ctx, v).map(|(p, _)| p);
+        }
         let count = buf.get_varint(v)?;
         let mut p = Parameters::default();
         let mut ty = 0u64;
@@ -537,6 +671,231 @@ impl Parameters {
         }
         p.check_filters()?;
         Ok(p)
+    }
+
+    /// Reads the parameters and, for drafts 14-15, the values of the track that SUBSCRIBE_OK,
+    /// PUBLISH, FETCH_OK and TRACK_STATUS_OK carry as parameters (DELIVERY_TIMEOUT,
+    /// MAX_CACHE_DURATION, PUBLISHER_PRIORITY, GROUP_ORDER), as the Track Properties draft-16
+    /// made of them. From draft-16 the properties are empty.
+    pub fn decode_with_track<B: Buf>(
+        buf: &mut B,
+        ctx: ParamContext,
+        v: Version,
+    ) -> Result<(Self, Properties), DecodeError> {
+        if !v.params_are_kvps() {
+            return Ok((Self::decode(buf, ctx, v)?, Properties::new()));
+        }
+        let count = buf.get_varint(v)?;
+        let mut p = Parameters::default();
+        let mut track = Properties::new();
+        let mut seen: Vec<u64> = Vec::new();
+        let mut ty = 0u64;
+        for _ in 0..count {
+            let t = buf.get_varint(v)?;
+            ty = if v.kvp_delta_types() {
+                // draft-16 §1.4.2: a Delta Type past 2^64-1 is a PROTOCOL_VIOLATION.
+                ty.checked_add(t).ok_or(DecodeError::TypeOverflow)?
+            } else {
+                t
+            };
+            // draft-14 §1.4.2: even types carry a varint, odd types a Length (at most
+            // 2^16-1, else PROTOCOL_VIOLATION) and bytes.
+            let value = if ty % 2 == 0 {
+                KvpValue::Int(buf.get_varint(v)?)
+            } else {
+                KvpValue::Bytes(buf.get_len_prefixed(v, "parameter value", u16::MAX as u64)?)
+            };
+            if !kvp_param_known(ty, v) {
+                // draft-14 §9.2: "Receivers ignore unrecognized parameters"; draft-16 §9.2: an
+                // unknown Message Parameter MUST close the session with PROTOCOL_VIOLATION.
+                if v.ignores_unknown_params() {
+                    continue;
+                }
+                return Err(DecodeError::UnknownParameter(ty));
+            }
+            // draft-14 §9.2: duplicates of a parameter that may not repeat are a
+            // PROTOCOL_VIOLATION.
+            if ty != param::AUTHORIZATION_TOKEN {
+                if seen.contains(&ty) {
+                    return Err(DecodeError::DuplicateParameter(ty));
+                }
+                seen.push(ty);
+            }
+            if carries_track_values(ctx) && is_track_value(ty, v) {
+                let KvpValue::Int(x) = value else {
+                    return Err(DecodeError::KeyValueFormatting("parameter"));
+                };
+                let max = match ty {
+                    PUBLISHER_PRIORITY => 255,
+                    param::GROUP_ORDER => 2,
+                    _ => u64::MAX,
+                };
+                if x > max || (ty == param::GROUP_ORDER && x == 0) {
+                    return Err(DecodeError::InvalidValue {
+                        field: "track parameter",
+                        value: x,
+                    });
+                }
+                track = track
+                    .with(KeyValuePair {
+                        key: ty,
+                        value: KvpValue::Int(x),
+                    })
+                    .map_err(|_| DecodeError::KeyValueFormatting("parameter"))?;
+                continue;
+            }
+            // draft-14 §9.2.1, draft-16 §9.2.2: a parameter in a message it is not defined
+            // for "MUST be ignored".
+            if allowed_mask(ty, v) & ctx.bit() == 0 {
+                continue;
+            }
+            p.set_kvp(ty, value, v)?;
+        }
+        Ok((p, track))
+    }
+
+    /// Takes one draft-14..16 parameter value, checking its range.
+    fn set_kvp(&mut self, ty: u64, value: KvpValue, v: Version) -> Result<(), DecodeError> {
+        let invalid = |field, value| DecodeError::InvalidValue { field, value };
+        match (ty, value) {
+            (param::OBJECT_DELIVERY_TIMEOUT, KvpValue::Int(x)) => {
+                // draft-16 §9.2.2.2: a DELIVERY_TIMEOUT of 0 MUST close the session.
+                if x == 0 && v.delivery_timeout_nonzero() {
+                    return Err(invalid("DELIVERY_TIMEOUT", x));
+                }
+                self.object_delivery_timeout = Some(x);
+            }
+            (param::AUTHORIZATION_TOKEN, KvpValue::Bytes(b)) => self
+                .authorization_tokens
+                .push(AuthToken::decode_all(&mut b.clone(), v)?),
+            (param::EXPIRES, KvpValue::Int(x)) => self.expires = Some(x),
+            (param::LARGEST_OBJECT, KvpValue::Bytes(b)) => {
+                // draft-16 §9.2.2.7: a length-prefixed Location; anything else does not match
+                // its serialization (KEY_VALUE_FORMATTING_ERROR, §1.4.2).
+                let mut b = b.clone();
+                let bad = |_| DecodeError::KeyValueFormatting("LARGEST_OBJECT");
+                let l = Location::decode(&mut b, v).map_err(bad)?;
+                if b.has_remaining() {
+                    return Err(DecodeError::KeyValueFormatting("LARGEST_OBJECT"));
+                }
+                self.largest_object = Some(l);
+            }
+            // draft-16 §9.2.2.8: other than 0 or 1 MUST close with PROTOCOL_VIOLATION.
+            (param::FORWARD, KvpValue::Int(x)) => match x {
+                0 | 1 => self.forward = Some(x == 1),
+                _ => return Err(invalid("FORWARD", x)),
+            },
+            // draft-16 §9.2.2.3: above 255 MUST close with PROTOCOL_VIOLATION.
+            (param::SUBSCRIBER_PRIORITY, KvpValue::Int(x)) => {
+                self.subscriber_priority =
+                    Some(u8::try_from(x).map_err(|_| invalid("SUBSCRIBER_PRIORITY", x))?)
+            }
+            (param::LOCATION_FILTER, KvpValue::Bytes(b)) => {
+                // draft-16 §9.2.2.5: a filter that does not fill the parameter's length MUST
+                // close the session with PROTOCOL_VIOLATION.
+                let mut b = b.clone();
+                let f = LocationFilter::decode_value(&mut b, v)
+                    .map_err(|e| e.in_complete("SUBSCRIPTION_FILTER"))?;
+                if b.has_remaining() {
+                    return Err(DecodeError::TrailingBytes {
+                        message: "SUBSCRIPTION_FILTER",
+                        extra: b.remaining(),
+                    });
+                }
+                self.location_filter = Some(f);
+            }
+            // draft-16 §9.2.2.4: other than 1 or 2 MUST close with PROTOCOL_VIOLATION.
+            (param::GROUP_ORDER, KvpValue::Int(x)) => {
+                self.group_order = Some(GroupOrder::from_value(x)?)
+            }
+            (param::NEW_GROUP_REQUEST, KvpValue::Int(x)) => self.new_group_request = Some(x),
+            _ => return Err(DecodeError::KeyValueFormatting("parameter")),
+        }
+        Ok(())
+    }
+
+    /// Writes the parameters and, for drafts 14-15 in SUBSCRIBE_OK, PUBLISH, FETCH_OK and
+    /// TRACK_STATUS_OK, those Track Properties that the version carries as parameters (see
+    /// [`Parameters::decode_with_track`]); the others have no place in those versions and
+    /// are not sent. From draft-16 `track` is not written here.
+    pub fn encode_with_track<B: BufMut>(
+        &self,
+        track: &Properties,
+        buf: &mut B,
+        ctx: ParamContext,
+        v: Version,
+    ) -> Result<(), EncodeError> {
+        if !v.params_are_kvps() {
+            return self.encode(buf, ctx, v);
+        }
+        for ty in self.types() {
+            if !param_allowed(ty, ctx, v) || !kvp_param_known(ty, v) {
+                return Err(not_allowed());
+            }
+        }
+        let mut pairs: Vec<KeyValuePair> = Vec::new();
+        let int = |key, x| KeyValuePair {
+            key,
+            value: KvpValue::Int(x),
+        };
+        if let Some(x) = self.object_delivery_timeout {
+            if x == 0 && v.delivery_timeout_nonzero() {
+                return Err(EncodeError::Invalid {
+                    field: "DELIVERY_TIMEOUT",
+                    reason: "0 is not allowed from draft-16",
+                });
+            }
+            pairs.push(int(param::OBJECT_DELIVERY_TIMEOUT, x));
+        }
+        for t in &self.authorization_tokens {
+            pairs.push(KeyValuePair::bytes(
+                param::AUTHORIZATION_TOKEN,
+                t.to_bytes(v)?,
+            )?);
+        }
+        if let Some(x) = self.expires {
+            pairs.push(int(param::EXPIRES, x));
+        }
+        if let Some(x) = self.largest_object {
+            let mut b = Vec::new();
+            x.encode(&mut b, v)?;
+            pairs.push(KeyValuePair::bytes(param::LARGEST_OBJECT, b)?);
+        }
+        if let Some(x) = self.forward {
+            pairs.push(int(param::FORWARD, x.into()));
+        }
+        if let Some(x) = self.subscriber_priority {
+            pairs.push(int(param::SUBSCRIBER_PRIORITY, x.into()));
+        }
+        if let Some(x) = &self.location_filter {
+            let mut b = Vec::new();
+            x.encode_value(&mut b, v)?;
+            pairs.push(KeyValuePair::bytes(param::LOCATION_FILTER, b)?);
+        }
+        if let Some(x) = self.group_order {
+            pairs.push(int(param::GROUP_ORDER, x.value().into()));
+        }
+        if let Some(x) = self.new_group_request {
+            pairs.push(int(param::NEW_GROUP_REQUEST, x));
+        }
+        if carries_track_values(ctx) {
+            for p in track.pairs() {
+                if !is_track_value(p.key, v) {
+                    continue;
+                }
+                if pairs.iter().any(|q| q.key == p.key) {
+                    return Err(EncodeError::Invalid {
+                        field: "track properties",
+                        reason: "a track value is given twice",
+                    });
+                }
+                pairs.push(p.clone());
+            }
+        }
+        pairs.sort_by_key(|p| p.key);
+        check_ints_fit(&pairs, v)?;
+        buf.put_varint(pairs.len() as u64, v);
+        encode_kvps(&pairs, buf, v)
     }
 
     fn decode_value<B: Buf>(
@@ -641,13 +1000,13 @@ impl Parameters {
         ctx: ParamContext,
         v: Version,
     ) -> Result<(), EncodeError> {
+        if v.params_are_kvps() {
+            return self.encode_with_track(&Properties::new(), buf, ctx, v);
+        }
         let types = self.types();
         for ty in &types {
             if !param_allowed(*ty, ctx, v) {
-                return Err(EncodeError::Invalid {
-                    field: "parameters",
-                    reason: "a parameter is not allowed in this message or version",
-                });
+                return Err(not_allowed());
             }
         }
         buf.put_varint(types.len() as u64, v);
@@ -736,6 +1095,26 @@ impl Parameters {
         }
         Ok(())
     }
+}
+
+/// The error for a parameter a message or version does not allow.
+fn not_allowed() -> EncodeError {
+    EncodeError::Invalid {
+        field: "parameters",
+        reason: "a parameter is not allowed in this message or version",
+    }
+}
+
+/// Fails if an integer value cannot be carried by the version's varint (2^62 and above with
+/// the QUIC varints of drafts 14-16); [`encode_kvps`] would otherwise cut it.
+pub(crate) fn check_ints_fit(pairs: &[KeyValuePair], v: Version) -> Result<(), EncodeError> {
+    for p in pairs {
+        if let KvpValue::Int(x) = p.value {
+            put_int(&mut Vec::new(), x, v)?;
+        }
+        put_int(&mut Vec::new(), p.key, v)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

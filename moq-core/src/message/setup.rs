@@ -2,6 +2,7 @@
 
 use bytes::{Buf, Bytes};
 
+use super::params::check_ints_fit;
 use super::{ControlMessage, body_done};
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
@@ -57,15 +58,46 @@ pub struct Setup {
     pub options: SetupOptions,
 }
 
-impl ControlMessage for Setup {
-    const TYPE: u64 = 0x2F00;
-    const NAME: &'static str = "SETUP";
+/// Who sends a set of setup options: draft-14 gives AUTHORITY and MOQT_IMPLEMENTATION the
+/// same number, told apart by the sender (the server never sends AUTHORITY, §9.3.2.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SetupRole {
+    /// SETUP, sent by either side (draft-17 on).
+    Either,
+    /// CLIENT_SETUP.
+    Client,
+    /// SERVER_SETUP.
+    Server,
+}
 
-    fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+/// The setup parameter MAX_REQUEST_ID (drafts 14-16 §9.3.2.3).
+const MAX_REQUEST_ID: u64 = 0x02;
+
+impl SetupOptions {
+    /// The options given by `pairs` under `v`, and MAX_REQUEST_ID where the version has it
+    /// (shared by SETUP, CLIENT_SETUP and SERVER_SETUP).
+    pub(crate) fn from_pairs(
+        pairs: Vec<KeyValuePair>,
+        role: SetupRole,
+        v: Version,
+    ) -> Result<(SetupOptions, Option<u64>), DecodeError> {
         let mut o = SetupOptions::default();
+        let mut max_request_id = None;
         let mut seen = Vec::new();
-        for kvp in decode_kvps(buf, v)? {
-            let known = match kvp.key {
+        for kvp in pairs {
+            // The option each key means in `v`.
+            let key = match kvp.key {
+                // draft-14 §9.3.2.6 gives MOQT_IMPLEMENTATION AUTHORITY's number 0x05: from the
+                // server (which MUST NOT send AUTHORITY) it is the implementation.
+                setup_option::AUTHORITY
+                    if v.implementation_option_is_0x05() && role == SetupRole::Server =>
+                {
+                    setup_option::MOQT_IMPLEMENTATION
+                }
+                k => k,
+            };
+            let known = match key {
+                MAX_REQUEST_ID => v.has_max_request_id(),
                 setup_option::MAX_FILTER_RANGES => v.has_range_filters(),
                 setup_option::MAX_REQUEST_UPDATES => v.has_max_request_updates(),
                 setup_option::PATH
@@ -76,17 +108,18 @@ impl ControlMessage for Setup {
                 _ => false,
             };
             if !known {
-                // draft-19 §10.3: unknown Setup Options MUST be ignored, duplicates allowed.
+                // draft-19 §10.3 (draft-14 §9.3): unknown Setup Options MUST be ignored,
+                // duplicates allowed.
                 o.unknown.push(kvp);
                 continue;
             }
-            if kvp.key != setup_option::AUTHORIZATION_TOKEN {
-                if seen.contains(&kvp.key) {
+            if key != setup_option::AUTHORIZATION_TOKEN {
+                if seen.contains(&key) {
                     return Err(DecodeError::DuplicateParameter(kvp.key));
                 }
-                seen.push(kvp.key);
+                seen.push(key);
             }
-            match (kvp.key, kvp.value) {
+            match (key, kvp.value) {
                 (setup_option::PATH, KvpValue::Bytes(b)) => o.path = Some(b),
                 (setup_option::AUTHORITY, KvpValue::Bytes(b)) => o.authority = Some(b),
                 (setup_option::AUTHORIZATION_TOKEN, KvpValue::Bytes(b)) => o
@@ -105,18 +138,34 @@ impl ControlMessage for Setup {
                 (setup_option::MAX_REQUEST_UPDATES, KvpValue::Int(x)) => {
                     o.max_request_updates = Some(x)
                 }
+                (MAX_REQUEST_ID, KvpValue::Int(x)) => max_request_id = Some(x),
                 // Parity fixes the shape, so a known key cannot carry the other shape.
                 _ => return Err(DecodeError::KeyValueFormatting("setup option")),
             }
         }
-        Ok(Setup { options: o })
+        Ok((o, max_request_id))
     }
 
-    fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
-        let o = &self.options;
+    /// The pairs for these options (and MAX_REQUEST_ID) under `v`, sorted by type.
+    pub(crate) fn to_pairs(
+        &self,
+        max_request_id: Option<u64>,
+        role: SetupRole,
+        v: Version,
+    ) -> Result<Vec<KeyValuePair>, EncodeError> {
+        let o = self;
         let mut pairs = Vec::new();
         if let Some(p) = &o.path {
             pairs.push(KeyValuePair::bytes(setup_option::PATH, p.clone())?);
+        }
+        if let Some(x) = max_request_id {
+            if !v.has_max_request_id() {
+                return Err(EncodeError::NotInVersion(
+                    "MAX_REQUEST_ID setup parameter",
+                    v,
+                ));
+            }
+            pairs.push(KeyValuePair::int(MAX_REQUEST_ID, x)?);
         }
         for t in &o.authorization_tokens {
             pairs.push(KeyValuePair::bytes(
@@ -131,6 +180,13 @@ impl ControlMessage for Setup {
             )?);
         }
         if let Some(a) = &o.authority {
+            if v.implementation_option_is_0x05() && role == SetupRole::Server {
+                return Err(EncodeError::Invalid {
+                    field: "AUTHORITY",
+                    reason: "a draft-14 SERVER_SETUP's 0x05 is MOQT_IMPLEMENTATION (and the \
+                             server MUST NOT send AUTHORITY)",
+                });
+            }
             pairs.push(KeyValuePair::bytes(setup_option::AUTHORITY, a.clone())?);
         }
         if let Some(x) = o.max_filter_ranges {
@@ -140,6 +196,9 @@ impl ControlMessage for Setup {
             pairs.push(KeyValuePair::int(setup_option::MAX_FILTER_RANGES, x)?);
         }
         if let Some(i) = &o.implementation {
+            // Draft-14 too gets 0x07, the number from draft-15 on: its own 0x05 is AUTHORITY's
+            // (notes B.0), deployed draft-14 peers (aiomoqt) send 0x07, and a strict draft-14
+            // peer ignores it as an unknown setup parameter.
             pairs.push(KeyValuePair::bytes(
                 setup_option::MOQT_IMPLEMENTATION,
                 Bytes::copy_from_slice(i.as_bytes()),
@@ -153,6 +212,22 @@ impl ControlMessage for Setup {
         }
         pairs.extend(o.unknown.iter().cloned());
         pairs.sort_by_key(|p| p.key);
+        check_ints_fit(&pairs, v)?;
+        Ok(pairs)
+    }
+}
+
+impl ControlMessage for Setup {
+    const TYPE: u64 = 0x2F00;
+    const NAME: &'static str = "SETUP";
+
+    fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
+        let (options, _) = SetupOptions::from_pairs(decode_kvps(buf, v)?, SetupRole::Either, v)?;
+        Ok(Setup { options })
+    }
+
+    fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
+        let pairs = self.options.to_pairs(None, SetupRole::Either, v)?;
         encode_kvps(&pairs, buf, v)
     }
 }
@@ -178,8 +253,17 @@ impl ControlMessage for Goaway {
     const NAME: &'static str = "GOAWAY";
 
     fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
-        // draft-19 §10.4: a URI longer than 8192 bytes is a PROTOCOL_VIOLATION.
+        // draft-19 §10.4 (draft-14 §9.4): a URI longer than 8192 bytes is a PROTOCOL_VIOLATION.
         let new_session_uri = buf.get_len_prefixed(v, "new session URI", MAX_URI_LEN as u64)?;
+        // Until draft-16 the URI is all (draft-16 §9.4): no Timeout, no Request ID.
+        if !v.goaway_has_timeout() {
+            body_done(buf, Self::NAME)?;
+            return Ok(Goaway {
+                new_session_uri,
+                timeout_ms: 0,
+                request_id: None,
+            });
+        }
         let timeout_ms = buf.get_varint(v)?;
         let request_id = if v.goaway_has_request_id() && buf.has_remaining() {
             Some(buf.get_varint(v)?)
@@ -196,6 +280,14 @@ impl ControlMessage for Goaway {
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
         buf.put_len_prefixed(&self.new_session_uri, v, "new session URI", MAX_URI_LEN)?;
+        if !v.goaway_has_timeout() {
+            // Until draft-16 there is no Timeout: an advisory value that is not sent (the peer
+            // then behaves as for 0, "no specific timeout").
+            if self.request_id.is_some() {
+                return Err(EncodeError::NotInVersion("GOAWAY Request ID", v));
+            }
+            return Ok(());
+        }
         buf.put_varint(self.timeout_ms, v);
         match self.request_id {
             Some(id) if v.goaway_has_request_id() => buf.put_varint(id, v),

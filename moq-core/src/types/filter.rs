@@ -3,7 +3,7 @@
 use bytes::{Buf, BufMut};
 
 use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, EncodeError};
-use crate::types::location::Location;
+use crate::types::location::{Location, put_int};
 use crate::{FilterEncoding, Version};
 
 /// Which objects of a subscription or FETCH pass, by location (draft-19 §5.1.2; draft-21
@@ -135,7 +135,18 @@ impl LocationFilter {
                     0x3 => LocationFilter::AbsoluteStart(Location::decode(buf, v)?),
                     0x4 => {
                         let start = Location::decode(buf, v)?;
-                        let end_group_delta = buf.get_varint(v)?;
+                        let end_group_delta = if v.filter_end_group_is_delta() {
+                            buf.get_varint(v)?
+                        } else {
+                            // draft-16 §5.1.2 (draft-14 §9.7): the End Group itself, which MUST
+                            // be at least the Start Location's group.
+                            let end = buf.get_varint(v)?;
+                            end.checked_sub(start.group)
+                                .ok_or(DecodeError::InvalidValue {
+                                    field: "End Group (before the Start Location's group)",
+                                    value: end,
+                                })?
+                        };
                         Self::check_end(start, end_group_delta)?;
                         LocationFilter::AbsoluteRange {
                             start,
@@ -232,7 +243,15 @@ impl LocationFilter {
                         start,
                         end_group_delta,
                         end_object: None,
-                    } => (0x4, vec![start.group, start.object, end_group_delta]),
+                    } => {
+                        // Until draft-16 the End Group itself (checked above not to overflow).
+                        let end = if v.filter_end_group_is_delta() {
+                            end_group_delta
+                        } else {
+                            start.group.saturating_add(end_group_delta)
+                        };
+                        (0x4, vec![start.group, start.object, end])
+                    }
                     LocationFilter::RelativeGroups(_) => {
                         return Err(cannot("a relative start group needs draft-20"));
                     }
@@ -242,7 +261,7 @@ impl LocationFilter {
                 };
                 buf.put_varint(ty, v);
                 for f in fields {
-                    buf.put_varint(f, v);
+                    put_int(buf, f, v)?;
                 }
                 return Ok(());
             }

@@ -1,4 +1,5 @@
-//! Key-Value-Pairs (draft-19 §1.4.3) and the Properties built from them (§2.5, §12).
+//! Key-Value-Pairs (draft-19 §1.4.3; draft-14 and draft-16 §1.4.2) and the Properties built
+//! from them (§2.5, §12), which drafts 14-16 call Extension Headers.
 
 use bytes::{Buf, BufMut, Bytes};
 
@@ -106,7 +107,8 @@ pub(crate) fn decode_kvps<B: Buf>(
     Ok(out)
 }
 
-/// Writes Key-Value-Pairs, which must already be sorted by key.
+/// Writes Key-Value-Pairs, which must already be sorted by key. Until draft-16 a type or an
+/// integer value over 2^62-1 does not fit a QUIC varint and fails.
 pub(crate) fn encode_kvps<'a, B: BufMut>(
     pairs: impl IntoIterator<Item = &'a KeyValuePair>,
     buf: &mut B,
@@ -115,6 +117,15 @@ pub(crate) fn encode_kvps<'a, B: BufMut>(
     let mut prev = 0u64;
     for p in pairs {
         p.check()?;
+        if v.quic_varints() {
+            let too_big = |x: u64| x > crate::coding::QuicVarInt::MAX;
+            if too_big(p.key) || matches!(p.value, KvpValue::Int(x) if too_big(x)) {
+                return Err(EncodeError::Invalid {
+                    field: "key-value pair",
+                    reason: "larger than 2^62-1, the largest QUIC varint (until draft-16)",
+                });
+            }
+        }
         let delta = p.key.checked_sub(prev).ok_or(EncodeError::Invalid {
             field: "key-value pairs",
             reason: "not sorted by type",
@@ -131,15 +142,17 @@ pub(crate) fn encode_kvps<'a, B: BufMut>(
     Ok(())
 }
 
-/// Well-known Property types (draft-19 §12, §15.8).
+/// Well-known Property types (draft-19 §12, §15.8; Extension Header types in drafts 14-16,
+/// draft-14 §11, draft-16 §11, with the same numbers).
 pub mod property {
-    /// OBJECT_DELIVERY_TIMEOUT, ms (Track, Object).
+    /// OBJECT_DELIVERY_TIMEOUT, ms (Track, Object); DELIVERY_TIMEOUT (Track) in draft-16.
     pub const OBJECT_DELIVERY_TIMEOUT: u64 = 0x02;
     /// MAX_CACHE_DURATION, ms (Track).
     pub const MAX_CACHE_DURATION: u64 = 0x04;
     /// SUBGROUP_DELIVERY_TIMEOUT, ms (Track, Object).
     pub const SUBGROUP_DELIVERY_TIMEOUT: u64 = 0x06;
-    /// IMMUTABLE_PROPERTIES, nested pairs (Track, Object).
+    /// IMMUTABLE_PROPERTIES, nested pairs (Track, Object); IMMUTABLE_EXTENSIONS in
+    /// drafts 14-16.
     pub const IMMUTABLE_PROPERTIES: u64 = 0x0B;
     /// DEFAULT_PUBLISHER_PRIORITY, 0-255 (Track).
     pub const DEFAULT_PUBLISHER_PRIORITY: u64 = 0x0E;
@@ -159,9 +172,18 @@ pub mod property {
 }
 
 /// A set of Track or Object Properties (draft-19 §2.5): Key-Value-Pairs kept sorted by type.
+/// Drafts 14-16 call them Extension Headers (Track Extensions from draft-16).
 ///
 /// Unknown properties are kept as they are so a relay can forward and cache them unchanged.
 /// Lookups search both the mutable list and the contents of IMMUTABLE_PROPERTIES (§12.6).
+///
+/// One value serves every version. The nested pairs of IMMUTABLE_PROPERTIES are held in the
+/// newest draft's encoding whatever version they were read in, and are re-encoded for the
+/// version written (drafts 14-16 use QUIC varints, 14-15 absolute types): a relay can pass
+/// them between versions without knowing either. Properties read from the wire remember the
+/// version they were read in, whose rules [`Properties::validate_object`] and
+/// [`Properties::validate_track`] apply (properties built here follow the newest draft's);
+/// equality ignores that origin.
 ///
 /// ```
 /// use moq_core::{Properties, property};
@@ -170,13 +192,63 @@ pub mod property {
 ///     .with_bytes(0x79, &b"app"[..]).unwrap();
 /// assert_eq!(props.get_int(property::DEFAULT_PUBLISHER_PRIORITY), Some(7));
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Properties(Vec<KeyValuePair>);
+#[derive(Clone, Debug, Default)]
+pub struct Properties {
+    /// The pairs, sorted by type (stably: repeated types keep their order).
+    pairs: Vec<KeyValuePair>,
+    /// The version these were read in; `None` if built locally.
+    origin: Option<Version>,
+    /// The IMMUTABLE_PROPERTIES value did not parse in the encoding of `origin`: it is kept
+    /// as received, written back unchanged, and makes the properties malformed.
+    raw_immutable: bool,
+}
+
+impl PartialEq for Properties {
+    fn eq(&self, other: &Self) -> bool {
+        self.pairs == other.pairs && self.raw_immutable == other.raw_immutable
+    }
+}
+
+impl Eq for Properties {}
+
+impl std::hash::Hash for Properties {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.pairs.hash(state);
+        self.raw_immutable.hash(state);
+    }
+}
+
+/// How a version writes Key-Value-Pairs: (QUIC varints, delta types).
+const fn kvp_form(v: Version) -> (bool, bool) {
+    (v.quic_varints(), v.kvp_delta_types())
+}
+
+/// The encoding IMMUTABLE_PROPERTIES' nested pairs are held in.
+const CANONICAL: Version = Version::PREFERRED;
+
+/// Re-encodes nested pairs read in `from` for `to`, sorted by type; `None` if they do not
+/// parse in `from` or cannot be written in `to`.
+fn transcode(raw: &Bytes, from: Version, to: Version) -> Option<Bytes> {
+    let mut inner = decode_kvps(&mut raw.clone(), from).ok()?;
+    inner.sort_by_key(|p| p.key);
+    let mut out = Vec::new();
+    encode_kvps(&inner, &mut out, to).ok()?;
+    (out.len() <= MAX_KVP_VALUE_LEN).then(|| out.into())
+}
 
 impl Properties {
     /// No properties.
     pub const fn new() -> Self {
-        Properties(Vec::new())
+        Properties {
+            pairs: Vec::new(),
+            origin: None,
+            raw_immutable: false,
+        }
+    }
+
+    /// The version whose rules apply: the one read in, or the newest for local ones.
+    fn rules(&self) -> Version {
+        self.origin.unwrap_or(CANONICAL)
     }
 
     /// From pairs in any order (sorted stably by type).
@@ -186,7 +258,10 @@ impl Properties {
             p.check()?;
         }
         v.sort_by_key(|p| p.key);
-        Ok(Properties(v))
+        Ok(Properties {
+            pairs: v,
+            ..Properties::new()
+        })
     }
 
     /// Adds an even-typed property.
@@ -202,24 +277,27 @@ impl Properties {
     /// Adds a pair after any others of the same type.
     pub fn with(mut self, pair: KeyValuePair) -> Result<Self, EncodeError> {
         pair.check()?;
-        let at = self.0.partition_point(|p| p.key <= pair.key);
-        self.0.insert(at, pair);
+        let at = self.pairs.partition_point(|p| p.key <= pair.key);
+        self.pairs.insert(at, pair);
         Ok(self)
     }
 
     /// Removes every property of type `key`.
     pub fn remove(&mut self, key: u64) {
-        self.0.retain(|p| p.key != key);
+        self.pairs.retain(|p| p.key != key);
+        if key == property::IMMUTABLE_PROPERTIES {
+            self.raw_immutable = false;
+        }
     }
 
     /// The pairs, sorted by type.
     pub fn pairs(&self) -> &[KeyValuePair] {
-        &self.0
+        &self.pairs
     }
 
     /// True if there are none.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.pairs.is_empty()
     }
 
     /// The first integer value of type `key`, searching immutable properties too.
@@ -255,7 +333,7 @@ impl Properties {
 
     /// Every pair of type `key`: the mutable ones, then those inside IMMUTABLE_PROPERTIES.
     pub fn find(&self, key: u64) -> impl Iterator<Item = KeyValuePair> + '_ {
-        let direct = self.0.iter().filter(move |p| p.key == key).cloned();
+        let direct = self.pairs.iter().filter(move |p| p.key == key).cloned();
         let nested = self
             .immutable()
             .into_iter()
@@ -266,21 +344,81 @@ impl Properties {
 
     /// The pairs inside IMMUTABLE_PROPERTIES, if present and well-formed.
     pub fn immutable(&self) -> Option<Vec<KeyValuePair>> {
-        let raw = self.0.iter().find_map(|p| match (&p.value, p.key) {
+        if self.raw_immutable {
+            return None;
+        }
+        let raw = self.immutable_raw()?;
+        decode_kvps(&mut raw.clone(), CANONICAL).ok()
+    }
+
+    /// The value of the first IMMUTABLE_PROPERTIES pair.
+    fn immutable_raw(&self) -> Option<Bytes> {
+        self.pairs.iter().find_map(|p| match (&p.value, p.key) {
             (KvpValue::Bytes(b), property::IMMUTABLE_PROPERTIES) => Some(b.clone()),
             _ => None,
-        })?;
-        decode_kvps(&mut raw.clone(), Version::PREFERRED).ok()
+        })
     }
 
     /// Reads properties filling all of `buf`.
+    ///
+    /// Until draft-15 a pair's type is absolute and the pairs may come in any order: they are
+    /// sorted by type (stably). The pairs nested in IMMUTABLE_PROPERTIES are re-encoded in the
+    /// newest draft's encoding (see [`Properties`]); if they do not parse, they are kept as
+    /// they came and the properties are malformed ([`Properties::validate_object`]).
     pub fn decode_all<B: Buf>(buf: &mut B, v: Version) -> Result<Self, DecodeError> {
-        Ok(Properties(decode_kvps(buf, v)?))
+        let mut pairs = decode_kvps(buf, v)?;
+        if !v.kvp_delta_types() {
+            // draft-14 §1.4.2: each pair carries its type; no order is required.
+            pairs.sort_by_key(|p| p.key);
+        }
+        let mut raw_immutable = false;
+        if kvp_form(v) != kvp_form(CANONICAL) {
+            for p in &mut pairs {
+                if let (property::IMMUTABLE_PROPERTIES, KvpValue::Bytes(raw)) = (p.key, &p.value) {
+                    match transcode(raw, v, CANONICAL) {
+                        Some(nested) => p.value = KvpValue::Bytes(nested),
+                        None => raw_immutable = true,
+                    }
+                }
+            }
+        }
+        Ok(Properties {
+            pairs,
+            origin: Some(v),
+            raw_immutable,
+        })
     }
 
-    /// Writes the pairs (without any length prefix).
+    /// Writes the pairs (without any length prefix), the nested pairs of
+    /// IMMUTABLE_PROPERTIES in `v`'s encoding. Until draft-16 a type or an integer over
+    /// 2^62-1 cannot be written.
     pub fn encode_all<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
-        encode_kvps(&self.0, buf, v)
+        if self.raw_immutable
+            || kvp_form(v) == kvp_form(CANONICAL)
+            || self.immutable_raw().is_none()
+        {
+            return encode_kvps(&self.pairs, buf, v);
+        }
+        let pairs: Vec<KeyValuePair> = self
+            .pairs
+            .iter()
+            .map(|p| match (p.key, &p.value) {
+                (property::IMMUTABLE_PROPERTIES, KvpValue::Bytes(raw)) => {
+                    // Nested pairs that do not parse (built so by hand) go out as they are.
+                    let value = match decode_kvps(&mut raw.clone(), CANONICAL) {
+                        Err(_) => raw.clone(),
+                        Ok(inner) => {
+                            let mut out = Vec::new();
+                            encode_kvps(&inner, &mut out, v)?;
+                            out.into()
+                        }
+                    };
+                    KeyValuePair::bytes(p.key, value)
+                }
+                _ => Ok(p.clone()),
+            })
+            .collect::<Result<_, _>>()?;
+        encode_kvps(&pairs, buf, v)
     }
 
     /// Number of bytes [`Properties::encode_all`] writes.
@@ -307,10 +445,14 @@ impl Properties {
         Ok(())
     }
 
-    /// Checks the rules for Track Properties of draft-19 §12: value ranges of the known
-    /// properties (a violation is PROTOCOL_VIOLATION) and well-formed immutable properties.
+    /// Checks the rules for Track Properties of draft-19 §12 (draft-16 §11 for Track
+    /// Extensions): value ranges of the known properties (a violation is PROTOCOL_VIOLATION)
+    /// and well-formed immutable properties. Properties read under draft-16 also may not have
+    /// a DELIVERY_TIMEOUT of 0 (draft-16 §11: MUST close the session with a
+    /// PROTOCOL_VIOLATION). Drafts 14-15 have no Track Extensions.
     pub fn validate_track(&self) -> Result<(), DecodeError> {
-        for p in self.0.iter().chain(self.immutable().iter().flatten()) {
+        let rules = self.rules();
+        for p in self.pairs.iter().chain(self.immutable().iter().flatten()) {
             match (p.key, &p.value) {
                 (property::DEFAULT_PUBLISHER_PRIORITY, KvpValue::Int(v)) if *v > 255 => {
                     return Err(DecodeError::InvalidValue {
@@ -332,21 +474,34 @@ impl Properties {
                         value: *v,
                     });
                 }
+                (property::OBJECT_DELIVERY_TIMEOUT, KvpValue::Int(0))
+                    if rules.zero_delivery_timeout_invalid() =>
+                {
+                    return Err(DecodeError::InvalidValue {
+                        field: "DELIVERY_TIMEOUT",
+                        value: 0,
+                    });
+                }
                 _ => {}
             }
         }
         self.validate_immutable()
     }
 
-    /// Checks Object Properties: no Mandatory Track Property (draft-19 §2.5.1), and immutable
-    /// properties that parse and do not nest (§12.6). A violation means the track is malformed.
+    /// Checks Object Properties: no Mandatory Track Property (draft-19 §2.5.1; from draft-18,
+    /// before which 0x4000-0x7FFF are ordinary types), at most one of each prior gap
+    /// (draft-19 §12.8-§12.9, draft-14 §11.1 and §11.3), and immutable properties that parse
+    /// and do not nest (draft-19 §12.6, draft-14 §11.2). A violation means the track is
+    /// malformed.
     pub fn validate_object(&self) -> Result<(), DecodeError> {
-        if self.0.iter().any(|p| property::is_mandatory(p.key)) {
+        if self.rules().has_mandatory_track_properties()
+            && self.pairs.iter().any(|p| property::is_mandatory(p.key))
+        {
             return Err(DecodeError::ProtocolViolation(
                 "mandatory track property on an object",
             ));
         }
-        let gaps = |key| self.0.iter().filter(|p| p.key == key).count();
+        let gaps = |key| self.pairs.iter().filter(|p| p.key == key).count();
         if gaps(property::PRIOR_GROUP_ID_GAP) > 1 || gaps(property::PRIOR_OBJECT_ID_GAP) > 1 {
             return Err(DecodeError::ProtocolViolation(
                 "prior gap property repeated",
@@ -357,7 +512,7 @@ impl Properties {
 
     fn validate_immutable(&self) -> Result<(), DecodeError> {
         let mut imm = self
-            .0
+            .pairs
             .iter()
             .filter(|p| p.key == property::IMMUTABLE_PROPERTIES);
         let Some(first) = imm.next() else {
@@ -368,10 +523,16 @@ impl Properties {
                 "IMMUTABLE_PROPERTIES repeated",
             ));
         }
+        // draft-14 §11.2: "A Key-Value-Pair cannot be parsed" makes the track malformed.
+        if self.raw_immutable {
+            return Err(DecodeError::KeyValueFormatting(
+                "IMMUTABLE_PROPERTIES do not parse",
+            ));
+        }
         let KvpValue::Bytes(raw) = &first.value else {
             return Ok(());
         };
-        let inner = decode_kvps(&mut raw.clone(), Version::PREFERRED)?;
+        let inner = decode_kvps(&mut raw.clone(), CANONICAL)?;
         if inner
             .iter()
             .any(|p| p.key == property::IMMUTABLE_PROPERTIES)
@@ -384,8 +545,12 @@ impl Properties {
     }
 
     /// The first Mandatory Track Property type not in `understood`, if any (draft-19 §2.5.1).
+    /// Properties read before draft-18 have none: the range is ordinary there.
     pub fn unknown_mandatory(&self, understood: &[u64]) -> Option<u64> {
-        self.0
+        if !self.rules().has_mandatory_track_properties() {
+            return None;
+        }
+        self.pairs
             .iter()
             .map(|p| p.key)
             .find(|k| property::is_mandatory(*k) && !understood.contains(k))

@@ -5,7 +5,7 @@ use std::fmt;
 use bytes::{Buf, BufMut};
 
 use crate::Version;
-use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
+use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError, QuicVarInt};
 
 /// A position in a track: `{Group, Object}`, ordered lexicographically (draft-19 §1.4.2).
 ///
@@ -45,10 +45,27 @@ impl Decode for Location {
 
 impl Encode for Location {
     fn encode<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
-        buf.put_varint(self.group, v);
-        buf.put_varint(self.object, v);
-        Ok(())
+        put_int(buf, self.group, v)?;
+        put_int(buf, self.object, v)
     }
+}
+
+/// Writes a variable-length integer in the version's encoding, failing for a value the
+/// encoding cannot carry: 2^62 and above with the QUIC varints of drafts 14-16 (RFC 9000
+/// §16); every `u64` fits the vi64 of the newer drafts.
+pub(crate) fn put_int<B: BufMut + ?Sized>(
+    buf: &mut B,
+    x: u64,
+    v: Version,
+) -> Result<(), EncodeError> {
+    if v.quic_varints() && x > QuicVarInt::MAX {
+        return Err(EncodeError::Invalid {
+            field: "integer",
+            reason: "2^62 or more does not fit a QUIC varint (drafts 14-16)",
+        });
+    }
+    buf.put_varint(x, v);
+    Ok(())
 }
 
 /// The order in which groups of one subscription or fetch are delivered (draft-19 §7.1).

@@ -263,12 +263,46 @@ impl FromStr for TrackNamespace {
     }
 }
 
-impl Decode for TrackNamespace {
-    fn decode<B: Buf>(buf: &mut B, v: Version) -> Result<Self, DecodeError> {
+impl TrackNamespace {
+    /// Reads the Track Namespace Prefix of SUBSCRIBE_NAMESPACE, which may have zero fields
+    /// where the version allows it (from draft-16, §9.25) even if other namespaces may not.
+    pub(crate) fn decode_prefix<B: Buf>(buf: &mut B, v: Version) -> Result<Self, DecodeError> {
+        Self::decode_fields(
+            buf,
+            v,
+            v.allows_empty_prefix() || v.allows_empty_namespace(),
+        )
+    }
+
+    /// Writes a Track Namespace Prefix (see [`TrackNamespace::decode_prefix`]).
+    pub(crate) fn encode_prefix<B: BufMut>(
+        &self,
+        buf: &mut B,
+        v: Version,
+    ) -> Result<(), EncodeError> {
+        self.encode_fields(
+            buf,
+            v,
+            v.allows_empty_prefix() || v.allows_empty_namespace(),
+        )
+    }
+
+    fn decode_fields<B: Buf>(
+        buf: &mut B,
+        v: Version,
+        allow_empty: bool,
+    ) -> Result<Self, DecodeError> {
         let n = buf.get_varint(v)?;
         // draft-19 §2.4.1: more than 32 fields is a PROTOCOL_VIOLATION.
         if n > Self::MAX_FIELDS as u64 {
             return Err(DecodeError::TooManyNamespaceFields(n));
+        }
+        // draft-14 §2.4.1, draft-16 §2.4.1: "an N of 0 ... MUST close the session with a
+        // Protocol Violation" (until draft-16, except where a prefix may be empty).
+        if n == 0 && !allow_empty {
+            return Err(DecodeError::ProtocolViolation(
+                "track namespace with 0 fields",
+            ));
         }
         let mut fields = Vec::with_capacity(n as usize);
         let mut total = 0usize;
@@ -289,15 +323,36 @@ impl Decode for TrackNamespace {
         }
         Ok(TrackNamespace(fields))
     }
-}
 
-impl Encode for TrackNamespace {
-    fn encode<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
+    fn encode_fields<B: BufMut>(
+        &self,
+        buf: &mut B,
+        v: Version,
+        allow_empty: bool,
+    ) -> Result<(), EncodeError> {
+        if self.0.is_empty() && !allow_empty {
+            return Err(EncodeError::NotInVersion(
+                "a track namespace of 0 fields",
+                v,
+            ));
+        }
         buf.put_varint(self.0.len() as u64, v);
         for f in &self.0 {
             buf.put_len_prefixed(f, v, "track namespace field", Self::MAX_LEN)?;
         }
         Ok(())
+    }
+}
+
+impl Decode for TrackNamespace {
+    fn decode<B: Buf>(buf: &mut B, v: Version) -> Result<Self, DecodeError> {
+        Self::decode_fields(buf, v, v.allows_empty_namespace())
+    }
+}
+
+impl Encode for TrackNamespace {
+    fn encode<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
+        self.encode_fields(buf, v, v.allows_empty_namespace())
     }
 }
 

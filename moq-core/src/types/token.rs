@@ -4,6 +4,7 @@ use bytes::{Buf, BufMut, Bytes};
 
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
+use crate::types::location::put_int;
 
 /// An authorization token, with its alias handling (draft-19 §10.2.2).
 ///
@@ -104,12 +105,13 @@ impl AuthToken {
         Ok(token)
     }
 
-    /// Writes the token structure (no length prefix).
+    /// Writes the token structure (no length prefix). An alias or type of 2^62 or more fails
+    /// under drafts 14-16 (QUIC varints).
     pub fn encode_all<B: BufMut>(&self, buf: &mut B, v: Version) -> Result<(), EncodeError> {
         match self {
             AuthToken::Delete { alias } => {
                 buf.put_varint(0, v);
-                buf.put_varint(*alias, v);
+                put_int(buf, *alias, v)?;
             }
             AuthToken::Register {
                 alias,
@@ -117,17 +119,17 @@ impl AuthToken {
                 value,
             } => {
                 buf.put_varint(1, v);
-                buf.put_varint(*alias, v);
-                buf.put_varint(*token_type, v);
+                put_int(buf, *alias, v)?;
+                put_int(buf, *token_type, v)?;
                 buf.put_slice(value);
             }
             AuthToken::UseAlias { alias } => {
                 buf.put_varint(2, v);
-                buf.put_varint(*alias, v);
+                put_int(buf, *alias, v)?;
             }
             AuthToken::UseValue { token_type, value } => {
                 buf.put_varint(3, v);
-                buf.put_varint(*token_type, v);
+                put_int(buf, *token_type, v)?;
                 buf.put_slice(value);
             }
         }
