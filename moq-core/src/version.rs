@@ -244,12 +244,6 @@ impl Version {
         self.from(16)
     }
 
-    /// The receiver of a REQUEST_UPDATE answers it with REQUEST_OK or REQUEST_ERROR (from
-    /// draft-16; draft-14's SUBSCRIBE_UPDATE has no answer).
-    pub const fn has_update_answers(self) -> bool {
-        self.from(16)
-    }
-
     // Drafts 14-16, control messages (filled in with the codec).
 
     /// REQUEST_OK (0x07) and REQUEST_ERROR (0x05) answer requests, with one registry of error

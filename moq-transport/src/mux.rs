@@ -609,12 +609,13 @@ async fn write_control(mut send: BoxSendStream, mut rx: mpsc::UnboundedReceiver<
     }
 }
 
-/// Whether draft-14 names this message's request by namespace rather than Request ID
-/// (PUBLISH_NAMESPACE_DONE and _CANCEL until 15, UNSUBSCRIBE_NAMESPACE until 14).
+/// Whether draft-14 names this message's request by namespace rather than Request ID.
 const fn by_namespace(v: Version, msg: &Message) -> bool {
     match msg {
-        Message::PublishNamespaceDone(_) | Message::PublishNamespaceCancel(_) => v.draft() <= 15,
-        Message::UnsubscribeNamespace(_) => v.draft() <= 14,
+        Message::PublishNamespaceDone(_) | Message::PublishNamespaceCancel(_) => {
+            v.namespace_done_by_namespace()
+        }
+        Message::UnsubscribeNamespace(_) => v.unsubscribe_namespace_by_prefix(),
         _ => false,
     }
 }
@@ -670,7 +671,7 @@ impl VirtualWriter {
             .inspect(|_| {
                 // draft-14 §9.10: SUBSCRIBE_UPDATE has no answer; the machinery above waits
                 // for one, so it gets a REQUEST_OK of nothing.
-                if matches!(msg, Message::RequestUpdate(_)) && !version.has_update_answers() {
+                if matches!(msg, Message::RequestUpdate(_)) && !version.update_is_answered() {
                     let ok = moq_core::message::RequestOk::default();
                     let _ = shared.push(Inbound::Message(ok.into()));
                 }
@@ -707,7 +708,7 @@ impl VirtualWriter {
                 )));
             };
             self.inner.peer_request_done(false);
-            if !self.inner.version.has_update_answers() {
+            if !self.inner.version.update_is_answered() {
                 // draft-14 §9.10: SUBSCRIBE_UPDATE is not answered.
                 return Ok(());
             }

@@ -17,8 +17,8 @@ use common::{TestServer, timeout};
 use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::{
     Address, ClientSetup, MaxRequestId, Message, PublishNamespace, PublishNamespaceCancel,
-    PublishNamespaceDone, RequestOk, RequestType, ServerSetup, SetupOptions, Subscribe,
-    SubscribeNamespace, UnsubscribeNamespace,
+    PublishNamespaceDone, RequestOk, RequestType, ServerSetup, Subscribe, SubscribeNamespace,
+    UnsubscribeNamespace,
 };
 use moq_core::{FullTrackName, TrackNamespace, Version};
 use moq_transport::namespace::{NamespaceEvent, NamespaceIndex};
@@ -77,7 +77,7 @@ async fn draft14_negotiates_its_version_in_client_setup() {
             srv.server.accept()
         );
         assert_eq!(server.version, Some(V14.setup_number()));
-        assert!(server.options.max_request_id.is_some_and(|m| m > 0));
+        assert!(server.max_request_id.is_some_and(|m| m > 0));
         assert_eq!(session.unwrap().version(), V14);
 
         // No version in common: VERSION_NEGOTIATION_FAILED.
@@ -85,6 +85,7 @@ async fn draft14_negotiates_its_version_in_client_setup() {
         let (mut send, _recv) = raw.conn.open_bi().await.unwrap();
         let setup = ClientSetup {
             versions: vec![0xff00_000d],
+            max_request_id: None,
             options: raw_setup(),
         };
         send.write_all(&encode(setup, V14)).await.unwrap();
@@ -267,36 +268,44 @@ async fn seed001_our_publish_namespace_on_the_draft16_wire() {
         let raw_srv = RawServer::start(&[V16]);
         let client = raw_srv.client(vec![V16]);
         let url = raw_srv.url();
-        let (session, mut raw) = tokio::join!(client.connect(&url), raw_srv.accept());
+        let (session, (_raw, mut ctl)) = tokio::join!(client.connect(&url), async {
+            let mut raw = raw_srv.accept().await;
+            let ctl = raw.single_accept(100).await;
+            (raw, ctl)
+        });
         let session = session.unwrap();
-        let mut ctl = raw
-            .single_accept(SetupOptions {
-                max_request_id: Some(100),
-                ..raw_setup()
-            })
-            .await;
-        let room = ns(&["meet", "room1"]);
-        let (published, (ty, msg, _)) =
-            tokio::join!(session.publish_namespace(room.clone()), ctl.next());
+        let spawn_publish = |name: &'static str| {
+            let s = session.clone();
+            tokio::spawn(async move { s.publish_namespace(ns(&["meet", name])).await })
+        };
+        let first = spawn_publish("room1");
+        let (ty, msg, _) = ctl.next().await;
         assert_eq!(ty, 0x06);
         let Message::PublishNamespace(p) = msg else {
             panic!("{msg:?}")
         };
-        let _ = published;
-        // (The answer is sent below; the request waits for it.)
+        // The request waits for its one answer.
         ctl.send(
             RequestOk::default(),
             Some(Address::Request(p.request_id)),
             None,
         )
         .await;
-        let published = session.publish_namespace(ns(&["meet", "room2"]));
-        let (published, (_, msg, _)) = tokio::join!(published, ctl.next());
+        let room1 = first.await.unwrap().unwrap();
+        let second = spawn_publish("room2");
+        let (_, msg, _) = ctl.next().await;
         let Message::PublishNamespace(p2) = msg else {
             panic!("{msg:?}")
         };
-        let _ = published;
-        // Revoke room2: the handle ends, and no PUBLISH_NAMESPACE_DONE follows.
+        ctl.send(
+            RequestOk::default(),
+            Some(Address::Request(p2.request_id)),
+            None,
+        )
+        .await;
+        let room2 = second.await.unwrap().unwrap();
+        // Revoke room2: its handle ends, and dropping it sends no PUBLISH_NAMESPACE_DONE (the
+        // next frame is the next request's).
         ctl.send(
             PublishNamespaceCancel {
                 code: RequestErrorCode::UNAUTHORIZED,
@@ -306,6 +315,12 @@ async fn seed001_our_publish_namespace_on_the_draft16_wire() {
             None,
         )
         .await;
+        let _revoked: Error = room2.ended().await;
+        drop(room2);
+        let third = spawn_publish("room3");
+        let (ty, msg, _) = ctl.next().await;
+        assert_eq!(ty, 0x06, "{msg:?}");
+        assert!(room1.is_active());
         // A second REQUEST_OK for the first one is a protocol violation (seed 001: SHOULD).
         ctl.send(
             RequestOk::default(),
@@ -313,6 +328,7 @@ async fn seed001_our_publish_namespace_on_the_draft16_wire() {
             None,
         )
         .await;
+        let _ = third.await;
         let err = session.closed().await;
         assert_eq!(
             err.session_code(),
@@ -349,14 +365,14 @@ async fn max_request_id_is_granted_as_requests_complete() {
         }
         let mut answers = 0;
         let mut max = None;
-        while answers < 2 || max.is_none() {
+        // Grants grow as the two complete (a quarter window at a time), up to 0 + 2 * (2 + 2).
+        while answers < 2 || max != Some(8) {
             match ctl.next().await {
                 (_, Message::RequestError(_), Some(Address::Request(_))) => answers += 1,
                 (_, Message::MaxRequestId(m), None) => max = Some(m.request_id),
                 (_, m, a) => panic!("unexpected {m:?} {a:?}"),
             }
         }
-        assert_eq!(max, Some(8));
         // ID 8 is at the grant: TOO_MANY_REQUESTS (0x7).
         ctl.send(
             Subscribe {
@@ -401,15 +417,12 @@ async fn our_requests_wait_for_max_request_id() {
         let raw_srv = RawServer::start(&[V16]);
         let client = raw_srv.client(vec![V16]);
         let url = raw_srv.url();
-        let (session, mut raw) = tokio::join!(client.connect(&url), raw_srv.accept());
+        let (session, (_raw, mut ctl)) = tokio::join!(client.connect(&url), async {
+            let mut raw = raw_srv.accept().await;
+            let ctl = raw.single_accept(2).await;
+            (raw, ctl)
+        });
         let session = session.unwrap();
-        // Room for one request (ID 0).
-        let mut ctl = raw
-            .single_accept(SetupOptions {
-                max_request_id: Some(2),
-                ..raw_setup()
-            })
-            .await;
         let s2 = session.clone();
         let first = tokio::spawn(async move { s2.publish_namespace(ns(&["a"])).await });
         let (_, msg, _) = ctl.next().await;

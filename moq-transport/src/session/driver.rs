@@ -61,8 +61,8 @@ pub(crate) struct PeerControl {
     /// The control stream's reader, past SETUP.
     pub(crate) reader: Reader,
     /// Drafts 14-16, on the server: the send half of the one control stream, and the
-    /// versions CLIENT_SETUP offered (draft-14).
-    pub(crate) single: Option<(BoxSendStream, Vec<u64>)>,
+    /// versions CLIENT_SETUP offered (draft-14) and the MAX_REQUEST_ID it granted.
+    pub(crate) single: Option<(BoxSendStream, Vec<u64>, Option<u64>)>,
 }
 
 /// Where the handshake waits for the peer's SETUP.
@@ -315,7 +315,7 @@ impl Driver {
             Ok(Some(Message::ClientSetup(s))) => Ok(PeerControl {
                 options: s.options,
                 reader,
-                single: Some((send, s.versions)),
+                single: Some((send, s.versions, s.max_request_id)),
             }),
             Ok(Some(m)) => Err(Error::protocol(format!(
                 "control stream starts with {}",

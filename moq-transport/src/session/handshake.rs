@@ -104,13 +104,13 @@ async fn handshake(
 /// there. Draft-14 negotiates its version in those messages (§9.3.1).
 async fn single_setup(
     core: &Arc<SessionCore>,
-    mut options: SetupOptions,
+    options: SetupOptions,
     setup: SetupReceiver,
 ) -> Result<(SetupOptions, Reader), Error> {
     let version = core.version();
     let parity = core.role().request_id_parity();
     let window = core.config().limits.max_peer_requests;
-    options.max_request_id = Some(Mux::initial_grant(window, parity));
+    let grant = Some(Mux::initial_grant(window, parity));
     let number = version.setup_number();
     let timeout = core.config().limits.setup_timeout;
     let spawn = |f| core.spawn(f);
@@ -123,7 +123,14 @@ async fn single_setup(
         } else {
             Vec::new()
         };
-        mux.send(ClientSetup { versions, options }.into())?;
+        mux.send(
+            ClientSetup {
+                versions,
+                max_request_id: grant,
+                options,
+            }
+            .into(),
+        )?;
         let mut reader = Reader::new(recv, version);
         let first = match tokio::time::timeout(timeout, reader.next()).await {
             Ok(r) => r?,
@@ -146,7 +153,7 @@ async fn single_setup(
                 format!("SERVER_SETUP selected {:?}", server.version),
             ));
         }
-        mux.on_max_request_id(server.options.max_request_id.unwrap_or(0))?;
+        mux.on_max_request_id(server.max_request_id.unwrap_or(0))?;
         core.set_mux(mux);
         return Ok((server.options, reader));
     }
@@ -155,7 +162,7 @@ async fn single_setup(
         Ok(Err(_)) => return Err(core.closed().await),
         Err(_) => return Err(Error::Timeout("waiting for CLIENT_SETUP")),
     };
-    let Some((mut send, versions)) = peer.single else {
+    let Some((mut send, versions, peer_max_request_id)) = peer.single else {
         return Err(Error::protocol("no CLIENT_SETUP"));
     };
     // draft-14 §9.3.1: no version in common is VERSION_NEGOTIATION_FAILED.
@@ -166,12 +173,13 @@ async fn single_setup(
         ));
     }
     send.set_priority(CONTROL_PRIORITY);
-    let peer_max = peer.options.max_request_id.unwrap_or(0);
+    let peer_max = peer_max_request_id.unwrap_or(0);
     let mux = Mux::new(version, send, parity, peer_max, window, spawn);
     let selected = version.setup_has_versions().then_some(number);
     mux.send(
         ServerSetup {
             version: selected,
+            max_request_id: grant,
             options,
         }
         .into(),

@@ -253,14 +253,20 @@ impl RawConn {
     }
 
     /// Drafts 14-16, as the client: opens the one bidirectional control stream with
-    /// CLIENT_SETUP (`versions` only matter at draft-14) and reads SERVER_SETUP.
+    /// CLIENT_SETUP (`versions` only matter at draft-14; MAX_REQUEST_ID 1000) and reads
+    /// SERVER_SETUP.
     pub async fn single_setup(
         &mut self,
         versions: Vec<u64>,
         options: SetupOptions,
     ) -> (SingleControl, ServerSetup) {
         let (mut send, recv) = self.conn.open_bi().await.unwrap();
-        let bytes = encode(ClientSetup { versions, options }, self.version);
+        let setup = ClientSetup {
+            versions,
+            max_request_id: Some(1000),
+            options,
+        };
+        let bytes = encode(setup, self.version);
         send.write_all(&bytes).await.unwrap();
         let mut reader = MsgReader::new(recv, self.version);
         match reader.expect_addressed().await {
@@ -277,8 +283,9 @@ impl RawConn {
     }
 
     /// Drafts 14-16, as the server: accepts the client's control stream, reads CLIENT_SETUP
-    /// and answers SERVER_SETUP with `options` (selecting draft-14 when that is the version).
-    pub async fn single_accept(&mut self, options: SetupOptions) -> SingleControl {
+    /// and answers SERVER_SETUP granting `max_request_id` (selecting draft-14 when that is the
+    /// version).
+    pub async fn single_accept(&mut self, max_request_id: u64) -> SingleControl {
         let (mut send, recv) = self.conn.accept_bi().await.unwrap();
         let mut reader = MsgReader::new(recv, self.version);
         let (_, first, _) = reader.expect_addressed().await;
@@ -286,7 +293,8 @@ impl RawConn {
         let v = self.version;
         let setup = ServerSetup {
             version: v.setup_has_versions().then(|| v.setup_number()),
-            options,
+            max_request_id: Some(max_request_id),
+            options: raw_setup(),
         };
         send.write_all(&encode(setup, v)).await.unwrap();
         SingleControl {
