@@ -328,7 +328,11 @@ impl Mux {
                 route.update_answers.lock().push_back(u.request_id);
                 false
             }
-            Message::RequestError(_) | Message::PublishDone(_) => true,
+            Message::RequestError(_) | Message::PublishDone(_) => {
+                // The peer ended the request: nothing of ours (UNSUBSCRIBE, ...) follows.
+                route.peer_done.store(true, Ordering::Relaxed);
+                true
+            }
             Message::RequestOk(_) => kind == Some(RequestType::TrackStatus),
             _ => false,
         };
@@ -699,7 +703,8 @@ impl VirtualWriter {
         );
         let mut address = sh.id();
         let mut answers = kind;
-        if is_answer && sh.answered.swap(true, Ordering::Relaxed) {
+        let first_answer = is_answer && !sh.answered.swap(true, Ordering::Relaxed);
+        if is_answer && !first_answer {
             // An answer to the peer's REQUEST_UPDATE, in the order they came.
             let Some(update) = sh.update_answers.lock().pop_front() else {
                 return Err(Error::Invalid(format!(
@@ -715,13 +720,18 @@ impl VirtualWriter {
             address = update;
             answers = Some(RequestType::RequestUpdate);
         }
-        self.inner.enqueue(
+        let sent = self.inner.enqueue(
             &msg,
             &Envelope {
                 address: Some(Address::Request(address)),
                 answers,
             },
-        )
+        );
+        if sent.is_err() && first_answer {
+            // Not answered after all: a reset still answers it (REQUEST_ERROR).
+            sh.answered.store(false, Ordering::Relaxed);
+        }
+        sent
     }
 
     /// Drafts 14-15 answer SUBSCRIBE_NAMESPACE with a PUBLISH_NAMESPACE per matching

@@ -70,17 +70,18 @@ impl ControlMessage for RequestOk {
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
         if v.params_are_kvps() {
-            // draft-16's REQUEST_OK has no Track Extensions; draft-15's carries the track's
-            // values as parameters (see Parameters::encode_with_track).
-            if v.has_track_extensions() && !self.track_properties.is_empty() {
-                return Err(EncodeError::NotInVersion("REQUEST_OK track properties", v));
-            }
-            return self.params.encode_with_track(
-                &self.track_properties,
-                buf,
-                ParamContext::AnyRequestOk,
-                v,
-            );
+            // draft-16's REQUEST_OK has no Track Extensions: they are left out, as drafts 14
+            // and 15 leave out the properties they have no room for. Draft-15's carries the
+            // track's values as parameters (see Parameters::encode_with_track).
+            let none = Properties::default();
+            let props = if v.has_track_extensions() {
+                &none
+            } else {
+                &self.track_properties
+            };
+            return self
+                .params
+                .encode_with_track(props, buf, ParamContext::AnyRequestOk, v);
         }
         self.params.encode(buf, ParamContext::AnyRequestOk, v)?;
         self.track_properties.encode_all(buf, v)
