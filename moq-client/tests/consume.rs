@@ -238,10 +238,14 @@ async fn fetch_is_a_stream_with_end_of_range_markers() {
             while let Some(item) = fetch.next().await {
                 items.push(item.unwrap());
             }
-            let mut want = vec![FetchItem::EndOfRange {
-                kind: RangeEnd::Unknown,
-                location: Location::new(1, u64::MAX),
-            }];
+            // Drafts 14-15 have no End of Range markers: the evicted groups are a gap.
+            let mut want = Vec::new();
+            if version.fetch_end_of_range() {
+                want.push(FetchItem::EndOfRange {
+                    kind: RangeEnd::Unknown,
+                    location: Location::new(1, u64::MAX),
+                });
+            }
             for g in 2..4 {
                 for (o, payload) in expected(g, 2) {
                     want.push(FetchItem::Object(Object {

@@ -139,9 +139,10 @@ impl Version {
         self.from(19)
     }
 
-    /// GOAWAY on the control stream carries a trailing Request ID (until draft-18).
+    /// GOAWAY on the control stream carries a trailing Request ID (draft-18 only: added in 18,
+    /// dropped in 19; drafts 14-16 have no such field).
     pub const fn goaway_has_request_id(self) -> bool {
-        self.until(18)
+        self.from(18) && self.until(18)
     }
 
     /// GROUP_ORDER may appear in PUBLISH_OK (until draft-18); from draft-19 it moved to
@@ -156,10 +157,11 @@ impl Version {
         self.until(18)
     }
 
-    /// Several concurrent subscriptions to one track are allowed (from draft-19); draft-18
-    /// answers a second one with DUPLICATE_SUBSCRIPTION.
+    /// Several concurrent subscriptions to one track are allowed: drafts 16 to 18 answer a
+    /// second one with DUPLICATE_SUBSCRIPTION (added in 16, removed in 19); draft-14 and -15
+    /// have no such rule or code.
     pub const fn allows_duplicate_subscriptions(self) -> bool {
-        self.from(19)
+        !(self.from(16) && self.until(18))
     }
 
     /// How LOCATION_FILTER is encoded.

@@ -62,6 +62,11 @@ struct Shared {
     answered: AtomicBool,
     /// The peer ended the request: nothing of ours ends it again.
     peer_done: AtomicBool,
+    /// The peer answered our request (a requester's view).
+    peer_answered: AtomicBool,
+    /// Drafts 14-15: NAMESPACEs (the peer's PUBLISH_NAMESPACEs) that crossed our
+    /// SUBSCRIBE_NAMESPACE before its answer, delivered after it.
+    early: Mutex<Vec<Message>>,
     /// The peer's "STOP_SENDING" on our half, with its code.
     stop: watch::Sender<Option<u64>>,
 }
@@ -235,6 +240,8 @@ impl Mux {
             update_answers: Mutex::new(VecDeque::new()),
             answered: AtomicBool::new(requester),
             peer_done: AtomicBool::new(false),
+            peer_answered: AtomicBool::new(false),
+            early: Mutex::new(Vec::new()),
             stop: watch::channel(None).0,
         });
         let writer = VirtualWriter {
@@ -300,7 +307,7 @@ impl Mux {
             self.inner.peer_request_done(false);
             return push(&route, Inbound::Message(NamespaceDone { suffix }.into())).await;
         }
-        let Some(route) = self.inner.route(&msg, &address) else {
+        let Some((route, update_answer)) = self.inner.route(&msg, &address) else {
             tracing::debug!(message = msg.name(), ?address, "for a request that is over");
             return Ok(());
         };
@@ -336,7 +343,23 @@ impl Mux {
             Message::RequestOk(_) => kind == Some(RequestType::TrackStatus),
             _ => false,
         };
+        let first_answer = route.requester
+            && !update_answer
+            && matches!(
+                msg,
+                Message::RequestOk(_)
+                    | Message::RequestError(_)
+                    | Message::SubscribeOk(_)
+                    | Message::FetchOk(_)
+            )
+            && !route.peer_answered.swap(true, Ordering::Relaxed);
         push(&route, Inbound::Message(msg)).await?;
+        if first_answer {
+            let early = std::mem::take(&mut *route.early.lock());
+            for m in early {
+                push(&route, Inbound::Message(m)).await?;
+            }
+        }
         if fin {
             push(&route, Inbound::Fin).await?;
         }
@@ -377,7 +400,14 @@ impl Mux {
         };
         self.inner
             .enqueue(&moq_core::message::RequestOk::default().into(), &ok)?;
-        push(&route, Inbound::Message(Namespace { suffix }.into())).await?;
+        let added = Namespace { suffix }.into();
+        if route.peer_answered.load(Ordering::Relaxed) {
+            push(&route, Inbound::Message(added)).await?;
+        } else {
+            // It crossed our SUBSCRIBE_NAMESPACE: it counts (the publisher will not send it
+            // again), after the answer.
+            route.early.lock().push(added);
+        }
         Ok(true)
     }
 
@@ -491,8 +521,9 @@ impl Inner {
         Some((route.clone(), ns.strip_prefix(prefix)?))
     }
 
-    /// The virtual stream a message from the peer belongs to.
-    fn route(&self, msg: &Message, address: &Address) -> Option<Arc<Shared>> {
+    /// The virtual stream a message from the peer belongs to, and whether the message answers
+    /// one of our REQUEST_UPDATEs on it.
+    fn route(&self, msg: &Message, address: &Address) -> Option<(Arc<Shared>, bool)> {
         let mut s = self.state.lock();
         match address {
             Address::Request(id) if s.announced.contains_key(id) => {
@@ -509,15 +540,15 @@ impl Inner {
             Address::Request(id) => {
                 // The answer to one of our REQUEST_UPDATEs goes to the request it updated.
                 let is_answer = matches!(msg, Message::RequestOk(_) | Message::RequestError(_));
-                let target = match s.our_updates.get(id) {
+                let (target, update) = match s.our_updates.get(id) {
                     Some(parent) if is_answer => {
                         let parent = *parent;
                         s.our_updates.remove(id);
-                        parent
+                        (parent, true)
                     }
-                    _ => *id,
+                    _ => (*id, false),
                 };
-                s.routes.get(&target).cloned()
+                s.routes.get(&target).map(|r| (r.clone(), update))
             }
             Address::Namespace(ns) => {
                 // draft-14: PUBLISH_NAMESPACE_DONE names the peer's namespace (we answered
@@ -534,7 +565,7 @@ impl Inner {
                             && r.kind.get() == Some(&kind)
                             && r.namespace.get() == Some(ns)
                     })
-                    .cloned()
+                    .map(|r| (r.clone(), false))
             }
         }
     }

@@ -16,7 +16,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::{FETCH_STREAM_TYPE, ObjectStatus, WireStatus, expect_type, fits, put_int};
 use crate::Version;
-use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
+use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError, QuicVarInt};
 use crate::types::kvp::Properties;
 use crate::types::location::{GroupOrder, Location};
 
@@ -355,6 +355,13 @@ fn decode_entry(
 
     if let Some(kind) = range_end {
         prior.location = Some(location);
+        // The end of a whole group, which QUIC varints write as their largest value (see
+        // FetchWriter::encode_end_of_range).
+        let location = if v.quic_varints() && object == QuicVarInt::MAX {
+            Location::new(group, u64::MAX)
+        } else {
+            location
+        };
         return Ok(Some(FetchEvent::EndOfRange { kind, location }));
     }
 
@@ -683,8 +690,14 @@ impl FetchWriter {
             debug_assert_eq!(fl, GROUP_FIELD | OBJECT_FIELD);
             (group, object)
         } else {
-            // draft-16 §10.4.4.2: the Group ID and Object ID fields.
-            (location.group, location.object)
+            // draft-16 §10.4.4.2: the Group ID and Object ID fields. A range to the end of a
+            // group (Object ID 2^64-1) ends at the largest Object ID a QUIC varint can name.
+            let object = if v.quic_varints() && location.object == u64::MAX {
+                QuicVarInt::MAX
+            } else {
+                location.object
+            };
+            (location.group, object)
         };
         fits(group, v, "group ID")?;
         fits(object, v, "object ID")?;

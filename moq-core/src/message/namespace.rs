@@ -48,7 +48,10 @@ fn decode_suffix(
     v: Version,
     name: &'static str,
 ) -> Result<TrackNamespace, DecodeError> {
-    let suffix = TrackNamespace::decode(buf, v)?;
+    // A namespace equal to the prefix has an empty suffix: allowed wherever the prefix may be
+    // empty (draft-16 §9.25; its field rule "1..32" leaves the exact match unsaid, and aiomoqt
+    // sends 0 fields).
+    let suffix = TrackNamespace::decode_prefix(buf, v)?;
     body_done(buf, name)?;
     Ok(suffix)
 }
@@ -72,7 +75,7 @@ impl ControlMessage for Namespace {
     }
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
-        self.suffix.encode(buf, v)
+        self.suffix.encode_prefix(buf, v)
     }
 }
 
@@ -94,7 +97,7 @@ impl ControlMessage for NamespaceDone {
     }
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
-        self.suffix.encode(buf, v)
+        self.suffix.encode_prefix(buf, v)
     }
 }
 

@@ -940,11 +940,14 @@ impl FetchWriter {
     }
 
     /// Writes an End of Range marker (draft-19 §11.4.4.2). A Timed-Out range is reported as
-    /// Unknown before draft-20, which has no such marker.
+    /// Unknown before draft-20, which has no such marker; before draft-16 there are no markers
+    /// at all and the range is left out (the subscriber sees a gap, draft-14 §9.16.3).
     pub async fn end_of_range(&mut self, kind: RangeEnd, location: Location) -> Result<(), Error> {
         self.check()?;
+        let v = self.core.version();
         let kind = match kind {
-            RangeEnd::TimedOut if !self.core.version().has_fill() => RangeEnd::Unknown,
+            _ if !v.fetch_end_of_range() => RangeEnd::NonExistent,
+            RangeEnd::TimedOut if !v.has_fill() => RangeEnd::Unknown,
             k => k,
         };
         self.buf.clear();
