@@ -50,7 +50,7 @@ pub(crate) enum Frame {
     /// A whole frame's bytes, type checked to exist.
     Bytes(Bytes),
     /// A message already decoded (a virtual stream's, routed from the control stream).
-    Message(Message),
+    Message(Box<Message>),
     /// The peer finished the stream at a frame boundary.
     Fin,
 }
@@ -93,7 +93,7 @@ impl Reader {
         let v = self.version();
         match self.next_frame().await? {
             Frame::Fin => Ok(None),
-            Frame::Message(m) => Ok(Some((m, None))),
+            Frame::Message(m) => Ok(Some((*m, None))),
             Frame::Bytes(mut b) => Ok(Some(Message::decode_addressed(&mut b, v)?)),
         }
     }

@@ -40,7 +40,7 @@ const INBOX: usize = 256;
 /// What a virtual stream's reader receives.
 #[derive(Debug)]
 enum Inbound {
-    Message(Message),
+    Message(Box<Message>),
     Fin,
     Reset(StreamResetCode),
 }
@@ -305,7 +305,11 @@ impl Mux {
             // draft-14 §9.19: the peer withdrew a namespace it announced for our
             // SUBSCRIBE_NAMESPACE: NAMESPACE_DONE, as the newer drafts say it.
             self.inner.peer_request_done(false);
-            return push(&route, Inbound::Message(NamespaceDone { suffix }.into())).await;
+            return push(
+                &route,
+                Inbound::Message(Box::new(NamespaceDone { suffix }.into())),
+            )
+            .await;
         }
         let Some((route, update_answer)) = self.inner.route(&msg, &address) else {
             tracing::debug!(message = msg.name(), ?address, "for a request that is over");
@@ -353,11 +357,11 @@ impl Mux {
                     | Message::FetchOk(_)
             )
             && !route.peer_answered.swap(true, Ordering::Relaxed);
-        push(&route, Inbound::Message(msg)).await?;
+        push(&route, Inbound::Message(Box::new(msg))).await?;
         if first_answer {
             let early = std::mem::take(&mut *route.early.lock());
             for m in early {
-                push(&route, Inbound::Message(m)).await?;
+                push(&route, Inbound::Message(Box::new(m))).await?;
             }
         }
         if fin {
@@ -402,7 +406,7 @@ impl Mux {
             .enqueue(&moq_core::message::RequestOk::default().into(), &ok)?;
         let added = Namespace { suffix }.into();
         if route.peer_answered.load(Ordering::Relaxed) {
-            push(&route, Inbound::Message(added)).await?;
+            push(&route, Inbound::Message(Box::new(added))).await?;
         } else {
             // It crossed our SUBSCRIBE_NAMESPACE: it counts (the publisher will not send it
             // again), after the answer.
@@ -708,7 +712,7 @@ impl VirtualWriter {
                 // for one, so it gets a REQUEST_OK of nothing.
                 if matches!(msg, Message::RequestUpdate(_)) && !version.update_is_answered() {
                     let ok = moq_core::message::RequestOk::default();
-                    let _ = shared.push(Inbound::Message(ok.into()));
+                    let _ = shared.push(Inbound::Message(Box::new(ok.into())));
                 }
             })
     }
@@ -931,7 +935,7 @@ impl Drop for VirtualReader {
 #[derive(Debug)]
 pub(crate) enum Read {
     /// A message.
-    Message(Message),
+    Message(Box<Message>),
     /// The peer's half ended.
     Fin,
 }

@@ -451,7 +451,7 @@ impl Request {
         let frame = match f {
             Ok(Frame::Bytes(b)) => b,
             Ok(Frame::Fin) => return self.on_message(Ok(None)),
-            Ok(Frame::Message(m)) => return self.on_message(Ok(Some(m))),
+            Ok(Frame::Message(m)) => return self.on_message(Ok(Some(*m))),
             Err(e) => return self.on_message(Err(e)),
         };
         let v = self.core.version();
