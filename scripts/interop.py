@@ -44,6 +44,13 @@ MOQDEV_RELAY = PEERS / "cargo" / "bin" / "moq-relay"
 MOQDEV_CLOCK = PEERS / "cargo" / "bin" / "moq-clock"
 IETF_RELAY = PEERS / "cargo" / "bin" / "moq-relay-ietf"
 IETF_CLOCK = PEERS / "cargo" / "bin" / "moq-clock-ietf"
+# Cloudflare's deployed stacks at draft-14 and draft-16 (scripts/install-peers.sh, own roots).
+IETF14_RELAY = PEERS / "cargo-ietf14" / "bin" / "moq-relay-ietf"
+IETF14_CLOCK = PEERS / "cargo-ietf14" / "bin" / "moq-clock-ietf"
+IETF16_RELAY = PEERS / "cargo-ietf16" / "bin" / "moq-relay-ietf"
+IETF16_CLOCK = PEERS / "cargo-ietf16" / "bin" / "moq-clock-ietf"
+# The Cloudflare clock of each draft, by the name used in the clock rows.
+IETF_CLOCKS = {"moq-clock-ietf": IETF_CLOCK, "moq-clock-ietf14": IETF14_CLOCK, "moq-clock-ietf16": IETF16_CLOCK}
 
 # Display names (also the names used in the expectations table).
 PEER_NAMES = {
@@ -51,18 +58,23 @@ PEER_NAMES = {
     "aiomoqt": "aiomoqt 0.13.3",
     "moq-dev": "moq-dev moq-relay 0.17.10",
     "cloudflare": "Cloudflare moq-relay-ietf 0.8.0",
+    "cloudflare-14": "Cloudflare moq-relay-ietf 0.7.9",
+    "cloudflare-16": "Cloudflare moq-relay-ietf 0.7.31",
 }
 
-# Which drafts each relay speaks (of the ones we speak: 18 to 22). aiomoqt speaks 14, 16, 18,
-# 20 and 22 (no 19, no 21); moq-dev's relay 14 to 22; Cloudflare's 18 only.
+# Which drafts each relay speaks (of the ones we speak: 14 to 16 and 18 to 22). aiomoqt speaks
+# 14, 16, 18, 20 and 22; moq-dev's relay 14 to 22; Cloudflare's 0.8.0 18 only, 0.7.31 16 only,
+# 0.7.9 14 only.
 RELAY_DRAFTS = {
-    "ours": [18, 19, 20, 21, 22],
-    "aiomoqt": [18, 20, 22],
-    "moq-dev": [18, 19, 20, 21, 22],
+    "ours": [14, 15, 16, 18, 19, 20, 21, 22],
+    "aiomoqt": [14, 16, 18, 20, 22],
+    "moq-dev": [14, 15, 16, 18, 19, 20, 21, 22],
     "cloudflare": [18],
+    "cloudflare-14": [14],
+    "cloudflare-16": [16],
 }
 # The drafts aiomoqt's interop client runs against our relay (the ones both speak).
-AIOMOQT_CLIENT_DRAFTS = [18, 20, 22]
+AIOMOQT_CLIENT_DRAFTS = [14, 16, 18, 20, 22]
 # The moq-dev relays that dial ours as a cluster peer, one per draft of the link.
 CLUSTER_DRAFTS = [19, 20]
 RELAY_DRAFTS_EXTRA = {f"moq-dev-cluster-{d}": [d] for d in CLUSTER_DRAFTS}
@@ -286,6 +298,15 @@ class Matrix:
                 "--tls-key", key, "--coordinator-file", OUT / "coordinator.json",
             ],
         )
+        for name, relay in (("cloudflare-14", IETF14_RELAY), ("cloudflare-16", IETF16_RELAY)):
+            self.procs.start(
+                f"relay-{name}",
+                [
+                    relay, "--bind", f"127.0.0.1:{p[name]}", "--tls-cert", cert, "--tls-key", key,
+                    "--coordinator-file", OUT / f"coordinator-{name}.json",
+                ],
+                {"RUST_LOG": "info"},
+            )
         for name in PEER_NAMES:
             self.wait_ready(name)
 
@@ -371,6 +392,19 @@ class Matrix:
             ("moq-clock-ietf", 18, "ours", "ours", 19, "quic"),
             ("moq-clock-ietf", 18, "ours", "ours", 19, "wt"),
             ("moq-clock", 18, "ours", "ours", 19, "quic"),
+            # Drafts 14 and 16: Cloudflare's deployed clocks and moq-dev's clock through ours,
+            # and ours through Cloudflare's draft-14 and draft-16 relays.
+            ("moq-clock-ietf14", 14, "ours", "moq-clock-ietf14", 14, "quic"),
+            ("moq-clock-ietf14", 14, "ours", "moq-clock-ietf14", 14, "wt"),
+            ("moq-clock-ietf16", 16, "ours", "moq-clock-ietf16", 16, "quic"),
+            ("moq-clock-ietf16", 16, "ours", "moq-clock-ietf16", 16, "wt"),
+            ("moq-clock", 16, "ours", "moq-clock", 16, "quic"),
+            ("moq-clock", 16, "ours", "ours", 16, "quic"),
+            ("ours", 16, "ours", "moq-clock", 16, "quic"),
+            ("moq-clock-ietf14", 14, "cloudflare-14", "ours", 14, "quic"),
+            ("ours", 14, "cloudflare-14", "moq-clock-ietf14", 14, "wt"),
+            ("moq-clock-ietf16", 16, "cloudflare-16", "ours", 16, "quic"),
+            ("ours", 16, "cloudflare-16", "moq-clock-ietf16", 16, "wt"),
             ("ours", 19, "ours", "moq-clock-ietf", 18, "quic"),
             ("ours", 18, "ours", "moq-clock-ietf", 18, "wt"),
             ("moq-clock-ietf", 18, "cloudflare", "ours", 18, "quic"),
@@ -423,6 +457,53 @@ class Matrix:
         if cluster is not None:
             self.procs.stop(cluster[1])
 
+    def mixed(self) -> None:
+        """One track through our relay across drafts: Cloudflare's draft-14 clock publishes, and
+        our subscribers at draft-16, -18, -19 and -20 read it at the same time."""
+        if not self.wanted("mixed"):
+            return
+        ns = f"interop-mixed-{os.getpid()}"
+        track = "now"
+        url = self.url("ours", "quic")
+        log("-- mixed drafts: moq-clock-ietf14 (draft-14) -> ours -> ours at 16, 18, 19, 20")
+        publisher = self.procs.start(
+            "mixed-pub",
+            [IETF14_CLOCK, url, "--tls-disable-verify", "--publish", "--namespace", ns, "--track", track],
+        )
+        drafts = [16, 18, 19, 20]
+        results: dict[int, tuple[str, str]] = {}
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and len(results) < len(drafts):
+                pending = [d for d in drafts if d not in results]
+                subs = {
+                    d: subprocess.Popen(
+                        [OURS_SUB, "--url", url, "--insecure", "--namespace", ns, "--track", track,
+                         "--draft", str(d), "--count", "3"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **CHILD_ENV},
+                    )
+                    for d in pending
+                }
+                for d, p in subs.items():
+                    try:
+                        out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        out, err = p.communicate()
+                    (OUT / "logs" / f"mixed-sub-d{d}.log").write_text(out + err)
+                    objects = [line for line in out.splitlines() if re.match(r"^group \d+ object \d+:", line)]
+                    if p.returncode == 0 and len(objects) >= 3:
+                        results[d] = ("pass", objects[-1])
+                    elif time.monotonic() >= deadline:
+                        results[d] = ("fail", reason(out, err, p.returncode or 0)[:200])
+                if len(results) < len(drafts):
+                    time.sleep(0.5)
+        finally:
+            self.procs.stop(publisher)
+        for d in drafts:
+            result, detail = results.get(d, ("fail", "no objects within 30 s"))
+            self.record(Outcome("moq-clock-ietf14>ours", "ours", 14, "quic", f"mixed-d14>d{d}", result, detail))
+
     def start_cluster(self, draft: int) -> subprocess.Popen:
         """A moq-dev relay that dials ours as a cluster peer at this draft."""
         name = f"moq-dev-cluster-{draft}"
@@ -454,8 +535,8 @@ class Matrix:
         ns = f"interop-clock-{os.getpid()}-{n}"
         track = "now"
         name = f"clock-{n}-{pub}-{relay.replace('/', '-')}-{sub}"
-        if pub == "moq-clock-ietf":
-            pargv = [IETF_CLOCK, url, "--tls-disable-verify", "--publish", "--namespace", ns, "--track", track]
+        if pub in IETF_CLOCKS:
+            pargv = [IETF_CLOCKS[pub], url, "--tls-disable-verify", "--publish", "--namespace", ns, "--track", track]
         elif pub == "moq-clock":
             ns = f"interop-clock-{os.getpid()}-{n}"
             track = "seconds"
@@ -497,9 +578,22 @@ class Matrix:
                     if rc == 2:
                         # A refused command line (clap's exit code): retrying cannot help.
                         return "fail", last[:200]
+                elif sub == "moq-clock":
+                    rc, out, err = run(
+                        [
+                            MOQDEV_CLOCK, "--url", sub_url, "--broadcast", ns, "--track", track,
+                            "--tls-disable-verify", "--client-version", f"moq-transport-{sd}", "subscribe",
+                        ],
+                        timeout=min(6.0, max(1.0, deadline - time.monotonic())),
+                    )
+                    (OUT / "logs" / f"{name}-sub-{attempt}.log").write_text(out + err)
+                    lines = [line for line in out.splitlines() if line.strip()]
+                    if len(lines) >= 2:
+                        return "pass", lines[-1]
+                    last = reason(out, err, rc) if lines == [] and (out or err) else f"{len(lines)} lines"
                 else:
                     rc, out, err = run(
-                        [IETF_CLOCK, sub_url, "--tls-disable-verify", "--namespace", ns, "--track", track],
+                        [IETF_CLOCKS[sub], sub_url, "--tls-disable-verify", "--namespace", ns, "--track", track],
                         timeout=min(6.0, max(1.0, deadline - time.monotonic())),
                     )
                     (OUT / "logs" / f"{name}-sub-{attempt}.log").write_text(out + err)
@@ -752,7 +846,8 @@ def main() -> int:
     args = ap.parse_args()
 
     missing = [p for p in (OURS_RELAY, OURS_CLIENT, OURS_PUB, OURS_SUB, AIOMOQT_RELAY, AIOMOQT_CLIENT,
-                           MOQDEV_RELAY, MOQDEV_CLOCK, IETF_RELAY, IETF_CLOCK) if not p.exists()]
+                           MOQDEV_RELAY, MOQDEV_CLOCK, IETF_RELAY, IETF_CLOCK, IETF14_RELAY, IETF14_CLOCK,
+                           IETF16_RELAY, IETF16_CLOCK) if not p.exists()]
     if missing:
         log("missing binaries (run scripts/interop.sh, which installs and builds them):")
         for p in missing:
@@ -773,6 +868,7 @@ def main() -> int:
         m.our_client()
         m.aiomoqt_client()
         m.clocks()
+        m.mixed()
     finally:
         m.procs.stop_all()
     log("")

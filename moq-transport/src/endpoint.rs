@@ -198,8 +198,11 @@ impl Client {
             .await
             .map_err(|e| Error::Connect(format!("{remote}: {e}")))?;
         let (conn, destination): (Arc<dyn Connection>, Destination) = if webtransport {
+            // Draft-14 is negotiated in CLIENT_SETUP, not named here (its peers answer an
+            // unknown protocol with 400): offered alone, the CONNECT names none.
+            let named = self.config.versions.iter().filter(|v| !v.setup_has_versions());
             let request = wt::proto::ConnectRequest::new(url.clone())
-                .with_protocols(alpns(&self.config.versions).into_iter().map(str::to_string));
+                .with_protocols(named.map(|v| v.alpn().to_string()));
             let session = wt::Session::connect(conn, request)
                 .await
                 .map_err(|e| Error::Connect(format!("WebTransport CONNECT: {e}")))?;

@@ -67,6 +67,11 @@ struct Shared {
     /// Drafts 14-15: NAMESPACEs (the peer's PUBLISH_NAMESPACEs) that crossed our
     /// SUBSCRIBE_NAMESPACE before its answer, delivered after it.
     early: Mutex<Vec<Message>>,
+    /// A request that runs alongside this one under its Request ID and says nothing on the
+    /// wire: the SUBSCRIBE_TRACKS half of a draft-14/15 SUBSCRIBE_NAMESPACE.
+    shadow: bool,
+    /// This request's shadow, which ends with it.
+    companion: Mutex<Option<Arc<Shared>>>,
     /// The peer's "STOP_SENDING" on our half, with its code.
     stop: watch::Sender<Option<u64>>,
 }
@@ -229,7 +234,26 @@ impl Mux {
         (w, r)
     }
 
+    /// Drafts 14-15: the SUBSCRIBE_TRACKS half of the peer's SUBSCRIBE_NAMESPACE `id` (draft-14
+    /// §9.22: the publisher forwards the matching PUBLISH_NAMESPACE *and PUBLISH* messages).
+    /// It runs as a request of its own that is silent on the wire: its answer is the
+    /// SUBSCRIBE_NAMESPACE's, and it ends when that one does; the PUBLISHes it sends are
+    /// requests of their own.
+    pub(crate) fn accept_shadow(&self, id: u64) -> (VirtualWriter, VirtualReader) {
+        let (w, r) = self.pair_with(false, true);
+        let _ = w.shared.id.set(id);
+        let _ = w.shared.kind.set(RequestType::SubscribeTracks);
+        if let Some(main) = self.inner.state.lock().routes.get(&id) {
+            *main.companion.lock() = Some(w.shared.clone());
+        }
+        (w, r)
+    }
+
     fn pair(&self, requester: bool) -> (VirtualWriter, VirtualReader) {
+        self.pair_with(requester, false)
+    }
+
+    fn pair_with(&self, requester: bool, shadow: bool) -> (VirtualWriter, VirtualReader) {
         let (tx, rx) = mpsc::channel(INBOX);
         let shared = Arc::new(Shared {
             id: OnceLock::new(),
@@ -242,6 +266,8 @@ impl Mux {
             peer_done: AtomicBool::new(false),
             peer_answered: AtomicBool::new(false),
             early: Mutex::new(Vec::new()),
+            shadow,
+            companion: Mutex::new(None),
             stop: watch::channel(None).0,
         });
         let writer = VirtualWriter {
@@ -333,6 +359,11 @@ impl Mux {
         let fin = match &msg {
             Message::UnsubscribeNamespace(_) => {
                 route.peer_done.store(true, Ordering::Relaxed);
+                let companion = route.companion.lock().take();
+                if let Some(c) = companion {
+                    c.peer_done.store(true, Ordering::Relaxed);
+                    push(&c, Inbound::Fin).await?;
+                }
                 return push(&route, Inbound::Fin).await;
             }
             Message::RequestUpdate(u) => {
@@ -587,6 +618,10 @@ impl Inner {
         };
         if removed {
             self.end_discovery(shared, id);
+            // Its shadow ends with it (as a FIN, which ends a draft-14/15 discovery request).
+            if let Some(c) = shared.companion.lock().take() {
+                let _ = c.inbox.try_send(Inbound::Fin);
+            }
         }
         if removed && !shared.requester {
             self.peer_request_done(false);
@@ -721,6 +756,9 @@ impl VirtualWriter {
     /// REQUEST_UPDATEs), PUBLISH_DONE, ...
     pub(crate) async fn send(&mut self, msg: Message) -> Result<(), Error> {
         let sh = &self.shared;
+        if sh.shadow {
+            return Ok(());
+        }
         let kind = sh.kind.get().copied();
         if !sh.requester && kind == Some(RequestType::SubscribeNamespace) {
             match msg {
@@ -823,6 +861,7 @@ impl VirtualWriter {
     pub(crate) fn finish(&mut self) {
         if std::mem::replace(&mut self.closed, true)
             || self.shared.peer_done.load(Ordering::Relaxed)
+            || self.shared.shadow
         {
             return;
         }
@@ -843,6 +882,7 @@ impl VirtualWriter {
     pub(crate) fn reset(&mut self, code: StreamResetCode) {
         if std::mem::replace(&mut self.closed, true)
             || self.shared.peer_done.load(Ordering::Relaxed)
+            || self.shared.shadow
         {
             return;
         }

@@ -14,8 +14,9 @@ use futures::stream::FuturesUnordered;
 use moq_core::codes::StreamResetCode;
 use moq_core::coding::Vi64;
 use moq_core::data::{Datagram, ObjectDatagram, StreamType};
+use moq_core::AuthToken;
 use moq_core::message::{
-    Address, ControlMessage, Message, RequestError, RequestUpdate, SetupOptions, peek_request_id,
+    Address, ControlMessage, Message, SubscribeTracks, RequestError, RequestUpdate, SetupOptions, peek_request_id,
 };
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
@@ -419,7 +420,33 @@ async fn on_single_control(
         writer.finish();
         return Ok(());
     }
+    let shadow = match &msg {
+        // draft-14 §9.22: SUBSCRIBE_NAMESPACE also asks for the matching PUBLISHes, which the
+        // newer drafts ask with SUBSCRIBE_TRACKS: both run, under one Request ID.
+        Message::SubscribeNamespace(sn) if !core.version().subscribe_namespace_stream() => {
+            let mut params = sn.params.clone();
+            // Its token aliases were registered by the SUBSCRIBE_NAMESPACE itself.
+            if params
+                .authorization_tokens
+                .iter()
+                .any(|t| !matches!(t, AuthToken::UseValue { .. } | AuthToken::UseAlias { .. }))
+            {
+                params.authorization_tokens.clear();
+            }
+            Some(SubscribeTracks {
+                request_id: id,
+                prefix: sn.prefix.clone(),
+                params,
+            })
+        }
+        _ => None,
+    };
     core.spawn(dispatch.request(msg, writer, reader));
+    if let Some(tracks) = shadow {
+        let (w, r) = mux.accept_shadow(id);
+        let (writer, reader) = (Writer::virtual_stream(w), Reader::virtual_stream(r));
+        core.spawn(dispatch.request(tracks.into(), writer, reader));
+    }
     Ok(())
 }
 
