@@ -200,7 +200,11 @@ impl Client {
         let (conn, destination): (Arc<dyn Connection>, Destination) = if webtransport {
             // Draft-14 is negotiated in CLIENT_SETUP, not named here (its peers answer an
             // unknown protocol with 400): offered alone, the CONNECT names none.
-            let named = self.config.versions.iter().filter(|v| !v.setup_has_versions());
+            let named = self
+                .config
+                .versions
+                .iter()
+                .filter(|v| !v.setup_has_versions());
             let request = wt::proto::ConnectRequest::new(url.clone())
                 .with_protocols(named.map(|v| v.alpn().to_string()));
             let session = wt::Session::connect(conn, request)

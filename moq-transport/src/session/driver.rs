@@ -11,12 +11,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::BytesMut;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use moq_core::AuthToken;
 use moq_core::codes::StreamResetCode;
 use moq_core::coding::Vi64;
 use moq_core::data::{Datagram, ObjectDatagram, StreamType};
-use moq_core::AuthToken;
 use moq_core::message::{
-    Address, ControlMessage, Message, SubscribeTracks, RequestError, RequestUpdate, SetupOptions, peek_request_id,
+    Address, ControlMessage, Message, RequestError, RequestUpdate, SetupOptions, SubscribeTracks,
+    peek_request_id,
 };
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
@@ -389,8 +390,8 @@ async fn on_single_control(
         _ => {}
     }
     if let Message::RequestUpdate(u) = &msg {
-        // draft-14 §9.1: an update takes a Request ID of its own.
-        core.check_peer_request_id(u.request_id)?;
+        // draft-14 §9.1: an update takes a Request ID of its own, within MAX_REQUEST_ID (its
+        // parity and freshness are checked by the request it updates, as on a stream).
         mux.check_peer_id(u.request_id)?;
     }
     if let Some(address) = address {
