@@ -8,7 +8,28 @@
 use std::fmt;
 
 use crate::Version;
-use crate::message::RequestType;
+
+/// The kinds of request: draft-14 names an answer after its request (a *_OK and an *_ERROR
+/// per kind) and gives each kind its own error code registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RequestType {
+    /// SUBSCRIBE.
+    Subscribe,
+    /// PUBLISH.
+    Publish,
+    /// FETCH.
+    Fetch,
+    /// TRACK_STATUS.
+    TrackStatus,
+    /// PUBLISH_NAMESPACE.
+    PublishNamespace,
+    /// SUBSCRIBE_NAMESPACE.
+    SubscribeNamespace,
+    /// SUBSCRIBE_TRACKS (SUBSCRIBE_NAMESPACE with Subscribe Options PUBLISH in draft-16).
+    SubscribeTracks,
+    /// REQUEST_UPDATE (SUBSCRIBE_UPDATE in draft-14).
+    RequestUpdate,
+}
 
 /// True if `value` is a GREASE codepoint, `0x7f * N + 0x9D` (draft-19 §14).
 ///

@@ -1,7 +1,7 @@
 //! Sans-IO wire types and codec for Media over QUIC Transport (MOQT).
 //!
 //! `moq-core` knows bytes and nothing else: no sockets, no runtime. It encodes and decodes every
-//! control message, data stream and datagram of draft-ietf-moq-transport-19 and -18, selected by
+//! control message, data stream and datagram of draft-ietf-moq-transport-14 to -22, selected by
 //! a [`Version`] chosen during the handshake.
 //!
 //! - [`coding`]: the variable-length integers, [`Encode`] / [`Decode`], [`DecodeError`].

@@ -19,6 +19,7 @@ use super::{
 };
 use crate::Version;
 use crate::codes::RequestErrorCode;
+pub use crate::codes::RequestType;
 use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
 use crate::types::kvp::{decode_kvps, encode_kvps};
 use crate::types::location::{decode_reason, encode_reason};
@@ -32,28 +33,6 @@ pub enum Address {
     /// By Track Namespace (draft-14's PUBLISH_NAMESPACE_DONE and _CANCEL, and the prefix of
     /// UNSUBSCRIBE_NAMESPACE).
     Namespace(TrackNamespace),
-}
-
-/// The kinds of request, for naming an answer after its request (draft-14 has a *_OK and an
-/// *_ERROR per kind).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RequestType {
-    /// SUBSCRIBE.
-    Subscribe,
-    /// PUBLISH.
-    Publish,
-    /// FETCH.
-    Fetch,
-    /// TRACK_STATUS.
-    TrackStatus,
-    /// PUBLISH_NAMESPACE.
-    PublishNamespace,
-    /// SUBSCRIBE_NAMESPACE.
-    SubscribeNamespace,
-    /// SUBSCRIBE_TRACKS (SUBSCRIBE_NAMESPACE with Subscribe Options PUBLISH in draft-16).
-    SubscribeTracks,
-    /// REQUEST_UPDATE (SUBSCRIBE_UPDATE in draft-14).
-    RequestUpdate,
 }
 
 /// What a draft-14..16 control stream frame carries around a message's body.
