@@ -11,7 +11,7 @@ use moq_core::data::{
     self, DatagramBody, ObjectDatagram, ObjectStatus, RangeEnd, SubgroupHeader, SubgroupId,
     SubgroupWriter,
 };
-use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
+use moq_core::{FullTrackName, GroupOrder, Location, Properties, Version, property};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot, watch};
 
@@ -510,7 +510,7 @@ impl SubscriptionWriter {
             track_alias: s.track_alias,
             group,
             subgroup,
-            priority,
+            priority: written_priority(s.core.version(), priority, publisher),
             properties: true,
             end_of_group,
             first_object: true,
@@ -572,7 +572,11 @@ impl SubscriptionWriter {
             track_alias: s.track_alias,
             group: obj.location.group,
             object: obj.location.object,
-            priority: (obj.priority != s.publisher_priority).then_some(obj.priority),
+            priority: written_priority(
+                s.core.version(),
+                (obj.priority != s.publisher_priority).then_some(obj.priority),
+                obj.priority,
+            ),
             properties: obj.properties.clone(),
             // draft-19 §11.3.1: the datagram's END_OF_GROUP flag.
             end_of_group: obj.end_of_group,
@@ -977,5 +981,17 @@ impl Drop for FetchWriter {
         if let Some(mut s) = self.stream.take() {
             s.reset(StreamResetCode::CANCELLED.0);
         }
+    }
+}
+
+/// The Publisher Priority a subgroup header or datagram carries: `None` inherits the
+/// subscription's (DEFAULT_PRIORITY, from draft-15). Drafts 14-16 always write it: draft-14
+/// has no such form, and Cloudflare's deployed draft-16 stack (moq-transport 0.16.5) refuses the
+/// DEFAULT_PRIORITY types 0x30-0x3D, while the explicit form is valid in every draft.
+fn written_priority(v: Version, priority: Option<u8>, effective: u8) -> Option<u8> {
+    if v.quic_varints() {
+        Some(effective)
+    } else {
+        priority
     }
 }
