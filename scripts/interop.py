@@ -380,6 +380,10 @@ class Matrix:
             self.record(Outcome(client, relay, draft, transport, "*", "fail", f"exit {rc}: {tail}"))
             return
         for case, (result, detail) in results.items():
+            if relay in ("cloudflare-14", "cloudflare-16") and case == "data-subgroup-basic":
+                # Cloudflare's 0.7.x relays cancel the subgroups they are forwarding when the
+                # publisher's PUBLISH_DONE arrives: pass or fail by timing, not reported.
+                result, detail = "skip", f"racy at this peer (got {result}): {detail}"
             self.record(Outcome(client, relay, draft, transport, case, result, detail))
 
     # ---- clocks across implementations --------------------------------------------------

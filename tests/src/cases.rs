@@ -305,7 +305,9 @@ async fn publish_track_subscribe(t: &Target) -> Result<(), Failure> {
     sg.write_object(0, Bytes::from_static(b"moqt18-publish-track-subscribe"))
         .await?;
     sg.finish();
-    writer.finish(PublishDoneCode::TRACK_ENDED, "").await?;
+    // PUBLISH_DONE once the object arrived (a relay that drops the streams it is still
+    // forwarding at PUBLISH_DONE does not lose it), then the rest of the track.
+    let mut writer = Some(writer);
     let mut objects = Vec::new();
     while let Some(ev) = sub.next().await {
         match ev? {
@@ -317,6 +319,11 @@ async fn publish_track_subscribe(t: &Target) -> Result<(), Failure> {
                 }
             }
             TrackEvent::Datagram(o) => objects.push(o),
+        }
+        if !objects.is_empty()
+            && let Some(w) = writer.take()
+        {
+            w.finish(PublishDoneCode::TRACK_ENDED, "").await?;
         }
     }
     match objects.as_slice() {
@@ -392,8 +399,9 @@ async fn data_subgroup_basic(t: &Target) -> Result<(), Failure> {
         }
         w.finish()?;
     }
-    // The end of the track: subscribers get PUBLISH_DONE.
-    drop(track);
+    // The track ends (PUBLISH_DONE) once the objects arrived: a relay that drops the streams
+    // it is still forwarding at PUBLISH_DONE (Cloudflare's 0.7.x) does not lose them.
+    let mut track = Some(track);
     let mut got = std::collections::BTreeMap::new();
     while got.len() < 15 {
         let Some(ev) = sub.next().await else { break };
@@ -435,6 +443,7 @@ async fn data_subgroup_basic(t: &Target) -> Result<(), Failure> {
     if got.len() != 15 {
         return Err(Failure::new("15 objects", got.len()));
     }
+    drop(track.take());
     drop(h);
     Ok(())
 }
