@@ -632,8 +632,10 @@ async fn drop_cancels() {
             rooms.next().await.unwrap().unwrap();
             let open = server_t.open_requests();
             drop(rooms);
+            // (At drafts 14-15 a SUBSCRIBE_NAMESPACE also runs as SUBSCRIBE_TRACKS: two
+            // requests end.)
             eventually("the SUBSCRIBE_NAMESPACE is cancelled", || {
-                server_t.open_requests() == open - 1
+                server_t.open_requests() < open
             })
             .await;
 

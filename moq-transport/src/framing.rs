@@ -9,7 +9,7 @@ use moq_core::codes::StreamResetCode;
 use moq_core::message::{Address, Envelope, Message, MessageReader, RequestType, frame_len};
 
 use crate::error::Error;
-use crate::mux::{Read, VirtualReader, VirtualWriter, set_request_id};
+use crate::mux::{Read, VirtualReader, VirtualWriter};
 use crate::transport::{BoxRecvStream, BoxSendStream, TransportError};
 
 /// Largest read from a stream at once.
@@ -248,7 +248,7 @@ impl Writer {
         match &mut msg {
             Message::RequestUpdate(u) => u.request_id = id,
             m => {
-                set_request_id(m, id);
+                m.set_request_id(id);
                 let kind = m.request_type();
                 self.answering(id, kind);
             }

@@ -724,7 +724,7 @@ impl VirtualWriter {
                         }
                     }
                     m => {
-                        set_request_id(m, id);
+                        m.set_request_id(id);
                         let kind = m.request_type().ok_or_else(|| {
                             Error::Invalid(format!("{} opens no request", m.name()))
                         })?;
@@ -1009,21 +1009,6 @@ impl VirtualReader {
         if let Some(inner) = self.inner.upgrade() {
             inner.unregister(&self.shared);
         }
-    }
-}
-
-/// Sets the Request ID of a message that opens a request.
-pub(crate) fn set_request_id(m: &mut Message, id: u64) {
-    match m {
-        Message::Subscribe(x) => x.request_id = id,
-        Message::Publish(x) => x.request_id = id,
-        Message::Fetch(x) => x.request_id = id,
-        Message::TrackStatus(x) => x.request_id = id,
-        Message::PublishNamespace(x) => x.request_id = id,
-        Message::SubscribeNamespace(x) => x.request_id = id,
-        Message::SubscribeTracks(x) => x.request_id = id,
-        Message::RequestUpdate(x) => x.request_id = id,
-        _ => {}
     }
 }
 

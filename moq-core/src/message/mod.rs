@@ -115,6 +115,15 @@ macro_rules! request_messages {
                     _ => None,
                 }
             }
+
+            /// Sets the Request ID of a message that opens a request (see
+            /// [`RequestMessage`]); does nothing to any other message.
+            pub fn set_request_id(&mut self, id: u64) {
+                match self {
+                    $( Message::$variant(m) => m.request_id = id, )*
+                    _ => {}
+                }
+            }
         }
     };
 }
