@@ -37,7 +37,7 @@ async fn run() -> anyhow::Result<()> {
     );
     let quic = format!("moqt://localhost:{port}/demo");
     let webtransport = format!("https://localhost:{port}/demo");
-    let client = || Client::builder().fingerprint(relay.fingerprint())?.build();
+    let client = || Client::builder().fingerprint(&relay.fingerprint())?.build();
 
     // Two publishers, each with a namespace under (demo, rooms) and a "chat" track.
     let prefix = TrackNamespace::from_strs(["demo", "rooms"])?;

@@ -276,7 +276,7 @@ class Matrix:
         p = self.ports
         self.procs.start(
             "relay-ours",
-            [OURS_RELAY, "--bind", f"127.0.0.1:{p['ours']}", "--tls-cert", cert, "--tls-key", key],
+            [OURS_RELAY, "--bind", f"127.0.0.1:{p['ours']}", "--tls-cert", cert, "--tls-key", key, "--auth-disabled"],
             {"RUST_LOG": "info"},
         )
         self.procs.start(

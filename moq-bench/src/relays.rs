@@ -105,7 +105,13 @@ impl RelayProcess {
                 c.env("RUST_LOG", "warn");
             }
             (RelayKind::Ours, false) => {
-                c.args(["--bind", &addr.to_string(), "--tls-generate", "localhost"]);
+                c.args([
+                    "--bind",
+                    &addr.to_string(),
+                    "--tls-generate",
+                    "localhost",
+                    "--auth-disabled",
+                ]);
                 c.env("RUST_LOG", "warn");
             }
             (RelayKind::MoqDev, _) => {

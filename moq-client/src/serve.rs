@@ -27,6 +27,9 @@ pub struct ServeStats {
     pub bytes: AtomicU64,
     /// Subgroups dropped because a subscriber fell too far behind.
     pub dropped: AtomicU64,
+    /// Records, for each object written, the seconds since it was received (a relay's
+    /// object delivery latency), if set.
+    pub delivery: Option<metrics::Histogram>,
 }
 
 /// How a subscription is served.
@@ -160,10 +163,13 @@ pub async fn serve_subscription(
     Ok(writer.finish(status, &reason).await?)
 }
 
-fn count(stats: Option<&ServeStats>, bytes: usize) {
+fn count(stats: Option<&ServeStats>, bytes: usize, received: std::time::Instant) {
     if let Some(s) = stats {
         s.objects.fetch_add(1, Ordering::Relaxed);
         s.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        if let Some(h) = &s.delivery {
+            h.record(received.elapsed().as_secs_f64());
+        }
     }
 }
 
@@ -197,7 +203,7 @@ async fn send_subgroup(
                 },
                 received,
             )? {
-                count(stats, len);
+                count(stats, len, received);
             }
         }
         return Ok(());
@@ -232,10 +238,10 @@ async fn send_subgroup(
                         stream.insert(s)
                     }
                 };
-                let len = o.payload.len();
-                s.write(o.id, &o.properties, o.status, o.payload, Some(o.received))
+                let (len, received) = (o.payload.len(), o.received);
+                s.write(o.id, &o.properties, o.status, o.payload, Some(received))
                     .await?;
-                count(stats, len);
+                count(stats, len, received);
             }
             Err(SubgroupEnd::Finished) => {
                 if let Some(s) = stream {

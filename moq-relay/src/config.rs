@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use moq_client::{CacheLimits, ServeOptions};
 use moq_core::Version;
+use moq_transport::endpoint::Congestion;
 use moq_transport::tls::Certificate;
 use moq_transport::{AllowAll, Authorizer, Limits};
 
@@ -33,6 +34,10 @@ pub struct RelayConfig {
     /// A qlog trace of every QUIC connection goes into this directory (the `qlog` feature,
     /// on by default).
     pub qlog_dir: Option<std::path::PathBuf>,
+    /// The congestion controller of every connection.
+    pub congestion: Congestion,
+    /// Label the received-object metrics with the namespace (one series per namespace).
+    pub metrics_per_namespace: bool,
 }
 
 impl std::fmt::Debug for RelayConfig {
@@ -43,6 +48,7 @@ impl std::fmt::Debug for RelayConfig {
             .field("cache", &self.cache)
             .field("max_rendezvous", &self.max_rendezvous)
             .field("upstream_linger", &self.upstream_linger)
+            .field("congestion", &self.congestion)
             .finish_non_exhaustive()
     }
 }
@@ -61,6 +67,8 @@ impl RelayConfig {
             upstream_linger: Duration::from_secs(2),
             limits: Limits::default(),
             qlog_dir: None,
+            congestion: Congestion::default(),
+            metrics_per_namespace: false,
         }
     }
 

@@ -16,12 +16,14 @@
 //! # Ok(()) }
 //! ```
 
+pub mod auth;
 mod config;
+pub mod http;
 mod metrics;
 mod relay;
 
 pub use config::RelayConfig;
-pub use metrics::Metrics;
+pub use metrics::{Metrics, Received, SessionGauge};
 pub use relay::Relay;
 
 pub use moq_transport::Error;

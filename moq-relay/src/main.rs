@@ -1,164 +1,310 @@
 //! The `moq-relay` binary.
 //!
 //! ```text
-//! # Development: a generated certificate, its fingerprint printed and served over HTTP.
-//! moq-relay --bind [::]:4443 --tls-generate localhost --http 127.0.0.1:4480
-//! curl http://127.0.0.1:4480/fingerprint
-//! curl http://127.0.0.1:4480/metrics
+//! # Development: a generated certificate, no authorization.
+//! moq-relay --bind [::]:4443 --tls-generate localhost --http 127.0.0.1:4480 --auth-disabled
+//! curl http://127.0.0.1:4480/certificate.sha256
 //!
-//! # Production: a certificate and key in PEM files, settings from a TOML file.
-//! moq-relay --config relay.toml --tls-cert cert.pem --tls-key key.pem
+//! # Production: a certificate, a key to verify tokens with, an anonymous public prefix.
+//! moq-relay token generate --algorithm ES256 --out relay.jwk --public relay.pub.jwk
+//! moq-relay --tls-cert cert.pem --tls-key key.pem --auth-key relay.pub.jwk --auth-public demo
+//! moq-relay token sign --key relay.jwk --root room --publish alice --subscribe '**'
 //! ```
 //!
-//! Logging follows `RUST_LOG` (e.g. `RUST_LOG=moq_relay=debug,moq_transport=info`).
+//! Every setting is a flag, an environment variable (`MOQ_RELAY_` and the flag's name) and a
+//! key of the `--config` TOML file, from the one definition below; flags and variables win
+//! over the file. Logging follows `RUST_LOG` (e.g. `RUST_LOG=moq_relay=debug`).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{Parser, Subcommand, ValueEnum};
 use moq_core::Version;
-use moq_relay::{Metrics, Relay, RelayConfig};
+use moq_relay::auth::{Claims, Jwk, KeySet, TokenAuth};
+use moq_relay::{Relay, RelayConfig};
 use moq_transport::tls::Certificate;
-use serde::Deserialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use serde::{Deserialize, Serialize};
 
-/// A Media over QUIC Transport relay (draft-19 and draft-18, raw QUIC and WebTransport).
+/// A Media over QUIC Transport relay (drafts 14-16 and 18-22, raw QUIC and WebTransport).
 #[derive(Debug, Parser)]
-#[command(version, about)]
-struct Args {
-    /// TOML file with any of the settings below (flags override it).
-    #[arg(long)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// TOML file with any of the settings (keys as the flags, with `_` for `-`).
+    #[arg(long, env = "MOQ_RELAY_CONFIG")]
     config: Option<PathBuf>,
-    /// UDP address for raw QUIC and WebTransport.
-    #[arg(long)]
-    bind: Option<SocketAddr>,
-    /// Certificate chain (PEM).
-    #[arg(long, requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// Private key (PEM).
-    #[arg(long, requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-    /// Generate a self-signed certificate for these host names (development).
-    #[arg(long, value_delimiter = ',')]
-    tls_generate: Option<Vec<String>>,
-    /// HTTP address serving /fingerprint and /metrics (Prometheus).
-    #[arg(long)]
-    http: Option<SocketAddr>,
-    /// Draft versions to accept, most preferred first (e.g. 19,18).
-    #[arg(long, value_delimiter = ',')]
-    versions: Option<Vec<u32>>,
-    /// Groups kept per track.
-    #[arg(long)]
-    cache_groups: Option<usize>,
-    /// Payload bytes kept per track.
-    #[arg(long)]
-    cache_bytes: Option<usize>,
-    /// Seconds a group is kept.
-    #[arg(long)]
-    cache_seconds: Option<u64>,
-    /// The longest RENDEZVOUS_TIMEOUT honoured, in milliseconds.
-    #[arg(long)]
-    max_rendezvous_ms: Option<u64>,
-    /// Write a qlog trace of every QUIC connection into this directory.
-    #[arg(long)]
-    qlog_dir: Option<PathBuf>,
-    /// On SIGINT or SIGTERM: seconds to wait, after GOAWAY, for clients to leave before the
-    /// remaining sessions are closed (default 2).
-    #[arg(long, value_name = "SECONDS")]
-    drain: Option<f64>,
+    #[command(flatten)]
+    settings: Settings,
 }
 
-/// The TOML file's settings.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Keys and tokens for `--auth-key`.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Generates a signing key (a JWK, as moq-dev's `moq-token` writes them).
+    Generate {
+        /// HS256 (a shared secret), ES256 or EdDSA.
+        #[arg(long, default_value = "HS256")]
+        algorithm: String,
+        /// The key ID tokens name.
+        #[arg(long)]
+        id: Option<String>,
+        /// Where to write the key (it signs: keep it secret).
+        #[arg(long)]
+        out: PathBuf,
+        /// Where to write the public half (ES256, EdDSA): what the relay verifies with.
+        #[arg(long)]
+        public: Option<PathBuf>,
+    },
+    /// Signs a token and prints it.
+    Sign {
+        /// The signing key (a JWK file).
+        #[arg(long)]
+        key: PathBuf,
+        /// The path the patterns are relative to.
+        #[arg(long, default_value = "")]
+        root: String,
+        /// Patterns the holder may publish under (repeatable; `**` is everything).
+        #[arg(long)]
+        publish: Vec<String>,
+        /// Patterns the holder may subscribe to and discover (repeatable).
+        #[arg(long)]
+        subscribe: Vec<String>,
+        /// Seconds until the token expires (none: never).
+        #[arg(long)]
+        expires_in: Option<u64>,
+    },
+    /// Verifies a token against keys, printing what it grants.
+    Verify {
+        /// A key file or directory (as `--auth-key`).
+        #[arg(long, required = true)]
+        key: Vec<PathBuf>,
+        /// The token.
+        token: String,
+    },
+}
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Plain,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The relay's settings: each field is a flag, an environment variable and a TOML key.
+#[derive(Debug, Default, clap::Args, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Settings {
+    /// UDP address for raw QUIC and WebTransport [default: 0.0.0.0:4443].
+    #[arg(long, env = "MOQ_RELAY_BIND")]
     bind: Option<SocketAddr>,
+    /// Certificate chain (PEM); reloaded when the file changes or on SIGHUP.
+    #[arg(long, env = "MOQ_RELAY_TLS_CERT")]
     tls_cert: Option<PathBuf>,
+    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "MOQ_RELAY_TLS_KEY")]
     tls_key: Option<PathBuf>,
+    /// Generate a self-signed certificate for these host names (development).
+    #[arg(long, env = "MOQ_RELAY_TLS_GENERATE", value_delimiter = ',')]
     tls_generate: Option<Vec<String>>,
+    /// TCP address of the HTTP side: /certificate.sha256 /fingerprint /metrics /health
+    /// /announced.
+    #[arg(long, env = "MOQ_RELAY_HTTP")]
     http: Option<SocketAddr>,
+    /// Draft versions to accept, most preferred first (e.g. 19,18) [default: all].
+    #[arg(long, env = "MOQ_RELAY_VERSIONS", value_delimiter = ',')]
     versions: Option<Vec<u32>>,
+    /// Groups kept per track.
+    #[arg(long, env = "MOQ_RELAY_CACHE_GROUPS")]
     cache_groups: Option<usize>,
+    /// Payload bytes kept per track.
+    #[arg(long, env = "MOQ_RELAY_CACHE_BYTES")]
     cache_bytes: Option<usize>,
+    /// Seconds a group is kept.
+    #[arg(long, env = "MOQ_RELAY_CACHE_SECONDS")]
     cache_seconds: Option<u64>,
+    /// The longest RENDEZVOUS_TIMEOUT honoured, in milliseconds.
+    #[arg(long, env = "MOQ_RELAY_MAX_RENDEZVOUS_MS")]
     max_rendezvous_ms: Option<u64>,
+    /// Write a qlog trace of every QUIC connection into this directory.
+    #[arg(long, env = "MOQ_RELAY_QLOG_DIR")]
     qlog_dir: Option<PathBuf>,
-    drain_seconds: Option<f64>,
+    /// On SIGINT or SIGTERM: seconds to wait, after GOAWAY, for clients to leave before the
+    /// remaining sessions are closed [default: 2].
+    #[arg(long, env = "MOQ_RELAY_DRAIN", value_name = "SECONDS")]
+    drain: Option<f64>,
+    /// Congestion control: cubic, new-reno or bbr [default: cubic].
+    #[arg(long, env = "MOQ_RELAY_CONGESTION")]
+    congestion: Option<String>,
+    /// Keys that verify tokens: a JWK, a JWK set, a PEM public key, or a directory of them
+    /// (repeatable).
+    #[arg(long, env = "MOQ_RELAY_AUTH_KEY", value_delimiter = ',')]
+    auth_key: Vec<PathBuf>,
+    /// A namespace prefix anyone may publish and subscribe under without a token (`a/b`;
+    /// repeatable; `""` opens everything).
+    #[arg(long, env = "MOQ_RELAY_AUTH_PUBLIC", value_delimiter = ',')]
+    auth_public: Vec<String>,
+    /// Run with no authorization at all (development). Without a key or a public prefix the
+    /// relay refuses to start unless this is given.
+    #[arg(long, env = "MOQ_RELAY_AUTH_DISABLED")]
+    auth_disabled: bool,
+    /// Label the received-object metrics by namespace.
+    #[arg(long, env = "MOQ_RELAY_METRICS_PER_NAMESPACE")]
+    metrics_per_namespace: bool,
+    /// Log format.
+    #[arg(long, env = "MOQ_RELAY_LOG_FORMAT", value_enum)]
+    log_format: Option<LogFormat>,
+}
+
+impl Settings {
+    /// The file's settings with the command line's (and the environment's) on top: one
+    /// struct, merged as data, so no setting is merged by hand.
+    fn merged(self, file: Option<&Path>) -> anyhow::Result<Settings> {
+        let Some(path) = file else {
+            return Ok(self);
+        };
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let base: toml::Table =
+            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let mut merged = serde_json::to_value(base)?;
+        let ours = serde_json::to_value(&self)?;
+        if let (Some(m), Some(o)) = (merged.as_object_mut(), ours.as_object()) {
+            for (k, v) in o {
+                // Unset flags serialize as null, [] or false: they leave the file's value.
+                let unset = v.is_null()
+                    || v.as_array().is_some_and(Vec::is_empty)
+                    || v.as_bool() == Some(false);
+                if !unset {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        serde_json::from_value(merged).with_context(|| format!("settings in {}", path.display()))
+    }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
-    let args = Args::parse();
-    let file: FileConfig = match &args.config {
-        Some(p) => toml::from_str(
-            &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
-        )
-        .with_context(|| format!("parsing {}", p.display()))?,
-        None => FileConfig::default(),
-    };
-    let bind = args
-        .bind
-        .or(file.bind)
-        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 4443)));
-    let certificate = match (
-        args.tls_cert.or(file.tls_cert),
-        args.tls_key.or(file.tls_key),
-    ) {
-        (Some(c), Some(k)) => Certificate::load_pem(&c, &k)?,
-        _ => {
-            let hosts = args
+    let cli = Cli::parse();
+    if let Some(Command::Token(cmd)) = cli.command {
+        return token(cmd);
+    }
+    let settings = cli.settings.merged(cli.config.as_deref())?;
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    match settings.log_format.unwrap_or_default() {
+        LogFormat::Plain => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init(),
+    }
+    run(settings).await
+}
+
+fn load_certificate(s: &Settings) -> anyhow::Result<Certificate> {
+    Ok(match (&s.tls_cert, &s.tls_key) {
+        (Some(c), Some(k)) => Certificate::load_pem(c, k)?,
+        (Some(_), None) | (None, Some(_)) => anyhow::bail!("give both --tls-cert and --tls-key"),
+        (None, None) => {
+            let hosts = s
                 .tls_generate
-                .or(file.tls_generate)
+                .as_ref()
                 .context("give --tls-cert/--tls-key, or --tls-generate HOST for development")?;
-            Certificate::generate(&hosts)?
+            Certificate::generate(hosts)?
         }
-    };
-    let mut config = RelayConfig::new(bind, certificate);
-    if let Some(v) = args.versions.or(file.versions) {
+    })
+}
+
+/// The token authorizer the settings ask for; `None` with `--auth-disabled`.
+fn authorizer(s: &Settings) -> anyhow::Result<Option<Arc<TokenAuth>>> {
+    if s.auth_disabled {
+        return Ok(None);
+    }
+    if s.auth_key.is_empty() && s.auth_public.is_empty() {
+        anyhow::bail!(
+            "no --auth-key and no --auth-public: refusing to run an open relay (give --auth-disabled for development)"
+        );
+    }
+    let mut keys = KeySet::new();
+    for k in &s.auth_key {
+        keys.add_path(k)?;
+    }
+    Ok(Some(Arc::new(TokenAuth::new(keys, &s.auth_public)?)))
+}
+
+async fn run(s: Settings) -> anyhow::Result<()> {
+    let bind = s
+        .bind
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 4443)));
+    let mut config = RelayConfig::new(bind, load_certificate(&s)?);
+    if let Some(v) = &s.versions {
         config.versions = v
-            .into_iter()
-            .map(|d| Version::from_draft(d).with_context(|| format!("unsupported draft {d}")))
+            .iter()
+            .map(|d| Version::from_draft(*d).with_context(|| format!("unsupported draft {d}")))
             .collect::<anyhow::Result<_>>()?;
     }
-    if let Some(g) = args.cache_groups.or(file.cache_groups) {
+    if let Some(g) = s.cache_groups {
         config.cache.max_groups = g;
     }
-    if let Some(b) = args.cache_bytes.or(file.cache_bytes) {
+    if let Some(b) = s.cache_bytes {
         config.cache.max_bytes = b;
     }
-    if let Some(s) = args.cache_seconds.or(file.cache_seconds) {
-        config.cache.max_age = Some(Duration::from_secs(s));
+    if let Some(secs) = s.cache_seconds {
+        config.cache.max_age = Some(Duration::from_secs(secs));
     }
-    if let Some(ms) = args.max_rendezvous_ms.or(file.max_rendezvous_ms) {
+    if let Some(ms) = s.max_rendezvous_ms {
         config.max_rendezvous = Duration::from_millis(ms);
     }
-    config.qlog_dir = args.qlog_dir.or(file.qlog_dir);
+    if let Some(c) = &s.congestion {
+        config.congestion = c.parse()?;
+    }
+    config.qlog_dir = s.qlog_dir.clone();
+    config.metrics_per_namespace = s.metrics_per_namespace;
+    let auth = authorizer(&s)?;
+    match &auth {
+        Some(a) => config.authorizer = a.clone(),
+        None => tracing::warn!("authorization disabled: anyone may publish and subscribe"),
+    }
     let relay = Relay::bind(config)?;
     println!(
         "moq-relay listening on {} (udp: moqt:// and https://)",
         relay.local_addr()
     );
     println!("certificate sha-256 fingerprint: {}", relay.fingerprint());
-    if let Some(http) = args.http.or(file.http) {
+    if let Some(http) = s.http {
         let listener = tokio::net::TcpListener::bind(http)
             .await
             .with_context(|| format!("binding {http}"))?;
-        println!("http on {http}: /fingerprint /metrics");
-        tokio::spawn(serve_http(
-            listener,
-            relay.fingerprint().to_string(),
-            relay.metrics().clone(),
-        ));
+        println!(
+            "http on {}: /certificate.sha256 /fingerprint /metrics /health /announced",
+            listener.local_addr()?
+        );
+        let router = moq_relay::http::router(relay.clone(), auth.clone());
+        tokio::spawn(async move {
+            if let Err(e) = moq_relay::http::serve(listener, router).await {
+                tracing::error!(error = %e, "http side stopped");
+            }
+        });
     }
-    let drain = Duration::from_secs_f64(args.drain.or(file.drain_seconds).unwrap_or(2.0).max(0.0));
+    if let (Some(cert), Some(key)) = (s.tls_cert.clone(), s.tls_key.clone()) {
+        tokio::spawn(reload_certificates(relay.clone(), cert, key));
+    }
+    let drain = Duration::from_secs_f64(s.drain.unwrap_or(2.0).max(0.0));
     let run = relay.spawn();
     tokio::select! {
         _ = run => {}
@@ -168,6 +314,56 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The modification times of the certificate files, to notice a change.
+fn modified(paths: &[&Path]) -> Vec<Option<SystemTime>> {
+    paths
+        .iter()
+        .map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .collect()
+}
+
+/// Presents the certificate files anew when they change (checked every 2 s) or on SIGHUP;
+/// sessions already open keep theirs. A pair that does not load is logged and skipped.
+async fn reload_certificates(relay: Relay, cert: PathBuf, key: PathBuf) {
+    let paths = [cert.as_path(), key.as_path()];
+    let mut seen = modified(&paths);
+    let mut hup = hangup();
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        let asked = tokio::select! {
+            _ = tick.tick() => false,
+            _ = hup.recv() => true,
+        };
+        let now = modified(&paths);
+        if !asked && now == seen {
+            continue;
+        }
+        seen = now;
+        match Certificate::load_pem(&cert, &key).and_then(|c| relay.set_certificate(&c)) {
+            Ok(()) => tracing::info!(fingerprint = %relay.fingerprint(), "certificate reloaded"),
+            Err(e) => tracing::warn!(error = %e, "certificate not reloaded"),
+        }
+    }
+}
+
+/// SIGHUP as a stream of signals (never, where there is none).
+fn hangup() -> tokio::sync::mpsc::Receiver<()> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            let _ = tx.try_send(());
+        }
+    });
+    #[cfg(not(unix))]
+    drop(tx);
+    rx
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM, naming it.
@@ -186,32 +382,71 @@ async fn shutdown_signal() -> &'static str {
     "SIGINT"
 }
 
-/// A minimal HTTP/1.1 responder for the fingerprint and the metrics.
-async fn serve_http(listener: tokio::net::TcpListener, fingerprint: String, metrics: Arc<Metrics>) {
-    loop {
-        let Ok((mut conn, _)) = listener.accept().await else {
-            continue;
-        };
-        let fingerprint = fingerprint.clone();
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 2048];
-            let n = match tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await {
-                Ok(Ok(n)) => n,
-                _ => return,
-            };
-            let request = String::from_utf8_lossy(buf.get(..n).unwrap_or_default());
-            let path = request.split_whitespace().nth(1).unwrap_or("/");
-            let (status, content_type, body) = match path {
-                "/fingerprint" => ("200 OK", "text/plain", fingerprint),
-                "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics.render()),
-                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\naccess-control-allow-origin: *\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = conn.write_all(response.as_bytes()).await;
-        });
+fn token(cmd: TokenCommand) -> anyhow::Result<()> {
+    match cmd {
+        TokenCommand::Generate {
+            algorithm,
+            id,
+            out,
+            public,
+        } => {
+            let alg = algorithm
+                .parse()
+                .map_err(|_| anyhow::anyhow!("unknown algorithm {algorithm:?}"))?;
+            let jwk = Jwk::generate(alg, id)?;
+            write_new(&out, &serde_json::to_string(&jwk)?)?;
+            println!("key written to {}", out.display());
+            if let Some(p) = public {
+                let half = jwk.public().context(
+                    "an HS256 key has no public half: the relay verifies with the key itself",
+                )?;
+                std::fs::write(&p, serde_json::to_string(&half)?)
+                    .with_context(|| format!("writing {}", p.display()))?;
+                println!("public key written to {}", p.display());
+            }
+        }
+        TokenCommand::Sign {
+            key,
+            root,
+            publish,
+            subscribe,
+            expires_in,
+        } => {
+            let text = std::fs::read_to_string(&key)
+                .with_context(|| format!("reading {}", key.display()))?;
+            let jwk = Jwk::parse(&text)?;
+            let mut claims = Claims::new(root, publish, subscribe);
+            if let Some(secs) = expires_in {
+                claims.exp = claims.iat.map(|now| now + secs);
+            }
+            claims.grant()?;
+            println!("{}", jwk.sign(&claims)?);
+        }
+        TokenCommand::Verify { key, token } => {
+            let mut keys = KeySet::new();
+            for k in &key {
+                keys.add_path(k)?;
+            }
+            let grant = keys.verify(token.trim(), SystemTime::now())?;
+            println!("publish: {:?}", grant.publish);
+            println!("subscribe: {:?}", grant.subscribe);
+            if let Some(e) = grant.expires {
+                println!("expires: {e:?}");
+            }
+        }
     }
+    Ok(())
+}
+
+/// Writes a secret file readable by its owner only.
+fn write_new(path: &Path, contents: &str) -> anyhow::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    use std::io::Write;
+    options
+        .open(path)
+        .and_then(|mut f| f.write_all(contents.as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))
 }

@@ -1,113 +1,329 @@
-//! Counters the relay keeps, rendered in the Prometheus text format.
+//! The relay's metrics, kept with the `metrics` crate in a recorder of the relay's own (two
+//! relays in one process count apart) and rendered in the Prometheus text format by
+//! `metrics-exporter-prometheus`.
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `moq_relay_sessions_total` | counter | `version`, `transport` |
+//! | `moq_relay_sessions_active` | gauge | `version`, `transport` |
+//! | `moq_relay_requests_total` | counter | `kind`, `outcome` (`ok` or the error code) |
+//! | `moq_relay_request_seconds` | histogram | `kind`: time to answer a request (SUBSCRIBE's is the subscribe latency) |
+//! | `moq_relay_objects_received_total`, `moq_relay_bytes_received_total` | counter | `namespace` if opted in |
+//! | `moq_relay_objects_forwarded_total`, `moq_relay_bytes_forwarded_total` | counter | |
+//! | `moq_relay_object_delivery_seconds` | histogram | from an object's arrival to its forwarding |
+//! | `moq_relay_objects_duplicate_total` | counter | |
+//! | `moq_relay_subgroups_dropped_total` | counter | slow subscribers |
+//! | `moq_relay_cache_requests_total` | counter | `result` (`hit`, `miss`): FETCH from cache or upstream |
+//! | `moq_relay_subscriptions_active` | gauge | downstream |
+//! | `moq_relay_upstream_subscriptions_active` | gauge | |
 
-use std::fmt::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
+use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder, Unit};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
 use moq_client::serve::ServeStats;
+use moq_core::codes::RequestErrorCode;
+use moq_core::{TrackNamespace, Version};
+use moq_transport::RequestObserver;
+use moq_transport::transport::TransportKind;
 
-/// The relay's counters. Cheap to read at any time.
-#[derive(Debug, Default)]
+/// Latency buckets, seconds: 100 µs to 10 s.
+const BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 10.0,
+];
+
+static METADATA: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
+
+/// The relay's metrics. Cheap to read at any time; histograms are drained into their
+/// buckets at each render and at least every [`Metrics::UPKEEP`], so they hold bounded memory.
 pub struct Metrics {
-    /// Sessions accepted since start.
-    pub sessions_total: AtomicU64,
-    /// Sessions open now.
-    pub sessions_active: AtomicU64,
-    /// Downstream subscriptions open now.
-    pub subscriptions_active: AtomicU64,
-    /// Upstream subscriptions open now.
-    pub upstream_active: AtomicU64,
-    /// Objects received from upstream.
-    pub objects_received: AtomicU64,
-    /// Objects received twice (from two upstreams) and dropped.
-    pub duplicates: AtomicU64,
-    /// FETCH requests answered from the cache.
-    pub fetch_cached: AtomicU64,
-    /// FETCH requests forwarded upstream.
-    pub fetch_upstream: AtomicU64,
-    /// Forwarding statistics (objects, bytes, drops).
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    per_namespace: bool,
+    objects_received: Counter,
+    bytes_received: Counter,
+    duplicates: Counter,
+    cache_hit: Counter,
+    cache_miss: Counter,
+    subscriptions: Gauge,
+    upstreams: Gauge,
+    forwarded_objects: Counter,
+    forwarded_bytes: Counter,
+    dropped: Counter,
+    /// Forwarding statistics (objects, bytes, drops, delivery latency), fed by the serving
+    /// code and copied into the metrics at render.
     pub serve: Arc<ServeStats>,
 }
 
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("per_namespace", &self.per_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new(false)
+    }
+}
+
+fn key(name: &'static str, labels: Vec<Label>) -> Key {
+    Key::from_parts(name, labels)
+}
+
 impl Metrics {
-    /// The Prometheus text exposition of every counter.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        let g = |v: &AtomicU64| v.load(Ordering::Relaxed);
-        let rows: [(&str, &str, &str, u64); 11] = [
+    /// How often histograms are drained when nobody scrapes.
+    pub const UPKEEP: Duration = Duration::from_secs(5);
+
+    /// Metrics; `per_namespace` labels the received-object counters with the namespace.
+    pub fn new(per_namespace: bool) -> Metrics {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets(&BUCKETS)
+            .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &BUCKETS))
+            .unwrap_or_else(|_| PrometheusBuilder::new())
+            .build_recorder();
+        let handle = recorder.handle();
+        let describe = |name: &'static str, unit: Unit, help: &'static str| {
+            recorder.describe_counter(name.into(), Some(unit), help.into());
+        };
+        for (name, unit, help) in [
             (
                 "moq_relay_sessions_total",
-                "counter",
+                Unit::Count,
                 "Sessions accepted.",
-                g(&self.sessions_total),
+            ),
+            ("moq_relay_sessions_active", Unit::Count, "Sessions open."),
+            (
+                "moq_relay_requests_total",
+                Unit::Count,
+                "Peer requests answered, by kind and outcome.",
             ),
             (
-                "moq_relay_sessions_active",
-                "gauge",
-                "Sessions open.",
-                g(&self.sessions_active),
-            ),
-            (
-                "moq_relay_subscriptions_active",
-                "gauge",
-                "Downstream subscriptions open.",
-                g(&self.subscriptions_active),
-            ),
-            (
-                "moq_relay_upstream_subscriptions_active",
-                "gauge",
-                "Upstream subscriptions open.",
-                g(&self.upstream_active),
+                "moq_relay_request_seconds",
+                Unit::Seconds,
+                "Time to answer a peer's request.",
             ),
             (
                 "moq_relay_objects_received_total",
-                "counter",
+                Unit::Count,
                 "Objects received from upstream.",
-                g(&self.objects_received),
             ),
             (
-                "moq_relay_objects_duplicate_total",
-                "counter",
-                "Objects received twice and dropped.",
-                g(&self.duplicates),
+                "moq_relay_bytes_received_total",
+                Unit::Bytes,
+                "Payload bytes received from upstream.",
             ),
             (
                 "moq_relay_objects_forwarded_total",
-                "counter",
+                Unit::Count,
                 "Objects forwarded downstream.",
-                g(&self.serve.objects),
             ),
             (
                 "moq_relay_bytes_forwarded_total",
-                "counter",
+                Unit::Bytes,
                 "Payload bytes forwarded downstream.",
-                g(&self.serve.bytes),
+            ),
+            (
+                "moq_relay_object_delivery_seconds",
+                Unit::Seconds,
+                "From an object's arrival to its forwarding.",
+            ),
+            (
+                "moq_relay_objects_duplicate_total",
+                Unit::Count,
+                "Objects received twice and dropped.",
             ),
             (
                 "moq_relay_subgroups_dropped_total",
-                "counter",
+                Unit::Count,
                 "Subgroups dropped for slow subscribers.",
-                g(&self.serve.dropped),
             ),
             (
-                "moq_relay_fetch_cached_total",
-                "counter",
-                "FETCHes answered from cache.",
-                g(&self.fetch_cached),
+                "moq_relay_cache_requests_total",
+                Unit::Count,
+                "FETCHes answered from cache (hit) or upstream (miss).",
             ),
             (
-                "moq_relay_fetch_upstream_total",
-                "counter",
-                "FETCHes forwarded upstream.",
-                g(&self.fetch_upstream),
+                "moq_relay_subscriptions_active",
+                Unit::Count,
+                "Downstream subscriptions open.",
             ),
-        ];
-        for (name, kind, help, value) in rows {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
+            (
+                "moq_relay_upstream_subscriptions_active",
+                Unit::Count,
+                "Upstream subscriptions open.",
+            ),
+        ] {
+            describe(name, unit, help);
         }
-        out
+        let counter = |name, labels| recorder.register_counter(&key(name, labels), &METADATA);
+        let gauge = |name| recorder.register_gauge(&key(name, vec![]), &METADATA);
+        let result = |r: &'static str| vec![Label::new("result", r)];
+        let serve =
+            ServeStats {
+                delivery: Some(recorder.register_histogram(
+                    &key("moq_relay_object_delivery_seconds", vec![]),
+                    &METADATA,
+                )),
+                ..ServeStats::default()
+            };
+        Metrics {
+            objects_received: counter("moq_relay_objects_received_total", vec![]),
+            bytes_received: counter("moq_relay_bytes_received_total", vec![]),
+            duplicates: counter("moq_relay_objects_duplicate_total", vec![]),
+            cache_hit: counter("moq_relay_cache_requests_total", result("hit")),
+            cache_miss: counter("moq_relay_cache_requests_total", result("miss")),
+            forwarded_objects: counter("moq_relay_objects_forwarded_total", vec![]),
+            forwarded_bytes: counter("moq_relay_bytes_forwarded_total", vec![]),
+            dropped: counter("moq_relay_subgroups_dropped_total", vec![]),
+            subscriptions: gauge("moq_relay_subscriptions_active"),
+            upstreams: gauge("moq_relay_upstream_subscriptions_active"),
+            serve: Arc::new(serve),
+            per_namespace,
+            recorder,
+            handle,
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let s = &self.serve;
+        self.forwarded_objects
+            .absolute(s.objects.load(Ordering::Relaxed));
+        self.forwarded_bytes
+            .absolute(s.bytes.load(Ordering::Relaxed));
+        self.dropped.absolute(s.dropped.load(Ordering::Relaxed));
+        self.handle.render()
+    }
+
+    /// Drains histograms into their buckets (run every [`Metrics::UPKEEP`]).
+    pub fn upkeep(&self) {
+        self.handle.run_upkeep();
+    }
+
+    fn session_labels(version: Version, transport: TransportKind) -> Vec<Label> {
+        let transport = match transport {
+            TransportKind::RawQuic => "quic",
+            TransportKind::WebTransport => "webtransport",
+        };
+        vec![
+            Label::new("version", version.to_string()),
+            Label::new("transport", transport),
+        ]
+    }
+
+    /// A session was accepted; its gauge goes down when the returned guard drops.
+    pub fn session(&self, version: Version, transport: TransportKind) -> SessionGauge {
+        let labels = Self::session_labels(version, transport);
+        self.recorder
+            .register_counter(&key("moq_relay_sessions_total", labels.clone()), &METADATA)
+            .increment(1);
+        let gauge = self
+            .recorder
+            .register_gauge(&key("moq_relay_sessions_active", labels), &METADATA);
+        gauge.increment(1.0);
+        SessionGauge(gauge)
+    }
+
+    /// What counts the objects received for the track in `namespace`.
+    pub fn received(&self, namespace: &TrackNamespace) -> Received {
+        match self.per_namespace {
+            false => Received {
+                objects: self.objects_received.clone(),
+                bytes: self.bytes_received.clone(),
+            },
+            true => {
+                let labels = || vec![Label::new("namespace", namespace.to_string())];
+                Received {
+                    objects: self.recorder.register_counter(
+                        &key("moq_relay_objects_received_total", labels()),
+                        &METADATA,
+                    ),
+                    bytes: self.recorder.register_counter(
+                        &key("moq_relay_bytes_received_total", labels()),
+                        &METADATA,
+                    ),
+                }
+            }
+        }
+    }
+
+    /// An object received twice (from two upstreams) was dropped.
+    pub fn duplicate(&self) {
+        self.duplicates.increment(1);
+    }
+
+    /// A FETCH was answered from the cache (`hit`) or sent upstream.
+    pub fn fetch(&self, hit: bool) {
+        match hit {
+            true => self.cache_hit.increment(1),
+            false => self.cache_miss.increment(1),
+        }
+    }
+
+    /// A downstream subscription opened (+1) or closed (-1).
+    pub fn subscriptions(&self, delta: f64) {
+        self.subscriptions.increment(delta);
+    }
+
+    /// An upstream subscription opened (+1) or closed (-1).
+    pub fn upstreams(&self, delta: f64) {
+        self.upstreams.increment(delta);
+    }
+}
+
+/// Counts the objects of one track as they arrive.
+#[derive(Clone, Debug)]
+pub struct Received {
+    objects: Counter,
+    bytes: Counter,
+}
+
+impl Received {
+    /// One object of `len` payload bytes arrived.
+    pub fn object(&self, len: usize) {
+        self.objects.increment(1);
+        self.bytes.increment(len as u64);
+    }
+}
+
+/// Holds a session in the active-sessions gauge until dropped.
+#[derive(Debug)]
+pub struct SessionGauge(Gauge);
+
+impl Drop for SessionGauge {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
+impl RequestObserver for Metrics {
+    fn answered(
+        &self,
+        _version: Version,
+        kind: &'static str,
+        outcome: Result<(), RequestErrorCode>,
+        elapsed: Duration,
+    ) {
+        let outcome = match outcome {
+            Ok(()) => "ok".to_string(),
+            Err(code) => format!("{code:?}"),
+        };
+        let labels = vec![Label::new("kind", kind), Label::new("outcome", outcome)];
+        self.recorder
+            .register_counter(&key("moq_relay_requests_total", labels), &METADATA)
+            .increment(1);
+        self.recorder
+            .register_histogram(
+                &key("moq_relay_request_seconds", vec![Label::new("kind", kind)]),
+                &METADATA,
+            )
+            .record(elapsed.as_secs_f64());
     }
 }

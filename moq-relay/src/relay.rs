@@ -20,6 +20,7 @@ use moq_core::message::{FetchType, Parameters, RequestError};
 use moq_core::{FullTrackName, GroupOrder, Location, Properties, TrackNamespace};
 use moq_transport::endpoint::{Server, ServerConfig};
 use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie};
+use moq_transport::tls::Certificate;
 use moq_transport::track::{
     FetchEnd, FetchItem, FetchResponse, FetchWriter, Fill, Incoming, IncomingFetch,
     IncomingPublish, IncomingSubgroup, JoiningStart, Object, Subscription, SubscriptionWriter,
@@ -64,6 +65,8 @@ struct RelayTrack {
     /// A NEW_GROUP_REQUEST from a downstream SUBSCRIBE that arrived with no upstream
     /// subscription: upstream SUBSCRIBEs carry it (draft-19 §10.2.18).
     new_group_request: Mutex<Option<u64>>,
+    /// Counts the objects received for this track.
+    received: crate::metrics::Received,
 }
 
 impl RelayTrack {
@@ -85,6 +88,7 @@ impl RelayTrack {
             published,
             rendezvous_until: Mutex::new(None),
             new_group_request: Mutex::new(None),
+            received: inner.metrics.received(&name.namespace),
         })
     }
 }
@@ -105,6 +109,8 @@ struct Inner {
     session_count: watch::Sender<usize>,
     metrics: Arc<Metrics>,
     next_id: AtomicU64,
+    /// Set when the relay began draining.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 /// A running relay. Cheap to clone.
@@ -113,23 +119,24 @@ pub struct Relay {
     inner: Arc<Inner>,
     server: Arc<Server>,
     addr: SocketAddr,
-    fingerprint: String,
 }
 
 impl Relay {
     /// Binds the relay's UDP port. Sessions are accepted by [`Relay::run`].
     pub fn bind(config: RelayConfig) -> Result<Relay, Error> {
         let index = NamespaceIndex::new();
+        let metrics = Arc::new(Metrics::new(config.metrics_per_namespace));
         let mut session = SessionConfig::default()
             .with_namespaces(index.clone())
             .with_requests();
         session.authorizer = config.authorizer.clone();
         session.limits = config.limits.clone();
-        let fingerprint = config.certificate.fingerprint_hex();
+        session.observer = Some(metrics.clone());
         let mut server = ServerConfig::new(config.bind, config.certificate.clone());
         server.versions = config.versions.clone();
         server.session = session;
         server.qlog_dir = config.qlog_dir.clone();
+        server.congestion = config.congestion;
         // Each session registers what its peer announces in its own index, which the relay
         // mirrors into its routes and the shared index.
         server.per_session = Some(Arc::new(|c: SessionConfig| {
@@ -137,7 +144,17 @@ impl Relay {
         }));
         let server = Server::bind(server)?;
         let addr = server.local_addr()?;
-        let metrics = Arc::new(Metrics::default());
+        let weak = Arc::downgrade(&metrics);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Metrics::UPKEEP);
+            loop {
+                tick.tick().await;
+                match weak.upgrade() {
+                    Some(m) => m.upkeep(),
+                    None => return,
+                }
+            }
+        });
         let mut config = config;
         config.serve.stats = Some(metrics.serve.clone());
         let options = DirectoryOptions {
@@ -157,10 +174,10 @@ impl Relay {
                 session_count: watch::channel(0).0,
                 metrics,
                 next_id: AtomicU64::new(1),
+                draining: Default::default(),
             }),
             server: Arc::new(server),
             addr,
-            fingerprint,
         })
     }
 
@@ -169,9 +186,14 @@ impl Relay {
         self.addr
     }
 
-    /// The SHA-256 fingerprint of the relay's certificate, hex.
-    pub fn fingerprint(&self) -> &str {
-        &self.fingerprint
+    /// The SHA-256 fingerprint of the certificate the relay presents now, hex.
+    pub fn fingerprint(&self) -> String {
+        moq_transport::tls::hex(&self.server.fingerprint())
+    }
+
+    /// Presents `certificate` from the next handshake on; open sessions continue with theirs.
+    pub fn set_certificate(&self, certificate: &Certificate) -> Result<(), Error> {
+        self.server.set_certificate(certificate)
     }
 
     /// The relay's counters.
@@ -182,6 +204,11 @@ impl Relay {
     /// The namespaces the relay knows.
     pub fn namespaces(&self) -> &NamespaceIndex {
         &self.inner.index
+    }
+
+    /// False once [`Relay::shutdown`] began draining.
+    pub fn is_accepting(&self) -> bool {
+        !self.inner.draining.load(Ordering::Relaxed)
     }
 
     /// Number of open sessions.
@@ -222,6 +249,7 @@ impl Relay {
     /// endpoint (the sessions still open with it; at most one more second for the peers to be
     /// told) and [`Relay::run`] returns.
     pub async fn shutdown(&self, grace: Duration) {
+        self.inner.draining.store(true, Ordering::Relaxed);
         let deadline = tokio::time::Instant::now() + grace;
         let mut open = self.inner.session_count.subscribe();
         let drained = async {
@@ -238,11 +266,9 @@ impl Relay {
 
 async fn handle_session(inner: Arc<Inner>, session: Session) {
     let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-    inner.metrics.sessions_total.fetch_add(1, Ordering::Relaxed);
-    inner
+    let _gauge = inner
         .metrics
-        .sessions_active
-        .fetch_add(1, Ordering::Relaxed);
+        .session(session.version(), session.transport());
     {
         let mut sessions = inner.sessions.lock();
         sessions.insert(id, session.clone());
@@ -269,10 +295,6 @@ async fn handle_session(inner: Arc<Inner>, session: Session) {
         sessions.remove(&id);
         inner.session_count.send_replace(sessions.len());
     }
-    inner
-        .metrics
-        .sessions_active
-        .fetch_sub(1, Ordering::Relaxed);
     tracing::info!(session = id, "session ended");
 }
 
@@ -570,7 +592,7 @@ fn store_object(t: &RelayTrack, id: u64, o: Object, metrics: &Metrics) -> Option
     let sg = t
         .cache
         .subgroup(o.location.group, id, o.priority, false, false)?;
-    metrics.objects_received.fetch_add(1, Ordering::Relaxed);
+    t.received.object(o.payload.len());
     let obj = CachedObject::from(o);
     // draft-19 §2.4.2 (objects outside a subgroup stream have no subgroup priority to keep).
     if let Err(why) = t.cache.check(&sg, sg.priority, &obj) {
@@ -578,7 +600,7 @@ fn store_object(t: &RelayTrack, id: u64, o: Object, metrics: &Metrics) -> Option
         return None;
     }
     if !t.cache.append(&sg, obj) {
-        metrics.duplicates.fetch_add(1, Ordering::Relaxed);
+        metrics.duplicate();
     }
     Some(sg)
 }
@@ -699,7 +721,7 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
         };
         match res {
             Ok(Some(o)) => {
-                metrics.objects_received.fetch_add(1, Ordering::Relaxed);
+                t.received.object(o.payload.len());
                 // A stream that begins inside the subgroup (a new upstream's, during a
                 // switchover) waits until the objects before its first are in, as far as
                 // another upstream still delivers them (draft-19 §9.4, §11.4.3: never
@@ -715,7 +737,7 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
                     return found_malformed(t, why);
                 }
                 if !t.cache.append(&sg, obj) {
-                    metrics.duplicates.fetch_add(1, Ordering::Relaxed);
+                    metrics.duplicate();
                 }
             }
             Ok(None) => {
@@ -815,10 +837,7 @@ struct Downstream {
 impl Downstream {
     fn new(inner: &Arc<Inner>, track: &Arc<RelayTrack>) -> Self {
         track.downstreams.fetch_add(1, Ordering::Relaxed);
-        inner
-            .metrics
-            .subscriptions_active
-            .fetch_add(1, Ordering::Relaxed);
+        inner.metrics.subscriptions(1.0);
         Downstream {
             inner: inner.clone(),
             track: track.clone(),
@@ -828,10 +847,7 @@ impl Downstream {
 
 impl Drop for Downstream {
     fn drop(&mut self) {
-        self.inner
-            .metrics
-            .subscriptions_active
-            .fetch_sub(1, Ordering::Relaxed);
+        self.inner.metrics.subscriptions(-1.0);
         if self.track.downstreams.fetch_sub(1, Ordering::Relaxed) != 1 || self.track.published {
             return;
         }
@@ -940,7 +956,7 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     if let Some(t) = &cached
         && (t.cache.malformed().is_some() || t.cache.covers(f.start(), f.end()))
     {
-        inner.metrics.fetch_cached.fetch_add(1, Ordering::Relaxed);
+        inner.metrics.fetch(true);
         let _ = serve_fetch(&t.cache, f).await;
         return;
     }
@@ -957,7 +973,7 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     if budget.is_zero() {
         return available_now(None, f).await;
     }
-    inner.metrics.fetch_upstream.fetch_add(1, Ordering::Relaxed);
+    inner.metrics.fetch(false);
     // A start relative to the Largest Object stays relative upstream (draft-21 §9.20.10).
     let request = f.request();
     let params = Parameters {
@@ -1051,11 +1067,11 @@ async fn fill_from_upstream_or_cache(
         .into_iter()
         .next();
     let (Some(route), false) = (route, track.covers(fill.start, end)) else {
-        inner.metrics.fetch_cached.fetch_add(1, Ordering::Relaxed);
+        inner.metrics.fetch(true);
         let _ = serve_fill(track, writer, fill).await;
         return;
     };
-    inner.metrics.fetch_upstream.fetch_add(1, Ordering::Relaxed);
+    inner.metrics.fetch(false);
     let budget = fill_budget(fill.fill_timeout);
     let request = FetchType::Standalone {
         track: track.name().clone(),
@@ -1216,7 +1232,7 @@ impl LiveUpstream {
         published: Option<&Arc<Inner>>,
     ) -> Self {
         track.live_upstreams.fetch_add(1, Ordering::Relaxed);
-        metrics.upstream_active.fetch_add(1, Ordering::Relaxed);
+        metrics.upstreams(1.0);
         LiveUpstream {
             metrics: metrics.clone(),
             track: track.clone(),
@@ -1243,6 +1259,6 @@ impl Drop for LiveUpstream {
             t.cache.end();
         }
         // Last, so that whoever sees the count drop sees the track gone.
-        self.metrics.upstream_active.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.upstreams(-1.0);
     }
 }

@@ -51,7 +51,7 @@ fn url(relay: &Relay, webtransport: bool) -> String {
 
 fn client(relay: &Relay) -> Client {
     Client::builder()
-        .fingerprint(relay.fingerprint())
+        .fingerprint(&relay.fingerprint())
         .unwrap()
         .build()
         .unwrap()
@@ -59,7 +59,7 @@ fn client(relay: &Relay) -> Client {
 
 fn client_with(relay: &Relay, publisher: Publisher, version: Version) -> Client {
     Client::builder()
-        .fingerprint(relay.fingerprint())
+        .fingerprint(&relay.fingerprint())
         .unwrap()
         .publisher(publisher)
         .versions(vec![version])
@@ -578,9 +578,9 @@ async fn goaway_moves_a_reconnecting_client() {
         let n = ns(&["moving"]);
         // A reconnecting client pinned to both relays' certificates.
         let client = Client::builder()
-            .fingerprint(old.fingerprint())
+            .fingerprint(&old.fingerprint())
             .unwrap()
-            .fingerprint(new.fingerprint())
+            .fingerprint(&new.fingerprint())
             .unwrap()
             .build()
             .unwrap();
@@ -679,7 +679,7 @@ async fn transport_session_with(
 ) -> moq_transport::Session {
     let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
         tls: moq_transport::tls::ClientTls::pinned(
-            moq_transport::tls::parse_fingerprint(relay.fingerprint()).unwrap(),
+            moq_transport::tls::parse_fingerprint(&relay.fingerprint()).unwrap(),
         ),
         versions,
         session: moq_transport::SessionConfig::default().with_requests(),

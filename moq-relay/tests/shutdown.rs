@@ -36,7 +36,7 @@ async fn shutdown_completes_with_and_without_sessions() {
                 Relay::bind(RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap())
                     .unwrap();
             let run = relay.spawn();
-            let client = client(relay.fingerprint());
+            let client = client(&relay.fingerprint());
             let url = format!("moqt://localhost:{}/", relay.local_addr().port());
             let mut open = Vec::new();
             for _ in 0..sessions {
@@ -81,6 +81,7 @@ impl Binary {
                 "localhost",
                 "--drain",
                 "1",
+                "--auth-disabled",
             ])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())

@@ -18,7 +18,7 @@ use crate::Session;
 use crate::error::Error;
 use crate::index::NamespaceIndex;
 use crate::session::{Destination, Role, SessionConfig};
-use crate::tls::{Certificate, ClientTls, server_config};
+use crate::tls::{Certificate, ClientTls, ServerCert};
 use crate::transport::quic::{QuicConnection, negotiated_alpn};
 use crate::transport::{Connection, credit};
 
@@ -32,7 +32,46 @@ pub const H3_ALPN: &str = "h3";
 /// [`credit::MAX_BIDI_STREAMS`] and [`credit::MAX_UNI_STREAMS`] (quinn allocates per-stream
 /// state for the whole limit up front).
 pub fn transport_config() -> quinn::TransportConfig {
+    transport_config_with(Congestion::default())
+}
+
+/// The congestion controller of an endpoint's connections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Congestion {
+    /// CUBIC (RFC 9438), quinn's default.
+    #[default]
+    Cubic,
+    /// NewReno (RFC 9002).
+    NewReno,
+    /// BBR (quinn's experimental BBRv1).
+    Bbr,
+}
+
+impl std::str::FromStr for Congestion {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
+            "cubic" => Ok(Congestion::Cubic),
+            "newreno" | "reno" => Ok(Congestion::NewReno),
+            "bbr" => Ok(Congestion::Bbr),
+            _ => Err(Error::Invalid(format!(
+                "congestion control {s:?}: cubic, new-reno or bbr"
+            ))),
+        }
+    }
+}
+
+/// [`transport_config`] with the congestion controller `congestion`.
+pub fn transport_config_with(congestion: Congestion) -> quinn::TransportConfig {
+    use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
     let mut t = quinn::TransportConfig::default();
+    match congestion {
+        Congestion::Cubic => t.congestion_controller_factory(Arc::new(CubicConfig::default())),
+        Congestion::NewReno => t.congestion_controller_factory(Arc::new(NewRenoConfig::default())),
+        Congestion::Bbr => t.congestion_controller_factory(Arc::new(BbrConfig::default())),
+    };
     t.max_concurrent_bidi_streams(credit::INITIAL_BIDI_STREAMS.into());
     t.max_concurrent_uni_streams(credit::INITIAL_UNI_STREAMS.into());
     t.keep_alive_interval(Some(Duration::from_secs(4)));
@@ -258,6 +297,8 @@ pub struct ServerConfig {
     /// Writes a qlog trace (JSON-SEQ, `<time>-<peer address>.sqlog`) of every QUIC connection
     /// into this directory. Needs the crate's `qlog` feature; [`Server::bind`] fails without it.
     pub qlog_dir: Option<std::path::PathBuf>,
+    /// The congestion controller of every connection.
+    pub congestion: Congestion,
 }
 
 /// Builds each session's configuration from the server's (see [`ServerConfig::per_session`]).
@@ -275,6 +316,7 @@ impl ServerConfig {
             accept_queue: 128,
             per_session: None,
             qlog_dir: None,
+            congestion: Congestion::default(),
         }
     }
 }
@@ -317,6 +359,7 @@ impl ServerConfig {
 pub struct Server {
     endpoint: quinn::Endpoint,
     sessions: tokio::sync::Mutex<mpsc::Receiver<Session>>,
+    cert: ServerCert,
 }
 
 impl Server {
@@ -329,11 +372,12 @@ impl Server {
         if config.webtransport {
             alpn.push(H3_ALPN);
         }
-        let tls = server_config(&config.certificate, &alpn)?;
+        let cert = ServerCert::new(&config.certificate)?;
+        let tls = cert.server_config(&alpn)?;
         let quic =
             QuicServerConfig::try_from(tls).map_err(|e| Error::Invalid(format!("tls: {e}")))?;
         let mut server = quinn::ServerConfig::with_crypto(Arc::new(quic));
-        server.transport_config(Arc::new(transport_config()));
+        server.transport_config(Arc::new(transport_config_with(config.congestion)));
         let qlog = match &config.qlog_dir {
             Some(dir) => Some(Qlog::new(dir, &server)?),
             None => None,
@@ -345,7 +389,18 @@ impl Server {
         Ok(Server {
             endpoint,
             sessions: tokio::sync::Mutex::new(rx),
+            cert,
         })
+    }
+
+    /// Presents `cert` from the next handshake on; open sessions keep theirs.
+    pub fn set_certificate(&self, cert: &Certificate) -> Result<(), Error> {
+        self.cert.set(cert)
+    }
+
+    /// SHA-256 of the certificate presented now.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        self.cert.fingerprint()
     }
 
     /// The next session that completed SETUP; `None` once the server is closed (by

@@ -44,7 +44,7 @@ pub use error::Error;
 pub use handle::{Session, WeakSession};
 pub use session::{
     AllowAll, AuthRequest, Authorizer, Destination, GoawayInfo, IMPLEMENTATION, Limits,
-    RequestKind, ResolvedToken, Role, SessionConfig, SessionInfo,
+    RequestKind, RequestObserver, ResolvedToken, Role, SessionConfig, SessionInfo,
 };
 
 pub use moq_core;

@@ -88,17 +88,14 @@ impl Certificate {
         })
     }
 
-    /// Loads a PEM certificate chain and private key.
+    /// Loads a PEM certificate chain and private key (PKCS#8, PKCS#1 or SEC1).
     pub fn load_pem(cert: &Path, key: &Path) -> Result<Certificate, Error> {
-        let read = |p: &Path| {
-            std::fs::read(p).map_err(|e| Error::Invalid(format!("{}: {e}", p.display())))
-        };
-        let chain = rustls_pemfile::certs(&mut &read(cert)?[..])
-            .collect::<Result<Vec<_>, _>>()
+        use rustls::pki_types::pem::PemObject;
+        let chain = CertificateDer::pem_file_iter(cert)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
             .map_err(|e| Error::Invalid(format!("{}: {e}", cert.display())))?;
-        let key = rustls_pemfile::private_key(&mut &read(key)?[..])
-            .map_err(|e| Error::Invalid(format!("{}: {e}", key.display())))?
-            .ok_or_else(|| Error::Invalid(format!("{}: no private key", key.display())))?;
+        let key = PrivateKeyDer::from_pem_file(key)
+            .map_err(|e| Error::Invalid(format!("{}: {e}", key.display())))?;
         if chain.is_empty() {
             return Err(Error::Invalid(format!(
                 "{}: no certificate",
@@ -194,15 +191,87 @@ impl ClientTls {
 
 /// A rustls server config for `cert` offering `alpn` in preference order.
 pub fn server_config(cert: &Certificate, alpn: &[&str]) -> Result<rustls::ServerConfig, Error> {
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| Error::Invalid(format!("tls: {e}")))?
-        .with_no_client_auth()
-        .with_single_cert(cert.chain.clone(), cert.key.clone_key())
-        .map_err(|e| Error::Invalid(format!("certificate: {e}")))?;
-    config.alpn_protocols = alpn.iter().map(|a| a.as_bytes().to_vec()).collect();
-    config.max_early_data_size = 0;
-    Ok(config)
+    ServerCert::new(cert)?.server_config(alpn)
+}
+
+/// The certificate a server presents, replaceable while it runs: the next handshake gets the
+/// new one, and connections already open keep theirs. Cheap to clone (clones share it).
+#[derive(Clone)]
+pub struct ServerCert {
+    current: Arc<std::sync::RwLock<(Arc<rustls::sign::CertifiedKey>, [u8; 32])>>,
+}
+
+impl fmt::Debug for ServerCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerCert")
+            .field("fingerprint", &hex(&self.fingerprint()))
+            .finish()
+    }
+}
+
+fn certified(cert: &Certificate) -> Result<Arc<rustls::sign::CertifiedKey>, Error> {
+    let key = provider()
+        .key_provider
+        .load_private_key(cert.key.clone_key())
+        .map_err(|e| Error::Invalid(format!("private key: {e}")))?;
+    let certified = rustls::sign::CertifiedKey::new(cert.chain.clone(), key);
+    // The key must belong to the leaf: a mismatch would fail every handshake.
+    certified
+        .keys_match()
+        .map_err(|e| Error::Invalid(format!("certificate and key: {e}")))?;
+    Ok(Arc::new(certified))
+}
+
+impl ServerCert {
+    /// Presents `cert`.
+    pub fn new(cert: &Certificate) -> Result<ServerCert, Error> {
+        Ok(ServerCert {
+            current: Arc::new(std::sync::RwLock::new((
+                certified(cert)?,
+                cert.fingerprint(),
+            ))),
+        })
+    }
+
+    /// Presents `cert` from the next handshake on.
+    pub fn set(&self, cert: &Certificate) -> Result<(), Error> {
+        let next = (certified(cert)?, cert.fingerprint());
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = next;
+        Ok(())
+    }
+
+    /// SHA-256 of the leaf certificate presented now.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).1
+    }
+
+    /// A rustls server config presenting this certificate (and whatever [`ServerCert::set`]
+    /// puts in its place), offering `alpn` in preference order.
+    pub fn server_config(&self, alpn: &[&str]) -> Result<rustls::ServerConfig, Error> {
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| Error::Invalid(format!("tls: {e}")))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(self.clone()));
+        config.alpn_protocols = alpn.iter().map(|a| a.as_bytes().to_vec()).collect();
+        config.max_early_data_size = 0;
+        Ok(config)
+    }
+}
+
+impl rustls::server::ResolvesServerCert for ServerCert {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .0
+                .clone(),
+        )
+    }
 }
 
 /// Trusts leaf certificates by fingerprint (or any, if `any`), still checking signatures.

@@ -261,6 +261,7 @@ pub(crate) async fn serve_subscribe_namespace(
         tokio::select! {
             ev = watch.next() => {
                 let msg: Message = match ev {
+                    Some(NamespaceEvent::Added(ns) | NamespaceEvent::Removed(ns)) if !req.visible(&ns) => continue,
                     Some(NamespaceEvent::Added(ns)) => match ns.strip_prefix(&prefix) {
                         Some(suffix) => Namespace { suffix }.into(),
                         None => continue,
@@ -324,6 +325,9 @@ async fn send_snapshot(
     now: Vec<TrackNamespace>,
 ) -> Result<(), Error> {
     for ns in now {
+        if !req.visible(&ns) {
+            continue;
+        }
         if let Some(suffix) = ns.strip_prefix(prefix) {
             req.send(Namespace { suffix }).await?;
         }

@@ -100,6 +100,11 @@ pub(crate) struct Request {
     our_updates: Option<ParamContext>,
     /// The request's AUTHORIZATION_TOKENs, resolved (the responder's view).
     tokens: Vec<ResolvedToken>,
+    /// The responder's end of a peer's request not answered yet: its answer is reported to
+    /// the session's observer.
+    unanswered: bool,
+    /// When the request was sent or arrived.
+    opened: std::time::Instant,
     /// True until the peer finishes or resets its half.
     reader_open: bool,
     /// True until STOP_SENDING (or the end of our half) was seen.
@@ -174,6 +179,8 @@ impl Request {
             peer_updates: None,
             our_updates: None,
             tokens: Vec::new(),
+            unanswered: !requester,
+            opened: std::time::Instant::now(),
             reader_open: true,
             watch_stop: true,
             stop_cancels: !requester,
@@ -322,8 +329,15 @@ impl Request {
             .await
     }
 
+    /// Whether the peer may learn that `namespace` exists (draft-19 §10.18: discovery only
+    /// reveals what the subscriber is authorized for), by the request's tokens.
+    pub(crate) fn visible(&self, namespace: &TrackNamespace) -> bool {
+        self.core.visible(&self.tokens, namespace)
+    }
+
     /// Refuses the request: REQUEST_ERROR, then FIN (draft-19 §3.3.2).
     pub(crate) async fn refuse(mut self, e: RequestError) -> Result<(), Error> {
+        self.observe(Err(e.code));
         tracing::debug!(request = self.name, id = self.id, code = ?e.code, reason = %e.reason, "refused");
         self.stream.send(e).await?;
         self.stream.finish();
@@ -377,7 +391,28 @@ impl Request {
 
     /// Sends a message on the request's stream.
     pub(crate) async fn send(&mut self, msg: impl Into<Message>) -> Result<(), Error> {
+        let msg = msg.into();
+        if self.unanswered {
+            self.observe(match &msg {
+                Message::RequestError(e) => Err(e.code),
+                _ => Ok(()),
+            });
+        }
         self.stream.send(msg).await
+    }
+
+    /// Reports the answer to a peer's request to the session's observer, once.
+    fn observe(&mut self, outcome: Result<(), RequestErrorCode>) {
+        if std::mem::take(&mut self.unanswered)
+            && let Some(o) = &self.core.config().observer
+        {
+            o.answered(
+                self.core.version(),
+                self.name,
+                outcome,
+                self.opened.elapsed(),
+            );
+        }
     }
 
     /// FIN on our half.

@@ -120,6 +120,25 @@ pub trait Authorizer: Send + Sync + 'static {
     ) -> Result<(), RequestError> {
         Ok(())
     }
+
+    /// Whether the peer may learn that `namespace` exists: a NAMESPACE answering its
+    /// SUBSCRIBE_NAMESPACE, a PUBLISH offered for its SUBSCRIBE_TRACKS. `tokens` are the
+    /// request's own. A namespace it may not see is left out, as if it did not exist.
+    fn visible(
+        &self,
+        _session: &SessionInfo,
+        _tokens: &[ResolvedToken],
+        _namespace: &TrackNamespace,
+    ) -> bool {
+        true
+    }
+
+    /// When the session's authorization runs out (server side, asked once after
+    /// [`authorize_session`](Self::authorize_session) admitted it): the session is closed
+    /// then with EXPIRED_AUTH_TOKEN. `None`: never.
+    fn session_expiry(&self, _session: &SessionInfo) -> Option<std::time::SystemTime> {
+        None
+    }
 }
 
 /// Allows everything.

@@ -4,7 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moq_core::AuthToken;
+use moq_core::codes::RequestErrorCode;
+use moq_core::{AuthToken, Version};
 
 use super::auth::{AllowAll, Authorizer};
 use crate::index::NamespaceIndex;
@@ -94,6 +95,22 @@ pub struct SessionConfig {
     pub request_queue: usize,
     /// Limits.
     pub limits: Limits,
+    /// Told how each of the peer's requests was answered, if set (a relay's metrics).
+    pub observer: Option<Arc<dyn RequestObserver>>,
+}
+
+/// Sees how the peer's requests are answered: once per request, with the first answer.
+pub trait RequestObserver: Send + Sync + 'static {
+    /// The peer's request `kind` (the message name: "SUBSCRIBE", "PUBLISH_NAMESPACE", ...)
+    /// at `version` was answered `elapsed` after it arrived: `Ok` for an OK, or the
+    /// REQUEST_ERROR code.
+    fn answered(
+        &self,
+        version: Version,
+        kind: &'static str,
+        outcome: Result<(), RequestErrorCode>,
+        elapsed: Duration,
+    );
 }
 
 impl Default for SessionConfig {
@@ -110,6 +127,7 @@ impl Default for SessionConfig {
             accept_requests: false,
             request_queue: 64,
             limits: Limits::default(),
+            observer: None,
         }
     }
 }

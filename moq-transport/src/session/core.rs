@@ -14,7 +14,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode};
 use moq_core::message::{Goaway, Parameters, RequestError, RequestType, SetupOptions};
-use moq_core::{AuthToken, Version};
+use moq_core::{AuthToken, TrackNamespace, Version};
 use parking_lot::Mutex;
 use tokio::sync::{Semaphore, mpsc, watch};
 
@@ -436,6 +436,12 @@ impl SessionCore {
             Some(info) => self.config.authorizer.authorize(info, req).await,
             None => Err(unauthorized()),
         }
+    }
+
+    /// Whether the peer may learn that `namespace` exists, by the application's authorizer.
+    pub(crate) fn visible(&self, tokens: &[ResolvedToken], namespace: &TrackNamespace) -> bool {
+        self.info()
+            .is_some_and(|info| self.config.authorizer.visible(info, tokens, namespace))
     }
 
     // Requests.

@@ -88,6 +88,9 @@ async fn handshake(
             .authorize_session(&info)
             .await
             .map_err(|code| Error::violation(code, "session refused"))?;
+        if let Some(at) = core.config().authorizer.session_expiry(&info) {
+            expire_at(core, at);
+        }
     }
     tracing::debug!(peer = ?info.peer_implementation, path = ?info.path, "peer SETUP");
     core.established(info, peer);
@@ -186,4 +189,22 @@ async fn single_setup(
     )?;
     core.set_mux(mux);
     Ok((peer.options, peer.reader))
+}
+
+/// Closes the session with EXPIRED_AUTH_TOKEN at `at` (draft-19 §3.5, §10.2.2: the session's
+/// authorization token has expired).
+fn expire_at(core: &Arc<SessionCore>, at: std::time::SystemTime) {
+    let wait = at
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    let weak = Arc::downgrade(core);
+    core.spawn(async move {
+        tokio::time::sleep(wait).await;
+        if let Some(core) = weak.upgrade() {
+            core.close(Error::violation(
+                SessionErrorCode::EXPIRED_AUTH_TOKEN,
+                "the session's authorization token expired",
+            ));
+        }
+    });
 }

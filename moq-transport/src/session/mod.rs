@@ -17,7 +17,7 @@ mod tasks;
 
 pub use self::core::{Destination, GoawayInfo, Role};
 pub use auth::{AllowAll, AuthRequest, Authorizer, RequestKind, ResolvedToken, SessionInfo};
-pub use config::{IMPLEMENTATION, Limits, SessionConfig};
+pub use config::{IMPLEMENTATION, Limits, RequestObserver, SessionConfig};
 
 pub(crate) use self::core::{OpenRequest, SessionCore};
 pub(crate) use driver::{DataStream, Dispatch, Serve};

@@ -1,0 +1,129 @@
+//! The relay's HTTP side (axum): what browsers and operators fetch next to the QUIC port.
+//!
+//! | path | answer |
+//! |---|---|
+//! | `GET /certificate.sha256`, `GET /fingerprint` | the SHA-256 of the certificate presented now, hex (what a browser pins with `serverCertificateHashes`; `@moq/net` fetches the first) |
+//! | `GET /metrics` | Prometheus text ([`crate::Metrics`]) |
+//! | `GET /health` | `ok` while the relay accepts sessions |
+//! | `GET /announced[?prefix=a/b]` | the namespaces the relay knows, JSON, only those the caller's token (`?jwt=` or `Authorization: Bearer`) may see |
+//!
+//! Every answer allows any origin (CORS), so a page served elsewhere can fetch the
+//! fingerprint. Other methods get 405.
+
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use moq_core::TrackNamespace;
+use serde::{Deserialize, Serialize};
+
+use crate::Relay;
+use crate::auth::TokenAuth;
+
+#[derive(Clone)]
+struct HttpState {
+    relay: Relay,
+    auth: Option<Arc<TokenAuth>>,
+}
+
+/// The HTTP routes of `relay`. With `auth`, `/announced` lists only what the caller's token
+/// (or the public prefixes) may see; without, everything.
+pub fn router(relay: Relay, auth: Option<Arc<TokenAuth>>) -> Router {
+    Router::new()
+        .route("/certificate.sha256", get(fingerprint))
+        .route("/fingerprint", get(fingerprint))
+        .route("/metrics", get(metrics))
+        .route("/health", get(health))
+        .route("/announced", get(announced))
+        .layer(axum::middleware::map_response(cors))
+        .with_state(HttpState { relay, auth })
+}
+
+/// Serves `router` on `listener` until the task is dropped.
+pub async fn serve(listener: tokio::net::TcpListener, router: Router) -> std::io::Result<()> {
+    axum::serve(listener, router).await
+}
+
+async fn cors(mut res: Response) -> Response {
+    res.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    res
+}
+
+async fn fingerprint(State(s): State<HttpState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain")],
+        s.relay.fingerprint(),
+    )
+}
+
+async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.relay.metrics().render(),
+    )
+}
+
+async fn health(State(s): State<HttpState>) -> impl IntoResponse {
+    match s.relay.is_accepting() {
+        true => (StatusCode::OK, "ok\n"),
+        false => (StatusCode::SERVICE_UNAVAILABLE, "draining\n"),
+    }
+}
+
+#[derive(Deserialize)]
+struct AnnouncedQuery {
+    jwt: Option<String>,
+    prefix: Option<String>,
+}
+
+/// `/announced`'s answer.
+#[derive(Serialize)]
+struct Announced {
+    /// Each namespace as its fields (UTF-8, lossy).
+    namespaces: Vec<Vec<String>>,
+}
+
+async fn announced(
+    State(s): State<HttpState>,
+    Query(q): Query<AnnouncedQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let prefix = match q
+        .prefix
+        .as_deref()
+        .map(|p| TrackNamespace::from_strs(p.split('/').filter(|f| !f.is_empty())))
+    {
+        None => TrackNamespace::empty(),
+        Some(Ok(p)) => p,
+        Some(Err(e)) => return (StatusCode::BAD_REQUEST, format!("prefix: {e}\n")).into_response(),
+    };
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string);
+    let token = q.jwt.or(bearer);
+    let namespaces = s
+        .relay
+        .namespaces()
+        .matching(&prefix)
+        .into_iter()
+        .filter(|ns| match &s.auth {
+            Some(auth) => auth.may_see(token.as_deref().map(str::as_bytes), ns),
+            None => true,
+        })
+        .map(|ns| {
+            ns.fields()
+                .iter()
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .collect()
+        })
+        .collect();
+    Json(Announced { namespaces }).into_response()
+}
