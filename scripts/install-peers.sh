@@ -5,6 +5,7 @@
 #   aiomoqt 0.13.3          (PyPI, Python 3.12 venv)  moq-interop-relay, moq-interop-client
 #   moq-relay 0.17.10       (crates.io, moq-dev)      moq-relay   [--no-default-features --features noq]
 #   moq-clock 0.10.21       (crates.io, moq-dev)      moq-clock
+#   moq-token-cli 0.5.48    (crates.io, moq-dev)      moq-token (mints and verifies relay tokens)
 #   moq-relay-ietf 0.8.0    (crates.io, Cloudflare)   moq-relay-ietf    } one cargo install,
 #   moq-clock-ietf 0.6.25   (crates.io, Cloudflare)   moq-clock-ietf    } draft-18 only
 # Cloudflare's older deployed stack, same binary names, so each pair gets its own cargo root:
@@ -49,6 +50,7 @@ LOGS="$MOQ_PEERS/logs"
 AIOMOQT_VERSION=0.13.3
 MOQ_RELAY_VERSION=0.17.10
 MOQ_CLOCK_VERSION=0.10.21
+MOQ_TOKEN_VERSION=0.5.48
 MOQ_RELAY_IETF_VERSION=0.8.0
 MOQ_CLOCK_IETF_VERSION=0.6.25
 # Cloudflare's older stack (moq-transport 0.12-0.14: draft-14; moq-transport 0.16: draft-16).
@@ -59,7 +61,7 @@ CARGO_ROOT_IETF16="$MOQ_PEERS/cargo-ietf16"
 MOQ_RELAY_IETF16_VERSION=0.7.31
 MOQ_CLOCK_IETF16_VERSION=0.6.24
 
-ALL_STEPS=(aiomoqt moq-relay moq-clock moq-ietf moq-ietf14 moq-ietf16)
+ALL_STEPS=(aiomoqt moq-relay moq-clock moq-token moq-ietf moq-ietf14 moq-ietf16)
 force=0
 only=""
 while [ $# -gt 0 ]; do
@@ -98,10 +100,12 @@ stamp_ok() { [ "$force" = 0 ] && [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" 
 # names VERSION, or, for the binaries that have no --version flag (moq-relay-ietf,
 # moq-clock-ietf), --help succeeds.
 bin_has_version() {
+    # $1 is the binary, or BINARY@PACKAGE when the crate is named otherwise.
     local root="${3:-$CARGO_ROOT}"
-    local bin="$root/bin/$1" out
+    local name="${1%@*}" pkg="${1#*@}"
+    local bin="$root/bin/$name" out
     [ -x "$bin" ] || return 1
-    cargo install --list --root "$root" 2>/dev/null | grep -qxF -- "$1 v$2:" || return 1
+    cargo install --list --root "$root" 2>/dev/null | grep -qxF -- "$pkg v$2:" || return 1
     if out="$("$bin" --version 2>&1 </dev/null)"; then
         grep -qwF -- "$2" <<<"$out"
     else
@@ -184,7 +188,8 @@ cargo_step() {
         bin_has_version "${b%%:*}" "${b#*:}" "$root" || {
             echo "installed, but ${b%%:*} ${b#*:} does not check out (cargo install --list / --version / --help):" >&2
             cargo install --list --root "$root" >&2 || true
-            "$root/bin/${b%%:*}" --version >&2 || true
+            b="${b%%:*}"
+            "$root/bin/${b%@*}" --version >&2 || true
             return 1
         }
     done
@@ -203,6 +208,12 @@ step_moq-clock() {
     cargo_step moq-clock "moq-clock $MOQ_CLOCK_VERSION --locked" \
         "moq-clock:$MOQ_CLOCK_VERSION" -- \
         moq-clock --version "$MOQ_CLOCK_VERSION" --locked
+}
+
+step_moq-token() {
+    cargo_step moq-token "moq-token-cli $MOQ_TOKEN_VERSION --locked" \
+        "moq-token@moq-token-cli:$MOQ_TOKEN_VERSION" -- \
+        moq-token-cli --version "$MOQ_TOKEN_VERSION" --locked
 }
 
 step_moq-ietf() {
@@ -263,7 +274,7 @@ done
 # older Cloudflare pairs under their draft-suffixed names (moq-relay-ietf14, moq-clock-ietf16...).
 mkdir -p "$MOQ_PEERS/bin"
 for b in "$VENV/bin/moq-interop-relay" "$VENV/bin/moq-interop-client" \
-    "$CARGO_ROOT/bin/moq-relay" "$CARGO_ROOT/bin/moq-clock" \
+    "$CARGO_ROOT/bin/moq-relay" "$CARGO_ROOT/bin/moq-clock" "$CARGO_ROOT/bin/moq-token" \
     "$CARGO_ROOT/bin/moq-relay-ietf" "$CARGO_ROOT/bin/moq-clock-ietf" \
     "$CARGO_ROOT_IETF14/bin/moq-relay-ietf=moq-relay-ietf14" "$CARGO_ROOT_IETF14/bin/moq-clock-ietf=moq-clock-ietf14" \
     "$CARGO_ROOT_IETF16/bin/moq-relay-ietf=moq-relay-ietf16" "$CARGO_ROOT_IETF16/bin/moq-clock-ietf=moq-clock-ietf16"; do

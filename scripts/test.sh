@@ -36,6 +36,12 @@ fi
 if [ "${INTEROP:-1}" != "0" ]; then
     step "interop matrix (tests/interop-expected.txt)"
     scripts/interop.sh
+
+    step "moq-dev's token tool: its tokens verify in our relay, ours in its verifier"
+    # shellcheck source=peers.env
+    . scripts/peers.env
+    [ -x "$MOQ_TOKEN" ] || { echo "moq-token not installed at $MOQ_TOKEN" >&2; exit 1; }
+    cargo test --quiet -p moq-relay --test auth moq_token_tool -- --nocapture
 fi
 
 step "all tests passed"

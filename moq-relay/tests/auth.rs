@@ -266,3 +266,117 @@ async fn public_prefix_is_open() {
     })
     .await;
 }
+
+fn data(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/moq-token")
+        .join(name)
+}
+
+fn read(name: &str) -> String {
+    std::fs::read_to_string(data(name))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Keys and tokens minted by moq-dev's `moq-token` verify here, with the grants it meant
+/// (`put`/`get` prefixes under a root), and its expired token is EXPIRED_AUTH_TOKEN.
+#[test]
+fn moq_token_fixtures_verify() {
+    use moq_relay::auth::TokenError;
+    let mut keys = KeySet::new();
+    keys.add_path(&data("")).unwrap();
+    assert_eq!(keys.len(), 3);
+    let now = std::time::SystemTime::now();
+    for t in ["es.token", "ed.token"] {
+        let g = keys.verify(&read(t), now).unwrap();
+        assert!(g.may_publish(&[b"room", b"alice"]) && g.may_publish(&[b"room", b"alice", b"cam"]));
+        assert!(!g.may_publish(&[b"room", b"bob"]));
+        assert!(g.may_subscribe(&[b"room", b"bob"]) && !g.may_subscribe(&[b"other"]));
+    }
+    assert!(
+        keys.verify(&read("hs.token"), now)
+            .unwrap()
+            .may_publish(&[b"demo", b"x"])
+    );
+    assert_eq!(
+        keys.verify(&read("es-expired.token"), now).unwrap_err(),
+        TokenError::Expired
+    );
+}
+
+/// With moq-dev's tool installed ($MOQ_TOKEN, from scripts/peers.env): tokens it mints now
+/// verify here, and tokens we mint verify with it, for each algorithm.
+#[test]
+fn moq_token_tool_both_ways() {
+    let Some(tool) = std::env::var_os("MOQ_TOKEN").filter(|t| std::path::Path::new(t).exists())
+    else {
+        eprintln!("MOQ_TOKEN not set or missing: moq-dev's tool not installed, live check skipped");
+        return;
+    };
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("moq-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&tool)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    for alg in ["HS256", "ES256", "EdDSA"] {
+        let key = dir.join(format!("{alg}.jwk"));
+        let public = dir.join(format!("{alg}.pub.jwk"));
+        let (k, p) = (key.to_str().unwrap(), public.to_str().unwrap());
+        let mut generate = vec!["generate", "--algorithm", alg, "--id", alg, "--out", k];
+        if alg != "HS256" {
+            generate.extend(["--public", p]);
+        }
+        run(&generate);
+        let verify_with = if alg == "HS256" { &key } else { &public };
+        // Theirs, verified here.
+        let token = run(&[
+            "sign",
+            "--key",
+            k,
+            "--root",
+            "room",
+            "--publish",
+            "alice",
+            "--subscribe",
+            "",
+        ]);
+        let mut keys = KeySet::new();
+        keys.add_path(verify_with).unwrap();
+        let g = keys.verify(&token, std::time::SystemTime::now()).unwrap();
+        assert!(
+            g.may_publish(&[b"room", b"alice"]) && !g.may_publish(&[b"room", b"bob"]),
+            "{alg}"
+        );
+        // Ours, with their key, verified by their tool.
+        let jwk = Jwk::parse(&std::fs::read_to_string(&key).unwrap()).unwrap();
+        let ours = jwk
+            .sign(&Claims::new(
+                "room",
+                vec!["alice/**".into()],
+                vec!["**".into()],
+            ))
+            .unwrap();
+        let tfile = dir.join(format!("{alg}.ours.token"));
+        std::fs::write(&tfile, &ours).unwrap();
+        let payload = run(&[
+            "verify",
+            "--key",
+            verify_with.to_str().unwrap(),
+            "--in",
+            tfile.to_str().unwrap(),
+        ]);
+        assert!(payload.contains("alice"), "{alg}: {payload}");
+    }
+}

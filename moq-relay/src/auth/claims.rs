@@ -69,14 +69,34 @@ pub struct Claims {
 
 impl Claims {
     /// Claims granting `publish` and `subscribe` patterns beneath `root`, issued now.
+    ///
+    /// When every pattern is a subtree (`p/**`, or `**`), they are written as the legacy
+    /// `put` / `get` prefixes, which every moq-dev verifier reads (moq-auth does the same).
     pub fn new(root: impl Into<String>, publish: Vec<String>, subscribe: Vec<String>) -> Self {
-        Claims {
+        let prefix = |p: &String| match p.as_str() {
+            "**" => Some(String::new()),
+            p => p
+                .strip_suffix("/**")
+                .filter(|head| !head.contains('*'))
+                .map(str::to_string),
+        };
+        let prefixes = |v: &[String]| v.iter().map(prefix).collect::<Option<Vec<_>>>();
+        let mut claims = Claims {
             root: root.into(),
-            publish,
-            subscribe,
             iat: Some(unix(SystemTime::now())),
             ..Claims::default()
+        };
+        match (prefixes(&publish), prefixes(&subscribe)) {
+            (Some(put), Some(get)) => {
+                claims.put = (!put.is_empty()).then_some(OneOrMany::Many(put));
+                claims.get = (!get.is_empty()).then_some(OneOrMany::Many(get));
+            }
+            _ => {
+                claims.publish = publish;
+                claims.subscribe = subscribe;
+            }
         }
+        claims
     }
 
     /// The grant, with every pattern parsed beneath `root`.
@@ -209,5 +229,15 @@ mod tests {
         );
         assert!(serde_json::from_str::<Claims>(r#"{"rooot":"x"}"#).is_err());
         assert!(serde_json::from_str::<Claims>(r#"{"iss":"me","sub":"you"}"#).is_ok());
+        // Subtree grants are written the legacy way, exact ones as patterns; same grant.
+        let c = Claims::new("r", vec!["a/**".into()], vec!["**".into()]);
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(
+            json.contains(r#""put":["a"]"#) && json.contains(r#""get":[""]"#),
+            "{json}"
+        );
+        assert!(c.grant().unwrap().may_publish(&[b"r", b"a", b"x"]));
+        let json = serde_json::to_string(&Claims::new("r", vec!["a".into()], vec![])).unwrap();
+        assert!(json.contains(r#""publish":["a"]"#), "{json}");
     }
 }

@@ -271,7 +271,7 @@ impl Jwk {
 }
 
 /// PKCS#8 documents for the two curves whose private keys a JWK carries as raw bytes (the
-/// layouts are fixed-size, RFC 5915 / RFC 8410).
+/// layouts are fixed-size, RFC 5915 / RFC 8410 v2, byte for byte what `ring` generates).
 mod pkcs8 {
     use super::KeyError;
 
@@ -282,10 +282,10 @@ mod pkcs8 {
     ];
     const P256_MID: [u8; 5] = [0xa1, 0x44, 0x03, 0x42, 0x00];
     const ED25519_HEAD: [u8; 16] = [
-        0x30, 0x53, 0x02, 0x01, 0x01, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04,
+        0x30, 0x51, 0x02, 0x01, 0x01, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04,
         0x20,
     ];
-    const ED25519_MID: [u8; 5] = [0xa1, 0x23, 0x03, 0x21, 0x00];
+    const ED25519_MID: [u8; 3] = [0x81, 0x21, 0x00];
 
     fn sized(v: &[u8], n: usize, what: &str) -> Result<(), KeyError> {
         match v.len() == n {
@@ -386,7 +386,7 @@ impl KeySet {
         self.add_jwk(&Jwk::parse(trimmed)?)
     }
 
-    /// Adds a key file, or every file of a directory (hidden files skipped).
+    /// Adds a key file, or every `.jwk`, `.json`, `.jwks` and `.pem` file of a directory.
     pub fn add_path(&mut self, path: &Path) -> Result<(), KeyError> {
         let io = |source| KeyError::Io {
             path: path.display().to_string(),
@@ -399,8 +399,9 @@ impl KeySet {
                 .map(|e| e.path())
                 .filter(|p| p.is_file())
                 .filter(|p| {
-                    !p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                    p.extension().is_some_and(|e| {
+                        ["jwk", "json", "jwks", "pem"].contains(&&*e.to_string_lossy())
+                    })
                 })
                 .collect();
             entries.sort();
@@ -462,5 +463,52 @@ impl KeySet {
             }
         }
         Err(last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generate_sign_verify() {
+        for alg in [Algorithm::HS256, Algorithm::ES256, Algorithm::EdDSA] {
+            let key = Jwk::generate(alg, Some("k".into())).unwrap();
+            let claims = Claims::new("r", vec!["a".into()], vec![]);
+            let token = key.sign(&claims).unwrap();
+            let mut keys = KeySet::new();
+            keys.add_jwk(&key.public().unwrap_or_else(|| key.clone()))
+                .unwrap();
+            let grant = keys.verify(&token, SystemTime::now()).unwrap();
+            assert!(grant.may_publish(&[b"r", b"a"]), "{alg:?}");
+            // A token signed by another key of the same kid fails the signature.
+            let other = Jwk::generate(alg, Some("k".into())).unwrap();
+            let forged = other.sign(&claims).unwrap();
+            assert!(matches!(
+                keys.verify(&forged, SystemTime::now()),
+                Err(TokenError::Unauthorized(_))
+            ));
+        }
+        assert!(matches!(
+            KeySet::new().verify("x.y", SystemTime::now()),
+            Err(TokenError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn ring_layouts() {
+        let rng = ring::rand::SystemRandom::new();
+        let doc = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+        let head: Vec<String> = doc
+            .as_ref()
+            .iter()
+            .take(20)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(
+            pkcs8::ed25519_seed(doc.as_ref()).is_ok(),
+            "{}",
+            head.join(" ")
+        );
     }
 }

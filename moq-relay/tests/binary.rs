@@ -1,0 +1,308 @@
+//! The `moq-relay` binary as an operator runs it: `curl` on every HTTP path, a certificate
+//! swapped on disk, refusing to start open, keys and tokens from `moq-relay token`, and
+//! settings from the environment and a TOML file.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use moq_core::TrackNamespace;
+use moq_core::codes::RequestErrorCode;
+use moq_transport::endpoint::{Client, ClientConfig};
+use moq_transport::tls::{ClientTls, parse_fingerprint};
+use moq_transport::{Error, Session};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+const RELAY: &str = env!("CARGO_BIN_EXE_moq-relay");
+
+async fn timeout<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(TIMEOUT, f)
+        .await
+        .expect("test timed out")
+}
+
+fn ns(path: &str) -> TrackNamespace {
+    TrackNamespace::from_strs(path.split('/').filter(|f| !f.is_empty())).unwrap()
+}
+
+/// A fresh directory under the target dir.
+fn workdir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes a self-signed certificate for localhost as `cert.pem` / `key.pem` in `dir`; returns
+/// its fingerprint.
+fn write_cert(dir: &Path) -> String {
+    let c = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    // Write the key first: the relay reloads when either file changes, and must see a pair.
+    let (cert_tmp, key_tmp) = (dir.join("cert.tmp"), dir.join("key.tmp"));
+    std::fs::write(&cert_tmp, c.cert.pem()).unwrap();
+    std::fs::write(&key_tmp, c.signing_key.serialize_pem()).unwrap();
+    std::fs::rename(&key_tmp, dir.join("key.pem")).unwrap();
+    std::fs::rename(&cert_tmp, dir.join("cert.pem")).unwrap();
+    moq_transport::tls::hex(&moq_transport::tls::fingerprint(c.cert.der()))
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(RELAY).args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+struct Relay {
+    child: Child,
+    port: u16,
+    http: String,
+}
+
+impl Relay {
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Relay {
+        let mut child = Command::new(RELAY)
+            .args(["--bind", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut port, mut http) = (None, None);
+        while port.is_none() || http.is_none() {
+            let line = lines.next().expect("the relay exited").unwrap();
+            if let Some(rest) = line.strip_prefix("moq-relay listening on ") {
+                let addr = rest.split_whitespace().next().unwrap();
+                port = Some(addr.rsplit(':').next().unwrap().parse().unwrap());
+            }
+            if let Some(rest) = line.strip_prefix("http on ") {
+                http = Some(format!(
+                    "http://{}",
+                    rest.split(':').take(2).collect::<Vec<_>>().join(":")
+                ));
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        Relay {
+            child,
+            port: port.unwrap(),
+            http: http.unwrap(),
+        }
+    }
+
+    /// `curl -s` on `path`: (status, body).
+    fn curl(&self, path: &str, extra: &[&str]) -> (u16, String) {
+        let out = Command::new("curl")
+            .args(["-s", "-w", "\n%{http_code}"])
+            .args(extra)
+            .arg(format!("{}{path}", self.http))
+            .output()
+            .expect("curl");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        (code.trim().parse().unwrap(), body.to_string())
+    }
+
+    async fn connect(&self, fingerprint: &str, query: &str) -> Result<Session, Error> {
+        let client = Client::new(ClientConfig {
+            tls: ClientTls::pinned(parse_fingerprint(fingerprint).unwrap()),
+            ..Default::default()
+        })
+        .unwrap();
+        client
+            .connect(&format!("moqt://localhost:{}/{query}", self.port))
+            .await
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Each line of Prometheus text is a comment or `name{labels} value`.
+fn assert_prometheus(text: &str) {
+    for line in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        value
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("value of {line:?}"));
+        let name = series.split('{').next().unwrap();
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "{line}"
+        );
+    }
+}
+
+/// Keys and a token from `moq-relay token`; curl on every path; the certificate swapped on
+/// disk reaches the next connection while the session before it goes on.
+#[tokio::test]
+async fn operator_paths_tokens_and_certificate_reload() {
+    timeout(async {
+        let dir = workdir("operator");
+        let fp1 = write_cert(&dir);
+        let (key, public) = (dir.join("relay.jwk"), dir.join("relay.pub.jwk"));
+        let (k, p) = (key.to_str().unwrap(), public.to_str().unwrap());
+        stdout(&run(&[
+            "token",
+            "generate",
+            "--algorithm",
+            "EdDSA",
+            "--id",
+            "k1",
+            "--out",
+            k,
+            "--public",
+            p,
+        ]));
+        let token = stdout(&run(&[
+            "token",
+            "sign",
+            "--key",
+            k,
+            "--root",
+            "room",
+            "--publish",
+            "a",
+            "--subscribe",
+            "**",
+        ]));
+        let token = token.trim();
+        let verified = stdout(&run(&["token", "verify", "--key", p, token]));
+        assert!(verified.contains("room/a"), "{verified}");
+
+        let cert = dir.join("cert.pem");
+        let keypem = dir.join("key.pem");
+        let relay = Relay::start(
+            &[
+                "--tls-cert",
+                cert.to_str().unwrap(),
+                "--tls-key",
+                keypem.to_str().unwrap(),
+                "--auth-key",
+                p,
+                "--auth-public",
+                "demo",
+            ],
+            &[],
+        );
+        // The fingerprint paths, exactly the certificate's.
+        for path in ["/certificate.sha256", "/fingerprint"] {
+            assert_eq!(relay.curl(path, &[]), (200, fp1.clone()));
+        }
+        assert_eq!(relay.curl("/health", &[]), (200, "ok\n".to_string()));
+        assert_eq!(relay.curl("/nope", &[]).0, 404);
+        assert_eq!(relay.curl("/metrics", &["-X", "POST"]).0, 405);
+
+        // A session with the token publishes room/a; another namespace is refused.
+        let session = relay.connect(&fp1, &format!("?jwt={token}")).await.unwrap();
+        let _a = session.publish_namespace(ns("room/a")).await.unwrap();
+        match session.publish_namespace(ns("room/b")).await {
+            Err(Error::Rejected(e)) => assert_eq!(e.code, RequestErrorCode::UNAUTHORIZED),
+            r => panic!("{:?}", r.map(|_| ())),
+        }
+        let anon = relay.connect(&fp1, "").await.unwrap();
+        let _d = anon.publish_namespace(ns("demo/x")).await.unwrap();
+
+        // /announced: the token sees everything, the anonymous caller only the public prefix.
+        let (code, all) = relay.curl(&format!("/announced?jwt={token}"), &[]);
+        assert_eq!(code, 200);
+        assert!(
+            all.contains(r#"["room","a"]"#) && all.contains(r#"["demo","x"]"#),
+            "{all}"
+        );
+        let (_, public) = relay.curl("/announced", &[]);
+        assert!(
+            !public.contains("room") && public.contains(r#"["demo","x"]"#),
+            "{public}"
+        );
+        let bearer = format!("Authorization: Bearer {token}");
+        let (_, by_header) = relay.curl("/announced?prefix=room", &["-H", &bearer]);
+        assert!(
+            by_header.contains(r#"["room","a"]"#) && !by_header.contains("demo"),
+            "{by_header}"
+        );
+
+        let (code, metrics) = relay.curl("/metrics", &[]);
+        assert_eq!(code, 200);
+        assert_prometheus(&metrics);
+        assert!(
+            metrics.contains("moq_relay_sessions_active{version=\""),
+            "{metrics}"
+        );
+        assert!(metrics.contains("outcome=\"UNAUTHORIZED\""), "{metrics}");
+        assert!(
+            metrics.contains("moq_relay_request_seconds_bucket"),
+            "{metrics}"
+        );
+
+        // A new certificate on disk: served to the next connection, the open session goes on.
+        let fp2 = write_cert(&dir);
+        assert_ne!(fp1, fp2);
+        let started = Instant::now();
+        while relay.curl("/certificate.sha256", &[]).1 != fp2 {
+            assert!(started.elapsed() < Duration::from_secs(10), "no reload");
+            // The relay polls the files; no signal reaches a test from it.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let fresh = relay.connect(&fp2, &format!("?jwt={token}")).await.unwrap();
+        drop(fresh);
+        assert!(
+            relay.connect(&fp1, "").await.is_err(),
+            "the old certificate is still served"
+        );
+        let _still = session
+            .subscribe_namespace(ns("room"))
+            .await
+            .expect("the session from before the swap goes on");
+    })
+    .await;
+}
+
+/// Without a key or a public prefix the relay refuses to start; settings come from the
+/// environment and from a TOML file, flags on top.
+#[tokio::test]
+async fn refuses_to_run_open_and_reads_env_and_file() {
+    timeout(async {
+        let refused = run(&["--bind", "127.0.0.1:0", "--tls-generate", "localhost"]);
+        assert!(!refused.status.success());
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("--auth-disabled"),
+            "{}",
+            String::from_utf8_lossy(&refused.stderr)
+        );
+        let dir = workdir("settings");
+        let file = dir.join("relay.toml");
+        std::fs::write(
+            &file,
+            "tls_generate = [\"localhost\"]\nauth_public = [\"demo\"]\ncongestion = \"bbr\"\n",
+        )
+        .unwrap();
+        let relay = Relay::start(
+            &["--config", file.to_str().unwrap()],
+            &[("MOQ_RELAY_LOG_FORMAT", "json")],
+        );
+        let (_, fp) = relay.curl("/fingerprint", &[]);
+        let anon = relay.connect(&fp, "").await.unwrap();
+        let _d = anon.publish_namespace(ns("demo/x")).await.unwrap();
+        let bad = dir.join("bad.toml");
+        std::fs::write(&bad, "no_such_setting = 1\n").unwrap();
+        let out = run(&["--config", bad.to_str().unwrap()]);
+        assert!(!out.status.success());
+    })
+    .await;
+}
