@@ -202,6 +202,20 @@ impl Metrics {
         self.handle.render()
     }
 
+    /// The value of a counter or gauge: `name` sums every series of that metric, and
+    /// `name{label="v"}` is one series (reads the rendered text: for tests and tools).
+    pub fn value(&self, name: &str) -> u64 {
+        self.render()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' '))
+            .filter(|(series, _)| {
+                *series == name || (!name.contains('{') && series.starts_with(&format!("{name}{{")))
+            })
+            .filter_map(|(_, v)| v.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+
     /// Drains histograms into their buckets (run every [`Metrics::UPKEEP`]).
     pub fn upkeep(&self) {
         self.handle.run_upkeep();

@@ -200,14 +200,13 @@ async fn subscribe_routes_by_namespace_prefix_and_fans_out() {
             subs.push((s, t));
         }
         assert_eq!(
-            relay.metrics().upstream_active.load(Ordering::Relaxed),
+            relay
+                .metrics()
+                .value("moq_relay_upstream_subscriptions_active"),
             1,
             "one upstream per track"
         );
-        assert_eq!(
-            relay.metrics().subscriptions_active.load(Ordering::Relaxed),
-            3
-        );
+        assert_eq!(relay.metrics().value("moq_relay_subscriptions_active"), 3);
         for i in 0..4 {
             let mut g = producer.append_group().unwrap();
             g.write(format!("frame {i}")).unwrap();
@@ -326,12 +325,18 @@ async fn switchover_without_duplicates_or_gaps() {
         // Wait until the relay's subscription on the new session is served too (it carries
         // what is published from then on, draft-19 §10.7).
         until(|| producer.subscribers() >= 2).await;
-        until(|| count(&relay.metrics().upstream_active) == 2).await;
+        until(|| {
+            relay
+                .metrics()
+                .value("moq_relay_upstream_subscriptions_active")
+                == 2
+        })
+        .await;
         for g in 5..10 {
             write(g);
         }
         // Both paths deliver groups 5..9 (0..9 on the old one, 5..9 on the new one).
-        until(|| count(&relay.metrics().objects_received) >= 15).await;
+        until(|| relay.metrics().value("moq_relay_objects_received_total") >= 15).await;
         // The old path goes away.
         old.close();
         drop(old);
@@ -347,7 +352,7 @@ async fn switchover_without_duplicates_or_gaps() {
             "no duplicates, no gaps"
         );
         assert!(
-            relay.metrics().duplicates.load(Ordering::Relaxed) > 0,
+            relay.metrics().value("moq_relay_objects_duplicate_total") > 0,
             "both paths delivered overlapping objects"
         );
         // Nothing else arrives.
@@ -383,7 +388,12 @@ async fn fetch_from_cache_and_from_upstream() {
         .await;
         let groups: Vec<u64> = objects.iter().map(|o| o.location.group).collect();
         assert_eq!(groups, vec![1, 2, 3]);
-        assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            relay
+                .metrics()
+                .value("moq_relay_cache_requests_total{result=\"miss\"}"),
+            1
+        );
         // Once subscribed, the cache holds what is published from then on (a SUBSCRIBE
         // carries only new objects, draft-19 §10.7): a FETCH of it is served from there.
         let mut sub = s
@@ -413,7 +423,12 @@ async fn fetch_from_cache_and_from_upstream() {
             objects.iter().map(|o| o.location.group).collect::<Vec<_>>(),
             vec![5, 6, 7]
         );
-        assert_eq!(relay.metrics().fetch_cached.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            relay
+                .metrics()
+                .value("moq_relay_cache_requests_total{result=\"hit\"}"),
+            1
+        );
         // TRACK_STATUS is answered too.
         let status = s.subscriber().track_status(name.clone()).await.unwrap();
         assert_eq!(status.largest, Some(Location::new(7, 0)));
@@ -645,10 +660,6 @@ async fn until(mut cond: impl FnMut() -> bool) {
 }
 
 /// The relay's count `m` now.
-fn count(m: &std::sync::atomic::AtomicU64) -> u64 {
-    m.load(Ordering::Relaxed)
-}
-
 /// Writes object {0, 0} on a stream of its own and finishes it.
 async fn write_first_object(w: &moq_transport::track::SubscriptionWriter, payload: &'static [u8]) {
     let mut s = w
@@ -924,7 +935,12 @@ async fn relay_keeps_every_field_and_waits_for_the_upstream() {
             i += 1;
         }
         assert_eq!(i, N);
-        assert_eq!(relay.metrics().fetch_cached.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            relay
+                .metrics()
+                .value("moq_relay_cache_requests_total{result=\"hit\"}"),
+            1
+        );
     })
     .await;
 }
@@ -993,7 +1009,12 @@ async fn fetch_ok_waits_for_the_upstream_fetch() {
             i += 1;
         }
         assert_eq!(i, 3);
-        assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            relay
+                .metrics()
+                .value("moq_relay_cache_requests_total{result=\"miss\"}"),
+            1
+        );
     })
     .await;
 }
@@ -1182,7 +1203,7 @@ async fn held_subscribe_takes_the_publish() {
             tokio::spawn(async move { s.subscribe(name, params).await })
         };
         // Held by the relay.
-        until(|| count(&relay.metrics().subscriptions_active) > 0).await;
+        until(|| relay.metrics().value("moq_relay_subscriptions_active") > 0).await;
         let publisher = transport_session(&relay, true).await;
         let t = publisher
             .publish(track(&n, "t"), PublishOptions::default())
@@ -1221,7 +1242,7 @@ async fn held_subscribe_gets_the_first_object() {
         for round in 0..5 {
             let name = track(&n, &format!("t{round}"));
             let viewer = transport_session(&relay, false).await;
-            let before = relay.metrics().subscriptions_active.load(Ordering::Relaxed);
+            let before = relay.metrics().value("moq_relay_subscriptions_active");
             let pending = {
                 let s = viewer.clone();
                 let params = Parameters {
@@ -1232,7 +1253,7 @@ async fn held_subscribe_gets_the_first_object() {
                 tokio::spawn(async move { s.subscribe(name, params).await })
             };
             // Held by the relay.
-            until(|| count(&relay.metrics().subscriptions_active) > before).await;
+            until(|| relay.metrics().value("moq_relay_subscriptions_active") > before).await;
             let publisher = transport_session(&relay, true).await;
             let t = publisher
                 .publish(name, PublishOptions::default())
@@ -1293,7 +1314,11 @@ async fn a_track_ends_with_its_publisher() {
                 .close(SessionErrorCode::NO_ERROR, "done");
             // The relay let go of that publisher.
             let m = relay.metrics();
-            until(|| count(&m.upstream_active) == 0 && count(&m.subscriptions_active) == 0).await;
+            until(|| {
+                m.value("moq_relay_upstream_subscriptions_active") == 0
+                    && m.value("moq_relay_subscriptions_active") == 0
+            })
+            .await;
             let viewer = transport_session(&relay, false).await;
             let params = Parameters {
                 rendezvous_timeout: Some(10_000),
@@ -1303,7 +1328,7 @@ async fn a_track_ends_with_its_publisher() {
             // not read when a session closes.
             let (sub, _next) = tokio::join!(viewer.subscribe(name.clone(), params), async {
                 // Held until this publisher comes.
-                until(|| count(&relay.metrics().subscriptions_active) > 0).await;
+                until(|| relay.metrics().value("moq_relay_subscriptions_active") > 0).await;
                 publish_one(&relay, &name, b"new", true).await
             });
             let mut sub = sub.unwrap();
@@ -1445,7 +1470,12 @@ async fn relay_authorizes_publishers_and_subscribers() {
         assert_eq!(rejected(err), RequestErrorCode::UNAUTHORIZED);
         // Refused before anything went upstream: nothing was fetched there, and the first
         // request the publisher sees is the authorized SUBSCRIBE below.
-        assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            relay
+                .metrics()
+                .value("moq_relay_cache_requests_total{result=\"miss\"}"),
+            0
+        );
         // With the token the SUBSCRIBE is routed to the publisher.
         let pending = {
             let s = s.clone();
@@ -1699,7 +1729,7 @@ async fn a_new_upstream_fills_what_the_cache_misses() {
             ]
         );
         assert!(
-            count(&relay.metrics().duplicates) >= 1,
+            relay.metrics().value("moq_relay_objects_duplicate_total") >= 1,
             "{{0, 0}} came twice"
         );
     })
@@ -1887,7 +1917,12 @@ async fn datagram_fields_survive_the_relay_and_its_cache() {
                 got.push(o);
             }
         }
-        assert_eq!(relay.metrics().fetch_cached.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            relay
+                .metrics()
+                .value("moq_relay_cache_requests_total{result=\"hit\"}"),
+            1
+        );
         assert_eq!(got.len(), 2);
         assert!(got.iter().all(|o| o.subgroup.is_none()), "{got:?}");
         assert_eq!(got[0].properties, props);
@@ -2172,7 +2207,7 @@ async fn held_subscribe_gets_the_publishs_datagrams() {
             };
             tokio::spawn(async move { s.subscribe(name, params).await })
         };
-        until(|| count(&relay.metrics().subscriptions_active) > 0).await;
+        until(|| relay.metrics().value("moq_relay_subscriptions_active") > 0).await;
         let publisher = transport_session(&relay, true).await;
         let t = publisher
             .publish(name, PublishOptions::default())
@@ -2278,7 +2313,12 @@ async fn fill_timeout_bounds_the_wait_for_upstream() {
         // 0: at once, from the cache; the publisher is not asked.
         let fetch = subscriber.fetch(request.clone(), fill(0)).await.unwrap();
         assert_eq!(fetch_items(fetch).await, from_cache);
-        assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            relay
+                .metrics()
+                .value("moq_relay_cache_requests_total{result=\"miss\"}"),
+            0
+        );
         // A budget the publisher never answers within: the same, once it is spent.
         let pending = {
             let (s, r) = (subscriber.clone(), request.clone());
@@ -2373,7 +2413,7 @@ async fn two_upstreams_feeding_one_subgroup_never_reorder_or_drop_it() {
         }
         new_stream.finish();
         // The relay has read the new path's first object (and the old path's three).
-        until(|| count(&relay.metrics().objects_received) >= 4).await;
+        until(|| relay.metrics().value("moq_relay_objects_received_total") >= 4).await;
         for i in 3..7 {
             old_stream.write_object(i, payload(i)).await.unwrap();
         }
@@ -2502,7 +2542,12 @@ async fn a_fill_the_cache_lacks_comes_from_upstream() {
             }
         }
         assert_eq!(got, (0..3).map(|o| Location::new(5, o)).collect::<Vec<_>>());
-        assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            relay
+                .metrics()
+                .value("moq_relay_cache_requests_total{result=\"miss\"}"),
+            1
+        );
         // A REQUEST_UPDATE's fill the cache lacks goes upstream too.
         let again = Parameters {
             fill: fill_relative(1),
@@ -2518,7 +2563,12 @@ async fn a_fill_the_cache_lacks_comes_from_upstream() {
         let mut fill = updated.unwrap().1.expect("the update's fill");
         let item = fill.next().await.unwrap().unwrap();
         assert!(matches!(item, FetchItem::Object(o) if o.payload == "again"));
-        assert_eq!(relay.metrics().fetch_upstream.load(Ordering::Relaxed), 2);
+        assert_eq!(
+            relay
+                .metrics()
+                .value("moq_relay_cache_requests_total{result=\"miss\"}"),
+            2
+        );
     })
     .await;
 }

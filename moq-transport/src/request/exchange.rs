@@ -87,6 +87,22 @@ struct Pending {
 }
 
 /// One request, as the end that sent it (the requester) or the end that answers it.
+/// Whether the peer may learn that a namespace exists, by a request's tokens.
+#[derive(Clone)]
+pub(crate) struct Visibility(Arc<dyn Fn(&TrackNamespace) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Visibility {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Visibility")
+    }
+}
+
+impl Visibility {
+    pub(crate) fn allows(&self, namespace: &TrackNamespace) -> bool {
+        (self.0)(namespace)
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Request {
     core: Arc<SessionCore>,
@@ -333,6 +349,14 @@ impl Request {
     /// reveals what the subscriber is authorized for), by the request's tokens.
     pub(crate) fn visible(&self, namespace: &TrackNamespace) -> bool {
         self.core.visible(&self.tokens, namespace)
+    }
+
+    /// [`Request::visible`] as a check that outlives the request's borrow.
+    pub(crate) fn visibility(&self) -> Visibility {
+        let (core, tokens) = (Arc::downgrade(&self.core), self.tokens.clone());
+        Visibility(Arc::new(move |ns: &TrackNamespace| {
+            core.upgrade().is_some_and(|c| c.visible(&tokens, ns))
+        }))
     }
 
     /// Refuses the request: REQUEST_ERROR, then FIN (draft-19 §3.3.2).

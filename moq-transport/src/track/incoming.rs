@@ -335,6 +335,7 @@ pub struct TracksResponder {
     pub(super) params: watch::Receiver<Parameters>,
     pub(super) skipped: mpsc::Sender<(TrackNamespace, Bytes)>,
     pub(super) ended: watch::Receiver<bool>,
+    pub(super) visible: crate::request::Visibility,
 }
 
 impl TracksResponder {
@@ -349,9 +350,10 @@ impl TracksResponder {
         self.params.borrow().clone()
     }
 
-    /// True if `track` falls under the prefix.
+    /// True if `track` falls under the prefix and the subscriber may learn of it (the
+    /// session's [`crate::Authorizer::visible`], by the request's tokens).
     pub fn matches(&self, track: &FullTrackName) -> bool {
-        self.prefix.borrow().is_prefix_of(&track.namespace)
+        self.prefix.borrow().is_prefix_of(&track.namespace) && self.visible.allows(&track.namespace)
     }
 
     /// Reports with PUBLISH_SKIPPED that `track` will not be published.

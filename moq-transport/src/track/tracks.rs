@@ -177,6 +177,7 @@ pub(crate) async fn serve_subscribe_tracks(
         params: params_rx,
         skipped: skip_tx,
         ended: ended_rx,
+        visible: req.visibility(),
     });
     let res = loop {
         tokio::select! {
