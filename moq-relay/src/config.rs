@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::ClusterConfig;
 use moq_client::{CacheLimits, ServeOptions};
 use moq_core::Version;
 use moq_transport::endpoint::Congestion;
@@ -38,6 +39,8 @@ pub struct RelayConfig {
     pub congestion: Congestion,
     /// Label the received-object metrics with the namespace (one series per namespace).
     pub metrics_per_namespace: bool,
+    /// Join a cluster of relays (see [`crate::cluster`]).
+    pub cluster: Option<ClusterConfig>,
 }
 
 impl std::fmt::Debug for RelayConfig {
@@ -69,6 +72,7 @@ impl RelayConfig {
             qlog_dir: None,
             congestion: Congestion::default(),
             metrics_per_namespace: false,
+            cluster: None,
         }
     }
 

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod auth;
+pub mod cluster;
 mod config;
 pub mod http;
 mod metrics;

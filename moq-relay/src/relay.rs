@@ -30,6 +30,7 @@ use moq_transport::{Error, Session, SessionConfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::cluster::{self, ClusterAuth, ClusterConfig, Offer, Offers, ViewEvent};
 use crate::config::RelayConfig;
 use crate::metrics::Metrics;
 
@@ -111,6 +112,22 @@ struct Inner {
     next_id: AtomicU64,
     /// Set when the relay began draining.
     draining: std::sync::atomic::AtomicBool,
+    /// Every session's configuration (links dial with it too).
+    session_config: SessionConfig,
+    /// Cluster state, when the relay is in a cluster.
+    cluster: Option<ClusterState>,
+}
+
+/// What the relay knows of its cluster.
+#[derive(Debug)]
+struct ClusterState {
+    config: ClusterConfig,
+    /// What the links offer, by namespace.
+    offers: Mutex<Offers>,
+    /// The relay's cluster view: for each namespace it can reach, its entry with the path.
+    exports: Mutex<HashMap<TrackNamespace, (Vec<String>, NamespaceRegistration)>>,
+    /// Learned namespaces registered in the index (for clients' discovery).
+    learned: Mutex<HashMap<TrackNamespace, NamespaceRegistration>>,
 }
 
 /// A running relay. Cheap to clone.
@@ -129,12 +146,18 @@ impl Relay {
         let mut session = SessionConfig::default()
             .with_namespaces(index.clone())
             .with_requests();
-        session.authorizer = config.authorizer.clone();
+        session.authorizer = match &config.cluster {
+            Some(c) => Arc::new(ClusterAuth {
+                inner: config.authorizer.clone(),
+                prefix: c.prefix.clone(),
+            }),
+            None => config.authorizer.clone(),
+        };
         session.limits = config.limits.clone();
         session.observer = Some(metrics.clone());
         let mut server = ServerConfig::new(config.bind, config.certificate.clone());
         server.versions = config.versions.clone();
-        server.session = session;
+        server.session = session.clone();
         server.qlog_dir = config.qlog_dir.clone();
         server.congestion = config.congestion;
         // Each session registers what its peer announces in its own index, which the relay
@@ -157,6 +180,7 @@ impl Relay {
         });
         let mut config = config;
         config.serve.stats = Some(metrics.serve.clone());
+        let cluster = config.cluster.clone();
         let options = DirectoryOptions {
             serve: config.serve.clone(),
             rendezvous: Duration::ZERO,
@@ -175,6 +199,13 @@ impl Relay {
                 metrics,
                 next_id: AtomicU64::new(1),
                 draining: Default::default(),
+                session_config: session,
+                cluster: cluster.map(|config| ClusterState {
+                    config,
+                    offers: Mutex::new(Offers::default()),
+                    exports: Mutex::new(HashMap::new()),
+                    learned: Mutex::new(HashMap::new()),
+                }),
             }),
             server: Arc::new(server),
             addr,
@@ -218,9 +249,33 @@ impl Relay {
 
     /// Accepts and serves sessions until the relay is shut down.
     pub async fn run(&self) {
+        let peers = self
+            .inner
+            .cluster
+            .as_ref()
+            .map(|c| c.config.peers.clone())
+            .unwrap_or_default();
+        for peer in peers {
+            self.connect_peer(&peer);
+        }
         while let Some(session) = self.server.accept().await {
             let inner = self.inner.clone();
-            tokio::spawn(async move { handle_session(inner, session).await });
+            tokio::spawn(async move {
+                let link = inner
+                    .cluster
+                    .as_ref()
+                    .is_some_and(|c| cluster::is_link(&c.config.prefix, session.info()));
+                handle_session(inner, session, link).await
+            });
+        }
+    }
+
+    /// Keeps a cluster link to the relay at `url` (`moqt://host:port` or `https://...`),
+    /// redialing with backoff while this relay runs. Does nothing unless the relay was
+    /// configured with [`RelayConfig::cluster`].
+    pub fn connect_peer(&self, url: &str) {
+        if self.inner.cluster.is_some() {
+            tokio::spawn(keep_link(Arc::downgrade(&self.inner), url.to_string()));
         }
     }
 
@@ -264,7 +319,7 @@ impl Relay {
     }
 }
 
-async fn handle_session(inner: Arc<Inner>, session: Session) {
+async fn handle_session(inner: Arc<Inner>, session: Session, link: bool) {
     let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
     let _gauge = inner
         .metrics
@@ -276,6 +331,7 @@ async fn handle_session(inner: Arc<Inner>, session: Session) {
     }
     tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
     let routes = tokio::spawn(sync_routes(inner.clone(), id, session.clone()));
+    let learning = link.then(|| tokio::spawn(learn(inner.clone(), id, session.clone())));
     let incoming = session.incoming();
     let peer = Peer {
         key: id,
@@ -289,6 +345,10 @@ async fn handle_session(inner: Arc<Inner>, session: Session) {
     }
     let _ = session.closed().await;
     routes.abort();
+    if let Some(l) = learning {
+        l.abort();
+    }
+    forget_link(&inner, id);
     remove_routes_of(&inner, id);
     {
         let mut sessions = inner.sessions.lock();
@@ -350,8 +410,14 @@ fn add_route(
     );
     registered.insert(ns.clone(), inner.index.publish(ns.clone()));
     inner.routes_changed.send_modify(|v| *v += 1);
-    // draft-19 §9.5: a publisher that arrives for a namespace with active subscriptions gets
-    // SUBSCRIBE (this is also how a publisher's switchover to a new session works).
+    // A namespace a client of this relay publishes: offered to the peers from here.
+    refresh_export(inner, &ns);
+    subscribe_active(inner, &ns, id, session);
+}
+
+/// draft-19 §9.5: a publisher that arrives for a namespace with active subscriptions gets
+/// SUBSCRIBE (this is also how a publisher's switchover to a new session works).
+fn subscribe_active(inner: &Arc<Inner>, ns: &TrackNamespace, id: u64, session: &Session) {
     let tracks: Vec<Arc<RelayTrack>> = inner
         .tracks
         .lock()
@@ -378,6 +444,7 @@ fn remove_route(
         tracing::debug!(session = id, namespace = %ns, "route removed");
         inner.routes.lock().remove(ns, id);
         inner.routes_changed.send_modify(|v| *v += 1);
+        refresh_export(inner, ns);
     }
 }
 
@@ -389,11 +456,14 @@ fn remove_routes_of(inner: &Inner, id: u64) {
         .filter(|(_, r)| r.session_id == id)
         .map(|(ns, _)| ns)
         .collect();
-    for ns in mine {
-        routes.remove(&ns, id);
+    for ns in &mine {
+        routes.remove(ns, id);
     }
     drop(routes);
     inner.routes_changed.send_modify(|v| *v += 1);
+    for ns in &mine {
+        refresh_export(inner, ns);
+    }
 }
 
 /// Every publisher session whose announced namespace is a prefix of `ns` (draft-19 §9.5).
@@ -1260,5 +1330,191 @@ impl Drop for LiveUpstream {
         }
         // Last, so that whoever sees the count drop sees the track gone.
         self.metrics.upstreams(-1.0);
+    }
+}
+
+// ---- clustering (see cluster.rs) ------------------------------------------------------------
+
+/// `path` with `node` appended.
+fn extend(path: &[String], node: &str) -> Vec<String> {
+    let mut p = path.to_vec();
+    p.push(node.to_string());
+    p
+}
+
+/// Offers `ns` to the peers as this relay reaches it now: from here if a local session
+/// publishes it, else through the best peer's path with this node appended, else not at all.
+fn refresh_export(inner: &Inner, ns: &TrackNamespace) {
+    let Some(c) = &inner.cluster else {
+        return;
+    };
+    let (best, offered) = {
+        let offers = c.offers.lock();
+        (offers.best_of(ns), offers.sessions(ns))
+    };
+    let local = inner
+        .routes
+        .lock()
+        .at(ns)
+        .iter()
+        .any(|(id, _)| !offered.contains(id));
+    let path = match (local, best) {
+        (true, _) => Some(vec![c.config.node.clone()]),
+        (false, Some(o)) => Some(extend(&o.path, &c.config.node)),
+        (false, None) => None,
+    };
+    export(inner, c, ns, path);
+}
+
+/// Offers `ns` to the peers through `path` (replacing what was offered), or withdraws it.
+fn export(inner: &Inner, c: &ClusterState, ns: &TrackNamespace, path: Option<Vec<String>>) {
+    let mut exports = c.exports.lock();
+    if exports.get(ns).map(|(p, _)| p) == path.as_ref() {
+        return;
+    }
+    exports.remove(ns);
+    if let Some(path) = path
+        && let Some(entry) = cluster::wrap(&c.config.prefix, &path, ns)
+    {
+        exports.insert(ns.clone(), (path, inner.index.publish(entry)));
+    }
+}
+
+/// Keeps one link to `url`, redialing with backoff until the relay is gone or draining.
+async fn keep_link(inner: Weak<Inner>, peer: String) {
+    let mut attempt = 0;
+    loop {
+        let Some(i) = inner.upgrade() else {
+            return;
+        };
+        let Some(c) = &i.cluster else {
+            return;
+        };
+        if i.draining.load(Ordering::Relaxed) {
+            return;
+        }
+        let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
+            tls: c.config.tls.clone(),
+            versions: c.config.versions.clone(),
+            session: i
+                .session_config
+                .clone()
+                .with_announced(NamespaceIndex::new()),
+            share_indexes: true,
+        });
+        let url = c.config.link_url(&peer);
+        match client.map(|cl| async move { cl.connect(&url).await }) {
+            Ok(connecting) => match connecting.await {
+                Ok(session) => {
+                    tracing::info!(peer = %peer, "cluster link up");
+                    attempt = 0;
+                    handle_session(i.clone(), session, true).await;
+                    tracing::info!(peer = %peer, "cluster link down");
+                }
+                Err(e) => tracing::debug!(peer = %peer, error = %e, "cluster link failed"),
+            },
+            Err(e) => {
+                tracing::warn!(peer = %peer, error = %e, "cluster link not configured");
+                return;
+            }
+        }
+        drop(i);
+        attempt += 1;
+        tokio::time::sleep(cluster::backoff(attempt)).await;
+    }
+}
+
+/// Learns what a link's peer offers (SUBSCRIBE_NAMESPACE for the cluster view) until it ends.
+async fn learn(inner: Arc<Inner>, id: u64, session: Session) {
+    let Some(c) = &inner.cluster else {
+        return;
+    };
+    let (prefix, node) = (c.config.prefix.clone(), c.config.node.clone());
+    let Ok(view) = TrackNamespace::from_strs([prefix.clone()]) else {
+        return;
+    };
+    let mut offers = match session.subscribe_namespace(view).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(session = id, error = %e, "cluster peer refused its view");
+            return;
+        }
+    };
+    while let Some(Ok(ev)) = offers.next().await {
+        match cluster::view_event(&prefix, &node, ev) {
+            Some(ViewEvent::Offered(ns, path)) => {
+                let offer = Offer {
+                    session_id: id,
+                    session: session.clone(),
+                    path,
+                };
+                let (before, after) = c.offers.lock().add(&ns, offer);
+                apply_offer(&inner, c, &ns, before, after);
+            }
+            Some(ViewEvent::Withdrawn(ns)) => {
+                let (before, after) = c.offers.lock().remove(&ns, id);
+                apply_offer(&inner, c, &ns, before, after);
+            }
+            None => {}
+        }
+    }
+    forget_link(&inner, id);
+}
+
+/// Withdraws everything link `id` offered.
+fn forget_link(inner: &Arc<Inner>, id: u64) {
+    let Some(c) = &inner.cluster else {
+        return;
+    };
+    let offered = c.offers.lock().of(id);
+    for ns in offered {
+        let (before, after) = c.offers.lock().remove(&ns, id);
+        apply_offer(inner, c, &ns, before, after);
+    }
+}
+
+/// Routes `ns` through the best offer (only), keeps the learned namespace in the index while
+/// any peer offers it, and re-offers it to the peers through the best path.
+fn apply_offer(
+    inner: &Arc<Inner>,
+    c: &ClusterState,
+    ns: &TrackNamespace,
+    before: Option<Offer>,
+    after: Option<Offer>,
+) {
+    let same = |a: &Offer, b: &Offer| a.session_id == b.session_id && a.path == b.path;
+    if let (Some(b), Some(a)) = (&before, &after)
+        && same(b, a)
+    {
+        return;
+    }
+    if let Some(b) = &before {
+        inner.routes.lock().remove(ns, b.session_id);
+    }
+    match &after {
+        Some(a) => {
+            inner.routes.lock().insert(
+                ns,
+                a.session_id,
+                Route {
+                    session_id: a.session_id,
+                    session: a.session.clone(),
+                },
+            );
+            c.learned
+                .lock()
+                .entry(ns.clone())
+                .or_insert_with(|| inner.index.publish(ns.clone()));
+        }
+        None => {
+            c.learned.lock().remove(ns);
+        }
+    }
+    inner.routes_changed.send_modify(|v| *v += 1);
+    refresh_export(inner, ns);
+    if let Some(a) = &after
+        && before.as_ref().is_none_or(|b| b.session_id != a.session_id)
+    {
+        subscribe_active(inner, ns, a.session_id, &a.session);
     }
 }
