@@ -312,6 +312,11 @@ impl Relay {
             let _ = open.wait_for(|n| *n == 0).await;
         };
         let _ = tokio::time::timeout_at(deadline, drained).await;
+        // Cluster links this relay dialed are not the server's connections: close them too.
+        let open: Vec<Session> = self.inner.sessions.lock().values().cloned().collect();
+        for s in open {
+            s.close(SessionErrorCode::NO_ERROR, "relay shutting down");
+        }
         self.server
             .close(SessionErrorCode::NO_ERROR.0, "relay shutting down");
         // Let the close reach the clients that stayed, so they do not wait for a timeout.
@@ -1488,6 +1493,12 @@ fn apply_offer(
     {
         return;
     }
+    tracing::debug!(
+        namespace = %ns,
+        before = ?before.as_ref().map(|o| (o.session_id, &o.path)),
+        after = ?after.as_ref().map(|o| (o.session_id, &o.path)),
+        "cluster route"
+    );
     if let Some(b) = &before {
         inner.routes.lock().remove(ns, b.session_id);
     }

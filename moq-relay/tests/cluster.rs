@@ -1,7 +1,12 @@
 //! Three relays acting as one over real QUIC: chain, full mesh and ring; one upstream
 //! subscription per track per relay; discovery of the whole cluster and of removals; a relay
 //! that dies and comes back; a publisher moving between relays.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 use std::time::Duration;
 
@@ -157,6 +162,137 @@ async fn topologies_deliver_with_one_upstream_per_track() {
                 }
             }
         }
+    })
+    .await;
+}
+
+/// Waits for the next event about `namespace` on `found`; true for Added.
+async fn next_about(found: &mut moq_client::NamespaceStream, namespace: &TrackNamespace) -> bool {
+    loop {
+        match found.next().await {
+            Some(Ok(NamespaceEvent::Added(n))) if &n == namespace => return true,
+            Some(Ok(NamespaceEvent::Removed(n))) if &n == namespace => return false,
+            Some(Ok(_)) => {}
+            other => panic!("discovery ended: {other:?}"),
+        }
+    }
+}
+
+/// A chain A <- B <- C. B shuts down: C's discovery loses A's namespace, A's publisher goes
+/// on untouched. B comes back on the same address: the links come back (C redials), C sees the
+/// namespace again and a subscriber on C receives A's objects.
+#[tokio::test]
+async fn a_relay_that_dies_and_comes_back_rejoins() {
+    timeout(async {
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let mut relays = cluster(3, &[(1, 0), (2, 1)], &cert);
+        let b = relays.remove(1);
+        let (a, c) = (&relays[0], &relays[1]);
+        let publisher = connect(a).await;
+        let room = ns("fail/room");
+        let h = publisher
+            .publisher()
+            .publish_namespace(room.clone())
+            .unwrap();
+        h.announced().await.unwrap();
+        let track = FullTrackName::new(room.clone(), "t").unwrap();
+        let producer = publisher.publisher().create_track(track.clone()).unwrap();
+        let viewer = connect(c).await;
+        let mut found = viewer
+            .subscriber()
+            .subscribe_namespace(ns("fail"))
+            .await
+            .unwrap();
+        assert!(next_about(&mut found, &room).await);
+
+        let b_addr = b.local_addr();
+        b.shutdown(Duration::ZERO).await;
+        drop(b);
+        assert!(
+            !next_about(&mut found, &room).await,
+            "B's death withdraws A's namespace on C"
+        );
+        assert!(a.namespaces().contains(&room), "A is untouched");
+
+        let mut config = RelayConfig::new(b_addr, cert.clone());
+        let mut cc = ClusterConfig::new("B", vec![url(a)]);
+        cc.tls = ClientTls::pinned(cert.fingerprint());
+        config.cluster = Some(cc);
+        // The old socket is released once its endpoint's last task ends.
+        let b2 = loop {
+            match Relay::bind(config.clone()) {
+                Ok(r) => break r,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        b2.spawn();
+        assert!(
+            next_about(&mut found, &room).await,
+            "B rejoined: C sees A's namespace again"
+        );
+        let s = connect(c).await;
+        let mut t = s
+            .subscriber()
+            .subscribe(track.clone(), SubscribeOptions::default())
+            .await
+            .unwrap();
+        let mut g = producer.append_group().unwrap();
+        g.write("after the restart").unwrap();
+        g.finish().unwrap();
+        assert_eq!(read(&mut t, 1).await.len(), 1);
+    })
+    .await;
+}
+
+/// A full mesh. A subscriber on B reads a track published on A; the publisher moves to C
+/// (publishes there, then leaves A) and the subscriber goes on, each group once.
+#[tokio::test]
+async fn a_publisher_moving_between_relays_keeps_subscribers() {
+    timeout(async {
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let relays = cluster(3, &[(1, 0), (2, 0), (2, 1)], &cert);
+        let (a, b, c) = (&relays[0], &relays[1], &relays[2]);
+        let room = ns("move/room");
+        let track = FullTrackName::new(room.clone(), "t").unwrap();
+        let old = connect(a).await;
+        let h_old = old.publisher().publish_namespace(room.clone()).unwrap();
+        h_old.announced().await.unwrap();
+        let p_old = old.publisher().create_track(track.clone()).unwrap();
+        knows(b, &room).await;
+        let viewer = connect(b).await;
+        let mut t = viewer
+            .subscriber()
+            .subscribe(track.clone(), SubscribeOptions::default())
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            let mut g = p_old.append_group().unwrap();
+            g.write("old").unwrap();
+            g.finish().unwrap();
+        }
+        let mut got = read(&mut t, 2).await;
+
+        // The publisher reconnects to C and resumes at group 2; then its old session leaves.
+        let new = connect(c).await;
+        let h_new = new.publisher().publish_namespace(room.clone()).unwrap();
+        h_new.announced().await.unwrap();
+        let p_new = new.publisher().create_track(track.clone()).unwrap();
+        drop(h_old);
+        drop(p_old);
+        drop(old);
+        // B's subscription now reaches the publisher through C.
+        while p_new.subscribers() == 0 {
+            // A producer has no signal for a new subscriber.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for i in 2..5 {
+            let mut g = p_new.create_group(i).unwrap();
+            g.write("new").unwrap();
+            g.finish().unwrap();
+        }
+        got.extend(read(&mut t, 3).await);
+        got.sort();
+        assert_eq!(got, vec![0, 1, 2, 3, 4], "every group once");
     })
     .await;
 }
