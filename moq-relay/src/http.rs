@@ -114,6 +114,7 @@ async fn announced(
         .namespaces()
         .matching(&prefix)
         .into_iter()
+        .filter(|ns| !s.relay.is_cluster_view(ns))
         .filter(|ns| match &s.auth {
             Some(auth) => auth.may_see(token.as_deref().map(str::as_bytes), ns),
             None => true,

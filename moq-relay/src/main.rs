@@ -167,6 +167,23 @@ struct Settings {
     /// Log format.
     #[arg(long, env = "MOQ_RELAY_LOG_FORMAT", value_enum)]
     log_format: Option<LogFormat>,
+    /// A relay to link with (`moqt://host:port`; repeatable). Each pair of relays is linked
+    /// once: list the peer on one side only.
+    #[arg(long, env = "MOQ_RELAY_CLUSTER_PEER", value_delimiter = ',')]
+    cluster_peer: Vec<String>,
+    /// This relay's name in the cluster (unique) [default: the bind address].
+    #[arg(long, env = "MOQ_RELAY_CLUSTER_NODE")]
+    cluster_node: Option<String>,
+    /// The token the links present to their peers (publish and subscribe `**`).
+    #[arg(long, env = "MOQ_RELAY_CLUSTER_TOKEN")]
+    cluster_token: Option<String>,
+    /// Trust the peers' certificates by these SHA-256 fingerprints (repeatable) instead of the
+    /// web PKI.
+    #[arg(long, env = "MOQ_RELAY_CLUSTER_FINGERPRINT", value_delimiter = ',')]
+    cluster_fingerprint: Vec<String>,
+    /// Join a cluster without dialing anyone (peers dial this relay).
+    #[arg(long, env = "MOQ_RELAY_CLUSTER")]
+    cluster: bool,
 }
 
 impl Settings {
@@ -275,6 +292,23 @@ async fn run(s: Settings) -> anyhow::Result<()> {
     }
     config.qlog_dir = s.qlog_dir.clone();
     config.metrics_per_namespace = s.metrics_per_namespace;
+    if s.cluster || !s.cluster_peer.is_empty() {
+        let node = s.cluster_node.clone().unwrap_or_else(|| bind.to_string());
+        let mut c = moq_relay::cluster::ClusterConfig::new(node, s.cluster_peer.clone());
+        c.token = s.cluster_token.clone();
+        if !s.cluster_fingerprint.is_empty() {
+            let pins = s
+                .cluster_fingerprint
+                .iter()
+                .map(|f| moq_transport::tls::parse_fingerprint(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            c.tls = moq_transport::tls::ClientTls {
+                fingerprints: pins,
+                ..Default::default()
+            };
+        }
+        config.cluster = Some(c);
+    }
     let auth = authorizer(&s)?;
     match &auth {
         Some(a) => config.authorizer = a.clone(),

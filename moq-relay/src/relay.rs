@@ -232,6 +232,14 @@ impl Relay {
         &self.inner.metrics
     }
 
+    /// Whether `ns` is an entry of the cluster view (exchanged between relays, not a
+    /// namespace any client published).
+    pub fn is_cluster_view(&self, ns: &TrackNamespace) -> bool {
+        self.inner.cluster.as_ref().is_some_and(|c| {
+            ns.fields().first().map(|f| &f[..]) == Some(c.config.prefix.as_bytes())
+        })
+    }
+
     /// The namespaces the relay knows.
     pub fn namespaces(&self) -> &NamespaceIndex {
         &self.inner.index

@@ -306,3 +306,54 @@ async fn refuses_to_run_open_and_reads_env_and_file() {
     })
     .await;
 }
+
+/// Two relay processes linked with the cluster flags: a namespace published on A is known
+/// to B (`/announced`, which never lists the cluster's own entries).
+#[tokio::test]
+async fn cluster_flags_link_two_processes() {
+    timeout(async {
+        let a = Relay::start(
+            &[
+                "--tls-generate",
+                "localhost",
+                "--auth-disabled",
+                "--cluster",
+                "--cluster-node",
+                "A",
+            ],
+            &[],
+        );
+        let (_, fp) = a.curl("/fingerprint", &[]);
+        let peer = format!("moqt://localhost:{}", a.port);
+        let b = Relay::start(
+            &[
+                "--tls-generate",
+                "localhost",
+                "--auth-disabled",
+                "--cluster-node",
+                "B",
+            ],
+            &[
+                ("MOQ_RELAY_CLUSTER_PEER", &peer),
+                ("MOQ_RELAY_CLUSTER_FINGERPRINT", &fp),
+            ],
+        );
+        let publisher = a.connect(&fp, "").await.unwrap();
+        let _h = publisher.publish_namespace(ns("room/live")).await.unwrap();
+        let started = Instant::now();
+        loop {
+            let (_, listed) = b.curl("/announced", &[]);
+            if listed.contains(r#"["room","live"]"#) {
+                assert!(!listed.contains("moq-cluster"), "{listed}");
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "B never learned: {listed}"
+            );
+            // The HTTP side has no push; poll.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
