@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import os
 import re
 import shutil
@@ -78,6 +79,8 @@ AIOMOQT_CLIENT_DRAFTS = [14, 16, 18, 20, 22]
 # The moq-dev relays that dial ours as a cluster peer, one per draft of the link.
 CLUSTER_DRAFTS = [19, 20]
 RELAY_DRAFTS_EXTRA = {f"moq-dev-cluster-{d}": [d] for d in CLUSTER_DRAFTS}
+# Our relay that takes moq-dev's namespaces as its upstream (--cluster-upstream).
+RELAY_DRAFTS_EXTRA["ours-upstream-moq-dev"] = [19]
 TRANSPORTS = {"quic": "moqt", "wt": "https"}
 
 
@@ -439,6 +442,9 @@ class Matrix:
             ("ours", 19, "ours~moq-dev/d20", "moq-clock-ietf", 18, "quic"),
             ("moq-clock-ietf", 18, "moq-dev~ours/d20", "ours", 20, "quic"),
             ("ours", 20, "ours~moq-dev/d20", "moq-clock-ietf", 18, "quic"),
+            # "A^B": publish to A; subscribe at a relay of ours that dials A as its upstream
+            # (--cluster-upstream): ours taking moq-dev's namespaces and routing to it.
+            ("moq-clock-ietf", 18, "moq-dev^ours", "ours", 19, "quic"),
         ]
         cluster: tuple[int, subprocess.Popen] | None = None
         for n, (pub, pd, relay, sub, sd, transport) in enumerate(pairs):
@@ -526,7 +532,32 @@ class Matrix:
         self.wait_ready(name)
         return p
 
+    def start_upstream_of(self, upstream: str) -> str:
+        """A second relay of ours that dials `upstream` as its upstream (once); its name."""
+        name = f"ours-upstream-{upstream}"
+        if name in self.ports:
+            return name
+        self.ports[name] = free_port()
+        der = subprocess.run(
+            ["openssl", "x509", "-in", OUT / "cert.pem", "-outform", "der"], check=True, capture_output=True
+        ).stdout
+        self.procs.start(
+            f"relay-{name}",
+            [
+                OURS_RELAY, "--bind", f"127.0.0.1:{self.ports[name]}", "--tls-cert", OUT / "cert.pem",
+                "--tls-key", OUT / "key.pem", "--auth-disabled", "--cluster-node", name,
+                "--cluster-upstream", self.url(upstream, "quic"),
+                "--cluster-fingerprint", hashlib.sha256(der).hexdigest(),
+            ],
+            {"RUST_LOG": "info"},
+        )
+        self.wait_ready(name)
+        return name
+
     def clock(self, n: str, pub: str, pd: int, relay: str, sub: str, sd: int, transport: str) -> tuple[str, str]:
+        if "^" in relay:
+            upstream, _, _ = relay.partition("^")
+            relay = f"{upstream}~{self.start_upstream_of(upstream)}"
         # "A~B/dN": publish to relay A, subscribe at relay B (one of them the moq-dev cluster
         # peer of ours, linked at draft N).
         relays, _, link = relay.partition("/d")

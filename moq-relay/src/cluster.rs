@@ -46,6 +46,10 @@ pub struct ClusterConfig {
     pub tls: ClientTls,
     /// The versions links offer.
     pub versions: Vec<Version>,
+    /// Relays of other implementations this relay takes namespaces from as a client would
+    /// (SUBSCRIBE_NAMESPACE for everything); what they announce is routed to them and offered
+    /// on to the cluster.
+    pub upstreams: Vec<String>,
 }
 
 impl ClusterConfig {
@@ -59,6 +63,7 @@ impl ClusterConfig {
             token: None,
             tls: ClientTls::default(),
             versions: Version::ALL.to_vec(),
+            upstreams: Vec::new(),
         }
     }
 
@@ -258,6 +263,20 @@ pub(crate) fn view_event(prefix: &str, node: &str, ev: NamespaceEvent) -> Option
             let (path, ns) = unwrap(prefix, &entry)?;
             (!path.iter().any(|n| n == node)).then_some(ViewEvent::Withdrawn(ns))
         }
+    }
+}
+
+/// Reads one event of an upstream relay's discovery as an offer through `[name]` (entries of
+/// a cluster view, should it show one, are not namespaces and are skipped).
+pub(crate) fn upstream_event(prefix: &str, name: &str, ev: NamespaceEvent) -> Option<ViewEvent> {
+    let in_view =
+        |ns: &TrackNamespace| ns.fields().first().map(|f| &f[..]) == Some(prefix.as_bytes());
+    match ev {
+        NamespaceEvent::Added(ns) if !in_view(&ns) => {
+            Some(ViewEvent::Offered(ns, vec![name.to_string()]))
+        }
+        NamespaceEvent::Removed(ns) if !in_view(&ns) => Some(ViewEvent::Withdrawn(ns)),
+        _ => None,
     }
 }
 

@@ -184,6 +184,10 @@ struct Settings {
     /// Join a cluster without dialing anyone (peers dial this relay).
     #[arg(long, env = "MOQ_RELAY_CLUSTER")]
     cluster: bool,
+    /// A relay of another implementation to take namespaces from, as a client
+    /// (`moqt://host:port`; repeatable): what it announces is routed to it.
+    #[arg(long, env = "MOQ_RELAY_CLUSTER_UPSTREAM", value_delimiter = ',')]
+    cluster_upstream: Vec<String>,
 }
 
 impl Settings {
@@ -292,10 +296,11 @@ async fn run(s: Settings) -> anyhow::Result<()> {
     }
     config.qlog_dir = s.qlog_dir.clone();
     config.metrics_per_namespace = s.metrics_per_namespace;
-    if s.cluster || !s.cluster_peer.is_empty() {
+    if s.cluster || !s.cluster_peer.is_empty() || !s.cluster_upstream.is_empty() {
         let node = s.cluster_node.clone().unwrap_or_else(|| bind.to_string());
         let mut c = moq_relay::cluster::ClusterConfig::new(node, s.cluster_peer.clone());
         c.token = s.cluster_token.clone();
+        c.upstreams = s.cluster_upstream.clone();
         if !s.cluster_fingerprint.is_empty() {
             let pins = s
                 .cluster_fingerprint

@@ -266,6 +266,17 @@ impl Relay {
         for peer in peers {
             self.connect_peer(&peer);
         }
+        let upstreams = self
+            .inner
+            .cluster
+            .as_ref()
+            .map(|c| c.config.upstreams.clone())
+            .unwrap_or_default();
+        for up in upstreams {
+            if self.inner.cluster.is_some() {
+                tokio::spawn(keep_link(Arc::downgrade(&self.inner), up, true));
+            }
+        }
         while let Some(session) = self.server.accept().await {
             let inner = self.inner.clone();
             tokio::spawn(async move {
@@ -273,6 +284,7 @@ impl Relay {
                     .cluster
                     .as_ref()
                     .is_some_and(|c| cluster::is_link(&c.config.prefix, session.info()));
+                let link = link.then_some(Link::Cluster);
                 handle_session(inner, session, link).await
             });
         }
@@ -283,7 +295,11 @@ impl Relay {
     /// configured with [`RelayConfig::cluster`].
     pub fn connect_peer(&self, url: &str) {
         if self.inner.cluster.is_some() {
-            tokio::spawn(keep_link(Arc::downgrade(&self.inner), url.to_string()));
+            tokio::spawn(keep_link(
+                Arc::downgrade(&self.inner),
+                url.to_string(),
+                false,
+            ));
         }
     }
 
@@ -332,7 +348,17 @@ impl Relay {
     }
 }
 
-async fn handle_session(inner: Arc<Inner>, session: Session, link: bool) {
+/// What a session to another relay is.
+#[derive(Clone, Debug)]
+enum Link {
+    /// A link to a relay of this cluster: both sides exchange cluster views.
+    Cluster,
+    /// A relay of another implementation this relay takes namespaces from, as a client does:
+    /// SUBSCRIBE_NAMESPACE for everything, each namespace offered through the path `[name]`.
+    Upstream(String),
+}
+
+async fn handle_session(inner: Arc<Inner>, session: Session, link: Option<Link>) {
     let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
     let _gauge = inner
         .metrics
@@ -344,7 +370,7 @@ async fn handle_session(inner: Arc<Inner>, session: Session, link: bool) {
     }
     tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
     let routes = tokio::spawn(sync_routes(inner.clone(), id, session.clone()));
-    let learning = link.then(|| tokio::spawn(learn(inner.clone(), id, session.clone())));
+    let learning = link.map(|l| tokio::spawn(learn(inner.clone(), id, session.clone(), l)));
     let incoming = session.incoming();
     let peer = Peer {
         key: id,
@@ -1394,7 +1420,7 @@ fn export(inner: &Inner, c: &ClusterState, ns: &TrackNamespace, path: Option<Vec
 }
 
 /// Keeps one link to `url`, redialing with backoff until the relay is gone or draining.
-async fn keep_link(inner: Weak<Inner>, peer: String) {
+async fn keep_link(inner: Weak<Inner>, peer: String, upstream: bool) {
     let mut attempt = 0;
     loop {
         let Some(i) = inner.upgrade() else {
@@ -1415,13 +1441,16 @@ async fn keep_link(inner: Weak<Inner>, peer: String) {
                 .with_announced(NamespaceIndex::new()),
             share_indexes: true,
         });
-        let url = c.config.link_url(&peer);
+        let (url, link) = match upstream {
+            true => (peer.clone(), Link::Upstream(peer.clone())),
+            false => (c.config.link_url(&peer), Link::Cluster),
+        };
         match client.map(|cl| async move { cl.connect(&url).await }) {
             Ok(connecting) => match connecting.await {
                 Ok(session) => {
                     tracing::info!(peer = %peer, "cluster link up");
                     attempt = 0;
-                    handle_session(i.clone(), session, true).await;
+                    handle_session(i.clone(), session, Some(link)).await;
                     tracing::info!(peer = %peer, "cluster link down");
                 }
                 Err(e) => tracing::debug!(peer = %peer, error = %e, "cluster link failed"),
@@ -1438,12 +1467,16 @@ async fn keep_link(inner: Weak<Inner>, peer: String) {
 }
 
 /// Learns what a link's peer offers (SUBSCRIBE_NAMESPACE for the cluster view) until it ends.
-async fn learn(inner: Arc<Inner>, id: u64, session: Session) {
+async fn learn(inner: Arc<Inner>, id: u64, session: Session, link: Link) {
     let Some(c) = &inner.cluster else {
         return;
     };
     let (prefix, node) = (c.config.prefix.clone(), c.config.node.clone());
-    let Ok(view) = TrackNamespace::from_strs([prefix.clone()]) else {
+    let view = match &link {
+        Link::Cluster => TrackNamespace::from_strs([prefix.clone()]),
+        Link::Upstream(_) => Ok(TrackNamespace::empty()),
+    };
+    let Ok(view) = view else {
         return;
     };
     let mut offers = match session.subscribe_namespace(view).await {
@@ -1454,7 +1487,11 @@ async fn learn(inner: Arc<Inner>, id: u64, session: Session) {
         }
     };
     while let Some(Ok(ev)) = offers.next().await {
-        match cluster::view_event(&prefix, &node, ev) {
+        let ev = match &link {
+            Link::Cluster => cluster::view_event(&prefix, &node, ev),
+            Link::Upstream(name) => cluster::upstream_event(&prefix, name, ev),
+        };
+        match ev {
             Some(ViewEvent::Offered(ns, path)) => {
                 let offer = Offer {
                     session_id: id,
