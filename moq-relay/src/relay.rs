@@ -257,24 +257,11 @@ impl Relay {
 
     /// Accepts and serves sessions until the relay is shut down.
     pub async fn run(&self) {
-        let peers = self
-            .inner
-            .cluster
-            .as_ref()
-            .map(|c| c.config.peers.clone())
-            .unwrap_or_default();
-        for peer in peers {
-            self.connect_peer(&peer);
-        }
-        let upstreams = self
-            .inner
-            .cluster
-            .as_ref()
-            .map(|c| c.config.upstreams.clone())
-            .unwrap_or_default();
-        for up in upstreams {
-            if self.inner.cluster.is_some() {
-                tokio::spawn(keep_link(Arc::downgrade(&self.inner), up, true));
+        if let Some(c) = &self.inner.cluster {
+            let links = c.config.peers.iter().map(|p| (p, false));
+            for (peer, upstream) in links.chain(c.config.upstreams.iter().map(|u| (u, true))) {
+                let inner = Arc::downgrade(&self.inner);
+                tokio::spawn(keep_link(inner, peer.clone(), upstream));
             }
         }
         while let Some(session) = self.server.accept().await {

@@ -4,12 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
+use moq_core::AuthToken;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode};
 use moq_core::message::Parameters;
-use moq_core::{AuthToken, TrackNamespace};
 use moq_relay::auth::{Claims, Jwk, KeySet, TokenAuth};
 use moq_relay::{Relay, RelayConfig};
 use moq_transport::endpoint::{Client, ClientConfig};
@@ -17,17 +16,8 @@ use moq_transport::namespace::NamespaceEvent;
 use moq_transport::tls::{ClientTls, parse_fingerprint};
 use moq_transport::{Error, Session, SessionConfig};
 
-const TIMEOUT: Duration = Duration::from_secs(20);
-
-async fn timeout<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(TIMEOUT, f)
-        .await
-        .expect("test timed out")
-}
-
-fn ns(path: &str) -> TrackNamespace {
-    TrackNamespace::from_strs(path.split('/').filter(|f| !f.is_empty())).unwrap()
-}
+mod common;
+use common::{ns, timeout};
 
 struct Setup {
     relay: Relay,

@@ -3,29 +3,19 @@
 //! settings from the environment and a TOML file.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use moq_core::TrackNamespace;
 use moq_core::codes::RequestErrorCode;
 use moq_transport::endpoint::{Client, ClientConfig};
 use moq_transport::tls::{ClientTls, parse_fingerprint};
 use moq_transport::{Error, Session};
 
-const TIMEOUT: Duration = Duration::from_secs(30);
+mod common;
+use common::{Binary, ns, timeout};
+
 const RELAY: &str = env!("CARGO_BIN_EXE_moq-relay");
-
-async fn timeout<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(TIMEOUT, f)
-        .await
-        .expect("test timed out")
-}
-
-fn ns(path: &str) -> TrackNamespace {
-    TrackNamespace::from_strs(path.split('/').filter(|f| !f.is_empty())).unwrap()
-}
 
 /// A fresh directory under the target dir.
 fn workdir(name: &str) -> PathBuf {
@@ -58,42 +48,24 @@ fn stdout(o: &Output) -> String {
 }
 
 struct Relay {
-    child: Child,
+    /// Keeps the process (killed on drop).
+    _bin: Binary,
     port: u16,
     http: String,
 }
 
 impl Relay {
     fn start(args: &[&str], env: &[(&str, &str)]) -> Relay {
-        let mut child = Command::new(RELAY)
-            .args(["--bind", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-            .args(args)
-            .envs(env.iter().copied())
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let (mut port, mut http) = (None, None);
-        while port.is_none() || http.is_none() {
-            let line = lines.next().expect("the relay exited").unwrap();
-            if let Some(rest) = line.strip_prefix("moq-relay listening on ") {
-                let addr = rest.split_whitespace().next().unwrap();
-                port = Some(addr.rsplit(':').next().unwrap().parse().unwrap());
-            }
-            if let Some(rest) = line.strip_prefix("http on ") {
-                http = Some(format!(
-                    "http://{}",
-                    rest.split(':').take(2).collect::<Vec<_>>().join(":")
-                ));
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
+        let args: Vec<&str> = ["--http", "127.0.0.1:0"]
+            .iter()
+            .copied()
+            .chain(args.iter().copied())
+            .collect();
+        let bin = Binary::start(&args, env);
         Relay {
-            child,
-            port: port.unwrap(),
-            http: http.unwrap(),
+            port: bin.port,
+            http: bin.http.clone().unwrap(),
+            _bin: bin,
         }
     }
 
@@ -119,13 +91,6 @@ impl Relay {
         client
             .connect(&format!("moqt://localhost:{}/{query}", self.port))
             .await
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -16,21 +16,8 @@ use moq_relay::cluster::ClusterConfig;
 use moq_relay::{Relay, RelayConfig};
 use moq_transport::tls::{Certificate, ClientTls};
 
-const TIMEOUT: Duration = Duration::from_secs(30);
-
-async fn timeout<F: std::future::Future>(f: F) -> F::Output {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    tokio::time::timeout(TIMEOUT, f)
-        .await
-        .expect("test timed out")
-}
-
-fn ns(path: &str) -> TrackNamespace {
-    TrackNamespace::from_strs(path.split('/').filter(|f| !f.is_empty())).unwrap()
-}
+mod common;
+use common::{ns, timeout};
 
 /// Relays named A, B, C... sharing one certificate, each dialing the peers `links` gives it
 /// (by index), once every relay is bound.
@@ -77,18 +64,11 @@ async fn knows(relay: &Relay, namespace: &TrackNamespace) {
 }
 
 async fn read(t: &mut TrackConsumer, n: usize) -> Vec<u64> {
-    let mut out = Vec::new();
-    while out.len() < n {
-        let mut g = t
-            .next_group()
-            .await
-            .expect("track ended")
-            .expect("track failed");
-        while let Some(o) = g.next_object().await {
-            out.push(o.unwrap().location.group);
-        }
-    }
-    out
+    common::read_objects(t, n)
+        .await
+        .into_iter()
+        .map(|(g, _)| g)
+        .collect()
 }
 
 /// A publisher on A, subscribers on B and C: every object arrives once, and each relay

@@ -15,11 +15,14 @@ use std::time::Duration;
 
 use moq_client::{
     Backoff, Client, FullTrackName, Location, NamespaceEvent, Publisher, Session, Status,
-    SubscribeOptions, TrackConsumer, TrackNamespace, Version,
+    SubscribeOptions, TrackNamespace, Version,
 };
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode};
 use moq_relay::{Relay, RelayConfig};
 use moq_transport::Error;
+
+mod common;
+use common::read_objects;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -87,26 +90,6 @@ async fn fetch_all(mut f: moq_client::FetchConsumer) -> Vec<moq_client::Object> 
     let mut out = Vec::new();
     while let Some(o) = f.next_object().await {
         out.push(o.expect("fetch failed"));
-    }
-    out
-}
-
-/// Reads `n` objects (any groups), returning (group, payload) pairs in arrival order.
-async fn read_objects(t: &mut TrackConsumer, n: usize) -> Vec<(u64, String)> {
-    let mut out = Vec::new();
-    while out.len() < n {
-        let mut g = t
-            .next_group()
-            .await
-            .expect("track ended")
-            .expect("track failed");
-        while let Some(o) = g.next_object().await {
-            let o = o.unwrap();
-            out.push((
-                o.location.group,
-                String::from_utf8_lossy(&o.payload).into_owned(),
-            ));
-        }
     }
     out
 }

@@ -2,21 +2,15 @@
 //! draining on SIGINT and SIGTERM.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use moq_relay::{Relay, RelayConfig};
 use moq_transport::endpoint::{Client, ClientConfig};
 use moq_transport::tls::{ClientTls, parse_fingerprint};
 
-const TIMEOUT: Duration = Duration::from_secs(20);
-
-async fn timeout<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(TIMEOUT, f)
-        .await
-        .expect("test timed out")
-}
+mod common;
+use common::timeout;
 
 fn client(fingerprint: &str) -> Client {
     Client::new(ClientConfig {
@@ -65,48 +59,27 @@ async fn shutdown_completes_with_and_without_sessions() {
 }
 
 /// The relay binary on an ephemeral port with a one-second drain.
-struct Binary {
-    child: Child,
-    port: u16,
-    fingerprint: String,
+struct Binary(common::Binary);
+
+impl std::ops::Deref for Binary {
+    type Target = common::Binary;
+    fn deref(&self) -> &common::Binary {
+        &self.0
+    }
 }
 
 impl Binary {
     fn start() -> Binary {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_moq-relay"))
-            .args([
-                "--bind",
-                "127.0.0.1:0",
+        Binary(common::Binary::start(
+            &[
                 "--tls-generate",
                 "localhost",
                 "--drain",
                 "1",
                 "--auth-disabled",
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let (mut port, mut fingerprint) = (None, None);
-        while port.is_none() || fingerprint.is_none() {
-            let line = lines.next().expect("the relay exited").unwrap();
-            if let Some(rest) = line.strip_prefix("moq-relay listening on ") {
-                let addr = rest.split_whitespace().next().unwrap();
-                port = Some(addr.rsplit(':').next().unwrap().parse().unwrap());
-            }
-            if let Some(rest) = line.strip_prefix("certificate sha-256 fingerprint: ") {
-                fingerprint = Some(rest.trim().to_string());
-            }
-        }
-        // Keep reading so the relay never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Binary {
-            child,
-            port: port.unwrap(),
-            fingerprint: fingerprint.unwrap(),
-        }
+            ],
+            &[],
+        ))
     }
 
     fn signal(&self, name: &str) {
@@ -121,7 +94,7 @@ impl Binary {
     async fn exited_within(&mut self, limit: Duration) -> std::process::ExitStatus {
         let deadline = Instant::now() + limit;
         loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.0.child.try_wait().unwrap() {
                 return status;
             }
             assert!(
@@ -131,13 +104,6 @@ impl Binary {
             // A child process has no signal to await here.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-    }
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
