@@ -15,7 +15,7 @@
 //! client's SUBSCRIBE_NAMESPACE on any relay sees the whole cluster.
 //!
 //! The cluster view lives in the relay's one namespace index under `<prefix>`; the
-//! [`ClusterAuth`] wrapper shows it to cluster links only, and shows them nothing else. A
+//! `ClusterAuth` wrapper shows it to cluster links only, and shows them nothing else. A
 //! client may not publish under `<prefix>`.
 
 use std::collections::HashMap;

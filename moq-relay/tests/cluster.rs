@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use moq_client::{Client, NamespaceEvent, Publisher, Session, SubscribeOptions, TrackConsumer};
-use moq_core::{FullTrackName, TrackNamespace};
+use moq_core::{FullTrackName, Location, TrackNamespace};
 use moq_relay::cluster::ClusterConfig;
 use moq_relay::{Relay, RelayConfig};
 use moq_transport::tls::{Certificate, ClientTls};
@@ -273,6 +273,45 @@ async fn a_publisher_moving_between_relays_keeps_subscribers() {
         got.extend(read(&mut t, 3).await);
         got.sort();
         assert_eq!(got, vec![0, 1, 2, 3, 4], "every group once");
+    })
+    .await;
+}
+
+/// FETCH and TRACK_STATUS on C for a track published on A follow the cluster's routes (a
+/// chain A <- B <- C): the answers come from A's publisher through B.
+#[tokio::test]
+async fn fetch_and_track_status_cross_the_cluster() {
+    timeout(async {
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let relays = cluster(3, &[(1, 0), (2, 1)], &cert);
+        let publisher = connect(&relays[0]).await;
+        let room = ns("vod/room");
+        let h = publisher
+            .publisher()
+            .publish_namespace(room.clone())
+            .unwrap();
+        h.announced().await.unwrap();
+        let track = FullTrackName::new(room.clone(), "t").unwrap();
+        let producer = publisher.publisher().create_track(track.clone()).unwrap();
+        for g in 0..4 {
+            let mut w = producer.append_group().unwrap();
+            w.write(format!("g{g}")).unwrap();
+            w.finish().unwrap();
+        }
+        knows(&relays[2], &room).await;
+        let s = connect(&relays[2]).await;
+        let info = s.subscriber().track_status(track.clone()).await.unwrap();
+        assert_eq!(info.largest.map(|l| l.group), Some(3));
+        let mut f = s
+            .subscriber()
+            .fetch(track.clone(), Location::new(1, 0), Location::new(2, 0))
+            .await
+            .unwrap();
+        let mut groups = Vec::new();
+        while let Some(o) = f.next_object().await {
+            groups.push(o.unwrap().location.group);
+        }
+        assert_eq!(groups, vec![1, 2]);
     })
     .await;
 }
