@@ -387,6 +387,11 @@ class Matrix:
                 # Cloudflare's 0.7.x relays cancel the subgroups they are forwarding when the
                 # publisher's PUBLISH_DONE arrives: pass or fail by timing, not reported.
                 result, detail = "skip", f"racy at this peer (got {result}): {detail}"
+            elif client == "ours" and relay == "moq-dev" and draft in (14, 15) and case != "setup-only":
+                # moq-dev's relay sends a 0-field SUBSCRIBE_NAMESPACE prefix at some point after
+                # SETUP, which closes the session (a violation before draft-16): a case that is
+                # done before it arrives passes, the others fail.
+                result, detail = "skip", f"racy at this peer (got {result}): {detail}"
             self.record(Outcome(client, relay, draft, transport, case, result, detail))
 
     # ---- clocks across implementations --------------------------------------------------

@@ -160,7 +160,7 @@ fn read(mut s: SubgroupConsumer) -> Reading {
 /// two methods per group.
 ///
 /// The group ends once its subgroups ended and either the subgroup carrying the group's last
-/// object has been seen, a later group started (ascending order), or the track ended.
+/// object has been seen, a later group started (in either group order), or the track ended.
 pub struct GroupConsumer {
     id: u64,
     parts: mpsc::Receiver<Part>,
@@ -250,17 +250,15 @@ const GROUP_PARTS: usize = 64;
 pub(crate) struct Router {
     groups: BTreeMap<u64, mpsc::Sender<Part>>,
     out: mpsc::Sender<Result<GroupConsumer, Error>>,
-    ascending: bool,
     /// What the track's objects must keep (draft-19 §2.4.2).
     check: Arc<TrackCheck>,
 }
 
 impl Router {
-    pub(crate) fn new(out: mpsc::Sender<Result<GroupConsumer, Error>>, order: GroupOrder) -> Self {
+    pub(crate) fn new(out: mpsc::Sender<Result<GroupConsumer, Error>>) -> Self {
         Router {
             groups: BTreeMap::new(),
             out,
-            ascending: order == GroupOrder::Ascending,
             check: Arc::new(TrackCheck::new()),
         }
     }
@@ -296,10 +294,12 @@ impl Router {
             },
             None => part,
         };
-        if self.ascending {
-            // A later group started: the earlier ones take nothing more.
-            self.groups = self.groups.split_off(&group);
-        }
+        // A later group started: the earlier ones take nothing more (a late part of one comes
+        // as that group again, so nothing is lost). In either group order: a descending
+        // subscription's live groups still start in ascending order, and Cloudflare's
+        // draft-14 stack declares Descending on every SUBSCRIBE_OK; waiting for an earlier
+        // group's end there stalled a reader at every group boundary.
+        self.groups = self.groups.split_off(&group);
         let (tx, rx) = mpsc::channel(GROUP_PARTS);
         let _ = tx.try_send(part);
         self.groups.insert(group, tx);
@@ -354,17 +354,14 @@ pub struct TrackConsumer {
 impl TrackConsumer {
     /// A consumer of `sub`'s groups, the router that feeds it, and where a renewed
     /// subscription's info goes.
-    pub(crate) fn new(
-        sub: &Subscription,
-        order: GroupOrder,
-    ) -> (Self, Router, watch::Sender<Option<TrackInfo>>) {
+    pub(crate) fn new(sub: &Subscription) -> (Self, Router, watch::Sender<Option<TrackInfo>>) {
         let (tx, rx) = mpsc::channel(64);
         let (info_tx, info_rx) = watch::channel(Some(TrackInfo::of(sub.info())));
         let consumer = TrackConsumer {
             groups: rx,
             info: info_rx,
         };
-        (consumer, Router::new(tx, order), info_tx)
+        (consumer, Router::new(tx), info_tx)
     }
 
     /// The next group; `None` once the track ended.

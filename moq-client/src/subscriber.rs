@@ -261,10 +261,7 @@ impl Subscriber {
         let first = session
             .subscribe(track.clone(), options.to_parameters(true))
             .await?;
-        let order = options
-            .group_order
-            .unwrap_or_else(|| first.info().group_order());
-        let (consumer, mut router, info_tx) = TrackConsumer::new(&first, order);
+        let (consumer, mut router, info_tx) = TrackConsumer::new(&first);
         let source = self.source.clone();
         tokio::spawn(async move {
             let mut sub = first;
@@ -364,10 +361,7 @@ impl Subscriber {
             // Nothing published yet: everything comes live.
             None => None,
         };
-        let order = options
-            .group_order
-            .unwrap_or_else(|| sub.info().group_order());
-        let (live, router, _info) = TrackConsumer::new(&sub, order);
+        let (live, router, _info) = TrackConsumer::new(&sub);
         tokio::spawn(pump_once(sub, router));
         let (tx, rx) = mpsc::channel(256);
         tokio::spawn(join_objects(fetch, live, tx));
@@ -622,10 +616,7 @@ impl IncomingTrack {
         let mut params = options.to_parameters(false);
         params.forward.get_or_insert(true);
         let sub = self.inner.accept(params).await?;
-        let order = options
-            .group_order
-            .unwrap_or_else(|| sub.info().group_order());
-        let (consumer, router, _info) = TrackConsumer::new(&sub, order);
+        let (consumer, router, _info) = TrackConsumer::new(&sub);
         tokio::spawn(pump_once(sub, router));
         Ok(consumer)
     }

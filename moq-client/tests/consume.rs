@@ -385,3 +385,53 @@ async fn a_malformed_track_fails_the_consumer_and_cancels_the_subscription() {
     })
     .await;
 }
+
+/// A track whose publisher declares Descending group order (as Cloudflare's draft-14 stack does
+/// on every SUBSCRIBE_OK) but writes live groups one after another: a reader that takes the
+/// groups in turn gets each one ended when the next starts, and never stalls at a boundary.
+#[tokio::test]
+async fn descending_track_read_group_by_group_does_not_stall() {
+    timeout(async {
+        for (transport, version) in combinations() {
+            let mut srv = TestServer::start();
+            let name = track(&["desc"], "t");
+            let options = moq_client::TrackOptions {
+                group_order: Some(moq_client::GroupOrder::Descending),
+                ..Default::default()
+            };
+            let t = srv
+                .publisher
+                .create_track_with(name.clone(), options)
+                .unwrap();
+            let (client, _server) = srv.connect(transport, version).await;
+            let mut track = client
+                .subscriber()
+                .subscribe(name.clone(), SubscribeOptions::default())
+                .await
+                .unwrap();
+            t.subscribed().await;
+            // Each group's one subgroup ends without saying it carried the group's last
+            // object, the way a minute of a clock does.
+            let start = |g: u64| {
+                let w = t.create_group(g).unwrap();
+                let mut sg = w.subgroup(1, None).unwrap();
+                sg.write(0, format!("g{g}")).unwrap();
+                sg.finish().unwrap();
+                w
+            };
+            let mut open = vec![start(0)];
+            for g in 0..3u64 {
+                let mut group = track.next_group().await.unwrap().unwrap();
+                assert_eq!(group.id(), g, "{transport:?} {version}");
+                assert!(group.next_object().await.unwrap().is_ok());
+                // The next group starts while this one is being read: this one ends.
+                open.push(start(g + 1));
+                assert!(
+                    group.next_object().await.is_none(),
+                    "{transport:?} {version}: group {g} never ended"
+                );
+            }
+        }
+    })
+    .await;
+}
