@@ -6,10 +6,12 @@
 //!    relays (CPU per delivered object, delivery latency);
 //! 3. [`discovery`]: SUBSCRIBE_NAMESPACE cost per match as the number of published namespaces
 //!    grows;
-//! 4. [`memory`]: relay resident memory per idle session and per subscription.
+//! 4. [`memory`]: relay resident memory per idle session and per subscription;
+//! 5. [`cluster`]: a cluster of our relays against one relay (objects per relay CPU second).
 //!
 //! The `moq-bench` binary runs them and prints the tables; see `docs/benchmarks.md`.
 
+pub mod cluster;
 pub mod discovery;
 pub mod fanout;
 pub mod latency;

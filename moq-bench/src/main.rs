@@ -18,7 +18,7 @@ use moq_bench::fanout::{FanoutConfig, PublishModel};
 use moq_bench::memory::MemoryConfig;
 use moq_bench::relays::{RelayCommand, RelayKind};
 use moq_bench::throughput::ThroughputConfig;
-use moq_bench::{discovery, fanout, machine, memory, throughput};
+use moq_bench::{cluster, discovery, fanout, machine, memory, throughput};
 use moq_core::Version;
 
 /// Benchmarks of moqt-rs: throughput against raw quinn, relay fan-out against moq-dev's and
@@ -26,7 +26,7 @@ use moq_core::Version;
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// Sections to run: raw, fanout, discovery, memory (comma-separated; default all).
+    /// Sections to run: raw, fanout, discovery, memory, cluster (comma-separated; default all).
     #[arg(long, value_delimiter = ',')]
     sections: Option<Vec<Section>>,
     /// Small sizes: the whole run takes seconds (a smoke test, not a measurement).
@@ -103,6 +103,7 @@ enum Section {
     Fanout,
     Discovery,
     Memory,
+    Cluster,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -123,6 +124,7 @@ async fn main() -> Result<()> {
             Section::Fanout,
             Section::Discovery,
             Section::Memory,
+            Section::Cluster,
         ]
     });
     let version = Version::from_draft(args.draft).context("unsupported --draft")?;
@@ -238,6 +240,27 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
         heading("4. Relay memory");
         let report = memory::run(&cfg, skipped.clone()).await;
         print!("{}", report.render());
+        took(t);
+    }
+    if sections.contains(&Section::Cluster) {
+        let t = Instant::now();
+        match relays
+            .iter()
+            .find(|r| r.kind == RelayKind::Ours && !r.self_hosted)
+        {
+            Some(ours) => {
+                let cfg = if args.quick {
+                    cluster::ClusterConfig::quick(ours.clone(), workdir.to_path_buf())
+                } else {
+                    cluster::ClusterConfig::full(ours.clone(), workdir.to_path_buf())
+                };
+                heading("5. A cluster of our relays");
+                print!("{}", cluster::run(&cfg).await?.render());
+            }
+            None => println!(
+                "5. skipped: needs the moq-relay binary (cargo build --release -p moq-relay)"
+            ),
+        }
         took(t);
     }
     println!("\ntotal {:.0} s", started.elapsed().as_secs_f64());

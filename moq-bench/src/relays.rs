@@ -48,6 +48,8 @@ pub struct RelayCommand {
     /// `--serve-relay ADDR` (the same library and runtime as the `moq-relay` binary), because
     /// the binary was not built.
     pub self_hosted: bool,
+    /// More arguments for our relay binary (a cluster's flags, a certificate).
+    pub extra: Vec<String>,
 }
 
 impl RelayCommand {
@@ -57,6 +59,7 @@ impl RelayCommand {
             kind,
             program: program.into(),
             self_hosted: false,
+            extra: Vec::new(),
         }
     }
 
@@ -112,6 +115,7 @@ impl RelayProcess {
                     "localhost",
                     "--auth-disabled",
                 ]);
+                c.args(&cmd.extra);
                 c.env("RUST_LOG", "warn");
             }
             (RelayKind::MoqDev, _) => {
@@ -243,7 +247,7 @@ impl Drop for RelayProcess {
 }
 
 /// Writes a self-signed certificate and key for `localhost` / `127.0.0.1` as PEM files.
-fn write_pem(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+pub(crate) fn write_pem(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let ck =
         rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
     let cert = dir.join("cert.pem");

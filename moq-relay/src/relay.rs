@@ -311,15 +311,24 @@ impl Relay {
         sent.join_all().await;
     }
 
-    /// Drains: GOAWAY to everyone, waits up to `grace` for sessions to leave, then closes the
+    /// Drains: GOAWAY to everyone (naming the first cluster peer, if any), waits up to `grace`
+    /// for sessions to leave, then closes the
     /// endpoint (the sessions still open with it; at most one more second for the peers to be
     /// told) and [`Relay::run`] returns.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.draining.store(true, Ordering::Relaxed);
         let deadline = tokio::time::Instant::now() + grace;
         let mut open = self.inner.session_count.subscribe();
+        // A relay of a cluster sends its clients to a peer (draft-19 §10.4: the new session
+        // URI); alone, back to the same URI.
+        let next = self
+            .inner
+            .cluster
+            .as_ref()
+            .and_then(|c| c.config.peers.first().cloned())
+            .unwrap_or_default();
         let drained = async {
-            self.goaway("", grace).await;
+            self.goaway(&next, grace).await;
             let _ = open.wait_for(|n| *n == 0).await;
         };
         let _ = tokio::time::timeout_at(deadline, drained).await;

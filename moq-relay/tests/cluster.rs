@@ -315,3 +315,34 @@ async fn fetch_and_track_status_cross_the_cluster() {
     })
     .await;
 }
+
+/// A relay of a cluster that drains sends its clients to its peer: the GOAWAY names the peer's
+/// URL (a relay alone names none).
+#[tokio::test]
+async fn a_draining_relay_sends_its_clients_to_a_peer() {
+    timeout(async {
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let a = cluster(1, &[], &cert).remove(0);
+        let mut config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
+        let mut c = ClusterConfig::new("B", vec![url(&a)]);
+        c.tls = ClientTls::pinned(cert.fingerprint());
+        config.cluster = Some(c);
+        let b = Relay::bind(config).unwrap();
+        b.spawn();
+        let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
+            tls: ClientTls::pinned(cert.fingerprint()),
+            ..Default::default()
+        })
+        .unwrap();
+        let session = client.connect(&format!("{}/", url(&b))).await.unwrap();
+        let drain = tokio::spawn({
+            let b = b.clone();
+            async move { b.shutdown(Duration::from_secs(1)).await }
+        });
+        let goaway = session.wait_goaway().await.expect("GOAWAY");
+        assert_eq!(goaway.new_session_uri, url(&a));
+        drop(session);
+        drain.await.unwrap();
+    })
+    .await;
+}
