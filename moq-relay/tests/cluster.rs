@@ -39,6 +39,25 @@ fn cluster(n: usize, links: &[(usize, usize)], cert: &Certificate) -> Vec<Relay>
     relays
 }
 
+/// Announces `room` on `publisher` and creates its track `t`.
+async fn publish(
+    publisher: &Session,
+    room: &TrackNamespace,
+) -> (
+    moq_client::NamespaceHandle,
+    FullTrackName,
+    moq_client::TrackProducer,
+) {
+    let h = publisher
+        .publisher()
+        .publish_namespace(room.clone())
+        .unwrap();
+    h.announced().await.unwrap();
+    let track = FullTrackName::new(room.clone(), "t").unwrap();
+    let producer = publisher.publisher().create_track(track.clone()).unwrap();
+    (h, track, producer)
+}
+
 fn url(r: &Relay) -> String {
     format!("moqt://localhost:{}", r.local_addr().port())
 }
@@ -170,13 +189,7 @@ async fn a_relay_that_dies_and_comes_back_rejoins() {
         let (a, c) = (&relays[0], &relays[1]);
         let publisher = connect(a).await;
         let room = ns("fail/room");
-        let h = publisher
-            .publisher()
-            .publish_namespace(room.clone())
-            .unwrap();
-        h.announced().await.unwrap();
-        let track = FullTrackName::new(room.clone(), "t").unwrap();
-        let producer = publisher.publisher().create_track(track.clone()).unwrap();
+        let (_h, track, producer) = publish(&publisher, &room).await;
         let viewer = connect(c).await;
         let mut found = viewer
             .subscriber()
@@ -286,13 +299,7 @@ async fn fetch_and_track_status_cross_the_cluster() {
         let relays = cluster(3, &[(1, 0), (2, 1)], &cert);
         let publisher = connect(&relays[0]).await;
         let room = ns("vod/room");
-        let h = publisher
-            .publisher()
-            .publish_namespace(room.clone())
-            .unwrap();
-        h.announced().await.unwrap();
-        let track = FullTrackName::new(room.clone(), "t").unwrap();
-        let producer = publisher.publisher().create_track(track.clone()).unwrap();
+        let (_h, track, producer) = publish(&publisher, &room).await;
         for g in 0..4 {
             let mut w = producer.append_group().unwrap();
             w.write(format!("g{g}")).unwrap();
