@@ -86,6 +86,11 @@ pub(crate) fn is_link(prefix: &str, info: &SessionInfo) -> bool {
         .is_some_and(|rest| rest.starts_with('/'))
 }
 
+/// Whether `ns` is an entry of the cluster view under `prefix` (not a client's namespace).
+pub(crate) fn in_view(prefix: &str, ns: &TrackNamespace) -> bool {
+    ns.fields().first().map(|f| &f[..]) == Some(prefix.as_bytes())
+}
+
 /// The cluster-view entry for `ns` reached through `path`.
 pub(crate) fn wrap(prefix: &str, path: &[String], ns: &TrackNamespace) -> Option<TrackNamespace> {
     let head = TrackNamespace::from_strs([prefix.to_string(), path.join(",")]).ok()?;
@@ -97,10 +102,10 @@ pub(crate) fn unwrap(
     prefix: &str,
     entry: &TrackNamespace,
 ) -> Option<(Vec<String>, TrackNamespace)> {
-    let fields = entry.fields();
-    if fields.first().map(|f| &f[..]) != Some(prefix.as_bytes()) {
+    if !in_view(prefix, entry) {
         return None;
     }
+    let fields = entry.fields();
     let path = std::str::from_utf8(fields.get(1)?).ok()?;
     let path: Vec<String> = path.split(',').map(str::to_string).collect();
     let ns = TrackNamespace::new(fields.get(2..)?.iter().cloned()).ok()?;
@@ -191,7 +196,7 @@ pub(crate) struct ClusterAuth {
 
 impl ClusterAuth {
     fn in_view(&self, ns: &TrackNamespace) -> bool {
-        ns.fields().first().map(|f| &f[..]) == Some(self.prefix.as_bytes())
+        in_view(&self.prefix, ns)
     }
 }
 
@@ -269,13 +274,11 @@ pub(crate) fn view_event(prefix: &str, node: &str, ev: NamespaceEvent) -> Option
 /// Reads one event of an upstream relay's discovery as an offer through `[name]` (entries of
 /// a cluster view, should it show one, are not namespaces and are skipped).
 pub(crate) fn upstream_event(prefix: &str, name: &str, ev: NamespaceEvent) -> Option<ViewEvent> {
-    let in_view =
-        |ns: &TrackNamespace| ns.fields().first().map(|f| &f[..]) == Some(prefix.as_bytes());
     match ev {
-        NamespaceEvent::Added(ns) if !in_view(&ns) => {
+        NamespaceEvent::Added(ns) if !in_view(prefix, &ns) => {
             Some(ViewEvent::Offered(ns, vec![name.to_string()]))
         }
-        NamespaceEvent::Removed(ns) if !in_view(&ns) => Some(ViewEvent::Withdrawn(ns)),
+        NamespaceEvent::Removed(ns) if !in_view(prefix, &ns) => Some(ViewEvent::Withdrawn(ns)),
         _ => None,
     }
 }

@@ -235,9 +235,10 @@ impl Relay {
     /// Whether `ns` is an entry of the cluster view (exchanged between relays, not a
     /// namespace any client published).
     pub fn is_cluster_view(&self, ns: &TrackNamespace) -> bool {
-        self.inner.cluster.as_ref().is_some_and(|c| {
-            ns.fields().first().map(|f| &f[..]) == Some(c.config.prefix.as_bytes())
-        })
+        self.inner
+            .cluster
+            .as_ref()
+            .is_some_and(|c| cluster::in_view(&c.config.prefix, ns))
     }
 
     /// The namespaces the relay knows.
