@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moq_core::{AuthToken, Version};
-use moq_transport::endpoint::{self, ClientConfig, ServerConfig};
+use moq_transport::endpoint::{self, ClientConfig, QuicSettings, ServerConfig};
 use moq_transport::tls::{Certificate, ClientTls, parse_fingerprint};
 use moq_transport::{SessionConfig, WeakSession};
 use tokio::sync::watch;
@@ -139,6 +139,7 @@ pub struct ClientBuilder {
     versions: Option<Vec<Version>>,
     session: SessionConfig,
     publisher: Option<Publisher>,
+    quic: QuicSettings,
 }
 
 impl ClientBuilder {
@@ -178,6 +179,20 @@ impl ClientBuilder {
         self
     }
 
+    /// Gives up on a silent peer after `timeout` (default 30 s; QUIC uses the smaller of the
+    /// two sides' timeouts), with keep-alives that keep a live one open
+    /// ([`QuicSettings::with_idle_timeout`]).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.quic = self.quic.with_idle_timeout(timeout);
+        self
+    }
+
+    /// Replaces the QUIC settings (congestion control, keep-alive, idle timeout).
+    pub fn quic(mut self, quic: QuicSettings) -> Self {
+        self.quic = quic;
+        self
+    }
+
     /// Replaces the session configuration.
     pub fn session_config(mut self, config: SessionConfig) -> Self {
         self.session = config;
@@ -193,6 +208,7 @@ impl ClientBuilder {
             versions: self.versions.unwrap_or_else(|| Version::ALL.to_vec()),
             session,
             share_indexes: false,
+            quic: self.quic,
         })?;
         Ok(Client {
             transport: Arc::new(transport),
@@ -421,6 +437,7 @@ pub struct ServerBuilder {
     versions: Vec<Version>,
     publisher: Option<Publisher>,
     session: SessionConfig,
+    quic: QuicSettings,
 }
 
 impl Default for ServerBuilder {
@@ -432,6 +449,7 @@ impl Default for ServerBuilder {
             versions: Version::ALL.to_vec(),
             publisher: None,
             session: SessionConfig::default(),
+            quic: QuicSettings::default(),
         }
     }
 }
@@ -467,6 +485,20 @@ impl ServerBuilder {
         self
     }
 
+    /// Gives up on a silent peer after `timeout` (default 30 s; QUIC uses the smaller of the
+    /// two sides' timeouts), with keep-alives that keep a live one open
+    /// ([`QuicSettings::with_idle_timeout`]).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.quic = self.quic.with_idle_timeout(timeout);
+        self
+    }
+
+    /// Replaces the QUIC settings (congestion control, keep-alive, idle timeout).
+    pub fn quic(mut self, quic: QuicSettings) -> Self {
+        self.quic = quic;
+        self
+    }
+
     /// Replaces the session configuration.
     pub fn session_config(mut self, config: SessionConfig) -> Self {
         self.session = config;
@@ -485,6 +517,7 @@ impl ServerBuilder {
         config.versions = self.versions;
         config.session = self.session;
         config.session.accept_requests = true;
+        config.quic = self.quic;
         Ok(Server {
             transport: endpoint::Server::bind(config)?,
             publisher: self.publisher.unwrap_or_default(),

@@ -234,9 +234,10 @@ pub use moq_core::{
 /// The session layer underneath, for what this crate does not wrap: [`Session::transport`]
 /// gives its session, and [`directory`] answers its requests.
 pub use moq_transport;
+/// Deliberately part of this API: session settings and the TLS certificate of a [`Server`].
+pub use moq_transport::endpoint::QuicSettings;
 pub use moq_transport::namespace::NamespaceEvent;
 pub use moq_transport::track::{FetchItem, Object};
-/// Deliberately part of this API: session settings and the TLS certificate of a [`Server`].
 pub use moq_transport::{SessionConfig, tls::Certificate};
 
 /// The README's examples, compiled as doc tests.

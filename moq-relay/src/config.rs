@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::cluster::ClusterConfig;
 use moq_client::{CacheLimits, ServeOptions};
 use moq_core::Version;
-use moq_transport::endpoint::Congestion;
+use moq_transport::endpoint::QuicSettings;
 use moq_transport::tls::Certificate;
 use moq_transport::{AllowAll, Authorizer, Limits};
 
@@ -35,8 +35,9 @@ pub struct RelayConfig {
     /// A qlog trace of every QUIC connection goes into this directory (the `qlog` feature,
     /// on by default).
     pub qlog_dir: Option<std::path::PathBuf>,
-    /// The congestion controller of every connection.
-    pub congestion: Congestion,
+    /// Congestion control, keep-alive and idle timeout of every connection, accepted and
+    /// dialed (cluster links).
+    pub quic: QuicSettings,
     /// Label the received-object metrics with the namespace (one series per namespace).
     pub metrics_per_namespace: bool,
     /// Join a cluster of relays (see [`crate::cluster`]).
@@ -51,7 +52,7 @@ impl std::fmt::Debug for RelayConfig {
             .field("cache", &self.cache)
             .field("max_rendezvous", &self.max_rendezvous)
             .field("upstream_linger", &self.upstream_linger)
-            .field("congestion", &self.congestion)
+            .field("quic", &self.quic)
             .finish_non_exhaustive()
     }
 }
@@ -70,7 +71,7 @@ impl RelayConfig {
             upstream_linger: Duration::from_secs(2),
             limits: Limits::default(),
             qlog_dir: None,
-            congestion: Congestion::default(),
+            quic: QuicSettings::default(),
             metrics_per_namespace: false,
             cluster: None,
         }

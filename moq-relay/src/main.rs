@@ -149,6 +149,13 @@ struct Settings {
     /// Congestion control: cubic, new-reno or bbr [default: cubic].
     #[arg(long, env = "MOQ_RELAY_CONGESTION")]
     congestion: Option<String>,
+    /// Seconds between keep-alive PINGs on an idle connection [default: 4].
+    #[arg(long, env = "MOQ_RELAY_KEEP_ALIVE", value_name = "SECONDS")]
+    keep_alive: Option<f64>,
+    /// Seconds without a packet from the peer before a connection (a client's or a cluster
+    /// link's) is given up as dead [default: 30].
+    #[arg(long, env = "MOQ_RELAY_IDLE_TIMEOUT", value_name = "SECONDS")]
+    idle_timeout: Option<f64>,
     /// Keys that verify tokens: a JWK, a JWK set, a PEM public key, or a directory of them
     /// (repeatable).
     #[arg(long, env = "MOQ_RELAY_AUTH_KEY", value_delimiter = ',')]
@@ -251,6 +258,14 @@ fn load_certificate(s: &Settings) -> anyhow::Result<Certificate> {
     })
 }
 
+/// A positive number of seconds from a setting.
+fn seconds(value: f64, name: &str) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("{name} {value}: a positive number of seconds"))
+}
+
 /// The token authorizer the settings ask for; `None` with `--auth-disabled`.
 fn authorizer(s: &Settings) -> anyhow::Result<Option<Arc<TokenAuth>>> {
     if s.auth_disabled {
@@ -292,7 +307,13 @@ async fn run(s: Settings) -> anyhow::Result<()> {
         config.max_rendezvous = Duration::from_millis(ms);
     }
     if let Some(c) = &s.congestion {
-        config.congestion = c.parse()?;
+        config.quic.congestion = c.parse()?;
+    }
+    if let Some(k) = s.keep_alive {
+        config.quic.keep_alive = seconds(k, "--keep-alive")?;
+    }
+    if let Some(i) = s.idle_timeout {
+        config.quic.idle_timeout = seconds(i, "--idle-timeout")?;
     }
     config.qlog_dir = s.qlog_dir.clone();
     config.metrics_per_namespace = s.metrics_per_namespace;

@@ -159,7 +159,7 @@ impl Relay {
         server.versions = config.versions.clone();
         server.session = session.clone();
         server.qlog_dir = config.qlog_dir.clone();
-        server.congestion = config.congestion;
+        server.quic = config.quic;
         // Each session registers what its peer announces in its own index, which the relay
         // mirrors into its routes and the shared index.
         server.per_session = Some(Arc::new(|c: SessionConfig| {
@@ -1437,6 +1437,7 @@ async fn keep_link(inner: Weak<Inner>, peer: String, upstream: bool) {
                 .clone()
                 .with_announced(NamespaceIndex::new()),
             share_indexes: true,
+            quic: i.config.quic,
         });
         let (url, link) = match upstream {
             true => (peer.clone(), Link::Upstream(peer.clone())),

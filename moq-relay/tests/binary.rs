@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use moq_core::codes::RequestErrorCode;
 use moq_transport::endpoint::{Client, ClientConfig};
+use moq_transport::namespace::NamespaceEvent;
 use moq_transport::tls::{ClientTls, parse_fingerprint};
 use moq_transport::{Error, Session};
 
@@ -48,8 +49,8 @@ fn stdout(o: &Output) -> String {
 }
 
 struct Relay {
-    /// Keeps the process (killed on drop).
-    _bin: Binary,
+    /// The process (killed on drop).
+    bin: Binary,
     port: u16,
     http: String,
 }
@@ -65,7 +66,7 @@ impl Relay {
         Relay {
             port: bin.port,
             http: bin.http.clone().unwrap(),
-            _bin: bin,
+            bin,
         }
     }
 
@@ -319,6 +320,55 @@ async fn cluster_flags_link_two_processes() {
             // The HTTP side has no push; poll.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    })
+    .await;
+}
+
+/// A relay process killed outright (SIGKILL: no GOAWAY, no close) takes its publisher's
+/// namespace with it: a discovery subscriber on a peer relay sees NAMESPACE_DONE once the
+/// link's idle timeout (`--idle-timeout 2`) passes, long before the 30 s default would.
+#[tokio::test]
+async fn a_killed_relay_is_withdrawn_within_the_idle_timeout() {
+    timeout(async {
+        let quick = [
+            "--tls-generate",
+            "localhost",
+            "--auth-disabled",
+            "--idle-timeout",
+            "2",
+        ];
+        let mut a = Relay::start(
+            &[&quick[..], &["--cluster", "--cluster-node", "A"]].concat(),
+            &[],
+        );
+        let (_, fp_a) = a.curl("/fingerprint", &[]);
+        let peer = format!("moqt://localhost:{}", a.port);
+        let b = Relay::start(
+            &[
+                &quick[..],
+                &["--cluster-node", "B", "--cluster-peer", &peer],
+            ]
+            .concat(),
+            &[("MOQ_RELAY_CLUSTER_FINGERPRINT", &fp_a)],
+        );
+        let (_, fp_b) = b.curl("/fingerprint", &[]);
+        let publisher = a.connect(&fp_a, "").await.unwrap();
+        let room = ns("room/live");
+        let _h = publisher.publish_namespace(room.clone()).await.unwrap();
+        let viewer = b.connect(&fp_b, "").await.unwrap();
+        let mut found = viewer.subscribe_namespace(ns("room")).await.unwrap();
+        let mut next = async || match found.next().await {
+            Some(Ok(ev)) => ev,
+            other => panic!("discovery ended: {other:?}"),
+        };
+        assert_eq!(next().await, NamespaceEvent::Added(room.clone()));
+
+        a.bin.child.kill().unwrap();
+        let killed = Instant::now();
+        assert_eq!(next().await, NamespaceEvent::Removed(room));
+        let took = killed.elapsed();
+        // The idle timeout, not the 30 s default, let B notice.
+        assert!(took < Duration::from_secs(10), "withdrawn after {took:?}");
     })
     .await;
 }

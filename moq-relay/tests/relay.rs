@@ -678,6 +678,7 @@ async fn transport_session_with(
         versions,
         session: moq_transport::SessionConfig::default().with_requests(),
         share_indexes: false,
+        ..Default::default()
     })
     .unwrap();
     client.connect(&url(relay, webtransport)).await.unwrap()

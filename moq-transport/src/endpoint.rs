@@ -32,7 +32,42 @@ pub const H3_ALPN: &str = "h3";
 /// [`credit::MAX_BIDI_STREAMS`] and [`credit::MAX_UNI_STREAMS`] (quinn allocates per-stream
 /// state for the whole limit up front).
 pub fn transport_config() -> quinn::TransportConfig {
-    transport_config_with(Congestion::default())
+    transport_config_with(&QuicSettings::default())
+}
+
+/// The QUIC settings of an endpoint's connections that applications choose.
+///
+/// A dead peer is noticed after `idle_timeout` without a packet from it; `keep_alive` makes
+/// an idle but live connection send often enough that it never times out. QUIC uses the
+/// smaller of the two sides' idle timeouts (RFC 9000 §10.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuicSettings {
+    /// The congestion controller.
+    pub congestion: Congestion,
+    /// How often an otherwise idle connection sends a PING.
+    pub keep_alive: Duration,
+    /// How long a connection lives without hearing from the peer.
+    pub idle_timeout: Duration,
+}
+
+impl QuicSettings {
+    /// These settings with idle timeout `timeout`, and keep-alives at a third of it (at
+    /// most as far apart as the default's) so a live connection never times out.
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self.keep_alive = (timeout / 3).min(QuicSettings::default().keep_alive);
+        self
+    }
+}
+
+impl Default for QuicSettings {
+    fn default() -> Self {
+        QuicSettings {
+            congestion: Congestion::default(),
+            keep_alive: Duration::from_secs(4),
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
 }
 
 /// The congestion controller of an endpoint's connections.
@@ -63,21 +98,20 @@ impl std::str::FromStr for Congestion {
     }
 }
 
-/// [`transport_config`] with the congestion controller `congestion`.
-pub fn transport_config_with(congestion: Congestion) -> quinn::TransportConfig {
+/// [`transport_config`] with `settings`.
+pub fn transport_config_with(settings: &QuicSettings) -> quinn::TransportConfig {
     use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
     let mut t = quinn::TransportConfig::default();
-    match congestion {
+    match settings.congestion {
         Congestion::Cubic => t.congestion_controller_factory(Arc::new(CubicConfig::default())),
         Congestion::NewReno => t.congestion_controller_factory(Arc::new(NewRenoConfig::default())),
         Congestion::Bbr => t.congestion_controller_factory(Arc::new(BbrConfig::default())),
     };
     t.max_concurrent_bidi_streams(credit::INITIAL_BIDI_STREAMS.into());
     t.max_concurrent_uni_streams(credit::INITIAL_UNI_STREAMS.into());
-    t.keep_alive_interval(Some(Duration::from_secs(4)));
-    if let Ok(idle) = Duration::from_secs(30).try_into() {
-        t.max_idle_timeout(Some(idle));
-    }
+    t.keep_alive_interval(Some(settings.keep_alive));
+    // An idle timeout beyond QUIC's varint range is no timeout at all.
+    t.max_idle_timeout(settings.idle_timeout.try_into().ok());
     t.stream_receive_window((4u32 << 20).into());
     t.receive_window((32u32 << 20).into());
     t.send_window(32 << 20);
@@ -114,6 +148,8 @@ pub struct ClientConfig {
     /// default) each connection gets fresh ones: a namespace published on one session is not
     /// offered to the peer of another (two sessions to one relay are two different peers).
     pub share_indexes: bool,
+    /// Congestion control, keep-alive and idle timeout.
+    pub quic: QuicSettings,
 }
 
 impl Default for ClientConfig {
@@ -123,6 +159,7 @@ impl Default for ClientConfig {
             versions: Version::ALL.to_vec(),
             session: SessionConfig::default(),
             share_indexes: false,
+            quic: QuicSettings::default(),
         }
     }
 }
@@ -154,7 +191,7 @@ impl Client {
         if config.versions.is_empty() {
             return Err(Error::Invalid("no versions to offer".into()));
         }
-        let transport = Arc::new(transport_config());
+        let transport = Arc::new(transport_config_with(&config.quic));
         let make = |alpn: &[&str]| -> Result<quinn::ClientConfig, Error> {
             let tls = config.tls.client_config(alpn)?;
             let quic =
@@ -297,8 +334,8 @@ pub struct ServerConfig {
     /// Writes a qlog trace (JSON-SEQ, `<time>-<peer address>.sqlog`) of every QUIC connection
     /// into this directory. Needs the crate's `qlog` feature; [`Server::bind`] fails without it.
     pub qlog_dir: Option<std::path::PathBuf>,
-    /// The congestion controller of every connection.
-    pub congestion: Congestion,
+    /// Congestion control, keep-alive and idle timeout of every connection.
+    pub quic: QuicSettings,
 }
 
 /// Builds each session's configuration from the server's (see [`ServerConfig::per_session`]).
@@ -316,7 +353,7 @@ impl ServerConfig {
             accept_queue: 128,
             per_session: None,
             qlog_dir: None,
-            congestion: Congestion::default(),
+            quic: QuicSettings::default(),
         }
     }
 }
@@ -377,9 +414,9 @@ impl Server {
         let quic =
             QuicServerConfig::try_from(tls).map_err(|e| Error::Invalid(format!("tls: {e}")))?;
         let mut server = quinn::ServerConfig::with_crypto(Arc::new(quic));
-        server.transport_config(Arc::new(transport_config_with(config.congestion)));
+        server.transport_config(Arc::new(transport_config_with(&config.quic)));
         let qlog = match &config.qlog_dir {
-            Some(dir) => Some(Qlog::new(dir, &server)?),
+            Some(dir) => Some(Qlog::new(dir, &server, config.quic)?),
             None => None,
         };
         let endpoint = quinn::Endpoint::server(server, config.bind)
@@ -441,16 +478,22 @@ impl Server {
 struct Qlog {
     dir: std::path::PathBuf,
     server: quinn::ServerConfig,
+    quic: QuicSettings,
 }
 
 #[cfg(feature = "qlog")]
 impl Qlog {
-    fn new(dir: &std::path::Path, server: &quinn::ServerConfig) -> Result<Qlog, Error> {
+    fn new(
+        dir: &std::path::Path,
+        server: &quinn::ServerConfig,
+        quic: QuicSettings,
+    ) -> Result<Qlog, Error> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::Invalid(format!("qlog dir {}: {e}", dir.display())))?;
         Ok(Qlog {
             dir: dir.to_path_buf(),
             server: server.clone(),
+            quic,
         })
     }
 
@@ -472,7 +515,7 @@ impl Qlog {
         let mut qlog = quinn::QlogConfig::default();
         qlog.writer(Box::new(std::io::LineWriter::new(file)))
             .title(Some(format!("moq-transport server, peer {remote}")));
-        let mut transport = transport_config();
+        let mut transport = transport_config_with(&self.quic);
         transport.qlog_stream(qlog.into_stream());
         let mut server = self.server.clone();
         server.transport_config(Arc::new(transport));
@@ -486,7 +529,11 @@ struct Qlog;
 
 #[cfg(not(feature = "qlog"))]
 impl Qlog {
-    fn new(_dir: &std::path::Path, _server: &quinn::ServerConfig) -> Result<Qlog, Error> {
+    fn new(
+        _dir: &std::path::Path,
+        _server: &quinn::ServerConfig,
+        _quic: QuicSettings,
+    ) -> Result<Qlog, Error> {
         Err(Error::Invalid(
             "qlog_dir needs moq-transport's `qlog` feature".into(),
         ))

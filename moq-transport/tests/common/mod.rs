@@ -128,6 +128,7 @@ impl TestServer {
             versions,
             session,
             share_indexes: false,
+            ..Default::default()
         })
         .unwrap()
     }

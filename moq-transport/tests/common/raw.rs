@@ -401,6 +401,7 @@ impl RawServer {
             versions,
             session,
             share_indexes: false,
+            ..Default::default()
         })
         .unwrap()
     }
