@@ -447,9 +447,12 @@ class Matrix:
             ("ours", 19, "ours~moq-dev/d20", "moq-clock-ietf", 18, "quic"),
             ("moq-clock-ietf", 18, "moq-dev~ours/d20", "ours", 20, "quic"),
             ("ours", 20, "ours~moq-dev/d20", "moq-clock-ietf", 18, "quic"),
-            # "A^B": publish to A; subscribe at a relay of ours that dials A as its upstream
-            # (--cluster-upstream): ours taking moq-dev's namespaces and routing to it.
+            # "A^B": publish to A, subscribe at B, one of them a relay of ours that dials the
+            # other (moq-dev) as its upstream (--cluster-upstream): ours taking moq-dev's
+            # namespaces and routing to it, and announcing its own clients' to it.
             ("moq-clock-ietf", 18, "moq-dev^ours", "ours", 19, "quic"),
+            ("ours", 19, "ours^moq-dev", "moq-clock-ietf", 18, "quic"),
+            ("moq-clock-ietf", 18, "ours^moq-dev", "ours", 19, "quic"),
         ]
         cluster: tuple[int, subprocess.Popen] | None = None
         for n, (pub, pd, relay, sub, sd, transport) in enumerate(pairs):
@@ -565,8 +568,12 @@ class Matrix:
 
     def clock(self, n: str, pub: str, pd: int, relay: str, sub: str, sd: int, transport: str) -> tuple[str, str]:
         if "^" in relay:
-            upstream, _, _ = relay.partition("^")
-            relay = f"{upstream}~{self.start_upstream_of(upstream)}"
+            first, _, second = relay.partition("^")
+            relay = (
+                f"{first}~{self.start_upstream_of(first)}"
+                if second == "ours"
+                else f"{self.start_upstream_of(second)}~{second}"
+            )
         # "A~B/dN": publish to relay A, subscribe at relay B (one of them the moq-dev cluster
         # peer of ours, linked at draft N).
         relays, _, link = relay.partition("/d")

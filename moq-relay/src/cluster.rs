@@ -48,7 +48,8 @@ pub struct ClusterConfig {
     pub versions: Vec<Version>,
     /// Relays of other implementations this relay takes namespaces from as a client would
     /// (SUBSCRIBE_NAMESPACE for everything); what they announce is routed to them and offered
-    /// on to the cluster.
+    /// on to the cluster. What this relay's own clients publish is announced to them
+    /// (PUBLISH_NAMESPACE); what it learned from its links is not.
     pub upstreams: Vec<String>,
 }
 

@@ -19,7 +19,9 @@ use moq_core::data::RangeEnd;
 use moq_core::message::{FetchType, Parameters, RequestError};
 use moq_core::{FullTrackName, GroupOrder, Location, Properties, TrackNamespace};
 use moq_transport::endpoint::{Server, ServerConfig};
-use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie};
+use moq_transport::namespace::{
+    NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie, PublishedNamespace,
+};
 use moq_transport::tls::Certificate;
 use moq_transport::track::{
     FetchEnd, FetchItem, FetchResponse, FetchWriter, Fill, Incoming, IncomingFetch,
@@ -128,6 +130,11 @@ struct ClusterState {
     exports: Mutex<HashMap<TrackNamespace, (Vec<String>, NamespaceRegistration)>>,
     /// Learned namespaces registered in the index (for clients' discovery).
     learned: Mutex<HashMap<TrackNamespace, NamespaceRegistration>>,
+    /// The namespaces this relay's own clients publish, which links to foreign upstreams
+    /// announce (PUBLISH_NAMESPACE); learned ones are not.
+    local: NamespaceIndex,
+    /// Each namespace's registration in `local`.
+    local_regs: Mutex<HashMap<TrackNamespace, NamespaceRegistration>>,
 }
 
 /// A running relay. Cheap to clone.
@@ -205,6 +212,8 @@ impl Relay {
                     offers: Mutex::new(Offers::default()),
                     exports: Mutex::new(HashMap::new()),
                     learned: Mutex::new(HashMap::new()),
+                    local: NamespaceIndex::new(),
+                    local_regs: Mutex::new(HashMap::new()),
                 }),
             }),
             server: Arc::new(server),
@@ -367,6 +376,13 @@ async fn handle_session(inner: Arc<Inner>, session: Session, link: Option<Link>)
     }
     tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
     let routes = tokio::spawn(sync_routes(inner.clone(), id, session.clone()));
+    let announcing = match (&link, &inner.cluster) {
+        (Some(Link::Upstream(_)), Some(c)) => Some(tokio::spawn(announce_upstream(
+            c.local.clone(),
+            session.clone(),
+        ))),
+        _ => None,
+    };
     let learning = link.map(|l| tokio::spawn(learn(inner.clone(), id, session.clone(), l)));
     let incoming = session.incoming();
     let peer = Peer {
@@ -381,8 +397,8 @@ async fn handle_session(inner: Arc<Inner>, session: Session, link: Option<Link>)
     }
     let _ = session.closed().await;
     routes.abort();
-    if let Some(l) = learning {
-        l.abort();
+    for task in learning.into_iter().chain(announcing) {
+        task.abort();
     }
     forget_link(&inner, id);
     remove_routes_of(&inner, id);
@@ -1394,6 +1410,18 @@ fn refresh_export(inner: &Inner, ns: &TrackNamespace) {
         .at(ns)
         .iter()
         .any(|(id, _)| !offered.contains(id));
+    {
+        let mut regs = c.local_regs.lock();
+        match local {
+            true => {
+                regs.entry(ns.clone())
+                    .or_insert_with(|| c.local.publish(ns.clone()));
+            }
+            false => {
+                regs.remove(ns);
+            }
+        }
+    }
     let path = match (local, best) {
         (true, _) => Some(vec![c.config.node.clone()]),
         (false, Some(o)) => Some(extend(&o.path, &c.config.node)),
@@ -1464,6 +1492,47 @@ async fn keep_link(inner: Weak<Inner>, peer: String, upstream: bool) {
     }
 }
 
+/// Announces to a foreign upstream (PUBLISH_NAMESPACE) every namespace this relay's own
+/// clients publish, and withdraws each (PUBLISH_NAMESPACE_DONE) when they stop, for as long as
+/// the link lasts. A namespace the upstream refuses stays unannounced there.
+async fn announce_upstream(local: NamespaceIndex, session: Session) {
+    let mut held: HashMap<TrackNamespace, Option<PublishedNamespace>> = HashMap::new();
+    loop {
+        let (now, mut watch) = local.watch(&TrackNamespace::empty(), 4096);
+        let now: HashSet<TrackNamespace> = now.into_iter().collect();
+        held.retain(|ns, _| now.contains(ns));
+        for ns in now {
+            if !held.contains_key(&ns) {
+                held.insert(ns.clone(), announce(&session, ns).await);
+            }
+        }
+        loop {
+            match watch.next().await {
+                Some(NamespaceEvent::Added(ns)) => {
+                    let published = announce(&session, ns.clone()).await;
+                    held.insert(ns, published);
+                }
+                Some(NamespaceEvent::Removed(ns)) => {
+                    held.remove(&ns);
+                }
+                // Fell behind: take a fresh snapshot.
+                None => break,
+            }
+        }
+    }
+}
+
+/// PUBLISH_NAMESPACE `ns` on `session`; `None` if refused.
+async fn announce(session: &Session, ns: TrackNamespace) -> Option<PublishedNamespace> {
+    match session.publish_namespace(ns.clone()).await {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(namespace = %ns, error = %e, "upstream refused a namespace");
+            None
+        }
+    }
+}
+
 /// Learns what a link's peer offers (SUBSCRIBE_NAMESPACE for the cluster view) until it ends.
 async fn learn(inner: Arc<Inner>, id: u64, session: Session, link: Link) {
     let Some(c) = &inner.cluster else {
@@ -1487,7 +1556,10 @@ async fn learn(inner: Arc<Inner>, id: u64, session: Session, link: Link) {
     while let Some(Ok(ev)) = offers.next().await {
         let ev = match &link {
             Link::Cluster => cluster::view_event(&prefix, &node, ev),
-            Link::Upstream(name) => cluster::upstream_event(&prefix, name, ev),
+            // What this relay announced there, echoed back, is not learned from it.
+            Link::Upstream(name) => cluster::upstream_event(&prefix, name, ev).filter(
+                |e| !matches!(e, ViewEvent::Offered(ns, _) if c.local_regs.lock().contains_key(ns)),
+            ),
         };
         match ev {
             Some(ViewEvent::Offered(ns, path)) => {

@@ -353,3 +353,67 @@ async fn a_draining_relay_sends_its_clients_to_a_peer() {
     })
     .await;
 }
+
+/// A relay that takes another (any implementation) as its upstream: what its own clients
+/// publish is announced there (PUBLISH_NAMESPACE) and served to the upstream's subscribers;
+/// what the upstream offers reaches its clients; when its publisher leaves, the upstream
+/// hears PUBLISH_NAMESPACE_DONE.
+#[tokio::test]
+async fn an_upstream_relay_sees_what_our_clients_publish() {
+    timeout(async {
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let upstream = &cluster(1, &[], &cert)[0];
+        let mut config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
+        let mut c = ClusterConfig::new("edge", vec![]);
+        c.tls = ClientTls::pinned(cert.fingerprint());
+        c.upstreams = vec![url(upstream)];
+        config.cluster = Some(c);
+        let edge = Relay::bind(config).unwrap();
+        edge.spawn();
+
+        // Upstream -> edge, as before.
+        let far = connect(upstream).await;
+        let there = ns("up/there");
+        let (_h1, far_track, far_producer) = publish(&far, &there).await;
+        knows(&edge, &there).await;
+
+        // Edge -> upstream: discovery and objects.
+        let viewer = connect(upstream).await;
+        let mut found = viewer
+            .subscriber()
+            .subscribe_namespace(ns("up"))
+            .await
+            .unwrap();
+        let local = connect(&edge).await;
+        let here = ns("up/here");
+        let (h2, track, producer) = publish(&local, &here).await;
+        while !next_about(&mut found, &here).await {}
+        let mut t = viewer
+            .subscriber()
+            .subscribe(track, SubscribeOptions::default())
+            .await
+            .unwrap();
+        for i in 0..3 {
+            let mut g = producer.append_group().unwrap();
+            g.write(format!("object {i}")).unwrap();
+            g.finish().unwrap();
+        }
+        assert_eq!(read(&mut t, 3).await, vec![0, 1, 2]);
+        let mut t2 = local
+            .subscriber()
+            .subscribe(far_track, SubscribeOptions::default())
+            .await
+            .unwrap();
+        let mut g = far_producer.append_group().unwrap();
+        g.write("from far").unwrap();
+        g.finish().unwrap();
+        assert_eq!(read(&mut t2, 1).await.len(), 1);
+
+        drop(h2);
+        assert!(
+            !next_about(&mut found, &here).await,
+            "the publisher left: the upstream withdrew the namespace"
+        );
+    })
+    .await;
+}
