@@ -355,9 +355,17 @@ pub(crate) fn bench_track() -> Result<FullTrackName> {
 
 impl PublisherSide {
     pub(crate) async fn start(url: &str, model: PublishModel) -> Result<PublisherSide> {
+        Self::start_named(url, model, bench_track()?).await
+    }
+
+    /// [`PublisherSide::start`] for the track `name`.
+    pub(crate) async fn start_named(
+        url: &str,
+        model: PublishModel,
+        name: FullTrackName,
+    ) -> Result<PublisherSide> {
         let client = app_client(&[VERSION])?;
         let session = client.connect(url).await.context("publisher connect")?;
-        let name = bench_track()?;
         let track = session.publisher().create_track(name.clone())?;
         match model {
             PublishModel::Namespace => {

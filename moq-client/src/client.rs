@@ -179,15 +179,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Gives up on a silent peer after `timeout` (default 30 s; QUIC uses the smaller of the
-    /// two sides' timeouts), with keep-alives that keep a live one open
-    /// ([`QuicSettings::with_idle_timeout`]).
-    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
-        self.quic = self.quic.with_idle_timeout(timeout);
-        self
-    }
-
-    /// Replaces the QUIC settings (congestion control, keep-alive, idle timeout).
+    /// Replaces the QUIC settings: congestion control, and how soon a silent peer is given up
+    /// (`QuicSettings::default().with_idle_timeout(..)`).
     pub fn quic(mut self, quic: QuicSettings) -> Self {
         self.quic = quic;
         self
@@ -485,15 +478,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Gives up on a silent peer after `timeout` (default 30 s; QUIC uses the smaller of the
-    /// two sides' timeouts), with keep-alives that keep a live one open
-    /// ([`QuicSettings::with_idle_timeout`]).
-    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
-        self.quic = self.quic.with_idle_timeout(timeout);
-        self
-    }
-
-    /// Replaces the QUIC settings (congestion control, keep-alive, idle timeout).
+    /// Replaces the QUIC settings: congestion control, and how soon a silent peer is given up
+    /// (`QuicSettings::default().with_idle_timeout(..)`).
     pub fn quic(mut self, quic: QuicSettings) -> Self {
         self.quic = quic;
         self
