@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -82,6 +83,19 @@ RELAY_DRAFTS_EXTRA = {f"moq-dev-cluster-{d}": [d] for d in CLUSTER_DRAFTS}
 # Our relay that takes moq-dev's namespaces as its upstream (--cluster-upstream).
 RELAY_DRAFTS_EXTRA["ours-upstream-moq-dev"] = [19]
 TRANSPORTS = {"quic": "moqt", "wt": "https"}
+
+# Browser clients (scripts/install-browser.sh: Debian's Chromium, the pinned npm packages and
+# their bundles in $MOQ_BROWSER), run one cell at a time by web/driver.mjs in headless Chromium
+# against our relay over WebTransport. The drafts each speaks that our relay speaks too.
+BROWSER = Path(os.environ.get("MOQ_BROWSER", Path.home() / ".cache" / "moq-browser"))
+DRIVER = ROOT / "web" / "driver.mjs"
+PAGE_CHECK = ROOT / "moq-relay" / "web" / "test" / "page-check.mjs"
+BROWSER_CLIENTS = {
+    # @moq/net 0.3.4 (moq-dev): moqt-14..20; 17 is not a draft we speak.
+    "moq-net": ([14, 15, 16, 18, 19, 20], ["setup", "pubsub", "js-pub", "js-sub", "dev-url"]),
+    # @moqt/transport + @moqt/webtransport 0.5.7 (OpenMOQ): 14, 16 and 18.
+    "moqt": ([14, 16, 18], ["setup", "pubsub", "js-pub", "js-sub"]),
+}
 
 
 # Children: no backtraces in their output, and our binaries' logs at warn unless asked.
@@ -241,6 +255,14 @@ def parse_tap(out: str) -> dict[str, tuple[str, str]]:
     return results
 
 
+def cert_fingerprint() -> str:
+    """The SHA-256 of the test certificate (OUT/cert.pem), hex: what peers pin."""
+    der = subprocess.run(
+        ["openssl", "x509", "-in", OUT / "cert.pem", "-outform", "der"], check=True, capture_output=True
+    ).stdout
+    return hashlib.sha256(der).hexdigest()
+
+
 def clock_drafts(o: Outcome) -> tuple[int, int]:
     """A clock row's publisher and subscriber drafts (its case is "clock-dP>dS")."""
     m = re.match(r"clock-d(\d+)>d(\d+)", o.case)
@@ -279,7 +301,10 @@ class Matrix:
         p = self.ports
         self.procs.start(
             "relay-ours",
-            [OURS_RELAY, "--bind", f"127.0.0.1:{p['ours']}", "--tls-cert", cert, "--tls-key", key, "--auth-disabled"],
+            # The HTTP side on the QUIC port number (TCP): @moq/net's development URL
+            # http://host:port/ fetches /certificate.sha256 there; the page is served there too.
+            [OURS_RELAY, "--bind", f"127.0.0.1:{p['ours']}", "--tls-cert", cert, "--tls-key", key, "--auth-disabled",
+             "--http", f"127.0.0.1:{p['ours']}"],
             {"RUST_LOG": "info"},
         )
         self.procs.start(
@@ -550,16 +575,13 @@ class Matrix:
         if name in self.ports:
             return name
         self.ports[name] = free_port()
-        der = subprocess.run(
-            ["openssl", "x509", "-in", OUT / "cert.pem", "-outform", "der"], check=True, capture_output=True
-        ).stdout
         self.procs.start(
             f"relay-{name}",
             [
                 OURS_RELAY, "--bind", f"127.0.0.1:{self.ports[name]}", "--tls-cert", OUT / "cert.pem",
                 "--tls-key", OUT / "key.pem", "--auth-disabled", "--cluster-node", name,
                 "--cluster-upstream", self.url(upstream, "quic"),
-                "--cluster-fingerprint", hashlib.sha256(der).hexdigest(),
+                "--cluster-fingerprint", cert_fingerprint(),
             ],
             {"RUST_LOG": "info"},
         )
@@ -659,6 +681,135 @@ class Matrix:
             return "fail", last[:200]
         finally:
             self.procs.stop(publisher)
+
+
+    # ---- browsers -----------------------------------------------------------------------
+
+    def browser(self) -> None:
+        """JS clients in headless Chromium against our relay (WebTransport), the Rust examples
+        as their peers, and the relay's own web page."""
+        if not self.wanted("browser", "page", *BROWSER_CLIENTS):
+            return
+        for client, (drafts, cells) in BROWSER_CLIENTS.items():
+            for draft in drafts:
+                for cell in cells:
+                    if not self.wanted(client, cell, f"d{draft}", "browser"):
+                        continue
+                    log(f"-- browser: {client} {cell}, draft-{draft}")
+                    result, detail = {"js-pub": self.js_pub, "js-sub": self.js_sub}.get(cell, self.js_cell)(
+                        client, cell, draft
+                    )
+                    self.record(Outcome(client, "ours", draft, "wt", cell, result, detail))
+        if self.wanted("page", "browser"):
+            log("-- browser: the relay's web page")
+            result, detail = self.page()
+            self.record(Outcome("page", "ours", 19, "wt", "discovery", result, detail))
+
+    def driver(self, client: str, cell: str, draft: int, extra: list[str], wait: float = 15) -> subprocess.Popen:
+        """web/driver.mjs running one cell; its stdout ends with one JSON line."""
+        argv = [
+            "node", DRIVER, "--client", client, "--cell", cell, "--draft", str(draft),
+            "--url", self.url("ours", "wt") + "/", "--fingerprint", cert_fingerprint(),
+            "--timeout-ms", str(int(wait * 1000)), *extra,
+        ]
+        return subprocess.Popen(
+            [str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "MOQ_BROWSER": str(BROWSER)},
+        )
+
+    def driver_result(self, p: subprocess.Popen, name: str, wait: float = 15) -> tuple[str, str]:
+        try:
+            out, err = p.communicate(timeout=wait + 30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        (OUT / "logs" / f"browser-{name}.log").write_text(out + "\n# stderr\n" + err)
+        try:
+            line = json.loads(out.strip().splitlines()[-1])
+            return line["result"], line.get("detail", "")[:300]
+        except (IndexError, ValueError, KeyError):
+            return "fail", f"driver printed no result (exit {p.returncode}): {err.strip()[-200:]}"
+
+    def js_cell(self, client: str, cell: str, draft: int) -> tuple[str, str]:
+        extra = ["--http", f"http://127.0.0.1:{self.ports['ours']}/"] if cell == "dev-url" else []
+        return self.driver_result(self.driver(client, cell, draft, extra), f"{client}-{cell}-d{draft}")
+
+    def js_pub(self, client: str, cell: str, draft: int) -> tuple[str, str]:
+        """A JS publisher, our Rust subscriber (examples/subscriber, raw QUIC) reading it."""
+        ns, count = f"browser/jspub-{client}-{draft}-{os.getpid()}", 5
+        js = self.driver(client, cell, draft, ["--namespace", ns, "--track", "t", "--count", str(count),
+                                               "--interval-ms", "100"], wait=20)
+        # RENDEZVOUS_TIMEOUT exists from draft-17; before it, retry while the namespace is not
+        # routed yet (the browser is still starting).
+        rendezvous = ["--rendezvous", "10"] if draft >= 18 else []
+        deadline = time.monotonic() + 15
+        while True:
+            rc, out, err = run(
+                [OURS_SUB, "--url", self.url("ours", "quic"), "--insecure", "--draft", str(draft),
+                 "--namespace", ns, "--track", "t", "--count", str(count), *rendezvous],
+                timeout=20,
+            )
+            if rc == 0 or "refused" not in err or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        got = re.findall(r"^group \d+ object \d+: (.*)$", out, re.M)
+        result, detail = self.driver_result(js, f"{client}-{cell}-d{draft}", wait=20)
+        if got != [str(i) for i in range(count)]:
+            return "fail", f"Rust subscriber got {got} (exit {rc}): {reason(out, err, rc)}; browser: {result} {detail}"
+        return result, detail
+
+    def js_sub(self, client: str, cell: str, draft: int) -> tuple[str, str]:
+        """Our Rust publisher (examples/publisher, raw QUIC), a JS subscriber reading it."""
+        ns = f"browser/jssub-{client}-{draft}-{os.getpid()}"
+        publisher = self.procs.start(
+            f"browser-pub-{client}-d{draft}",
+            [OURS_PUB, "--url", self.url("ours", "quic"), "--insecure", "--draft", str(draft), "--namespace", ns,
+             "--track", "clock", "--interval-ms", "100", "--group-size", "2", "--count", "1000"],
+        )
+        try:
+            return self.driver_result(
+                self.driver(client, cell, draft, ["--namespace", ns, "--track", "clock", "--count", "4"]),
+                f"{client}-{cell}-d{draft}",
+            )
+        finally:
+            self.procs.stop(publisher)
+
+    def page(self) -> tuple[str, str]:
+        """The relay's page (served by its HTTP side) in Chromium: a namespace our Rust publisher
+        announces appears, its track's objects show, and it disappears when the publisher quits."""
+        ns = f"page/room-{os.getpid()}"
+        port = self.ports["ours"]
+        ready = OUT / "page.ready"
+        publisher = self.procs.start(
+            "page-pub",
+            [OURS_PUB, "--url", self.url("ours", "quic"), "--insecure", "--namespace", ns, "--track", "chat",
+             "--interval-ms", "200", "--count", "1000"],
+        )
+        check = subprocess.Popen(
+            ["node", str(PAGE_CHECK), "--page", f"http://127.0.0.1:{port}/?prefix=page&track=chat&subscribe={ns}",
+             "--expect-namespace", ns, "--expect-objects", "3", "--expect-gone", "--ready-file", str(ready),
+             "--screenshot", str(OUT / "page.png"), "--timeout-ms", "20000"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PLAYWRIGHT_CORE": str(BROWSER / "node_modules" / "playwright-core")},
+        )
+        deadline = time.monotonic() + 25
+        while not ready.exists() and check.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # the page-check's hand-off is a file
+        # Interrupted, the publisher withdraws its namespace (PUBLISH_NAMESPACE_DONE) and leaves.
+        publisher.send_signal(signal.SIGINT)
+        try:
+            out, err = check.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            check.kill()
+            out, err = check.communicate()
+        self.procs.stop(publisher)
+        (OUT / "logs" / "browser-page.log").write_text(out + "\n# stderr\n" + err)
+        try:
+            seen = json.loads(out.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            return "fail", f"page-check printed nothing (exit {check.returncode}): {err.strip()[-200:]}"
+        detail = f"namespaces {seen.get('namespaces')}, {seen.get('objects')} objects, gone {seen.get('gone')}"
+        return ("pass", detail) if seen.get("ok") else ("fail", f"{detail}; {seen.get('error')}")
 
     # ---- reporting ----------------------------------------------------------------------
 
@@ -923,6 +1074,7 @@ def main() -> int:
         m.aiomoqt_client()
         m.clocks()
         m.mixed()
+        m.browser()
     finally:
         m.procs.stop_all()
     log("")

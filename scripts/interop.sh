@@ -12,6 +12,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 scripts/install-peers.sh
+# Chromium, the pinned npm packages of web/ and their bundles (${MOQ_BROWSER:-~/.cache/moq-browser}).
+scripts/install-browser.sh
 # shellcheck source=peers.env
 . scripts/peers.env
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test of the project: unit, integration and doc tests of the whole workspace, the
-# examples, a short fuzz smoke of every decoder entry point, and the interop matrix against
-# aiomoqt, moq-dev and Cloudflare (installs the pinned peers into ~/.cache/moq-peers once).
+# examples, the page's JavaScript client, a short fuzz smoke of every decoder entry point, and
+# the interop matrix against aiomoqt, moq-dev, Cloudflare and the browser clients in headless
+# Chromium (installs the pinned peers into ~/.cache/moq-peers, Chromium with apt and the npm
+# packages into ~/.cache/moq-browser, once).
 #
 #   FUZZ_SECONDS=30   seconds per fuzz target (0 skips the fuzz smoke)
-#   INTEROP=0         skips the interop matrix (it needs crates.io and PyPI the first time)
+#   INTEROP=0         skips the interop matrix (it needs crates.io, PyPI, npm and Debian's
+#                     packages the first time)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -27,6 +30,9 @@ cargo test --workspace --doc
 
 step "demo"
 cargo run --quiet --example demo
+
+step "the relay page's JavaScript client, offline (node --test)"
+node --test moq-relay/web/test/moq-codec.test.mjs
 
 if [ "${FUZZ_SECONDS:-30}" != "0" ]; then
     step "fuzz smoke (${FUZZ_SECONDS:-30}s per target)"

@@ -6,6 +6,8 @@
 //! | `GET /metrics` | Prometheus text ([`crate::Metrics`]) |
 //! | `GET /health` | `ok` while the relay accepts sessions |
 //! | `GET /announced[?prefix=a/b]` | the namespaces the relay knows, JSON, only those the caller's token (`?jwt=` or `Authorization: Bearer`) may see |
+//! | `GET /`, `/app.js`, `/moq.js` | the relay's web page: discovery and a track's objects live, over WebTransport (`moq-relay/web/`, built into the binary) |
+//! | `GET /connect.json` | `{"port": <the QUIC/WebTransport UDP port>, "fingerprint": "<hex>"}`, what the page connects with |
 //!
 //! Every answer allows any origin (CORS), so a page served elsewhere can fetch the
 //! fingerprint. Other methods get 405.
@@ -38,6 +40,11 @@ pub fn router(relay: Relay, auth: Option<Arc<TokenAuth>>) -> Router {
         .route("/metrics", get(metrics))
         .route("/health", get(health))
         .route("/announced", get(announced))
+        .route("/connect.json", get(connect))
+        .route("/", get(|| page(PAGE_HTML)))
+        .route("/index.html", get(|| page(PAGE_HTML)))
+        .route("/app.js", get(|| page(PAGE_APP)))
+        .route("/moq.js", get(|| page(PAGE_MOQ)))
         .layer(axum::middleware::map_response(cors))
         .with_state(HttpState { relay, auth })
 }
@@ -53,6 +60,36 @@ async fn cors(mut res: Response) -> Response {
         HeaderValue::from_static("*"),
     );
     res
+}
+
+/// A file of the web page: its content type and text.
+type PageFile = (&'static str, &'static str);
+
+const PAGE_HTML: PageFile = (
+    "text/html; charset=utf-8",
+    include_str!("../web/index.html"),
+);
+const PAGE_APP: PageFile = ("text/javascript", include_str!("../web/app.js"));
+const PAGE_MOQ: PageFile = ("text/javascript", include_str!("../web/moq.js"));
+
+async fn page((content_type, text): PageFile) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, content_type)], text)
+}
+
+/// `/connect.json`'s answer.
+#[derive(Serialize)]
+struct Connect {
+    /// The UDP port of QUIC and WebTransport.
+    port: u16,
+    /// The certificate's SHA-256, hex.
+    fingerprint: String,
+}
+
+async fn connect(State(s): State<HttpState>) -> Json<Connect> {
+    Json(Connect {
+        port: s.relay.local_addr().port(),
+        fingerprint: s.relay.fingerprint(),
+    })
 }
 
 async fn fingerprint(State(s): State<HttpState>) -> impl IntoResponse {

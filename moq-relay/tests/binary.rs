@@ -173,6 +173,21 @@ async fn operator_paths_tokens_and_certificate_reload() {
         assert_eq!(relay.curl("/health", &[]), (200, "ok\n".to_string()));
         assert_eq!(relay.curl("/nope", &[]).0, 404);
         assert_eq!(relay.curl("/metrics", &["-X", "POST"]).0, 405);
+        // The web page and what it connects with (the page itself is checked in Chromium by
+        // the interop matrix's `page` row).
+        assert_eq!(
+            relay.curl("/connect.json", &[]),
+            (
+                200,
+                format!(r#"{{"port":{},"fingerprint":"{fp1}"}}"#, relay.port)
+            )
+        );
+        let (code, html) = relay.curl("/", &[]);
+        assert_eq!(code, 200);
+        assert!(html.contains(r#"id="namespaces""#), "{html}");
+        for script in ["/app.js", "/moq.js"] {
+            assert_eq!(relay.curl(script, &[]).0, 200, "{script}");
+        }
 
         // A session with the token publishes room/a; another namespace is refused.
         let session = relay.connect(&fp1, &format!("?jwt={token}")).await.unwrap();

@@ -1,0 +1,134 @@
+// app.js: the relay's web page. Connects with moq.js (MOQT draft-19 over WebTransport), lists
+// the namespaces under a prefix as they are announced and withdrawn (SUBSCRIBE_NAMESPACE,
+// draft-19 §6.1, §10.18) and shows one track's objects live (SUBSCRIBE, §10.7; objects §11).
+//
+// Query parameters: url (WebTransport URL), fingerprint (hex SHA-256 of the certificate),
+// prefix (slash-separated, empty = everything), track (default "chat"), subscribe (a namespace
+// to open at once). Without url/fingerprint the page reads /connect.json from its own origin:
+// {"port": <QUIC UDP port>, "fingerprint": "<hex>"}, and connects to https://<host>:<port>/.
+
+import { connect } from "./moq.js";
+
+const $ = (id) => document.getElementById(id);
+const MAX_OBJECTS = 200;
+const query = new URLSearchParams(location.search);
+const split = (path) => path.split("/").filter((f) => f !== "");
+const text = new TextDecoder();
+
+let session = null;
+let namespaces = null; // the current SUBSCRIBE_NAMESPACE iterator
+let listing = 0; // which call of listNamespaces is the current one
+let subscription = null; // the current SUBSCRIBE
+let watching = 0; // which call of watch is the current one
+let selected = null; // the namespace it reads, as "a/b"
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function setStatus(s, kind = "") {
+  $("status").textContent = s;
+  $("status").className = kind;
+}
+
+async function config() {
+  if (query.get("url") && query.get("fingerprint")) return { url: query.get("url"), fingerprint: query.get("fingerprint") };
+  const res = await fetch("/connect.json", { cache: "no-store" });
+  if (!res.ok) throw new Error(`/connect.json: HTTP ${res.status}`);
+  const c = await res.json();
+  return { url: query.get("url") ?? `https://${location.hostname}:${c.port}/`, fingerprint: query.get("fingerprint") ?? c.fingerprint,
+    // Chromium dials "localhost" over QUIC on ::1 only; a relay bound to 0.0.0.0 is on 127.0.0.1.
+    fallback: !query.get("url") && location.hostname === "localhost" && `https://127.0.0.1:${c.port}/` };
+}
+
+// The namespace list: one li per namespace, in arrival order; removed when withdrawn.
+async function listNamespaces() {
+  const me = ++listing;
+  namespaces?.cancel();
+  namespaces = null;
+  $("namespaces").replaceChildren();
+  const prefix = split($("prefix").value);
+  let mine;
+  try {
+    // The cancel of the previous prefix may reach the relay after this request: PREFIX_OVERLAP.
+    for (let i = 0; !mine; i++) {
+      mine = await session.subscribeNamespace(prefix).catch((e) => (e.code !== 0x30 || i > 4 ? Promise.reject(e) : null));
+      if (!mine) await sleep(200);
+    }
+    if (me !== listing) return mine.cancel(); // the prefix changed meanwhile
+    namespaces = mine;
+    for await (const { type, namespace } of mine) {
+      const path = namespace.join("/");
+      const old = [...$("namespaces").children].find((li) => li.dataset.namespace === path);
+      if (type === "removed") { old?.remove(); continue; }
+      if (old) continue;
+      const li = document.createElement("li");
+      li.dataset.namespace = path;
+      li.textContent = path;
+      li.tabIndex = 0;
+      li.classList.toggle("selected", path === selected);
+      li.onclick = li.onkeydown = (e) => (e.type === "click" || e.key === "Enter") && watch(namespace);
+      $("namespaces").append(li);
+    }
+    if (me === listing) $("namespaces").replaceChildren(); // the relay ended the request
+  } catch (e) {
+    if (me === listing) setStatus(`error: namespaces: ${e.message}`, "error");
+  }
+}
+
+// The object list of one track: newest last, the last MAX_OBJECTS kept.
+async function watch(namespace) {
+  const me = ++watching;
+  subscription?.cancel();
+  subscription = null;
+  const track = $("track").value;
+  const name = `${namespace.join("/")} : ${track}`;
+  $("objects").replaceChildren();
+  $("current").textContent = `subscribing to ${name}`;
+  selected = namespace.join("/");
+  for (const li of $("namespaces").children) li.classList.toggle("selected", li.dataset.namespace === selected);
+  let mine;
+  try {
+    mine = await session.subscribe(namespace, track);
+    if (me !== watching) return mine.cancel();
+    subscription = mine;
+    $("current").textContent = name;
+    for await (const o of mine) {
+      const li = document.createElement("li");
+      li.dataset.group = String(o.group);
+      li.dataset.object = String(o.id);
+      const label = document.createElement("span");
+      label.className = "loc";
+      label.textContent = `${o.group}.${o.id}`;
+      const body = document.createElement("span");
+      body.textContent = o.status === 0 ? text.decode(o.payload) : o.status === 3 ? "(end of group)" : "(end of track)";
+      if (o.status !== 0) li.className = "marker";
+      li.append(label, body);
+      $("objects").append(li);
+      while ($("objects").children.length > MAX_OBJECTS) $("objects").firstElementChild.remove();
+      li.scrollIntoView({ block: "nearest" });
+    }
+    if (me === watching) $("current").textContent = `${name}: ended${mine.done ? ` (status ${mine.done.code}${mine.done.reason ? `, ${mine.done.reason}` : ""})` : ""}`;
+  } catch (e) {
+    if (me === watching) $("current").textContent = `${name}: ${e.message}`;
+  }
+}
+
+async function main() {
+  $("prefix").value = query.get("prefix") ?? "";
+  $("track").value = query.get("track") ?? "chat";
+  setStatus("connecting");
+  try {
+    let { url, fingerprint, fallback } = await config();
+    setStatus(`connecting to ${url}`);
+    session = await connect(url, { fingerprint }).catch((e) => (fallback ? connect((url = fallback), { fingerprint }) : Promise.reject(e)));
+    setStatus(`connected ${session.protocol} to ${url}`, "ok");
+    session.ongoaway = () => setStatus(`connected ${session.protocol} to ${url}; the server is going away (GOAWAY)`, "ok");
+    session.closed.then(() => setStatus(`error: ${session.error.message}`, "error"));
+  } catch (e) {
+    setStatus(`error: ${e.message}`, "error");
+    return;
+  }
+  $("prefix").onchange = () => listNamespaces();
+  listNamespaces();
+  if (query.get("subscribe") !== null) watch(split(query.get("subscribe")));
+}
+
+main();

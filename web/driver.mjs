@@ -1,0 +1,257 @@
+#!/usr/bin/env node
+// Runs ONE browser interop cell: a third-party JavaScript MOQT client inside headless Chromium
+// against a MOQT relay, and prints ONE final line of JSON on stdout:
+//
+//   {"client":"moq-net","cell":"pubsub","draft":19,"result":"pass","detail":"..."}
+//
+// Exit status 0 whenever the cell ran (pass or fail); 1 on a harness error (bad arguments,
+// nothing installed, the browser did not start), which still prints the JSON line with
+// result "fail" and a detail starting "harness error:".
+//
+// Usage:
+//   node web/driver.mjs --client moq-net|moqt --cell setup|pubsub|js-pub|js-sub|dev-url \
+//     --draft N --url https://localhost:PORT/ --fingerprint HEX [--http http://127.0.0.1:HTTPPORT] \
+//     [--namespace a/b] [--track t] [--count K] [--interval-ms MS] [--timeout-ms 15000] [--verbose]
+//     [--no-map-localhost]
+//
+//   setup    WebTransport session + SETUP at draft N
+//   pubsub   a JS publisher and a JS subscriber (two sessions in one page): the subscriber
+//            discovers the namespace with SUBSCRIBE_NAMESPACE on its parent prefix, subscribes,
+//            and must read 5 groups (9 objects) in order without duplicates
+//   js-pub   JS publisher only: announces --namespace (default browser/js-pub), waits for a
+//            SUBSCRIBE to --track (default t), then writes --count (10) objects "0".."K-1", one
+//            per group, every --interval-ms (200); pass = all written before --timeout-ms
+//   js-sub   JS subscriber only: subscribes to --namespace (default browser/js-sub) --track
+//            (default clock), retrying until the track exists; pass = --count (3) objects in
+//            increasing locations, no duplicates
+//   dev-url  (moq-net only) connect with @moq/net's development URL http://host:port/: it
+//            fetches http://host:port/certificate.sha256 and opens https://host:port/ with that
+//            hash pinned; host:port from --http if given, else from --url
+//
+// Chromium resolves localhost to 127.0.0.1 (--host-resolver-rules) unless --no-map-localhost:
+// it tries ::1 first and QUIC does not fall back to IPv4 for a relay bound to 127.0.0.1.
+// --verbose echoes the page's console on stderr.
+//
+// Needs scripts/install-browser.sh (Chromium, the npm packages and the bundles in
+// ${MOQ_BROWSER:-~/.cache/moq-browser}). Env: MOQ_BROWSER, MOQ_CHROMIUM (default /usr/bin/chromium).
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
+import { createRequire } from "node:module";
+import { homedir, tmpdir } from "node:os";
+import { join, normalize } from "node:path";
+
+const CLIENTS = { "moq-net": ["setup", "pubsub", "js-pub", "js-sub", "dev-url"], moqt: ["setup", "pubsub", "js-pub", "js-sub"] };
+const MOQ_BROWSER = process.env.MOQ_BROWSER || join(homedir(), ".cache", "moq-browser");
+const DIST = join(MOQ_BROWSER, "dist");
+const CHROMIUM = process.env.MOQ_CHROMIUM || "/usr/bin/chromium";
+
+const out = { client: null, cell: null, draft: null, result: "fail", detail: "" };
+let verbose = false;
+
+function finish(result, detail, code) {
+  out.result = result;
+  out.detail = detail;
+  process.stdout.write(`${JSON.stringify(out)}\n`);
+  process.exit(code);
+}
+
+function harness(message) {
+  finish("fail", `harness error: ${message}`, 1);
+}
+
+/** A harness error raised once the browser may be running: cleaned up, then reported. */
+class HarnessError extends Error {}
+
+function log(...args) {
+  if (verbose) console.error("[driver]", ...args);
+}
+
+function parseArgs(argv) {
+  const opts = { timeoutMs: 15000, mapLocalhost: true };
+  const take = (i, name) => {
+    const v = argv[i + 1];
+    if (v === undefined || v.startsWith("--")) harness(`${name} needs a value`);
+    return v;
+  };
+  const int = (v, name) => {
+    if (!/^\d+$/.test(v)) harness(`${name} must be a non-negative integer, got ${JSON.stringify(v)}`);
+    return Number(v);
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const [flag, inline] = a.includes("=") ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a, undefined];
+    const value = () => (inline !== undefined ? inline : (i++, take(i - 1, flag)));
+    switch (flag) {
+      case "--client": opts.client = value(); break;
+      case "--cell": opts.cell = value(); break;
+      case "--draft": opts.draft = int(value(), flag); break;
+      case "--url": opts.url = value(); break;
+      case "--fingerprint": opts.fingerprint = value(); break;
+      case "--http": opts.http = value(); break;
+      case "--namespace": opts.namespace = value(); break;
+      case "--track": opts.track = value(); break;
+      case "--count": opts.count = int(value(), flag); break;
+      case "--interval-ms": opts.intervalMs = int(value(), flag); break;
+      case "--timeout-ms": opts.timeoutMs = int(value(), flag); break;
+      case "--verbose": verbose = true; break;
+      case "--no-map-localhost": opts.mapLocalhost = false; break;
+      case "-h":
+      case "--help": {
+        const src = readFileSync(new URL(import.meta.url), "utf8").split("\n");
+        const start = src.findIndex((l) => l.startsWith("// Runs ONE"));
+        const end = src.findIndex((l) => l.startsWith("import "));
+        console.log(src.slice(start, end).map((l) => l.replace(/^\/\/ ?/, "")).join("\n"));
+        process.exit(0);
+      }
+      default: harness(`unknown argument ${JSON.stringify(a)} (try --help)`);
+    }
+  }
+  out.client = opts.client ?? null;
+  out.cell = opts.cell ?? null;
+  out.draft = opts.draft ?? null;
+  if (!CLIENTS[opts.client]) harness(`--client must be one of ${Object.keys(CLIENTS).join(", ")}`);
+  if (!CLIENTS[opts.client].includes(opts.cell)) harness(`--cell for ${opts.client} must be one of ${CLIENTS[opts.client].join(", ")}`);
+  if (opts.draft === undefined) harness("--draft is required");
+  if (!opts.url) harness("--url is required (https://localhost:PORT/)");
+  if (!/^https:\/\//.test(opts.url)) harness(`--url must be https:// (WebTransport), got ${opts.url}`);
+  if (opts.cell !== "dev-url" && !opts.fingerprint) harness("--fingerprint is required (hex SHA-256 of the relay's certificate)");
+  if (opts.timeoutMs < 1000) harness("--timeout-ms must be at least 1000");
+  return opts;
+}
+
+/** Serves a blank page loading the client's bundle, and $MOQ_BROWSER/dist, on localhost. */
+function serve(client) {
+  const html = `<!doctype html><meta charset="utf-8"><title>moq interop: ${client}</title>
+<script type="module" src="/dist/${client}.js"></script>\n`;
+  const server = createServer((req, res) => {
+    const path = decodeURIComponent(new URL(req.url, "http://localhost").pathname);
+    if (path === "/favicon.ico") {
+      res.writeHead(204);
+      res.end();
+      return;
+    }
+    if (path === "/" || path === "/index.html") {
+      res.writeHead(200, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" });
+      res.end(html);
+      return;
+    }
+    if (path.startsWith("/dist/")) {
+      const file = normalize(join(DIST, path.slice("/dist/".length)));
+      if (file.startsWith(DIST) && existsSync(file)) {
+        const type = file.endsWith(".map") ? "application/json" : "text/javascript; charset=utf-8";
+        res.writeHead(200, { "content-type": type, "cache-control": "no-store" });
+        res.end(readFileSync(file));
+        return;
+      }
+    }
+    res.writeHead(404, { "content-type": "text/plain" });
+    res.end("not found\n");
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve(server));
+  });
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const started = Date.now();
+  if (!existsSync(join(DIST, `${opts.client}.js`))) harness(`${join(DIST, `${opts.client}.js`)} is missing: run scripts/install-browser.sh`);
+  if (!existsSync(CHROMIUM)) harness(`${CHROMIUM} is missing: run scripts/install-browser.sh`);
+  let chromium;
+  try {
+    chromium = createRequire(join(MOQ_BROWSER, "package.json"))("playwright-core").chromium;
+  } catch (e) {
+    harness(`playwright-core not installed in ${MOQ_BROWSER}: run scripts/install-browser.sh (${e.message})`);
+  }
+
+  const server = await serve(opts.client);
+  const origin = `http://localhost:${server.address().port}`;
+  const profile = mkdtempSync(join(tmpdir(), "moq-browser-profile-"));
+  const consoleLines = [];
+  let browser;
+  const cleanup = async () => {
+    await browser?.close().catch(() => {});
+    server.close();
+    rmSync(profile, { recursive: true, force: true });
+  };
+  try {
+    try {
+      // launchPersistentContext so the fresh --user-data-dir is ours (launch() refuses one).
+      browser = await chromium.launchPersistentContext(profile, {
+        executablePath: CHROMIUM,
+        headless: true,
+        ignoreDefaultArgs: ["--headless"],
+        args: [
+          "--headless=new",
+          "--no-sandbox",
+          "--disable-gpu",
+          "--no-first-run",
+          "--disable-background-networking",
+          "--disable-component-update",
+          "--disable-sync",
+          // The relay is usually bound to 127.0.0.1 and Chromium tries ::1 first for
+          // localhost; QUIC has no fallback (ERR_QUIC_PROTOCOL_ERROR.QUIC_PACKET_WRITE_ERROR).
+          ...(opts.mapLocalhost ? ["--host-resolver-rules=MAP localhost 127.0.0.1"] : []),
+        ],
+        timeout: 30000,
+      });
+    } catch (e) {
+      throw new HarnessError(`Chromium did not start: ${e.message.split("\n")[0]}`);
+    }
+    log(`browser up in ${Date.now() - started} ms, page ${origin}`);
+
+    const page = browser.pages()[0] ?? (await browser.newPage());
+    page.on("console", (m) => {
+      const line = `${m.type()}: ${m.text()}`;
+      if (verbose) console.error("[page]", line);
+      if (m.type() === "error" || m.type() === "warning") consoleLines.push(line);
+    });
+    page.on("pageerror", (e) => consoleLines.push(`pageerror: ${e.message}`));
+
+    await page.goto(`${origin}/`, { waitUntil: "load", timeout: 10000 });
+    try {
+      await page.waitForFunction(() => typeof globalThis.moqCell === "function", null, { timeout: 10000 });
+    } catch {
+      throw new HarnessError(`the ${opts.client} bundle did not load: ${consoleLines.join(" | ") || "no console output"}`);
+    }
+
+    const args = {
+      cell: opts.cell,
+      draft: opts.draft,
+      url: opts.url,
+      fingerprint: opts.fingerprint,
+      http: opts.http,
+      namespace: opts.namespace,
+      track: opts.track,
+      count: opts.count,
+      intervalMs: opts.intervalMs,
+      timeoutMs: opts.timeoutMs,
+    };
+    const cellStarted = Date.now();
+    const guard = new Promise((resolve) =>
+      setTimeout(() => resolve({ result: "fail", detail: `no result within ${opts.timeoutMs + 5000} ms (page hung)` }), opts.timeoutMs + 5000),
+    );
+    const result = await Promise.race([page.evaluate((a) => globalThis.moqCell(a), args), guard]);
+    log(`cell ${opts.cell} ${result.result} in ${Date.now() - cellStarted} ms (total ${Date.now() - started} ms)`);
+    let detail = result.detail ?? "";
+    if (result.result !== "pass" && consoleLines.length > 0) {
+      const tail = consoleLines.slice(-8).map((l) => (l.length > 300 ? `${l.slice(0, 300)}...` : l));
+      detail += ` [console: ${tail.join(" | ")}]`;
+    }
+    await cleanup();
+    finish(result.result === "pass" ? "pass" : "fail", detail, 0);
+  } catch (e) {
+    await cleanup();
+    const message = e?.message?.split("\n")[0] ?? String(e);
+    // The renderer dying under the cell is the browser's failure, not the harness's.
+    if (!(e instanceof HarnessError) && /Target crashed|Page crashed/.test(message)) {
+      const tail = consoleLines.slice(-8).map((l) => (l.length > 300 ? `${l.slice(0, 300)}...` : l));
+      finish("fail", `Chromium renderer crashed during the cell (${message})${tail.length ? ` [console: ${tail.join(" | ")}]` : ""}`, 0);
+    }
+    harness(message);
+  }
+  // finish() exits; reaching here means a bug.
+}
+
+main();
