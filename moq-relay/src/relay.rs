@@ -342,10 +342,17 @@ impl Relay {
             let _ = open.wait_for(|n| *n == 0).await;
         };
         let _ = tokio::time::timeout_at(deadline, drained).await;
-        // Cluster links this relay dialed are not the server's connections: close them too.
+        // draft-19 §10.4: a session not closed by the peer within the timeout is closed with
+        // GOAWAY_TIMEOUT. Cluster links this relay dialed are not the server's connections:
+        // closed the same way.
         let open: Vec<Session> = self.inner.sessions.lock().values().cloned().collect();
-        for s in open {
-            s.close(SessionErrorCode::NO_ERROR, "relay shutting down");
+        for s in &open {
+            s.close(SessionErrorCode::GOAWAY_TIMEOUT, "relay shutting down");
+        }
+        // A WebTransport session's close is a capsule on its CONNECT stream, written by a task
+        // of its own: let those reach the peers before the endpoint closes every connection.
+        if !open.is_empty() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.server.wait_idle()).await;
         }
         self.server
             .close(SessionErrorCode::NO_ERROR.0, "relay shutting down");

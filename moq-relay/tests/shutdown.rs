@@ -5,7 +5,9 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use moq_core::codes::SessionErrorCode;
 use moq_relay::{Relay, RelayConfig};
+use moq_transport::Error;
 use moq_transport::endpoint::{Client, ClientConfig};
 use moq_transport::tls::{ClientTls, parse_fingerprint};
 
@@ -31,9 +33,12 @@ async fn shutdown_completes_with_and_without_sessions() {
                     .unwrap();
             let run = relay.spawn();
             let client = client(&relay.fingerprint());
-            let url = format!("moqt://localhost:{}/", relay.local_addr().port());
+            let port = relay.local_addr().port();
             let mut open = Vec::new();
-            for _ in 0..sessions {
+            for i in 0..sessions {
+                // Raw QUIC and WebTransport (whose close is a capsule, not the QUIC close).
+                let scheme = if i % 2 == 0 { "moqt" } else { "https" };
+                let url = format!("{scheme}://localhost:{port}/");
                 open.push(client.connect(&url).await.unwrap());
             }
             let started = Instant::now();
@@ -49,9 +54,20 @@ async fn shutdown_completes_with_and_without_sessions() {
                 .unwrap();
             assert!(started.elapsed() < Duration::from_secs(2));
             for s in &open {
-                // Each one saw GOAWAY, then the relay closed it.
+                // Each one saw GOAWAY, then the relay closed it with GOAWAY_TIMEOUT (draft-19
+                // §10.4), over WebTransport too.
                 assert!(s.goaway_received().is_some());
-                s.closed().await;
+                match s.closed().await {
+                    Error::ClosedByPeer { code, .. } => {
+                        assert_eq!(
+                            code,
+                            SessionErrorCode::GOAWAY_TIMEOUT,
+                            "{:?}",
+                            s.transport()
+                        )
+                    }
+                    other => panic!("{:?}: {other:?}", s.transport()),
+                }
             }
         }
     })
