@@ -149,11 +149,11 @@ struct Settings {
     /// Congestion control: cubic, new-reno or bbr [default: cubic].
     #[arg(long, env = "MOQ_RELAY_CONGESTION")]
     congestion: Option<String>,
-    /// Seconds between keep-alive PINGs on an idle connection [default: 4].
+    /// Seconds between keep-alive PINGs on an idle connection [default: 2].
     #[arg(long, env = "MOQ_RELAY_KEEP_ALIVE", value_name = "SECONDS")]
     keep_alive: Option<f64>,
     /// Seconds without a packet from the peer before a connection (a client's or a cluster
-    /// link's) is given up as dead [default: 30].
+    /// link's) is given up as dead [default: 9].
     #[arg(long, env = "MOQ_RELAY_IDLE_TIMEOUT", value_name = "SECONDS")]
     idle_timeout: Option<f64>,
     /// Keys that verify tokens: a JWK, a JWK set, a PEM public key, or a directory of them

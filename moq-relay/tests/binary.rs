@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use moq_core::codes::RequestErrorCode;
-use moq_transport::endpoint::{Client, ClientConfig};
+use moq_transport::endpoint::{Client, ClientConfig, QuicSettings};
 use moq_transport::namespace::NamespaceEvent;
 use moq_transport::tls::{ClientTls, parse_fingerprint};
 use moq_transport::{Error, Session};
@@ -384,6 +384,54 @@ async fn a_killed_relay_is_withdrawn_within_the_idle_timeout() {
         let took = killed.elapsed();
         // The idle timeout, not the 30 s default, let B notice.
         assert!(took < Duration::from_secs(10), "withdrawn after {took:?}");
+    })
+    .await;
+}
+
+/// A relay restarted on the same address with the same certificate answers its predecessor's
+/// connections with a stateless reset (RFC 9000 §10.3; the key is derived from the
+/// certificate's): a client whose own idle timeout is a minute learns of the restart at its
+/// next packet, within a second or two, not at the timeout.
+#[tokio::test]
+async fn a_restarted_relay_resets_the_old_connections() {
+    timeout(async {
+        let dir = workdir("reset");
+        let fingerprint = write_cert(&dir);
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        let args = [
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--auth-disabled",
+        ];
+        let mut first = Binary::start(&args, &[]);
+        let port = first.port;
+        let client = Client::new(ClientConfig {
+            tls: ClientTls::pinned(parse_fingerprint(&fingerprint).unwrap()),
+            quic: QuicSettings {
+                keep_alive: Duration::from_millis(300),
+                idle_timeout: Duration::from_secs(60),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        let session = client
+            .connect(&format!("moqt://localhost:{port}/"))
+            .await
+            .unwrap();
+        first.child.kill().unwrap();
+        first.child.wait().unwrap();
+        let _second = Binary::start_on(&format!("127.0.0.1:{port}"), &args, &[]);
+        let restarted = Instant::now();
+        let why = session.closed().await;
+        let took = restarted.elapsed();
+        assert!(
+            took < Duration::from_secs(5),
+            "closed after {took:?}: {why:?}"
+        );
+        assert!(format!("{why:?}").contains("reset"), "{why:?}");
     })
     .await;
 }

@@ -64,8 +64,9 @@ impl Default for QuicSettings {
     fn default() -> Self {
         QuicSettings {
             congestion: Congestion::default(),
-            keep_alive: Duration::from_secs(4),
-            idle_timeout: Duration::from_secs(30),
+            // A dead peer is noticed within 9 s; a live idle one sends a PING every 2 s.
+            keep_alive: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(9),
         }
     }
 }
@@ -378,6 +379,38 @@ impl ServerConfig {
     }
 }
 
+/// The server's endpoint keys, derived from its certificate's private key: the stateless
+/// reset key (RFC 9000 §10.3) and the key its connection IDs are hashed with. A relay
+/// restarted with the same certificate recognizes its predecessor's connection IDs and resets
+/// those connections at their next packet, so their clients notice at once instead of at the
+/// idle timeout. (A generated certificate gives each process keys of its own.)
+fn endpoint_config(certificate: &Certificate) -> quinn::EndpointConfig {
+    let derive = |label: &[u8]| {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        ctx.update(b"moq-transport endpoint key v1\0");
+        ctx.update(label);
+        ctx.update(certificate.key.secret_der());
+        ctx.finish()
+    };
+    let reset = derive(b"stateless reset\0");
+    let mut config = quinn::EndpointConfig::new(Arc::new(ring::hmac::Key::new(
+        ring::hmac::HMAC_SHA256,
+        reset.as_ref(),
+    )));
+    let mut cid_key = [0u8; 8];
+    cid_key.copy_from_slice(
+        derive(b"connection id\0")
+            .as_ref()
+            .get(..8)
+            .unwrap_or(&[0; 8]),
+    );
+    let cid_key = u64::from_le_bytes(cid_key);
+    config.cid_generator(move || {
+        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+    });
+    config
+}
+
 /// Accepts MOQT sessions over raw QUIC and WebTransport on one UDP port.
 ///
 /// ```no_run
@@ -419,8 +452,17 @@ impl Server {
             Some(dir) => Some(Qlog::new(dir, &server, config.quic)?),
             None => None,
         };
-        let endpoint = quinn::Endpoint::server(server, config.bind)
-            .map_err(|e| Error::Connect(format!("bind {}: {e}", config.bind)))?;
+        let bind_error = |e: std::io::Error| Error::Connect(format!("bind {}: {e}", config.bind));
+        let socket = std::net::UdpSocket::bind(config.bind).map_err(bind_error)?;
+        let runtime = quinn::default_runtime()
+            .ok_or_else(|| Error::Invalid("Server::bind needs a Tokio runtime".into()))?;
+        let endpoint = quinn::Endpoint::new(
+            endpoint_config(&config.certificate),
+            Some(server),
+            socket,
+            runtime,
+        )
+        .map_err(bind_error)?;
         let (tx, rx) = mpsc::channel(config.accept_queue.max(1));
         tokio::spawn(accept_loop(endpoint.clone(), Arc::new(config), qlog, tx));
         Ok(Server {

@@ -62,9 +62,15 @@ pub(crate) struct Binary {
 
 impl Binary {
     /// `moq-relay --bind 127.0.0.1:0 ARGS` with `env`.
+    #[allow(dead_code)] // not every test file starts one on an ephemeral port
     pub(crate) fn start(args: &[&str], env: &[(&str, &str)]) -> Binary {
+        Self::start_on("127.0.0.1:0", args, env)
+    }
+
+    /// `moq-relay --bind BIND ARGS` with `env`.
+    pub(crate) fn start_on(bind: &str, args: &[&str], env: &[(&str, &str)]) -> Binary {
         let mut child = Command::new(env!("CARGO_BIN_EXE_moq-relay"))
-            .args(["--bind", "127.0.0.1:0"])
+            .args(["--bind", bind])
             .args(args)
             .envs(env.iter().copied())
             .env("RUST_LOG", "warn")
