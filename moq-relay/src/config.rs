@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::cluster::ClusterConfig;
 use moq_client::{CacheLimits, ServeOptions};
 use moq_core::Version;
-use moq_transport::endpoint::QuicSettings;
+use moq_transport::endpoint::{DEFAULT_UDP_BUFFER, QuicSettings};
 use moq_transport::tls::Certificate;
 use moq_transport::{AllowAll, Authorizer, Limits};
 
@@ -38,6 +38,8 @@ pub struct RelayConfig {
     /// Congestion control, keep-alive and idle timeout of every connection, accepted and
     /// dialed (cluster links).
     pub quic: QuicSettings,
+    /// Bytes of UDP receive and send buffer asked of the kernel ([`moq_transport::endpoint::ServerConfig::udp_buffer`]).
+    pub udp_buffer: usize,
     /// Label the received-object metrics with the namespace (one series per namespace).
     pub metrics_per_namespace: bool,
     /// Join a cluster of relays (see [`crate::cluster`]).
@@ -72,6 +74,7 @@ impl RelayConfig {
             limits: Limits::default(),
             qlog_dir: None,
             quic: QuicSettings::default(),
+            udp_buffer: DEFAULT_UDP_BUFFER,
             metrics_per_namespace: false,
             cluster: None,
         }

@@ -156,6 +156,10 @@ struct Settings {
     /// link's) is given up as dead [default: 9].
     #[arg(long, env = "MOQ_RELAY_IDLE_TIMEOUT", value_name = "SECONDS")]
     idle_timeout: Option<f64>,
+    /// Bytes of UDP receive and send buffer to ask the kernel for, for bursts of handshakes;
+    /// 0 keeps the system default [default: 4194304].
+    #[arg(long, env = "MOQ_RELAY_UDP_BUFFER", value_name = "BYTES")]
+    udp_buffer: Option<usize>,
     /// Keys that verify tokens: a JWK, a JWK set, a PEM public key, or a directory of them
     /// (repeatable).
     #[arg(long, env = "MOQ_RELAY_AUTH_KEY", value_delimiter = ',')]
@@ -311,6 +315,9 @@ async fn run(s: Settings) -> anyhow::Result<()> {
     }
     if let Some(k) = s.keep_alive {
         config.quic.keep_alive = seconds(k, "--keep-alive")?;
+    }
+    if let Some(b) = s.udp_buffer {
+        config.udp_buffer = b;
     }
     if let Some(i) = s.idle_timeout {
         config.quic.idle_timeout = seconds(i, "--idle-timeout")?;

@@ -167,6 +167,7 @@ impl Relay {
         server.session = session.clone();
         server.qlog_dir = config.qlog_dir.clone();
         server.quic = config.quic;
+        server.udp_buffer = config.udp_buffer;
         // Each session registers what its peer announces in its own index, which the relay
         // mirrors into its routes and the shared index.
         server.per_session = Some(Arc::new(|c: SessionConfig| {

@@ -335,6 +335,10 @@ pub struct ServerConfig {
     /// Writes a qlog trace (JSON-SEQ, `<time>-<peer address>.sqlog`) of every QUIC connection
     /// into this directory. Needs the crate's `qlog` feature; [`Server::bind`] fails without it.
     pub qlog_dir: Option<std::path::PathBuf>,
+    /// Bytes asked of the kernel for the UDP socket's receive and send buffers, so a burst of
+    /// handshakes (a reconnect storm) is not dropped at the socket; 0 keeps the system's
+    /// default. Linux grants at most `net.core.rmem_max` / `wmem_max` (a warning says so).
+    pub udp_buffer: usize,
     /// Congestion control, keep-alive and idle timeout of every connection.
     pub quic: QuicSettings,
 }
@@ -352,6 +356,7 @@ impl ServerConfig {
             webtransport: true,
             session: SessionConfig::default(),
             accept_queue: 128,
+            udp_buffer: DEFAULT_UDP_BUFFER,
             per_session: None,
             qlog_dir: None,
             quic: QuicSettings::default(),
@@ -376,6 +381,33 @@ impl ServerConfig {
             Some(f) => f(self.session.clone()),
             None => self.session.clone(),
         }
+    }
+}
+
+/// [`ServerConfig::udp_buffer`]'s default: 4 MiB each way.
+pub const DEFAULT_UDP_BUFFER: usize = 4 << 20;
+
+/// Asks for `bytes` of receive and send buffer on `socket`; warns when the kernel grants less.
+fn size_udp_buffers(socket: &std::net::UdpSocket, bytes: usize) {
+    let sock = socket2::SockRef::from(socket);
+    let _ = sock.set_recv_buffer_size(bytes);
+    let _ = sock.set_send_buffer_size(bytes);
+    let (receive, send) = (
+        sock.recv_buffer_size().unwrap_or(0),
+        sock.send_buffer_size().unwrap_or(0),
+    );
+    // Linux reports twice what was granted (its bookkeeping share): compare halves there.
+    let granted = |reported: usize| match cfg!(target_os = "linux") {
+        true => reported / 2,
+        false => reported,
+    };
+    if granted(receive) < bytes || granted(send) < bytes {
+        tracing::warn!(
+            asked = bytes,
+            receive = granted(receive),
+            send = granted(send),
+            "the kernel capped the UDP buffers (raise net.core.rmem_max and wmem_max)"
+        );
     }
 }
 
@@ -454,6 +486,9 @@ impl Server {
         };
         let bind_error = |e: std::io::Error| Error::Connect(format!("bind {}: {e}", config.bind));
         let socket = std::net::UdpSocket::bind(config.bind).map_err(bind_error)?;
+        if config.udp_buffer > 0 {
+            size_udp_buffers(&socket, config.udp_buffer);
+        }
         let runtime = quinn::default_runtime()
             .ok_or_else(|| Error::Invalid("Server::bind needs a Tokio runtime".into()))?;
         let endpoint = quinn::Endpoint::new(
@@ -674,5 +709,39 @@ async fn handshake(connecting: quinn::Connecting, config: &ServerConfig) -> Resu
             Destination::default(),
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    /// The socket gets the asked buffers, up to what the kernel allows an unprivileged
+    /// SO_RCVBUF (`net.core.rmem_max` / `wmem_max` on Linux).
+    #[test]
+    fn udp_buffers_are_sized() {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let asked = 1 << 20;
+        super::size_udp_buffers(&socket, asked);
+        let sock = socket2::SockRef::from(&socket);
+        let cap = |name: &str| {
+            std::fs::read_to_string(format!("/proc/sys/net/core/{name}"))
+                .ok()
+                .and_then(|s| s.trim().parse::<usize>().ok())
+                .unwrap_or(usize::MAX)
+        };
+        let default = cap("rmem_default").min(212_992);
+        // Linux reports twice what it granted.
+        let scale = if cfg!(target_os = "linux") { 2 } else { 1 };
+        for (got, max) in [
+            (sock.recv_buffer_size().unwrap(), cap("rmem_max")),
+            (sock.send_buffer_size().unwrap(), cap("wmem_max")),
+        ] {
+            assert!(got >= scale * asked.min(max), "{got} < {}", asked.min(max));
+            assert!(
+                got > default || max <= default / scale,
+                "{got}: still the default"
+            );
+        }
     }
 }
