@@ -322,11 +322,15 @@ impl Relay {
         sent.join_all().await;
     }
 
-    /// Drains: GOAWAY to everyone (naming the first cluster peer, if any), waits up to `grace`
+    /// Drains: refuses new sessions, GOAWAY to everyone (naming the first cluster peer, if
+    /// any), waits up to `grace`
     /// for sessions to leave, then closes the
     /// endpoint (the sessions still open with it; at most one more second for the peers to be
     /// told) and [`Relay::run`] returns.
     pub async fn shutdown(&self, grace: Duration) {
+        // New clients are refused at once (a reconnecting one goes to the GOAWAY's URI, or
+        // elsewhere), not taken back by a relay that is leaving.
+        self.server.refuse_new();
         self.inner.draining.store(true, Ordering::Relaxed);
         let deadline = tokio::time::Instant::now() + grace;
         let mut open = self.inner.session_count.subscribe();

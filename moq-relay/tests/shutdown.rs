@@ -42,12 +42,30 @@ async fn shutdown_completes_with_and_without_sessions() {
                 open.push(client.connect(&url).await.unwrap());
             }
             let started = Instant::now();
-            tokio::time::timeout(
-                Duration::from_secs(2),
-                relay.shutdown(Duration::from_millis(500)),
-            )
-            .await
-            .expect("shutdown took longer than 2 s");
+            let shutdown = tokio::spawn({
+                let relay = relay.clone();
+                async move {
+                    tokio::time::timeout(
+                        Duration::from_secs(2),
+                        relay.shutdown(Duration::from_millis(500)),
+                    )
+                    .await
+                }
+            });
+            while relay.is_accepting() {
+                tokio::task::yield_now().await;
+            }
+            // A client arriving during the drain is refused at once.
+            let refused = client
+                .connect(&format!("moqt://localhost:{port}/"))
+                .await
+                .map(|_| ());
+            assert!(matches!(refused, Err(Error::Connect(_))), "{refused:?}");
+            assert!(started.elapsed() < Duration::from_millis(500));
+            shutdown
+                .await
+                .unwrap()
+                .expect("shutdown took longer than 2 s");
             tokio::time::timeout(Duration::from_secs(2), run)
                 .await
                 .expect("run did not end")

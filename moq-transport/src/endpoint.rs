@@ -462,6 +462,8 @@ pub struct Server {
     endpoint: quinn::Endpoint,
     sessions: tokio::sync::Mutex<mpsc::Receiver<Session>>,
     cert: ServerCert,
+    /// Set by [`Server::refuse_new`].
+    refusing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Server {
@@ -499,12 +501,28 @@ impl Server {
         )
         .map_err(bind_error)?;
         let (tx, rx) = mpsc::channel(config.accept_queue.max(1));
-        tokio::spawn(accept_loop(endpoint.clone(), Arc::new(config), qlog, tx));
+        let refusing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        tokio::spawn(accept_loop(
+            endpoint.clone(),
+            Arc::new(config),
+            qlog,
+            tx,
+            refusing.clone(),
+        ));
         Ok(Server {
             endpoint,
             sessions: tokio::sync::Mutex::new(rx),
             cert,
+            refusing,
         })
+    }
+
+    /// Refuses every new connection from now on (QUIC CONNECTION_REFUSED, at once), for a
+    /// drain: clients that reconnect go elsewhere instead of back to a server that is leaving.
+    /// Open sessions are untouched.
+    pub fn refuse_new(&self) {
+        self.refusing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Presents `cert` from the next handshake on; open sessions keep theirs.
@@ -626,8 +644,13 @@ async fn accept_loop(
     config: Arc<ServerConfig>,
     qlog: Option<Qlog>,
     tx: mpsc::Sender<Session>,
+    refusing: Arc<std::sync::atomic::AtomicBool>,
 ) {
     while let Some(incoming) = endpoint.accept().await {
+        if refusing.load(std::sync::atomic::Ordering::Relaxed) {
+            incoming.refuse();
+            continue;
+        }
         let config = config.clone();
         let tx = tx.clone();
         let remote = incoming.remote_address();
