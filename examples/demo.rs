@@ -8,6 +8,8 @@
 //! cargo run --example demo
 //! ```
 
+mod cli;
+
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -16,11 +18,7 @@ use moq_relay::{Relay, RelayConfig};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    cli::init_logging();
     tokio::time::timeout(Duration::from_secs(30), run())
         .await
         .context("demo timed out")?

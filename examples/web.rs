@@ -10,6 +10,8 @@
 //! The page (served by the relay's HTTP side, `moq_relay::http`) fetches `/connect.json`,
 //! pins the relay's certificate by its hash and speaks MOQT over WebTransport.
 
+mod cli;
+
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -32,11 +34,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    cli::init_logging();
     let args = Args::parse();
     let relay = Relay::bind(RelayConfig::development(args.bind)?)?;
     relay.spawn();

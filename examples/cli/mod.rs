@@ -7,6 +7,15 @@ use std::time::Duration;
 use anyhow::Context;
 use moq_client::{Client, Session, TrackNamespace, Version};
 
+/// Logs to stderr, filtered by RUST_LOG (default: warnings).
+pub(crate) fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+}
+
 /// How to reach the server (flattened into each program's flags).
 #[derive(clap::Args, Debug)]
 pub(crate) struct Connect {
@@ -38,12 +47,7 @@ impl Connect {
 
     /// Logs to stderr (RUST_LOG, default warn) and builds the client these flags describe.
     pub(crate) fn client(&self) -> anyhow::Result<Client> {
-        tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "warn".into()),
-            )
-            .init();
+        init_logging();
         let mut builder = Client::builder();
         if let Some(fp) = &self.fingerprint {
             builder = builder.fingerprint(fp)?;
