@@ -316,11 +316,11 @@ async fn run(s: Settings) -> anyhow::Result<()> {
     if let Some(k) = s.keep_alive {
         config.quic.keep_alive = seconds(k, "--keep-alive")?;
     }
-    if let Some(b) = s.udp_buffer {
-        config.udp_buffer = b;
-    }
     if let Some(i) = s.idle_timeout {
         config.quic.idle_timeout = seconds(i, "--idle-timeout")?;
+    }
+    if let Some(b) = s.udp_buffer {
+        config.udp_buffer = b;
     }
     config.qlog_dir = s.qlog_dir.clone();
     config.metrics_per_namespace = s.metrics_per_namespace;

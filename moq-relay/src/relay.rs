@@ -1,6 +1,6 @@
 //! The relay: sessions, routes, per-track upstream subscriptions, fan-out and FETCH.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -20,7 +20,8 @@ use moq_core::message::{FetchType, Parameters, RequestError};
 use moq_core::{FullTrackName, GroupOrder, Location, Properties, TrackNamespace};
 use moq_transport::endpoint::{Server, ServerConfig};
 use moq_transport::namespace::{
-    NamespaceEvent, NamespaceIndex, NamespaceRegistration, PrefixTrie, PublishedNamespace,
+    NamespaceEvent, NamespaceIndex, NamespaceRegistration, NamespaceWatch, PrefixTrie,
+    PublishedNamespace,
 };
 use moq_transport::tls::Certificate;
 use moq_transport::track::{
@@ -426,28 +427,70 @@ async fn handle_session(inner: Arc<Inner>, session: Session, link: Option<Link>)
 /// and the shared index. `.session` namespaces are never forwarded (draft-19 §3.2.2).
 async fn sync_routes(inner: Arc<Inner>, id: u64, session: Session) {
     let mut registered: HashMap<TrackNamespace, NamespaceRegistration> = HashMap::new();
+    let mut mirror = Mirror::new(session.announced().clone());
     loop {
-        let (now, mut watch) = session.announced().watch(&TrackNamespace::empty(), 4096);
-        let now: HashSet<TrackNamespace> = now.into_iter().collect();
-        let gone: Vec<TrackNamespace> = registered
-            .keys()
-            .filter(|n| !now.contains(*n))
-            .cloned()
-            .collect();
-        for ns in gone {
-            remove_route(&inner, &mut registered, &ns, id);
+        match mirror.next().await {
+            NamespaceEvent::Added(ns) => add_route(&inner, &mut registered, ns, id, &session),
+            NamespaceEvent::Removed(ns) => remove_route(&inner, &mut registered, &ns, id),
         }
-        for ns in now {
-            add_route(&inner, &mut registered, ns, id, &session);
+    }
+}
+
+/// Follows everything in a [`NamespaceIndex`]: each namespace once as Added, then every
+/// change. After falling behind the index it takes a fresh snapshot and reports just the
+/// difference from what it reported before.
+struct Mirror {
+    index: NamespaceIndex,
+    known: HashSet<TrackNamespace>,
+    watch: Option<NamespaceWatch>,
+    pending: VecDeque<NamespaceEvent>,
+}
+
+impl Mirror {
+    fn new(index: NamespaceIndex) -> Self {
+        Mirror {
+            index,
+            known: HashSet::new(),
+            watch: None,
+            pending: VecDeque::new(),
         }
+    }
+
+    /// The next change (cancel safe).
+    async fn next(&mut self) -> NamespaceEvent {
         loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return ev;
+            }
+            let Some(watch) = &mut self.watch else {
+                let (now, watch) = self.index.watch(&TrackNamespace::empty(), 4096);
+                let now: HashSet<TrackNamespace> = now.into_iter().collect();
+                let gone = self
+                    .known
+                    .difference(&now)
+                    .cloned()
+                    .map(NamespaceEvent::Removed);
+                let new = now
+                    .difference(&self.known)
+                    .cloned()
+                    .map(NamespaceEvent::Added);
+                self.pending = gone.chain(new).collect();
+                self.known = now;
+                self.watch = Some(watch);
+                continue;
+            };
             match watch.next().await {
-                Some(NamespaceEvent::Added(ns)) => {
-                    add_route(&inner, &mut registered, ns, id, &session)
+                Some(ev) => {
+                    let new = match &ev {
+                        NamespaceEvent::Added(ns) => self.known.insert(ns.clone()),
+                        NamespaceEvent::Removed(ns) => self.known.remove(ns),
+                    };
+                    if new {
+                        return ev;
+                    }
                 }
-                Some(NamespaceEvent::Removed(ns)) => remove_route(&inner, &mut registered, &ns, id),
                 // Fell behind: take a fresh snapshot.
-                None => break,
+                None => self.watch = None,
             }
         }
     }
@@ -1509,26 +1552,15 @@ async fn keep_link(inner: Weak<Inner>, peer: String, upstream: bool) {
 /// the link lasts. A namespace the upstream refuses stays unannounced there.
 async fn announce_upstream(local: NamespaceIndex, session: Session) {
     let mut held: HashMap<TrackNamespace, Option<PublishedNamespace>> = HashMap::new();
+    let mut mirror = Mirror::new(local);
     loop {
-        let (now, mut watch) = local.watch(&TrackNamespace::empty(), 4096);
-        let now: HashSet<TrackNamespace> = now.into_iter().collect();
-        held.retain(|ns, _| now.contains(ns));
-        for ns in now {
-            if !held.contains_key(&ns) {
-                held.insert(ns.clone(), announce(&session, ns).await);
+        match mirror.next().await {
+            NamespaceEvent::Added(ns) => {
+                let published = announce(&session, ns.clone()).await;
+                held.insert(ns, published);
             }
-        }
-        loop {
-            match watch.next().await {
-                Some(NamespaceEvent::Added(ns)) => {
-                    let published = announce(&session, ns.clone()).await;
-                    held.insert(ns, published);
-                }
-                Some(NamespaceEvent::Removed(ns)) => {
-                    held.remove(&ns);
-                }
-                // Fell behind: take a fresh snapshot.
-                None => break,
+            NamespaceEvent::Removed(ns) => {
+                held.remove(&ns);
             }
         }
     }
