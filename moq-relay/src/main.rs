@@ -149,7 +149,8 @@ struct Settings {
     /// Congestion control: cubic, new-reno or bbr [default: cubic].
     #[arg(long, env = "MOQ_RELAY_CONGESTION")]
     congestion: Option<String>,
-    /// Seconds between keep-alive PINGs on an idle connection [default: 2].
+    /// Seconds between keep-alive PINGs on an idle connection [default: 2, or a third of
+    /// --idle-timeout when that is shorter].
     #[arg(long, env = "MOQ_RELAY_KEEP_ALIVE", value_name = "SECONDS")]
     keep_alive: Option<f64>,
     /// Seconds without a packet from the peer before a connection (a client's or a cluster
@@ -313,11 +314,20 @@ async fn run(s: Settings) -> anyhow::Result<()> {
     if let Some(c) = &s.congestion {
         config.quic.congestion = c.parse()?;
     }
+    // The idle timeout first: it brings the keep-alive under itself (a keep-alive as long
+    // as the timeout races it), and an explicit --keep-alive still has the last word.
+    if let Some(i) = s.idle_timeout {
+        config.quic = config.quic.with_idle_timeout(seconds(i, "--idle-timeout")?);
+    }
     if let Some(k) = s.keep_alive {
         config.quic.keep_alive = seconds(k, "--keep-alive")?;
     }
-    if let Some(i) = s.idle_timeout {
-        config.quic.idle_timeout = seconds(i, "--idle-timeout")?;
+    if config.quic.keep_alive >= config.quic.idle_timeout {
+        tracing::warn!(
+            keep_alive = ?config.quic.keep_alive,
+            idle_timeout = ?config.quic.idle_timeout,
+            "the keep-alive is not shorter than the idle timeout: idle but live connections will time out"
+        );
     }
     if let Some(b) = s.udp_buffer {
         config.udp_buffer = b;
