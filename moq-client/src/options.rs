@@ -41,6 +41,12 @@ pub struct TrackOptions {
     pub cache: Option<CacheLimits>,
     /// Further track properties (extensions), sent as they are.
     pub properties: Properties,
+    /// Number the track's first group (by [`crate::TrackProducer::append_group`]) from the
+    /// wall clock, in milliseconds since the UNIX epoch, instead of from 0; later groups follow
+    /// it one by one. A publisher that restarts then continues above the groups its
+    /// predecessor published, so a relay that still serves the old ones to subscribers
+    /// delivers the new ones to them at once (see docs/reliability.md). Off by default.
+    pub groups_from_clock: bool,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -81,6 +87,12 @@ impl TrackOptions {
     /// Sets this publisher's cache limits for the track.
     pub fn cache(mut self, limits: CacheLimits) -> Self {
         self.cache = Some(limits);
+        self
+    }
+
+    /// Numbers the first group from the wall clock (see [`TrackOptions::groups_from_clock`]).
+    pub fn groups_from_clock(mut self) -> Self {
+        self.groups_from_clock = true;
         self
     }
 

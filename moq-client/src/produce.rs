@@ -23,6 +23,8 @@ use crate::error::Error;
 pub struct TrackProducer {
     cache: TrackCache,
     _registration: TrackRegistration,
+    /// The first group's ID from the wall clock (`TrackOptions::groups_from_clock`).
+    from_clock: bool,
 }
 
 impl TrackProducer {
@@ -36,10 +38,15 @@ impl TrackProducer {
         self.cache.new_group_requested(seen).await
     }
 
-    pub(crate) fn new(cache: TrackCache, registration: TrackRegistration) -> Self {
+    pub(crate) fn new(
+        cache: TrackCache,
+        registration: TrackRegistration,
+        from_clock: bool,
+    ) -> Self {
         TrackProducer {
             cache,
             _registration: registration,
+            from_clock,
         }
     }
 
@@ -57,9 +64,16 @@ impl TrackProducer {
         self.cache.largest()
     }
 
-    /// Starts the group after the largest one written or started.
+    /// Starts the group after the largest one written or started (the first one: 0, or the
+    /// wall clock's milliseconds with [`crate::TrackOptions::groups_from_clock`]).
     pub fn append_group(&self) -> Result<GroupProducer, Error> {
-        self.create_group(self.cache.next_group_id())
+        let next = self.cache.next_group_id();
+        let id = if self.from_clock && next == 0 {
+            clock_ms()
+        } else {
+            next
+        };
+        self.create_group(id)
     }
 
     /// Starts group `id`: [`Error::GroupExists`] if it was started already,
@@ -287,4 +301,11 @@ impl Drop for SubgroupProducer {
             self.subgroup.reset();
         }
     }
+}
+
+/// Milliseconds since the UNIX epoch (0 if the clock is before it).
+fn clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

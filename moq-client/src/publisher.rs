@@ -236,7 +236,11 @@ impl Publisher {
             .directory
             .insert(cache.clone(), None, true)
             .map_err(|_| Error::TrackExists(name))?;
-        Ok(TrackProducer::new(cache, registration))
+        Ok(TrackProducer::new(
+            cache,
+            registration,
+            options.groups_from_clock,
+        ))
     }
 
     /// Serves a session: announces every namespace on it (and later ones), and answers its
