@@ -30,6 +30,10 @@ pub struct RelayConfig {
     pub max_rendezvous: Duration,
     /// How long an upstream subscription is kept after its last downstream subscriber left.
     pub upstream_linger: Duration,
+    /// How long a track whose last publisher went away without ending it (its session died,
+    /// or its subscription ended with a status other than TRACK_ENDED) waits for a new
+    /// publisher before its downstream subscriptions end with PUBLISH_DONE TRACK_ENDED.
+    pub publisher_wait: Duration,
     /// Per-session limits.
     pub limits: Limits,
     /// A qlog trace of every QUIC connection goes into this directory (the `qlog` feature,
@@ -54,6 +58,7 @@ impl std::fmt::Debug for RelayConfig {
             .field("cache", &self.cache)
             .field("max_rendezvous", &self.max_rendezvous)
             .field("upstream_linger", &self.upstream_linger)
+            .field("publisher_wait", &self.publisher_wait)
             .field("quic", &self.quic)
             .finish_non_exhaustive()
     }
@@ -71,6 +76,7 @@ impl RelayConfig {
             authorizer: Arc::new(AllowAll),
             max_rendezvous: Duration::from_secs(30),
             upstream_linger: Duration::from_secs(2),
+            publisher_wait: Duration::from_secs(10),
             limits: Limits::default(),
             qlog_dir: None,
             quic: QuicSettings::default(),

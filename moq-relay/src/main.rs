@@ -139,6 +139,10 @@ struct Settings {
     /// The longest RENDEZVOUS_TIMEOUT honoured, in milliseconds.
     #[arg(long, env = "MOQ_RELAY_MAX_RENDEZVOUS_MS")]
     max_rendezvous_ms: Option<u64>,
+    /// Seconds a track whose publisher died (its session lost, not closed) waits for a new
+    /// publisher before its subscribers get PUBLISH_DONE; 0 ends it at once [default: 10].
+    #[arg(long, env = "MOQ_RELAY_PUBLISHER_WAIT", value_name = "SECONDS")]
+    publisher_wait: Option<f64>,
     /// Write a qlog trace of every QUIC connection into this directory.
     #[arg(long, env = "MOQ_RELAY_QLOG_DIR")]
     qlog_dir: Option<PathBuf>,
@@ -307,6 +311,10 @@ async fn run(s: Settings) -> anyhow::Result<()> {
     }
     if let Some(secs) = s.cache_seconds {
         config.cache.max_age = Some(Duration::from_secs(secs));
+    }
+    if let Some(w) = s.publisher_wait {
+        config.publisher_wait = Duration::try_from_secs_f64(w)
+            .with_context(|| format!("--publisher-wait {w}: a number of seconds"))?;
     }
     if let Some(ms) = s.max_rendezvous_ms {
         config.max_rendezvous = Duration::from_millis(ms);

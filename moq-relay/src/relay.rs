@@ -71,6 +71,9 @@ struct RelayTrack {
     new_group_request: Mutex<Option<u64>>,
     /// Counts the objects received for this track.
     received: crate::metrics::Received,
+    /// Counts the upstreams that went live, so a wait for a new publisher knows whether one
+    /// came while it waited.
+    generation: AtomicU64,
 }
 
 impl RelayTrack {
@@ -93,7 +96,18 @@ impl RelayTrack {
             rendezvous_until: Mutex::new(None),
             new_group_request: Mutex::new(None),
             received: inner.metrics.received(&name.namespace),
+            generation: AtomicU64::new(0),
         })
+    }
+
+    /// The group below which a new upstream's objects show that its publisher restarted its
+    /// group numbering: the group of the last object stored, if the track has no live
+    /// upstream (the new one replaces a publisher that went away) and held objects.
+    fn restart_floor(&self) -> Option<u64> {
+        if self.live_upstreams.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        self.cache.stored().map(|l| l.group)
     }
 }
 
@@ -405,7 +419,10 @@ async fn handle_session(inner: Arc<Inner>, session: Session, link: Option<Link>)
     // Ends when the session does.
     while let Some(req) = incoming.next().await {
         if let Some(Incoming::Publish(p)) = inner.directory.answer(req, &peer) {
-            session.spawn(on_publish(inner.clone(), id, p));
+            // Not one of the session's tasks: it ends when the PUBLISH does, seeing how (the
+            // session's close included), which decides whether the track waits for a new
+            // publisher.
+            tokio::spawn(on_publish(inner.clone(), id, p));
         }
     }
     let _ = session.closed().await;
@@ -630,6 +647,7 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
     track.pending_upstreams.fetch_add(1, Ordering::Relaxed);
     let t = track.clone();
     let metrics = inner.metrics.clone();
+    let weak = Arc::downgrade(inner);
     let handle = tokio::spawn(async move {
         // Relays use their own priority and order upstream (draft-19 §7.3), with no filter: the
         // publisher sends what it publishes from now on; what the cache misses of the past
@@ -653,15 +671,16 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
                 // request from a downstream is not sent again (draft-19 §10.2.18).
                 let carried = t.new_group_request.lock().take();
                 let info = sub.info().clone();
+                let floor = t.restart_floor();
                 t.cache.set_properties(info.track_properties.clone());
                 t.cache.joined_upstream(info.largest);
                 if let Some(v) = carried {
                     t.cache.request_new_group(v);
                 }
                 t.answer.send_replace(Some(Ok(t.cache.largest())));
-                let mut live = LiveUpstream::new(&metrics, &t, None);
+                let mut live = LiveUpstream::new(&metrics, &weak, &t);
                 let continuing = fill_from_upstream(&t, &session, &sub, &metrics).await;
-                live.status = ingest(&t, sub, &metrics, continuing).await;
+                live.status = ingest(&t, sub, &metrics, continuing, floor).await;
             }
             Err(e) => {
                 tracing::debug!(track = %t.name, error = %e, "upstream SUBSCRIBE failed");
@@ -692,12 +711,41 @@ const UPDATE_WAIT: Duration = Duration::from_secs(2);
 
 /// Feeds an upstream subscription into the track's cache until it ends; returns its
 /// PUBLISH_DONE status, if any.
+///
+/// `floor` is [`RelayTrack::restart_floor`] when the upstream began: if the publisher says (in
+/// its answer's Largest Location) or shows (with its first object) that it numbers its groups
+/// below it, it restarted from a lower group. Subscriptions to the track cannot be continued:
+/// their filters start after the old numbering, and the cache holds the old groups under the
+/// same numbers. The track ends (its subscribers get PUBLISH_DONE TRACK_ENDED) and leaves the
+/// relay's tracks, so the next SUBSCRIBE starts over on the new numbering. A publisher that
+/// numbers its groups from the clock (`TrackOptions::groups_from_clock`) never regresses, and
+/// its existing subscribers continue at its first object.
 async fn ingest(
     t: &Arc<RelayTrack>,
     mut sub: Subscription,
     metrics: &Arc<Metrics>,
     mut continuing: Continuing,
+    floor: Option<u64>,
 ) -> Option<PublishDoneCode> {
+    // `fresh`: the publisher gave no Largest Location, so it is new, and a first group equal
+    // to the last one stored is a restart too (its objects would collide with the old ones).
+    let regressed = |group: u64, fresh: bool| {
+        let lower = floor.is_some_and(|f| group < f || (fresh && group == f));
+        if lower {
+            tracing::info!(track = %t.name, group, "publisher restarted its group numbering lower; track ended");
+        }
+        lower
+    };
+    if sub
+        .info()
+        .largest
+        .is_some_and(|l| regressed(l.group, false))
+    {
+        return Some(PublishDoneCode::TRACK_ENDED);
+    }
+    let mut first = floor.is_some() && sub.info().largest.is_none();
+    // The publisher closed its session on purpose (NO_ERROR): its tracks ended with it.
+    let mut left = false;
     let mut streams = tokio::task::JoinSet::new();
     let mut asked = t.cache.new_group();
     loop {
@@ -726,6 +774,16 @@ async fn ingest(
         }
         // Reap finished copies so the set stays as small as the open streams.
         while streams.try_join_next().is_some() {}
+        if std::mem::take(&mut first) {
+            let group = match &ev {
+                Ok(TrackEvent::Subgroup(s)) => Some(s.group()),
+                Ok(TrackEvent::Datagram(o)) => Some(o.location.group),
+                Err(_) => None,
+            };
+            if group.is_some_and(|g| regressed(g, true)) {
+                return Some(PublishDoneCode::TRACK_ENDED);
+            }
+        }
         match &ev {
             Ok(TrackEvent::Subgroup(s)) => continuing.saw(s.group(), s.subgroup_id().unwrap_or(0)),
             Ok(TrackEvent::Datagram(o)) => continuing.saw(o.location.group, DATAGRAM_SUBGROUP),
@@ -740,7 +798,10 @@ async fn ingest(
             Ok(TrackEvent::Datagram(o)) => {
                 store_object(t, DATAGRAM_SUBGROUP, o, metrics);
             }
-            Err(_) => break,
+            Err(e) => {
+                left = matches!(&e, Error::ClosedByPeer { code, .. } if *code == SessionErrorCode::NO_ERROR);
+                break;
+            }
         }
     }
     // The track ends only after every subgroup stream it sent is in the cache: PUBLISH_DONE
@@ -752,7 +813,11 @@ async fn ingest(
     if drain.await.is_err() {
         streams.abort_all();
     }
-    sub.publish_done().map(|d| d.status)
+    match sub.publish_done() {
+        Some(done) => Some(done.status),
+        None if left => Some(PublishDoneCode::TRACK_ENDED),
+        None => None,
+    }
 }
 
 /// An upstream showed the track malformed (draft-19 §2.4.2): its subscriptions end with
@@ -1376,44 +1441,46 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
     let Ok(sub) = p.accept(forward).await else {
         return;
     };
+    let floor = track.restart_floor();
     track.cache.set_properties(info.track_properties.clone());
     track.cache.joined_upstream(info.largest);
     track.answer.send_replace(Some(Ok(track.cache.largest())));
-    // This task ends with its session (aborted): what follows the ingest is in the guard.
-    let mut live = LiveUpstream::new(&inner.metrics, &track, Some(&inner));
+    let mut live = LiveUpstream::new(&inner.metrics, &Arc::downgrade(&inner), &track);
     // Offered to SUBSCRIBE_TRACKS subscribers (never back to this session) while it lasts.
     let _offered = inner
         .directory
         .insert(track.cache.clone(), Some(session_id), true);
-    live.status = ingest(&track, sub, &inner.metrics, Continuing::default()).await;
+    live.status = ingest(&track, sub, &inner.metrics, Continuing::default(), floor).await;
 }
 
 /// One upstream delivering into a track: a PUBLISH, or a SUBSCRIBE the relay sent. Counted while
-/// it lives; dropped at the end of its ingest or with its aborted task (its session ended), it
-/// ends the track when its publisher is done with it.
+/// it lives; dropped at the end of its ingest or with its aborted task (its session ended).
+///
+/// When the last one goes, the track ends at once if its publisher ended it (PUBLISH_DONE
+/// TRACK_ENDED, or the track was found malformed); a PUBLISHed track also ends when its
+/// publisher ends it while others still deliver. Otherwise (the session died, or the
+/// subscription ended for another reason: GOING_AWAY, a reset) the track waits
+/// `RelayConfig::publisher_wait` for a new publisher (a new session announcing the namespace is
+/// subscribed to at once, `subscribe_active`; a new PUBLISH of the name joins the track), and
+/// ends if none came. An ended track leaves the relay's tracks, so the next PUBLISH or
+/// SUBSCRIBE of the name starts a new one.
 struct LiveUpstream {
     metrics: Arc<Metrics>,
+    inner: Weak<Inner>,
     track: Arc<RelayTrack>,
-    /// Set for a PUBLISH: its end (or its session's) ends the track and removes it from the
-    /// relay's tracks, so the next PUBLISH or SUBSCRIBE of the name starts a new one. A routed
-    /// SUBSCRIBE's track waits for another route.
-    published: Option<Arc<Inner>>,
     /// How the publisher ended it (PUBLISH_DONE), once it did.
     status: Option<PublishDoneCode>,
 }
 
 impl LiveUpstream {
-    fn new(
-        metrics: &Arc<Metrics>,
-        track: &Arc<RelayTrack>,
-        published: Option<&Arc<Inner>>,
-    ) -> Self {
+    fn new(metrics: &Arc<Metrics>, inner: &Weak<Inner>, track: &Arc<RelayTrack>) -> Self {
         track.live_upstreams.fetch_add(1, Ordering::Relaxed);
+        track.generation.fetch_add(1, Ordering::Relaxed);
         metrics.upstreams(1.0);
         LiveUpstream {
             metrics: metrics.clone(),
+            inner: inner.clone(),
             track: track.clone(),
-            published: published.cloned(),
             status: None,
         }
     }
@@ -1423,21 +1490,51 @@ impl Drop for LiveUpstream {
     fn drop(&mut self) {
         let t = &self.track;
         let last = t.live_upstreams.fetch_sub(1, Ordering::Relaxed) == 1;
-        let track_ended = self.status == Some(PublishDoneCode::TRACK_ENDED);
-        if let Some(inner) = &self.published
-            && (track_ended || last)
-        {
-            t.cache.end();
-            let mut tracks = inner.tracks.lock();
-            if tracks.get(&t.name).is_some_and(|x| Arc::ptr_eq(x, t)) {
-                tracks.remove(&t.name);
-            }
-        } else if track_ended && last {
-            t.cache.end();
+        let ended = self.status == Some(PublishDoneCode::TRACK_ENDED);
+        // Another upstream still being asked (a publisher switching over) may yet deliver.
+        let pending = t.pending_upstreams.load(Ordering::Relaxed) > 0;
+        let finished = (ended && !pending) || t.cache.malformed().is_some();
+        if (last && finished) || (ended && t.published) {
+            end_track(&self.inner, t);
+        } else if last {
+            await_publisher(self.inner.clone(), t.clone());
         }
         // Last, so that whoever sees the count drop sees the track gone.
         self.metrics.upstreams(-1.0);
     }
+}
+
+/// Ends `t`: its subscriptions get PUBLISH_DONE TRACK_ENDED once they delivered what it holds,
+/// and it leaves the relay's tracks.
+fn end_track(inner: &Weak<Inner>, t: &Arc<RelayTrack>) {
+    t.cache.end();
+    if let Some(inner) = inner.upgrade() {
+        let mut tracks = inner.tracks.lock();
+        if tracks.get(&t.name).is_some_and(|x| Arc::ptr_eq(x, t)) {
+            tracks.remove(&t.name);
+        }
+    }
+}
+
+/// The last publisher of `t` went away without ending it: ends it unless a new upstream goes
+/// live within `RelayConfig::publisher_wait`.
+fn await_publisher(inner: Weak<Inner>, t: Arc<RelayTrack>) {
+    let Some(wait) = inner.upgrade().map(|i| i.config.publisher_wait) else {
+        return t.cache.end();
+    };
+    let generation = t.generation.load(Ordering::Relaxed);
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return end_track(&inner, &t);
+    };
+    runtime.spawn(async move {
+        tokio::time::sleep(wait).await;
+        if t.generation.load(Ordering::Relaxed) == generation
+            && t.live_upstreams.load(Ordering::Relaxed) == 0
+        {
+            tracing::info!(track = %t.name, ?wait, "no publisher came back; track ended");
+            end_track(&inner, &t);
+        }
+    });
 }
 
 // ---- clustering (see cluster.rs) ------------------------------------------------------------

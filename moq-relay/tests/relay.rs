@@ -40,9 +40,15 @@ fn init_tracing() {
 }
 
 fn relay() -> Relay {
+    relay_with(|_| {})
+}
+
+/// A relay with its development configuration changed by `f`.
+fn relay_with(f: impl FnOnce(&mut RelayConfig)) -> Relay {
     init_tracing();
-    let relay =
-        Relay::bind(RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap()).unwrap();
+    let mut config = RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap();
+    f(&mut config);
+    let relay = Relay::bind(config).unwrap();
     relay.spawn();
     relay
 }
@@ -610,6 +616,118 @@ async fn goaway_moves_a_reconnecting_client() {
             new.namespaces().contains(&n),
             "namespaces re-published after GOAWAY"
         );
+    })
+    .await;
+}
+
+/// A publisher whose session dies (closed with an error, not NO_ERROR: a crash) leaves its
+/// subscribers subscribed for `publisher_wait`, then they get PUBLISH_DONE (TRACK_ENDED: the
+/// track is no longer published), over raw QUIC and WebTransport.
+#[tokio::test]
+async fn a_dead_publishers_subscribers_end_after_the_wait() {
+    timeout(async {
+        let wait = Duration::from_millis(800);
+        let relay = relay_with(|c| c.publisher_wait = wait);
+        for webtransport in [false, true] {
+            let n = ns(&["dies", if webtransport { "wt" } else { "quic" }]);
+            let publisher = connect(&relay, webtransport).await;
+            let _h = announce(&publisher, &n).await;
+            let producer = publisher.publisher().create_track(track(&n, "t")).unwrap();
+            let viewer = connect(&relay, !webtransport).await;
+            let mut t = viewer
+                .subscriber()
+                .subscribe(track(&n, "t"), SubscribeOptions::default())
+                .await
+                .unwrap();
+            let mut g = producer.append_group().unwrap();
+            g.write("before").unwrap();
+            g.finish().unwrap();
+            assert_eq!(read_objects(&mut t, 1).await[0].1, "before");
+
+            publisher
+                .transport()
+                .close(SessionErrorCode::INTERNAL_ERROR, "crashed");
+            let died = std::time::Instant::now();
+            assert!(t.next_group().await.is_none(), "ended with PUBLISH_DONE");
+            let took = died.elapsed();
+            // Not before the wait; soon after it.
+            assert!(took >= wait, "ended after {took:?}, before the wait");
+            assert!(took < wait + Duration::from_secs(3), "ended after {took:?}");
+            eprintln!("webtransport={webtransport}: PUBLISH_DONE {took:?} after the publisher died (wait {wait:?})");
+        }
+    })
+    .await;
+}
+
+/// A publisher that dies and restarts (a new session, a new producer) with its groups numbered
+/// from the clock reaches the existing subscribers at its first object, on the same
+/// subscription, with nothing duplicated; one that restarts from group 0 ends the old
+/// subscriptions at once (they cannot continue below their start) and new ones get it.
+#[tokio::test]
+async fn a_restarted_publisher_reaches_existing_subscribers() {
+    timeout(async {
+        let relay = relay_with(|c| c.publisher_wait = Duration::from_secs(10));
+        for (webtransport, from_clock) in [(false, true), (true, true), (false, false), (true, false)] {
+            let n = ns(&["restarts", &format!("{webtransport}-{from_clock}")]);
+            let name = track(&n, "t");
+            let options = || {
+                let o = moq_client::TrackOptions::default();
+                if from_clock { o.groups_from_clock() } else { o }
+            };
+            let first = connect(&relay, webtransport).await;
+            let h = announce(&first, &n).await;
+            let p = first.publisher().create_track_with(name.clone(), options()).unwrap();
+            let viewer = connect(&relay, !webtransport).await;
+            let mut t = viewer
+                .subscriber()
+                .subscribe(name.clone(), SubscribeOptions::default())
+                .await
+                .unwrap();
+            for _ in 0..2 {
+                let mut g = p.append_group().unwrap();
+                g.write("old").unwrap();
+                g.finish().unwrap();
+            }
+            let old = read_objects(&mut t, 2).await;
+
+            // A crash: the session ends with an error, and the producer never says the track
+            // ended (held until the end of the round).
+            first.transport().close(SessionErrorCode::INTERNAL_ERROR, "crashed");
+            let _crashed = (h, p);
+            let second = connect(&relay, webtransport).await;
+            let _h = announce(&second, &n).await;
+            let p = second.publisher().create_track_with(name.clone(), options()).unwrap();
+            if !from_clock {
+                // Group 0 again: the old subscription ends at once, not after the wait.
+                p.subscribed().await;
+                let mut g = p.append_group().unwrap();
+                g.write("new").unwrap();
+                g.finish().unwrap();
+                assert!(t.next_group().await.is_none(), "old subscription ended");
+                let mut fresh = viewer
+                    .subscriber()
+                    .subscribe(name.clone(), SubscribeOptions::default())
+                    .await
+                    .unwrap();
+                let mut g = p.append_group().unwrap();
+                g.write("newer").unwrap();
+                g.finish().unwrap();
+                assert_eq!(read_objects(&mut fresh, 1).await[0], (1, "newer".to_string()));
+                continue;
+            }
+            // The relay subscribes the new publisher for the waiting subscription.
+            p.subscribed().await;
+            let mut g = p.append_group().unwrap();
+            g.write("new").unwrap();
+            g.finish().unwrap();
+            let written = std::time::Instant::now();
+            let new = read_objects(&mut t, 1).await;
+            let took = written.elapsed();
+            assert_eq!(new[0].1, "new");
+            assert!(new[0].0 > old[1].0, "numbered above the old groups: {old:?} {new:?}");
+            assert!(took < Duration::from_secs(1), "first object after {took:?}");
+            eprintln!("webtransport={webtransport}: restarted publisher's first object reached the subscriber in {took:?}");
+        }
     })
     .await;
 }
