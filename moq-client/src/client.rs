@@ -280,8 +280,9 @@ impl Client {
     }
 }
 
-/// How long to wait between reconnection attempts: doubling from `min` up to `max`.
-#[derive(Clone, Copy, Debug)]
+/// How long to wait between attempts (reconnecting, or renewing a subscription): doubling from
+/// `min` up to `max`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {
     /// The first wait.
     pub min: Duration,
@@ -295,6 +296,13 @@ impl Default for Backoff {
             min: Duration::from_millis(100),
             max: Duration::from_secs(10),
         }
+    }
+}
+
+impl Backoff {
+    /// The wait after `wait`: twice as long, at most `max`.
+    pub(crate) fn next(&self, wait: Duration) -> Duration {
+        wait.saturating_mul(2).min(self.max)
     }
 }
 
@@ -382,7 +390,7 @@ async fn reconnect_loop(
                 Err(e) => {
                     status.send_replace(Status::Disconnected(e.to_string()));
                     tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(backoff.max);
+                    wait = backoff.next(wait);
                 }
             }
             continue;
@@ -548,5 +556,16 @@ impl Server {
     /// The publisher served to every session.
     pub fn publisher(&self) -> &Publisher {
         &self.publisher
+    }
+
+    /// Stops accepting and closes every session (NO_ERROR), at once: [`Server::accept`] then
+    /// returns `None`, and the port is released once the peers were told (a server that
+    /// restarts binds it again; its reconnecting clients come back and renew their
+    /// subscriptions).
+    pub fn close(&self) {
+        self.transport.close(
+            moq_core::codes::SessionErrorCode::NO_ERROR.0,
+            "server closed",
+        );
     }
 }

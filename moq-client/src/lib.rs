@@ -219,7 +219,7 @@ pub use consume::{
 };
 pub use error::Error;
 pub use malformed::Malformed;
-pub use options::{SubscribeOptions, TrackOptions};
+pub use options::{RenewRetry, SubscribeOptions, TrackOptions};
 pub use produce::{GroupProducer, SubgroupProducer, TrackProducer};
 pub use publisher::{NamespaceHandle, Publisher};
 pub use serve::ServeOptions;

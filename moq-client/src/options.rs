@@ -7,6 +7,7 @@ use moq_core::message::Parameters;
 use moq_core::{AuthToken, GroupOrder, Location, LocationFilter, Properties, property};
 
 use crate::cache::CacheLimits;
+use crate::client::Backoff;
 use crate::error::Error;
 
 /// How a track is published.
@@ -172,6 +173,58 @@ pub struct SubscribeOptions {
     pub rendezvous_timeout: Option<Duration>,
     /// An authorization token for this request (AUTHORIZATION_TOKEN).
     pub token: Option<AuthToken>,
+    /// With a reconnecting client, how a subscription whose renewal on a new session is
+    /// refused for now (DOES_NOT_EXIST, TIMEOUT, GOING_AWAY: a relay that restarted before
+    /// the publisher came back) is retried. Default: waits doubling from 100 ms to 2 s, for up
+    /// to 30 s ([`RenewRetry::default`]).
+    pub retry: RenewRetry,
+}
+
+/// How a reconnecting client retries renewing a subscription that the new session refused
+/// with DOES_NOT_EXIST, TIMEOUT or GOING_AWAY (or a GOAWAY of its own). Any other refusal ends
+/// the subscription at once, with that refusal; so does the first SUBSCRIBE's refusal, which
+/// [`crate::Subscriber::subscribe`] returns. The consumer sees no error while it retries.
+///
+/// ```
+/// use std::time::Duration;
+/// use moq_client::{Backoff, RenewRetry, SubscribeOptions};
+/// let retry = RenewRetry {
+///     backoff: Backoff { min: Duration::from_millis(50), max: Duration::from_secs(1) },
+///     limit: Duration::from_secs(10),
+/// };
+/// let options = SubscribeOptions::default().retry(retry);
+/// assert_eq!(options.retry.limit, Duration::from_secs(10));
+/// assert_eq!(RenewRetry::never().limit, Duration::ZERO);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RenewRetry {
+    /// The waits between attempts: doubling from `min` up to `max`.
+    pub backoff: Backoff,
+    /// How long after the first refusal attempts go on. An attempt whose wait would end
+    /// later is not made: the subscription ends with the last refusal. Zero: not retried.
+    pub limit: Duration,
+}
+
+impl Default for RenewRetry {
+    fn default() -> Self {
+        RenewRetry {
+            backoff: Backoff {
+                min: Duration::from_millis(100),
+                max: Duration::from_secs(2),
+            },
+            limit: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RenewRetry {
+    /// No retry: the first refusal ends the subscription.
+    pub fn never() -> Self {
+        RenewRetry {
+            limit: Duration::ZERO,
+            ..Default::default()
+        }
+    }
 }
 
 impl SubscribeOptions {
@@ -237,6 +290,12 @@ impl SubscribeOptions {
     /// Sets the authorization token.
     pub fn token(mut self, token: AuthToken) -> Self {
         self.token = Some(token);
+        self
+    }
+
+    /// Sets how a refused renewal is retried (see [`SubscribeOptions::retry`]).
+    pub fn retry(mut self, retry: RenewRetry) -> Self {
+        self.retry = retry;
         self
     }
 

@@ -11,9 +11,11 @@ use moq_core::data::{ObjectStatus, RangeEnd, SubgroupId};
 use moq_core::message::RequestError;
 use moq_core::{GroupOrder, Location};
 use moq_transport::track::{
-    FetchEnd, FetchWriter, Fill, IncomingFetch, Object, SubscriptionWriter, last_covered,
+    FetchEnd, FetchWriter, Fill, IncomingFetch, Object, SubgroupSender, SubscriptionWriter,
+    last_covered,
 };
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::cache::{DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, TrackCache};
 use crate::error::Error;
@@ -27,6 +29,15 @@ pub struct ServeStats {
     pub bytes: AtomicU64,
     /// Subgroups dropped because a subscriber fell too far behind.
     pub dropped: AtomicU64,
+    /// Payload bytes the subscriptions' subgroup streams still have to send: written to the
+    /// track but not yet to the stream (see [`ServeOptions::max_backlog_bytes`]), summed over
+    /// the subscriptions, now.
+    pub backlog: AtomicU64,
+    /// The largest backlog one subscription reached.
+    pub backlog_peak: AtomicU64,
+    /// Subscriptions ended with PUBLISH_DONE TOO_FAR_BEHIND because their backlog passed
+    /// [`ServeOptions::max_backlog_bytes`].
+    pub too_far_behind: AtomicU64,
     /// Records, for each object written, the seconds since it was received (a relay's
     /// object delivery latency), if set.
     pub delivery: Option<metrics::Histogram>,
@@ -37,9 +48,18 @@ pub struct ServeStats {
 pub struct ServeOptions {
     /// Send objects as datagrams instead of subgroup streams.
     pub datagrams: bool,
-    /// Subgroup streams in flight for one subscriber before the oldest is reset with
-    /// TOO_FAR_BEHIND: a slow subscriber is bounded and never stalls the others.
+    /// Subgroup streams in flight for one subscriber before the oldest is reset (CANCELLED,
+    /// counted in [`ServeStats::dropped`]): a slow subscriber is bounded and never stalls the
+    /// others. Default 64.
     pub max_inflight: usize,
+    /// Payload bytes one subscription's subgroup streams may still have to send (written to
+    /// the track but not yet to the stream: a subscriber that does not read, or reads too
+    /// slowly, holds them) before the subscription is ended with PUBLISH_DONE TOO_FAR_BEHIND
+    /// and its streams reset with TOO_FAR_BEHIND (draft-21 §5.2, §12.4, §12.5; CANCELLED
+    /// before draft-17, which has no such reset code). With [`ServeOptions::max_inflight`] it
+    /// bounds what a slow subscriber pins, whatever the size of the groups. Datagrams are sent
+    /// at once and do not count. Default 32 MiB ([`DEFAULT_MAX_BACKLOG_BYTES`]).
+    pub max_backlog_bytes: u64,
     /// Where to count what is served, if anywhere.
     pub stats: Option<Arc<ServeStats>>,
     /// Serve the fills the subscription asks for (FILL_PARAMETERS, draft-21 §3.4) from the
@@ -52,14 +72,77 @@ impl Default for ServeOptions {
         ServeOptions {
             datagrams: false,
             max_inflight: 64,
+            max_backlog_bytes: DEFAULT_MAX_BACKLOG_BYTES,
             stats: None,
             fills: true,
         }
     }
 }
 
+/// The default [`ServeOptions::max_backlog_bytes`]: 32 MiB.
+pub const DEFAULT_MAX_BACKLOG_BYTES: u64 = 32 * 1024 * 1024;
+
+/// What one subscription's subgroup streams still have to send, and the signal that it passed
+/// its bound.
+#[derive(Debug)]
+struct Backlog {
+    bytes: AtomicU64,
+    limit: u64,
+    /// Cancelled once `bytes` passed `limit`: the subscription ends TOO_FAR_BEHIND.
+    exceeded: CancellationToken,
+    stats: Option<Arc<ServeStats>>,
+}
+
+impl Backlog {
+    fn add(&self, n: u64) {
+        let now = self.bytes.fetch_add(n, Ordering::Relaxed).saturating_add(n);
+        if let Some(s) = &self.stats {
+            s.backlog.fetch_add(n, Ordering::Relaxed);
+            s.backlog_peak.fetch_max(now, Ordering::Relaxed);
+        }
+        if now > self.limit {
+            self.exceeded.cancel();
+        }
+    }
+
+    fn sub(&self, n: u64) {
+        self.bytes.fetch_sub(n, Ordering::Relaxed);
+        if let Some(s) = &self.stats {
+            s.backlog.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One subgroup stream's share of its subscription's [`Backlog`], given back when it is
+/// dropped (the stream finished, was reset, or its task was aborted).
+struct Pending {
+    backlog: Arc<Backlog>,
+    held: u64,
+}
+
+impl Pending {
+    fn add(&mut self, n: usize) {
+        let n = n as u64;
+        self.held += n;
+        self.backlog.add(n);
+    }
+
+    fn sub(&mut self, n: usize) {
+        let n = (n as u64).min(self.held);
+        self.held -= n;
+        self.backlog.sub(n);
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.backlog.sub(self.held);
+    }
+}
+
 /// Serves `track` on an accepted subscription until the track ends (PUBLISH_DONE
-/// TRACK_ENDED), the subscription's End Group is passed, or the subscriber cancels.
+/// TRACK_ENDED), the subscription's End Group is passed, the subscriber cancels, or it falls
+/// too far behind ([`ServeOptions::max_backlog_bytes`], PUBLISH_DONE TOO_FAR_BEHIND).
 pub async fn serve_subscription(
     track: TrackCache,
     writer: SubscriptionWriter,
@@ -70,6 +153,12 @@ pub async fn serve_subscription(
     let start = writer.params().first();
     let mut reader = track.reader(start.group);
     let mut inflight: VecDeque<JoinHandle<()>> = VecDeque::new();
+    let backlog = Arc::new(Backlog {
+        bytes: AtomicU64::new(0),
+        limit: opts.max_backlog_bytes,
+        exceeded: CancellationToken::new(),
+        stats: opts.stats.clone(),
+    });
     // draft-19 §10.2.18: the subscriber's NEW_GROUP_REQUEST, in SUBSCRIBE or an update.
     let mut asked = None;
     let mut new_group = |now: Option<u64>| {
@@ -104,6 +193,20 @@ pub async fn serve_subscription(
                     t.abort();
                 }
                 return Err(e.into());
+            }
+            // draft-21 §5.2: a subscriber that does not consume at a sufficient rate, making
+            // the publisher exceed its resource limits, MAY be ended with TOO_FAR_BEHIND. The
+            // streams reset themselves on the same signal (§12.5).
+            _ = backlog.exceeded.cancelled() => {
+                if let Some(s) = &opts.stats {
+                    s.too_far_behind.fetch_add(1, Ordering::Relaxed);
+                }
+                tracing::debug!(
+                    track = ?track.name(),
+                    limit = opts.max_backlog_bytes,
+                    "subscriber too far behind; ending the subscription"
+                );
+                break PublishDoneCode::TOO_FAR_BEHIND;
             }
         };
         let Some(sg) = next else {
@@ -144,22 +247,48 @@ pub async fn serve_subscription(
         let default_priority = track.default_priority();
         let datagrams = opts.datagrams || sg.id == DATAGRAM_SUBGROUP;
         let stats = opts.stats.clone();
+        let backlog = backlog.clone();
         inflight.push_back(tokio::spawn(async move {
-            let _ = send_subgroup(
+            if datagrams {
+                let _ = send_datagrams(&w, &sg, start, stats.as_deref()).await;
+                return;
+            }
+            let exceeded = backlog.exceeded.clone();
+            let mut stream = None;
+            let mut pending = Pending { backlog, held: 0 };
+            let send = send_subgroup(
                 &w,
                 &sg,
                 start,
                 default_priority,
-                datagrams,
                 stats.as_deref(),
-            )
-            .await;
+                &mut stream,
+                &mut pending,
+            );
+            tokio::select! {
+                _ = send => {}
+                _ = exceeded.cancelled() => {
+                    if let Some(s) = stream.as_mut() {
+                        // draft-21 §12.5: TOO_FAR_BEHIND from draft-17; CANCELLED before.
+                        let code = if w.version().draft() >= 17 {
+                            StreamResetCode::TOO_FAR_BEHIND
+                        } else {
+                            StreamResetCode::CANCELLED
+                        };
+                        s.abort(code);
+                    }
+                }
+            }
         }));
     };
     for t in inflight {
         let _ = t.await;
     }
-    let reason = track.malformed().map(|m| m.to_string()).unwrap_or_default();
+    let reason = match track.malformed() {
+        Some(m) => m.to_string(),
+        None if status == PublishDoneCode::TOO_FAR_BEHIND => "subscriber too far behind".into(),
+        None => String::new(),
+    };
     Ok(writer.finish(status, &reason).await?)
 }
 
@@ -173,88 +302,135 @@ fn count(stats: Option<&ServeStats>, bytes: usize, received: std::time::Instant)
     }
 }
 
+/// Sends a subgroup's objects as datagrams, as they come.
+async fn send_datagrams(
+    writer: &SubscriptionWriter,
+    sg: &Subgroup,
+    start: Location,
+    stats: Option<&ServeStats>,
+) -> Result<(), Error> {
+    let mut i = 0;
+    while let Ok(o) = sg.wait(i).await {
+        i += 1;
+        let loc = Location::new(sg.group, o.id);
+        if loc < start {
+            continue;
+        }
+        let len = o.payload.len();
+        let received = o.received;
+        if writer.send_datagram_received(
+            &Object {
+                location: loc,
+                subgroup: None,
+                priority: sg.priority,
+                status: o.status,
+                properties: o.properties,
+                payload: o.payload,
+                end_of_group: o.end_of_group,
+            },
+            received,
+        )? {
+            count(stats, len, received);
+        }
+    }
+    Ok(())
+}
+
+/// Sends a subgroup on its own stream (opened in `stream`, which the caller resets if it stops
+/// this early), counting in `pending` the payload bytes the track holds that the stream has
+/// not taken yet: while an object is being written, those that follow it are counted as they
+/// come.
 async fn send_subgroup(
     writer: &SubscriptionWriter,
     sg: &Subgroup,
     start: Location,
     default_priority: u8,
-    datagrams: bool,
     stats: Option<&ServeStats>,
+    stream: &mut Option<SubgroupSender>,
+    pending: &mut Pending,
 ) -> Result<(), Error> {
-    if datagrams {
-        let mut i = 0;
-        while let Ok(o) = sg.wait(i).await {
-            i += 1;
-            let loc = Location::new(sg.group, o.id);
-            if loc < start {
-                continue;
-            }
-            let len = o.payload.len();
-            let received = o.received;
-            if writer.send_datagram_received(
-                &Object {
-                    location: loc,
-                    subgroup: None,
-                    priority: sg.priority,
-                    status: o.status,
-                    properties: o.properties,
-                    payload: o.payload,
-                    end_of_group: o.end_of_group,
-                },
-                received,
-            )? {
-                count(stats, len, received);
-            }
-        }
-        return Ok(());
-    }
     let id = if sg.id == 0 {
         SubgroupId::Zero
     } else {
         SubgroupId::Explicit(sg.id)
     };
     let priority = (sg.priority != default_priority).then_some(sg.priority);
-    // The stream is opened with the first object that passes the filter: a subgroup whose
-    // objects are all before the start (the current group under a LargestObject filter) sends
-    // nothing rather than an empty stream.
-    let mut stream = None;
+    // Objects 0..counted are counted in `pending` (or were skipped by the filter).
+    let mut counted = 0;
     let mut i = 0;
     loop {
-        match sg.wait(i).await {
-            Ok(o) => {
-                i += 1;
-                if Location::new(sg.group, o.id) < start {
-                    continue;
-                }
-                let s = match &mut stream {
-                    Some(s) => s,
-                    None => {
-                        let mut s = writer
-                            .open_subgroup(sg.group, id, priority, sg.end_of_group)
-                            .await?;
-                        // draft-19 §2.2: FIRST_OBJECT when this stream begins where the
-                        // subgroup began.
-                        s.set_first_object(sg.from_first && i == 1);
-                        stream.insert(s)
-                    }
-                };
-                let (len, received) = (o.payload.len(), o.received);
-                s.write(o.id, &o.properties, o.status, o.payload, Some(received))
-                    .await?;
-                count(stats, len, received);
-            }
+        let o = match sg.wait(i).await {
+            Ok(o) => o,
             Err(SubgroupEnd::Finished) => {
-                if let Some(s) = stream {
+                if let Some(s) = stream.take() {
                     s.finish();
                 }
                 return Ok(());
             }
             Err(_) => {
-                if let Some(s) = &mut stream {
+                if let Some(s) = stream {
                     s.abort(StreamResetCode::CANCELLED);
                 }
                 return Ok(());
             }
+        };
+        i += 1;
+        // The stream is opened with the first object that passes the filter: a subgroup whose
+        // objects are all before the start (the current group under a LargestObject filter)
+        // sends nothing rather than an empty stream.
+        if Location::new(sg.group, o.id) < start {
+            counted = counted.max(i);
+            continue;
+        }
+        let len = o.payload.len();
+        if counted < i {
+            pending.add(len);
+            counted = i;
+        }
+        let s = match stream {
+            Some(s) => s,
+            None => {
+                let open = writer.open_subgroup(sg.group, id, priority, sg.end_of_group);
+                let mut s = counting_ahead(open, sg, start, &mut counted, pending).await?;
+                // draft-19 §2.2: FIRST_OBJECT when this stream begins where the
+                // subgroup began.
+                s.set_first_object(sg.from_first && i == 1);
+                stream.insert(s)
+            }
+        };
+        let received = o.received;
+        let write = s.write(o.id, &o.properties, o.status, o.payload, Some(received));
+        counting_ahead(write, sg, start, &mut counted, pending).await?;
+        pending.sub(len);
+        count(stats, len, received);
+    }
+}
+
+/// Runs `fut` (a stream being opened, or an object written: what waits for the subscriber's
+/// flow control), counting in `pending` the objects from position `counted` on that the
+/// subgroup gets meanwhile, those before `start` aside.
+async fn counting_ahead<F: std::future::Future>(
+    fut: F,
+    sg: &Subgroup,
+    start: Location,
+    counted: &mut usize,
+    pending: &mut Pending,
+) -> F::Output {
+    tokio::pin!(fut);
+    let mut more = true;
+    loop {
+        tokio::select! {
+            biased;
+            out = &mut fut => return out,
+            next = sg.wait(*counted), if more => match next {
+                Ok(n) => {
+                    if Location::new(sg.group, n.id) >= start {
+                        pending.add(n.payload.len());
+                    }
+                    *counted += 1;
+                }
+                Err(_) => more = false,
+            },
         }
     }
 }

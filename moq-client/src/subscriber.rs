@@ -5,8 +5,9 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
-use moq_core::codes::RequestErrorCode;
+use moq_core::codes::{PublishDoneCode, RequestErrorCode};
 use moq_core::message::{FetchType, Parameters, RequestError};
 use moq_core::{FullTrackName, Location, LocationFilter, TrackNamespace};
 use moq_transport::WeakSession;
@@ -236,7 +237,18 @@ impl Subscriber {
 
     /// Subscribes to `track`; returns after SUBSCRIBE_OK. Its groups follow as they start.
     /// With a reconnecting client the subscription is renewed on every new session, after the
-    /// last group seen; what was published in between comes first, by a Joining FETCH.
+    /// last group seen; what was published in between comes first, by a Joining FETCH. A
+    /// renewal refused for now (DOES_NOT_EXIST, TIMEOUT, GOING_AWAY: a relay that restarted
+    /// before the publisher came back) is retried as [`SubscribeOptions::retry`] says, without
+    /// an error reaching the consumer; if it is still refused at the end, or refused for
+    /// another reason, the consumer gets that refusal and ends. The first SUBSCRIBE is not
+    /// retried: its refusal is returned here.
+    ///
+    /// The publisher's PUBLISH_DONE ends the consumer (`None` after the groups already handed
+    /// out), whether the subscription was renewed or not: TRACK_ENDED says the track ended,
+    /// and a subscription ended for another reason (SUBSCRIPTION_ENDED, TOO_FAR_BEHIND,
+    /// EXPIRED, ...) is not renewed either. Only GOING_AWAY, with a reconnecting client, is
+    /// renewed on the session that follows.
     ///
     /// ```no_run
     /// # async fn run(session: moq_client::Session, track: moq_client::FullTrackName) -> Result<(), moq_client::Error> {
@@ -268,6 +280,13 @@ impl Subscriber {
             let mut last_group: Option<u64> = None;
             loop {
                 let lost = match pump(&mut sub, &mut router, &mut last_group).await {
+                    // A publisher going away ends its subscriptions with GOING_AWAY: renewed
+                    // on the session that replaces this one.
+                    Pumped::Ended if source.reconnects && going_away(&sub) => {
+                        moq_transport::Error::GoingAway
+                    }
+                    // draft-19 §10.11: PUBLISH_DONE (TRACK_ENDED, or any other status) ends
+                    // the subscription, renewed or not: the publisher said it is over.
                     Pumped::Ended => return router.end(),
                     Pumped::Dropped => return,
                     Pumped::Malformed(why) => {
@@ -276,7 +295,7 @@ impl Subscriber {
                     }
                     Pumped::Failed(e) => e,
                 };
-                if !source.reconnects || !lost.is_session_error() {
+                if !source.reconnects || !(lost.is_session_error() || retryable(&lost)) {
                     return router.fail(lost.into()).await;
                 }
                 // Renew on the next session, after the last group seen.
@@ -284,26 +303,12 @@ impl Subscriber {
                 if let Some(g) = last_group {
                     renew.filter = Some(LocationFilter::AbsoluteStart(Location::new(g + 1, 0)));
                 }
-                let (session, renewed) = loop {
-                    let s = tokio::select! {
-                        s = source.session() => s,
-                        _ = router.closed() => return,
+                let (session, renewed) =
+                    match renew_subscription(&source, &track, &renew, &router).await {
+                        Some(Ok(renewed)) => renewed,
+                        Some(Err(e)) => return router.fail(e).await,
+                        None => return,
                     };
-                    let s = match s {
-                        // The client was dropped: no session will come.
-                        Err(e) => return router.fail(e).await,
-                        Ok(s) => s,
-                    };
-                    let renewed = tokio::select! {
-                        r = s.subscribe(track.clone(), renew.to_parameters(true)) => r,
-                        _ = router.closed() => return,
-                    };
-                    match renewed {
-                        Ok(sub) => break (s, sub),
-                        Err(e) if e.is_session_error() => continue,
-                        Err(e) => return router.fail(e.into()).await,
-                    }
-                };
                 sub = renewed;
                 info_tx.send_replace(Some(TrackInfo::of(sub.info())));
                 if let Some(g) = last_group
@@ -434,6 +439,81 @@ enum Pumped {
     /// The track showed itself malformed (draft-19 §2.4.2): the subscription is cancelled
     /// (dropped) and not renewed.
     Malformed(Malformed),
+}
+
+/// Whether a renewal (or a subscription) refused or ended with this may succeed later, on the
+/// same session after a while or on the next one: the track does not exist yet (a relay that
+/// restarted before its publisher came back), no publisher appeared in time, or a GOAWAY.
+fn retryable(e: &moq_transport::Error) -> bool {
+    const LATER: [RequestErrorCode; 3] = [
+        RequestErrorCode::DOES_NOT_EXIST,
+        RequestErrorCode::TIMEOUT,
+        RequestErrorCode::GOING_AWAY,
+    ];
+    match e {
+        moq_transport::Error::Rejected(r) => LATER.contains(&r.code),
+        moq_transport::Error::GoingAway | moq_transport::Error::Moved { .. } => true,
+        _ => false,
+    }
+}
+
+/// Whether the publisher ended `sub` with PUBLISH_DONE GOING_AWAY.
+fn going_away(sub: &Subscription) -> bool {
+    sub.publish_done()
+        .is_some_and(|d| d.status == PublishDoneCode::GOING_AWAY)
+}
+
+/// Subscribes to `track` again with `options` on the client's current session (waiting for
+/// one), retrying the refusals that may pass ([`retryable`]) as `options.retry` says. The
+/// session and the subscription; the refusal that ended the attempts; `None` once the
+/// application dropped the track.
+async fn renew_subscription(
+    source: &SessionSource,
+    track: &FullTrackName,
+    options: &SubscribeOptions,
+    router: &Router,
+) -> Option<Result<(moq_transport::Session, Subscription), Error>> {
+    let params = options.to_parameters(true);
+    let retry = options.retry;
+    let mut wait = retry.backoff.min;
+    let mut first_refusal: Option<Instant> = None;
+    loop {
+        let s = tokio::select! {
+            s = source.session() => s,
+            _ = router.closed() => return None,
+        };
+        // The client was dropped: no session will come.
+        let s = match s {
+            Err(e) => return Some(Err(e)),
+            Ok(s) => s,
+        };
+        let renewed = tokio::select! {
+            r = s.subscribe(track.clone(), params.clone()) => r,
+            _ = router.closed() => return None,
+        };
+        let refused = match renewed {
+            Ok(sub) => return Some(Ok((s, sub))),
+            // Lost again: renewed on the next session.
+            Err(e) if e.is_session_error() => continue,
+            Err(e) if retryable(&e) => e,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let since = *first_refusal.get_or_insert_with(Instant::now);
+        if since.elapsed().saturating_add(wait) > retry.limit {
+            return Some(Err(refused.into()));
+        }
+        tracing::debug!(
+            track = ?track,
+            error = %refused,
+            retry_in = ?wait,
+            "subscription renewal refused; retrying"
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = router.closed() => return None,
+        }
+        wait = retry.backoff.next(wait);
+    }
 }
 
 /// Routes a subscription's subgroups and datagrams into its groups until it stops.

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use moq_client::{
-    Client, FetchConsumer, FullTrackName, GroupConsumer, Location, Publisher, Reconnecting, Server,
-    Session, Status, TrackConsumer, TrackNamespace, Version,
+    Certificate, Client, FetchConsumer, FullTrackName, GroupConsumer, Location, Publisher,
+    Reconnecting, Server, Session, Status, TrackConsumer, TrackNamespace, Version,
 };
 use tokio::sync::mpsc;
 
@@ -70,6 +70,7 @@ pub struct TestServer {
     pub fingerprint: String,
     pub publisher: Publisher,
     sessions: mpsc::UnboundedReceiver<Session>,
+    server: std::sync::Arc<Server>,
     _accept: tokio::task::JoinHandle<()>,
 }
 
@@ -94,11 +95,39 @@ impl TestServer {
             .publisher(publisher)
             .build()
             .unwrap();
+        Self::serving(server)
+    }
+
+    /// A server on 127.0.0.1:`port` presenting `certificate` (a restart of a server that
+    /// clients pinned), serving `publisher`. Waits for the port while the previous server's
+    /// socket is still being released (bounded by the test timeout).
+    pub async fn start_at(port: u16, certificate: Certificate, publisher: Publisher) -> Self {
+        init_tracing();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let built = Server::builder()
+                .bind(([127, 0, 0, 1], port).into())
+                .certificate(certificate.clone())
+                .publisher(publisher.clone())
+                .build();
+            match built {
+                Ok(server) => return Self::serving(server),
+                Err(e) => assert!(tokio::time::Instant::now() < deadline, "bind {port}: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Accepts `server`'s sessions, keeping them for [`TestServer::next_session`].
+    fn serving(server: Server) -> Self {
         let port = server.local_addr().unwrap().port();
         let fingerprint = server.fingerprint().to_string();
         let publisher = server.publisher().clone();
         let (tx, rx) = mpsc::unbounded_channel();
+        let server = std::sync::Arc::new(server);
+        let accepting = server.clone();
         let accept = tokio::spawn(async move {
+            let server = accepting;
             while let Some(s) = server.accept().await {
                 if tx.send(s).is_err() {
                     return;
@@ -110,8 +139,15 @@ impl TestServer {
             fingerprint,
             publisher,
             sessions: rx,
+            server,
             _accept: accept,
         }
+    }
+
+    /// Stops the server: closes every session and the endpoint, which releases the port (see
+    /// [`TestServer::start_at`] to start it again).
+    pub fn stop(self) {
+        self.server.close();
     }
 
     pub fn url(&self, transport: Transport) -> String {
