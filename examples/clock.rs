@@ -1,9 +1,12 @@
 //! A clock, published or read, with the program shape of moq-dev's `moq-clock` so the two
 //! APIs can be compared side by side: one group per minute whose first object is the minute
-//! ("12:34:") and whose next objects are the seconds ("56"). The publisher keeps its
-//! namespace announced across reconnects; the subscriber waits for the namespace to be
-//! announced, joins the clock at the start of the current minute while it is, and waits again
-//! when it is withdrawn.
+//! ("12:34:") and whose next objects are the seconds ("56"). Both roles stay connected and
+//! print the client's status as it changes. The publisher keeps its namespace announced
+//! across reconnects and numbers its groups from the wall clock, so a restarted publisher
+//! continues above its predecessor; the subscriber waits for the namespace to be announced,
+//! joins the clock at the start of the current minute while it is, and waits again when it is
+//! withdrawn or the connection is lost (a joined clock is not renewed: it is joined again
+//! once the namespace is back).
 //!
 //! ```text
 //! cargo run --example clock -- --url moqt://localhost:4443 --fingerprint <HEX> publish
@@ -16,8 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use moq_client::{
-    Backoff, FullTrackName, GroupProducer, NamespaceEvent, ObjectConsumer, SubscribeOptions,
-    Subscriber,
+    FullTrackName, GroupProducer, NamespaceEvent, ObjectConsumer, SubscribeOptions, Subscriber,
+    TrackOptions,
 };
 
 #[derive(Parser)]
@@ -43,37 +46,71 @@ enum Role {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let client = args.connect.client()?;
+    let Some((client, mut session)) = args.connect.reconnecting().await? else {
+        return Ok(());
+    };
     let ns = cli::parse_namespace(&args.namespace)?;
     let name = FullTrackName::new(ns.clone(), args.track.clone())?;
-    let session = client.reconnecting(&args.connect.url, Backoff::default());
-    match args.role {
-        Role::Publish => {
-            let _announced = session.publisher().publish_namespace(ns)?;
-            let track = session.publisher().create_track(name)?;
-            loop {
-                // One group per minute, written by its own task.
-                tokio::spawn(minute(track.append_group()?));
-                tokio::time::sleep(Duration::from_secs(60 - now() % 60)).await;
+    let publisher = session.publisher().clone();
+    let subscriber = session.subscriber().clone();
+    let result = tokio::select! {
+        r = async {
+            match args.role {
+                Role::Publish => publish(&publisher, ns, name).await,
+                Role::Subscribe => subscribe(&subscriber, ns, &name).await,
             }
-        }
-        Role::Subscribe => {
-            let subscriber = session.subscriber();
-            let mut online = subscriber.subscribe_namespace(ns.clone()).await?;
-            // The clock being read, dropped (unsubscribed) when the namespace goes away.
-            let mut clock: Option<ObjectConsumer> = None;
-            loop {
-                tokio::select! {
-                    Some(event) = online.next() => match event? {
-                        NamespaceEvent::Added(_) => clock = Some(subscribe(subscriber, &name).await?),
-                        NamespaceEvent::Removed(_) => clock = None,
-                    },
-                    Some(r) = async { Some(read(clock.as_mut()?).await) } => {
-                        r?;
-                        clock = None;
-                    }
+        } => r,
+        () = cli::print_status(&mut session) => Ok(()),
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    };
+    cli::close(&client, session).await;
+    result
+}
+
+/// Publishes the clock, one group per minute, until Ctrl-C.
+async fn publish(
+    publisher: &moq_client::Publisher,
+    ns: moq_client::TrackNamespace,
+    name: FullTrackName,
+) -> anyhow::Result<()> {
+    let _announced = publisher.publish_namespace(ns)?;
+    let options = TrackOptions::default().groups_from_clock();
+    let track = publisher.create_track_with(name, options)?;
+    loop {
+        // One group per minute, written by its own task.
+        tokio::spawn(minute(track.append_group()?));
+        tokio::time::sleep(Duration::from_secs(60 - now() % 60)).await;
+    }
+}
+
+/// Reads the clock while its namespace is announced, until Ctrl-C.
+async fn subscribe(
+    subscriber: &Subscriber,
+    ns: moq_client::TrackNamespace,
+    name: &FullTrackName,
+) -> anyhow::Result<()> {
+    let mut online = subscriber.subscribe_namespace(ns).await?;
+    // The clock being read, dropped (unsubscribed) when the namespace goes away.
+    let mut clock: Option<ObjectConsumer> = None;
+    loop {
+        tokio::select! {
+            Some(event) = online.next() => match event? {
+                NamespaceEvent::Added(_) => {
+                    clock = join(subscriber, name)
+                        .await
+                        .inspect_err(|e| println!("cannot join the clock: {e}"))
+                        .ok();
                 }
+                NamespaceEvent::Removed(_) => clock = None,
+            },
+            Some(r) = async { Some(read(clock.as_mut()?).await) } => {
+                // Lost with the session (or ended): joined again when the namespace is back.
+                if let Err(e) = r {
+                    println!("clock lost: {e}");
+                }
+                clock = None;
             }
+            else => anyhow::bail!("discovery ended"),
         }
     }
 }
@@ -90,10 +127,7 @@ async fn minute(mut group: GroupProducer) -> anyhow::Result<()> {
 }
 
 /// Joins the clock at the start of the current minute.
-async fn subscribe(
-    subscriber: &Subscriber,
-    name: &FullTrackName,
-) -> anyhow::Result<ObjectConsumer> {
+async fn join(subscriber: &Subscriber, name: &FullTrackName) -> anyhow::Result<ObjectConsumer> {
     let options = SubscribeOptions::default();
     Ok(subscriber.join(name.clone(), options, 0).await?)
 }

@@ -2,6 +2,10 @@
 //! `--prefix`, and prints each namespace as it appears (`+`) and goes away (`-`). Exits 0 on
 //! Ctrl-C or after `--count` events.
 //!
+//! The client stays connected: when the relay restarts it prints the status, every namespace
+//! goes away (`-`) with the lost session, and comes back (`+`) once discovery is renewed on
+//! the next one.
+//!
 //! ```text
 //! # Everything under demo/ on a local relay:
 //! cargo run --example discover -- --url moqt://localhost:4443 --fingerprint <HEX> --prefix demo
@@ -13,7 +17,7 @@ mod cli;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use moq_client::{NamespaceEvent, Session};
+use moq_client::{NamespaceEvent, Subscriber};
 
 /// Discover namespaces under a prefix.
 #[derive(Parser, Debug)]
@@ -31,22 +35,23 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let Some((client, session)) = args.connect.session().await? else {
+    let Some((client, mut reconnecting)) = args.connect.reconnecting().await? else {
         return Ok(());
     };
+    let subscriber = reconnecting.subscriber().clone();
 
     let result = tokio::select! {
-        r = run(&session, &args) => r,
+        r = run(&subscriber, &args) => r,
+        () = cli::print_status(&mut reconnecting) => Ok(()),
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
-    cli::close(&client, &session).await;
+    cli::close(&client, reconnecting).await;
     result
 }
 
-async fn run(session: &Session, args: &Args) -> anyhow::Result<()> {
+async fn run(subscriber: &Subscriber, args: &Args) -> anyhow::Result<()> {
     let prefix = cli::parse_namespace(&args.prefix)?;
-    let mut events = session
-        .subscriber()
+    let mut events = subscriber
         .subscribe_namespace(prefix.clone())
         .await
         .context("SUBSCRIBE_NAMESPACE refused")?;

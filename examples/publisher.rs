@@ -3,6 +3,12 @@
 //! each holding one object, the current UTC time (`--group-size` and `--interval-ms` change
 //! that). Prints what it publishes. Ctrl-C (or `--count` objects) ends the track and exits 0.
 //!
+//! The client stays connected: when the relay restarts it prints the status, reconnects with
+//! backoff and announces the namespace again, and the clock goes on (what it published while
+//! disconnected is served from its cache). Its groups are numbered from the wall clock
+//! (`TrackOptions::groups_from_clock`), so a restarted publisher continues above the groups
+//! of the one before it, and the relay delivers them to the subscribers it kept.
+//!
 //! ```text
 //! # Against a local relay with a generated certificate (its fingerprint is printed at start):
 //! cargo run --example publisher -- --url moqt://localhost:4443 --fingerprint <HEX> \
@@ -16,9 +22,9 @@ mod cli;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Parser;
-use moq_client::FullTrackName;
+use moq_client::{FullTrackName, TrackOptions};
 
 /// Publish a clock track.
 #[derive(Parser, Debug)]
@@ -58,19 +64,23 @@ fn now_utc() -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let Some((client, session)) = args.connect.session().await? else {
+    let Some((client, mut reconnecting)) = args.connect.reconnecting().await? else {
         return Ok(());
     };
 
     // Announce the namespace and create its track, in either order: a SUBSCRIBE that arrives
-    // in between waits for the track.
+    // in between waits for the track. Both outlive sessions: the namespace is announced again
+    // on every reconnection.
     let ns = cli::parse_namespace(&args.namespace)?;
-    let announced = session.publisher().publish_namespace(ns.clone())?;
-    let track = session
-        .publisher()
-        .create_track(FullTrackName::new(ns.clone(), args.track.clone())?)?;
+    let publisher = reconnecting.publisher().clone();
+    let announced = publisher.publish_namespace(ns.clone())?;
+    let track = publisher.create_track_with(
+        FullTrackName::new(ns.clone(), args.track.clone())?,
+        TrackOptions::default().groups_from_clock(),
+    )?;
     tokio::select! {
         r = announced.announced() => r.context("PUBLISH_NAMESPACE refused")?,
+        () = cli::print_status(&mut reconnecting) => return Ok(()),
         _ = tokio::signal::ctrl_c() => return Ok(()),
     }
     println!("published namespace {}", cli::slashed(&ns));
@@ -86,7 +96,11 @@ async fn main() -> anyhow::Result<()> {
         tokio::select! {
             _ = tick.tick() => {}
             _ = tokio::signal::ctrl_c() => break,
-            e = session.closed() => bail!("session ended: {e}"),
+            // Cancel safe: no tick is lost while the status is printed.
+            Some(status) = reconnecting.next_status() => {
+                cli::print(&status);
+                continue;
+            }
         }
         let group = match open.as_mut() {
             Some(g) => g,
@@ -107,12 +121,12 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // End the track and wait until the subscribers have its last objects and PUBLISH_DONE,
-    // then withdraw the namespace and close once the peer acknowledged everything.
+    // then withdraw the namespace and close.
     if let Err(e) = track.finish(Duration::from_secs(2)).await {
         eprintln!("the end of the track was not acknowledged: {e}");
     }
     drop(announced);
-    cli::close(&client, &session).await;
+    cli::close(&client, reconnecting).await;
     println!("published {published} objects; bye");
     Ok(())
 }

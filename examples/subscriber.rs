@@ -2,6 +2,12 @@
 //! sends SUBSCRIBE for `--namespace` + `--track`, and prints each object as it arrives. Exits 0
 //! on Ctrl-C, when the publisher ends the track, or after `--count` objects.
 //!
+//! The client stays connected: when the relay restarts (or the connection drops) it prints
+//! the status, reconnects with backoff and renews the subscription after the last group it
+//! received, so the objects continue. A relay that comes back before the publisher refuses
+//! the renewal (DOES_NOT_EXIST) for a while: it is retried for up to 30 s
+//! (`SubscribeOptions::retry`) before the program gives up.
+//!
 //! ```text
 //! # The clock of the publisher example, from now on:
 //! cargo run --example subscriber -- --url moqt://localhost:4443 --fingerprint <HEX> \
@@ -17,7 +23,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use moq_client::{FullTrackName, Location, Session, SubscribeOptions, TrackConsumer};
+use moq_client::{FullTrackName, Location, SubscribeOptions, Subscriber, TrackConsumer};
 
 /// Subscribe to a track and print its objects.
 #[derive(Parser, Debug)]
@@ -47,19 +53,21 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let Some((client, session)) = args.connect.session().await? else {
+    let Some((client, mut reconnecting)) = args.connect.reconnecting().await? else {
         return Ok(());
     };
+    let subscriber = reconnecting.subscriber().clone();
 
     let result = tokio::select! {
-        r = run(&session, &args) => r,
+        r = run(&subscriber, &args) => r,
+        () = cli::print_status(&mut reconnecting) => Ok(()),
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
-    cli::close(&client, &session).await;
+    cli::close(&client, reconnecting).await;
     result
 }
 
-async fn run(session: &Session, args: &Args) -> anyhow::Result<()> {
+async fn run(subscriber: &Subscriber, args: &Args) -> anyhow::Result<()> {
     let name = FullTrackName::new(cli::parse_namespace(&args.namespace)?, args.track.clone())?;
     let mut options = SubscribeOptions::default();
     if let Some(g) = args.from {
@@ -68,8 +76,8 @@ async fn run(session: &Session, args: &Args) -> anyhow::Result<()> {
     if let Some(s) = args.rendezvous {
         options = options.rendezvous(Duration::from_secs(s));
     }
-    let mut stream = session
-        .subscriber()
+    // Waits for the first connection; renewed on every reconnection after that.
+    let mut stream = subscriber
         .subscribe(name, options)
         .await
         .context("SUBSCRIBE refused")?;

@@ -1,11 +1,12 @@
-//! What the example programs share: the connection flags, namespaces on the command line, and
-//! a clean close. Each program uses part of it.
+//! What the example programs share: the connection flags, a client that stays connected (and
+//! prints its status), namespaces on the command line, and a clean close. Each program uses
+//! part of it.
 #![allow(dead_code)]
 
 use std::time::Duration;
 
 use anyhow::Context;
-use moq_client::{Client, Session, TrackNamespace, Version};
+use moq_client::{Backoff, Client, Reconnecting, Status, TrackNamespace, Version};
 
 /// Logs to stderr, filtered by RUST_LOG (default: warnings).
 pub(crate) fn init_logging() {
@@ -34,15 +35,35 @@ pub(crate) struct Connect {
 }
 
 impl Connect {
-    /// Logs to stderr (RUST_LOG, default warn), then connects; `None` if Ctrl-C came first.
-    pub(crate) async fn session(&self) -> anyhow::Result<Option<(Client, Session)>> {
+    /// Logs to stderr (RUST_LOG, default warn), builds the client these flags describe, and
+    /// connects with a client that then stays connected to `--url`: it reconnects with backoff
+    /// when the session is lost (a relay restart, say) or moves on GOAWAY, re-publishes its
+    /// namespaces and renews its subscriptions (see [`print_status`]). The first connection
+    /// must succeed, so that a wrong URL, certificate or draft fails at once; `None` if Ctrl-C
+    /// came first.
+    pub(crate) async fn reconnecting(&self) -> anyhow::Result<Option<(Client, Reconnecting)>> {
         let client = self.client()?;
-        let session = tokio::select! {
-            s = client.connect(&self.url) => s.with_context(|| format!("connecting to {}", self.url))?,
+        let mut reconnecting = client.reconnecting(&self.url, Backoff::default());
+        let first = async {
+            let mut status = reconnecting.status();
+            loop {
+                match status {
+                    Status::Connected(url) => return Ok(url),
+                    Status::Disconnected(why) => anyhow::bail!(why),
+                    Status::Connecting | Status::Migrating(_) => {}
+                }
+                status = reconnecting
+                    .next_status()
+                    .await
+                    .context("the client stopped")?;
+            }
+        };
+        let url = tokio::select! {
+            r = first => r.with_context(|| format!("connecting to {}", self.url))?,
             _ = tokio::signal::ctrl_c() => return Ok(None),
         };
-        println!("connected to {} ({})", self.url, session.version());
-        Ok(Some((client, session)))
+        println!("connected to {url}");
+        Ok(Some((client, reconnecting)))
     }
 
     /// Logs to stderr (RUST_LOG, default warn) and builds the client these flags describe.
@@ -59,6 +80,29 @@ impl Connect {
             builder = builder.versions(vec![v]);
         }
         Ok(builder.build()?)
+    }
+}
+
+/// Prints the client's status as it changes (lost, connected again, moving), for as long as
+/// it runs; run it next to the program's work, in a `select!`.
+pub(crate) async fn print_status(client: &mut Reconnecting) {
+    let mut last = client.status();
+    while let Some(status) = client.next_status().await {
+        // Each attempt says Connecting again: said once.
+        if status != last {
+            print(&status);
+            last = status;
+        }
+    }
+}
+
+/// Prints one status.
+pub(crate) fn print(status: &Status) {
+    match status {
+        Status::Connecting => println!("connecting"),
+        Status::Connected(url) => println!("connected to {url}"),
+        Status::Disconnected(why) => println!("disconnected ({why}); reconnecting"),
+        Status::Migrating(url) => println!("moving to {url} (GOAWAY)"),
     }
 }
 
@@ -89,15 +133,9 @@ pub(crate) fn slashed(ns: &TrackNamespace) -> String {
     fields.join("/")
 }
 
-/// Closes the session once the peer acknowledged what was sent (at most 2 s), and waits until
-/// the close has reached the server, so it does not wait for an idle timeout.
-pub(crate) async fn close(client: &Client, session: &Session) {
-    if session
-        .close_gracefully(Duration::from_secs(2))
-        .await
-        .is_err()
-    {
-        eprintln!("closing: the peer had not acknowledged everything");
-    }
+/// Stops `reconnecting` (closing its session) and waits, at most 1 s, until the close has
+/// reached the server, so the server does not wait for an idle timeout.
+pub(crate) async fn close(client: &Client, reconnecting: Reconnecting) {
+    drop(reconnecting);
     let _ = tokio::time::timeout(Duration::from_secs(1), client.wait_idle()).await;
 }
