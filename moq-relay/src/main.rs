@@ -136,6 +136,10 @@ struct Settings {
     /// Seconds a group is kept.
     #[arg(long, env = "MOQ_RELAY_CACHE_SECONDS")]
     cache_seconds: Option<u64>,
+    /// Payload bytes a subscriber's streams may still have to send before its subscription
+    /// ends with TOO_FAR_BEHIND [default: 32 MiB].
+    #[arg(long, env = "MOQ_RELAY_MAX_BACKLOG_BYTES")]
+    max_backlog_bytes: Option<u64>,
     /// The longest RENDEZVOUS_TIMEOUT honoured, in milliseconds.
     #[arg(long, env = "MOQ_RELAY_MAX_RENDEZVOUS_MS")]
     max_rendezvous_ms: Option<u64>,
@@ -311,6 +315,9 @@ async fn run(s: Settings) -> anyhow::Result<()> {
     }
     if let Some(secs) = s.cache_seconds {
         config.cache.max_age = Some(Duration::from_secs(secs));
+    }
+    if let Some(b) = s.max_backlog_bytes {
+        config.serve.max_backlog_bytes = b;
     }
     if let Some(w) = s.publisher_wait {
         config.publisher_wait = Duration::try_from_secs_f64(w)
