@@ -201,7 +201,7 @@ pub async fn serve_subscription(
                 if let Some(s) = &opts.stats {
                     s.too_far_behind.fetch_add(1, Ordering::Relaxed);
                 }
-                tracing::debug!(
+                tracing::info!(
                     track = ?track.name(),
                     limit = opts.max_backlog_bytes,
                     "subscriber too far behind; ending the subscription"
@@ -249,11 +249,14 @@ pub async fn serve_subscription(
         let stats = opts.stats.clone();
         let backlog = backlog.clone();
         inflight.push_back(tokio::spawn(async move {
+            let exceeded = backlog.exceeded.clone();
             if datagrams {
-                let _ = send_datagrams(&w, &sg, start, stats.as_deref()).await;
+                tokio::select! {
+                    _ = send_datagrams(&w, &sg, start, stats.as_deref()) => {}
+                    _ = exceeded.cancelled() => {}
+                }
                 return;
             }
-            let exceeded = backlog.exceeded.clone();
             let mut stream = None;
             let mut pending = Pending { backlog, held: 0 };
             let send = send_subgroup(
