@@ -13,6 +13,8 @@
 //! | `moq_relay_object_delivery_seconds` | histogram | from an object's arrival to its forwarding |
 //! | `moq_relay_objects_duplicate_total` | counter | |
 //! | `moq_relay_subgroups_dropped_total` | counter | slow subscribers |
+//! | `moq_relay_backlog_bytes` | gauge | payload bytes subscriptions still have to send |
+//! | `moq_relay_subscriptions_too_far_behind_total` | counter | ended with TOO_FAR_BEHIND |
 //! | `moq_relay_cache_requests_total` | counter | `result` (`hit`, `miss`): FETCH from cache or upstream |
 //! | `moq_relay_subscriptions_active` | gauge | downstream |
 //! | `moq_relay_upstream_subscriptions_active` | gauge | |
@@ -54,6 +56,8 @@ pub struct Metrics {
     forwarded_objects: Counter,
     forwarded_bytes: Counter,
     dropped: Counter,
+    backlog: Gauge,
+    too_far_behind: Counter,
     /// Forwarding statistics (objects, bytes, drops, delivery latency), fed by the serving
     /// code and copied into the metrics at render.
     pub serve: Arc<ServeStats>,
@@ -145,6 +149,16 @@ impl Metrics {
                 "Subgroups dropped for slow subscribers.",
             ),
             (
+                "moq_relay_backlog_bytes",
+                Unit::Bytes,
+                "Payload bytes downstream subscriptions still have to send.",
+            ),
+            (
+                "moq_relay_subscriptions_too_far_behind_total",
+                Unit::Count,
+                "Subscriptions ended with TOO_FAR_BEHIND (backlog over --max-backlog-bytes).",
+            ),
+            (
                 "moq_relay_cache_requests_total",
                 Unit::Count,
                 "FETCHes answered from cache (hit) or upstream (miss).",
@@ -182,6 +196,8 @@ impl Metrics {
             forwarded_objects: counter("moq_relay_objects_forwarded_total", vec![]),
             forwarded_bytes: counter("moq_relay_bytes_forwarded_total", vec![]),
             dropped: counter("moq_relay_subgroups_dropped_total", vec![]),
+            backlog: gauge("moq_relay_backlog_bytes"),
+            too_far_behind: counter("moq_relay_subscriptions_too_far_behind_total", vec![]),
             subscriptions: gauge("moq_relay_subscriptions_active"),
             upstreams: gauge("moq_relay_upstream_subscriptions_active"),
             serve: Arc::new(serve),
@@ -199,6 +215,9 @@ impl Metrics {
         self.forwarded_bytes
             .absolute(s.bytes.load(Ordering::Relaxed));
         self.dropped.absolute(s.dropped.load(Ordering::Relaxed));
+        self.backlog.set(s.backlog.load(Ordering::Relaxed) as f64);
+        self.too_far_behind
+            .absolute(s.too_far_behind.load(Ordering::Relaxed));
         self.handle.render()
     }
 
