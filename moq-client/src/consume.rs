@@ -11,6 +11,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use moq_core::codes::StreamResetCode;
+use moq_core::message::PublishDone;
 use moq_core::{FullTrackName, GroupOrder, Location, Properties};
 use moq_transport::track::{
     FetchItem, FetchResponse, IncomingSubgroup, Object, Subscription, SubscriptionInfo, TrackEvent,
@@ -252,14 +253,20 @@ pub(crate) struct Router {
     out: mpsc::Sender<Result<GroupConsumer, Error>>,
     /// What the track's objects must keep (draft-19 §2.4.2).
     check: Arc<TrackCheck>,
+    /// The PUBLISH_DONE that ended the track, for its consumer.
+    done: Arc<std::sync::OnceLock<PublishDone>>,
 }
 
 impl Router {
-    pub(crate) fn new(out: mpsc::Sender<Result<GroupConsumer, Error>>) -> Self {
+    fn new(
+        out: mpsc::Sender<Result<GroupConsumer, Error>>,
+        done: Arc<std::sync::OnceLock<PublishDone>>,
+    ) -> Self {
         Router {
             groups: BTreeMap::new(),
             out,
             check: Arc::new(TrackCheck::new()),
+            done,
         }
     }
 
@@ -315,7 +322,10 @@ impl Router {
     }
 
     /// The track ended: every group is complete once its parts are read.
-    pub(crate) fn end(&mut self) {
+    pub(crate) fn end(&mut self, done: Option<PublishDone>) {
+        if let Some(d) = done {
+            let _ = self.done.set(d);
+        }
         self.close_groups();
     }
 
@@ -349,6 +359,7 @@ impl Router {
 pub struct TrackConsumer {
     pub(crate) groups: mpsc::Receiver<Result<GroupConsumer, Error>>,
     pub(crate) info: watch::Receiver<Option<TrackInfo>>,
+    done: Arc<std::sync::OnceLock<PublishDone>>,
 }
 
 impl TrackConsumer {
@@ -357,11 +368,13 @@ impl TrackConsumer {
     pub(crate) fn new(sub: &Subscription) -> (Self, Router, watch::Sender<Option<TrackInfo>>) {
         let (tx, rx) = mpsc::channel(64);
         let (info_tx, info_rx) = watch::channel(Some(TrackInfo::of(sub.info())));
+        let done = Arc::new(std::sync::OnceLock::new());
         let consumer = TrackConsumer {
             groups: rx,
             info: info_rx,
+            done: done.clone(),
         };
-        (consumer, Router::new(tx), info_tx)
+        (consumer, Router::new(tx, done), info_tx)
     }
 
     /// The next group; `None` once the track ended.
@@ -374,6 +387,14 @@ impl TrackConsumer {
     /// What the publisher said when the current subscription started.
     pub fn info(&self) -> Option<TrackInfo> {
         self.info.borrow().clone()
+    }
+
+    /// The PUBLISH_DONE that ended the track, once [`TrackConsumer::next_group`] returned
+    /// `None`: its status tells a track that ended (TRACK_ENDED) from a subscriber the
+    /// publisher dropped (TOO_FAR_BEHIND, EXPIRED, ...). `None` before the end, or if the track
+    /// ended without one.
+    pub fn publish_done(&self) -> Option<PublishDone> {
+        self.done.get().cloned()
     }
 }
 

@@ -225,8 +225,9 @@ pub use publisher::{NamespaceHandle, Publisher};
 pub use serve::ServeOptions;
 pub use subscriber::{IncomingTrack, NamespaceStream, Subscriber, TrackOffer, TrackOffers};
 
-pub use moq_core::codes::RequestErrorCode;
+pub use moq_core::codes::{PublishDoneCode, RequestErrorCode};
 pub use moq_core::data::RangeEnd;
+pub use moq_core::message::PublishDone;
 pub use moq_core::{
     AuthToken, FullTrackName, GroupOrder, Location, LocationFilter, NameError, Properties,
     TrackNamespace, Version,

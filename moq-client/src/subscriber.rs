@@ -287,7 +287,7 @@ impl Subscriber {
                     }
                     // draft-19 §10.11: PUBLISH_DONE (TRACK_ENDED, or any other status) ends
                     // the subscription, renewed or not: the publisher said it is over.
-                    Pumped::Ended => return router.end(),
+                    Pumped::Ended => return router.end(sub.publish_done()),
                     Pumped::Dropped => return,
                     Pumped::Malformed(why) => {
                         drop(sub);
@@ -587,7 +587,7 @@ async fn fill_gap(
 /// Routes a subscription that is not renewed.
 async fn pump_once(mut sub: Subscription, mut router: Router) {
     match pump(&mut sub, &mut router, &mut None).await {
-        Pumped::Ended => router.end(),
+        Pumped::Ended => router.end(sub.publish_done()),
         Pumped::Dropped => {}
         Pumped::Malformed(why) => {
             drop(sub);

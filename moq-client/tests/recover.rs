@@ -208,6 +208,11 @@ async fn renewal_refused_until_the_track_is_back() {
                 stream.next_group().await.is_none(),
                 "{transport:?} {version}"
             );
+            // ... and says why.
+            assert_eq!(
+                stream.publish_done().map(|d| d.status),
+                Some(moq_client::PublishDoneCode::TRACK_ENDED)
+            );
             while refusals.try_recv().is_ok() {}
         }
     })

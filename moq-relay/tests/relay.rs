@@ -650,6 +650,10 @@ async fn a_dead_publishers_subscribers_end_after_the_wait() {
             let died = std::time::Instant::now();
             assert!(t.next_group().await.is_none(), "ended with PUBLISH_DONE");
             let took = died.elapsed();
+            assert_eq!(
+                t.publish_done().map(|d| d.status),
+                Some(PublishDoneCode::TRACK_ENDED)
+            );
             // Not before the wait; soon after it.
             assert!(took >= wait, "ended after {took:?}, before the wait");
             assert!(took < wait + Duration::from_secs(3), "ended after {took:?}");
