@@ -3,7 +3,6 @@
 //! settings from the environment and a TOML file.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -14,30 +13,9 @@ use moq_transport::tls::{ClientTls, parse_fingerprint};
 use moq_transport::{Error, Session};
 
 mod common;
-use common::{Binary, ns, timeout};
+use common::{Binary, ns, timeout, workdir, write_cert};
 
 const RELAY: &str = env!("CARGO_BIN_EXE_moq-relay");
-
-/// A fresh directory under the target dir.
-fn workdir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Writes a self-signed certificate for localhost as `cert.pem` / `key.pem` in `dir`; returns
-/// its fingerprint.
-fn write_cert(dir: &Path) -> String {
-    let c = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    // Write the key first: the relay reloads when either file changes, and must see a pair.
-    let (cert_tmp, key_tmp) = (dir.join("cert.tmp"), dir.join("key.tmp"));
-    std::fs::write(&cert_tmp, c.cert.pem()).unwrap();
-    std::fs::write(&key_tmp, c.signing_key.serialize_pem()).unwrap();
-    std::fs::rename(&key_tmp, dir.join("key.pem")).unwrap();
-    std::fs::rename(&cert_tmp, dir.join("cert.pem")).unwrap();
-    moq_transport::tls::hex(&moq_transport::tls::fingerprint(c.cert.der()))
-}
 
 fn run(args: &[&str]) -> Output {
     Command::new(RELAY).args(args).output().unwrap()

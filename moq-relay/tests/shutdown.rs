@@ -2,7 +2,6 @@
 //! draining on SIGINT and SIGTERM.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use moq_core::codes::SessionErrorCode;
@@ -102,6 +101,12 @@ impl std::ops::Deref for Binary {
     }
 }
 
+impl std::ops::DerefMut for Binary {
+    fn deref_mut(&mut self) -> &mut common::Binary {
+        &mut self.0
+    }
+}
+
 impl Binary {
     fn start() -> Binary {
         Binary(common::Binary::start(
@@ -114,30 +119,6 @@ impl Binary {
             ],
             &[],
         ))
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Waits for the process to exit, at most `limit`.
-    async fn exited_within(&mut self, limit: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.0.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the relay did not exit within {limit:?}"
-            );
-            // A child process has no signal to await here.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
     }
 }
 

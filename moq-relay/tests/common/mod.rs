@@ -1,10 +1,14 @@
 //! Helpers shared by the relay's integration tests: a timeout on every test, namespaces from
-//! paths, and the `moq-relay` binary started on ephemeral ports.
+//! paths, the `moq-relay` binary started on ephemeral ports and signalled, certificates on
+//! disk, and a lossy UDP path ([`proxy`]).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub(crate) mod proxy;
+
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use moq_core::TrackNamespace;
 
@@ -13,11 +17,16 @@ pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs `f`, failing the test after [`TIMEOUT`]; installs a `RUST_LOG` tracing subscriber.
 pub(crate) async fn timeout<F: std::future::Future>(f: F) -> F::Output {
+    timeout_after(TIMEOUT, f).await
+}
+
+/// [`timeout`] with a limit of its own, for the few tests that need longer.
+pub(crate) async fn timeout_after<F: std::future::Future>(limit: Duration, f: F) -> F::Output {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    tokio::time::timeout(TIMEOUT, f)
+    tokio::time::timeout(limit, f)
         .await
         .expect("test timed out")
 }
@@ -25,6 +34,27 @@ pub(crate) async fn timeout<F: std::future::Future>(f: F) -> F::Output {
 /// The namespace of a `/`-separated path.
 pub(crate) fn ns(path: &str) -> TrackNamespace {
     TrackNamespace::from_strs(path.split('/').filter(|f| !f.is_empty())).unwrap()
+}
+
+/// A fresh directory under the target dir.
+pub(crate) fn workdir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes a self-signed certificate for localhost as `cert.pem` / `key.pem` in `dir`; returns
+/// its fingerprint.
+pub(crate) fn write_cert(dir: &Path) -> String {
+    let c = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    // Write the key first: the relay reloads when either file changes, and must see a pair.
+    let (cert_tmp, key_tmp) = (dir.join("cert.tmp"), dir.join("key.tmp"));
+    std::fs::write(&cert_tmp, c.cert.pem()).unwrap();
+    std::fs::write(&key_tmp, c.signing_key.serialize_pem()).unwrap();
+    std::fs::rename(&key_tmp, dir.join("key.pem")).unwrap();
+    std::fs::rename(&cert_tmp, dir.join("cert.pem")).unwrap();
+    moq_transport::tls::hex(&moq_transport::tls::fingerprint(c.cert.der()))
 }
 
 /// Reads `n` objects (any groups), returning (group, payload) pairs in arrival order.
@@ -102,6 +132,33 @@ impl Binary {
             port: port.unwrap(),
             fingerprint: fingerprint.unwrap(),
             http,
+        }
+    }
+}
+
+impl Binary {
+    /// Sends the signal `name` (`INT`, `TERM`, ...) to the process with `kill`.
+    pub(crate) fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    pub(crate) async fn exited_within(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the relay did not exit within {limit:?}"
+            );
+            // A child process has no signal to await here.
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }
