@@ -360,6 +360,9 @@ async fn a_killed_relay_is_withdrawn_within_the_idle_timeout() {
         let killed = Instant::now();
         assert_eq!(next().await, NamespaceEvent::Removed(room));
         let took = killed.elapsed();
+        eprintln!(
+            "relay SIGKILLed: its namespace withdrawn on the peer after {took:?} (idle timeout 2 s)"
+        );
         // The idle timeout, not the 30 s default, let B notice.
         assert!(took < Duration::from_secs(10), "withdrawn after {took:?}");
     })
@@ -405,6 +408,7 @@ async fn a_restarted_relay_resets_the_old_connections() {
         let restarted = Instant::now();
         let why = session.closed().await;
         let took = restarted.elapsed();
+        eprintln!("relay restarted on its certificate: old connection reset {took:?} after the restart ({why:?})");
         assert!(
             took < Duration::from_secs(5),
             "closed after {took:?}: {why:?}"
