@@ -129,6 +129,9 @@ struct Inner {
     next_id: AtomicU64,
     /// Set when the relay began draining.
     draining: std::sync::atomic::AtomicBool,
+    /// The GOAWAY every session gets once the relay sent one (the new session URI and when
+    /// the sessions will be closed): a session set up after it was sent gets it too.
+    goaway: Mutex<Option<(String, tokio::time::Instant)>>,
     /// Every session's configuration (links dial with it too).
     session_config: SessionConfig,
     /// Cluster state, when the relay is in a cluster.
@@ -222,6 +225,7 @@ impl Relay {
                 metrics,
                 next_id: AtomicU64::new(1),
                 draining: Default::default(),
+                goaway: Mutex::new(None),
                 session_config: session,
                 cluster: cluster.map(|config| ClusterState {
                     config,
@@ -325,6 +329,9 @@ impl Relay {
     /// Sends GOAWAY to every session (draft-19 §10.4): clients reconnect to `new_uri` (or the
     /// same URI if empty) and sessions still open after `timeout` are closed.
     pub async fn goaway(&self, new_uri: &str, timeout: Duration) {
+        // Recorded before the sessions are listed: one registered later sees it (handle_session).
+        *self.inner.goaway.lock() =
+            Some((new_uri.to_string(), tokio::time::Instant::now() + timeout));
         let sessions: Vec<Session> = self.inner.sessions.lock().values().cloned().collect();
         // All at once: one peer slow to read its control stream delays no other.
         let mut sent = tokio::task::JoinSet::new();
@@ -362,12 +369,13 @@ impl Relay {
             let _ = open.wait_for(|n| *n == 0).await;
         };
         let _ = tokio::time::timeout_at(deadline, drained).await;
-        // draft-19 §10.4: a session not closed by the peer within the timeout is closed with
-        // GOAWAY_TIMEOUT. Cluster links this relay dialed are not the server's connections:
-        // closed the same way.
+        // draft-19 §3.6: a session not closed by the peer within the timeout is closed, with
+        // GOAWAY_TIMEOUT if requests are still open: the rule of the sessions' own GOAWAY
+        // timers, due now too, so the code does not depend on which fires first. Cluster links
+        // this relay dialed are not the server's connections: closed the same way.
         let open: Vec<Session> = self.inner.sessions.lock().values().cloned().collect();
         for s in &open {
-            s.close(SessionErrorCode::GOAWAY_TIMEOUT, "relay shutting down");
+            s.close_after_goaway();
         }
         // A WebTransport session's close is a capsule on its CONNECT stream, written by a task
         // of its own: let those reach the peers before the endpoint closes every connection.
@@ -400,6 +408,16 @@ async fn handle_session(inner: Arc<Inner>, session: Session, link: Option<Link>)
         let mut sessions = inner.sessions.lock();
         sessions.insert(id, session.clone());
         inner.session_count.send_replace(sessions.len());
+    }
+    // A GOAWAY sent to every session before this one was registered reaches it too, with what
+    // is left of its timeout (draft-19 §10.4).
+    let goaway = inner.goaway.lock().clone();
+    if let Some((uri, until)) = goaway {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        let s = session.clone();
+        tokio::spawn(async move {
+            let _ = s.goaway(&uri, left.max(Duration::from_millis(1))).await;
+        });
     }
     tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
     let routes = tokio::spawn(sync_routes(inner.clone(), id, session.clone()));
@@ -709,8 +727,19 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
 /// How long ingesting waits for the upstream's answer to a REQUEST_UPDATE.
 const UPDATE_WAIT: Duration = Duration::from_secs(2);
 
-/// Feeds an upstream subscription into the track's cache until it ends; returns its
-/// PUBLISH_DONE status, if any.
+/// How an upstream subscription ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UpstreamEnd {
+    /// With PUBLISH_DONE and this status (or a group-number regression: TRACK_ENDED).
+    Done(PublishDoneCode),
+    /// Its publisher closed the session with NO_ERROR.
+    Closed,
+    /// Anything else: the session failed, the subscription stream ended without PUBLISH_DONE,
+    /// or the task was dropped.
+    Lost,
+}
+
+/// Feeds an upstream subscription into the track's cache until it ends; says how.
 ///
 /// `floor` is [`RelayTrack::restart_floor`] when the upstream began: if the publisher says (in
 /// its answer's Largest Location) or shows (with its first object) that it numbers its groups
@@ -726,7 +755,7 @@ async fn ingest(
     metrics: &Arc<Metrics>,
     mut continuing: Continuing,
     floor: Option<u64>,
-) -> Option<PublishDoneCode> {
+) -> UpstreamEnd {
     // `fresh`: the publisher gave no Largest Location, so it is new, and a first group equal
     // to the last one stored is a restart too (its objects would collide with the old ones).
     let regressed = |group: u64, fresh: bool| {
@@ -741,7 +770,7 @@ async fn ingest(
         .largest
         .is_some_and(|l| regressed(l.group, false))
     {
-        return Some(PublishDoneCode::TRACK_ENDED);
+        return UpstreamEnd::Done(PublishDoneCode::TRACK_ENDED);
     }
     let mut first = floor.is_some() && sub.info().largest.is_none();
     // The publisher closed its session on purpose (NO_ERROR): its tracks ended with it.
@@ -781,7 +810,7 @@ async fn ingest(
                 Err(_) => None,
             };
             if group.is_some_and(|g| regressed(g, true)) {
-                return Some(PublishDoneCode::TRACK_ENDED);
+                return UpstreamEnd::Done(PublishDoneCode::TRACK_ENDED);
             }
         }
         match &ev {
@@ -814,9 +843,9 @@ async fn ingest(
         streams.abort_all();
     }
     match sub.publish_done() {
-        Some(done) => Some(done.status),
-        None if left => Some(PublishDoneCode::TRACK_ENDED),
-        None => None,
+        Some(done) => UpstreamEnd::Done(done.status),
+        None if left => UpstreamEnd::Closed,
+        None => UpstreamEnd::Lost,
     }
 }
 
@@ -1468,8 +1497,8 @@ struct LiveUpstream {
     metrics: Arc<Metrics>,
     inner: Weak<Inner>,
     track: Arc<RelayTrack>,
-    /// How the publisher ended it (PUBLISH_DONE), once it did.
-    status: Option<PublishDoneCode>,
+    /// How it ended, once it did.
+    status: UpstreamEnd,
 }
 
 impl LiveUpstream {
@@ -1481,7 +1510,7 @@ impl LiveUpstream {
             metrics: metrics.clone(),
             inner: inner.clone(),
             track: track.clone(),
-            status: None,
+            status: UpstreamEnd::Lost,
         }
     }
 }
@@ -1490,7 +1519,18 @@ impl Drop for LiveUpstream {
     fn drop(&mut self) {
         let t = &self.track;
         let last = t.live_upstreams.fetch_sub(1, Ordering::Relaxed) == 1;
-        let ended = self.status == Some(PublishDoneCode::TRACK_ENDED);
+        // A publisher that closes its session ends its tracks, unless it is leaving because
+        // this relay sent it GOAWAY: then it is moving (and reconnects elsewhere).
+        let moving = || {
+            self.inner
+                .upgrade()
+                .is_some_and(|i| i.goaway.lock().is_some())
+        };
+        let ended = match self.status {
+            UpstreamEnd::Done(code) => code == PublishDoneCode::TRACK_ENDED,
+            UpstreamEnd::Closed => !moving(),
+            UpstreamEnd::Lost => false,
+        };
         // Another upstream still being asked (a publisher switching over) may yet deliver.
         let pending = t.pending_upstreams.load(Ordering::Relaxed) > 0;
         let finished = (ended && !pending) || t.cache.malformed().is_some();

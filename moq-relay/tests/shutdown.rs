@@ -38,7 +38,13 @@ async fn shutdown_completes_with_and_without_sessions() {
                 // Raw QUIC and WebTransport (whose close is a capsule, not the QUIC close).
                 let scheme = if i % 2 == 0 { "moqt" } else { "https" };
                 let url = format!("{scheme}://localhost:{port}/");
-                open.push(client.connect(&url).await.unwrap());
+                let session = client.connect(&url).await.unwrap();
+                // A request kept open through the drain.
+                let discovery = session
+                    .subscribe_namespace(common::ns("anything"))
+                    .await
+                    .unwrap();
+                open.push((session, discovery));
             }
             let started = Instant::now();
             let shutdown = tokio::spawn({
@@ -70,9 +76,9 @@ async fn shutdown_completes_with_and_without_sessions() {
                 .expect("run did not end")
                 .unwrap();
             assert!(started.elapsed() < Duration::from_secs(2));
-            for s in &open {
+            for (s, _discovery) in &open {
                 // Each one saw GOAWAY, then the relay closed it with GOAWAY_TIMEOUT (draft-19
-                // §10.4), over WebTransport too.
+                // §3.6: a request was still open), over WebTransport too.
                 assert!(s.goaway_received().is_some());
                 match s.closed().await {
                     Error::ClosedByPeer { code, .. } => {

@@ -410,6 +410,13 @@ impl Session {
         });
     }
 
+    /// Closes the session the way the end of a GOAWAY's timeout does (what a server calls when
+    /// its own drain deadline passes first): GOAWAY_TIMEOUT if requests are still open, else
+    /// NO_ERROR (draft-19 §3.6).
+    pub fn close_after_goaway(&self) {
+        self.core().close_after_goaway();
+    }
+
     /// Resolves with the reason once the session has ended.
     ///
     /// Cancel safe.

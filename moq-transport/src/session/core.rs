@@ -452,6 +452,20 @@ impl SessionCore {
         OpenRequest(self.clone())
     }
 
+    /// Closes the session as the end of a GOAWAY's timeout does: with GOAWAY_TIMEOUT if
+    /// requests are still open (draft-19 §3.6, §10.4), else NO_ERROR.
+    pub(crate) fn close_after_goaway(&self) {
+        let code = if self.open_requests() > 0 {
+            SessionErrorCode::GOAWAY_TIMEOUT
+        } else {
+            SessionErrorCode::NO_ERROR
+        };
+        self.close(Error::Closed {
+            code,
+            reason: "GOAWAY timeout".into(),
+        });
+    }
+
     /// Requests open in both directions.
     pub(crate) fn open_requests(&self) -> usize {
         self.open_requests.load(Ordering::Relaxed)
@@ -548,16 +562,7 @@ impl SessionCore {
             let core = self.clone();
             self.spawn(async move {
                 tokio::time::sleep(timeout).await;
-                // draft-19 §3.6: close with GOAWAY_TIMEOUT if requests are still open.
-                let code = if core.open_requests() > 0 {
-                    SessionErrorCode::GOAWAY_TIMEOUT
-                } else {
-                    SessionErrorCode::NO_ERROR
-                };
-                core.close(Error::Closed {
-                    code,
-                    reason: "GOAWAY timeout".into(),
-                });
+                core.close_after_goaway();
             });
         }
         Ok(())
