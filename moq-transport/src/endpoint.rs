@@ -151,6 +151,10 @@ pub struct ClientConfig {
     pub share_indexes: bool,
     /// Congestion control, keep-alive and idle timeout.
     pub quic: QuicSettings,
+    /// Bytes of UDP receive and send buffer asked of the kernel for the client's socket, so
+    /// that many sessions opened at once do not lose their handshakes at it (0 keeps the
+    /// system default; the kernel may grant less, which is logged at debug level).
+    pub udp_buffer: usize,
 }
 
 impl Default for ClientConfig {
@@ -161,6 +165,7 @@ impl Default for ClientConfig {
             session: SessionConfig::default(),
             share_indexes: false,
             quic: QuicSettings::default(),
+            udp_buffer: DEFAULT_UDP_BUFFER,
         }
     }
 }
@@ -222,8 +227,22 @@ impl Client {
         } else {
             SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
         };
-        let ep = quinn::Endpoint::client(bind)
-            .map_err(|e| Error::Connect(format!("bind {bind}: {e}")))?;
+        let bind_error = |e: std::io::Error| Error::Connect(format!("bind {bind}: {e}"));
+        let socket = std::net::UdpSocket::bind(bind).map_err(bind_error)?;
+        if self.config.udp_buffer > 0
+            && let Some((receive, send)) = size_udp_buffers(&socket, self.config.udp_buffer)
+        {
+            tracing::debug!(
+                asked = self.config.udp_buffer,
+                receive,
+                send,
+                "client UDP buffers capped"
+            );
+        }
+        let runtime = quinn::default_runtime()
+            .ok_or_else(|| Error::Invalid("Client::connect needs a Tokio runtime".into()))?;
+        let ep = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, runtime)
+            .map_err(bind_error)?;
         eps.insert(v6, ep.clone());
         Ok(ep)
     }
@@ -384,11 +403,12 @@ impl ServerConfig {
     }
 }
 
-/// [`ServerConfig::udp_buffer`]'s default: 4 MiB each way.
+/// [`ServerConfig::udp_buffer`]'s and [`ClientConfig::udp_buffer`]'s default: 4 MiB each way.
 pub const DEFAULT_UDP_BUFFER: usize = 4 << 20;
 
-/// Asks for `bytes` of receive and send buffer on `socket`; warns when the kernel grants less.
-fn size_udp_buffers(socket: &std::net::UdpSocket, bytes: usize) {
+/// Asks for `bytes` of receive and send buffer on `socket`; returns what the kernel granted
+/// (receive, send) if it granted less.
+fn size_udp_buffers(socket: &std::net::UdpSocket, bytes: usize) -> Option<(usize, usize)> {
     let sock = socket2::SockRef::from(socket);
     let _ = sock.set_recv_buffer_size(bytes);
     let _ = sock.set_send_buffer_size(bytes);
@@ -401,14 +421,8 @@ fn size_udp_buffers(socket: &std::net::UdpSocket, bytes: usize) {
         true => reported / 2,
         false => reported,
     };
-    if granted(receive) < bytes || granted(send) < bytes {
-        tracing::warn!(
-            asked = bytes,
-            receive = granted(receive),
-            send = granted(send),
-            "the kernel capped the UDP buffers (raise net.core.rmem_max and wmem_max)"
-        );
-    }
+    let (receive, send) = (granted(receive), granted(send));
+    (receive < bytes || send < bytes).then_some((receive, send))
 }
 
 /// The server's endpoint keys, derived from its certificate's private key: the stateless
@@ -488,8 +502,15 @@ impl Server {
         };
         let bind_error = |e: std::io::Error| Error::Connect(format!("bind {}: {e}", config.bind));
         let socket = std::net::UdpSocket::bind(config.bind).map_err(bind_error)?;
-        if config.udp_buffer > 0 {
-            size_udp_buffers(&socket, config.udp_buffer);
+        if config.udp_buffer > 0
+            && let Some((receive, send)) = size_udp_buffers(&socket, config.udp_buffer)
+        {
+            tracing::warn!(
+                asked = config.udp_buffer,
+                receive,
+                send,
+                "the kernel capped the UDP buffers (raise net.core.rmem_max and wmem_max)"
+            );
         }
         let runtime = quinn::default_runtime()
             .ok_or_else(|| Error::Invalid("Server::bind needs a Tokio runtime".into()))?;
@@ -745,7 +766,7 @@ mod tests {
     fn udp_buffers_are_sized() {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let asked = 1 << 20;
-        super::size_udp_buffers(&socket, asked);
+        let _capped = super::size_udp_buffers(&socket, asked);
         let sock = socket2::SockRef::from(&socket);
         let cap = |name: &str| {
             std::fs::read_to_string(format!("/proc/sys/net/core/{name}"))
