@@ -202,6 +202,7 @@ impl ClientBuilder {
             session,
             share_indexes: false,
             quic: self.quic,
+            ..Default::default()
         })?;
         Ok(Client {
             transport: Arc::new(transport),

@@ -1658,6 +1658,7 @@ async fn keep_link(inner: Weak<Inner>, peer: String, upstream: bool) {
                 .with_announced(NamespaceIndex::new()),
             share_indexes: true,
             quic: i.config.quic,
+            udp_buffer: i.config.udp_buffer,
         });
         let (url, link) = match upstream {
             true => (peer.clone(), Link::Upstream(peer.clone())),

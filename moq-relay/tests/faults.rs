@@ -401,7 +401,13 @@ async fn restart_under_reconnecting_clients(signal: &str) {
     ];
     let mut first = Binary::start(&args, &[]);
     let port = first.port;
-    let url = format!("moqt://localhost:{port}/");
+    // One client over raw QUIC, the other over WebTransport: the publisher's transport after a
+    // SIGKILL, the subscriber's after a SIGINT.
+    let (publisher_scheme, viewer_scheme) = match signal {
+        "KILL" => ("moqt", "https"),
+        _ => ("https", "moqt"),
+    };
+    let url = |scheme: &str| format!("{scheme}://localhost:{port}/");
     let backoff = Backoff {
         min: Duration::from_millis(50),
         max: Duration::from_millis(500),
@@ -431,7 +437,7 @@ async fn restart_under_reconnecting_clients(signal: &str) {
         .publisher()
         .create_track_with(name.clone(), TrackOptions::default().groups_from_clock())
         .unwrap();
-    let publisher = publishing.reconnecting(&url, backoff);
+    let publisher = publishing.reconnecting(&url(publisher_scheme), backoff);
     publisher.connected().await.unwrap();
     announced.announced().await.unwrap();
     let writer = tokio::spawn(async move {
@@ -443,7 +449,7 @@ async fn restart_under_reconnecting_clients(signal: &str) {
         }
     });
 
-    let mut viewer = quick(&fingerprint).reconnecting(&url, backoff);
+    let mut viewer = quick(&fingerprint).reconnecting(&url(viewer_scheme), backoff);
     viewer.connected().await.unwrap();
     let options = SubscribeOptions::default()
         // Held by the new relay until the publisher is back.
