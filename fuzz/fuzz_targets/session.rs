@@ -149,6 +149,37 @@ impl Handle {
         false
     }
 
+    /// Uses the handle as an application would (publishes objects, updates a request), each
+    /// step bounded by `STEP`: a step cut short is a future dropped mid-way, which must be
+    /// harmless too.
+    async fn exercise(&mut self, u: &mut Unstructured<'_>) {
+        match self {
+            Handle::Writer(w) => send_objects(u, w).await,
+            Handle::Track(t) => send_objects(u, t.writer()).await,
+            Handle::Subscription(h) => {
+                let p = params(u);
+                let _ = within(STEP, h.update(p)).await;
+            }
+            Handle::Namespaces(h) => {
+                let ns = namespace(u);
+                let _ = within(STEP, h.update_prefix(ns)).await;
+            }
+            Handle::Published(h) => {
+                let p = params(u);
+                let _ = within(STEP, h.update(p)).await;
+            }
+            Handle::Tracks(h) => {
+                let p = params(u);
+                let _ = within(STEP, h.update(p)).await;
+            }
+            Handle::Responder(h) => {
+                let t = track(u);
+                let _ = within(STEP, h.skipped(&t)).await;
+            }
+            Handle::Fetch(_) => {}
+        }
+    }
+
     /// Waits for the handle to end, draining what it still yields; panics if it does not.
     async fn must_end(mut self, what: usize) {
         let end = async {
@@ -162,6 +193,35 @@ impl Handle {
         };
         if within(END, end).await.is_none() {
             panic!("handle {what} did not end after the session closed");
+        }
+    }
+}
+
+/// Publishes a few objects on a subscription: on a subgroup stream or as datagrams.
+async fn send_objects(u: &mut Unstructured<'_>, w: &SubscriptionWriter) {
+    let group = small(u, 8);
+    if flag(u) {
+        for id in 0..small(u, 3) {
+            let obj = moq_transport::track::Object {
+                location: Location { group, object: id },
+                payload: Bytes::from(bytes(u, 16)),
+                end_of_group: flag(u),
+                ..Default::default()
+            };
+            let _ = w.send_datagram(&obj);
+        }
+        return;
+    }
+    let eog = flag(u);
+    let n = small(u, 3);
+    let Some(Ok(mut g)) = within(STEP, w.open_subgroup(group, SubgroupId::Zero, None, eog)).await
+    else {
+        return;
+    };
+    for id in 0..n {
+        let payload = Bytes::from(bytes(u, 16));
+        if within(STEP, g.write_object(id, payload)).await.is_none() {
+            break;
         }
     }
 }
@@ -912,7 +972,7 @@ async fn app_act(
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) {
     let s = session.clone();
-    let choice = small(u, 11);
+    let choice = small(u, 13);
     if trace() {
         eprintln!("  app action {choice}");
     }
@@ -1055,6 +1115,18 @@ async fn app_act(
             if let Some(mut h) = taken.filter(|_| !drop_it)
                 && !h.poll(4).await
             {
+                app.push(h);
+            }
+        }
+        11 | 12 => {
+            // Use one of the handles.
+            let taken = {
+                let mut handles = app.handles.lock();
+                let n = handles.len();
+                (n > 0).then(|| handles.swap_remove(u.choose_index(n).unwrap_or(0)))
+            };
+            if let Some(mut h) = taken {
+                h.exercise(u).await;
                 app.push(h);
             }
         }
