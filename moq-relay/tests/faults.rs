@@ -26,21 +26,12 @@ use moq_transport::tls::{ClientTls, parse_fingerprint};
 
 mod common;
 use common::proxy::{Impairment, Proxy};
-use common::{Binary, ns, timeout, timeout_after, workdir, write_cert};
+use common::{Binary, client, ns, timeout, timeout_after, workdir, write_cert};
 
 /// A development relay: generated certificate, no authorization, and `extra`.
 fn relay(extra: &[&str]) -> Binary {
     let args = [&["--tls-generate", "localhost", "--auth-disabled"], extra].concat();
     Binary::start(&args, &[])
-}
-
-/// A moq-client client pinned to `fingerprint`.
-fn client(fingerprint: &str) -> Client {
-    Client::builder()
-        .fingerprint(fingerprint)
-        .unwrap()
-        .build()
-        .unwrap()
 }
 
 /// A transport-level client pinned to `fingerprint` (GOAWAY, close codes).

@@ -14,10 +14,10 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use moq_client::{Client, FullTrackName, SubscribeOptions, TrackConsumer, TrackOptions};
+use moq_client::{FullTrackName, SubscribeOptions, TrackConsumer, TrackOptions};
 
 mod common;
-use common::{Binary, ns, timeout};
+use common::{Binary, client, ns, timeout};
 
 /// The child's environment: where it publishes.
 const URL: &str = "MOQ_TEST_PUBLISHER_URL";
@@ -36,14 +36,6 @@ const RELAY: [&str; 7] = [
 
 fn name() -> FullTrackName {
     FullTrackName::new(ns("fault/pub"), "t").unwrap()
-}
-
-fn client(fingerprint: &str) -> Client {
-    Client::builder()
-        .fingerprint(fingerprint)
-        .unwrap()
-        .build()
-        .unwrap()
 }
 
 /// Not a test: the publisher process the tests below start and kill. It announces the

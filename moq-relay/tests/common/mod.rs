@@ -31,6 +31,15 @@ pub(crate) async fn timeout_after<F: std::future::Future>(limit: Duration, f: F)
         .expect("test timed out")
 }
 
+/// A moq-client client pinned to `fingerprint`.
+pub(crate) fn client(fingerprint: &str) -> moq_client::Client {
+    moq_client::Client::builder()
+        .fingerprint(fingerprint)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
 /// The namespace of a `/`-separated path.
 pub(crate) fn ns(path: &str) -> TrackNamespace {
     TrackNamespace::from_strs(path.split('/').filter(|f| !f.is_empty())).unwrap()
