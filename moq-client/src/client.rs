@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use moq_core::{AuthToken, Version};
 use moq_transport::endpoint::{self, ClientConfig, QuicSettings, ServerConfig};
@@ -12,6 +11,7 @@ use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::error::Error;
+use crate::options::Backoff;
 use crate::produce::TrackProducer;
 use crate::publisher::Publisher;
 use crate::serve::serve_subscription;
@@ -278,32 +278,6 @@ impl Client {
             status: status_rx,
             _stop: stop.drop_guard(),
         }
-    }
-}
-
-/// How long to wait between attempts (reconnecting, or renewing a subscription): doubling from
-/// `min` up to `max`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Backoff {
-    /// The first wait.
-    pub min: Duration,
-    /// The longest wait.
-    pub max: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            min: Duration::from_millis(100),
-            max: Duration::from_secs(10),
-        }
-    }
-}
-
-impl Backoff {
-    /// The wait after `wait`: twice as long, at most `max`.
-    pub(crate) fn next(&self, wait: Duration) -> Duration {
-        wait.saturating_mul(2).min(self.max)
     }
 }
 

@@ -211,15 +211,13 @@ pub mod serve;
 mod subscriber;
 
 pub use cache::{CacheLimits, NewGroup};
-pub use client::{
-    Backoff, Client, ClientBuilder, Reconnecting, Server, ServerBuilder, Session, Status,
-};
+pub use client::{Client, ClientBuilder, Reconnecting, Server, ServerBuilder, Session, Status};
 pub use consume::{
     FetchConsumer, GroupConsumer, ObjectConsumer, SubgroupConsumer, TrackConsumer, TrackInfo,
 };
 pub use error::Error;
 pub use malformed::Malformed;
-pub use options::{RenewRetry, SubscribeOptions, TrackOptions};
+pub use options::{Backoff, RenewRetry, SubscribeOptions, TrackOptions};
 pub use produce::{GroupProducer, SubgroupProducer, TrackProducer};
 pub use publisher::{NamespaceHandle, Publisher};
 pub use serve::ServeOptions;

@@ -7,7 +7,6 @@ use moq_core::message::Parameters;
 use moq_core::{AuthToken, GroupOrder, Location, LocationFilter, Properties, property};
 
 use crate::cache::CacheLimits;
-use crate::client::Backoff;
 use crate::error::Error;
 
 /// How a track is published.
@@ -317,5 +316,31 @@ impl SubscribeOptions {
             authorization_tokens: self.token.clone().into_iter().collect(),
             ..Default::default()
         }
+    }
+}
+
+/// How long to wait between attempts (reconnecting, or renewing a subscription): doubling from
+/// `min` up to `max`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    /// The first wait.
+    pub min: Duration,
+    /// The longest wait.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            min: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait after `wait`: twice as long, at most `max`.
+    pub(crate) fn next(&self, wait: Duration) -> Duration {
+        wait.saturating_mul(2).min(self.max)
     }
 }
