@@ -1,7 +1,8 @@
 //! Benchmarks of the MOQT stack, as ratios measured within one run on one machine:
 //!
 //! 1. [`throughput`]: one raw quinn stream against our session carrying objects (one long
-//!    subgroup, and one stream per object);
+//!    subgroup, and one stream per object); [`ready`]: time to a usable session against a raw
+//!    quinn handshake;
 //! 2. [`fanout`]: one track fanned out to N subscriptions through our relay and third-party
 //!    relays (CPU per delivered object, delivery latency);
 //! 3. [`discovery`]: SUBSCRIBE_NAMESPACE cost per match as the number of published namespaces
@@ -17,6 +18,7 @@ pub mod fanout;
 pub mod latency;
 pub mod memory;
 pub mod procfs;
+pub mod ready;
 pub mod relays;
 pub mod throughput;
 

@@ -18,7 +18,7 @@ use moq_bench::fanout::{FanoutConfig, PublishModel};
 use moq_bench::memory::MemoryConfig;
 use moq_bench::relays::{RelayCommand, RelayKind};
 use moq_bench::throughput::ThroughputConfig;
-use moq_bench::{cluster, discovery, fanout, machine, memory, throughput};
+use moq_bench::{cluster, discovery, fanout, machine, memory, ready, throughput};
 use moq_core::Version;
 
 /// Benchmarks of moqt-rs: throughput against raw quinn, relay fan-out against moq-dev's and
@@ -165,6 +165,8 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
         heading("1. Throughput against raw quinn (loopback)");
         let report = throughput::run(&cfg).await?;
         print!("{}", report.render());
+        let rounds = if args.quick { 5 } else { 50 };
+        print!("{}", ready::run(rounds, version).await?.render());
         took(t);
     }
 

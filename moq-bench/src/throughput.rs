@@ -92,6 +92,9 @@ pub struct SizeRow {
     pub stream_per_object: Rate,
     /// Raw quinn with one stream per object-sized chunk (what QUIC streams alone cost).
     pub raw_stream_per_object: Rate,
+    /// Raw quinn with one stream written in object-sized chunks (what a write of that size
+    /// alone costs).
+    pub raw_object_writes: Rate,
 }
 
 /// The result of section 1.
@@ -120,15 +123,20 @@ impl ThroughputReport {
             self.version
         ));
         out.push_str(&format!(
-            "  {:>7}  {:>22}  {:>22}  {:>27}\n",
-            "object", "one subgroup", "one stream per object", "raw quinn, stream/object"
+            "  {:>7}  {:>22}  {:>22}  {:>27}  {:>27}\n",
+            "object",
+            "one subgroup",
+            "one stream per object",
+            "raw quinn, stream/object",
+            "raw quinn, object writes"
         ));
         for r in &self.rows {
             let a = r.one_subgroup.mb_per_s();
             let b = r.stream_per_object.mb_per_s();
             let c = r.raw_stream_per_object.mb_per_s();
+            let d = r.raw_object_writes.mb_per_s();
             out.push_str(&format!(
-                "  {:>7}  {:>7.0} MB/s ({:>5.2}x)  {:>7.0} MB/s ({:>5.2}x)  {:>7.0} MB/s (ours {:>4.2}x)\n",
+                "  {:>7}  {:>7.0} MB/s ({:>5.2}x)  {:>7.0} MB/s ({:>5.2}x)  {:>7.0} MB/s (ours {:>4.2}x)  {:>7.0} MB/s (ours {:>4.2}x)\n",
                 size_label(r.size),
                 a,
                 ratio(a, raw),
@@ -136,11 +144,14 @@ impl ThroughputReport {
                 ratio(b, raw),
                 c,
                 ratio(b, c),
+                d,
+                ratio(a, d),
             ));
         }
         out.push_str(&format!(
-            "  (x = ours / raw quinn, one stream; last column: raw quinn with one stream per \
-             object, and ours per object / it; medians of {} interleaved rounds)\n",
+            "  (x = ours / raw quinn, one stream; then raw quinn with one stream per object, and \
+             ours per object / it; last, raw quinn writing object-sized chunks on one stream, \
+             and ours on one subgroup / it; medians of {} interleaved rounds)\n",
             self.repeats
         ));
         out
@@ -164,20 +175,27 @@ pub fn size_label(n: usize) -> String {
 pub async fn run(cfg: &ThroughputConfig) -> Result<ThroughputReport> {
     let pair = SessionPair::connect(cfg.version).await?;
     let mut raw = Vec::new();
-    let mut ours: Vec<(Vec<Rate>, Vec<Rate>, Vec<Rate>)> =
-        cfg.sizes.iter().map(|_| Default::default()).collect();
+    // Per size, each round's: one subgroup, stream per object, raw stream per object, raw
+    // object-sized writes.
+    type Rounds = (Vec<Rate>, Vec<Rate>, Vec<Rate>, Vec<Rate>);
+    let mut ours: Vec<Rounds> = cfg.sizes.iter().map(|_| Default::default()).collect();
     let mut case = 0u64;
     for _ in 0..cfg.repeats.max(1) {
         raw.push(
-            raw_quinn(cfg.duration, None)
+            raw_quinn(cfg.duration, RawShape::OneStream(64 * 1024))
                 .await
                 .context("raw quinn stream")?,
         );
-        for (&size, (one, per, raw_per)) in cfg.sizes.iter().zip(ours.iter_mut()) {
+        for (&size, (one, per, raw_per, raw_writes)) in cfg.sizes.iter().zip(ours.iter_mut()) {
             raw_per.push(
-                raw_quinn(cfg.duration, Some(size))
+                raw_quinn(cfg.duration, RawShape::StreamPer(size))
                     .await
                     .with_context(|| format!("raw quinn, {} per stream", size_label(size)))?,
+            );
+            raw_writes.push(
+                raw_quinn(cfg.duration, RawShape::OneStream(size))
+                    .await
+                    .with_context(|| format!("raw quinn, {} writes", size_label(size)))?,
             );
             one.push(
                 pair.transfer(case, size, false, cfg.duration)
@@ -197,11 +215,12 @@ pub async fn run(cfg: &ThroughputConfig) -> Result<ThroughputReport> {
         .sizes
         .iter()
         .zip(ours)
-        .map(|(&size, (one, per, raw_per))| SizeRow {
+        .map(|(&size, (one, per, raw_per, raw_writes))| SizeRow {
             size,
             one_subgroup: median(one),
             stream_per_object: median(per),
             raw_stream_per_object: median(raw_per),
+            raw_object_writes: median(raw_writes),
         })
         .collect();
     Ok(ThroughputReport {
@@ -220,46 +239,81 @@ fn median(mut rates: Vec<Rate>) -> Rate {
 
 const RAW_ALPN: &str = "moq-bench-raw";
 
-fn loopback() -> SocketAddr {
+pub(crate) fn loopback() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
-/// A raw quinn connection with our transport and TLS configuration (stream limits at the
-/// maximum our sessions grow to).
-async fn raw_pair() -> Result<(quinn::Connection, quinn::Connection, quinn::Endpoint)> {
-    let cert = Certificate::generate(&["localhost".to_string()])?;
-    let transport = || {
-        let mut t = transport_config();
-        t.max_concurrent_uni_streams(credit::MAX_UNI_STREAMS.into());
-        t.max_concurrent_bidi_streams(credit::MAX_BIDI_STREAMS.into());
-        Arc::new(t)
-    };
-    let tls = moq_transport::tls::server_config(&cert, &[RAW_ALPN])?;
-    let mut server_cfg = quinn::ServerConfig::with_crypto(Arc::new(
-        QuicServerConfig::try_from(tls).map_err(|e| anyhow!("{e}"))?,
-    ));
-    server_cfg.transport_config(transport());
-    let server = quinn::Endpoint::server(server_cfg, loopback())?;
-    let addr = server.local_addr()?;
-
-    let tls = ClientTls::pinned(cert.fingerprint()).client_config(&[RAW_ALPN])?;
-    let mut client_cfg = quinn::ClientConfig::new(Arc::new(
-        QuicClientConfig::try_from(tls).map_err(|e| anyhow!("{e}"))?,
-    ));
-    client_cfg.transport_config(transport());
-    let mut client = quinn::Endpoint::client(loopback())?;
-    client.set_default_client_config(client_cfg);
-    let accept = async {
-        let incoming = server.accept().await.context("no connection")?;
-        anyhow::Ok(incoming.await?)
-    };
-    let (c, s) = tokio::join!(client.connect(addr, "localhost")?, accept);
-    Ok((c?, s?, server))
+/// Raw quinn endpoints with our transport and TLS configuration: a client, and a server
+/// whose address it dials.
+pub(crate) struct RawEndpoints {
+    pub(crate) client: quinn::Endpoint,
+    pub(crate) server: quinn::Endpoint,
 }
 
-/// Raw quinn for `duration`: one unidirectional stream written in 64 KiB chunks (`None`), or
-/// one stream per `size`-byte chunk.
-pub async fn raw_quinn(duration: Duration, stream_per: Option<usize>) -> Result<Rate> {
+impl RawEndpoints {
+    /// With `all_streams`, the stream limits are the most our sessions grow to (for
+    /// throughput); otherwise what they start with (quinn allocates every stream the limit
+    /// allows at once, which a handshake pays for).
+    pub(crate) fn new(all_streams: bool) -> Result<RawEndpoints> {
+        let cert = Certificate::generate(&["localhost".to_string()])?;
+        let transport = || {
+            let mut t = transport_config();
+            if all_streams {
+                t.max_concurrent_uni_streams(credit::MAX_UNI_STREAMS.into());
+                t.max_concurrent_bidi_streams(credit::MAX_BIDI_STREAMS.into());
+            }
+            Arc::new(t)
+        };
+        let tls = moq_transport::tls::server_config(&cert, &[RAW_ALPN])?;
+        let mut server_cfg = quinn::ServerConfig::with_crypto(Arc::new(
+            QuicServerConfig::try_from(tls).map_err(|e| anyhow!("{e}"))?,
+        ));
+        server_cfg.transport_config(transport());
+        let server = quinn::Endpoint::server(server_cfg, loopback())?;
+        let tls = ClientTls::pinned(cert.fingerprint()).client_config(&[RAW_ALPN])?;
+        let mut client_cfg = quinn::ClientConfig::new(Arc::new(
+            QuicClientConfig::try_from(tls).map_err(|e| anyhow!("{e}"))?,
+        ));
+        client_cfg.transport_config(transport());
+        let mut client = quinn::Endpoint::client(loopback())?;
+        client.set_default_client_config(client_cfg);
+        Ok(RawEndpoints { client, server })
+    }
+
+    /// One connection: (client side, server side), once both sides finished the handshake.
+    pub(crate) async fn connect(&self) -> Result<(quinn::Connection, quinn::Connection)> {
+        let addr = self.server.local_addr()?;
+        let accept = async {
+            let incoming = self.server.accept().await.context("no connection")?;
+            anyhow::Ok(incoming.await?)
+        };
+        let (c, s) = tokio::join!(self.client.connect(addr, "localhost")?, accept);
+        Ok((c?, s?))
+    }
+}
+
+/// A raw quinn connection with our transport and TLS configuration.
+async fn raw_pair() -> Result<(quinn::Connection, quinn::Connection, quinn::Endpoint)> {
+    let endpoints = RawEndpoints::new(true)?;
+    let (c, s) = endpoints.connect().await?;
+    Ok((c, s, endpoints.server))
+}
+
+/// What raw quinn writes.
+#[derive(Clone, Copy, Debug)]
+pub enum RawShape {
+    /// One unidirectional stream, written in chunks of this many bytes.
+    OneStream(usize),
+    /// One stream per chunk of this many bytes.
+    StreamPer(usize),
+}
+
+/// Raw quinn for `duration`, writing `shape`.
+pub async fn raw_quinn(duration: Duration, shape: RawShape) -> Result<Rate> {
+    let stream_per = match shape {
+        RawShape::StreamPer(n) => Some(n),
+        RawShape::OneStream(_) => None,
+    };
     let (client, server, server_endpoint) = raw_pair().await?;
     let counter = Arc::new(Counter::default());
     let reader = {
@@ -282,7 +336,12 @@ pub async fn raw_quinn(duration: Duration, stream_per: Option<usize>) -> Result<
             }
         })
     };
-    let chunk = Bytes::from(vec![0x5au8; stream_per.unwrap_or(64 * 1024)]);
+    let chunk = Bytes::from(vec![
+        0x5au8;
+        match shape {
+            RawShape::OneStream(n) | RawShape::StreamPer(n) => n,
+        }
+    ]);
     let start = Instant::now();
     let deadline = start + duration;
     let mut written = 0u64;
