@@ -225,11 +225,16 @@ impl Writer {
         let msg = msg.into();
         let s = match &mut self.0 {
             WriterKind::Stream(s) => s,
-            WriterKind::Virtual(v) => return v.send(msg).await,
+            // Boxed, as the message is encoded first below: a future that holds neither is
+            // small, and every request's waiting state includes one (see Request::next).
+            WriterKind::Virtual(v) => return Box::pin(v.send(msg)).await,
         };
-        let mut bytes = Vec::new();
-        msg.encode_addressed(&s.envelope, &mut bytes, s.version)?;
-        tracing::trace!(message = msg.name(), len = bytes.len(), "send");
+        let bytes = {
+            let mut bytes = Vec::new();
+            msg.encode_addressed(&s.envelope, &mut bytes, s.version)?;
+            tracing::trace!(message = msg.name(), len = bytes.len(), "send");
+            bytes
+        };
         s.send.write_all(&bytes).await.map_err(Error::from)
     }
 

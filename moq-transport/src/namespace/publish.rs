@@ -152,11 +152,13 @@ pub(crate) async fn serve_publish_namespace(
         .authorize(refusal, RequestKind::PublishNamespace, &ns, None)
         .await
     {
-        return req.refuse(e).await;
+        return Box::pin(req.refuse(e)).await;
     }
     let _registration = core.config().announced.publish(ns.clone());
     let (_accepted, mut revoke) = state.accept(ns.clone());
-    req.send(RequestOk::default()).await?;
+    // The one-time and rare steps are boxed: inline, their futures would make the state this
+    // task waits in for the namespace's whole life several times larger.
+    Box::pin(req.send(RequestOk::default())).await?;
     tracing::debug!(namespace = %ns, "PUBLISH_NAMESPACE accepted");
     loop {
         tokio::select! {
@@ -164,13 +166,12 @@ pub(crate) async fn serve_publish_namespace(
                 Event::Update(u) => {
                     // draft-19 §10.9.1: a failed update closes the stream.
                     let answer = match u {
-                        Ok(_) => req
-                            .authorize(None, RequestKind::PublishNamespace, &ns, None)
+                        Ok(_) => Box::pin(req.authorize(None, RequestKind::PublishNamespace, &ns, None))
                             .await
                             .map(|()| RequestOk::default()),
                         Err(e) => Err(e),
                     };
-                    if !req.answer_update(answer).await? {
+                    if !Box::pin(req.answer_update(answer)).await? {
                         return Ok(());
                     }
                 }

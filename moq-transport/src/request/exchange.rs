@@ -475,8 +475,11 @@ impl Request {
             tokio::select! {
                 c = recv_command(&mut self.commands) => match c {
                     None => return Event::Dropped,
+                    // Boxed: an update is rare, and its future inline would make every
+                    // request's waiting state as large (draft-19 requests live as long as
+                    // their stream; a PUBLISH_NAMESPACE waits here for its whole life).
                     Some(Command::Update(params, reply, id)) => {
-                        self.send_update(params, reply, id).await
+                        Box::pin(self.send_update(params, reply, id)).await
                     }
                 },
                 f = self.stream.reader.next_frame(), if self.reader_open => {

@@ -221,7 +221,7 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
         && core.role() == Role::Server
         && !driver.control_seen.swap(true, Ordering::Relaxed)
     {
-        return driver.single_control_stream(send, recv).await;
+        return Box::pin(driver.single_control_stream(send, recv)).await;
     }
     if core.wait_setup().await.is_err() {
         recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
@@ -249,7 +249,7 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
                 (starts_request, e.request_code(), peek_request_id(&frame, v))
             {
                 if core.check_peer_request_id(id).is_ok() {
-                    let _ = writer.send(RequestError::new(code, e.to_string())).await;
+                    let _ = Box::pin(writer.send(RequestError::new(code, e.to_string()))).await;
                     writer.finish();
                 }
                 return;
@@ -298,7 +298,7 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
         }
         // draft-19 §10.4: after a GOAWAY new requests MAY be rejected with GOING_AWAY
         // (draft-18: those the GOAWAY's Request ID said were not processed).
-        let _ = writer.send(going_away()).await;
+        let _ = Box::pin(writer.send(going_away())).await;
         writer.finish();
         return;
     }
