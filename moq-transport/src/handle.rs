@@ -46,9 +46,11 @@ impl Dispatch for Shared {
         let (ns, tracks) = (self.namespaces.clone(), self.tracks.clone());
         // Each kind's future is boxed at its own size.
         let serve: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>> = match msg {
-            Message::PublishNamespace(m) => {
-                Box::pin(namespace::serve_publish_namespace(ns, m, req))
-            }
+            Message::PublishNamespace(m) => Box::pin(namespace::serve_publish_namespace(
+                ns,
+                m.namespace,
+                Box::new(req),
+            )),
             Message::SubscribeNamespace(m) => {
                 Box::pin(namespace::serve_subscribe_namespace(ns, m, req))
             }

@@ -131,13 +131,15 @@ async fn published(req: &mut Request) -> Error {
 /// Answers a PUBLISH_NAMESPACE from the peer: checks, authorizes, registers the namespace in
 /// the session's `announced` index and keeps it there until the peer withdraws it, we revoke
 /// it, or the session ends.
+///
+/// It takes the namespace alone and the request boxed: an `async fn` keeps its arguments twice
+/// (as captured and as locals) for its whole life, which is the namespace's.
 pub(crate) async fn serve_publish_namespace(
     state: Arc<NamespaceState>,
-    msg: PublishNamespace,
-    mut req: Request,
+    ns: TrackNamespace,
+    mut req: Box<Request>,
 ) -> Result<(), Error> {
     let core = state.core();
-    let ns = msg.namespace;
     req.take_updates(ParamContext::UpdatePublishNamespace);
     // draft-19 §3.2.1-2: "." and unknown ".session" namespaces do not exist.
     let refusal = if ns.is_dot() || ns.is_session_level() {
@@ -148,11 +150,9 @@ pub(crate) async fn serve_publish_namespace(
     } else {
         state.check_announce_room()
     };
-    if let Err(e) = req
-        .authorize(refusal, RequestKind::PublishNamespace, &ns, None)
-        .await
+    if let Err(e) = Box::pin(req.authorize(refusal, RequestKind::PublishNamespace, &ns, None)).await
     {
-        return Box::pin(req.refuse(e)).await;
+        return Box::pin((*req).refuse(e)).await;
     }
     let _registration = core.config().announced.publish(ns.clone());
     let (_accepted, mut revoke) = state.accept(ns.clone());
@@ -161,30 +161,30 @@ pub(crate) async fn serve_publish_namespace(
     Box::pin(req.send(RequestOk::default())).await?;
     tracing::debug!(namespace = %ns, "PUBLISH_NAMESPACE accepted");
     loop {
-        tokio::select! {
+        // The update is taken out of the event, so that neither is kept while it is answered.
+        let update = tokio::select! {
             ev = req.next() => match ev {
-                Event::Update(u) => {
-                    // draft-19 §10.9.1: a failed update closes the stream.
-                    let answer = match u {
-                        Ok(_) => Box::pin(req.authorize(None, RequestKind::PublishNamespace, &ns, None))
-                            .await
-                            .map(|()| RequestOk::default()),
-                        Err(e) => Err(e),
-                    };
-                    if !Box::pin(req.answer_update(answer)).await? {
-                        return Ok(());
-                    }
-                }
+                Event::Update(u) => u,
                 Event::Message(m) => return Err(req.unexpected(&m)),
                 // Withdrawn by the publisher (draft-19 §6.2), or the session ended.
                 Event::Ended(_) => return Ok(()),
-                Event::Fin | Event::Dropped | Event::Updated(_) => {}
+                Event::Fin | Event::Dropped | Event::Updated(_) => continue,
             },
             code = revoke.recv() => {
                 // We revoke our acceptance by cancelling (draft-19 §6.2).
                 req.cancel(code.unwrap_or(StreamResetCode::CANCELLED));
                 return Ok(());
             }
+        };
+        // draft-19 §10.9.1: a failed update closes the stream.
+        let answer = match update {
+            Ok(_) => Box::pin(req.authorize(None, RequestKind::PublishNamespace, &ns, None))
+                .await
+                .map(|()| RequestOk::default()),
+            Err(e) => Err(e),
+        };
+        if !Box::pin(req.answer_update(answer)).await? {
+            return Ok(());
         }
     }
 }

@@ -22,9 +22,13 @@ impl TaskSet {
         if self.cancel.is_cancelled() {
             return;
         }
-        // Mapped rather than awaited in an async block, which would hold the task twice (the
-        // moved-in future and the one being awaited): a task's memory is per request.
-        let run = self.cancel.clone().run_until_cancelled_owned(task);
+        // Boxed, and mapped rather than awaited in an async block: `run_until_cancelled_owned`
+        // keeps its future twice (as moved in and as awaited), so inline a task would take twice
+        // its size for its whole life (a request's, or a namespace's).
+        let run = self
+            .cancel
+            .clone()
+            .run_until_cancelled_owned(Box::pin(task));
         self.tracker.spawn(run.map(drop));
     }
 
