@@ -399,6 +399,9 @@ enum Link {
     Upstream(String),
 }
 
+/// The least time a session set up after the relay sent GOAWAY is given to read it.
+const LATE_GOAWAY: Duration = Duration::from_millis(250);
+
 async fn handle_session(inner: Arc<Inner>, session: Session, link: Option<Link>) {
     let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
     let _gauge = inner
@@ -410,13 +413,14 @@ async fn handle_session(inner: Arc<Inner>, session: Session, link: Option<Link>)
         inner.session_count.send_replace(sessions.len());
     }
     // A GOAWAY sent to every session before this one was registered reaches it too, with what
-    // is left of its timeout (draft-19 §10.4).
+    // is left of its timeout (draft-19 §10.4), but never less than LATE_GOAWAY: a session
+    // closed at once after it would lose the GOAWAY with the connection.
     let goaway = inner.goaway.lock().clone();
     if let Some((uri, until)) = goaway {
         let left = until.saturating_duration_since(tokio::time::Instant::now());
         let s = session.clone();
         tokio::spawn(async move {
-            let _ = s.goaway(&uri, left.max(Duration::from_millis(1))).await;
+            let _ = s.goaway(&uri, left.max(LATE_GOAWAY)).await;
         });
     }
     tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");

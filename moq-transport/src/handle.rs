@@ -54,7 +54,9 @@ impl Dispatch for Shared {
             Message::SubscribeNamespace(m) => {
                 Box::pin(namespace::serve_subscribe_namespace(ns, m, req))
             }
-            Message::Subscribe(m) => Box::pin(track::serve_subscribe(tracks, m, req)),
+            Message::Subscribe(m) => {
+                Box::pin(track::serve_subscribe(tracks, Box::new(m), Box::new(req)))
+            }
             Message::Publish(m) => Box::pin(track::serve_publish(tracks, m, req)),
             Message::Fetch(m) => Box::pin(track::serve_fetch(tracks, m, req)),
             Message::TrackStatus(m) => Box::pin(track::serve_track_status(tracks, m, req)),

@@ -79,17 +79,21 @@ pub(crate) async fn subscribe(
 }
 
 /// Answers a SUBSCRIBE: validation and authorization here, the decision by the application.
+///
+/// The message and the request come boxed, and the rare steps (refusing, answering) are boxed
+/// when they run: an `async fn` keeps its arguments twice, and the state a subscription waits
+/// in for its whole life would otherwise be as large as its largest step.
 pub(crate) async fn serve_subscribe(
     tracks: Arc<TrackState>,
-    msg: Subscribe,
-    mut req: Request,
+    msg: Box<Subscribe>,
+    mut req: Box<Request>,
 ) -> Result<(), Error> {
     let core = tracks.core();
     let id = msg.request_id;
     let track = msg.track;
     let admitted = tracks.admit(&req, RequestKind::Subscribe, &track, &msg.params, None);
     if let Err(e) = admitted.await {
-        return req.refuse(e).await;
+        return Box::pin((*req).refuse(e)).await;
     }
     let join = watch::channel(JoinState {
         track: track.clone(),
@@ -98,12 +102,11 @@ pub(crate) async fn serve_subscribe(
     // draft-18 §5.1: at most one subscription per track and role in a session; a second
     // SUBSCRIBE fails with DUPLICATE_SUBSCRIPTION (draft-19 allows several).
     let Some(_join_guard) = tracks.send.track_join(id, join.1) else {
-        return req
-            .refuse(RequestError::new(
-                RequestErrorCode::DUPLICATE_SUBSCRIPTION,
-                "this session already subscribes to the track",
-            ))
-            .await;
+        return Box::pin((*req).refuse(RequestError::new(
+            RequestErrorCode::DUPLICATE_SUBSCRIPTION,
+            "this session already subscribes to the track",
+        )))
+        .await;
     };
     let make = |decision| {
         Incoming::Subscribe(IncomingSubscribe {
@@ -116,7 +119,7 @@ pub(crate) async fn serve_subscribe(
     let (response, reply) = match tracks.ask(&mut req, make, no_such_track(), None).await {
         Asked::Answer(SubscribeDecision::Accept(r, reply)) => (r, reply),
         Asked::Answer(SubscribeDecision::Reject(e)) | Asked::Refuse(e) => {
-            return req.refuse(e).await;
+            return Box::pin((*req).refuse(e)).await;
         }
         Asked::Gone => return Ok(()),
     };
@@ -135,7 +138,7 @@ pub(crate) async fn serve_subscribe(
         },
         track_properties,
     };
-    if let Err(e) = req.send(ok).await {
+    if let Err(e) = Box::pin(req.send(ok)).await {
         let _ = reply.send(Err(e.clone()));
         return Err(e);
     }
