@@ -13,7 +13,7 @@ use moq_transport::tls::{ClientTls, parse_fingerprint};
 use moq_transport::{Error, Session};
 
 mod common;
-use common::{Binary, ns, timeout, workdir, write_cert};
+use common::{Binary, FileCertRelay, ns, timeout, workdir, write_cert};
 
 const RELAY: &str = env!("CARGO_BIN_EXE_moq-relay");
 
@@ -376,17 +376,9 @@ async fn a_killed_relay_is_withdrawn_within_the_idle_timeout() {
 #[tokio::test]
 async fn a_restarted_relay_resets_the_old_connections() {
     timeout(async {
-        let dir = workdir("reset");
-        let fingerprint = write_cert(&dir);
-        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-        let args = [
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-            "--auth-disabled",
-        ];
-        let mut first = Binary::start(&args, &[]);
+        let relay = FileCertRelay::new("reset");
+        let fingerprint = relay.fingerprint.clone();
+        let mut first = relay.start();
         let port = first.port;
         let client = Client::new(ClientConfig {
             tls: ClientTls::pinned(parse_fingerprint(&fingerprint).unwrap()),
@@ -404,7 +396,7 @@ async fn a_restarted_relay_resets_the_old_connections() {
             .unwrap();
         first.child.kill().unwrap();
         first.child.wait().unwrap();
-        let _second = Binary::start_on(&format!("127.0.0.1:{port}"), &args, &[]);
+        let _second = relay.restart_on(port);
         let restarted = Instant::now();
         let why = session.closed().await;
         let took = restarted.elapsed();

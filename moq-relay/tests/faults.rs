@@ -26,7 +26,7 @@ use moq_transport::tls::{ClientTls, parse_fingerprint};
 
 mod common;
 use common::proxy::{Impairment, Proxy};
-use common::{Binary, client, ns, timeout, timeout_after, workdir, write_cert};
+use common::{Binary, FileCertRelay, client, ns, timeout, timeout_after};
 
 /// A development relay: generated certificate, no authorization, and `extra`.
 fn relay(extra: &[&str]) -> Binary {
@@ -381,17 +381,9 @@ async fn reconnecting_clients_resume_after_a_drained_relay_restarts() {
 
 /// The restart tests: relay, clients, `signal`, restart, figures and assertions.
 async fn restart_under_reconnecting_clients(signal: &str) {
-    let dir = workdir(&format!("faults-restart-{signal}"));
-    let fingerprint = write_cert(&dir);
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let args = [
-        "--tls-cert",
-        cert.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-        "--auth-disabled",
-    ];
-    let mut first = Binary::start(&args, &[]);
+    let relay = FileCertRelay::new(&format!("faults-restart-{signal}"));
+    let fingerprint = relay.fingerprint.clone();
+    let mut first = relay.start();
     let port = first.port;
     // One client over raw QUIC, the other over WebTransport: the publisher's transport after a
     // SIGKILL, the subscriber's after a SIGINT.
@@ -486,7 +478,7 @@ async fn restart_under_reconnecting_clients(signal: &str) {
     if signal != "KILL" {
         assert!(exit.success(), "{exit}");
     }
-    let _second = Binary::start_on(&format!("127.0.0.1:{port}"), &args, &[]);
+    let _second = relay.restart_on(port);
     let restarted = Instant::now();
     let (noticed_at, reconnecting, _viewer) = noticing.await.unwrap();
     let noticed = noticed_at.saturating_duration_since(restarted);

@@ -53,6 +53,47 @@ pub(crate) fn workdir(name: &str) -> PathBuf {
     dir
 }
 
+/// A relay with a certificate from files (so a restarted relay has the same keys, and resets
+/// its predecessor's connections) and no authorization.
+pub(crate) struct FileCertRelay {
+    /// The certificate's fingerprint.
+    pub(crate) fingerprint: String,
+    args: Vec<String>,
+}
+
+impl FileCertRelay {
+    /// A certificate written under a fresh directory `name`.
+    pub(crate) fn new(name: &str) -> Self {
+        let dir = workdir(name);
+        let fingerprint = write_cert(&dir);
+        let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
+        let args = [
+            "--tls-cert".into(),
+            path("cert.pem"),
+            "--tls-key".into(),
+            path("key.pem"),
+        ]
+        .into_iter()
+        .chain(["--auth-disabled".to_string()])
+        .collect();
+        FileCertRelay { fingerprint, args }
+    }
+
+    /// The relay on an ephemeral port.
+    pub(crate) fn start(&self) -> Binary {
+        Binary::start(&self.arg_strs(), &[])
+    }
+
+    /// The relay again, on `port`.
+    pub(crate) fn restart_on(&self, port: u16) -> Binary {
+        Binary::start_on(&format!("127.0.0.1:{port}"), &self.arg_strs(), &[])
+    }
+
+    fn arg_strs(&self) -> Vec<&str> {
+        self.args.iter().map(String::as_str).collect()
+    }
+}
+
 /// Writes a self-signed certificate for localhost as `cert.pem` / `key.pem` in `dir`; returns
 /// its fingerprint.
 pub(crate) fn write_cert(dir: &Path) -> String {
