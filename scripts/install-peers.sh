@@ -21,7 +21,8 @@
 #   cargo/bin/        the cargo-installed binaries (cargo install --root)
 #   cargo-ietf14/bin/ moq-relay-ietf 0.7.9 + moq-clock-ietf 0.6.15 (their own --root)
 #   cargo-ietf16/bin/ moq-relay-ietf 0.7.31 + moq-clock-ietf 0.6.24 (their own --root)
-#   target/           shared CARGO_TARGET_DIR (all cargo roots), so builds reuse artifacts
+#   target/           shared CARGO_TARGET_DIR (all cargo roots), so builds reuse artifacts;
+#                     removed once every peer is installed (it is ~2.5 GB)
 #   stamps/STEP       what was installed by a step (spec line); a step is skipped when its stamp
 #                     matches, `cargo install --list` records the pinned versions, and every
 #                     binary answers --version with that version (--help for the Cloudflare ones,
@@ -290,4 +291,10 @@ say "put them on PATH with: . scripts/peers.env"
 if [ "${#failed[@]}" -gt 0 ]; then
     say "FAILED steps: ${failed[*]}" >&2
     exit 1
+fi
+# Every peer is installed: the shared build directory (~2.5 GB) is only needed to build a
+# changed pin again, so it goes, to keep a CI machine's disk free for our own build.
+if [ -d "$CARGO_TARGET_DIR" ]; then
+    say "removing the peers' build directory $CARGO_TARGET_DIR ($(du -sh "$CARGO_TARGET_DIR" | cut -f1))"
+    rm -rf "$CARGO_TARGET_DIR"
 fi

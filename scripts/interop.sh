@@ -17,5 +17,6 @@ scripts/install-browser.sh
 # shellcheck source=peers.env
 . scripts/peers.env
 
-cargo build --quiet -p moq-relay -p moq-interop -p moq-examples --bins --examples
+# --workspace: the feature set of `cargo test --workspace`, so nothing is built twice.
+cargo build --quiet --workspace --bins --examples
 exec "$AIOMOQT_VENV/bin/python" scripts/interop.py "$@"

@@ -22,14 +22,19 @@ step "moq-transport's discovery, track and task tests over the in-memory transpo
 # of its own (where unshare is allowed) any socket the tests tried to use would fail.
 isolate=()
 if unshare -rn true 2>/dev/null; then isolate=(unshare -rn); fi
-MOQT_TEST_TRANSPORT=memory "${isolate[@]}" cargo test --offline -p moq-transport \
+# --workspace (these test names are moq-transport's alone) keeps the first step's feature set,
+# so nothing is built again: `-p moq-transport` alone would rebuild ~30 dependencies.
+MOQT_TEST_TRANSPORT=memory "${isolate[@]}" cargo test --offline --workspace \
     --test discovery --test tracks --test tasks
 
 step "cargo test --doc"
 cargo test --workspace --doc
 
 step "demo"
-cargo run --quiet --example demo
+# `cargo run --example demo` as the README says, but built with the workspace's feature set
+# (as above) so that no dependency is built a second time.
+cargo build --quiet --workspace --examples
+"${CARGO_TARGET_DIR:-target}/debug/examples/demo"
 
 step "the relay page's JavaScript client, offline (node --test)"
 node --test moq-relay/web/test/moq-codec.test.mjs
@@ -47,7 +52,7 @@ if [ "${INTEROP:-1}" != "0" ]; then
     # shellcheck source=peers.env
     . scripts/peers.env
     [ -x "$MOQ_TOKEN" ] || { echo "moq-token not installed at $MOQ_TOKEN" >&2; exit 1; }
-    cargo test --quiet -p moq-relay --test auth moq_token_tool -- --nocapture
+    cargo test --quiet --workspace --test auth moq_token_tool -- --nocapture
 fi
 
 step "all tests passed"
