@@ -417,7 +417,7 @@ impl IncomingSubscribeTracks {
     }
 }
 
-type Receiver = Arc<Mutex<mpsc::Receiver<Incoming>>>;
+type Receiver = Arc<Mutex<mpsc::Receiver<Box<Incoming>>>>;
 type Next = Pin<Box<dyn Future<Output = Option<Incoming>> + Send + Sync>>;
 
 /// The stream of [`Incoming`] requests of a session (see [`crate::Session::incoming`]).
@@ -472,7 +472,7 @@ impl futures::Stream for IncomingRequests {
 /// The next request from the shared queue, or `None` once the session has ended.
 async fn receive(rx: Receiver, core: Arc<SessionCore>) -> Option<Incoming> {
     tokio::select! {
-        r = async { rx.lock().await.recv().await } => r,
+        r = async { rx.lock().await.recv().await } => r.map(|b| *b),
         _ = core.closed() => None,
     }
 }
@@ -480,8 +480,10 @@ async fn receive(rx: Receiver, core: Arc<SessionCore>) -> Option<Incoming> {
 /// Where the peer's track requests wait for the application.
 #[derive(Debug)]
 pub(crate) struct IncomingQueue {
-    /// `None` when the application does not take requests.
-    tx: Option<mpsc::Sender<Incoming>>,
+    /// `None` when the application does not take requests. Boxed: a tokio channel allocates
+    /// its first block of 32 slots with the channel, and an `Incoming` is ~450 bytes, so
+    /// unboxed the queue cost every session ~14 KiB before its first request.
+    tx: Option<mpsc::Sender<Box<Incoming>>>,
     rx: Receiver,
 }
 
@@ -514,7 +516,7 @@ impl IncomingQueue {
         let Some(tx) = &self.tx else {
             return Err(not_taken);
         };
-        tx.try_send(request).map_err(|e| match e {
+        tx.try_send(Box::new(request)).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => RequestError::new(
                 RequestErrorCode::EXCESSIVE_LOAD,
                 "too many requests waiting",

@@ -151,7 +151,7 @@ pub(crate) struct WriterShared {
     pub(crate) fill: Mutex<Option<Fill>>,
     pub(crate) fill_asked: Notify,
     /// PUBLISH_STATE_NOTIFYs for the request task to send.
-    pub(crate) notify: tokio::sync::mpsc::Sender<moq_core::message::Parameters>,
+    pub(crate) notify: tokio::sync::mpsc::Sender<Box<moq_core::message::Parameters>>,
 }
 
 /// A fill the subscriber asked for with FILL_PARAMETERS (draft-21 §3.4, from draft-20): the
@@ -331,7 +331,7 @@ impl SubscriptionWriter {
             )
             .map_err(|e| Error::Invalid(e.to_string()))?;
         s.notify
-            .try_send(params)
+            .try_send(Box::new(params))
             .map_err(|_| Error::Invalid("too many state notifications queued".into()))
     }
 
