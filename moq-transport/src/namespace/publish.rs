@@ -170,7 +170,7 @@ pub(crate) async fn serve_publish_namespace(
                 Event::Ended(_) => return Ok(()),
                 Event::Fin | Event::Dropped | Event::Updated(_) => continue,
             },
-            code = revoke.recv() => {
+            code = &mut revoke => {
                 // We revoke our acceptance by cancelling (draft-19 §6.2).
                 req.cancel(code.unwrap_or(StreamResetCode::CANCELLED));
                 return Ok(());

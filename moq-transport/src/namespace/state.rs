@@ -9,7 +9,7 @@ use moq_core::TrackNamespace;
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
 use moq_core::message::RequestError;
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
+use tokio::sync::oneshot;
 
 use crate::index::PrefixTrie;
 use crate::session::SessionCore;
@@ -102,7 +102,8 @@ impl Drop for Slot<'_> {
 #[derive(Debug)]
 struct Announced {
     namespace: TrackNamespace,
-    revoke: mpsc::Sender<StreamResetCode>,
+    /// Taken when revoked.
+    revoke: Option<oneshot::Sender<StreamResetCode>>,
 }
 
 /// A session's namespace state.
@@ -155,14 +156,15 @@ impl NamespaceState {
     pub(crate) fn accept(
         &self,
         namespace: TrackNamespace,
-    ) -> (AcceptedGuard<'_>, mpsc::Receiver<StreamResetCode>) {
-        let (tx, rx) = mpsc::channel(1);
+    ) -> (AcceptedGuard<'_>, oneshot::Receiver<StreamResetCode>) {
+        // A oneshot: an mpsc channel allocates 32 slots up front (~430 B per namespace).
+        let (tx, rx) = oneshot::channel();
         let key = self.keys.fetch_add(1, Ordering::Relaxed);
         self.announced.lock().insert(
             key,
             Announced {
                 namespace,
-                revoke: tx,
+                revoke: Some(tx),
             },
         );
         (AcceptedGuard(self, key), rx)
@@ -172,9 +174,11 @@ impl NamespaceState {
     pub(crate) fn revoke(&self, namespace: &TrackNamespace, code: StreamResetCode) -> usize {
         self.announced
             .lock()
-            .values()
+            .values_mut()
             .filter(|a| &a.namespace == namespace)
-            .filter(|a| a.revoke.try_send(code).is_ok())
+            .filter_map(|a| a.revoke.take())
+            .map(|tx| tx.send(code).is_ok())
+            .filter(|sent| *sent)
             .count()
     }
 }

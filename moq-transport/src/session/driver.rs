@@ -213,7 +213,26 @@ impl Driver {
     }
 }
 
-async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRecvStream) {
+async fn handle_bi(driver: Arc<Driver>, send: BoxSendStream, recv: BoxRecvStream) {
+    // Opening is boxed and done before serving: inline, its largest step (reading the first
+    // message) would size the state this task waits in for the request's whole life (a
+    // namespace's or a subscription's), ~1 KB.
+    let Some(serve) = Box::pin(open_request(&driver, send, recv)).await else {
+        return;
+    };
+    serve.await;
+    if let Some(mux) = driver.core.mux() {
+        mux.peer_request_done();
+    }
+}
+
+/// Reads and checks a request stream's first message; the request's serving future, or `None`
+/// when the stream carries no request to serve (answered, refused or the session closed here).
+async fn open_request(
+    driver: &Arc<Driver>,
+    mut send: BoxSendStream,
+    mut recv: BoxRecvStream,
+) -> Option<Serve> {
     let core = &driver.core;
     let v = core.version();
     // draft-14 §3.3: the client's first bidirectional stream is the control stream.
@@ -221,12 +240,13 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
         && core.role() == Role::Server
         && !driver.control_seen.swap(true, Ordering::Relaxed)
     {
-        return Box::pin(driver.single_control_stream(send, recv)).await;
+        Box::pin(driver.single_control_stream(send, recv)).await;
+        return None;
     }
     if core.wait_setup().await.is_err() {
         recv.stop(StreamResetCode::EXCESSIVE_LOAD.0);
         send.reset(StreamResetCode::EXCESSIVE_LOAD.0);
-        return;
+        return None;
     }
     let mut reader = Reader::new(recv, v);
     let mut writer = Writer::new(send, v);
@@ -234,9 +254,12 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
     let frame = match reader.next_frame().await {
         Ok(Frame::Bytes(b)) => b,
         // An empty stream carries no request.
-        Ok(Frame::Fin) | Err(Error::Cancelled(_)) => return,
-        Ok(Frame::Message(_)) => return,
-        Err(e) => return core.close(e),
+        Ok(Frame::Fin) | Err(Error::Cancelled(_)) => return None,
+        Ok(Frame::Message(_)) => return None,
+        Err(e) => {
+            core.close(e);
+            return None;
+        }
     };
     let msg = match Message::decode(&mut frame.clone(), v) {
         Ok(m) => m,
@@ -252,20 +275,22 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
                     let _ = Box::pin(writer.send(RequestError::new(code, e.to_string()))).await;
                     writer.finish();
                 }
-                return;
+                return None;
             }
-            return core.close(e.into());
+            core.close(e.into());
+            return None;
         }
     };
     // draft-19 §3.3: a request stream begins with one of seven request messages.
     let Some((request_id, params)) = msg.request() else {
-        return core.close(Error::protocol(format!(
+        core.close(Error::protocol(format!(
             "request stream starts with {}",
             msg.name()
         )));
+        return None;
     };
     if core.check_peer_request_id(request_id).is_err() {
-        return;
+        return None;
     }
     if core.version().single_control_stream()
         && !(core.version().subscribe_namespace_stream()
@@ -276,16 +301,18 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
     {
         // draft-14 §3.3: requests go on the control stream (draft-16 §6.3: only
         // SUBSCRIBE_NAMESPACE opens a stream of its own).
-        return core.close(Error::protocol(format!(
+        core.close(Error::protocol(format!(
             "{} on a bidirectional stream of its own",
             msg.name()
         )));
+        return None;
     }
     if let Some(mux) = core.mux() {
         // draft-16 §6: SUBSCRIBE_NAMESPACE's own stream still takes a Request ID within
         // MAX_REQUEST_ID, and its answers name it.
         if let Err(e) = mux.check_peer_id(request_id) {
-            return core.close(e);
+            core.close(e);
+            return None;
         }
         writer.answering(request_id, msg.request_type());
     }
@@ -294,18 +321,15 @@ async fn handle_bi(driver: Arc<Driver>, mut send: BoxSendStream, mut recv: BoxRe
         // draft-19 §10.2.2: its token aliases are registered (or deleted) even though the
         // request fails; an alias error closes the session.
         if core.resolve_tokens(&params.authorization_tokens).is_err() {
-            return;
+            return None;
         }
         // draft-19 §10.4: after a GOAWAY new requests MAY be rejected with GOING_AWAY
         // (draft-18: those the GOAWAY's Request ID said were not processed).
         let _ = Box::pin(writer.send(going_away())).await;
         writer.finish();
-        return;
+        return None;
     }
-    driver.dispatch.request(msg, writer, reader).await;
-    if let Some(mux) = core.mux() {
-        mux.peer_request_done();
-    }
+    Some(driver.dispatch.request(msg, writer, reader))
 }
 
 impl Driver {
