@@ -132,7 +132,9 @@ pub(crate) struct Request {
     stopped: Option<StreamResetCode>,
     /// A message that arrived before the answer, handed to the kind after it.
     deferred: Option<Message>,
-    goaway: watch::Sender<Option<GoawayInfo>>,
+    /// Made when a handle or a GOAWAY first needs it: most requests see neither, and a watch
+    /// channel is ~390 bytes for the request's life.
+    goaway: Option<watch::Sender<Option<GoawayInfo>>>,
     pending: VecDeque<Pending>,
     commands: Option<mpsc::Receiver<Command>>,
     end: EndSlot,
@@ -202,7 +204,7 @@ impl Request {
             stop_cancels: !requester,
             stopped: None,
             deferred: None,
-            goaway: watch::channel(None).0,
+            goaway: None,
             pending: VecDeque::new(),
             commands: None,
             end: EndSlot::default(),
@@ -306,7 +308,7 @@ impl Request {
             self.core.clone(),
             self.id,
             tx,
-            self.goaway.subscribe(),
+            self.goaway_tx().subscribe(),
             self.end.subscribe(),
         )
     }
@@ -676,15 +678,19 @@ impl Request {
 
     /// GOAWAY on a request stream: at most one (draft-19 §10.4).
     fn on_goaway(&mut self, g: Goaway) -> Result<GoawayInfo, Error> {
-        if self.goaway.borrow().is_some() {
+        if self.goaway.as_ref().is_some_and(|g| g.borrow().is_some()) {
             return Err(self.violation("second GOAWAY on a request stream".into()));
         }
         let info = self
             .core
             .check_goaway(&g, false)
             .map_err(|e| self.core.fail(e))?;
-        self.goaway.send_replace(Some(info.clone()));
+        self.goaway_tx().send_replace(Some(info.clone()));
         Ok(info)
+    }
+
+    fn goaway_tx(&mut self) -> &watch::Sender<Option<GoawayInfo>> {
+        self.goaway.get_or_insert_with(|| watch::channel(None).0)
     }
 }
 
