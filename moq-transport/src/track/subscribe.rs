@@ -91,7 +91,9 @@ pub(crate) async fn serve_subscribe(
     let core = tracks.core();
     let id = msg.request_id;
     let track = msg.track;
-    let admitted = tracks.admit(&req, RequestKind::Subscribe, &track, &msg.params, None);
+    // The one-time steps are boxed as well (admission, the application's decision, the
+    // publisher's run): inline, the largest would size the whole subscription's state.
+    let admitted = Box::pin(tracks.admit(&req, RequestKind::Subscribe, &track, &msg.params, None));
     if let Err(e) = admitted.await {
         return Box::pin((*req).refuse(e)).await;
     }
@@ -116,7 +118,8 @@ pub(crate) async fn serve_subscribe(
             decision: Some(decision),
         })
     };
-    let (response, reply) = match tracks.ask(&mut req, make, no_such_track(), None).await {
+    let (response, reply) = match Box::pin(tracks.ask(&mut req, make, no_such_track(), None)).await
+    {
         Asked::Answer(SubscribeDecision::Accept(r, reply)) => (r, reply),
         Asked::Answer(SubscribeDecision::Reject(e)) | Asked::Refuse(e) => {
             return Box::pin((*req).refuse(e)).await;

@@ -374,6 +374,16 @@ impl SubscriberTask {
     }
 }
 
+/// What [`PublisherTask::run`] waits for next.
+enum Step {
+    /// The application finished the subscription (`None`: it dropped the writer).
+    Finish(Option<Finish>),
+    /// A PUBLISH_STATE_NOTIFY to send.
+    Notify(Box<Parameters>),
+    /// Something on the request stream.
+    Event(Box<Event>),
+}
+
 /// The publisher's side of one subscription: the state its [`SubscriptionWriter`]s share, and
 /// the task that answers the subscriber on the request stream.
 pub(crate) struct PublisherTask {
@@ -466,27 +476,40 @@ impl PublisherTask {
         // draft-19 §5.1: STOP_SENDING from the subscriber ends the subscription.
         req.stop_cancels(true);
         req.take_updates(ParamContext::UpdateSubscription);
+        // The sends and the failed update's ending are rare and boxed: inline, they sized the
+        // state a subscription waits in for its whole life (3.3 KB).
         let res = loop {
-            tokio::select! {
-                f = &mut self.finish => {
-                    let Ok(f) = f else { break Ok(()) };
-                    let done = PublishDone { status: f.status, stream_count: f.stream_count, reason: f.reason };
-                    let r = req.send(done).await;
+            // What happened is taken out of the select, and an event boxed, so that neither the
+            // select's output nor the event is kept while it is handled.
+            let step = tokio::select! {
+                f = &mut self.finish => Step::Finish(f.ok()),
+                Some(params) = self.notify.recv() => Step::Notify(params),
+                ev = req.next() => Step::Event(Box::new(ev)),
+            };
+            match step {
+                Step::Finish(None) => break Ok(()),
+                Step::Finish(Some(f)) => {
+                    let done = PublishDone {
+                        status: f.status,
+                        stream_count: f.stream_count,
+                        reason: f.reason,
+                    };
+                    let r = Box::pin(req.send(done)).await;
                     req.finish();
                     let _ = f.sent.send(r.clone());
                     break r;
                 }
                 // draft-21 §9.10: the publisher's state changed.
-                Some(params) = self.notify.recv() => {
-                    req.send(PublishStateNotify { params: *params }).await?;
+                Step::Notify(params) => {
+                    Box::pin(req.send(PublishStateNotify { params: *params })).await?;
                 }
-                ev = req.next() => match ev {
+                Step::Event(ev) => match *ev {
                     Event::Update(u) => match u.and_then(|u| self.update(&u, join)) {
-                        Ok(ok) => req.send(ok).await?,
+                        Ok(ok) => Box::pin(req.send(ok)).await?,
                         Err(e) => {
-                            req.send(e).await?;
+                            Box::pin(req.send(e)).await?;
                             // draft-19 §10.9.1: a failed update ends the subscription.
-                            break self.update_failed(req).await;
+                            break Box::pin(self.update_failed(req)).await;
                         }
                     },
                     Event::Message(m) => break Err(req.unexpected(&m)),
