@@ -126,6 +126,12 @@ pub struct FanoutMeasurement {
     pub latency: Percentiles,
     /// The relay's resident memory at the end, KiB.
     pub rss_kib: u64,
+    /// Wall time the measured objects took to publish (the window as it ran).
+    pub window_elapsed: Duration,
+    /// Relay CPU seconds over the window alone (no drain).
+    pub window_relay_cpu_seconds: f64,
+    /// This process's CPU seconds (publisher and every subscriber) over the window alone.
+    pub window_bench_cpu_seconds: f64,
 }
 
 impl FanoutMeasurement {
@@ -302,7 +308,9 @@ pub fn window(cfg: &FanoutConfig, n: usize) -> Duration {
     cfg.duration.max(Duration::from_secs_f64(needed))
 }
 
-async fn run_relay_case(
+/// One case on a fresh relay process: `n` subscriptions at `cfg.rate`, with the publishing
+/// model in `model` (tried in turn and remembered when `None`).
+pub(crate) async fn run_relay_case(
     cfg: &FanoutConfig,
     relay: &RelayCommand,
     n: usize,
@@ -555,9 +563,14 @@ async fn measure(
     }
 
     let cpu0 = relay.cpu_seconds()?;
+    let bench0 = crate::procfs::cpu_seconds(std::process::id())?;
+    let started = Instant::now();
     let measured = (window(cfg, n).as_secs_f64() * f64::from(cfg.rate)).round() as u64;
     pacer.publish(&publisher.track, measured, true).await?;
     pacer.finish();
+    let window_elapsed = started.elapsed();
+    let window_relay_cpu_seconds = relay.cpu_seconds()? - cpu0;
+    let window_bench_cpu_seconds = crate::procfs::cpu_seconds(std::process::id())? - bench0;
     let expected = measured * n as u64;
     let deadline = Instant::now() + cfg.drain;
     while Instant::now() < deadline {
@@ -591,5 +604,8 @@ async fn measure(
         cpu_seconds: cpu1 - cpu0,
         latency: Percentiles::of(all),
         rss_kib,
+        window_elapsed,
+        window_relay_cpu_seconds,
+        window_bench_cpu_seconds,
     })
 }

@@ -8,10 +8,13 @@
 //! 3. [`discovery`]: SUBSCRIBE_NAMESPACE cost per match as the number of published namespaces
 //!    grows;
 //! 4. [`memory`]: relay resident memory per idle session and per subscription;
-//! 5. [`cluster`]: a cluster of our relays against one relay (objects per relay CPU second).
+//! 5. [`cluster`]: a cluster of our relays against one relay (objects per relay CPU second);
+//! 6. [`capacity`]: the highest rate of objects our relay and third-party relays deliver to
+//!    1000 subscribers with no loss and p99 latency under 100 ms.
 //!
 //! The `moq-bench` binary runs them and prints the tables; see `docs/benchmarks.md`.
 
+pub mod capacity;
 pub mod cluster;
 pub mod discovery;
 pub mod fanout;

@@ -1,11 +1,12 @@
-//! `moq-bench`: prints the four benchmark sections (see the crate docs and
-//! `docs/benchmarks.md`).
+//! `moq-bench`: prints the benchmark sections (raw, fanout, discovery, memory, cluster,
+//! capacity; see the crate docs and `docs/benchmarks.md`).
 //!
 //! ```text
 //! cargo build --release -p moq-relay -p moq-bench
 //! target/release/moq-bench                      # everything, a few minutes
 //! target/release/moq-bench --quick              # small sizes, a smoke test
 //! target/release/moq-bench --sections raw,discovery
+//! target/release/moq-bench --sections capacity  # relay capacity at 1000 subscribers
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -13,20 +14,23 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use moq_bench::capacity::CapacityConfig;
 use moq_bench::discovery::{DiscoveryConfig, RelayTarget};
 use moq_bench::fanout::{FanoutConfig, PublishModel};
 use moq_bench::memory::MemoryConfig;
 use moq_bench::relays::{RelayCommand, RelayKind};
 use moq_bench::throughput::ThroughputConfig;
-use moq_bench::{cluster, discovery, fanout, machine, memory, ready, throughput};
+use moq_bench::{capacity, cluster, discovery, fanout, machine, memory, ready, throughput};
 use moq_core::Version;
 
 /// Benchmarks of moqt-rs: throughput against raw quinn, relay fan-out against moq-dev's and
-/// Cloudflare's relays, discovery scaling, relay memory. Prints ratios measured in one run.
+/// Cloudflare's relays, discovery scaling, relay memory, a cluster of our relays, relay
+/// capacity. Prints ratios measured in one run.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// Sections to run: raw, fanout, discovery, memory, cluster (comma-separated; default all).
+    /// Sections to run: raw, fanout, discovery, memory, cluster, capacity (comma-separated;
+    /// default all).
     #[arg(long, value_delimiter = ',')]
     sections: Option<Vec<Section>>,
     /// Small sizes: the whole run takes seconds (a smoke test, not a measurement).
@@ -76,7 +80,7 @@ struct Args {
     /// Section 2: seconds in the measurement window.
     #[arg(long)]
     fanout_seconds: Option<f64>,
-    /// Section 2: publishing model (default: PUBLISH_NAMESPACE, else PUBLISH).
+    /// Sections 2 and 6: publishing model (default: PUBLISH_NAMESPACE, else PUBLISH).
     #[arg(long)]
     model: Option<Model>,
     /// Section 3: namespace totals.
@@ -91,6 +95,27 @@ struct Args {
     /// Section 4: subscriptions.
     #[arg(long)]
     memory_subscriptions: Option<usize>,
+    /// Section 6: subscribers (one subscription per session).
+    #[arg(long)]
+    capacity_subscribers: Option<usize>,
+    /// Section 6: object size in bytes (at least 17).
+    #[arg(long)]
+    capacity_size: Option<usize>,
+    /// Section 6: the ladder's first rate, objects/s.
+    #[arg(long)]
+    capacity_start_rate: Option<u32>,
+    /// Section 6: a step passes only with p99 latency below this, ms.
+    #[arg(long)]
+    capacity_p99_ms: Option<f64>,
+    /// Section 6: seconds in each step's measurement window.
+    #[arg(long)]
+    capacity_seconds: Option<f64>,
+    /// Section 6: bisection steps after the ladder brackets the capacity.
+    #[arg(long)]
+    capacity_bisections: Option<usize>,
+    /// Section 6: at most this many steps per relay.
+    #[arg(long)]
+    capacity_max_steps: Option<usize>,
     /// Internal: serve the moq_relay library on this address (used when the moq-relay binary
     /// was not built).
     #[arg(long, hide = true)]
@@ -104,6 +129,7 @@ enum Section {
     Discovery,
     Memory,
     Cluster,
+    Capacity,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -125,6 +151,7 @@ async fn main() -> Result<()> {
             Section::Discovery,
             Section::Memory,
             Section::Cluster,
+            Section::Capacity,
         ]
     });
     let version = Version::from_draft(args.draft).context("unsupported --draft")?;
@@ -263,6 +290,43 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
                 "5. skipped: needs the moq-relay binary (cargo build --release -p moq-relay)"
             ),
         }
+        took(t);
+    }
+    if sections.contains(&Section::Capacity) {
+        let t = Instant::now();
+        let mut cfg = if args.quick {
+            CapacityConfig::quick(relays.clone(), workdir.to_path_buf())
+        } else {
+            CapacityConfig::full(relays.clone(), workdir.to_path_buf())
+        };
+        if let Some(v) = args.capacity_subscribers {
+            cfg.subscribers = v;
+        }
+        if let Some(v) = args.capacity_size {
+            cfg.size = v;
+        }
+        if let Some(v) = args.capacity_start_rate {
+            cfg.start_rate = v;
+        }
+        if let Some(v) = args.capacity_p99_ms {
+            cfg.p99_limit = Duration::try_from_secs_f64(v / 1e3).context("--capacity-p99-ms")?;
+        }
+        if let Some(v) = args.capacity_seconds {
+            cfg.window = Duration::try_from_secs_f64(v).context("--capacity-seconds")?;
+        }
+        if let Some(v) = args.capacity_bisections {
+            cfg.bisections = v;
+        }
+        if let Some(v) = args.capacity_max_steps {
+            cfg.max_steps = v;
+        }
+        cfg.model = args.model.map(|m| match m {
+            Model::Namespace => PublishModel::Namespace,
+            Model::Publish => PublishModel::Publish,
+        });
+        heading("6. Relay capacity");
+        let report = capacity::run(&cfg, skipped.clone()).await;
+        print!("{}", report.render());
         took(t);
     }
     println!("\ntotal {:.0} s", started.elapsed().as_secs_f64());

@@ -1,6 +1,7 @@
-//! Smoke test of the benchmark library at tiny sizes: section 1 (throughput against raw quinn)
-//! and section 3 (discovery scaling, relay in-process) complete and report numbers. Nothing
-//! here asserts on timing.
+//! Smoke test of the benchmark library at tiny sizes: section 1 (throughput against raw quinn),
+//! section 3 (discovery scaling, relay in-process) and section 6 (relay capacity, our relay
+//! hosted by the `moq-bench` binary) complete and report numbers. Nothing here asserts on
+//! timing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
@@ -58,4 +59,42 @@ async fn discovery_quick_reports_costs() {
         assert!(text.contains("cost per match 600 / 200"), "{text}");
     })
     .await;
+}
+
+/// Section 6 against our relay hosted by this package's `moq-bench` binary (`--serve-relay`,
+/// the `moq_relay` library): two steps at 20 subscribers run and are judged. Whether a step
+/// passes depends on the machine, so only the shape of the report is checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_quick_runs_a_ladder() {
+    use moq_bench::capacity::{self, CapacityConfig, Verdict};
+    use moq_bench::relays::{RelayCommand, RelayKind};
+
+    let workdir = std::env::temp_dir().join(format!("moq-bench-capacity-{}", std::process::id()));
+    let mut relay = RelayCommand::new(RelayKind::Ours, env!("CARGO_BIN_EXE_moq-bench"));
+    relay.self_hosted = true;
+    let mut cfg = CapacityConfig::quick(vec![relay], workdir.clone());
+    cfg.start_rate = 50;
+    cfg.max_steps = 2;
+    let report = tokio::time::timeout(Duration::from_secs(120), capacity::run(&cfg, Vec::new()))
+        .await
+        .expect("timed out");
+    let _ = std::fs::remove_dir_all(&workdir);
+    let ours = report.relays.first().unwrap();
+    assert_eq!(ours.steps.len(), 2);
+    let first = ours.steps.first().unwrap();
+    assert_eq!(first.rate, 50);
+    for step in &ours.steps {
+        assert_ne!(step.verdict, Verdict::Error, "{:?}", step.outcome);
+        let m = step.outcome.as_ref().unwrap();
+        assert_eq!(m.published, u64::from(step.rate) * cfg.window.as_secs());
+        assert_eq!(m.sessions, 20);
+    }
+    // The second rate follows the first verdict: doubled after a pass, halved after a failure.
+    let second = ours.steps.get(1).unwrap().rate;
+    assert_eq!(second, if first.passed() { 100 } else { 25 });
+    let text = report.render();
+    assert!(
+        text.contains("capacity obj/s") && text.contains("ours"),
+        "{text}"
+    );
 }
