@@ -51,9 +51,11 @@ impl Dispatch for Shared {
                 m.namespace,
                 Box::new(req),
             )),
-            Message::SubscribeNamespace(m) => {
-                Box::pin(namespace::serve_subscribe_namespace(ns, m, req))
-            }
+            Message::SubscribeNamespace(m) => Box::pin(namespace::serve_subscribe_namespace(
+                ns,
+                Box::new(m),
+                Box::new(req),
+            )),
             Message::Subscribe(m) => {
                 Box::pin(track::serve_subscribe(tracks, Box::new(m), Box::new(req)))
             }

@@ -233,29 +233,31 @@ impl Discovery {
 /// Answers a SUBSCRIBE_NAMESPACE from the peer from the session's namespace index.
 pub(crate) async fn serve_subscribe_namespace(
     state: Arc<NamespaceState>,
-    msg: SubscribeNamespace,
-    mut req: Request,
+    msg: Box<SubscribeNamespace>,
+    mut req: Box<Request>,
 ) -> Result<(), Error> {
+    // The message and the request come boxed, and every step but waiting is boxed when it
+    // runs: inline, the largest step would size the state the subscription waits in for its
+    // whole life (5.4 KB before).
     let core = state.core();
     req.take_updates(ParamContext::UpdateSubscribeNamespace);
     let mut prefix = msg.prefix;
     let refusal = state.subscriptions.check_room();
     // draft-19 §10.18: the publisher MUST ensure the subscriber is authorized.
-    let admitted = req
-        .authorize(refusal, RequestKind::SubscribeNamespace, &prefix, None)
+    let admitted = Box::pin(req.authorize(refusal, RequestKind::SubscribeNamespace, &prefix, None))
         .await
         .and_then(|()| state.subscriptions.take(&prefix));
     let mut slot = match admitted {
         Ok(slot) => slot,
         // draft-19 §10.18: on error the stream is closed with a FIN.
-        Err(e) => return req.refuse(e).await,
+        Err(e) => return Box::pin((*req).refuse(e)).await,
     };
     let index = &core.config().namespaces;
     let queue = core.config().limits.namespace_queue;
     let (now, mut watch) = index.watch(&prefix, queue);
     // draft-19 §10.18: REQUEST_OK first, then a NAMESPACE for each known match.
-    req.send(RequestOk::default()).await?;
-    send_snapshot(&mut req, &prefix, now).await?;
+    Box::pin(req.send(RequestOk::default())).await?;
+    Box::pin(send_snapshot(&mut req, &prefix, now)).await?;
     tracing::debug!(%prefix, "SUBSCRIBE_NAMESPACE accepted");
     loop {
         tokio::select! {
@@ -278,31 +280,31 @@ pub(crate) async fn serve_subscribe_namespace(
                         return Ok(());
                     }
                 };
-                req.send(msg).await?;
+                Box::pin(req.send(msg)).await?;
             }
             ev = req.next() => match ev {
                 // draft-19 §10.9.1: a failed update closes the stream.
                 Event::Update(Err(e)) => {
-                    req.answer_update(Err(e)).await?;
+                    Box::pin(req.answer_update(Err(e))).await?;
                     return Ok(());
                 }
                 Event::Update(Ok(u)) => {
                     let new_prefix = u.params.track_namespace_prefix.clone().unwrap_or_else(|| prefix.clone());
-                    let mut answer = req
-                        .authorize(None, RequestKind::SubscribeNamespace, &new_prefix, None)
-                        .await;
+                    let mut answer =
+                        Box::pin(req.authorize(None, RequestKind::SubscribeNamespace, &new_prefix, None))
+                            .await;
                     if answer.is_ok() && new_prefix != prefix {
                         // draft-19 §10.9.2: the new prefix re-checks PREFIX_OVERLAP.
                         answer = slot.move_to(&new_prefix);
                     }
-                    if !req.answer_update(answer.map(|()| RequestOk::default())).await? {
+                    if !Box::pin(req.answer_update(answer.map(|()| RequestOk::default()))).await? {
                         return Ok(());
                     }
                     if new_prefix != prefix {
                         prefix = new_prefix;
                         let (now, w) = index.watch(&prefix, queue);
                         watch = w;
-                        send_snapshot(&mut req, &prefix, now).await?;
+                        Box::pin(send_snapshot(&mut req, &prefix, now)).await?;
                     }
                 }
                 Event::Message(m) => return Err(req.unexpected(&m)),
