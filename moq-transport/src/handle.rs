@@ -62,9 +62,12 @@ impl Dispatch for Shared {
             Message::Publish(m) => Box::pin(track::serve_publish(tracks, m, req)),
             Message::Fetch(m) => Box::pin(track::serve_fetch(tracks, m, req)),
             Message::TrackStatus(m) => Box::pin(track::serve_track_status(tracks, m, req)),
-            Message::SubscribeTracks(m) => {
-                Box::pin(track::serve_subscribe_tracks(tracks, ns, m, req))
-            }
+            Message::SubscribeTracks(m) => Box::pin(track::serve_subscribe_tracks(
+                tracks,
+                ns,
+                Box::new(m),
+                Box::new(req),
+            )),
             // The driver hands over request messages only.
             _ => return Box::pin(std::future::ready(())),
         };
