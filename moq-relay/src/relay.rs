@@ -1065,7 +1065,9 @@ async fn wait_answer(
         if let Some(a) = answer.borrow_and_update().clone() {
             return a;
         }
-        let upstreams = !t.upstreams.lock().is_empty();
+        // A PUBLISH being accepted counts as an upstream (`on_publish`).
+        let upstreams =
+            !t.upstreams.lock().is_empty() || t.pending_upstreams.load(Ordering::Relaxed) > 0;
         if !upstreams {
             // No publisher: DOES_NOT_EXIST now, or wait for one (RENDEZVOUS_TIMEOUT).
             let Some(deadline) = deadline else {
@@ -1471,7 +1473,14 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
         forward: Some(true),
         ..Default::default()
     };
-    let Ok(sub) = p.accept(forward).await else {
+    // Pending while PUBLISH_OK goes out: a SUBSCRIBE that arrives between PUBLISH_OK and the
+    // answer below waits for it instead of finding no publisher (`wait_answer`).
+    track.pending_upstreams.fetch_add(1, Ordering::Relaxed);
+    let accepted = p.accept(forward).await;
+    track.pending_upstreams.fetch_sub(1, Ordering::Relaxed);
+    let Ok(sub) = accepted else {
+        // Wakes the SUBSCRIBEs that waited for this publisher, to look again.
+        track.answer.send_modify(|_| {});
         return;
     };
     let floor = track.restart_floor();
