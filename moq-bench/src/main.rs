@@ -222,10 +222,7 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
         if let Some(v) = args.fanout_seconds {
             cfg.duration = Duration::from_secs_f64(v);
         }
-        cfg.model = args.model.map(|m| match m {
-            Model::Namespace => PublishModel::Namespace,
-            Model::Publish => PublishModel::Publish,
-        });
+        cfg.model = args.model.map(PublishModel::from);
         heading("2. Relay fan-out");
         let report = fanout::run(&cfg, skipped.clone()).await;
         print!("{}", report.render());
@@ -320,10 +317,7 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
         if let Some(v) = args.capacity_max_steps {
             cfg.max_steps = v;
         }
-        cfg.model = args.model.map(|m| match m {
-            Model::Namespace => PublishModel::Namespace,
-            Model::Publish => PublishModel::Publish,
-        });
+        cfg.model = args.model.map(PublishModel::from);
         heading("6. Relay capacity");
         let report = capacity::run(&cfg, skipped.clone()).await;
         print!("{}", report.render());
@@ -411,4 +405,13 @@ async fn serve_relay(addr: std::net::SocketAddr) -> Result<()> {
     println!("certificate sha-256 fingerprint: {}", relay.fingerprint());
     relay.run().await;
     Ok(())
+}
+
+impl From<Model> for PublishModel {
+    fn from(m: Model) -> Self {
+        match m {
+            Model::Namespace => PublishModel::Namespace,
+            Model::Publish => PublishModel::Publish,
+        }
+    }
 }
