@@ -666,7 +666,7 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
     if upstreams.get(&session_id).is_some_and(|h| !h.is_finished()) {
         return;
     }
-    track.pending_upstreams.fetch_add(1, Ordering::Relaxed);
+    let pending = PendingUpstream::new(track);
     let t = track.clone();
     let metrics = inner.metrics.clone();
     let weak = Arc::downgrade(inner);
@@ -685,7 +685,7 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
             ..Default::default()
         };
         let res = session.subscribe(t.name.clone(), params).await;
-        t.pending_upstreams.fetch_sub(1, Ordering::Relaxed);
+        drop(pending);
         match res {
             Ok(sub) => {
                 // Answered: the request is no longer pending for later upstreams; it is
@@ -726,6 +726,23 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
         }
     });
     upstreams.insert(session_id, handle);
+}
+
+/// Counts an upstream being asked (an upstream SUBSCRIBE, or a PUBLISH being accepted) in
+/// `RelayTrack::pending_upstreams` until dropped, also when its task is aborted.
+struct PendingUpstream(Arc<RelayTrack>);
+
+impl PendingUpstream {
+    fn new(track: &Arc<RelayTrack>) -> Self {
+        track.pending_upstreams.fetch_add(1, Ordering::Relaxed);
+        PendingUpstream(track.clone())
+    }
+}
+
+impl Drop for PendingUpstream {
+    fn drop(&mut self) {
+        self.0.pending_upstreams.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// How long ingesting waits for the upstream's answer to a REQUEST_UPDATE.
@@ -1475,9 +1492,9 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
     };
     // Pending while PUBLISH_OK goes out: a SUBSCRIBE that arrives between PUBLISH_OK and the
     // answer below waits for it instead of finding no publisher (`wait_answer`).
-    track.pending_upstreams.fetch_add(1, Ordering::Relaxed);
+    let pending = PendingUpstream::new(&track);
     let accepted = p.accept(forward).await;
-    track.pending_upstreams.fetch_sub(1, Ordering::Relaxed);
+    drop(pending);
     let Ok(sub) = accepted else {
         // Wakes the SUBSCRIBEs that waited for this publisher, to look again.
         track.answer.send_modify(|_| {});
