@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes};
 
@@ -54,8 +55,11 @@ impl From<NameError> for DecodeError {
 /// assert!(prefix.is_prefix_of(&ns));
 /// assert_eq!(ns.strip_prefix(&prefix).unwrap().to_string(), "meeting.3d123");
 /// ```
+///
+/// The fields are shared: a clone is a reference count, not a copy (a relay clones a namespace
+/// into each index, route and discovery answer that holds it).
 #[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TrackNamespace(Vec<Bytes>);
+pub struct TrackNamespace(Arc<[Bytes]>);
 
 impl TrackNamespace {
     /// At most this many fields (draft-19 §2.4.1).
@@ -88,8 +92,8 @@ impl TrackNamespace {
     }
 
     /// The zero-field namespace; as a prefix it matches every namespace.
-    pub const fn empty() -> Self {
-        TrackNamespace(Vec::new())
+    pub fn empty() -> Self {
+        TrackNamespace::default()
     }
 
     fn check(&self) -> Result<(), NameError> {
@@ -147,23 +151,25 @@ impl TrackNamespace {
         if !prefix.is_prefix_of(self) {
             return None;
         }
-        Some(TrackNamespace(self.0.get(prefix.len()..)?.to_vec()))
+        Some(TrackNamespace(self.0.get(prefix.len()..)?.into()))
     }
 
     /// `self` followed by the fields of `suffix`, checked against the limits.
     pub fn join(&self, suffix: &TrackNamespace) -> Result<TrackNamespace, NameError> {
-        let mut fields = self.0.clone();
-        fields.extend(suffix.0.iter().cloned());
-        let ns = TrackNamespace(fields);
+        let ns = TrackNamespace(self.0.iter().chain(suffix.0.iter()).cloned().collect());
         ns.check()?;
         Ok(ns)
     }
 
     /// `self` with one more field appended.
     pub fn child(&self, field: impl Into<Bytes>) -> Result<TrackNamespace, NameError> {
-        let mut fields = self.0.clone();
-        fields.push(field.into());
-        let ns = TrackNamespace(fields);
+        let ns = TrackNamespace(
+            self.0
+                .iter()
+                .cloned()
+                .chain(std::iter::once(field.into()))
+                .collect(),
+        );
         ns.check()?;
         Ok(ns)
     }
@@ -321,7 +327,7 @@ impl TrackNamespace {
             }
             fields.push(field);
         }
-        Ok(TrackNamespace(fields))
+        Ok(TrackNamespace(fields.into()))
     }
 
     fn encode_fields<B: BufMut>(
@@ -337,7 +343,7 @@ impl TrackNamespace {
             ));
         }
         buf.put_varint(self.0.len() as u64, v);
-        for f in &self.0 {
+        for f in self.0.iter() {
             buf.put_len_prefixed(f, v, "track namespace field", Self::MAX_LEN)?;
         }
         Ok(())

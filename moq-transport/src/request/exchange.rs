@@ -131,7 +131,8 @@ pub(crate) struct Request {
     /// STOP_SENDING seen while reading goes on.
     stopped: Option<StreamResetCode>,
     /// A message that arrived before the answer, handed to the kind after it.
-    deferred: Option<Message>,
+    /// Boxed: rare, and a message inline is ~280 bytes for the request's life.
+    deferred: Option<Box<Message>>,
     /// Made when a handle or a GOAWAY first needs it: most requests see neither, and a watch
     /// channel is ~390 bytes for the request's life.
     goaway: Option<watch::Sender<Option<GoawayInfo>>>,
@@ -381,7 +382,7 @@ impl Request {
                 d = &mut decision => return d.map_or(Decision::Unanswered, Decision::Made),
                 ev = self.next() => match ev {
                     Event::Ended(_) => return Decision::Ended,
-                    Event::Message(m) => self.deferred = Some(m),
+                    Event::Message(m) => self.deferred = Some(Box::new(m)),
                     Event::Update(_) => {
                         self.violation(format!("REQUEST_UPDATE before the response to {}", self.name));
                         return Decision::Ended;
@@ -471,7 +472,7 @@ impl Request {
     /// future is dropped is answered as failed).
     pub(crate) async fn next(&mut self) -> Event {
         if let Some(m) = self.deferred.take() {
-            return Event::Message(m);
+            return Event::Message(*m);
         }
         loop {
             tokio::select! {
