@@ -482,7 +482,7 @@ impl Request {
                     // request's waiting state as large (draft-19 requests live as long as
                     // their stream; a PUBLISH_NAMESPACE waits here for its whole life).
                     Some(Command::Update(params, reply, id)) => {
-                        Box::pin(self.send_update(params, reply, id)).await
+                        Box::pin(self.send_update(*params, reply, id)).await
                     }
                 },
                 f = self.stream.reader.next_frame(), if self.reader_open => {

@@ -20,7 +20,9 @@ pub(crate) type UpdateReply = oneshot::Sender<Result<RequestOk, Error>>;
 pub(crate) enum Command {
     /// Send REQUEST_UPDATE with these parameters; its Request ID goes to the last sender, if
     /// any, before it is sent.
-    Update(Parameters, UpdateReply, Option<oneshot::Sender<u64>>),
+    ///
+    /// The parameters are boxed: a command is held in every request's waiting state.
+    Update(Box<Parameters>, UpdateReply, Option<oneshot::Sender<u64>>),
 }
 
 /// How a request ended: `Ok` when it ended gracefully. Unset while it runs; a request whose
@@ -140,7 +142,9 @@ impl RequestHandle {
     /// comes).
     pub(crate) fn update_later(&self, params: Parameters) {
         let (tx, _) = oneshot::channel();
-        let _ = self.commands.try_send(Command::Update(params, tx, None));
+        let _ = self
+            .commands
+            .try_send(Command::Update(Box::new(params), tx, None));
     }
 
     /// Sends REQUEST_UPDATE and waits for the answer.
@@ -157,7 +161,7 @@ impl RequestHandle {
         let (tx, rx) = oneshot::channel();
         if self
             .commands
-            .send(Command::Update(params, tx, id))
+            .send(Command::Update(Box::new(params), tx, id))
             .await
             .is_err()
         {
