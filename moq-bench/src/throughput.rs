@@ -88,6 +88,9 @@ pub struct SizeRow {
     pub size: usize,
     /// All objects on one subgroup stream.
     pub one_subgroup: Rate,
+    /// All objects on one subgroup stream, [`BATCH`] per write
+    /// (`SubgroupSender::write_objects`).
+    pub one_subgroup_batched: Rate,
     /// One subgroup stream per object.
     pub stream_per_object: Rate,
     /// Raw quinn with one stream per object-sized chunk (what QUIC streams alone cost).
@@ -148,6 +151,15 @@ impl ThroughputReport {
                 ratio(a, d),
             ));
         }
+        for r in &self.rows {
+            let a = r.one_subgroup_batched.mb_per_s();
+            out.push_str(&format!(
+                "  {:>7}  one subgroup, {BATCH} objects per write: {:.0} MB/s ({:.2}x)\n",
+                size_label(r.size),
+                a,
+                ratio(a, raw),
+            ));
+        }
         out.push_str(&format!(
             "  (x = ours / raw quinn, one stream; then raw quinn with one stream per object, and \
              ours per object / it; last, raw quinn writing object-sized chunks on one stream, \
@@ -177,7 +189,7 @@ pub async fn run(cfg: &ThroughputConfig) -> Result<ThroughputReport> {
     let mut raw = Vec::new();
     // Per size, each round's: one subgroup, stream per object, raw stream per object, raw
     // object-sized writes.
-    type Rounds = (Vec<Rate>, Vec<Rate>, Vec<Rate>, Vec<Rate>);
+    type Rounds = (Vec<Rate>, Vec<Rate>, Vec<Rate>, Vec<Rate>, Vec<Rate>);
     let mut ours: Vec<Rounds> = cfg.sizes.iter().map(|_| Default::default()).collect();
     let mut case = 0u64;
     for _ in 0..cfg.repeats.max(1) {
@@ -186,7 +198,9 @@ pub async fn run(cfg: &ThroughputConfig) -> Result<ThroughputReport> {
                 .await
                 .context("raw quinn stream")?,
         );
-        for (&size, (one, per, raw_per, raw_writes)) in cfg.sizes.iter().zip(ours.iter_mut()) {
+        for (&size, (one, batched, per, raw_per, raw_writes)) in
+            cfg.sizes.iter().zip(ours.iter_mut())
+        {
             raw_per.push(
                 raw_quinn(cfg.duration, RawShape::StreamPer(size))
                     .await
@@ -198,16 +212,21 @@ pub async fn run(cfg: &ThroughputConfig) -> Result<ThroughputReport> {
                     .with_context(|| format!("raw quinn, {} writes", size_label(size)))?,
             );
             one.push(
-                pair.transfer(case, size, false, cfg.duration)
+                pair.transfer(case, size, Shape::OneSubgroup(1), cfg.duration)
                     .await
                     .with_context(|| format!("{} objects on one subgroup", size_label(size)))?,
             );
+            batched.push(
+                pair.transfer(case + 1, size, Shape::OneSubgroup(BATCH), cfg.duration)
+                    .await
+                    .with_context(|| format!("{} objects, {BATCH} per write", size_label(size)))?,
+            );
             per.push(
-                pair.transfer(case + 1, size, true, cfg.duration)
+                pair.transfer(case + 2, size, Shape::StreamPerObject, cfg.duration)
                     .await
                     .with_context(|| format!("{} objects, one stream each", size_label(size)))?,
             );
-            case += 2;
+            case += 3;
         }
     }
     pair.close();
@@ -215,13 +234,16 @@ pub async fn run(cfg: &ThroughputConfig) -> Result<ThroughputReport> {
         .sizes
         .iter()
         .zip(ours)
-        .map(|(&size, (one, per, raw_per, raw_writes))| SizeRow {
-            size,
-            one_subgroup: median(one),
-            stream_per_object: median(per),
-            raw_stream_per_object: median(raw_per),
-            raw_object_writes: median(raw_writes),
-        })
+        .map(
+            |(&size, (one, batched, per, raw_per, raw_writes))| SizeRow {
+                size,
+                one_subgroup: median(one),
+                one_subgroup_batched: median(batched),
+                stream_per_object: median(per),
+                raw_stream_per_object: median(raw_per),
+                raw_object_writes: median(raw_writes),
+            },
+        )
         .collect();
     Ok(ThroughputReport {
         raw: median(raw),
@@ -229,6 +251,18 @@ pub async fn run(cfg: &ThroughputConfig) -> Result<ThroughputReport> {
         version: cfg.version,
         repeats: cfg.repeats.max(1),
     })
+}
+
+/// Objects per write in the batched case.
+pub const BATCH: usize = 16;
+
+/// How a case sends its objects.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    /// All on one subgroup stream, this many per write.
+    OneSubgroup(usize),
+    /// One subgroup stream (group) each.
+    StreamPerObject,
 }
 
 /// The median by throughput.
@@ -419,13 +453,13 @@ impl SessionPair {
             .close(moq_core::codes::SessionErrorCode::NO_ERROR, "done");
     }
 
-    /// Subscribes to a fresh track and sends `size`-byte objects for `duration`: on one
-    /// subgroup, or one subgroup (group) per object.
+    /// Subscribes to a fresh track and sends `size`-byte objects for `duration`, as `shape`
+    /// says.
     async fn transfer(
         &self,
         case: u64,
         size: usize,
-        stream_per_object: bool,
+        shape: Shape,
         duration: Duration,
     ) -> Result<Rate> {
         let name = FullTrackName::new(
@@ -476,7 +510,23 @@ impl SessionPair {
         let start = Instant::now();
         let deadline = start + duration;
         let mut objects = 0u64;
-        if stream_per_object {
+        if let Shape::OneSubgroup(batch) = shape {
+            let mut sg = writer
+                .open_subgroup(0, SubgroupId::Zero, None, true)
+                .await?;
+            while Instant::now() < deadline {
+                if batch > 1 {
+                    let ids = objects..objects + batch as u64;
+                    sg.write_objects(ids.map(|id| (id, payload.clone())))
+                        .await?;
+                    objects += batch as u64;
+                } else {
+                    sg.write_object(objects, payload.clone()).await?;
+                    objects += 1;
+                }
+            }
+            sg.finish();
+        } else {
             let mut group = 0u64;
             while Instant::now() < deadline {
                 let mut sg = writer
@@ -487,15 +537,6 @@ impl SessionPair {
                 group += 1;
                 objects += 1;
             }
-        } else {
-            let mut sg = writer
-                .open_subgroup(0, SubgroupId::Zero, None, true)
-                .await?;
-            while Instant::now() < deadline {
-                sg.write_object(objects, payload.clone()).await?;
-                objects += 1;
-            }
-            sg.finish();
         }
         let total = objects * size as u64;
         let wait = counter.wait_for(total);

@@ -359,6 +359,80 @@ async fn location_filter_is_enforced_by_the_publisher() {
     .await;
 }
 
+/// Objects written several at once (`SubgroupSender::write_objects`) arrive like objects
+/// written one by one, in order and filtered alike: a batch that straddles the filter's start
+/// sends only what passes, and the stream does not claim FIRST_OBJECT (draft-19 §2.2).
+#[tokio::test]
+async fn objects_written_together_arrive_and_are_filtered() {
+    timeout(async {
+        for transport in transports() {
+            let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
+            let params = Parameters {
+                location_filter: Some(LocationFilter::AbsoluteStart(Location::new(1, 2))),
+                ..Default::default()
+            };
+            let (mut sub, writer) = subscribe_accepted(
+                &client,
+                &server,
+                track("batched"),
+                params,
+                SubscribeResponse::default(),
+            )
+            .await;
+            for g in 0..3u64 {
+                let mut s = writer
+                    .open_subgroup(g, SubgroupId::Zero, None, false)
+                    .await
+                    .unwrap();
+                s.write_objects((0..5u64).map(|o| (o, Bytes::from(format!("{g}.{o}")))))
+                    .await
+                    .unwrap();
+                s.write_objects([(5, Bytes::new())]).await.unwrap();
+                s.finish();
+            }
+            writer
+                .clone()
+                .finish(PublishDoneCode::TRACK_ENDED, "")
+                .await
+                .unwrap();
+            let mut got = Vec::new();
+            let mut first_objects = Vec::new();
+            loop {
+                match sub.next().await {
+                    Some(Ok(TrackEvent::Subgroup(mut s))) => {
+                        first_objects.push((s.group(), s.first_object()));
+                        while let Some(o) = s.next_object().await.unwrap() {
+                            got.push((o.location, o.payload));
+                        }
+                    }
+                    Some(Ok(TrackEvent::Datagram(_))) => panic!("no datagrams were sent"),
+                    Some(Err(e)) => panic!("{transport:?}: {e:?}"),
+                    None => break,
+                }
+            }
+            got.sort_by_key(|(l, _)| *l);
+            let mut want = Vec::new();
+            for g in 1..3u64 {
+                let from = if g == 1 { 2 } else { 0 };
+                for o in from..5u64 {
+                    want.push((Location::new(g, o), Bytes::from(format!("{g}.{o}"))));
+                }
+                want.push((Location::new(g, 5), Bytes::new()));
+            }
+            assert_eq!(got, want, "{transport:?}");
+            first_objects.sort();
+            // Group 0's objects were all before the start: its stream is its header alone, and
+            // does not claim the group's first object either.
+            assert_eq!(
+                first_objects,
+                vec![(0, false), (1, false), (2, true)],
+                "{transport:?}"
+            );
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn publish_accepted_and_rejected() {
     timeout(async {
