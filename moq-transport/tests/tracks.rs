@@ -75,6 +75,29 @@ async fn subscribe_accepted(
     (sub.unwrap(), writer)
 }
 
+/// Subscribes with the Location Filter `filter`, accepted as is.
+async fn filtered(
+    client: &Session,
+    server: &Session,
+    t: FullTrackName,
+    filter: LocationFilter,
+) -> (Subscription, moq_transport::track::SubscriptionWriter) {
+    let params = Parameters {
+        location_filter: Some(filter),
+        ..Default::default()
+    };
+    subscribe_accepted(client, server, t, params, SubscribeResponse::default()).await
+}
+
+/// Ends the track (PUBLISH_DONE, TRACK_ENDED).
+async fn end(writer: &moq_transport::track::SubscriptionWriter) {
+    writer
+        .clone()
+        .finish(PublishDoneCode::TRACK_ENDED, "")
+        .await
+        .unwrap();
+}
+
 /// Reads every object of every subgroup until the subscription ends.
 async fn collect(sub: &mut Subscription) -> (Vec<(Location, Bytes)>, Option<Error>) {
     let mut out = Vec::new();
@@ -312,22 +335,12 @@ async fn datagrams_are_delivered() {
 async fn location_filter_is_enforced_by_the_publisher() {
     timeout(async {
         let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
-        let params = Parameters {
-            location_filter: Some(LocationFilter::AbsoluteRange {
-                end_object: None,
-                start: Location::new(2, 1),
-                end_group_delta: 1,
-            }),
-            ..Default::default()
+        let filter = LocationFilter::AbsoluteRange {
+            end_object: None,
+            start: Location::new(2, 1),
+            end_group_delta: 1,
         };
-        let (mut sub, writer) = subscribe_accepted(
-            &client,
-            &server,
-            track("f"),
-            params,
-            SubscribeResponse::default(),
-        )
-        .await;
+        let (mut sub, writer) = filtered(&client, &server, track("f"), filter).await;
         for g in 0..5u64 {
             let mut s = writer
                 .open_subgroup(g, SubgroupId::Zero, None, false)
@@ -338,11 +351,7 @@ async fn location_filter_is_enforced_by_the_publisher() {
             }
             s.finish();
         }
-        writer
-            .clone()
-            .finish(PublishDoneCode::TRACK_ENDED, "")
-            .await
-            .unwrap();
+        end(&writer).await;
         let (objects, err) = collect(&mut sub).await;
         assert!(err.is_none());
         let mut locs: Vec<Location> = objects.into_iter().map(|(l, _)| l).collect();
@@ -367,18 +376,8 @@ async fn objects_written_together_arrive_and_are_filtered() {
     timeout(async {
         for transport in transports() {
             let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
-            let params = Parameters {
-                location_filter: Some(LocationFilter::AbsoluteStart(Location::new(1, 2))),
-                ..Default::default()
-            };
-            let (mut sub, writer) = subscribe_accepted(
-                &client,
-                &server,
-                track("batched"),
-                params,
-                SubscribeResponse::default(),
-            )
-            .await;
+            let filter = LocationFilter::AbsoluteStart(Location::new(1, 2));
+            let (mut sub, writer) = filtered(&client, &server, track("batched"), filter).await;
             for g in 0..3u64 {
                 let mut s = writer
                     .open_subgroup(g, SubgroupId::Zero, None, false)
@@ -390,11 +389,7 @@ async fn objects_written_together_arrive_and_are_filtered() {
                 s.write_objects([(5, Bytes::new())]).await.unwrap();
                 s.finish();
             }
-            writer
-                .clone()
-                .finish(PublishDoneCode::TRACK_ENDED, "")
-                .await
-                .unwrap();
+            end(&writer).await;
             let mut got = Vec::new();
             let mut first_objects = Vec::new();
             loop {

@@ -792,16 +792,13 @@ impl SubgroupSender {
             self.abort(StreamResetCode::DELIVERY_TIMEOUT);
             return Err(Error::Cancelled(StreamResetCode::DELIVERY_TIMEOUT));
         }
-        if self.stream.is_none() {
-            return Err(Error::Invalid("subgroup stream already closed".into()));
-        }
+        self.stream()?;
         // Headers are encoded one after another into one buffer and split off it, so that
-        // objects share an allocation instead of one each.
+        // objects share an allocation instead of one each (cleared: a failed encoding may
+        // have left bytes).
+        self.buf.clear();
         if !self.header_sent {
-            // draft-19 §2.2: FIRST_OBJECT only if the stream begins at the first object ever
-            // published in the subgroup.
-            self.writer.header_mut().first_object = self.first_object;
-            self.writer.encode_header(&mut self.buf)?;
+            self.encode_stream_header()?;
             self.header_sent = true;
         }
         self.writer.encode_object_header(
@@ -812,6 +809,14 @@ impl SubgroupSender {
             payload_len as u64,
         )?;
         Ok(Some(self.buf.split().freeze()))
+    }
+
+    /// Encodes the stream's header into the buffer. draft-19 §2.2: FIRST_OBJECT only if the
+    /// stream begins at the first object ever published in the subgroup (objects filtered out
+    /// before the first one sent cleared it).
+    fn encode_stream_header(&mut self) -> Result<(), moq_core::coding::EncodeError> {
+        self.writer.header_mut().first_object = self.first_object;
+        self.writer.encode_header(&mut self.buf)
     }
 
     /// Writes a Normal object now.
@@ -834,9 +839,7 @@ impl SubgroupSender {
         let header = (!self.header_sent)
             .then(|| {
                 self.buf.clear();
-                // draft-19 §2.2: as in `encode`; objects filtered out cleared it.
-                self.writer.header_mut().first_object = self.first_object;
-                self.writer.encode_header(&mut self.buf).ok()?;
+                self.encode_stream_header().ok()?;
                 Some(self.buf.split().freeze())
             })
             .flatten();
