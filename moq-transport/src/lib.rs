@@ -32,6 +32,7 @@ mod error;
 mod framing;
 mod handle;
 mod index;
+mod latch;
 mod mux;
 pub mod namespace;
 mod request;

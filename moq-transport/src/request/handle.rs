@@ -2,14 +2,14 @@
 //! of what it delivers.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use moq_core::message::{Parameters, RequestOk};
-use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::Error;
+use crate::latch::{Abandoned, Latch, LatchWatch};
 use crate::session::{GoawayInfo, SessionCore};
 
 /// Where the answer to a REQUEST_UPDATE goes.
@@ -27,72 +27,15 @@ pub(crate) enum Command {
 
 /// How a request ended: `Ok` when it ended gracefully. Unset while it runs; a request whose
 /// task was cancelled with the session never sets it, and the session's reason stands in.
-///
-/// Not a `watch` channel: one lives as long as each request (every published namespace and
-/// subscription), and a watch's eight-way notifier made it 386 bytes.
-#[derive(Debug, Default)]
-pub(crate) struct EndSlot(Arc<End>);
+pub(crate) type EndSlot = Latch<Result<(), Error>>;
 
-/// The shared end of a request: set once, or abandoned when the slot drops unset.
-#[derive(Debug, Default)]
-pub(crate) struct End {
-    end: OnceLock<Result<(), Error>>,
-    abandoned: AtomicBool,
-    changed: Notify,
-}
-
-impl EndSlot {
-    pub(crate) fn set(&self, end: Result<(), Error>) {
-        if self.0.end.set(end).is_ok() {
-            self.0.changed.notify_waiters();
-        }
-    }
-
-    pub(crate) fn subscribe(&self) -> EndWatch {
-        self.0.clone()
-    }
-}
-
-impl Drop for EndSlot {
-    fn drop(&mut self) {
-        self.0.abandoned.store(true, Ordering::Release);
-        self.0.changed.notify_waiters();
-    }
-}
-
-type EndWatch = Arc<End>;
-
-impl End {
-    /// The end if set; `Err(())` if the slot dropped without one.
-    fn get(&self) -> Result<Option<Result<(), Error>>, ()> {
-        if let Some(r) = self.end.get() {
-            return Ok(Some(r.clone()));
-        }
-        if self.abandoned.load(Ordering::Acquire) {
-            // Set before the slot dropped, or never.
-            return self.end.get().cloned().map(Some).ok_or(());
-        }
-        Ok(None)
-    }
-
-    /// Resolves once the end is set, or `Err(())` if the slot dropped without one.
-    async fn wait(&self) -> Result<Result<(), Error>, ()> {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if let Some(r) = self.get()? {
-                return Ok(r);
-            }
-            changed.await;
-        }
-    }
-}
+type EndWatch = LatchWatch<Result<(), Error>>;
 
 /// How the request behind `end` ended, if it has.
 fn end_of(end: &EndWatch, core: &SessionCore) -> Option<Result<(), Error>> {
     // The task is gone without saying why: the session ended under it.
-    end.get().unwrap_or_else(|()| Some(Err(core.gone())))
+    end.state()
+        .unwrap_or_else(|Abandoned| Some(Err(core.gone())))
 }
 
 /// The application's handle on an established request: its Request ID, REQUEST_UPDATE, the
@@ -185,7 +128,7 @@ impl RequestHandle {
         self.end
             .wait()
             .await
-            .unwrap_or_else(|()| Err(self.core.gone()))
+            .unwrap_or_else(|Abandoned| Err(self.core.gone()))
     }
 
     /// Why an operation on the request failed: how it ended.

@@ -9,7 +9,6 @@ use moq_core::message::{
     Fetch, FetchOk, FetchType, Message, OPEN_END, ParamContext, Parameters, RequestError, RequestOk,
 };
 use moq_core::{FullTrackName, GroupOrder, Location};
-use tokio::sync::watch;
 
 use super::incoming::{FetchDecision, Incoming, IncomingFetch};
 use super::params::{answer_properties, last_covered, stream_priority};
@@ -17,6 +16,7 @@ use super::response::FetchResponse;
 use super::send::{FetchEnd, FetchWriter, JoinPoint};
 use super::state::{Asked, TrackState, no_such_track};
 use crate::error::Error;
+use crate::latch::Latch;
 use crate::request::{Event, Request};
 use crate::session::RequestKind;
 
@@ -218,13 +218,13 @@ pub(crate) async fn serve_fetch(
     }
     .encode(&mut header, core.version())?;
     stream.write_all(&header).await?;
-    let (cancel_tx, cancel_rx) = watch::channel(None);
+    let cancel = Latch::default();
     let fw = FetchWriter::new(
         core,
         stream,
         order,
         msg.params.range_filters.clone(),
-        cancel_rx,
+        cancel.subscribe(),
     );
     req.send(FetchOk {
         end_of_track: fetch_end.end_of_track,
@@ -245,7 +245,7 @@ pub(crate) async fn serve_fetch(
             Event::Update(Ok(_)) => req.send(RequestOk::default()).await?,
             // draft-19 §10.9.1: a failed update resets the FETCH data stream.
             Event::Update(Err(e)) => {
-                cancel_tx.send_replace(Some(Error::Rejected(Box::new(e.clone()))));
+                cancel.set(Error::Rejected(Box::new(e.clone())));
                 req.answer_update(Err(e)).await?;
                 return Ok(());
             }
@@ -256,7 +256,7 @@ pub(crate) async fn serve_fetch(
             Event::Message(m) => return Err(req.unexpected(&m)),
             // draft-19 §5.2: cancelling the FETCH resets its data stream too.
             Event::Ended(e) => {
-                cancel_tx.send_replace(Some(e));
+                cancel.set(e);
                 return Ok(());
             }
             Event::Dropped | Event::Updated(_) => {}

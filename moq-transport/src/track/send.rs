@@ -17,6 +17,7 @@ use tokio::sync::{Notify, oneshot, watch};
 
 use super::params::{Object, ObjectMeta, SubscriptionParams, stream_priority};
 use crate::error::Error;
+use crate::latch::LatchWatch;
 use crate::session::SessionCore;
 use crate::transport::BoxSendStream;
 
@@ -137,7 +138,7 @@ pub(crate) struct WriterShared {
     pub(crate) track_properties: Properties,
     pub(crate) params: watch::Receiver<SubscriptionParams>,
     /// Set when the subscription ends for any reason other than our own PUBLISH_DONE.
-    pub(crate) ended: watch::Receiver<Option<Error>>,
+    pub(crate) ended: LatchWatch<Error>,
     pub(crate) streams_opened: AtomicU64,
     pub(crate) streams_open: AtomicUsize,
     pub(crate) streams_closed: Notify,
@@ -240,7 +241,7 @@ impl WriterShared {
     }
 
     fn check_open(&self) -> Result<(), Error> {
-        if let Some(e) = self.ended.borrow().clone() {
+        if let Some(e) = self.ended.get() {
             return Err(e);
         }
         if let Some(e) = self.core.close_reason() {
@@ -465,14 +466,12 @@ impl SubscriptionWriter {
     /// Resolves when the subscription ends without our PUBLISH_DONE: [`Error::Cancelled`] when
     /// the subscriber cancels it, or the session's error.
     pub async fn cancelled(&self) -> Error {
-        let mut rx = self.shared.ended.clone();
-        let res = rx
-            .wait_for(|e| e.is_some())
-            .await
-            .ok()
-            .and_then(|e| e.clone());
         // No reason given: the subscription's task went with the session.
-        res.unwrap_or_else(|| self.shared.core.gone())
+        self.shared
+            .ended
+            .wait()
+            .await
+            .unwrap_or_else(|_| self.shared.core.gone())
     }
 
     /// Opens a subgroup stream (draft-19 §11.4.2). `priority` is the Publisher Priority
@@ -937,7 +936,7 @@ pub struct FetchWriter {
     filters: Vec<moq_core::RangeFilterParam>,
     writer: data::FetchWriter,
     buf: Vec<u8>,
-    cancelled: watch::Receiver<Option<Error>>,
+    cancelled: LatchWatch<Error>,
     core: Arc<SessionCore>,
 }
 
@@ -949,7 +948,7 @@ impl FetchWriter {
         stream: BoxSendStream,
         order: GroupOrder,
         filters: Vec<moq_core::RangeFilterParam>,
-        cancelled: watch::Receiver<Option<Error>>,
+        cancelled: LatchWatch<Error>,
     ) -> Self {
         FetchWriter {
             stream: Some(stream),
@@ -962,8 +961,7 @@ impl FetchWriter {
     }
 
     fn check(&mut self) -> Result<(), Error> {
-        let cancelled = self.cancelled.borrow().clone();
-        if let Some(e) = cancelled.or_else(|| self.core.close_reason()) {
+        if let Some(e) = self.cancelled.get().or_else(|| self.core.close_reason()) {
             if let Some(mut s) = self.stream.take() {
                 s.reset(StreamResetCode::CANCELLED.0);
             }

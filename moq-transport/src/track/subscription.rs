@@ -19,6 +19,7 @@ use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::response::FetchResponse;
 use super::send::{Fill, Finish, JoinPoint, JoinState, SubscriptionWriter, WriterShared};
 use crate::error::Error;
+use crate::latch::Latch;
 use crate::request::{Event, Feed, Request, RequestHandle};
 use crate::session::{GoawayInfo, SessionCore};
 
@@ -389,7 +390,7 @@ enum Step {
 pub(crate) struct PublisherTask {
     shared: Arc<WriterShared>,
     params: watch::Sender<SubscriptionParams>,
-    ended: watch::Sender<Option<Error>>,
+    ended: Latch<Error>,
     finish: oneshot::Receiver<Finish>,
     notify: mpsc::Receiver<Box<Parameters>>,
 }
@@ -409,7 +410,7 @@ impl PublisherTask {
         // (§10.2.16 LARGEST_OBJECT in REQUEST_UPDATE_OK).
         params.established = largest;
         let (params_tx, params_rx) = watch::channel(params);
-        let (ended_tx, ended_rx) = watch::channel(None);
+        let ended = Latch::default();
         let (finish_tx, finish_rx) = oneshot::channel();
         let (notify_tx, notify) = mpsc::channel(NOTIFY_QUEUE);
         let shared = Arc::new(WriterShared {
@@ -422,7 +423,7 @@ impl PublisherTask {
             group_order: track_properties.publisher_group_order(),
             track_properties: track_properties.clone(),
             params: params_rx,
-            ended: ended_rx,
+            ended: ended.subscribe(),
             streams_opened: AtomicU64::new(0),
             streams_open: AtomicUsize::new(0),
             streams_closed: Notify::new(),
@@ -437,7 +438,7 @@ impl PublisherTask {
         PublisherTask {
             shared,
             params: params_tx,
-            ended: ended_tx,
+            ended,
             finish: finish_rx,
             notify,
         }
@@ -452,7 +453,7 @@ impl PublisherTask {
     /// Ends the subscription before it was established (the PUBLISH was refused): its writers
     /// fail with `e` and send nothing more (draft-19 §5.1.1).
     pub(crate) fn refused(self, e: Error) {
-        self.ended.send_replace(Some(e));
+        self.ended.set(e);
     }
 
     /// Whether objects are forwarded now (Forward State).
@@ -515,7 +516,7 @@ impl PublisherTask {
                     Event::Message(m) => break Err(req.unexpected(&m)),
                     // Unsubscribed (draft-19 §5.1): every stream of the subscription is reset.
                     Event::Ended(e @ Error::Cancelled(_)) => {
-                        self.ended.send_replace(Some(e));
+                        self.ended.set(e);
                         break Ok(());
                     }
                     Event::Ended(e) => break Err(e),
@@ -524,7 +525,7 @@ impl PublisherTask {
             }
         };
         if let Err(e) = &res {
-            self.ended.send_replace(Some(e.clone()));
+            self.ended.set(e.clone());
         }
         res
     }
@@ -589,8 +590,7 @@ impl PublisherTask {
     /// After a refused update: the streams are reset, then PUBLISH_DONE (UPDATE_FAILED) with
     /// their count, then FIN (draft-19 §10.9.1, §10.11).
     async fn update_failed(&self, req: &mut Request) -> Result<(), Error> {
-        self.ended
-            .send_replace(Some(Error::Cancelled(StreamResetCode::CANCELLED)));
+        self.ended.set(Error::Cancelled(StreamResetCode::CANCELLED));
         let _ =
             tokio::time::timeout(Duration::from_secs(2), self.shared.all_streams_closed()).await;
         let done = PublishDone {
