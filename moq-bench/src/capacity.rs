@@ -8,18 +8,18 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::fanout::{self, FanoutConfig, FanoutMeasurement, PublishModel};
+use crate::fanout::{self, FanoutConfig, FanoutMeasurement};
 use crate::relays::{RelayCommand, RelayKind};
 
 /// What section 6 runs.
 #[derive(Clone, Debug)]
 pub struct CapacityConfig {
+    /// Each step's fan-out measurement (section 2's configuration): object size, group size,
+    /// sessions per socket, warm-up, window (`duration`), drain, publishing model and workdir.
+    /// Its rate, counts and relays are set per step.
+    pub step: FanoutConfig,
     /// Subscriptions to the track, one per subscriber session.
     pub subscribers: usize,
-    /// Object size in bytes (at least 17).
-    pub size: usize,
-    /// Objects per group (each group is one subgroup stream per subscription).
-    pub group_size: u64,
     /// A step passes only if its p99 delivery latency is below this.
     pub p99_limit: Duration,
     /// The first rate tried, objects/s.
@@ -32,20 +32,8 @@ pub struct CapacityConfig {
     pub bisections: usize,
     /// At most this many steps per relay.
     pub max_steps: usize,
-    /// Subscriber sessions sharing one client endpoint (UDP socket).
-    pub sessions_per_client: usize,
-    /// Publishing before each step's window (not counted).
-    pub warmup: Duration,
-    /// Each step's measurement window.
-    pub window: Duration,
-    /// How long a step waits for the window's objects after the last one was published.
-    pub drain: Duration,
     /// The relays to compare, ours first.
     pub relays: Vec<RelayCommand>,
-    /// Forces one publishing model; `None` tries PUBLISH_NAMESPACE, then PUBLISH.
-    pub model: Option<PublishModel>,
-    /// Where relay logs and certificates go.
-    pub workdir: PathBuf,
 }
 
 impl CapacityConfig {
@@ -55,35 +43,36 @@ impl CapacityConfig {
     /// 1000 subscribers on 2 cores, relay start and sessions included).
     pub fn full(relays: Vec<RelayCommand>, workdir: PathBuf) -> Self {
         CapacityConfig {
+            step: FanoutConfig {
+                min_deliveries: 0,
+                drain: Duration::from_secs(3),
+                ..FanoutConfig::full(Vec::new(), workdir)
+            },
             subscribers: 1000,
-            size: 1024,
-            group_size: 50,
             p99_limit: Duration::from_millis(100),
             start_rate: 100,
             min_rate: 10,
             max_rate: 12_800,
             bisections: 4,
             max_steps: 10,
-            sessions_per_client: 50,
-            warmup: Duration::from_secs(1),
-            window: Duration::from_secs(5),
-            drain: Duration::from_secs(3),
             relays,
-            model: None,
-            workdir,
         }
     }
 
     /// A smoke run: 20 subscribers, at most three steps with a 1 s window (one bisection).
     pub fn quick(relays: Vec<RelayCommand>, workdir: PathBuf) -> Self {
+        let full = Self::full(relays, workdir);
         CapacityConfig {
+            step: FanoutConfig {
+                warmup: Duration::from_millis(500),
+                duration: Duration::from_secs(1),
+                drain: Duration::from_secs(2),
+                ..full.step.clone()
+            },
             subscribers: 20,
             bisections: 1,
             max_steps: 3,
-            warmup: Duration::from_millis(500),
-            window: Duration::from_secs(1),
-            drain: Duration::from_secs(2),
-            ..Self::full(relays, workdir)
+            ..full
         }
     }
 
@@ -91,18 +80,9 @@ impl CapacityConfig {
     fn fanout(&self, rate: u32) -> FanoutConfig {
         FanoutConfig {
             rate,
-            size: self.size,
-            group_size: self.group_size,
             counts: vec![self.subscribers],
             subs_per_session: 1,
-            sessions_per_client: self.sessions_per_client,
-            min_deliveries: 0,
-            warmup: self.warmup,
-            duration: self.window,
-            drain: self.drain,
-            relays: Vec::new(),
-            model: self.model,
-            workdir: self.workdir.clone(),
+            ..self.step.clone()
         }
     }
 }
@@ -280,12 +260,12 @@ impl CapacityReport {
              s drain) and p99 < {:.0} ms; ladder from {} objects/s, doubling while passing / \
              halving while failing ({}..{}), then {} bisection(s), at most {} steps per relay\n",
             c.subscribers,
-            c.sessions_per_client,
-            c.size,
-            c.group_size,
-            c.window.as_secs_f64(),
-            c.warmup.as_secs_f64(),
-            c.drain.as_secs_f64(),
+            c.step.sessions_per_client,
+            c.step.size,
+            c.step.group_size,
+            c.step.duration.as_secs_f64(),
+            c.step.warmup.as_secs_f64(),
+            c.step.drain.as_secs_f64(),
             c.p99_limit.as_secs_f64() * 1e3,
             c.start_rate,
             c.min_rate,
@@ -407,7 +387,7 @@ pub async fn run(cfg: &CapacityConfig, skipped: Vec<String>) -> CapacityReport {
     let mut relays = Vec::new();
     for relay in &cfg.relays {
         // The publishing model that worked for this relay, once known.
-        let mut model = cfg.model;
+        let mut model = cfg.step.model;
         let mut steps: Vec<CapacityStep> = Vec::new();
         while let Some(rate) = next_rate(cfg, &steps) {
             let started = Instant::now();
@@ -446,6 +426,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::fanout::PublishModel;
     use crate::latency::Percentiles;
 
     fn cfg() -> CapacityConfig {

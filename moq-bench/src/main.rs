@@ -300,7 +300,7 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
             cfg.subscribers = v;
         }
         if let Some(v) = args.capacity_size {
-            cfg.size = v;
+            cfg.step.size = v;
         }
         if let Some(v) = args.capacity_start_rate {
             cfg.start_rate = v;
@@ -309,7 +309,7 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
             cfg.p99_limit = Duration::try_from_secs_f64(v / 1e3).context("--capacity-p99-ms")?;
         }
         if let Some(v) = args.capacity_seconds {
-            cfg.window = Duration::try_from_secs_f64(v).context("--capacity-seconds")?;
+            cfg.step.duration = Duration::try_from_secs_f64(v).context("--capacity-seconds")?;
         }
         if let Some(v) = args.capacity_bisections {
             cfg.bisections = v;
@@ -317,7 +317,7 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
         if let Some(v) = args.capacity_max_steps {
             cfg.max_steps = v;
         }
-        cfg.model = args.model.map(PublishModel::from);
+        cfg.step.model = args.model.map(PublishModel::from);
         heading("6. Relay capacity");
         let report = capacity::run(&cfg, skipped.clone()).await;
         print!("{}", report.render());

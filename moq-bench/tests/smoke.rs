@@ -86,7 +86,10 @@ async fn capacity_quick_runs_a_ladder() {
     for step in &ours.steps {
         assert_ne!(step.verdict, Verdict::Error, "{:?}", step.outcome);
         let m = step.outcome.as_ref().unwrap();
-        assert_eq!(m.published, u64::from(step.rate) * cfg.window.as_secs());
+        assert_eq!(
+            m.published,
+            u64::from(step.rate) * cfg.step.duration.as_secs()
+        );
         assert_eq!(m.sessions, 20);
     }
     // The second rate follows the first verdict: doubled after a pass, halved after a failure.
