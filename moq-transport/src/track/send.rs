@@ -1,6 +1,6 @@
 //! The publisher's side of a subscription: subgroup streams and datagrams (draft-19 §11).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -154,8 +154,10 @@ pub(crate) struct WriterShared {
     /// takes it (from draft-20), and its signal.
     pub(crate) fill: Mutex<Option<Fill>>,
     pub(crate) fill_asked: Notify,
-    /// PUBLISH_STATE_NOTIFYs for the request task to send.
-    pub(crate) notify: tokio::sync::mpsc::Sender<Box<moq_core::message::Parameters>>,
+    /// PUBLISH_STATE_NOTIFYs for the request task to send (at most
+    /// [`super::subscription::NOTIFY_QUEUE`]), and its signal.
+    pub(crate) notify: Mutex<VecDeque<Box<moq_core::message::Parameters>>>,
+    pub(crate) notify_queued: Notify,
 }
 
 /// A fill the subscriber asked for with FILL_PARAMETERS (draft-21 §3.4, from draft-20): the
@@ -238,6 +240,11 @@ impl WriterShared {
             }
             closed.await;
         }
+    }
+
+    /// The next PUBLISH_STATE_NOTIFY to send.
+    pub(crate) fn next_notify(&self) -> Option<Box<moq_core::message::Parameters>> {
+        self.notify.lock().pop_front()
     }
 
     fn check_open(&self) -> Result<(), Error> {
@@ -334,9 +341,14 @@ impl SubscriptionWriter {
                 s.core.version(),
             )
             .map_err(|e| Error::Invalid(e.to_string()))?;
-        s.notify
-            .try_send(Box::new(params))
-            .map_err(|_| Error::Invalid("too many state notifications queued".into()))
+        let mut queue = s.notify.lock();
+        if queue.len() >= super::subscription::NOTIFY_QUEUE {
+            return Err(Error::Invalid("too many state notifications queued".into()));
+        }
+        queue.push_back(Box::new(params));
+        // One waiter, the request task; a permit is kept if it is busy.
+        s.notify_queued.notify_one();
+        Ok(())
     }
 
     /// Resolves with the next fill a REQUEST_UPDATE asks for (the SUBSCRIBE's is taken with

@@ -1,6 +1,7 @@
 //! An established subscription, both sides, whichever end started it (SUBSCRIBE or PUBLISH):
 //! REQUEST_UPDATE and PUBLISH_DONE (draft-19 §5.1, §10.9.1, §10.11).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -12,7 +13,7 @@ use moq_core::message::{
 };
 use moq_core::{FullTrackName, GroupOrder, Location, Properties};
 use parking_lot::Mutex;
-use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 
 use super::params::{SubscriptionParams, ranges_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
@@ -229,9 +230,8 @@ impl futures::Stream for Subscription {
     }
 }
 
-/// PUBLISH_STATE_NOTIFY messages queued for the request stream. Their parameters travel
-/// boxed: the channel allocates 32 slots up front, ~8 KiB per subscription unboxed.
-const NOTIFY_QUEUE: usize = 16;
+/// At most this many PUBLISH_STATE_NOTIFY messages wait for the request stream.
+pub(crate) const NOTIFY_QUEUE: usize = 16;
 
 /// Queue of subgroup streams and datagrams a subscription holds for the application.
 const EVENT_QUEUE: usize = 1024;
@@ -379,8 +379,8 @@ impl SubscriberTask {
 enum Step {
     /// The application finished the subscription (`None`: it dropped the writer).
     Finish(Option<Finish>),
-    /// A PUBLISH_STATE_NOTIFY to send.
-    Notify(Box<Parameters>),
+    /// PUBLISH_STATE_NOTIFYs were queued.
+    Notify,
     /// Something on the request stream.
     Event(Box<Event>),
 }
@@ -392,7 +392,6 @@ pub(crate) struct PublisherTask {
     params: watch::Sender<SubscriptionParams>,
     ended: Latch<Error>,
     finish: oneshot::Receiver<Finish>,
-    notify: mpsc::Receiver<Box<Parameters>>,
 }
 
 impl PublisherTask {
@@ -412,9 +411,11 @@ impl PublisherTask {
         let (params_tx, params_rx) = watch::channel(params);
         let ended = Latch::default();
         let (finish_tx, finish_rx) = oneshot::channel();
-        let (notify_tx, notify) = mpsc::channel(NOTIFY_QUEUE);
         let shared = Arc::new(WriterShared {
-            notify: notify_tx,
+            // Not a channel: a tokio mpsc allocates a block of slots up front (~800 B per
+            // subscription), for a message most subscriptions never send.
+            notify: Mutex::new(VecDeque::new()),
+            notify_queued: Notify::new(),
             core: core.clone(),
             request_id,
             track_alias: alias,
@@ -440,7 +441,6 @@ impl PublisherTask {
             params: params_tx,
             ended,
             finish: finish_rx,
-            notify,
         }
     }
 
@@ -484,7 +484,7 @@ impl PublisherTask {
             // select's output nor the event is kept while it is handled.
             let step = tokio::select! {
                 f = &mut self.finish => Step::Finish(f.ok()),
-                Some(params) = self.notify.recv() => Step::Notify(params),
+                () = self.shared.notify_queued.notified() => Step::Notify,
                 ev = req.next() => Step::Event(Box::new(ev)),
             };
             match step {
@@ -501,8 +501,10 @@ impl PublisherTask {
                     break r;
                 }
                 // draft-21 §9.10: the publisher's state changed.
-                Step::Notify(params) => {
-                    Box::pin(req.send(PublishStateNotify { params: *params })).await?;
+                Step::Notify => {
+                    while let Some(params) = self.shared.next_notify() {
+                        Box::pin(req.send(PublishStateNotify { params: *params })).await?;
+                    }
                 }
                 Step::Event(ev) => match *ev {
                     Event::Update(u) => match u.and_then(|u| self.update(&u, join)) {
