@@ -66,28 +66,25 @@ impl<T> Drop for Latch<T> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Abandoned;
 
-impl<T: Clone> LatchWatch<T> {
-    /// The value, if set.
-    pub(crate) fn get(&self) -> Option<T> {
-        self.0.value.get().cloned()
+impl<T: Clone> Shared<T> {
+    fn get(&self) -> Option<T> {
+        self.value.get().cloned()
     }
 
-    /// The value if set, `Ok(None)` while it may still be, [`Abandoned`] if it never will.
-    pub(crate) fn state(&self) -> Result<Option<T>, Abandoned> {
+    fn state(&self) -> Result<Option<T>, Abandoned> {
         if let Some(v) = self.get() {
             return Ok(Some(v));
         }
-        if self.0.abandoned.load(Ordering::Acquire) {
+        if self.abandoned.load(Ordering::Acquire) {
             // Set before the latch dropped, or never.
             return self.get().map(Some).ok_or(Abandoned);
         }
         Ok(None)
     }
 
-    /// Resolves with the value once set, or [`Abandoned`]. Cancel safe.
-    pub(crate) async fn wait(&self) -> Result<T, Abandoned> {
+    async fn wait(&self) -> Result<T, Abandoned> {
         loop {
-            let changed = self.0.changed.notified();
+            let changed = self.changed.notified();
             tokio::pin!(changed);
             // Registered before the check, so a set between the two is not missed.
             changed.as_mut().enable();
@@ -96,6 +93,39 @@ impl<T: Clone> LatchWatch<T> {
             }
             changed.await;
         }
+    }
+}
+
+impl<T: Clone> Latch<T> {
+    /// The value, if set.
+    pub(crate) fn get(&self) -> Option<T> {
+        self.0.get()
+    }
+
+    /// Resolves with the value once set. Cancel safe.
+    pub(crate) async fn wait(&self) -> T {
+        match self.0.wait().await {
+            Ok(v) => v,
+            // The latch is borrowed, so it cannot have dropped.
+            Err(Abandoned) => std::future::pending().await,
+        }
+    }
+}
+
+impl<T: Clone> LatchWatch<T> {
+    /// The value, if set.
+    pub(crate) fn get(&self) -> Option<T> {
+        self.0.get()
+    }
+
+    /// The value if set, `Ok(None)` while it may still be, [`Abandoned`] if it never will.
+    pub(crate) fn state(&self) -> Result<Option<T>, Abandoned> {
+        self.0.state()
+    }
+
+    /// Resolves with the value once set, or [`Abandoned`]. Cancel safe.
+    pub(crate) async fn wait(&self) -> Result<T, Abandoned> {
+        self.0.wait().await
     }
 }
 

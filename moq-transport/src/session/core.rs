@@ -25,6 +25,7 @@ use super::ids::PeerRequestIds;
 use super::tasks::TaskSet;
 use crate::error::Error;
 use crate::framing::{Reader, Writer};
+use crate::latch::Latch;
 use crate::mux::Mux;
 use crate::transport::{BoxSendStream, Connection, TransportKind};
 
@@ -94,8 +95,8 @@ pub(crate) struct SessionCore {
     config: SessionConfig,
     /// The reason the session ended, set before the connection is closed.
     reason: OnceLock<Error>,
-    /// True once `reason` is set.
-    ended: watch::Sender<bool>,
+    /// Set once `reason` is set.
+    ended: Latch<()>,
     tasks: TaskSet,
     next_request_id: AtomicU64,
     peer_ids: Mutex<PeerRequestIds>,
@@ -104,11 +105,12 @@ pub(crate) struct SessionCore {
     sent_tokens: Mutex<TokenCache>,
     info: OnceLock<SessionInfo>,
     peer_setup: OnceLock<SetupOptions>,
-    setup_done: watch::Sender<bool>,
+    setup_done: Latch<()>,
     pending_streams: Arc<Semaphore>,
     /// The first peer Request ID our GOAWAY refuses (`u64::MAX` until we send one).
     goaway_from: AtomicU64,
-    goaway_received: watch::Sender<Option<GoawayInfo>>,
+    /// The peer's control-stream GOAWAY; a second is a violation, so it is set once.
+    goaway_received: Latch<GoawayInfo>,
     control: tokio::sync::Mutex<Option<Writer>>,
     /// Drafts 14-16: the one control stream every request runs on.
     mux: OnceLock<Mux>,
@@ -177,14 +179,14 @@ impl SessionCore {
             pending_streams: Arc::new(Semaphore::new(config.limits.max_pending_streams)),
             config,
             reason: OnceLock::new(),
-            ended: watch::channel(false).0,
+            ended: Latch::default(),
             tasks: TaskSet::default(),
             next_request_id: AtomicU64::new(role.request_id_parity()),
             info: OnceLock::new(),
             peer_setup: OnceLock::new(),
-            setup_done: watch::channel(false).0,
+            setup_done: Latch::default(),
             goaway_from: AtomicU64::new(u64::MAX),
-            goaway_received: watch::channel(None).0,
+            goaway_received: Latch::default(),
             control: tokio::sync::Mutex::new(None),
             mux: OnceLock::new(),
             open_requests: AtomicUsize::new(0),
@@ -243,7 +245,7 @@ impl SessionCore {
                 self.conn.close(code.0, &reason);
             }
         }
-        self.ended.send_replace(true);
+        self.ended.set(());
     }
 
     /// Closes the session if `err` ends it (a malformed message, a violation; draft-19
@@ -257,8 +259,7 @@ impl SessionCore {
 
     /// Resolves with the reason once the session has ended.
     pub(crate) async fn closed(&self) -> Error {
-        let mut rx = self.ended.subscribe();
-        let _ = rx.wait_for(|ended| *ended).await;
+        self.ended.wait().await;
         self.gone()
     }
 
@@ -326,19 +327,19 @@ impl SessionCore {
         *self.sent_tokens.lock() = sent;
         let _ = self.info.set(info);
         let _ = self.peer_setup.set(peer);
-        self.setup_done.send_replace(true);
+        self.setup_done.set(());
     }
 
     /// Waits until SETUP is done, holding at most `max_pending_streams` streams meanwhile
     /// (draft-19 §3.3: early streams SHOULD be buffered; a peer MAY reset them instead).
     /// `Err` if the stream should be refused.
     pub(crate) async fn wait_setup(&self) -> Result<(), ()> {
-        if *self.setup_done.borrow() {
+        if self.setup_done.get().is_some() {
             return Ok(());
         }
         let _permit = self.pending_streams.try_acquire().map_err(|_| ())?;
-        let mut rx = self.setup_done.subscribe();
-        rx.wait_for(|done| *done).await.map(|_| ()).map_err(|_| ())
+        self.setup_done.wait().await;
+        Ok(())
     }
 
     pub(crate) fn info(&self) -> Option<&SessionInfo> {
@@ -484,7 +485,7 @@ impl SessionCore {
         if let Some(e) = self.close_reason() {
             return Err(e);
         }
-        if self.goaway_received.borrow().is_some() {
+        if self.goaway_received.get().is_some() {
             return Err(Error::GoingAway);
         }
         let own_stream = matches!(
@@ -570,14 +571,13 @@ impl SessionCore {
 
     /// The GOAWAY the peer sent on the control stream, if any.
     pub(crate) fn goaway_received(&self) -> Option<GoawayInfo> {
-        self.goaway_received.borrow().clone()
+        self.goaway_received.get()
     }
 
     /// Resolves when the peer sends GOAWAY; `None` if the session ends first.
     pub(crate) async fn wait_goaway(&self) -> Option<GoawayInfo> {
-        let mut rx = self.goaway_received.subscribe();
         tokio::select! {
-            r = rx.wait_for(|g| g.is_some()) => r.ok().and_then(|g| g.clone()),
+            g = self.goaway_received.wait() => Some(g),
             _ = self.closed() => None,
         }
     }
@@ -615,16 +615,8 @@ impl SessionCore {
     /// Resolves with [`Error::GoingAway`] once a control-stream GOAWAY says our request `id` was
     /// not processed (draft-18 §10.4); never otherwise.
     pub(crate) async fn unprocessed(&self, id: u64) -> Error {
-        let mut rx = self.goaway_received.subscribe();
-        let said = rx
-            .wait_for(|g| {
-                g.as_ref()
-                    .and_then(|g| g.unprocessed_from)
-                    .is_some_and(|from| id >= from)
-            })
-            .await
-            .is_ok();
-        if !said {
+        let g = self.goaway_received.wait().await;
+        if !g.unprocessed_from.is_some_and(|from| id >= from) {
             std::future::pending::<()>().await;
         }
         Error::GoingAway
@@ -632,12 +624,12 @@ impl SessionCore {
 
     /// Handles a GOAWAY from the control stream (draft-19 §10.4).
     pub(crate) fn on_goaway(&self, g: Goaway) -> Result<(), Error> {
-        if self.goaway_received.borrow().is_some() {
+        if self.goaway_received.get().is_some() {
             return Err(Error::protocol("second GOAWAY on the control stream"));
         }
         let info = self.check_goaway(&g, true)?;
         tracing::info!(uri = %info.new_session_uri, timeout = ?info.timeout, "GOAWAY received");
-        self.goaway_received.send_replace(Some(info));
+        self.goaway_received.set(info);
         Ok(())
     }
 }
@@ -666,13 +658,12 @@ async fn watch_finishing(core: Arc<SessionCore>, mut rx: mpsc::UnboundedReceiver
 /// Ends the session when the connection closes, and cancels the session's tasks once the
 /// connection is closed, whoever closed it.
 async fn watch_connection(core: Arc<SessionCore>) {
-    let mut ended = core.ended.subscribe();
     let closed_by_us = tokio::select! {
         e = core.conn.closed() => {
             core.close(e.into());
             false
         }
-        r = ended.wait_for(|ended| *ended) => r.is_ok(),
+        () = core.ended.wait() => true,
     };
     if closed_by_us {
         // WebTransport first delivers its close capsule; raw QUIC is closed already.
