@@ -616,7 +616,7 @@ impl SessionCore {
     /// not processed (draft-18 §10.4); never otherwise.
     pub(crate) async fn unprocessed(&self, id: u64) -> Error {
         let g = self.goaway_received.wait().await;
-        if !g.unprocessed_from.is_some_and(|from| id >= from) {
+        if g.unprocessed_from.is_none_or(|from| id < from) {
             std::future::pending::<()>().await;
         }
         Error::GoingAway
