@@ -16,7 +16,7 @@ use moq_core::codes::{RequestErrorCode, SessionErrorCode};
 use moq_core::message::{Goaway, Parameters, RequestError, RequestType, SetupOptions};
 use moq_core::{AuthToken, TrackNamespace, Version};
 use parking_lot::Mutex;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 
 use super::auth::{AuthRequest, ResolvedToken, SessionInfo, TokenCache, unauthorized};
 use super::config::SessionConfig;
@@ -115,9 +115,11 @@ pub(crate) struct SessionCore {
     /// Drafts 14-16: the one control stream every request runs on.
     mux: OnceLock<Mux>,
     open_requests: AtomicUsize,
-    /// Finished data streams being watched until the peer acknowledges them (those with a
-    /// delivery timeout, or still writing their header).
-    finishing: mpsc::UnboundedSender<Finishing>,
+    /// Finished data streams to watch until the peer acknowledges them (those with a
+    /// delivery timeout, or still writing their header), for the watching task to take, and
+    /// its signal. Not a channel: an unbounded mpsc allocates ~1 KB up front per session.
+    finishing: Mutex<Vec<Finishing>>,
+    finishing_queued: Notify,
     /// How many of them.
     unacked: watch::Sender<usize>,
     /// The other finished data streams, not watched but held until acknowledged.
@@ -162,9 +164,9 @@ impl SessionCore {
             .ok_or_else(|| {
                 Error::Connect(format!("no MOQT version negotiated (got {protocol:?})"))
             })?;
-        let (finishing, finishing_rx) = mpsc::unbounded_channel();
         let core = Arc::new(SessionCore {
-            finishing,
+            finishing: Mutex::new(Vec::new()),
+            finishing_queued: Notify::new(),
             unacked: watch::channel(0).0,
             finished: Finished::default(),
             conn,
@@ -192,8 +194,7 @@ impl SessionCore {
             open_requests: AtomicUsize::new(0),
         });
         core.tasks.spawn_uncancelled(watch_connection(core.clone()));
-        core.tasks
-            .spawn(watch_finishing(core.clone(), finishing_rx));
+        core.tasks.spawn(watch_finishing(core.clone()));
         Ok(core)
     }
 
@@ -295,10 +296,14 @@ impl SessionCore {
     /// (or once the stream was reset). Every such watch of the session runs in one task, so a
     /// stream per object costs no task of its own.
     pub(crate) fn after_finish(&self, watch: impl Future<Output = ()> + Send + 'static) {
-        self.unacked.send_modify(|n| *n += 1);
-        if self.finishing.send(Box::pin(watch)).is_err() {
-            self.unacked.send_modify(|n| *n -= 1);
+        // Once the session ended its watching task is gone (or going): nothing to wait for.
+        if self.close_reason().is_some() {
+            return;
         }
+        self.unacked.send_modify(|n| *n += 1);
+        self.finishing.lock().push(Box::pin(watch));
+        // One waiter, the watching task; a permit is kept while it is busy.
+        self.finishing_queued.notify_one();
     }
 
     /// Holds a finished data stream until the peer acknowledged it, for
@@ -640,14 +645,15 @@ pub(crate) fn going_away() -> RequestError {
 }
 
 /// Runs the watches of finished data streams ([`SessionCore::after_finish`]).
-async fn watch_finishing(core: Arc<SessionCore>, mut rx: mpsc::UnboundedReceiver<Finishing>) {
+async fn watch_finishing(core: Arc<SessionCore>) {
     let mut watching = FuturesUnordered::new();
     loop {
         tokio::select! {
-            w = rx.recv() => match w {
-                Some(w) => watching.push(w),
-                None => return,
-            },
+            () = core.finishing_queued.notified() => {
+                // Taken whole, so an idle session holds no buffer.
+                let queued = std::mem::take(&mut *core.finishing.lock());
+                watching.extend(queued);
+            }
             Some(()) = watching.next(), if !watching.is_empty() => {
                 core.unacked.send_modify(|n| *n = n.saturating_sub(1));
             }
