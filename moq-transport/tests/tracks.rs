@@ -1320,3 +1320,55 @@ async fn publish_state_notify_reaches_the_subscriber() {
     })
     .await;
 }
+
+/// A writer's `params_changed` resolves once per change of the parameters (REQUEST_UPDATE,
+/// draft-19 §10.9): after returning one it waits for the next, and a change made before the
+/// call, after the writer last read the parameters, is not missed. (It used to resolve at once
+/// forever after the first update, and moq-client's serving loop spun on it.)
+#[tokio::test]
+async fn params_changed_resolves_once_per_update() {
+    timeout(async {
+        for transport in transports() {
+            let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
+            let (sub, writer) = subscribe_accepted(
+                &client,
+                &server,
+                track("params"),
+                Parameters::default(),
+                SubscribeResponse::default(),
+            )
+            .await;
+            assert_eq!(writer.params().subscriber_priority, 128);
+            for priority in [10, 20] {
+                let ask = Parameters {
+                    subscriber_priority: Some(priority),
+                    ..Default::default()
+                };
+                let (asked, changed) = tokio::join!(sub.update(ask), writer.params_changed());
+                asked.unwrap();
+                assert_eq!(changed.unwrap().subscriber_priority, priority);
+                // Nothing signals "no change", so this looks for a bounded time.
+                let again =
+                    tokio::time::timeout(Duration::from_millis(100), writer.params_changed()).await;
+                assert!(again.is_err(), "{transport:?}: resolved with no update");
+            }
+            // Updated after the writer last read the parameters, before the call.
+            let ask = Parameters {
+                subscriber_priority: Some(30),
+                ..Default::default()
+            };
+            sub.update(ask).await.unwrap();
+            let clone = writer.clone();
+            assert_eq!(
+                writer.params_changed().await.unwrap().subscriber_priority,
+                30
+            );
+            // A clone starts from what its source had seen.
+            assert_eq!(
+                clone.params_changed().await.unwrap().subscriber_priority,
+                30
+            );
+        }
+    })
+    .await;
+}

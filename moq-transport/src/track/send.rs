@@ -136,7 +136,11 @@ pub(crate) struct WriterShared {
     pub(crate) publisher_priority: u8,
     pub(crate) group_order: GroupOrder,
     pub(crate) track_properties: Properties,
-    pub(crate) params: watch::Receiver<SubscriptionParams>,
+    /// The subscription's parameters as the subscriber last set them, and how many times they
+    /// changed; `params_changed` wakes whoever waits for the next change. Not a `watch`
+    /// channel (~520 B per subscription).
+    pub(crate) params: Mutex<Versioned<SubscriptionParams>>,
+    pub(crate) params_changed: Notify,
     /// Set when the subscription ends for any reason other than our own PUBLISH_DONE.
     pub(crate) ended: LatchWatch<Error>,
     pub(crate) streams_opened: AtomicU64,
@@ -247,6 +251,20 @@ impl WriterShared {
         self.notify.lock().pop_front()
     }
 
+    /// The subscription's current parameters.
+    pub(crate) fn params(&self) -> SubscriptionParams {
+        self.params.lock().value.clone()
+    }
+
+    /// Changes the parameters and wakes whoever waits for a change.
+    pub(crate) fn modify_params(&self, f: impl FnOnce(&mut SubscriptionParams)) {
+        let mut p = self.params.lock();
+        f(&mut p.value);
+        p.version += 1;
+        drop(p);
+        self.params_changed.notify_waiters();
+    }
+
     fn check_open(&self) -> Result<(), Error> {
         if let Some(e) = self.ended.get() {
             return Err(e);
@@ -287,9 +305,28 @@ impl WriterShared {
 /// Objects that do not pass the subscription's filters (Forward State, Location Filter, Range
 /// Filters; draft-19 §5.1.4) are skipped, never sent. When the subscriber cancels, or the
 /// session ends, writes fail with that error and [`SubscriptionWriter::cancelled`] resolves.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct SubscriptionWriter {
     pub(crate) shared: Arc<WriterShared>,
+    /// The parameters' version this writer last returned from [`SubscriptionWriter::params`]
+    /// or [`SubscriptionWriter::params_changed`].
+    pub(crate) seen: AtomicU64,
+}
+
+impl Clone for SubscriptionWriter {
+    fn clone(&self) -> Self {
+        SubscriptionWriter {
+            shared: self.shared.clone(),
+            seen: AtomicU64::new(self.seen.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// A value and how many times it changed.
+#[derive(Debug, Default)]
+pub(crate) struct Versioned<T> {
+    pub(crate) value: T,
+    pub(crate) version: u64,
 }
 
 impl SubscriptionWriter {
@@ -398,36 +435,57 @@ impl SubscriptionWriter {
         ))
     }
 
-    /// The subscription's current parameters.
+    /// The subscription's current parameters. [`SubscriptionWriter::params_changed`] then
+    /// waits for a change after these.
     pub fn params(&self) -> SubscriptionParams {
-        self.shared.params.borrow().clone()
+        let p = self.shared.params.lock();
+        self.seen.store(p.version, Ordering::Relaxed);
+        p.value.clone()
     }
 
-    /// Resolves when the subscriber changes the parameters (REQUEST_UPDATE).
+    /// Resolves with the parameters once the subscriber changed them (REQUEST_UPDATE) since
+    /// this writer last returned them (from [`SubscriptionWriter::params`] or this call): at
+    /// once if that happened already, so a check of `params()` followed by this call misses
+    /// nothing. Ends with the error that ended the subscription.
+    ///
+    /// Cancel safe.
     pub async fn params_changed(&self) -> Result<SubscriptionParams, Error> {
-        let mut rx = self.shared.params.clone();
+        let changed = async {
+            loop {
+                let notified = self.shared.params_changed.notified();
+                tokio::pin!(notified);
+                // Registered before the check, so a change between the two is not missed.
+                notified.as_mut().enable();
+                {
+                    let p = self.shared.params.lock();
+                    if p.version != self.seen.load(Ordering::Relaxed) {
+                        self.seen.store(p.version, Ordering::Relaxed);
+                        return p.value.clone();
+                    }
+                }
+                notified.await;
+            }
+        };
         tokio::select! {
-            r = rx.changed() => match r {
-                Ok(()) => Ok(rx.borrow().clone()),
-                Err(_) => Err(self.cancelled().await),
-            },
+            p = changed => Ok(p),
             e = self.cancelled() => Err(e),
         }
     }
 
     /// The group order objects are prioritized in: the subscriber's, else the track's.
     pub fn group_order(&self) -> GroupOrder {
-        self.params().group_order.unwrap_or(self.shared.group_order)
+        let order = self.shared.params.lock().value.group_order;
+        order.unwrap_or(self.shared.group_order)
     }
 
     /// True while objects are wanted (Forward State 1).
     pub fn is_forwarding(&self) -> bool {
-        self.shared.params.borrow().forward
+        self.shared.params.lock().value.forward
     }
 
     /// True if an object with these fields would be sent.
     pub fn wants(&self, obj: ObjectMeta<'_>) -> bool {
-        self.shared.params.borrow().passes(obj)
+        self.shared.params.lock().value.passes(obj)
     }
 
     /// The largest location written so far.
@@ -499,7 +557,7 @@ impl SubscriptionWriter {
     ) -> Result<SubgroupSender, Error> {
         self.shared.check_open()?;
         let s = &self.shared;
-        let params = self.params();
+        let params = self.shared.params();
         let order = params.group_order.unwrap_or(s.group_order);
         let publisher = priority.unwrap_or(s.publisher_priority);
         let explicit = match subgroup {
@@ -571,7 +629,7 @@ impl SubscriptionWriter {
             return Ok(false);
         }
         // draft-19 §8: an object past its delivery timeout is not sent.
-        let params = s.params.borrow().clone();
+        let params = s.params();
         let timeout = s.timeout(
             property::OBJECT_DELIVERY_TIMEOUT,
             params.object_delivery_timeout,
@@ -771,7 +829,7 @@ impl SubgroupSender {
         let loc = Location::new(self.group(), id);
         self.shared.note_largest(loc);
         let subgroup = self.subgroup_id.or(Some(id));
-        let params = self.shared.params.borrow().clone();
+        let params = self.shared.params();
         if !params.forward {
             self.omitted = true;
             self.first_object = false;
@@ -854,7 +912,7 @@ impl SubgroupSender {
                 Some(self.buf.split().freeze())
             })
             .flatten();
-        let params = self.shared.params.borrow().clone();
+        let params = self.shared.params();
         let timeout = self.shared.timeout(
             property::SUBGROUP_DELIVERY_TIMEOUT,
             params.subgroup_delivery_timeout,

@@ -18,7 +18,9 @@ use tokio::sync::{Notify, oneshot, watch};
 use super::params::{SubscriptionParams, ranges_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::response::FetchResponse;
-use super::send::{Fill, Finish, JoinPoint, JoinState, SubscriptionWriter, WriterShared};
+use super::send::{
+    Fill, Finish, JoinPoint, JoinState, SubscriptionWriter, Versioned, WriterShared,
+};
 use crate::error::Error;
 use crate::latch::Latch;
 use crate::request::{Event, Feed, Request, RequestHandle};
@@ -389,7 +391,6 @@ enum Step {
 /// the task that answers the subscriber on the request stream.
 pub(crate) struct PublisherTask {
     shared: Arc<WriterShared>,
-    params: watch::Sender<SubscriptionParams>,
     ended: Latch<Error>,
     finish: oneshot::Receiver<Finish>,
 }
@@ -408,7 +409,6 @@ impl PublisherTask {
         // with are not its own; and it is the subscription's largest until more is written
         // (§10.2.16 LARGEST_OBJECT in REQUEST_UPDATE_OK).
         params.established = largest;
-        let (params_tx, params_rx) = watch::channel(params);
         let ended = Latch::default();
         let (finish_tx, finish_rx) = oneshot::channel();
         let shared = Arc::new(WriterShared {
@@ -423,7 +423,11 @@ impl PublisherTask {
             publisher_priority: track_properties.publisher_priority(),
             group_order: track_properties.publisher_group_order(),
             track_properties: track_properties.clone(),
-            params: params_rx,
+            params: Mutex::new(Versioned {
+                value: params,
+                version: 0,
+            }),
+            params_changed: Notify::new(),
             ended: ended.subscribe(),
             streams_opened: AtomicU64::new(0),
             streams_open: AtomicUsize::new(0),
@@ -438,15 +442,16 @@ impl PublisherTask {
         });
         PublisherTask {
             shared,
-            params: params_tx,
             ended,
             finish: finish_rx,
         }
     }
 
     pub(crate) fn writer(&self) -> SubscriptionWriter {
+        let seen = self.shared.params.lock().version;
         SubscriptionWriter {
             shared: self.shared.clone(),
+            seen: AtomicU64::new(seen),
         }
     }
 
@@ -458,13 +463,13 @@ impl PublisherTask {
 
     /// Whether objects are forwarded now (Forward State).
     pub(crate) fn forwarding(&self) -> bool {
-        self.params.borrow().forward
+        self.shared.params.lock().value.forward
     }
 
     /// Applies the subscriber's PUBLISH_OK parameters.
     pub(crate) fn apply(&self, params: &Parameters) {
         let largest = *self.shared.largest.lock();
-        self.params.send_modify(|p| p.apply(params, largest));
+        self.shared.modify_params(|p| p.apply(params, largest));
     }
 
     /// Serves REQUEST_UPDATE and cancellation until PUBLISH_DONE is sent or the subscription is
@@ -540,7 +545,7 @@ impl PublisherTask {
     ) -> Result<RequestOk, RequestError> {
         let params = &update.params;
         let largest = *self.shared.largest.lock();
-        let mut next = self.params.borrow().clone();
+        let mut next = self.shared.params();
         next.apply(params, largest);
         if next.end_group.is_some_and(|end| end < next.start.group) {
             return Err(RequestError::new(
@@ -554,7 +559,7 @@ impl PublisherTask {
         if let Some(e) = ranges_budget(&self.shared.core, total) {
             return Err(e);
         }
-        let was_forwarding = self.params.borrow().forward;
+        let was_forwarding = self.shared.params.lock().value.forward;
         let forwarding = next.forward;
         // draft-21 §3.4: a REQUEST_UPDATE's FILL_PARAMETERS opens a fill fetch stream of its
         // own (its Request ID), with Forward State 1.
@@ -566,7 +571,7 @@ impl PublisherTask {
                 self.shared.fill_asked.notify_waiters();
             }
         }
-        self.params.send_replace(next);
+        self.shared.modify_params(|p| *p = next);
         if let Some(join) = join
             && !was_forwarding
             && forwarding
