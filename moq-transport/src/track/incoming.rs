@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use moq_core::message::RequestError;
-use tokio::sync::{Mutex, mpsc};
+use std::collections::VecDeque;
+
+use tokio::sync::{Notify, mpsc};
 
 use bytes::Bytes;
 use moq_core::codes::RequestErrorCode;
@@ -417,8 +419,18 @@ impl IncomingSubscribeTracks {
     }
 }
 
-type Receiver = Arc<Mutex<mpsc::Receiver<Box<Incoming>>>>;
+type Receiver = Arc<Queue>;
 type Next = Pin<Box<dyn Future<Output = Option<Incoming>> + Send + Sync>>;
+
+/// The requests waiting for the application, and the signal that one came. Not a tokio
+/// channel: a bounded `mpsc` allocates its first block of slots with the channel (~800 B per
+/// session, most of which never see a request).
+#[derive(Debug)]
+pub(crate) struct Queue {
+    waiting: parking_lot::Mutex<VecDeque<Box<Incoming>>>,
+    capacity: usize,
+    arrived: Notify,
+}
 
 /// The stream of [`Incoming`] requests of a session (see [`crate::Session::incoming`]).
 /// Clones share one queue: each request goes to one of them. Ends when the session ends.
@@ -471,8 +483,21 @@ impl futures::Stream for IncomingRequests {
 
 /// The next request from the shared queue, or `None` once the session has ended.
 async fn receive(rx: Receiver, core: Arc<SessionCore>) -> Option<Incoming> {
+    let next = async {
+        loop {
+            let arrived = rx.arrived.notified();
+            tokio::pin!(arrived);
+            // Registered before the check, so a request queued between the two is not missed;
+            // a waiter dropped after its wake-up passes it on to the next (tokio's `Notify`).
+            arrived.as_mut().enable();
+            if let Some(r) = rx.waiting.lock().pop_front() {
+                return *r;
+            }
+            arrived.await;
+        }
+    };
     tokio::select! {
-        r = async { rx.lock().await.recv().await } => r.map(|b| *b),
+        r = next => Some(r),
         _ = core.closed() => None,
     }
 }
@@ -480,20 +505,21 @@ async fn receive(rx: Receiver, core: Arc<SessionCore>) -> Option<Incoming> {
 /// Where the peer's track requests wait for the application.
 #[derive(Debug)]
 pub(crate) struct IncomingQueue {
-    /// `None` when the application does not take requests. Boxed: a tokio channel allocates
-    /// its first block of 32 slots with the channel, and an `Incoming` is ~450 bytes, so
-    /// unboxed the queue cost every session ~14 KiB before its first request.
-    tx: Option<mpsc::Sender<Box<Incoming>>>,
+    /// False when the application does not take requests.
+    accept: bool,
     rx: Receiver,
 }
 
 impl IncomingQueue {
     /// A queue of `capacity` requests, or one that refuses everything.
     pub(crate) fn new(accept: bool, capacity: usize) -> Self {
-        let (tx, rx) = mpsc::channel(capacity.max(1));
         IncomingQueue {
-            tx: accept.then_some(tx),
-            rx: Arc::new(Mutex::new(rx)),
+            accept,
+            rx: Arc::new(Queue {
+                waiting: parking_lot::Mutex::new(VecDeque::new()),
+                capacity: capacity.max(1),
+                arrived: Notify::new(),
+            }),
         }
     }
 
@@ -513,18 +539,19 @@ impl IncomingQueue {
         request: Incoming,
         not_taken: RequestError,
     ) -> Result<(), RequestError> {
-        let Some(tx) = &self.tx else {
+        if !self.accept {
             return Err(not_taken);
-        };
-        tx.try_send(Box::new(request)).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => RequestError::new(
+        }
+        let mut waiting = self.rx.waiting.lock();
+        if waiting.len() >= self.rx.capacity {
+            return Err(RequestError::new(
                 RequestErrorCode::EXCESSIVE_LOAD,
                 "too many requests waiting",
-            ),
-            mpsc::error::TrySendError::Closed(_) => RequestError::new(
-                RequestErrorCode::GOING_AWAY,
-                "the application stopped taking requests",
-            ),
-        })
+            ));
+        }
+        waiting.push_back(Box::new(request));
+        drop(waiting);
+        self.rx.arrived.notify_one();
+        Ok(())
     }
 }
