@@ -118,30 +118,19 @@ async fn resolve(
     } else {
         Duration::ZERO
     };
-    let Some(mut rx) = tracks.send.join_state_within(joining_id, wait).await else {
+    let Some(record) = tracks.send.join_state_within(joining_id, wait).await else {
         return Err(refuse(
             RequestErrorCode::INVALID_JOINING_REQUEST_ID,
             "no such subscription",
         ));
     };
     // A Pending subscription: wait until it is established (draft-19 §10.12.2).
-    let state = tokio::time::timeout(
-        Duration::from_secs(5),
-        rx.wait_for(|j| j.established.is_some()),
-    )
-    .await
-    .ok()
-    .and_then(|r| r.ok().map(|j| j.clone()));
-    let Some(state) = state else {
+    let established = tokio::time::timeout(Duration::from_secs(5), record.established()).await;
+    let Ok(Some(JoinPoint { forward, joining })) = established else {
+        // Not established in time, or its request ended first.
         return Err(refuse(
             RequestErrorCode::TIMEOUT,
             "subscription not established",
-        ));
-    };
-    let Some(JoinPoint { forward, joining }) = state.established else {
-        return Err(refuse(
-            RequestErrorCode::INVALID_JOINING_REQUEST_ID,
-            "no such subscription",
         ));
     };
     // draft-19 §10.12.2: Forward State 0, or no objects yet, is INVALID_RANGE.
@@ -170,7 +159,7 @@ async fn resolve(
             "start after the joining location",
         ));
     }
-    Ok((state.track, start, end))
+    Ok((record.track.clone(), start, end))
 }
 
 /// Answers a FETCH: resolution and checks here, the objects from the application.

@@ -21,12 +21,50 @@ use crate::latch::LatchWatch;
 use crate::session::SessionCore;
 use crate::transport::BoxSendStream;
 
-/// The publisher's record of a subscription, for Joining FETCH (draft-19 §5.2).
-#[derive(Clone, Debug)]
-pub(crate) struct JoinState {
+/// The publisher's record of a subscription, for Joining FETCH (draft-19 §5.2). Not a
+/// `watch` channel (~420 B per subscription): a mutex, a flag and one `Notify`.
+#[derive(Debug)]
+pub(crate) struct JoinRecord {
     pub(crate) track: FullTrackName,
     /// `None` while Pending (subscriber); then the Joining Location if Forward was 1.
-    pub(crate) established: Option<JoinPoint>,
+    established: Mutex<Option<JoinPoint>>,
+    /// Set when the subscription's request is over: a FETCH waiting for it gives up.
+    ended: AtomicBool,
+    changed: Notify,
+}
+
+impl JoinRecord {
+    pub(crate) fn new(track: FullTrackName) -> Arc<Self> {
+        Arc::new(JoinRecord {
+            track,
+            established: Mutex::new(None),
+            ended: AtomicBool::new(false),
+            changed: Notify::new(),
+        })
+    }
+
+    /// Records the subscription as established (again when Forward goes from 0 to 1).
+    pub(crate) fn establish(&self, point: JoinPoint) {
+        *self.established.lock() = Some(point);
+        self.changed.notify_waiters();
+    }
+
+    /// Resolves once the subscription is established; `None` if it ended first.
+    pub(crate) async fn established(&self) -> Option<JoinPoint> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the check, so a change between the two is not missed.
+            changed.as_mut().enable();
+            if let Some(p) = *self.established.lock() {
+                return Some(p);
+            }
+            if self.ended.load(Ordering::Acquire) {
+                return None;
+            }
+            changed.await;
+        }
+    }
 }
 
 /// Where a Joining FETCH joins an established subscription.
@@ -42,7 +80,7 @@ pub(crate) struct JoinPoint {
 pub(crate) struct SendState {
     core: Arc<SessionCore>,
     next_alias: AtomicU64,
-    joins: Mutex<HashMap<u64, watch::Receiver<JoinState>>>,
+    joins: Mutex<HashMap<u64, Arc<JoinRecord>>>,
     /// Bumped whenever a subscription is recorded in `joins`, so a Joining FETCH that overtook
     /// its SUBSCRIBE (they travel on separate streams) can wait for it.
     joins_changed: watch::Sender<u64>,
@@ -69,19 +107,18 @@ impl SendState {
     pub(crate) fn track_join(
         &self,
         request_id: u64,
-        state: watch::Receiver<JoinState>,
+        record: &Arc<JoinRecord>,
     ) -> Option<JoinGuard<'_>> {
         let mut joins = self.joins.lock();
-        if !self.core.version().allows_duplicate_subscriptions() {
-            let track = &state.borrow().track;
-            if joins.values().any(|j| j.borrow().track == *track) {
-                return None;
-            }
+        if !self.core.version().allows_duplicate_subscriptions()
+            && joins.values().any(|j| j.track == record.track)
+        {
+            return None;
         }
-        joins.insert(request_id, state);
+        joins.insert(request_id, record.clone());
         drop(joins);
         self.joins_changed.send_modify(|g| *g = g.wrapping_add(1));
-        Some(JoinGuard(self, request_id))
+        Some(JoinGuard(self, request_id, record.clone()))
     }
 
     /// The subscription `request_id` for a Joining FETCH, waiting up to `wait` for a SUBSCRIBE
@@ -90,7 +127,7 @@ impl SendState {
         &self,
         request_id: u64,
         wait: Duration,
-    ) -> Option<watch::Receiver<JoinState>> {
+    ) -> Option<Arc<JoinRecord>> {
         let mut changed = self.joins_changed.subscribe();
         let appeared = async {
             loop {
@@ -104,13 +141,16 @@ impl SendState {
     }
 }
 
-/// Removes a subscription from the Joining FETCH table when its request ends.
+/// Removes a subscription from the Joining FETCH table when its request ends, and tells a
+/// FETCH still waiting for it.
 #[derive(Debug)]
-pub(crate) struct JoinGuard<'a>(&'a SendState, u64);
+pub(crate) struct JoinGuard<'a>(&'a SendState, u64, Arc<JoinRecord>);
 
 impl Drop for JoinGuard<'_> {
     fn drop(&mut self) {
         self.0.joins.lock().remove(&self.1);
+        self.2.ended.store(true, Ordering::Release);
+        self.2.changed.notify_waiters();
     }
 }
 

@@ -5,12 +5,11 @@ use std::sync::Arc;
 use moq_core::FullTrackName;
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
 use moq_core::message::{Message, Parameters, RequestError, Subscribe, SubscribeOk};
-use tokio::sync::watch;
 
 use super::incoming::{Incoming, IncomingSubscribe, SubscribeDecision};
 use super::params::{SubscriptionParams, answer_properties, millis, ms};
 use super::response::FetchResponse;
-use super::send::{Fill, JoinPoint, JoinState};
+use super::send::{Fill, JoinPoint, JoinRecord};
 use super::state::{Asked, TrackState, no_such_track};
 use super::subscription::{PublisherTask, Subscription, SubscriptionInfo, new_subscription};
 use crate::error::Error;
@@ -97,13 +96,10 @@ pub(crate) async fn serve_subscribe(
     if let Err(e) = admitted.await {
         return Box::pin((*req).refuse(e)).await;
     }
-    let join = watch::channel(JoinState {
-        track: track.clone(),
-        established: None,
-    });
+    let join = JoinRecord::new(track.clone());
     // draft-18 §5.1: at most one subscription per track and role in a session; a second
     // SUBSCRIBE fails with DUPLICATE_SUBSCRIPTION (draft-19 allows several).
-    let Some(_join_guard) = tracks.send.track_join(id, join.1) else {
+    let Some(_join_guard) = tracks.send.track_join(id, &join) else {
         return Box::pin((*req).refuse(RequestError::new(
             RequestErrorCode::DUPLICATE_SUBSCRIPTION,
             "this session already subscribes to the track",
@@ -145,12 +141,9 @@ pub(crate) async fn serve_subscribe(
         let _ = reply.send(Err(e.clone()));
         return Err(e);
     }
-    join.0.send_replace(JoinState {
-        track: track.clone(),
-        established: Some(JoinPoint {
-            forward,
-            joining: response.largest.filter(|_| forward),
-        }),
+    join.establish(JoinPoint {
+        forward,
+        joining: response.largest.filter(|_| forward),
     });
     let publisher = PublisherTask::new(
         core,
@@ -168,5 +161,5 @@ pub(crate) async fn serve_subscribe(
             Fill::new(id, fill, &msg.params, response.largest, order);
     }
     let _ = reply.send(Ok(publisher.writer()));
-    publisher.run(&mut req, Some(&join.0)).await
+    publisher.run(&mut req, Some(&join)).await
 }

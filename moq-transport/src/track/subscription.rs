@@ -19,7 +19,7 @@ use super::params::{SubscriptionParams, ranges_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::response::FetchResponse;
 use super::send::{
-    Fill, Finish, JoinPoint, JoinState, SubscriptionWriter, Versioned, WriterShared,
+    Fill, Finish, JoinPoint, JoinRecord, SubscriptionWriter, Versioned, WriterShared,
 };
 use crate::error::Error;
 use crate::latch::Latch;
@@ -477,7 +477,7 @@ impl PublisherTask {
     pub(crate) async fn run(
         mut self,
         req: &mut Request,
-        join: Option<&watch::Sender<JoinState>>,
+        join: Option<&JoinRecord>,
     ) -> Result<(), Error> {
         // draft-19 §5.1: STOP_SENDING from the subscriber ends the subscription.
         req.stop_cancels(true);
@@ -541,7 +541,7 @@ impl PublisherTask {
     fn update(
         &self,
         update: &moq_core::message::RequestUpdate,
-        join: Option<&watch::Sender<JoinState>>,
+        join: Option<&JoinRecord>,
     ) -> Result<RequestOk, RequestError> {
         let params = &update.params;
         let largest = *self.shared.largest.lock();
@@ -578,11 +578,9 @@ impl PublisherTask {
         {
             // draft-19 §5.1: the Joining Location is the Largest Location communicated when
             // Forward changes from 0 to 1.
-            join.send_modify(|j| {
-                j.established = Some(JoinPoint {
-                    forward: true,
-                    joining: largest,
-                })
+            join.establish(JoinPoint {
+                forward: true,
+                joining: largest,
             });
         }
         Ok(RequestOk {
