@@ -1,5 +1,7 @@
 //! A value set at most once that others can read and await: how a request ended, why a
-//! subscription's writers must stop.
+//! subscription's writers must stop. And [`wait_until`], the wait on a `Notify` that it and
+//! the other small shared states (a subscription's parameters, the incoming-request queue, the
+//! Joining FETCH record) use instead of channels.
 //!
 //! Not a `watch` channel: one lives as long as each request and subscription, and a watch's
 //! eight-way notifier makes it 386 bytes, where this is about a hundred.
@@ -62,6 +64,22 @@ impl<T> Drop for Latch<T> {
     }
 }
 
+/// Resolves with the first `Some` of `check`, called again each time `notify` wakes its
+/// waiters. The wake-up is registered before each check, so a change made between the check
+/// and the wait is not missed; one that wakes nobody (`notify_one` with no waiter) leaves a
+/// permit, which costs at most one more check.
+pub(crate) async fn wait_until<T>(notify: &Notify, mut check: impl FnMut() -> Option<T>) -> T {
+    loop {
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if let Some(v) = check() {
+            return v;
+        }
+        notified.await;
+    }
+}
+
 /// The latch was dropped without a value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Abandoned;
@@ -83,16 +101,7 @@ impl<T: Clone> Shared<T> {
     }
 
     async fn wait(&self) -> Result<T, Abandoned> {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            // Registered before the check, so a set between the two is not missed.
-            changed.as_mut().enable();
-            if let Some(v) = self.state()? {
-                return Ok(v);
-            }
-            changed.await;
-        }
+        wait_until(&self.changed, || self.state().transpose()).await
     }
 }
 

@@ -75,6 +75,28 @@ async fn subscribe_accepted(
     (sub.unwrap(), writer)
 }
 
+/// Sessions at draft-19 over `transport` and a subscription to `name` with default
+/// parameters, accepted as is. The sessions are returned to be kept alive.
+async fn plain_subscription(
+    transport: Transport,
+    name: &str,
+) -> (
+    Subscription,
+    moq_transport::track::SubscriptionWriter,
+    (Session, Session, TestServer),
+) {
+    let (client, server, srv) = pair_with_requests(transport, Version::Draft19).await;
+    let (sub, writer) = subscribe_accepted(
+        &client,
+        &server,
+        track(name),
+        Parameters::default(),
+        SubscribeResponse::default(),
+    )
+    .await;
+    (sub, writer, (client, server, srv))
+}
+
 /// Subscribes with the Location Filter `filter`, accepted as is.
 async fn filtered(
     client: &Session,
@@ -231,15 +253,7 @@ async fn rejection_and_no_handler() {
 async fn unsubscribe_reaches_the_publisher() {
     timeout(async {
         for transport in transports() {
-            let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
-            let (sub, writer) = subscribe_accepted(
-                &client,
-                &server,
-                track("a"),
-                Parameters::default(),
-                SubscribeResponse::default(),
-            )
-            .await;
+            let (sub, writer, _sessions) = plain_subscription(transport, "a").await;
             drop(sub);
             let err = writer.cancelled().await;
             assert!(
@@ -1329,15 +1343,7 @@ async fn publish_state_notify_reaches_the_subscriber() {
 async fn params_changed_resolves_once_per_update() {
     timeout(async {
         for transport in transports() {
-            let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
-            let (sub, writer) = subscribe_accepted(
-                &client,
-                &server,
-                track("params"),
-                Parameters::default(),
-                SubscribeResponse::default(),
-            )
-            .await;
+            let (sub, writer, _sessions) = plain_subscription(transport, "params").await;
             assert_eq!(writer.params().subscriber_priority, 128);
             for priority in [10, 20] {
                 let ask = Parameters {

@@ -21,6 +21,7 @@ use super::params::last_covered;
 use super::send::{FetchEnd, FetchWriter, SubscriptionWriter};
 use super::subscription::{Subscription, SubscriptionInfo};
 use crate::error::Error;
+use crate::latch::wait_until;
 use crate::session::SessionCore;
 
 /// A request from the peer for the application to answer.
@@ -483,21 +484,10 @@ impl futures::Stream for IncomingRequests {
 
 /// The next request from the shared queue, or `None` once the session has ended.
 async fn receive(rx: Receiver, core: Arc<SessionCore>) -> Option<Incoming> {
-    let next = async {
-        loop {
-            let arrived = rx.arrived.notified();
-            tokio::pin!(arrived);
-            // Registered before the check, so a request queued between the two is not missed;
-            // a waiter dropped after its wake-up passes it on to the next (tokio's `Notify`).
-            arrived.as_mut().enable();
-            if let Some(r) = rx.waiting.lock().pop_front() {
-                return *r;
-            }
-            arrived.await;
-        }
-    };
+    // A waiter dropped after its wake-up passes it on to the next (tokio's `Notify`).
+    let next = wait_until(&rx.arrived, || rx.waiting.lock().pop_front());
     tokio::select! {
-        r = next => Some(r),
+        r = next => Some(*r),
         _ = core.closed() => None,
     }
 }

@@ -17,7 +17,7 @@ use tokio::sync::{Notify, oneshot, watch};
 
 use super::params::{Object, ObjectMeta, SubscriptionParams, stream_priority};
 use crate::error::Error;
-use crate::latch::LatchWatch;
+use crate::latch::{LatchWatch, wait_until};
 use crate::session::SessionCore;
 use crate::transport::BoxSendStream;
 
@@ -51,19 +51,11 @@ impl JoinRecord {
 
     /// Resolves once the subscription is established; `None` if it ended first.
     pub(crate) async fn established(&self) -> Option<JoinPoint> {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            // Registered before the check, so a change between the two is not missed.
-            changed.as_mut().enable();
-            if let Some(p) = *self.established.lock() {
-                return Some(p);
-            }
-            if self.ended.load(Ordering::Acquire) {
-                return None;
-            }
-            changed.await;
-        }
+        wait_until(&self.changed, || match *self.established.lock() {
+            Some(p) => Some(Some(p)),
+            None => self.ended.load(Ordering::Acquire).then_some(None),
+        })
+        .await
     }
 }
 
@@ -490,22 +482,11 @@ impl SubscriptionWriter {
     ///
     /// Cancel safe.
     pub async fn params_changed(&self) -> Result<SubscriptionParams, Error> {
-        let changed = async {
-            loop {
-                let notified = self.shared.params_changed.notified();
-                tokio::pin!(notified);
-                // Registered before the check, so a change between the two is not missed.
-                notified.as_mut().enable();
-                {
-                    let p = self.shared.params.lock();
-                    if p.version != self.seen.load(Ordering::Relaxed) {
-                        self.seen.store(p.version, Ordering::Relaxed);
-                        return p.value.clone();
-                    }
-                }
-                notified.await;
-            }
-        };
+        let changed = wait_until(&self.shared.params_changed, || {
+            let p = self.shared.params.lock();
+            let seen = self.seen.swap(p.version, Ordering::Relaxed);
+            (p.version != seen).then(|| p.value.clone())
+        });
         tokio::select! {
             p = changed => Ok(p),
             e = self.cancelled() => Err(e),
