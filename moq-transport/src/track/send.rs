@@ -155,6 +155,9 @@ pub(crate) struct Finish {
     pub(crate) sent: oneshot::Sender<Result<(), Error>>,
 }
 
+/// At most this many PUBLISH_STATE_NOTIFY messages wait for the request stream.
+const NOTIFY_QUEUE: usize = 16;
+
 /// The allocation a subgroup stream's object headers are encoded into, a few at a time.
 const HEADERS_BUFFER: usize = 256;
 
@@ -191,7 +194,7 @@ pub(crate) struct WriterShared {
     pub(crate) fill: Mutex<Option<Fill>>,
     pub(crate) fill_asked: Notify,
     /// PUBLISH_STATE_NOTIFYs for the request task to send (at most
-    /// [`super::subscription::NOTIFY_QUEUE`]), and its signal.
+    /// [`NOTIFY_QUEUE`]), and its signal.
     pub(crate) notify: Mutex<VecDeque<Box<moq_core::message::Parameters>>>,
     pub(crate) notify_queued: Notify,
 }
@@ -411,7 +414,7 @@ impl SubscriptionWriter {
             )
             .map_err(|e| Error::Invalid(e.to_string()))?;
         let mut queue = s.notify.lock();
-        if queue.len() >= super::subscription::NOTIFY_QUEUE {
+        if queue.len() >= NOTIFY_QUEUE {
             return Err(Error::Invalid("too many state notifications queued".into()));
         }
         queue.push_back(Box::new(params));

@@ -232,9 +232,6 @@ impl futures::Stream for Subscription {
     }
 }
 
-/// At most this many PUBLISH_STATE_NOTIFY messages wait for the request stream.
-pub(crate) const NOTIFY_QUEUE: usize = 16;
-
 /// Queue of subgroup streams and datagrams a subscription holds for the application.
 const EVENT_QUEUE: usize = 1024;
 
