@@ -1,11 +1,12 @@
 //! A value set at most once that others can read and await: how a request ended, why a
-//! subscription's writers must stop. And [`wait_until`], the wait on a `Notify` that it and
-//! the other small shared states (a subscription's parameters, the incoming-request queue, the
-//! Joining FETCH record) use instead of channels.
+//! subscription's writers must stop. A bounded [`Queue`] that allocates nothing until used.
+//! And [`wait_until`], the wait on a `Notify` that both and the other small shared states (a
+//! subscription's parameters, the Joining FETCH record) use instead of channels.
 //!
 //! Not a `watch` channel: one lives as long as each request and subscription, and a watch's
 //! eight-way notifier makes it 386 bytes, where this is about a hundred.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -77,6 +78,46 @@ pub(crate) async fn wait_until<T>(notify: &Notify, mut check: impl FnMut() -> Op
             return v;
         }
         notified.await;
+    }
+}
+
+/// A bounded queue with any number of consumers, each item going to one. Not a tokio `mpsc`:
+/// that allocates its first block of slots with the channel, where most of these queues (a
+/// subscription's PUBLISH_STATE_NOTIFYs, a session's incoming requests) never hold an item.
+#[derive(Debug)]
+pub(crate) struct Queue<T> {
+    items: parking_lot::Mutex<VecDeque<T>>,
+    capacity: usize,
+    pushed: Notify,
+}
+
+impl<T> Queue<T> {
+    /// A queue of at most `capacity` items (at least one).
+    pub(crate) fn new(capacity: usize) -> Self {
+        Queue {
+            items: parking_lot::Mutex::new(VecDeque::new()),
+            capacity: capacity.max(1),
+            pushed: Notify::new(),
+        }
+    }
+
+    /// Queues `item`, or gives it back if the queue is full.
+    pub(crate) fn push(&self, item: T) -> Result<(), T> {
+        let mut items = self.items.lock();
+        if items.len() >= self.capacity {
+            return Err(item);
+        }
+        items.push_back(item);
+        drop(items);
+        // A permit is kept if nobody waits; a waiter dropped after its wake-up passes it on.
+        self.pushed.notify_one();
+        Ok(())
+    }
+
+    /// Resolves with the next item. Cancel safe: an item is taken only by the poll that
+    /// returns it.
+    pub(crate) async fn next(&self) -> T {
+        wait_until(&self.pushed, || self.items.lock().pop_front()).await
     }
 }
 
@@ -158,6 +199,22 @@ mod tests {
         assert_eq!(got.ok().and_then(Result::ok), Some(Ok(1)));
         drop(latch);
         assert_eq!(watch.state(), Ok(Some(1)));
+    }
+
+    #[tokio::test]
+    async fn a_queue_is_bounded_and_in_order() {
+        let q = Queue::new(2);
+        assert_eq!(q.push(1), Ok(()));
+        assert_eq!(q.push(2), Ok(()));
+        assert_eq!(q.push(3), Err(3));
+        let first = tokio::time::timeout(Duration::from_secs(5), q.next()).await;
+        assert_eq!(first, Ok(1));
+        assert_eq!(q.push(3), Ok(()));
+        let rest = tokio::time::timeout(Duration::from_secs(5), async {
+            (q.next().await, q.next().await)
+        })
+        .await;
+        assert_eq!(rest, Ok((2, 3)));
     }
 
     #[tokio::test]

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use moq_core::message::RequestError;
-use std::collections::VecDeque;
-
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 use bytes::Bytes;
 use moq_core::codes::RequestErrorCode;
@@ -21,7 +19,7 @@ use super::params::last_covered;
 use super::send::{FetchEnd, FetchWriter, SubscriptionWriter};
 use super::subscription::{Subscription, SubscriptionInfo};
 use crate::error::Error;
-use crate::latch::wait_until;
+use crate::latch::Queue;
 use crate::session::SessionCore;
 
 /// A request from the peer for the application to answer.
@@ -420,18 +418,8 @@ impl IncomingSubscribeTracks {
     }
 }
 
-type Receiver = Arc<Queue>;
+type Receiver = Arc<Queue<Box<Incoming>>>;
 type Next = Pin<Box<dyn Future<Output = Option<Incoming>> + Send + Sync>>;
-
-/// The requests waiting for the application, and the signal that one came. Not a tokio
-/// channel: a bounded `mpsc` allocates its first block of slots with the channel (~800 B per
-/// session, most of which never see a request).
-#[derive(Debug)]
-pub(crate) struct Queue {
-    waiting: parking_lot::Mutex<VecDeque<Box<Incoming>>>,
-    capacity: usize,
-    arrived: Notify,
-}
 
 /// The stream of [`Incoming`] requests of a session (see [`crate::Session::incoming`]).
 /// Clones share one queue: each request goes to one of them. Ends when the session ends.
@@ -484,10 +472,8 @@ impl futures::Stream for IncomingRequests {
 
 /// The next request from the shared queue, or `None` once the session has ended.
 async fn receive(rx: Receiver, core: Arc<SessionCore>) -> Option<Incoming> {
-    // A waiter dropped after its wake-up passes it on to the next (tokio's `Notify`).
-    let next = wait_until(&rx.arrived, || rx.waiting.lock().pop_front());
     tokio::select! {
-        r = next => Some(*r),
+        r = rx.next() => Some(*r),
         _ = core.closed() => None,
     }
 }
@@ -505,11 +491,7 @@ impl IncomingQueue {
     pub(crate) fn new(accept: bool, capacity: usize) -> Self {
         IncomingQueue {
             accept,
-            rx: Arc::new(Queue {
-                waiting: parking_lot::Mutex::new(VecDeque::new()),
-                capacity: capacity.max(1),
-                arrived: Notify::new(),
-            }),
+            rx: Arc::new(Queue::new(capacity)),
         }
     }
 
@@ -532,16 +514,11 @@ impl IncomingQueue {
         if !self.accept {
             return Err(not_taken);
         }
-        let mut waiting = self.rx.waiting.lock();
-        if waiting.len() >= self.rx.capacity {
-            return Err(RequestError::new(
+        self.rx.push(Box::new(request)).map_err(|_| {
+            RequestError::new(
                 RequestErrorCode::EXCESSIVE_LOAD,
                 "too many requests waiting",
-            ));
-        }
-        waiting.push_back(Box::new(request));
-        drop(waiting);
-        self.rx.arrived.notify_one();
-        Ok(())
+            )
+        })
     }
 }

@@ -1,6 +1,6 @@
 //! The publisher's side of a subscription: subgroup streams and datagrams (draft-19 §11).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use tokio::sync::{Notify, oneshot, watch};
 
 use super::params::{Object, ObjectMeta, SubscriptionParams, stream_priority};
 use crate::error::Error;
-use crate::latch::{LatchWatch, wait_until};
+use crate::latch::{LatchWatch, Queue, wait_until};
 use crate::session::SessionCore;
 use crate::transport::BoxSendStream;
 
@@ -46,6 +46,12 @@ impl JoinRecord {
     /// Records the subscription as established (again when Forward goes from 0 to 1).
     pub(crate) fn establish(&self, point: JoinPoint) {
         *self.established.lock() = Some(point);
+        self.changed.notify_waiters();
+    }
+
+    /// The subscription's request is over: a FETCH waiting for it gives up.
+    fn end(&self) {
+        self.ended.store(true, Ordering::Release);
         self.changed.notify_waiters();
     }
 
@@ -141,8 +147,7 @@ pub(crate) struct JoinGuard<'a>(&'a SendState, u64, Arc<JoinRecord>);
 impl Drop for JoinGuard<'_> {
     fn drop(&mut self) {
         self.0.joins.lock().remove(&self.1);
-        self.2.ended.store(true, Ordering::Release);
-        self.2.changed.notify_waiters();
+        self.2.end();
     }
 }
 
@@ -156,7 +161,7 @@ pub(crate) struct Finish {
 }
 
 /// At most this many PUBLISH_STATE_NOTIFY messages wait for the request stream.
-const NOTIFY_QUEUE: usize = 16;
+pub(crate) const NOTIFY_QUEUE: usize = 16;
 
 /// The allocation a subgroup stream's object headers are encoded into, a few at a time.
 const HEADERS_BUFFER: usize = 256;
@@ -193,10 +198,8 @@ pub(crate) struct WriterShared {
     /// takes it (from draft-20), and its signal.
     pub(crate) fill: Mutex<Option<Fill>>,
     pub(crate) fill_asked: Notify,
-    /// PUBLISH_STATE_NOTIFYs for the request task to send (at most
-    /// [`NOTIFY_QUEUE`]), and its signal.
-    pub(crate) notify: Mutex<VecDeque<Box<moq_core::message::Parameters>>>,
-    pub(crate) notify_queued: Notify,
+    /// PUBLISH_STATE_NOTIFYs for the request task to send (at most [`NOTIFY_QUEUE`]).
+    pub(crate) notify: Queue<Box<moq_core::message::Parameters>>,
 }
 
 /// A fill the subscriber asked for with FILL_PARAMETERS (draft-21 §3.4, from draft-20): the
@@ -279,11 +282,6 @@ impl WriterShared {
             }
             closed.await;
         }
-    }
-
-    /// The next PUBLISH_STATE_NOTIFY to send.
-    pub(crate) fn next_notify(&self) -> Option<Box<moq_core::message::Parameters>> {
-        self.notify.lock().pop_front()
     }
 
     /// The subscription's current parameters.
@@ -413,14 +411,9 @@ impl SubscriptionWriter {
                 s.core.version(),
             )
             .map_err(|e| Error::Invalid(e.to_string()))?;
-        let mut queue = s.notify.lock();
-        if queue.len() >= NOTIFY_QUEUE {
-            return Err(Error::Invalid("too many state notifications queued".into()));
-        }
-        queue.push_back(Box::new(params));
-        // One waiter, the request task; a permit is kept if it is busy.
-        s.notify_queued.notify_one();
-        Ok(())
+        s.notify
+            .push(Box::new(params))
+            .map_err(|_| Error::Invalid("too many state notifications queued".into()))
     }
 
     /// Resolves with the next fill a REQUEST_UPDATE asks for (the SUBSCRIBE's is taken with

@@ -1,7 +1,6 @@
 //! An established subscription, both sides, whichever end started it (SUBSCRIBE or PUBLISH):
 //! REQUEST_UPDATE and PUBLISH_DONE (draft-19 §5.1, §10.9.1, §10.11).
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -19,10 +18,10 @@ use super::params::{SubscriptionParams, ranges_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::response::FetchResponse;
 use super::send::{
-    Fill, Finish, JoinPoint, JoinRecord, SubscriptionWriter, Versioned, WriterShared,
+    Fill, Finish, JoinPoint, JoinRecord, NOTIFY_QUEUE, SubscriptionWriter, Versioned, WriterShared,
 };
 use crate::error::Error;
-use crate::latch::Latch;
+use crate::latch::{Latch, Queue};
 use crate::request::{Event, Feed, Request, RequestHandle};
 use crate::session::{GoawayInfo, SessionCore};
 
@@ -378,8 +377,8 @@ impl SubscriberTask {
 enum Step {
     /// The application finished the subscription (`None`: it dropped the writer).
     Finish(Option<Finish>),
-    /// PUBLISH_STATE_NOTIFYs were queued.
-    Notify,
+    /// A PUBLISH_STATE_NOTIFY to send.
+    Notify(Box<Parameters>),
     /// Something on the request stream.
     Event(Box<Event>),
 }
@@ -409,10 +408,7 @@ impl PublisherTask {
         let ended = Latch::default();
         let (finish_tx, finish_rx) = oneshot::channel();
         let shared = Arc::new(WriterShared {
-            // Not a channel: a tokio mpsc allocates a block of slots up front (~800 B per
-            // subscription), for a message most subscriptions never send.
-            notify: Mutex::new(VecDeque::new()),
-            notify_queued: Notify::new(),
+            notify: Queue::new(NOTIFY_QUEUE),
             core: core.clone(),
             request_id,
             track_alias: alias,
@@ -486,7 +482,7 @@ impl PublisherTask {
             // select's output nor the event is kept while it is handled.
             let step = tokio::select! {
                 f = &mut self.finish => Step::Finish(f.ok()),
-                () = self.shared.notify_queued.notified() => Step::Notify,
+                params = self.shared.notify.next() => Step::Notify(params),
                 ev = req.next() => Step::Event(Box::new(ev)),
             };
             match step {
@@ -503,10 +499,8 @@ impl PublisherTask {
                     break r;
                 }
                 // draft-21 §9.10: the publisher's state changed.
-                Step::Notify => {
-                    while let Some(params) = self.shared.next_notify() {
-                        Box::pin(req.send(PublishStateNotify { params: *params })).await?;
-                    }
+                Step::Notify(params) => {
+                    Box::pin(req.send(PublishStateNotify { params: *params })).await?;
                 }
                 Step::Event(ev) => match *ev {
                     Event::Update(u) => match u.and_then(|u| self.update(&u, join)) {
@@ -542,7 +536,9 @@ impl PublisherTask {
     ) -> Result<RequestOk, RequestError> {
         let params = &update.params;
         let largest = *self.shared.largest.lock();
-        let mut next = self.shared.params();
+        let current = self.shared.params();
+        let was_forwarding = current.forward;
+        let mut next = current;
         next.apply(params, largest);
         if next.end_group.is_some_and(|end| end < next.start.group) {
             return Err(RequestError::new(
@@ -556,7 +552,6 @@ impl PublisherTask {
         if let Some(e) = ranges_budget(&self.shared.core, total) {
             return Err(e);
         }
-        let was_forwarding = self.shared.params.lock().value.forward;
         let forwarding = next.forward;
         // draft-21 §3.4: a REQUEST_UPDATE's FILL_PARAMETERS opens a fill fetch stream of its
         // own (its Request ID), with Forward State 1.
