@@ -237,6 +237,106 @@ async fn a_relay_that_dies_and_comes_back_rejoins() {
     .await;
 }
 
+/// A chain A <- B <- C with a publisher on A and subscribers on A and C, a group every 20 ms.
+/// B shuts down and comes back on the same address: the subscription on C stays open (its
+/// upstream through B is lost, not ended by the publisher, so C waits `publisher_wait` for a
+/// route back), and once B is back C has every group once, those published while B was gone
+/// included (fetched through the new route); A's subscriber never notices.
+#[tokio::test]
+async fn a_restarted_middle_relay_loses_nothing() {
+    timeout(async {
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let mut relays = cluster(3, &[(1, 0), (2, 1)], &cert);
+        let b = relays.remove(1);
+        let (a, c) = (&relays[0], &relays[1]);
+        let publisher = connect(a).await;
+        let room = ns("restart/room");
+        let (_h, track, producer) = publish(&publisher, &room).await;
+        knows(c, &room).await;
+        // (relay, group) of every object the two subscribers read.
+        let (tx, mut got) = tokio::sync::mpsc::unbounded_channel();
+        let mut readers = Vec::new();
+        for (i, r) in [a, c].into_iter().enumerate() {
+            let s = connect(r).await;
+            let mut t = s
+                .subscriber()
+                .subscribe(track.clone(), SubscribeOptions::default())
+                .await
+                .unwrap();
+            let tx = tx.clone();
+            readers.push(tokio::spawn(async move {
+                let _s = s;
+                while let Some(g) = t.next_group().await {
+                    let mut g = g.unwrap();
+                    while let Some(o) = g.next_object().await {
+                        let _ = tx.send((i, o.unwrap().location.group));
+                    }
+                }
+                panic!("relay {i}: the subscription ended: {:?}", t.publish_done());
+            }));
+        }
+        let writer = tokio::spawn(async move {
+            for i in 0..u64::MAX {
+                let mut g = producer.create_group(i).unwrap();
+                g.write("live").unwrap();
+                g.finish().unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        let mut seen: [Vec<u64>; 2] = [vec![], vec![]];
+        fn record(seen: &mut [Vec<u64>; 2], (i, g): (usize, u64)) -> u64 {
+            seen[i].push(g);
+            g
+        }
+        // C receives; then B goes.
+        while record(&mut seen, got.recv().await.unwrap()) < 5 {}
+        let b_addr = b.local_addr();
+        b.shutdown(Duration::ZERO).await;
+        drop(b);
+        // Groups published while B is gone.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut config = RelayConfig::new(b_addr, cert.clone());
+        let mut cc = ClusterConfig::new("B", vec![url(a)]);
+        cc.tls = ClientTls::pinned(cert.fingerprint());
+        config.cluster = Some(cc);
+        let b2 = loop {
+            match Relay::bind(config.clone()) {
+                Ok(r) => break r,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        b2.spawn();
+        // C receives through the new B, well past the groups published while B was gone.
+        let mut last_on_c = 0;
+        while last_on_c < 60 {
+            let (i, g) = got.recv().await.unwrap();
+            record(&mut seen, (i, g));
+            if i == 1 {
+                last_on_c = last_on_c.max(g);
+            }
+        }
+        writer.abort();
+        // Whatever was published until now, up to 60, has reached both.
+        let complete = |v: &Vec<u64>| (0..=60).all(|g| v.contains(&g));
+        while !(complete(&seen[0]) && complete(&seen[1])) {
+            record(&mut seen, got.recv().await.unwrap());
+        }
+        for (i, v) in seen.iter().enumerate() {
+            let mut sorted: Vec<u64> = v.iter().copied().filter(|g| *g <= 60).collect();
+            sorted.sort();
+            assert_eq!(
+                sorted,
+                (0..=60).collect::<Vec<_>>(),
+                "relay {i}: every group once"
+            );
+        }
+        for r in readers {
+            r.abort();
+        }
+    })
+    .await;
+}
+
 /// A full mesh. A subscriber on B reads a track published on A; the publisher moves to C
 /// (publishes there, then leaves A) and the subscriber goes on, each group once.
 #[tokio::test]
