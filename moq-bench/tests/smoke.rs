@@ -1,7 +1,7 @@
 //! Smoke test of the benchmark library at tiny sizes: section 1 (throughput against raw quinn),
-//! section 3 (discovery scaling, relay in-process) and section 6 (relay capacity, our relay
-//! hosted by the `moq-bench` binary) complete and report numbers. Nothing here asserts on
-//! timing.
+//! section 3 (discovery scaling, relay in-process), section 5 (a cluster of three of our
+//! relay binaries) and section 6 (relay capacity, our relay hosted by the `moq-bench` binary)
+//! complete and report numbers. Nothing here asserts on timing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
@@ -100,4 +100,67 @@ async fn capacity_quick_runs_a_ladder() {
         text.contains("capacity obj/s") && text.contains("ours"),
         "{text}"
     );
+}
+
+/// The `moq-relay` binary of this build (next to `moq-bench`; `cargo test --workspace` builds
+/// it), built here when missing (`cargo test -p moq-bench` alone).
+fn relay_binary() -> std::path::PathBuf {
+    let bench = std::path::PathBuf::from(env!("CARGO_BIN_EXE_moq-bench"));
+    let relay = bench.with_file_name(format!("moq-relay{}", std::env::consts::EXE_SUFFIX));
+    if !relay.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = std::process::Command::new(cargo);
+        build.args(["build", "-p", "moq-relay", "--bin", "moq-relay"]);
+        if bench.parent().is_some_and(|d| d.ends_with("release")) {
+            build.arg("--release");
+        }
+        let status = build.status().expect("running cargo build -p moq-relay");
+        assert!(status.success(), "cargo build -p moq-relay failed");
+    }
+    relay
+}
+
+/// Section 5 at N = 3 (the harness of issue 17 in the test command): three relay processes in
+/// a star, four publishers and 24 subscriptions spread over them. Every object reaches every
+/// subscription, and each relay holds exactly one upstream subscription per track, however
+/// many of its subscribers read it; delivery latency is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_of_three_delivers_with_one_upstream_per_track() {
+    use moq_bench::cluster::{self, ClusterConfig};
+    use moq_bench::relays::{RelayCommand, RelayKind};
+
+    let workdir = std::env::temp_dir().join(format!("moq-bench-cluster-{}", std::process::id()));
+    let relay = RelayCommand::new(RelayKind::Ours, relay_binary());
+    let cfg = ClusterConfig {
+        sizes: vec![3],
+        subscriptions: 24,
+        rate: 20,
+        duration: Duration::from_secs(2),
+        warmup: Duration::from_millis(500),
+        ..ClusterConfig::quick(relay, workdir.clone())
+    };
+    let report = tokio::time::timeout(Duration::from_secs(120), cluster::run(&cfg))
+        .await
+        .expect("timed out")
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&workdir);
+    let text = report.render();
+    eprintln!("{text}");
+    let (k, case) = report.cases.first().unwrap();
+    assert_eq!(*k, 3);
+    let m = case.as_ref().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(m.published, 4 * 40);
+    assert_eq!(
+        m.delivered, m.expected,
+        "every object reaches every subscription"
+    );
+    assert_eq!(m.per_relay.len(), 3);
+    for (i, r) in m.per_relay.iter().enumerate() {
+        assert_eq!(
+            r.upstreams, 4,
+            "relay {i}: one upstream subscription per track"
+        );
+    }
+    assert!(m.latency.p50_ms > 0.0 && m.latency.p99_ms >= m.latency.p50_ms);
+    assert!(text.contains("upstream subscriptions per relay"), "{text}");
 }
