@@ -588,66 +588,74 @@ fn cpu_seconds(pid: &str) -> f64 {
 /// UDP drops at the relay's socket (with its 4 MiB buffers, none expected).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_2000_handshakes_in_batches_of_200() {
-    timeout_after(Duration::from_secs(120), async {
-        let relay = relay(&[]);
-        let url = format!("moqt://localhost:{}/", relay.port);
-        // Clients share the burst: one UDP socket each, so the clients' sockets (the kernel's
-        // default buffers) do not drop the relay's answers.
-        let clients: Vec<Arc<endpoint::Client>> = (0..CLIENTS)
-            .map(|_| Arc::new(transport_client(&relay.fingerprint)))
-            .collect();
-        let (drops_before, rcvbuf_before) = (socket_drops(relay.port), rcvbuf_errors());
-        let started = Instant::now();
-        let mut failures = Vec::new();
-        let mut batches = Vec::new();
-        for _ in 0..BURST / BATCH {
-            let batch = Instant::now();
-            let mut set = tokio::task::JoinSet::new();
-            for i in 0..BATCH {
-                let (c, url) = (clients[i % CLIENTS].clone(), url.clone());
-                set.spawn(async move {
-                    let session = c.connect(&url).await?;
-                    session.close(SessionErrorCode::NO_ERROR, "burst");
-                    Ok::<_, Error>(())
-                });
-            }
-            while let Some(r) = set.join_next().await {
-                if let Err(e) = r.unwrap() {
-                    failures.push(e.to_string());
-                }
-            }
-            batches.push(batch.elapsed());
-            eprintln!(
-                "burst batch {}: {BATCH} sessions in {:?} ({} failed so far)",
-                batches.len(),
-                batch.elapsed(),
-                failures.len()
-            );
+    timeout_after(Duration::from_secs(120), burst("moqt")).await;
+}
+
+/// As above over WebTransport (QUIC and HTTP/3 handshakes, extended CONNECT, SETUP, close).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_2000_webtransport_sessions_in_batches_of_200() {
+    timeout_after(Duration::from_secs(180), burst("https")).await;
+}
+
+/// The burst tests: `BURST` sessions to a fresh relay over `scheme`, figures and assertions.
+async fn burst(scheme: &str) {
+    let relay = relay(&[]);
+    let url = format!("{scheme}://localhost:{}/", relay.port);
+    // Clients share the burst: one UDP socket each, so the clients' sockets (the kernel's
+    // default buffers) do not drop the relay's answers.
+    let clients: Vec<Arc<endpoint::Client>> = (0..CLIENTS)
+        .map(|_| Arc::new(transport_client(&relay.fingerprint)))
+        .collect();
+    let (drops_before, rcvbuf_before) = (socket_drops(relay.port), rcvbuf_errors());
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    let mut batches = Vec::new();
+    for _ in 0..BURST / BATCH {
+        let batch = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..BATCH {
+            let (c, url) = (clients[i % CLIENTS].clone(), url.clone());
+            set.spawn(async move {
+                let session = c.connect(&url).await?;
+                session.close(SessionErrorCode::NO_ERROR, "burst");
+                Ok::<_, Error>(())
+            });
         }
-        let total = started.elapsed();
-        let relay_cpu = cpu_seconds(&relay.child.id().to_string());
-        let test_cpu = cpu_seconds("self");
-        let drops = drops_before
-            .zip(socket_drops(relay.port))
-            .map(|(a, b)| b - a);
-        let rcvbuf = rcvbuf_before.zip(rcvbuf_errors()).map(|(a, b)| b - a);
-        let ms: Vec<u128> = batches.iter().map(|b| b.as_millis()).collect();
+        while let Some(r) = set.join_next().await {
+            if let Err(e) = r.unwrap() {
+                failures.push(e.to_string());
+            }
+        }
+        batches.push(batch.elapsed());
         eprintln!(
-            "burst: {BURST} sessions in batches of {BATCH}: {} failed; batches (ms) {ms:?}; \
-             total {total:?}, {:.0} handshakes/s; UDP drops at the relay's socket {}; \
-             machine-wide RcvbufErrors during the burst {}; CPU seconds: relay {relay_cpu:.1}, \
-             clients {test_cpu:.1}",
-            failures.len(),
-            BURST as f64 / total.as_secs_f64(),
-            drops.map_or("not listed (/proc/net/udp)".into(), |d| d.to_string()),
-            rcvbuf.map_or("unknown".into(), |d| d.to_string()),
+            "burst over {scheme}, batch {}: {BATCH} sessions in {:?} ({} failed so far)",
+            batches.len(),
+            batch.elapsed(),
+            failures.len()
         );
-        assert!(failures.is_empty(), "{failures:?}");
-        assert_eq!(
-            drops.unwrap_or(0),
-            0,
-            "the relay's socket dropped datagrams"
-        );
-    })
-    .await;
+    }
+    let total = started.elapsed();
+    let relay_cpu = cpu_seconds(&relay.child.id().to_string());
+    let test_cpu = cpu_seconds("self");
+    let drops = drops_before
+        .zip(socket_drops(relay.port))
+        .map(|(a, b)| b - a);
+    let rcvbuf = rcvbuf_before.zip(rcvbuf_errors()).map(|(a, b)| b - a);
+    let ms: Vec<u128> = batches.iter().map(|b| b.as_millis()).collect();
+    eprintln!(
+        "burst over {scheme}: {BURST} sessions in batches of {BATCH}: {} failed; batches (ms) {ms:?}; \
+         total {total:?}, {:.0} handshakes/s; UDP drops at the relay's socket {}; \
+         machine-wide RcvbufErrors during the burst {}; CPU seconds: relay {relay_cpu:.1}, \
+         clients {test_cpu:.1}",
+        failures.len(),
+        BURST as f64 / total.as_secs_f64(),
+        drops.map_or("not listed (/proc/net/udp)".into(), |d| d.to_string()),
+        rcvbuf.map_or("unknown".into(), |d| d.to_string()),
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(
+        drops.unwrap_or(0),
+        0,
+        "the relay's socket dropped datagrams"
+    );
 }
