@@ -48,6 +48,10 @@ pub struct RelayConfig {
     pub metrics_per_namespace: bool,
     /// Join a cluster of relays (see [`crate::cluster`]).
     pub cluster: Option<ClusterConfig>,
+    /// The URI a draining relay names in GOAWAY, so its clients reconnect there (draft-19
+    /// §10.4: the new session URI). Unset, a relay of a cluster names its first peer, and a
+    /// relay alone names none (clients reconnect to the same URI).
+    pub successor: Option<String>,
 }
 
 impl std::fmt::Debug for RelayConfig {
@@ -60,6 +64,7 @@ impl std::fmt::Debug for RelayConfig {
             .field("upstream_linger", &self.upstream_linger)
             .field("publisher_wait", &self.publisher_wait)
             .field("quic", &self.quic)
+            .field("successor", &self.successor)
             .finish_non_exhaustive()
     }
 }
@@ -83,6 +88,7 @@ impl RelayConfig {
             udp_buffer: DEFAULT_UDP_BUFFER,
             metrics_per_namespace: false,
             cluster: None,
+            successor: None,
         }
     }
 

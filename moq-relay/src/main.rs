@@ -154,6 +154,10 @@ struct Settings {
     /// remaining sessions are closed [default: 2].
     #[arg(long, env = "MOQ_RELAY_DRAIN", value_name = "SECONDS")]
     drain: Option<f64>,
+    /// The URI named in GOAWAY when draining, where clients should reconnect (another relay)
+    /// [default: the first --cluster-peer, else none: the same URI].
+    #[arg(long, env = "MOQ_RELAY_SUCCESSOR", value_name = "URL")]
+    successor: Option<String>,
     /// Congestion control: cubic, new-reno or bbr [default: cubic].
     #[arg(long, env = "MOQ_RELAY_CONGESTION")]
     congestion: Option<String>,
@@ -323,6 +327,7 @@ async fn run(s: Settings) -> anyhow::Result<()> {
         config.publisher_wait = Duration::try_from_secs_f64(w)
             .with_context(|| format!("--publisher-wait {w}: a number of seconds"))?;
     }
+    config.successor = s.successor.clone();
     if let Some(ms) = s.max_rendezvous_ms {
         config.max_rendezvous = Duration::from_millis(ms);
     }

@@ -356,13 +356,17 @@ impl Relay {
         self.inner.draining.store(true, Ordering::Relaxed);
         let deadline = tokio::time::Instant::now() + grace;
         let mut open = self.inner.session_count.subscribe();
-        // A relay of a cluster sends its clients to a peer (draft-19 §10.4: the new session
-        // URI); alone, back to the same URI.
+        // Clients are sent to the configured successor, else to a peer of the cluster
+        // (draft-19 §10.4: the new session URI); with neither, back to the same URI.
         let next = self
             .inner
-            .cluster
-            .as_ref()
-            .and_then(|c| c.config.peers.first().cloned())
+            .config
+            .successor
+            .clone()
+            .or_else(|| {
+                let c = self.inner.cluster.as_ref()?;
+                c.config.peers.first().cloned()
+            })
             .unwrap_or_default();
         let drained = async {
             self.goaway(&next, grace).await;

@@ -113,6 +113,9 @@ impl std::ops::DerefMut for Binary {
     }
 }
 
+/// The relay the binary names in GOAWAY (`--successor`).
+const SUCCESSOR: &str = "moqt://next.example.com:4443/";
+
 impl Binary {
     fn start() -> Binary {
         Binary(common::Binary::start(
@@ -122,14 +125,17 @@ impl Binary {
                 "--drain",
                 "1",
                 "--auth-disabled",
+                "--successor",
+                SUCCESSOR,
             ],
             &[],
         ))
     }
 }
 
-/// On SIGINT and on SIGTERM the binary sends GOAWAY, waits out its drain time for a client
-/// that stays, closes the session and exits, within the drain time plus a margin.
+/// On SIGINT and on SIGTERM the binary sends GOAWAY naming its `--successor`, waits out its
+/// drain time for a client that stays, closes the session and exits, within the drain time
+/// plus a margin.
 #[tokio::test]
 async fn binary_drains_and_exits_on_sigint_and_sigterm() {
     timeout(async {
@@ -142,7 +148,8 @@ async fn binary_drains_and_exits_on_sigint_and_sigterm() {
             let started = Instant::now();
             relay.signal(signal);
             let goaway = session.wait_goaway().await;
-            assert!(goaway.is_some(), "SIG{signal}: no GOAWAY");
+            let goaway = goaway.unwrap_or_else(|| panic!("SIG{signal}: no GOAWAY"));
+            assert_eq!(goaway.new_session_uri, SUCCESSOR, "SIG{signal}");
             session.closed().await;
             let status = relay.exited_within(Duration::from_secs(3)).await;
             assert!(status.success(), "SIG{signal}: {status}");
