@@ -61,7 +61,7 @@ async fn main() -> anyhow::Result<()> {
             }
         } => r,
         () = cli::print_status(&mut session) => Ok(()),
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        () = cli::interrupted() => Ok(()),
     };
     cli::close(&client, session).await;
     result

@@ -81,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::select! {
         r = announced.announced() => r.context("PUBLISH_NAMESPACE refused")?,
         () = cli::print_status(&mut reconnecting) => return Ok(()),
-        _ = tokio::signal::ctrl_c() => return Ok(()),
+        () = cli::interrupted() => return Ok(()),
     }
     println!("published namespace {}", cli::slashed(&ns));
     println!(
@@ -95,7 +95,7 @@ async fn main() -> anyhow::Result<()> {
     while args.count.is_none_or(|n| published < n) {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = tokio::signal::ctrl_c() => break,
+            () = cli::interrupted() => break,
             // Cancel safe: no tick is lost while the status is printed.
             Some(status) = reconnecting.next_status() => {
                 cli::print(&status);

@@ -61,7 +61,7 @@ async fn main() -> anyhow::Result<()> {
     let result = tokio::select! {
         r = run(&subscriber, &args) => r,
         () = cli::print_status(&mut reconnecting) => Ok(()),
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        () = cli::interrupted() => Ok(()),
     };
     cli::close(&client, reconnecting).await;
     result

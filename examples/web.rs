@@ -65,9 +65,7 @@ async fn main() -> anyhow::Result<()> {
     let stop = async {
         match args.seconds {
             Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            None => cli::interrupted().await,
         }
     };
     tokio::pin!(stop);

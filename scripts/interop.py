@@ -782,6 +782,7 @@ class Matrix:
         ns = f"page/room-{os.getpid()}"
         port = self.ports["ours"]
         ready = OUT / "page.ready"
+        ready.unlink(missing_ok=True)  # an earlier run's would stop the publisher at once
         publisher = self.procs.start(
             "page-pub",
             [OURS_PUB, "--url", self.url("ours", "quic"), "--insecure", "--namespace", ns, "--track", "chat",

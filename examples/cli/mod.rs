@@ -8,6 +8,29 @@ use std::time::Duration;
 use anyhow::Context;
 use moq_client::{Backoff, Client, Reconnecting, Status, TrackNamespace, Version};
 
+/// Resolves once the process has been interrupted (Ctrl-C, SIGINT), at any time since the
+/// first call. The signal is caught by one task for the whole run, so one that arrives between
+/// two waits (a `ctrl_c()` made afresh in each `select!` would miss it, and the process would
+/// then ignore it) is still seen by the next.
+pub(crate) async fn interrupted() {
+    static INTERRUPTED: std::sync::OnceLock<tokio::sync::watch::Receiver<bool>> =
+        std::sync::OnceLock::new();
+    let mut rx = INTERRUPTED
+        .get_or_init(|| {
+            let (tx, rx) = tokio::sync::watch::channel(false);
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    let _ = tx.send(true);
+                }
+                // Keeps the sender: a failed handler means no interruption, not one.
+                std::future::pending::<()>().await
+            });
+            rx
+        })
+        .clone();
+    let _ = rx.wait_for(|i| *i).await;
+}
+
 /// Logs to stderr, filtered by RUST_LOG (default: warnings).
 pub(crate) fn init_logging() {
     tracing_subscriber::fmt()
@@ -60,7 +83,7 @@ impl Connect {
         };
         let url = tokio::select! {
             r = first => r.with_context(|| format!("connecting to {}", self.url))?,
-            _ = tokio::signal::ctrl_c() => return Ok(None),
+            () = interrupted() => return Ok(None),
         };
         println!("connected to {url}");
         Ok(Some((client, reconnecting)))
