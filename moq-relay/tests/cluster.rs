@@ -165,6 +165,29 @@ async fn topologies_deliver_with_one_upstream_per_track() {
     .await;
 }
 
+/// Relay `node` started again on `addr`, dialing `peer`, once the address is free (the old
+/// socket is released when its endpoint's last task ends).
+async fn restart(
+    node: &str,
+    addr: std::net::SocketAddr,
+    peer: &Relay,
+    cert: &Certificate,
+) -> Relay {
+    let mut config = RelayConfig::new(addr, cert.clone());
+    let mut cc = ClusterConfig::new(node, vec![url(peer)]);
+    cc.tls = ClientTls::pinned(cert.fingerprint());
+    config.cluster = Some(cc);
+    let relay = loop {
+        match Relay::bind(config.clone()) {
+            Ok(r) => break r,
+            // No signal for the port's release.
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    relay.spawn();
+    relay
+}
+
 /// Waits for the next event about `namespace` on `found`; true for Added.
 async fn next_about(found: &mut moq_client::NamespaceStream, namespace: &TrackNamespace) -> bool {
     loop {
@@ -207,18 +230,7 @@ async fn a_relay_that_dies_and_comes_back_rejoins() {
         );
         assert!(a.namespaces().contains(&room), "A is untouched");
 
-        let mut config = RelayConfig::new(b_addr, cert.clone());
-        let mut cc = ClusterConfig::new("B", vec![url(a)]);
-        cc.tls = ClientTls::pinned(cert.fingerprint());
-        config.cluster = Some(cc);
-        // The old socket is released once its endpoint's last task ends.
-        let b2 = loop {
-            match Relay::bind(config.clone()) {
-                Ok(r) => break r,
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            }
-        };
-        b2.spawn();
+        let _b2 = restart("B", b_addr, a, &cert).await;
         assert!(
             next_about(&mut found, &room).await,
             "B rejoined: C sees A's namespace again"
@@ -295,17 +307,7 @@ async fn a_restarted_middle_relay_loses_nothing() {
         drop(b);
         // Groups published while B is gone.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let mut config = RelayConfig::new(b_addr, cert.clone());
-        let mut cc = ClusterConfig::new("B", vec![url(a)]);
-        cc.tls = ClientTls::pinned(cert.fingerprint());
-        config.cluster = Some(cc);
-        let b2 = loop {
-            match Relay::bind(config.clone()) {
-                Ok(r) => break r,
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            }
-        };
-        b2.spawn();
+        let _b2 = restart("B", b_addr, a, &cert).await;
         // C receives through the new B, well past the groups published while B was gone.
         let mut last_on_c = 0;
         while last_on_c < 60 {
