@@ -66,13 +66,13 @@ PEER_NAMES = {
     "cloudflare-16": "Cloudflare moq-relay-ietf 0.7.31",
 }
 
-# Which drafts each relay speaks (of the ones we speak: 14 to 16 and 18 to 22). aiomoqt speaks
+# Which drafts each relay speaks (of the ones we speak: 14 to 22). aiomoqt speaks
 # 14, 16, 18, 20 and 22; moq-dev's relay 14 to 22; Cloudflare's 0.8.0 18 only, 0.7.31 16 only,
 # 0.7.9 14 only.
 RELAY_DRAFTS = {
-    "ours": [14, 15, 16, 18, 19, 20, 21, 22],
+    "ours": [14, 15, 16, 17, 18, 19, 20, 21, 22],
     "aiomoqt": [14, 16, 18, 20, 22],
-    "moq-dev": [14, 15, 16, 18, 19, 20, 21, 22],
+    "moq-dev": [14, 15, 16, 17, 18, 19, 20, 21, 22],
     "cloudflare": [18],
     "cloudflare-14": [14],
     "cloudflare-16": [16],
@@ -93,8 +93,8 @@ BROWSER = Path(os.environ.get("MOQ_BROWSER", Path.home() / ".cache" / "moq-brows
 DRIVER = ROOT / "web" / "driver.mjs"
 PAGE_CHECK = ROOT / "moq-relay" / "web" / "test" / "page-check.mjs"
 BROWSER_CLIENTS = {
-    # @moq/net 0.3.4 (moq-dev): moqt-14..20; 17 is not a draft we speak.
-    "moq-net": ([14, 15, 16, 18, 19, 20], ["setup", "pubsub", "js-pub", "js-sub", "dev-url"]),
+    # @moq/net 0.3.4 (moq-dev): moqt-14..20.
+    "moq-net": ([14, 15, 16, 17, 18, 19, 20], ["setup", "pubsub", "js-pub", "js-sub", "dev-url"]),
     # @moqt/transport + @moqt/webtransport 0.5.7 (OpenMOQ): 14, 16 and 18.
     "moqt": ([14, 16, 18], ["setup", "pubsub", "js-pub", "js-sub"]),
 }
@@ -508,18 +508,18 @@ class Matrix:
 
     def mixed(self) -> None:
         """One track through our relay across drafts: Cloudflare's draft-14 clock publishes, and
-        our subscribers at draft-16, -18, -19 and -20 read it at the same time."""
+        our subscribers at draft-16, -17, -18, -19 and -20 read it at the same time."""
         if not self.wanted("mixed"):
             return
         ns = f"interop-mixed-{os.getpid()}"
         track = "now"
         url = self.url("ours", "quic")
-        log("-- mixed drafts: moq-clock-ietf14 (draft-14) -> ours -> ours at 16, 18, 19, 20")
+        log("-- mixed drafts: moq-clock-ietf14 (draft-14) -> ours -> ours at 16, 17, 18, 19, 20")
         publisher = self.procs.start(
             "mixed-pub",
             [IETF14_CLOCK, url, "--tls-disable-verify", "--publish", "--namespace", ns, "--track", track],
         )
-        drafts = [16, 18, 19, 20]
+        drafts = [16, 17, 18, 19, 20]
         results: dict[int, tuple[str, str]] = {}
         try:
             deadline = time.monotonic() + 20

@@ -52,7 +52,7 @@ pub(crate) struct Connect {
     /// Trust any certificate (development only).
     #[arg(long)]
     pub(crate) insecure: bool,
-    /// Offer only this draft (14, 15, 16, 18 to 22); default: all of them, the newest preferred.
+    /// Offer only this draft (14 to 22); default: all of them, the newest preferred.
     #[arg(long, value_parser = parse_draft)]
     pub(crate) draft: Option<Version>,
 }

@@ -212,9 +212,9 @@ async fn fetch_and_track_status() {
 
             let status = sub.track_status(name.clone()).await.unwrap();
             assert_eq!(status.largest, Some(loc(3, 2)), "{transport:?} {version}");
-            // Drafts 14-16 answer TRACK_STATUS without Track Properties (14 and 15 carry a few
+            // Drafts 14-17 answer TRACK_STATUS without Track Properties (14 and 15 carry a few
             // of the track's values in their own fields).
-            if !version.params_are_kvps() {
+            if version.request_ok_has_properties() {
                 assert_eq!(status.properties, props);
                 assert_eq!(status.priority, 7);
             }

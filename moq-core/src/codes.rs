@@ -125,6 +125,9 @@ wire_code! {
         DUPLICATE_TRACK_ALIAS = 0x5,
         /// A key-value pair has a formatting error.
         KEY_VALUE_FORMATTING_ERROR = 0x6,
+        /// A Required Request ID Delta that names no earlier request (draft-17 only; drafts
+        /// 14-16 use 0x7 for TOO_MANY_REQUESTS, later drafts not at all).
+        INVALID_REQUIRED_REQUEST_ID = 0x7,
         /// The PATH option was misused or names an unsupported path.
         INVALID_PATH = 0x8,
         /// The PATH option does not conform to its syntax.
@@ -301,8 +304,8 @@ const PUBLISH: Option<RequestType> = Some(K::Publish);
 const PUB_NS: Option<RequestType> = Some(K::PublishNamespace);
 const SUB_NS: Option<RequestType> = Some(K::SubscribeNamespace);
 
-/// REQUEST_ERROR codes of drafts 14-16 (draft-14 §13.1.2-13.1.7: one registry per *_ERROR
-/// message; draft-16 §13.4.2; draft-15 from the notes' B.2). Codes not listed keep their
+/// REQUEST_ERROR codes of drafts 14-17 (draft-14 §13.1.2-13.1.7: one registry per *_ERROR
+/// message; draft-16 §13.4.2; drafts 15 and 17 from the notes' B.2 and B.4). Codes not listed keep their
 /// number in the [`LEGACY`] space.
 const REQUEST_ERROR_ROWS: &[Row] = &[
     // draft-14: the codes every *_ERROR registry shares.
@@ -337,20 +340,24 @@ const REQUEST_ERROR_ROWS: &[Row] = &[
     // ("the track or namespace is not available"), NAMESPACE_PREFIX_OVERLAP is PREFIX_OVERLAP.
     row(14, 14, SUB_NS, 0x4, 0x10),
     row(14, 14, SUB_NS, 0x5, 0x30),
-    // drafts 15-16: the unified registry, numbered as today.
-    row(15, 16, None, 0x0, 0x0),
-    row(15, 16, None, 0x1, 0x1),
-    row(15, 16, None, 0x2, 0x2),
-    row(15, 16, None, 0x3, 0x3),
-    row(15, 16, None, 0x4, 0x4),
-    row(15, 16, None, 0x5, 0x5),
-    row(15, 16, None, 0x10, 0x10),
-    row(15, 16, None, 0x11, 0x11),
-    row(15, 16, None, 0x12, 0x12),
-    row(15, 16, None, 0x20, 0x20),
-    row(15, 16, None, 0x30, 0x30),
-    row(15, 16, None, 0x32, 0x32),
-    // draft-15 only: UNKNOWN_STATUS_IN_RANGE 0x33 (0x33 is UNSUPPORTED_EXTENSION from 17).
+    // drafts 15-17: the unified registry, numbered as today.
+    row(15, 17, None, 0x0, 0x0),
+    row(15, 17, None, 0x1, 0x1),
+    row(15, 17, None, 0x2, 0x2),
+    row(15, 17, None, 0x3, 0x3),
+    row(15, 17, None, 0x4, 0x4),
+    row(15, 17, None, 0x5, 0x5),
+    row(15, 17, None, 0x10, 0x10),
+    row(15, 17, None, 0x11, 0x11),
+    row(15, 17, None, 0x12, 0x12),
+    row(15, 17, None, 0x20, 0x20),
+    row(15, 17, None, 0x30, 0x30),
+    row(15, 17, None, 0x32, 0x32),
+    // draft-17 adds GOING_AWAY, EXCESSIVE_LOAD and NAMESPACE_TOO_LARGE (NOTES B.4).
+    row(17, 17, None, 0x6, 0x6),
+    row(17, 17, None, 0x9, 0x9),
+    row(17, 17, None, 0x31, 0x31),
+    // draft-15 only: UNKNOWN_STATUS_IN_RANGE 0x33 (0x33 is UNSUPPORTED_EXTENSION from 18, NOTES B.5).
     row(
         15,
         15,
@@ -358,24 +365,25 @@ const REQUEST_ERROR_ROWS: &[Row] = &[
         0x33,
         RequestErrorCode::UNKNOWN_STATUS_IN_RANGE.0,
     ),
-    // draft-16: DUPLICATE_SUBSCRIPTION.
-    row(16, 16, None, 0x19, 0x19),
+    // drafts 16-17: DUPLICATE_SUBSCRIPTION.
+    row(16, 17, None, 0x19, 0x19),
 ];
 
-/// PUBLISH_DONE status codes of drafts 14-16 (draft-14 §13.1.3, draft-16 §13.4.3): EXPIRED
-/// and TOO_FAR_BEHIND are swapped relative to today's registry, MALFORMED_TRACK is 0x7 until
-/// draft-15.
+/// PUBLISH_DONE status codes of drafts 14-17 (draft-14 §13.1.3, draft-16 §13.4.3, NOTES B.5):
+/// EXPIRED and TOO_FAR_BEHIND are swapped relative to today's registry (until draft-17),
+/// MALFORMED_TRACK is 0x7 until draft-15.
 const PUBLISH_DONE_ROWS: &[Row] = &[
-    row(14, 16, None, 0x0, 0x0),
-    row(14, 16, None, 0x1, 0x1),
-    row(14, 16, None, 0x2, 0x2),
-    row(14, 16, None, 0x3, 0x3),
-    row(14, 16, None, 0x4, 0x4),
-    row(14, 16, None, 0x5, 0x6),  // EXPIRED
-    row(14, 16, None, 0x6, 0x5),  // TOO_FAR_BEHIND
+    row(14, 17, None, 0x0, 0x0),
+    row(14, 17, None, 0x1, 0x1),
+    row(14, 17, None, 0x2, 0x2),
+    row(14, 17, None, 0x3, 0x3),
+    row(14, 17, None, 0x4, 0x4),
+    row(14, 17, None, 0x5, 0x6),  // EXPIRED
+    row(14, 17, None, 0x6, 0x5),  // TOO_FAR_BEHIND
     row(14, 15, None, 0x7, 0x12), // MALFORMED_TRACK
-    row(16, 16, None, 0x12, 0x12),
-    row(15, 16, None, 0x8, 0x8), // UPDATE_FAILED
+    row(16, 17, None, 0x12, 0x12),
+    row(15, 17, None, 0x8, 0x8), // UPDATE_FAILED
+    row(17, 17, None, 0x9, 0x9), // EXCESSIVE_LOAD (draft-17)
 ];
 
 fn applies(r: &Row, kind: Option<RequestType>, v: Version) -> bool {
@@ -493,8 +501,8 @@ mod tests {
             "PROTOCOL_VIOLATION"
         );
         assert_eq!(
-            format!("{:?}", SessionErrorCode(0x7)),
-            "SessionErrorCode(0x7)"
+            format!("{:?}", SessionErrorCode(0x1C)),
+            "SessionErrorCode(0x1c)"
         );
         assert!(!RequestErrorCode::from(0x9D).is_known());
         assert_eq!(RequestErrorCode::PREFIX_OVERLAP.value(), 0x30);

@@ -128,6 +128,15 @@ pub enum DecodeError {
     /// (draft-19 §5.1.3) instead of closing the session.
     #[error("invalid filter: {0}")]
     InvalidFilter(&'static str),
+    /// A Required Request ID Delta larger than half the Request ID: it names a Request ID
+    /// below 0 (draft-17: INVALID_REQUIRED_REQUEST_ID).
+    #[error("Required Request ID Delta {delta} of Request ID {request_id} names no request")]
+    InvalidRequiredRequestId {
+        /// The request's Request ID.
+        request_id: u64,
+        /// The delta received.
+        delta: u64,
+    },
     /// Any other protocol violation, described.
     #[error("{0}")]
     ProtocolViolation(&'static str),
@@ -147,6 +156,9 @@ impl DecodeError {
     pub fn session_code(&self) -> SessionErrorCode {
         match self {
             DecodeError::KeyValueFormatting(_) => SessionErrorCode::KEY_VALUE_FORMATTING_ERROR,
+            DecodeError::InvalidRequiredRequestId { .. } => {
+                SessionErrorCode::INVALID_REQUIRED_REQUEST_ID
+            }
             _ => SessionErrorCode::PROTOCOL_VIOLATION,
         }
     }
@@ -257,6 +269,30 @@ impl Vi64 {
         buf.put_slice(bytes.get(8 - n..).unwrap_or(&[]));
     }
 
+    /// Writes `v` in its shortest form that is not 7 bytes long (draft-17, whose vi64 has no
+    /// 7-byte form: such a value takes the 8-byte form).
+    pub fn encode_without_seven<B: BufMut + ?Sized>(v: u64, buf: &mut B) {
+        if Self::len(v) != 7 {
+            return Self::encode(v, buf);
+        }
+        // Seven leading ones and a zero, then 56 bits.
+        buf.put_u8(0xfe);
+        let bytes = v.to_be_bytes();
+        buf.put_slice(bytes.get(1..).unwrap_or(&[]));
+    }
+
+    /// Reads one integer in any of its encodings but the 7-byte one (first byte 0b1111110x),
+    /// which draft-17 does not have: that is [`DecodeError::ProtocolViolation`].
+    pub fn decode_without_seven<B: Buf + ?Sized>(buf: &mut B) -> Result<u64, DecodeError> {
+        let first = buf.chunk().first().copied().ok_or(DecodeError::Short)?;
+        if first.leading_ones() == 6 {
+            return Err(DecodeError::ProtocolViolation(
+                "a 7-byte variable-length integer (no such form in draft-17)",
+            ));
+        }
+        Self::decode(buf)
+    }
+
     /// Reads one integer in any of its encodings.
     pub fn decode<B: Buf + ?Sized>(buf: &mut B) -> Result<u64, DecodeError> {
         if !buf.has_remaining() {
@@ -347,8 +383,10 @@ pub(crate) trait BufExt: Buf {
     fn get_varint(&mut self, v: Version) -> Result<u64, DecodeError> {
         if v.quic_varints() {
             QuicVarInt::decode(self)
-        } else {
+        } else if v.vi64_has_seven_bytes() {
             Vi64::decode(self)
+        } else {
+            Vi64::decode_without_seven(self)
         }
     }
 
@@ -408,8 +446,10 @@ pub(crate) trait BufMutExt: BufMut {
     fn put_varint(&mut self, v: u64, version: Version) {
         if version.quic_varints() {
             let _ = QuicVarInt::encode(v.min(QuicVarInt::MAX), self);
-        } else {
+        } else if version.vi64_has_seven_bytes() {
             Vi64::encode(v, self)
+        } else {
+            Vi64::encode_without_seven(v, self)
         }
     }
 

@@ -23,6 +23,10 @@ pub enum Version {
     /// draft-ietf-moq-transport-16, ALPN `moqt-16`. One bidirectional control stream;
     /// SUBSCRIBE_NAMESPACE on a stream of its own.
     Draft16,
+    /// draft-ietf-moq-transport-17, ALPN `moqt-17`: the first with a request per stream and
+    /// vi64 integers; SUBSCRIBE_NAMESPACE (0x11) still carries Subscribe Options, and every
+    /// request names a Required Request ID.
+    Draft17,
     /// draft-ietf-moq-transport-18, ALPN `moqt-18`.
     Draft18,
     /// draft-ietf-moq-transport-19, ALPN `moqt-19`.
@@ -54,6 +58,7 @@ impl Version {
         Version::Draft20,
         Version::Draft19,
         Version::Draft18,
+        Version::Draft17,
         Version::Draft16,
         Version::Draft15,
         Version::Draft14,
@@ -76,6 +81,7 @@ impl Version {
             Version::Draft14 => "moq-00",
             Version::Draft15 => "moqt-15",
             Version::Draft16 => "moqt-16",
+            Version::Draft17 => "moqt-17",
             Version::Draft18 => "moqt-18",
             Version::Draft19 => "moqt-19",
             Version::Draft20 => "moqt-20",
@@ -90,6 +96,7 @@ impl Version {
             Version::Draft14 => 14,
             Version::Draft15 => 15,
             Version::Draft16 => 16,
+            Version::Draft17 => 17,
             Version::Draft18 => 18,
             Version::Draft19 => 19,
             Version::Draft20 => 20,
@@ -193,6 +200,32 @@ impl Version {
     /// SUBSCRIPTION_ENDED (until draft-19; removed in draft-20).
     pub const fn has_subscription_ended(self) -> bool {
         self.until(19)
+    }
+
+    /// Every request carries a Required Request ID Delta after its Request ID, and
+    /// INVALID_REQUIRED_REQUEST_ID (0x7) is a session error (draft-17 only: added in 17,
+    /// removed in 18).
+    pub const fn has_required_request_id(self) -> bool {
+        self.from(17) && self.until(17)
+    }
+
+    /// DELIVERY_TIMEOUT is split into OBJECT_DELIVERY_TIMEOUT (0x02) and
+    /// SUBGROUP_DELIVERY_TIMEOUT (0x06), and FILL_TIMEOUT (0x0A) and TRACK_NAMESPACE_PREFIX
+    /// (0x34) exist (from draft-18); draft-17 has DELIVERY_TIMEOUT (0x02) alone.
+    pub const fn has_draft18_parameters(self) -> bool {
+        self.from(18)
+    }
+
+    /// REQUEST_OK ends with the track's Track Properties (from draft-18); draft-17's
+    /// REQUEST_OK carries Parameters only.
+    pub const fn request_ok_has_properties(self) -> bool {
+        self.from(18)
+    }
+
+    /// The 7-byte form of a vi64 (first byte 0b1111110x) is valid (from draft-18); in draft-17
+    /// it is an error.
+    pub const fn vi64_has_seven_bytes(self) -> bool {
+        self.from(18)
     }
 
     /// The VERSION_NEGOTIATION_FAILED session error exists (until draft-19).
@@ -369,7 +402,7 @@ impl Version {
     /// The REQUEST_ERROR and PUBLISH_DONE code registries differ from the newest drafts'
     /// (until draft-16): codes are translated on the wire (see [`crate::codes`]).
     pub const fn translates_error_codes(self) -> bool {
-        self.until(16)
+        self.until(17)
     }
 
     // Drafts 14-16, data plane (filled in with the codec).

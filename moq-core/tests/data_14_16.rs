@@ -109,7 +109,7 @@ fn data_plane_predicates_are_ranges() {
     );
     assert_eq!(
         span(Version::zero_delivery_timeout_invalid),
-        (Some(16), Some(16))
+        (Some(16), Some(17))
     );
 }
 

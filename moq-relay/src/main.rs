@@ -28,7 +28,7 @@ use moq_relay::{Relay, RelayConfig};
 use moq_transport::tls::Certificate;
 use serde::{Deserialize, Serialize};
 
-/// A Media over QUIC Transport relay (drafts 14-16 and 18-22, raw QUIC and WebTransport).
+/// A Media over QUIC Transport relay (drafts 14-22, raw QUIC and WebTransport).
 #[derive(Debug, Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {

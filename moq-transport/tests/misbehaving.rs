@@ -344,6 +344,34 @@ async fn request_id_of_the_wrong_parity() {
     .await;
 }
 
+/// draft-17 (NOTES.md B.4): a Required Request ID Delta names the request Request ID - 2 x
+/// Delta; one below 0 closes the session with INVALID_REQUIRED_REQUEST_ID.
+#[tokio::test]
+async fn required_request_id_below_zero_at_draft_17() {
+    timeout(async {
+        let v = Version::Draft17;
+        let (raw, session, _srv) = raw_client(v).await;
+        let request = SubscribeNamespace {
+            request_id: 0,
+            prefix: ns(&["a"]),
+            params: Default::default(),
+        };
+        let mut frame = encode(request, v);
+        // Type (1 byte), length (2), Request ID 0 (1), then the Delta: 0 - 2 x 1 < 0.
+        assert_eq!(frame[4], 0, "the Delta we send");
+        frame[4] = 1;
+        let _request = raw.open_request(&frame).await;
+        expect_close(
+            &raw,
+            &session,
+            SessionErrorCode::INVALID_REQUIRED_REQUEST_ID,
+            "Required Request ID",
+        )
+        .await;
+    })
+    .await;
+}
+
 /// draft-19 §10.1: Request IDs are never reused, across request types; a duplicate on a second
 /// request stream closes the session with INVALID_REQUEST_ID.
 #[tokio::test]

@@ -925,9 +925,9 @@ async fn track_status() {
             let info = info.unwrap();
             assert_eq!(info.largest, Some(Location::new(9, 9)));
             assert_eq!(info.expires, None);
-            // draft-16's REQUEST_OK has no room for Track Properties (14 and 15 carry this one
-            // as a parameter, 18 on as a property).
-            if !(version.has_track_extensions() && version.params_are_kvps()) {
+            // draft-16's and draft-17's REQUEST_OK have no room for Track Properties (14 and 15
+            // carry this one as a parameter, 18 on as a property).
+            if !version.has_track_extensions() || version.request_ok_has_properties() {
                 // (draft-14's TRACK_STATUS_OK also names the group order.)
                 let cache = info.track_properties.get_int(property::MAX_CACHE_DURATION);
                 assert_eq!(cache, Some(5000), "{version}");

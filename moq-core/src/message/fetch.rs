@@ -161,7 +161,7 @@ impl ControlMessage for Fetch {
     const NAME: &'static str = "FETCH";
 
     fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
-        let request_id = buf.get_varint(v)?;
+        let request_id = super::get_request_id(buf, v)?;
         let mut inline = Parameters::default();
         if v.inline_request_fields() {
             // draft-14 §9.16: Subscriber Priority (8), Group Order (8; 0 = the publisher's,
@@ -219,7 +219,7 @@ impl ControlMessage for Fetch {
     }
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
-        put_int(buf, self.request_id, v)?;
+        super::put_request_id(buf, self.request_id, v)?;
         let mut rest = self.params.clone();
         if v.inline_request_fields() {
             // draft-14 §9.16 needs both fields: priority 128 when absent (draft-16 §9.2.2.3),

@@ -40,7 +40,7 @@ pub use subscribe::{Publish, PublishDone, Subscribe, SubscribeOk, TrackStatus};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::Version;
-use crate::coding::{BufExt, DecodeError, EncodeError};
+use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
 
 /// One control message body type: its type code, its name, and its body codec.
 ///
@@ -437,6 +437,36 @@ pub(crate) fn wire_row(
 /// Writes a variable-length integer that must fit the version's encoding (see
 /// [`crate::types::location::put_int`]).
 pub(crate) use crate::types::location::put_int;
+
+/// Reads a request's Request ID and, under draft-17, the Required Request ID Delta after it:
+/// the request the sender needs processed first is Request ID - 2 x Delta, none for 0. A
+/// Delta naming a Request ID below 0 closes the session with INVALID_REQUIRED_REQUEST_ID.
+/// The requests of a session are handled in the order they arrive, so a valid one needs
+/// nothing more.
+pub(crate) fn get_request_id(buf: &mut Bytes, v: Version) -> Result<u64, DecodeError> {
+    let request_id = buf.get_varint(v)?;
+    if v.has_required_request_id() {
+        let delta = buf.get_varint(v)?;
+        if delta.checked_mul(2).is_none_or(|d| d > request_id) {
+            return Err(DecodeError::InvalidRequiredRequestId { request_id, delta });
+        }
+    }
+    Ok(request_id)
+}
+
+/// Writes a request's Request ID and, under draft-17, a Required Request ID Delta of 0: no
+/// request of ours depends on another being processed first.
+pub(crate) fn put_request_id(
+    buf: &mut Vec<u8>,
+    request_id: u64,
+    v: Version,
+) -> Result<(), EncodeError> {
+    put_int(buf, request_id, v)?;
+    if v.has_required_request_id() {
+        buf.put_varint(0, v);
+    }
+    Ok(())
+}
 
 impl Message {
     /// Reads one framed message. [`DecodeError::Short`] means the frame is not complete yet (the

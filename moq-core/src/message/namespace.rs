@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::params::{ParamContext, Parameters};
-use super::{ControlMessage, Message, body_done, put_int};
+use super::{ControlMessage, Message, body_done};
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
 use crate::types::namespace::{FullTrackName, TrackNamespace};
@@ -25,7 +25,7 @@ impl ControlMessage for PublishNamespace {
     const NAME: &'static str = "PUBLISH_NAMESPACE";
 
     fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
-        let request_id = buf.get_varint(v)?;
+        let request_id = super::get_request_id(buf, v)?;
         let namespace = TrackNamespace::decode(buf, v)?;
         let params = Parameters::decode(buf, ParamContext::PublishNamespace, v)?;
         body_done(buf, Self::NAME)?;
@@ -37,7 +37,7 @@ impl ControlMessage for PublishNamespace {
     }
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
-        put_int(buf, self.request_id, v)?;
+        super::put_request_id(buf, self.request_id, v)?;
         self.namespace.encode(buf, v)?;
         self.params.encode(buf, ParamContext::PublishNamespace, v)
     }
@@ -107,7 +107,7 @@ fn decode_prefix_request(
     v: Version,
     name: &'static str,
 ) -> Result<(u64, TrackNamespace, Parameters), DecodeError> {
-    let request_id = buf.get_varint(v)?;
+    let request_id = super::get_request_id(buf, v)?;
     // draft-19 §10.18: 0 to 32 fields; more than 32 is a PROTOCOL_VIOLATION. draft-14 §9.28:
     // "an N of 0 or more than 32 ... MUST close the session"; draft-16 §9.25: 0 to 32.
     let prefix = TrackNamespace::decode_prefix(buf, v)?;
@@ -137,7 +137,7 @@ fn encode_prefix_request(
     ctx: ParamContext,
     v: Version,
 ) -> Result<(), EncodeError> {
-    put_int(buf, request_id, v)?;
+    super::put_request_id(buf, request_id, v)?;
     prefix.encode_prefix(buf, v)?;
     if v.has_subscribe_options() {
         // draft-16 §9.25: PUBLISH (0x00) for SUBSCRIBE_TRACKS, NAMESPACE (0x01) for
@@ -147,7 +147,7 @@ fn encode_prefix_request(
     params.encode(buf, ctx, v)
 }
 
-/// Draft-16's SUBSCRIBE_NAMESPACE (0x11) with its Subscribe Options (§9.25): PUBLISH (0x00)
+/// Drafts 16-17's SUBSCRIBE_NAMESPACE (0x11) with its Subscribe Options (§9.25): PUBLISH (0x00)
 /// asks for the tracks, [`SubscribeTracks`] in the model; NAMESPACE (0x01) and both (0x02)
 /// are a [`SubscribeNamespace`] (the model has no "both": the PUBLISH half of 0x02 is not
 /// kept). Any other value is a PROTOCOL_VIOLATION.
@@ -156,7 +156,7 @@ pub(crate) fn decode_subscribe_namespace_with_options(
     v: Version,
 ) -> Result<Message, DecodeError> {
     let mut peek = buf.clone();
-    peek.get_varint(v)?;
+    super::get_request_id(&mut peek, v)?;
     TrackNamespace::decode_prefix(&mut peek, v)?;
     match peek.get_varint(v)? {
         0 => SubscribeTracks::decode_body(buf, v).map(Message::SubscribeTracks),

@@ -199,6 +199,13 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
         (C::PublishOk.bit(), 0, 0)
     };
     match ty {
+        // Draft-17 has DELIVERY_TIMEOUT (0x02) alone, and no FILL_TIMEOUT or
+        // TRACK_NAMESPACE_PREFIX (NOTES B.5).
+        param::SUBGROUP_DELIVERY_TIMEOUT | param::FILL_TIMEOUT | param::TRACK_NAMESPACE_PREFIX
+            if !v.has_draft18_parameters() =>
+        {
+            0
+        }
         param::OBJECT_DELIVERY_TIMEOUT | param::SUBGROUP_DELIVERY_TIMEOUT => {
             SUB_LIKE | publish | C::UpdateSubscription.bit()
         }

@@ -61,7 +61,12 @@ impl ControlMessage for RequestOk {
             });
         }
         let params = Parameters::decode(buf, ParamContext::AnyRequestOk, v)?;
-        let track_properties = Properties::decode_all(buf, v)?;
+        let track_properties = if v.request_ok_has_properties() {
+            Properties::decode_all(buf, v)?
+        } else {
+            body_done(buf, Self::NAME)?;
+            Properties::default()
+        };
         Ok(RequestOk {
             params,
             track_properties,
@@ -84,6 +89,10 @@ impl ControlMessage for RequestOk {
                 .encode_with_track(props, buf, ParamContext::AnyRequestOk, v);
         }
         self.params.encode(buf, ParamContext::AnyRequestOk, v)?;
+        if !v.request_ok_has_properties() {
+            // Draft-17's REQUEST_OK has Parameters only: the properties are left out.
+            return Ok(());
+        }
         self.track_properties.encode_all(buf, v)
     }
 }
@@ -467,7 +476,7 @@ impl ControlMessage for RequestUpdate {
     /// Under drafts 14-16 the Existing Request ID that follows the Request ID is skipped (see
     /// [`Message::decode_addressed`](super::Message::decode_addressed)).
     fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
-        let request_id = buf.get_varint(v)?;
+        let request_id = super::get_request_id(buf, v)?;
         if v.single_control_stream() {
             buf.get_varint(v)?;
         }
@@ -484,7 +493,7 @@ impl ControlMessage for RequestUpdate {
                 reason: "needs its Existing Request ID (Message::encode_addressed)",
             });
         }
-        buf.put_varint(self.request_id, v);
+        super::put_request_id(buf, self.request_id, v)?;
         self.params.encode(buf, ParamContext::AnyRequestUpdate, v)
     }
 }

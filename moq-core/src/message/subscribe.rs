@@ -25,7 +25,7 @@ fn decode_track_request(
     v: Version,
     name: &'static str,
 ) -> Result<(u64, FullTrackName, Parameters), DecodeError> {
-    let request_id = buf.get_varint(v)?;
+    let request_id = super::get_request_id(buf, v)?;
     let track = FullTrackName::decode(buf, v)?;
     let mut inline = Parameters::default();
     if v.inline_request_fields() {
@@ -58,7 +58,7 @@ fn encode_track_request(
     ctx: ParamContext,
     v: Version,
 ) -> Result<(), EncodeError> {
-    put_int(buf, request_id, v)?;
+    super::put_request_id(buf, request_id, v)?;
     track.encode(buf, v)?;
     if !v.inline_request_fields() {
         return params.encode(buf, ctx, v);
@@ -383,7 +383,7 @@ impl ControlMessage for Publish {
     const NAME: &'static str = "PUBLISH";
 
     fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
-        let request_id = buf.get_varint(v)?;
+        let request_id = super::get_request_id(buf, v)?;
         let track = FullTrackName::decode(buf, v)?;
         let track_alias = buf.get_varint(v)?;
         if v.inline_request_fields() {
@@ -420,7 +420,7 @@ impl ControlMessage for Publish {
     }
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
-        put_int(buf, self.request_id, v)?;
+        super::put_request_id(buf, self.request_id, v)?;
         self.track.encode(buf, v)?;
         put_int(buf, self.track_alias, v)?;
         let ctx = ParamContext::Publish;
