@@ -1,7 +1,7 @@
 //! Section 5: a cluster of our relays on one machine. P publishers, one track each, spread
 //! over K relays (publisher j on relay j mod K); N subscriptions spread evenly over the relays
-//! (subscription i on relay i mod K reads track i mod P); relays linked in a star (every other
-//! relay dials the first). Reports objects delivered per relay CPU second (summed over the K
+//! (subscription i on relay i mod K reads track (i / K) mod P, so each relay's subscriptions
+//! read every track); relays linked in a star (every other relay dials the first). Reports objects delivered per relay CPU second (summed over the K
 //! processes), delivery latency, and each relay's CPU and upstream subscriptions (read from
 //! its `/metrics`): one per track it carries, whatever its subscriber count.
 
@@ -326,14 +326,18 @@ async fn measure(cfg: &ClusterConfig, k: usize) -> Result<ClusterMeasurement> {
                 let client = client.clone();
                 async move { Ok(client.connect(&url).await?) }
             })
-            .buffer_unordered(16)
+            // In order: session i is on relay i mod k.
+            .buffered(16)
             .collect()
             .await;
     let sessions: Vec<Session> = connected.into_iter().collect::<Result<_>>()?;
     let recorder = Arc::new(Recorder::default());
     let mut followers = Vec::new();
     for (i, s) in sessions.iter().enumerate() {
-        let name = names.get(i % names.len()).context("no track")?;
+        // Subscription i, on relay i mod k, reads track (i / k) mod the tracks: every relay's
+        // subscriptions read every track (with i mod the tracks, k = 8 and 4 tracks would give
+        // each relay one).
+        let name = names.get((i / k) % names.len()).context("no track")?;
         let t = subscribe(s, name).await?;
         followers.push(tokio::spawn(follow(t, recorder.clone())));
     }
