@@ -1,8 +1,8 @@
 //! Section 5: a cluster of our relays on one machine. P publishers, one track each, spread
 //! over K relays (publisher j on relay j mod K); N subscriptions spread evenly over the relays
 //! (subscription i on relay i mod K reads track (i / K) mod P, so each relay's subscriptions
-//! read every track); relays linked in a star (every other relay dials the first). Reports objects delivered per relay CPU second (summed over the K
-//! processes), delivery latency, and each relay's CPU and upstream subscriptions (read from
+//! read every track); relays linked in a star (every other relay dials the first). Reports
+//! objects delivered per relay CPU second (summed over the K processes), delivery latency, and each relay's CPU and upstream subscriptions (read from
 //! its `/metrics`): one per track it carries, whatever its subscriber count.
 
 use std::io::{Read, Write};

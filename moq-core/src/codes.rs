@@ -265,11 +265,12 @@ wire_code! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Drafts 14-16: their code registries, translated to and from the ones above.
+// Drafts 14-17: their code registries, translated to and from the ones above.
 
-/// Where a code of a draft-14..16 registry that has no counterpart above is kept, so that it is
+/// Where a code of a draft-14..17 registry that has no counterpart above is kept, so that it is
 /// sent back unchanged: `LEGACY | wire`. Such values are above 2^62-1 and so are never a wire
-/// value of drafts 14-16 themselves.
+/// value of drafts 14-16 themselves (QUIC varints). Draft-17's vi64 can carry them: an unknown
+/// draft-17 code of 2^62 or more keeps only its low 62 bits.
 const LEGACY: u64 = 1 << 62;
 
 /// The bits that mark a value as [`LEGACY`].
@@ -305,8 +306,8 @@ const PUB_NS: Option<RequestType> = Some(K::PublishNamespace);
 const SUB_NS: Option<RequestType> = Some(K::SubscribeNamespace);
 
 /// REQUEST_ERROR codes of drafts 14-17 (draft-14 §13.1.2-13.1.7: one registry per *_ERROR
-/// message; draft-16 §13.4.2; drafts 15 and 17 from the notes' B.2 and B.4). Codes not listed keep their
-/// number in the [`LEGACY`] space.
+/// message; draft-16 §13.4.2; drafts 15 and 17 from the notes' B.2 and B.4). Codes not listed
+/// keep their number in the [`LEGACY`] space.
 const REQUEST_ERROR_ROWS: &[Row] = &[
     // draft-14: the codes every *_ERROR registry shares.
     row(14, 14, None, 0x0, 0x0),
@@ -357,7 +358,8 @@ const REQUEST_ERROR_ROWS: &[Row] = &[
     row(17, 17, None, 0x6, 0x6),
     row(17, 17, None, 0x9, 0x9),
     row(17, 17, None, 0x31, 0x31),
-    // draft-15 only: UNKNOWN_STATUS_IN_RANGE 0x33 (0x33 is UNSUPPORTED_EXTENSION from 18, NOTES B.5).
+    // draft-15 only: UNKNOWN_STATUS_IN_RANGE 0x33 (0x33 is UNSUPPORTED_EXTENSION from 18,
+    // NOTES B.5).
     row(
         15,
         15,
