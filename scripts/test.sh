@@ -36,6 +36,14 @@ step "demo"
 cargo build --quiet --workspace --examples
 "${CARGO_TARGET_DIR:-target}/debug/examples/demo"
 
+step "the self-contained examples (README, Examples to copy)"
+# Each starts what it needs on a free loopback port, checks what it did and exits non-zero if
+# anything is missing.
+for example in fetch server publish subscribe_tracks track_status auth logging; do
+    echo "-- $example"
+    timeout 60 "${CARGO_TARGET_DIR:-target}/debug/examples/$example"
+done
+
 step "the relay page's JavaScript client, offline (node --test)"
 node --test moq-relay/web/test/moq-codec.test.mjs
 

@@ -47,6 +47,9 @@ use moq_transport::{AuthRequest, Authorizer, RequestKind, ResolvedToken, Session
 use parking_lot::Mutex;
 
 pub use claims::{Claims, Grant};
+/// The signature algorithm of a [`Jwk`] (for [`Jwk::generate`]), re-exported so that an
+/// application needs no `jsonwebtoken` dependency of its own.
+pub use jsonwebtoken::Algorithm;
 pub use keys::{Jwk, KeyError, KeySet, TokenError};
 pub use pattern::{InvalidPattern, Pattern};
 
