@@ -22,6 +22,7 @@ use moq_transport::track::PublishOptions;
 ///
 /// Dropping every clone closes the session (streams made from it then end with an error).
 /// Clones share the session.
+#[must_use = "dropping every clone of a Session closes it"]
 #[derive(Clone, Debug)]
 pub struct Session {
     transport: moq_transport::Session,
@@ -297,6 +298,7 @@ pub enum Status {
 /// A client that stays connected. Its [`Publisher`] and [`Subscriber`] outlive sessions.
 /// Dropping it stops reconnecting and closes the session (the reconnecting task holds the
 /// only handle on it).
+#[must_use = "dropping a Reconnecting client stops it and closes its session"]
 #[derive(Debug)]
 pub struct Reconnecting {
     publisher: Publisher,
@@ -497,6 +499,7 @@ impl ServerBuilder {
 
 /// Accepts MOQT sessions (raw QUIC and WebTransport on one port) and serves its publisher's
 /// tracks on all of them.
+#[must_use = "dropping a Server stops accepting sessions"]
 #[derive(Debug)]
 pub struct Server {
     transport: endpoint::Server,
