@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use moq_core::{AuthToken, Version};
 use moq_transport::endpoint::{self, ClientConfig, QuicSettings, ServerConfig};
@@ -134,23 +135,51 @@ impl Session {
 /// let session = client.connect("moqt://localhost:4443").await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ClientBuilder {
     tls: ClientTls,
     versions: Option<Vec<Version>>,
     session: SessionConfig,
     publisher: Option<Publisher>,
     quic: QuicSettings,
+    connect_timeout: Duration,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder {
+            tls: ClientTls::default(),
+            versions: None,
+            session: SessionConfig::default(),
+            publisher: None,
+            quic: QuicSettings::default(),
+            connect_timeout: ClientBuilder::DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
 }
 
 impl ClientBuilder {
+    /// How long a QUIC handshake may take before [`crate::ConnectError::Unreachable`]: 5 s.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// Gives up connecting when no QUIC server has answered after `timeout`, with
+    /// [`Error::Connect`]([`crate::ConnectError::Unreachable`]) (default
+    /// [`ClientBuilder::DEFAULT_CONNECT_TIMEOUT`], 5 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
     /// Trusts the server whose certificate has this SHA-256 fingerprint (hex, colons allowed).
+    /// A server presenting another certificate is refused with
+    /// [`crate::ConnectError::FingerprintMismatch`], which shows the fingerprint it presented.
     pub fn fingerprint(mut self, hex: &str) -> Result<Self, Error> {
         self.tls.fingerprints.push(parse_fingerprint(hex)?);
         Ok(self)
     }
 
-    /// Trusts any server. For development only.
+    /// Trusts any server. For development only. (Without it, or [`ClientBuilder::fingerprint`],
+    /// a self-signed certificate is refused with [`crate::ConnectError::UnknownIssuer`].)
     pub fn insecure(mut self) -> Self {
         self.tls.insecure = true;
         self
@@ -162,7 +191,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Offers only `versions`, most preferred first (default: draft-19, draft-18).
+    /// Offers only `versions`, most preferred first (default: every supported draft,
+    /// [`Version::ALL`], newest first).
     pub fn versions(mut self, versions: Vec<Version>) -> Self {
         self.versions = Some(versions);
         self
@@ -204,7 +234,8 @@ impl ClientBuilder {
             share_indexes: false,
             quic: self.quic,
             ..Default::default()
-        })?;
+        })?
+        .with_connect_timeout(self.connect_timeout);
         Ok(Client {
             transport: Arc::new(transport),
             publisher: self.publisher.unwrap_or_default(),

@@ -41,7 +41,7 @@ pub mod tls;
 pub mod track;
 pub mod transport;
 
-pub use error::Error;
+pub use error::{ConnectError, Error};
 pub use handle::{Session, WeakSession};
 pub use session::{
     AllowAll, AuthRequest, Authorizer, Destination, GoawayInfo, IMPLEMENTATION, Limits,
