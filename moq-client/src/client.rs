@@ -244,6 +244,20 @@ impl ClientBuilder {
 }
 
 /// Connects to MOQT servers and relays: `moqt://` (raw QUIC) or `https://` (WebTransport).
+///
+/// `http://host:port` is for development: raw QUIC to a server whose self-signed certificate
+/// is trusted by the SHA-256 hash that `http://host:port/certificate.sha256` answers (TCP, on
+/// the QUIC port's number, as moq-relay's HTTP side serves it with `--http` on that port),
+/// fetched at each connection, so a server that generates a new certificate at each start
+/// needs no copying of fingerprints. Whoever can answer that plain HTTP request is trusted:
+/// never use it beyond development.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), moq_client::Error> {
+/// // A relay started with `--tls-generate localhost --http 127.0.0.1:4443`.
+/// let session = moq_client::Client::builder().build()?.connect("http://localhost:4443").await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Client {
     transport: Arc<endpoint::Client>,

@@ -12,6 +12,7 @@ mod common;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use moq_client::{
@@ -235,6 +236,105 @@ async fn the_default_versions_are_every_draft_newest_first() {
         assert_eq!(Some(&session.version()), Version::ALL.first());
     })
     .await;
+}
+
+/// Serves `GET /certificate.sha256` with `fingerprint` on TCP 127.0.0.1:`port`, as
+/// moq-relay's HTTP side does on the QUIC port's number, from a thread of its own (left
+/// blocked in accept when the test ends). Returns how many requests it answered so far.
+fn serve_certificate_hash(port: u16, fingerprint: String) -> std::sync::Arc<AtomicUsize> {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let served = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let answer = if request.starts_with(b"GET /certificate.sha256 ") {
+                count.fetch_add(1, Ordering::SeqCst);
+                format!("HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\n{fingerprint}")
+            } else {
+                "HTTP/1.0 404 Not Found\r\n\r\n".to_string()
+            };
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    served
+}
+
+/// `http://host:port` fetches the development server's certificate hash from
+/// `/certificate.sha256` and pins it, at every connection: a client with no pin and no
+/// `insecure()` connects, and connects again to a server with another certificate.
+#[tokio::test]
+async fn an_http_url_fetches_and_pins_the_certificate_hash() {
+    let client = Client::builder().build().unwrap();
+    for attempt in 0..2 {
+        case(
+            &format!("server {attempt}"),
+            Duration::from_secs(5),
+            async {
+                let (server, addr) = server(Version::ALL.to_vec());
+                let served = serve_certificate_hash(addr.port(), server.fingerprint().to_string());
+                let _accepting = keep_accepting(server);
+                let session = client
+                    .connect(&format!("http://localhost:{}/moq", addr.port()))
+                    .await
+                    .unwrap();
+                assert_eq!(Some(&session.version()), Version::ALL.first());
+                assert_eq!(served.load(Ordering::SeqCst), 1);
+                // The same server by moqt:// is not trusted: the pin was for that connection.
+                let err = client
+                    .connect(&format!("moqt://localhost:{}/moq", addr.port()))
+                    .await
+                    .unwrap_err();
+                assert!(
+                    matches!(err, Error::Connect(ConnectError::UnknownIssuer { .. })),
+                    "{err:?}"
+                );
+            },
+        )
+        .await;
+    }
+}
+
+/// A server that does not serve the hash: the error says what was fetched and why.
+#[tokio::test]
+async fn an_http_url_without_a_hash_says_what_was_fetched() {
+    let (server, addr) = server(Version::ALL.to_vec());
+    let _accepting = keep_accepting(server);
+    // Something answers on TCP, but not with a hash.
+    let listener = std::net::TcpListener::bind(("127.0.0.1", addr.port())).unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.0 404 Not Found\r\n\r\n");
+        }
+    });
+    let client = Client::builder().build().unwrap();
+    let err = case(
+        "404",
+        Duration::from_secs(5),
+        client.connect(&format!("http://localhost:{}", addr.port())),
+    )
+    .await
+    .unwrap_err();
+    match &err {
+        Error::Connect(ConnectError::CertificateHash { url, .. }) => assert_eq!(
+            *url,
+            format!("http://localhost:{}/certificate.sha256", addr.port())
+        ),
+        e => panic!("expected CertificateHash, got {e:?}"),
+    }
+    assert!(err.to_string().contains("200 OK"), "{err}");
 }
 
 /// The other defaults the builders' and options' docs state.

@@ -198,17 +198,8 @@ impl Client {
         if config.versions.is_empty() {
             return Err(Error::Invalid("no versions to offer".into()));
         }
-        let transport = Arc::new(transport_config_with(&config.quic));
-        let make = |alpn: &[&str]| -> Result<quinn::ClientConfig, Error> {
-            let tls = config.tls.client_config(alpn)?;
-            let quic =
-                QuicClientConfig::try_from(tls).map_err(|e| Error::Invalid(format!("tls: {e}")))?;
-            let mut c = quinn::ClientConfig::new(Arc::new(quic));
-            c.transport_config(transport.clone());
-            Ok(c)
-        };
-        let quic = make(&alpns(&config.versions))?;
-        let h3 = make(&[H3_ALPN])?;
+        let quic = quinn_client_config(&config, &config.tls, &alpns(&config.versions))?;
+        let h3 = quinn_client_config(&config, &config.tls, &[H3_ALPN])?;
         Ok(Client {
             config,
             quic,
@@ -276,14 +267,23 @@ impl Client {
 
     /// Connects to `url` and runs SETUP. `moqt://host:port/path?query` is raw QUIC (PATH and
     /// AUTHORITY go in SETUP); `https://host:port/path` is WebTransport. The port defaults to 443.
+    ///
+    /// `http://host:port/path?query`, **for development only**, is raw QUIC to a server whose
+    /// certificate is trusted by the SHA-256 hash that `GET http://host:port/certificate.sha256`
+    /// answers (TCP, on the QUIC port's number, as moq-relay's HTTP side serves it; the port
+    /// defaults to 80): a self-signed certificate that a restart regenerates needs no copying.
+    /// Anyone who can answer that plain HTTP request is trusted, so never use it beyond
+    /// development. The hash is fetched again at each connection.
     pub async fn connect(&self, url: &str) -> Result<Session, Error> {
         let url = Url::parse(url).map_err(|e| Error::Invalid(format!("url {url:?}: {e}")))?;
-        let webtransport = match url.scheme() {
-            "moqt" => false,
-            "https" => true,
+        let (webtransport, fetch_hash) = match url.scheme() {
+            "moqt" => (false, false),
+            "https" => (true, false),
+            "http" => (false, true),
             s => {
                 return Err(Error::Invalid(format!(
-                    "unsupported scheme {s:?} (use moqt:// or https://)"
+                    "unsupported scheme {s:?} (use moqt://, https://, or http:// for a \
+                     development server that serves /certificate.sha256)"
                 )));
             }
         };
@@ -291,7 +291,7 @@ impl Client {
             .host_str()
             .filter(|h| !h.is_empty())
             .ok_or_else(|| Error::Invalid("url has no host".into()))?;
-        let port = url.port().unwrap_or(443);
+        let port = url.port_or_known_default().unwrap_or(443);
         let server_name = host
             .trim_start_matches('[')
             .trim_end_matches(']')
@@ -308,15 +308,25 @@ impl Client {
                 reason: "no address".into(),
             })?;
         let endpoint = self.endpoint(&remote)?;
-        let cfg = if webtransport { &self.h3 } else { &self.quic };
+        // Without a connect timeout, quinn gives a silent server the idle timeout.
+        let idle = self.config.quic.idle_timeout;
+        let cfg = if fetch_hash {
+            let authority = url[Position::BeforeHost..Position::AfterPort].to_string();
+            let limit = self.connect_timeout.unwrap_or(idle);
+            let hash = crate::devcert::fetch(remote, &authority, limit).await?;
+            let tls = ClientTls::pinned(hash);
+            quinn_client_config(&self.config, &tls, &alpns(&self.config.versions))?
+        } else if webtransport {
+            self.h3.clone()
+        } else {
+            self.quic.clone()
+        };
         let connecting = endpoint
-            .connect_with(cfg.clone(), remote, &server_name)
+            .connect_with(cfg, remote, &server_name)
             .map_err(|e| ConnectError::Failed {
                 addr: remote,
                 reason: e.to_string(),
             })?;
-        // Without a connect timeout, quinn gives a silent server the idle timeout.
-        let idle = self.config.quic.idle_timeout;
         let conn = match self.connect_timeout {
             Some(limit) => tokio::time::timeout(limit, connecting).await.map_err(|_| {
                 ConnectError::Unreachable {
@@ -364,6 +374,20 @@ impl Client {
         }
         Session::establish(conn, Role::Client, config, destination).await
     }
+}
+
+/// A quinn client configuration trusting as `tls` says, offering `alpn`, with `config`'s QUIC
+/// settings.
+fn quinn_client_config(
+    config: &ClientConfig,
+    tls: &ClientTls,
+    alpn: &[&str],
+) -> Result<quinn::ClientConfig, Error> {
+    let tls = tls.client_config(alpn)?;
+    let quic = QuicClientConfig::try_from(tls).map_err(|e| Error::Invalid(format!("tls: {e}")))?;
+    let mut c = quinn::ClientConfig::new(Arc::new(quic));
+    c.transport_config(Arc::new(transport_config_with(&config.quic)));
+    Ok(c)
 }
 
 /// Why a QUIC handshake to `addr` failed, in words that say what to do.

@@ -161,6 +161,19 @@ pub enum ConnectError {
         /// What the server said.
         reason: String,
     },
+    /// An `http://` URL's certificate hash could not be fetched (`GET /certificate.sha256` on
+    /// the TCP port of the QUIC port's number).
+    #[error(
+        "cannot fetch the certificate hash from {url}: {reason} (an http:// URL is for a \
+         development server that serves /certificate.sha256 on its QUIC port number over TCP, \
+         as moq-relay does with --http on that port)"
+    )]
+    CertificateHash {
+        /// The URL fetched.
+        url: String,
+        /// What failed.
+        reason: String,
+    },
     /// The WebTransport CONNECT failed.
     #[error("WebTransport: {0}")]
     WebTransport(String),

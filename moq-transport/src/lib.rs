@@ -27,6 +27,7 @@
 //! # Ok(()) }
 //! ```
 
+mod devcert;
 pub mod endpoint;
 mod error;
 mod framing;
