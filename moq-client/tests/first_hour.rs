@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use moq_client::{
-    Client, ClientBuilder, ConnectError, Error, RenewRetry, ServeOptions, Server, Version,
+    Client, ClientBuilder, ConnectError, Error, FullTrackName, NamespaceEvent, RenewRetry,
+    ServeOptions, Server, TrackNamespace, Version,
 };
 
 /// Runs one case with a timeout of its own.
@@ -335,6 +336,64 @@ async fn an_http_url_without_a_hash_says_what_was_fetched() {
         e => panic!("expected CertificateHash, got {e:?}"),
     }
     assert!(err.to_string().contains("200 OK"), "{err}");
+}
+
+/// One notation for names: what a person types (`chat/room1`) parses, crosses the wire, and
+/// comes back from discovery written the same way; a field holding a `/` or bytes that are
+/// not text round-trips escaped; the draft's rendered form is asked for by name.
+#[tokio::test]
+async fn names_are_typed_and_read_as_paths() {
+    let cases: Vec<(&str, TrackNamespace)> = vec![
+        (
+            "chat/room1",
+            TrackNamespace::from_strs(["chat", "room1"]).unwrap(),
+        ),
+        (
+            "chat/a%2Fb/%FF%00",
+            TrackNamespace::new([&b"chat"[..], b"a/b", &[0xff, 0x00]]).unwrap(),
+        ),
+    ];
+    for (typed, fields) in cases {
+        case(typed, Duration::from_secs(5), async {
+            let (server, addr) = server(Version::ALL.to_vec());
+            let fingerprint = server.fingerprint().to_string();
+            let publisher = server.publisher().clone();
+            let _accepting = keep_accepting(server);
+            let ns: TrackNamespace = typed.parse().unwrap();
+            assert_eq!(ns, fields);
+            assert_eq!(ns.to_string(), typed);
+            let _announced = publisher.publish_namespace(ns.clone()).unwrap();
+            let name: FullTrackName = format!("{typed}/messages").parse().unwrap();
+            assert_eq!(name, FullTrackName::new(ns.clone(), "messages").unwrap());
+
+            let client = Client::builder()
+                .fingerprint(&fingerprint)
+                .unwrap()
+                .build()
+                .unwrap();
+            let session = client
+                .connect(&format!("moqt://localhost:{}", addr.port()))
+                .await
+                .unwrap();
+            let mut found = session
+                .subscriber()
+                .subscribe_namespace("chat".parse().unwrap())
+                .await
+                .unwrap();
+            match found.next().await.unwrap().unwrap() {
+                NamespaceEvent::Added(got) => {
+                    assert_eq!(got, fields);
+                    assert_eq!(got.to_string(), typed);
+                    assert_eq!(format!("{got}/messages"), name.to_string());
+                }
+                e => panic!("{e:?}"),
+            }
+        })
+        .await;
+    }
+    let name: FullTrackName = "chat/room1/messages".parse().unwrap();
+    assert_eq!(name.rendered().to_string(), "chat-room1--messages");
+    assert_eq!(name.namespace.rendered().to_string(), "chat-room1");
 }
 
 /// The other defaults the builders' and options' docs state.
