@@ -55,12 +55,12 @@ async fn run(subscriber: &Subscriber, args: &Args) -> anyhow::Result<()> {
         .subscribe_namespace(prefix.clone())
         .await
         .context("SUBSCRIBE_NAMESPACE refused")?;
-    println!("watching namespaces under {:?}", cli::slashed(&prefix));
+    println!("watching namespaces under {:?}", prefix.to_string());
     let mut seen = 0u64;
     while args.count.is_none_or(|n| seen < n) {
         match events.next().await {
-            Some(Ok(NamespaceEvent::Added(ns))) => println!("+ {}", cli::slashed(&ns)),
-            Some(Ok(NamespaceEvent::Removed(ns))) => println!("- {}", cli::slashed(&ns)),
+            Some(Ok(NamespaceEvent::Added(ns))) => println!("+ {ns}"),
+            Some(Ok(NamespaceEvent::Removed(ns))) => println!("- {ns}"),
             Some(Err(e)) => bail!("discovery failed: {e}"),
             None => bail!("discovery ended"),
         }

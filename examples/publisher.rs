@@ -83,7 +83,7 @@ async fn main() -> anyhow::Result<()> {
         () = cli::print_status(&mut reconnecting) => return Ok(()),
         () = cli::interrupted() => return Ok(()),
     }
-    println!("published namespace {}", cli::slashed(&ns));
+    println!("published namespace {ns}");
     println!(
         "publishing track {:?}: an object every {} ms, {} per group",
         args.track, args.interval_ms, args.group_size

@@ -140,20 +140,10 @@ fn parse_draft(s: &str) -> Result<Version, String> {
         .ok_or_else(|| format!("unsupported draft {s:?} ({})", supported()))
 }
 
-/// `a/b/c` as a namespace of three fields; `` as the empty prefix.
+/// `a/b/c` as a namespace of three fields; `` as the empty prefix (the path form of
+/// [`TrackNamespace`], which its `Display` writes).
 pub(crate) fn parse_namespace(s: &str) -> anyhow::Result<TrackNamespace> {
-    let fields = s.split('/').filter(|f| !f.is_empty());
-    TrackNamespace::from_strs(fields).with_context(|| format!("bad namespace {s:?}"))
-}
-
-/// A namespace as slash-separated fields.
-pub(crate) fn slashed(ns: &TrackNamespace) -> String {
-    let fields: Vec<_> = ns
-        .fields()
-        .iter()
-        .map(|f| String::from_utf8_lossy(f).into_owned())
-        .collect();
-    fields.join("/")
+    s.parse().with_context(|| format!("bad namespace {s:?}"))
 }
 
 /// Stops `reconnecting` (closing its session) and waits, at most 1 s, until the close has

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use moq_core::{AuthToken, Version};
 use moq_transport::endpoint::{self, ClientConfig, QuicSettings, ServerConfig};
@@ -22,6 +23,7 @@ use moq_transport::track::PublishOptions;
 ///
 /// Dropping every clone closes the session (streams made from it then end with an error).
 /// Clones share the session.
+#[must_use = "dropping every clone of a Session closes it"]
 #[derive(Clone, Debug)]
 pub struct Session {
     transport: moq_transport::Session,
@@ -133,23 +135,51 @@ impl Session {
 /// let session = client.connect("moqt://localhost:4443").await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ClientBuilder {
     tls: ClientTls,
     versions: Option<Vec<Version>>,
     session: SessionConfig,
     publisher: Option<Publisher>,
     quic: QuicSettings,
+    connect_timeout: Duration,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder {
+            tls: ClientTls::default(),
+            versions: None,
+            session: SessionConfig::default(),
+            publisher: None,
+            quic: QuicSettings::default(),
+            connect_timeout: ClientBuilder::DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
 }
 
 impl ClientBuilder {
+    /// How long a QUIC handshake may take before [`crate::ConnectError::Unreachable`]: 5 s.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// Gives up connecting when no QUIC server has answered after `timeout`, with
+    /// [`Error::Connect`]([`crate::ConnectError::Unreachable`]) (default
+    /// [`ClientBuilder::DEFAULT_CONNECT_TIMEOUT`], 5 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
     /// Trusts the server whose certificate has this SHA-256 fingerprint (hex, colons allowed).
+    /// A server presenting another certificate is refused with
+    /// [`crate::ConnectError::FingerprintMismatch`], which shows the fingerprint it presented.
     pub fn fingerprint(mut self, hex: &str) -> Result<Self, Error> {
         self.tls.fingerprints.push(parse_fingerprint(hex)?);
         Ok(self)
     }
 
-    /// Trusts any server. For development only.
+    /// Trusts any server. For development only. (Without it, or [`ClientBuilder::fingerprint`],
+    /// a self-signed certificate is refused with [`crate::ConnectError::UnknownIssuer`].)
     pub fn insecure(mut self) -> Self {
         self.tls.insecure = true;
         self
@@ -161,7 +191,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Offers only `versions`, most preferred first (default: draft-19, draft-18).
+    /// Offers only `versions`, most preferred first (default: every supported draft,
+    /// [`Version::ALL`], newest first).
     pub fn versions(mut self, versions: Vec<Version>) -> Self {
         self.versions = Some(versions);
         self
@@ -203,7 +234,8 @@ impl ClientBuilder {
             share_indexes: false,
             quic: self.quic,
             ..Default::default()
-        })?;
+        })?
+        .with_connect_timeout(self.connect_timeout);
         Ok(Client {
             transport: Arc::new(transport),
             publisher: self.publisher.unwrap_or_default(),
@@ -212,6 +244,20 @@ impl ClientBuilder {
 }
 
 /// Connects to MOQT servers and relays: `moqt://` (raw QUIC) or `https://` (WebTransport).
+///
+/// `http://host:port` is for development: raw QUIC to a server whose self-signed certificate
+/// is trusted by the SHA-256 hash that `http://host:port/certificate.sha256` answers (TCP, on
+/// the QUIC port's number, as moq-relay's HTTP side serves it with `--http` on that port),
+/// fetched at each connection, so a server that generates a new certificate at each start
+/// needs no copying of fingerprints. Whoever can answer that plain HTTP request is trusted:
+/// never use it beyond development.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), moq_client::Error> {
+/// // A relay started with `--tls-generate localhost --http 127.0.0.1:4443`.
+/// let session = moq_client::Client::builder().build()?.connect("http://localhost:4443").await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Client {
     transport: Arc<endpoint::Client>,
@@ -297,6 +343,7 @@ pub enum Status {
 /// A client that stays connected. Its [`Publisher`] and [`Subscriber`] outlive sessions.
 /// Dropping it stops reconnecting and closes the session (the reconnecting task holds the
 /// only handle on it).
+#[must_use = "dropping a Reconnecting client stops it and closes its session"]
 #[derive(Debug)]
 pub struct Reconnecting {
     publisher: Publisher,
@@ -497,6 +544,7 @@ impl ServerBuilder {
 
 /// Accepts MOQT sessions (raw QUIC and WebTransport on one port) and serves its publisher's
 /// tracks on all of them.
+#[must_use = "dropping a Server stops accepting sessions"]
 #[derive(Debug)]
 pub struct Server {
     transport: endpoint::Server,

@@ -68,6 +68,7 @@ impl TrackInfo {
 
 /// One subgroup of a group: a stream of objects in increasing Object ID order, or a single
 /// object that came as a datagram. Dropping it unread stops its stream.
+#[must_use = "dropping a SubgroupConsumer stops its stream"]
 #[derive(Debug)]
 pub struct SubgroupConsumer {
     group: u64,
@@ -162,6 +163,7 @@ fn read(mut s: SubgroupConsumer) -> Reading {
 ///
 /// The group ends once its subgroups ended and either the subgroup carrying the group's last
 /// object has been seen, a later group started (in either group order), or the track ended.
+#[must_use = "dropping a GroupConsumer stops reading the group"]
 pub struct GroupConsumer {
     id: u64,
     parts: mpsc::Receiver<Part>,
@@ -355,6 +357,7 @@ impl Router {
 /// A subscribed track: its groups as they start. Ends when the publisher ends the track;
 /// yields an error (then ends) if the subscription fails and cannot be renewed. Dropping it
 /// unsubscribes.
+#[must_use = "dropping a TrackConsumer unsubscribes at once"]
 #[derive(Debug)]
 pub struct TrackConsumer {
     pub(crate) groups: mpsc::Receiver<Result<GroupConsumer, Error>>,
@@ -409,6 +412,7 @@ impl futures::Stream for TrackConsumer {
 /// The answer to a FETCH: its objects in the requested order, with End of Range markers where
 /// objects are known not to exist or are not known (draft-19 §11.4.4.2), as a
 /// [`futures::Stream`]. Dropping it cancels the FETCH.
+#[must_use = "dropping a FetchConsumer cancels the FETCH"]
 pub struct FetchConsumer {
     end: (Location, bool),
     items: futures::stream::BoxStream<'static, Result<FetchItem, Error>>,
@@ -487,6 +491,7 @@ impl futures::Stream for FetchConsumer {
 /// Objects of a track in order, as [`crate::Subscriber::join`] gives them: the past of the
 /// current group (and earlier ones, as asked), then everything published from now on, with no
 /// gap and no duplicate. Dropping it ends the subscription.
+#[must_use = "dropping an ObjectConsumer ends the subscription at once"]
 #[derive(Debug)]
 pub struct ObjectConsumer {
     pub(crate) objects: mpsc::Receiver<Result<Object, Error>>,

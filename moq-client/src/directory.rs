@@ -193,6 +193,7 @@ pub struct Peer {
 }
 
 /// Keeps a track in a [`Directory`]; dropping it removes the track.
+#[must_use = "dropping a TrackRegistration removes the track"]
 #[derive(Debug)]
 pub struct TrackRegistration {
     dir: Directory,
@@ -215,6 +216,7 @@ impl Drop for TrackRegistration {
 }
 
 /// Keeps a namespace announced in a [`Directory`]; dropping it withdraws it.
+#[must_use = "dropping an AnnouncedNamespace withdraws the namespace"]
 #[derive(Debug)]
 pub struct AnnouncedNamespace {
     dir: Directory,

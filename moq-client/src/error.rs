@@ -2,6 +2,7 @@
 
 use moq_core::codes::RequestErrorCode;
 use moq_core::{FullTrackName, NameError, TrackNamespace};
+use moq_transport::ConnectError;
 
 /// Anything that can go wrong: the session's and the peer's errors, and the application's own
 /// mistakes, each a variant to match on.
@@ -10,10 +11,14 @@ use moq_core::{FullTrackName, NameError, TrackNamespace};
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// Connecting failed: [`ConnectError`] says why (nothing answered, an untrusted or
+    /// unpinned certificate, no common version, ...) and what to do about it.
+    #[error(transparent)]
+    Connect(ConnectError),
     /// The session or a request failed: the session ended, the connection failed, or the peer
     /// refused the request ([`Error::rejection`] gives its code).
     #[error(transparent)]
-    Session(#[from] moq_transport::Error),
+    Session(SessionError),
     /// Something was written to a track that has ended.
     #[error("the track has ended")]
     TrackEnded,
@@ -50,6 +55,48 @@ pub enum Error {
     Invalid(String),
 }
 
+/// How a session or one of its requests failed (see [`Error::Session`]): the session ended,
+/// the connection failed, the peer refused or cancelled the request. Its `Display` says which.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct SessionError(moq_transport::Error);
+
+impl SessionError {
+    /// The REQUEST_ERROR code if the peer refused the request.
+    pub fn rejection(&self) -> Option<RequestErrorCode> {
+        match &self.0 {
+            moq_transport::Error::Rejected(r) => Some(r.code),
+            _ => None,
+        }
+    }
+
+    /// True if the whole session is over (not only this request).
+    pub fn is_session_error(&self) -> bool {
+        self.0.is_session_error()
+    }
+
+    /// The error of the session layer underneath ([`moq_transport`]), for what this type
+    /// does not tell.
+    pub fn transport(&self) -> &moq_transport::Error {
+        &self.0
+    }
+}
+
+impl From<moq_transport::Error> for Error {
+    fn from(e: moq_transport::Error) -> Self {
+        match e {
+            moq_transport::Error::Connect(c) => Error::Connect(c),
+            e => Error::Session(SessionError(e)),
+        }
+    }
+}
+
+impl From<ConnectError> for Error {
+    fn from(e: ConnectError) -> Self {
+        Error::Connect(e)
+    }
+}
+
 impl Error {
     /// The REQUEST_ERROR code if the peer refused the request.
     ///
@@ -62,7 +109,7 @@ impl Error {
     /// ```
     pub fn rejection(&self) -> Option<RequestErrorCode> {
         match self {
-            Error::Session(moq_transport::Error::Rejected(r)) => Some(r.code),
+            Error::Session(e) => e.rejection(),
             _ => None,
         }
     }

@@ -215,7 +215,7 @@ pub use client::{Client, ClientBuilder, Reconnecting, Server, ServerBuilder, Ses
 pub use consume::{
     FetchConsumer, GroupConsumer, ObjectConsumer, SubgroupConsumer, TrackConsumer, TrackInfo,
 };
-pub use error::Error;
+pub use error::{Error, SessionError};
 pub use malformed::Malformed;
 pub use options::{Backoff, RenewRetry, SubscribeOptions, TrackOptions};
 pub use produce::{GroupProducer, SubgroupProducer, TrackProducer};
@@ -224,6 +224,7 @@ pub use serve::ServeOptions;
 pub use subscriber::{IncomingTrack, NamespaceStream, Subscriber, TrackOffer, TrackOffers};
 
 pub use moq_core::codes::{PublishDoneCode, RequestErrorCode};
+pub use moq_core::data::ObjectStatus;
 pub use moq_core::data::RangeEnd;
 pub use moq_core::message::PublishDone;
 pub use moq_core::{
@@ -233,6 +234,7 @@ pub use moq_core::{
 /// The session layer underneath, for what this crate does not wrap: [`Session::transport`]
 /// gives its session, and [`directory`] answers its requests.
 pub use moq_transport;
+pub use moq_transport::ConnectError;
 /// Deliberately part of this API: session settings and the TLS certificate of a [`Server`].
 pub use moq_transport::endpoint::QuicSettings;
 pub use moq_transport::namespace::NamespaceEvent;

@@ -19,6 +19,7 @@ use crate::error::Error;
 ///
 /// Dropping it ends the track (subscribers get PUBLISH_DONE with TRACK_ENDED); so does
 /// [`TrackProducer::finish`], which also waits for the delivery.
+#[must_use = "dropping a TrackProducer ends the track at once: hold it while the track is published"]
 #[derive(Debug)]
 pub struct TrackProducer {
     cache: TrackCache,
@@ -149,6 +150,7 @@ impl Drop for TrackProducer {
 ///
 /// Dropping it without [`GroupProducer::finish`] abandons the first subgroup (its streams are
 /// reset: subscribers see it incomplete).
+#[must_use = "dropping a GroupProducer without finish() abandons the group"]
 #[derive(Debug)]
 pub struct GroupProducer {
     first: SubgroupProducer,
@@ -212,6 +214,7 @@ impl GroupProducer {
 
 /// One subgroup of a group, written in increasing Object ID order. Dropping it without
 /// [`SubgroupProducer::finish`] abandons it.
+#[must_use = "dropping a SubgroupProducer without finish() abandons the subgroup"]
 #[derive(Debug)]
 pub struct SubgroupProducer {
     cache: TrackCache,

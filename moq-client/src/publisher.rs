@@ -89,7 +89,27 @@ impl Default for Publisher {
     }
 }
 
-/// A published namespace; dropping it withdraws it from every session.
+/// A published namespace; dropping it withdraws it from every session, so hold it for as long
+/// as the namespace should stay announced:
+///
+/// ```no_run
+/// # fn run(publisher: moq_client::Publisher, ns: moq_client::TrackNamespace) -> Result<(), moq_client::Error> {
+/// let _room = publisher.publish_namespace(ns)?;
+/// // ... publish tracks; the namespace is withdrawn when `_room` goes.
+/// # Ok(()) }
+/// ```
+///
+/// The handle is `#[must_use]`: as a bare statement the announcement would be withdrawn at
+/// once, and the compiler says so.
+///
+/// ```compile_fail
+/// #[deny(unused_must_use)]
+/// fn run(publisher: moq_client::Publisher, ns: moq_client::TrackNamespace) -> Result<(), moq_client::Error> {
+///     publisher.publish_namespace(ns)?;
+///     Ok(())
+/// }
+/// ```
+#[must_use = "dropping a NamespaceHandle withdraws the namespace at once: hold it (`let _room = ...`) while the namespace should stay announced"]
 #[derive(Debug)]
 pub struct NamespaceHandle {
     shared: Arc<Shared>,

@@ -72,6 +72,7 @@ fn dropped() -> Error {
 /// Namespaces under a prefix as they come and go: first the current set, then live changes.
 /// Ends with an error when the session ends (a reconnecting client reports every namespace
 /// removed, then re-subscribes and reports them again).
+#[must_use = "dropping a NamespaceStream cancels the SUBSCRIBE_NAMESPACE"]
 #[derive(Debug)]
 pub struct NamespaceStream {
     rx: mpsc::Receiver<Result<NamespaceEvent, Error>>,
@@ -670,6 +671,7 @@ async fn join_objects(
 
 /// A track the peer PUBLISHed, for the application to take or refuse. Dropped unanswered, it
 /// is refused.
+#[must_use = "dropping an IncomingTrack unanswered refuses the track"]
 #[derive(Debug)]
 pub struct IncomingTrack {
     inner: Box<IncomingPublish>,
@@ -709,6 +711,7 @@ impl IncomingTrack {
 
 /// A SUBSCRIBE_TRACKS the peer accepted: the tracks it PUBLISHes under the prefix, and those
 /// it says it will not (PUBLISH_SKIPPED). Dropping it cancels the request.
+#[must_use = "dropping TrackOffers cancels the SUBSCRIBE_TRACKS"]
 #[derive(Debug)]
 pub struct TrackOffers {
     request: Option<TrackSubscription>,

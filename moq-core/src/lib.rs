@@ -36,6 +36,6 @@ pub use types::filter::{
 };
 pub use types::kvp::{KeyValuePair, KvpValue, MAX_KVP_VALUE_LEN, Properties, property};
 pub use types::location::{GroupOrder, Location, MAX_REASON_LEN};
-pub use types::namespace::{FullTrackName, NameError, TrackNamespace};
+pub use types::namespace::{FullTrackName, NameError, Rendered, TrackNamespace};
 pub use types::token::AuthToken;
 pub use version::{FilterEncoding, Version};

@@ -5,7 +5,7 @@
 //! | `GET /certificate.sha256`, `GET /fingerprint` | the SHA-256 of the certificate presented now, hex (what a browser pins with `serverCertificateHashes`; `@moq/net` fetches the first) |
 //! | `GET /metrics` | Prometheus text ([`crate::Metrics`]) |
 //! | `GET /health` | `ok` while the relay accepts sessions |
-//! | `GET /announced[?prefix=a/b]` | the namespaces the relay knows, JSON, only those the caller's token (`?jwt=` or `Authorization: Bearer`) may see |
+//! | `GET /announced[?prefix=a/b]` | the namespaces the relay knows (the prefix in the path form of `TrackNamespace`, URL-encoded: a `/` inside a field is `%252F`), JSON, only those the caller's token (`?jwt=` or `Authorization: Bearer`) may see |
 //! | `GET /`, `/app.js`, `/moq.js` | the relay's web page: discovery and a track's objects live, over WebTransport (`moq-relay/web/`, built into the binary) |
 //! | `GET /connect.json` | `{"port": <the QUIC/WebTransport UDP port>, "fingerprint": "<hex>"}`, what the page connects with |
 //!
@@ -131,11 +131,7 @@ async fn announced(
     Query(q): Query<AnnouncedQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let prefix = match q
-        .prefix
-        .as_deref()
-        .map(|p| TrackNamespace::from_strs(p.split('/').filter(|f| !f.is_empty())))
-    {
+    let prefix = match q.prefix.as_deref().map(str::parse::<TrackNamespace>) {
         None => TrackNamespace::empty(),
         Some(Ok(p)) => p,
         Some(Err(e)) => return (StatusCode::BAD_REQUEST, format!("prefix: {e}\n")).into_response(),

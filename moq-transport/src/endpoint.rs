@@ -15,7 +15,7 @@ use web_transport_quinn as wt;
 use parking_lot::Mutex;
 
 use crate::Session;
-use crate::error::Error;
+use crate::error::{ConnectError, Error};
 use crate::index::NamespaceIndex;
 use crate::session::{Destination, Role, SessionConfig};
 use crate::tls::{Certificate, ClientTls, ServerCert};
@@ -189,6 +189,7 @@ pub struct Client {
     quic: quinn::ClientConfig,
     h3: quinn::ClientConfig,
     endpoints: Mutex<HashMap<bool, quinn::Endpoint>>,
+    connect_timeout: Option<Duration>,
 }
 
 impl Client {
@@ -197,23 +198,23 @@ impl Client {
         if config.versions.is_empty() {
             return Err(Error::Invalid("no versions to offer".into()));
         }
-        let transport = Arc::new(transport_config_with(&config.quic));
-        let make = |alpn: &[&str]| -> Result<quinn::ClientConfig, Error> {
-            let tls = config.tls.client_config(alpn)?;
-            let quic =
-                QuicClientConfig::try_from(tls).map_err(|e| Error::Invalid(format!("tls: {e}")))?;
-            let mut c = quinn::ClientConfig::new(Arc::new(quic));
-            c.transport_config(transport.clone());
-            Ok(c)
-        };
-        let quic = make(&alpns(&config.versions))?;
-        let h3 = make(&[H3_ALPN])?;
+        let quic = quinn_client_config(&config, &config.tls, &alpns(&config.versions))?;
+        let h3 = quinn_client_config(&config, &config.tls, &[H3_ALPN])?;
         Ok(Client {
             config,
             quic,
             h3,
             endpoints: Mutex::new(HashMap::new()),
+            connect_timeout: None,
         })
+    }
+
+    /// Gives up a QUIC handshake that has not completed after `timeout`, with
+    /// [`ConnectError::Unreachable`]. Without it, a server that does not answer is given up
+    /// after the idle timeout ([`QuicSettings::idle_timeout`]).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
     }
 
     fn endpoint(&self, remote: &SocketAddr) -> Result<quinn::Endpoint, Error> {
@@ -227,7 +228,12 @@ impl Client {
         } else {
             SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
         };
-        let bind_error = |e: std::io::Error| Error::Connect(format!("bind {bind}: {e}"));
+        let bind_error = |e: std::io::Error| {
+            Error::from(ConnectError::Bind {
+                addr: bind,
+                reason: e.to_string(),
+            })
+        };
         let socket = std::net::UdpSocket::bind(bind).map_err(bind_error)?;
         if self.config.udp_buffer > 0
             && let Some((receive, send)) = size_udp_buffers(&socket, self.config.udp_buffer)
@@ -261,14 +267,23 @@ impl Client {
 
     /// Connects to `url` and runs SETUP. `moqt://host:port/path?query` is raw QUIC (PATH and
     /// AUTHORITY go in SETUP); `https://host:port/path` is WebTransport. The port defaults to 443.
+    ///
+    /// `http://host:port/path?query`, **for development only**, is raw QUIC to a server whose
+    /// certificate is trusted by the SHA-256 hash that `GET http://host:port/certificate.sha256`
+    /// answers (TCP, on the QUIC port's number, as moq-relay's HTTP side serves it; the port
+    /// defaults to 80): a self-signed certificate that a restart regenerates needs no copying.
+    /// Anyone who can answer that plain HTTP request is trusted, so never use it beyond
+    /// development. The hash is fetched again at each connection.
     pub async fn connect(&self, url: &str) -> Result<Session, Error> {
         let url = Url::parse(url).map_err(|e| Error::Invalid(format!("url {url:?}: {e}")))?;
-        let webtransport = match url.scheme() {
-            "moqt" => false,
-            "https" => true,
+        let (webtransport, fetch_hash) = match url.scheme() {
+            "moqt" => (false, false),
+            "https" => (true, false),
+            "http" => (false, true),
             s => {
                 return Err(Error::Invalid(format!(
-                    "unsupported scheme {s:?} (use moqt:// or https://)"
+                    "unsupported scheme {s:?} (use moqt://, https://, or http:// for a \
+                     development server that serves /certificate.sha256)"
                 )));
             }
         };
@@ -276,23 +291,52 @@ impl Client {
             .host_str()
             .filter(|h| !h.is_empty())
             .ok_or_else(|| Error::Invalid("url has no host".into()))?;
-        let port = url.port().unwrap_or(443);
+        let port = url.port_or_known_default().unwrap_or(443);
         let server_name = host
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
         let remote = tokio::net::lookup_host((server_name.as_str(), port))
             .await
-            .map_err(|e| Error::Connect(format!("resolve {host}: {e}")))?
+            .map_err(|e| ConnectError::Resolve {
+                host: host.to_string(),
+                reason: e.to_string(),
+            })?
             .next()
-            .ok_or_else(|| Error::Connect(format!("{host} has no address")))?;
+            .ok_or_else(|| ConnectError::Resolve {
+                host: host.to_string(),
+                reason: "no address".into(),
+            })?;
         let endpoint = self.endpoint(&remote)?;
-        let cfg = if webtransport { &self.h3 } else { &self.quic };
-        let conn = endpoint
-            .connect_with(cfg.clone(), remote, &server_name)
-            .map_err(|e| Error::Connect(e.to_string()))?
-            .await
-            .map_err(|e| Error::Connect(format!("{remote}: {e}")))?;
+        // Without a connect timeout, quinn gives a silent server the idle timeout.
+        let idle = self.config.quic.idle_timeout;
+        let cfg = if fetch_hash {
+            let authority = url[Position::BeforeHost..Position::AfterPort].to_string();
+            let limit = self.connect_timeout.unwrap_or(idle);
+            let hash = crate::devcert::fetch(remote, &authority, limit).await?;
+            let tls = ClientTls::pinned(hash);
+            quinn_client_config(&self.config, &tls, &alpns(&self.config.versions))?
+        } else if webtransport {
+            self.h3.clone()
+        } else {
+            self.quic.clone()
+        };
+        let connecting = endpoint
+            .connect_with(cfg, remote, &server_name)
+            .map_err(|e| ConnectError::Failed {
+                addr: remote,
+                reason: e.to_string(),
+            })?;
+        let conn = match self.connect_timeout {
+            Some(limit) => tokio::time::timeout(limit, connecting).await.map_err(|_| {
+                ConnectError::Unreachable {
+                    addr: remote,
+                    timeout: limit,
+                }
+            })?,
+            None => connecting.await,
+        }
+        .map_err(|e| handshake_error(remote, e, idle, &self.config.versions))?;
         let (conn, destination): (Arc<dyn Connection>, Destination) = if webtransport {
             // Draft-14 is negotiated in CLIENT_SETUP, not named here (its peers answer an
             // unknown protocol with 400): offered alone, the CONNECT names none.
@@ -305,7 +349,7 @@ impl Client {
                 .with_protocols(named.map(|v| v.alpn().to_string()));
             let session = wt::Session::connect(conn, request)
                 .await
-                .map_err(|e| Error::Connect(format!("WebTransport CONNECT: {e}")))?;
+                .map_err(|e| ConnectError::WebTransport(format!("CONNECT: {e}")))?;
             // A server that ignores WT-Available-Protocols predates them (draft-14 negotiates
             // in CLIENT_SETUP), or gets our most preferred version.
             let fallback = Some(in_band_or_first(&self.config.versions).alpn().to_string());
@@ -329,6 +373,68 @@ impl Client {
             config.announced = NamespaceIndex::new();
         }
         Session::establish(conn, Role::Client, config, destination).await
+    }
+}
+
+/// A quinn client configuration trusting as `tls` says, offering `alpn`, with `config`'s QUIC
+/// settings.
+fn quinn_client_config(
+    config: &ClientConfig,
+    tls: &ClientTls,
+    alpn: &[&str],
+) -> Result<quinn::ClientConfig, Error> {
+    let tls = tls.client_config(alpn)?;
+    let quic = QuicClientConfig::try_from(tls).map_err(|e| Error::Invalid(format!("tls: {e}")))?;
+    let mut c = quinn::ClientConfig::new(Arc::new(quic));
+    c.transport_config(Arc::new(transport_config_with(&config.quic)));
+    Ok(c)
+}
+
+/// Why a QUIC handshake to `addr` failed, in words that say what to do.
+fn handshake_error(
+    addr: SocketAddr,
+    e: quinn::ConnectionError,
+    idle: Duration,
+    offered: &[Version],
+) -> ConnectError {
+    match e {
+        quinn::ConnectionError::TimedOut => ConnectError::Unreachable {
+            addr,
+            timeout: idle,
+        },
+        quinn::ConnectionError::TransportError(t) => {
+            if t.reason.contains("UnknownIssuer") {
+                return ConnectError::UnknownIssuer { addr };
+            }
+            if let Some(received) = crate::tls::unpinned_fingerprint(&t.reason) {
+                return ConnectError::FingerprintMismatch { addr, received };
+            }
+            ConnectError::Tls {
+                addr,
+                reason: t.to_string(),
+            }
+        }
+        // TLS alert no_application_protocol (RFC 8446 §6.2, RFC 7301 §3.2): no common ALPN.
+        quinn::ConnectionError::ConnectionClosed(c)
+            if c.error_code == quinn::TransportErrorCode::crypto(120) =>
+        {
+            ConnectError::NoCommonVersion {
+                peer: addr.to_string(),
+                offered: format!("{:?}", alpns(offered)),
+            }
+        }
+        quinn::ConnectionError::ConnectionClosed(c) => ConnectError::Refused {
+            addr,
+            reason: c.to_string(),
+        },
+        quinn::ConnectionError::ApplicationClosed(c) => ConnectError::Refused {
+            addr,
+            reason: c.to_string(),
+        },
+        e => ConnectError::Failed {
+            addr,
+            reason: e.to_string(),
+        },
     }
 }
 
@@ -500,7 +606,12 @@ impl Server {
             Some(dir) => Some(Qlog::new(dir, &server, config.quic)?),
             None => None,
         };
-        let bind_error = |e: std::io::Error| Error::Connect(format!("bind {}: {e}", config.bind));
+        let bind_error = |e: std::io::Error| {
+            Error::from(ConnectError::Bind {
+                addr: config.bind,
+                reason: e.to_string(),
+            })
+        };
         let socket = std::net::UdpSocket::bind(config.bind).map_err(bind_error)?;
         if config.udp_buffer > 0
             && let Some((receive, send)) = size_udp_buffers(&socket, config.udp_buffer)
@@ -568,7 +679,7 @@ impl Server {
     pub fn local_addr(&self) -> Result<SocketAddr, Error> {
         self.endpoint
             .local_addr()
-            .map_err(|e| Error::Connect(e.to_string()))
+            .map_err(|e| Error::Invalid(format!("local address: {e}")))
     }
 
     /// Resolves once every connection has finished closing, so that peers were told: call it
@@ -683,7 +794,10 @@ async fn accept_loop(
         tokio::spawn(async move {
             let result = match connecting {
                 Ok(connecting) => handshake(connecting, &config).await,
-                Err(e) => Err(Error::Connect(e.to_string())),
+                Err(e) => Err(Error::from(ConnectError::Failed {
+                    addr: remote,
+                    reason: e.to_string(),
+                })),
             };
             match result {
                 Ok(session) => {
@@ -696,14 +810,16 @@ async fn accept_loop(
 }
 
 async fn handshake(connecting: quinn::Connecting, config: &ServerConfig) -> Result<Session, Error> {
-    let conn = connecting
-        .await
-        .map_err(|e| Error::Connect(e.to_string()))?;
+    let remote = connecting.remote_address();
+    let conn = connecting.await.map_err(|e| ConnectError::Failed {
+        addr: remote,
+        reason: e.to_string(),
+    })?;
     let alpn = negotiated_alpn(&conn).unwrap_or_default();
     if alpn == H3_ALPN {
         let request = wt::Request::accept(conn)
             .await
-            .map_err(|e| Error::Connect(format!("WebTransport: {e}")))?;
+            .map_err(|e| ConnectError::WebTransport(e.to_string()))?;
         // draft-19 §3.1.2: pick our most preferred version among those offered.
         let offered = request.protocols.clone();
         let chosen = config
@@ -718,7 +834,11 @@ async fn handshake(connecting: quinn::Connecting, config: &ServerConfig) -> Resu
             (None, true) => in_band_or_first(&config.versions),
             (None, false) => {
                 let _ = request.reject(http::StatusCode::BAD_REQUEST).await;
-                return Err(Error::Connect(format!("no common version in {offered:?}")));
+                return Err(ConnectError::NoCommonVersion {
+                    peer: remote.to_string(),
+                    offered: format!("{offered:?}"),
+                }
+                .into());
             }
         };
         let url = request.url.clone();
@@ -732,7 +852,7 @@ async fn handshake(connecting: quinn::Connecting, config: &ServerConfig) -> Resu
         let session = request
             .respond(response)
             .await
-            .map_err(|e| Error::Connect(format!("WebTransport: {e}")))?;
+            .map_err(|e| ConnectError::WebTransport(e.to_string()))?;
         let conn = QuicConnection::webtransport(session)
             .with_fallback_protocol(Some(chosen.alpn().to_string()));
         Session::establish(

@@ -4,6 +4,9 @@ use moq_core::codes::{SessionErrorCode, StreamResetCode};
 use moq_core::message::RequestError;
 use moq_core::{DecodeError, EncodeError};
 
+use std::net::SocketAddr;
+use std::time::Duration;
+
 use crate::transport::TransportError;
 
 /// Anything that can go wrong in a session or a request.
@@ -75,12 +78,131 @@ pub enum Error {
     /// A bad argument or configuration.
     #[error("invalid: {0}")]
     Invalid(String),
-    /// Establishing the connection failed (DNS, TLS, ALPN, WebTransport CONNECT).
-    #[error("connect: {0}")]
-    Connect(String),
+    /// Establishing the connection failed: [`ConnectError`] says why, and what to do.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
     /// Something took longer than allowed.
     #[error("timed out: {0}")]
     Timeout(&'static str),
+}
+
+/// Why a connection could not be established, each a variant to match on. The messages say
+/// what was tried and, where there is one, what to do about it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The host name did not resolve to an address.
+    #[error("cannot resolve {host}: {reason}")]
+    Resolve {
+        /// The host of the URL.
+        host: String,
+        /// What the resolver said.
+        reason: String,
+    },
+    /// No QUIC server completed a handshake in time: nothing listens there, or a firewall
+    /// drops the packets.
+    #[error(
+        "no QUIC server answered at {addr} within {}; is a relay running there?",
+        seconds(*timeout)
+    )]
+    Unreachable {
+        /// The address tried.
+        addr: SocketAddr,
+        /// How long it was given.
+        timeout: Duration,
+    },
+    /// The server's certificate is not signed by a trusted root (rustls `UnknownIssuer`), as
+    /// a development server's self-signed certificate is not.
+    #[error(
+        "the certificate of {addr} is not signed by a trusted root (UnknownIssuer): for a \
+         development server with a self-signed certificate, pin its SHA-256 fingerprint \
+         (moq_client::ClientBuilder::fingerprint; the server prints it, and a moq-relay \
+         serves it at http://host:port/certificate.sha256) or trust any server, for \
+         development only (ClientBuilder::insecure)"
+    )]
+    UnknownIssuer {
+        /// The address tried.
+        addr: SocketAddr,
+    },
+    /// The server's certificate is not one of the pinned fingerprints.
+    #[error(
+        "the certificate of {addr} has SHA-256 fingerprint {received}, which is not pinned \
+         (a server that generates its certificate gets a new one at each start: pin the new \
+         one)"
+    )]
+    FingerprintMismatch {
+        /// The address tried.
+        addr: SocketAddr,
+        /// The fingerprint of the certificate the server presented, lower-case hex.
+        received: String,
+    },
+    /// Another TLS failure.
+    #[error("TLS with {addr} failed: {reason}")]
+    Tls {
+        /// The address tried.
+        addr: SocketAddr,
+        /// What failed.
+        reason: String,
+    },
+    /// The server and this side have no MOQT version in common (no common ALPN, or none
+    /// named in the WebTransport CONNECT or SETUP).
+    #[error("no MOQT version in common with {peer} (offered {offered})")]
+    NoCommonVersion {
+        /// The peer, as far as known.
+        peer: String,
+        /// What was offered or received.
+        offered: String,
+    },
+    /// The server refused or closed the connection during the handshake.
+    #[error("{addr} refused the connection: {reason}")]
+    Refused {
+        /// The address tried.
+        addr: SocketAddr,
+        /// What the server said.
+        reason: String,
+    },
+    /// An `http://` URL's certificate hash could not be fetched (`GET /certificate.sha256` on
+    /// the TCP port of the QUIC port's number).
+    #[error(
+        "cannot fetch the certificate hash from {url}: {reason} (an http:// URL is for a \
+         development server that serves /certificate.sha256 on its QUIC port number over TCP, \
+         as moq-relay does with --http on that port)"
+    )]
+    CertificateHash {
+        /// The URL fetched.
+        url: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The WebTransport CONNECT failed.
+    #[error("WebTransport: {0}")]
+    WebTransport(String),
+    /// A local UDP socket could not be bound.
+    #[error("bind {addr}: {reason}")]
+    Bind {
+        /// The local address.
+        addr: SocketAddr,
+        /// What the system said.
+        reason: String,
+    },
+    /// The connection failed otherwise.
+    #[error("connection to {addr} failed: {reason}")]
+    Failed {
+        /// The address tried.
+        addr: SocketAddr,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// "N s" with at most one decimal.
+fn seconds(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 == 0 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
 }
 
 impl Error {

@@ -27,6 +27,7 @@
 //! # Ok(()) }
 //! ```
 
+mod devcert;
 pub mod endpoint;
 mod error;
 mod framing;
@@ -41,7 +42,7 @@ pub mod tls;
 pub mod track;
 pub mod transport;
 
-pub use error::Error;
+pub use error::{ConnectError, Error};
 pub use handle::{Session, WeakSession};
 pub use session::{
     AllowAll, AuthRequest, Authorizer, Destination, GoawayInfo, IMPLEMENTATION, Limits,

@@ -274,6 +274,18 @@ impl rustls::server::ResolvesServerCert for ServerCert {
     }
 }
 
+/// How [`Pinned`] refuses a certificate, before its fingerprint.
+const UNPINNED: &str = "server certificate fingerprint ";
+
+/// The fingerprint a handshake error names as not pinned, if it is [`Pinned`]'s refusal.
+pub(crate) fn unpinned_fingerprint(reason: &str) -> Option<String> {
+    let at = reason.find(UNPINNED)? + UNPINNED.len();
+    let hex = reason.get(at..at + 64)?;
+    hex.bytes()
+        .all(|b| b.is_ascii_hexdigit())
+        .then(|| hex.to_string())
+}
+
 /// Trusts leaf certificates by fingerprint (or any, if `any`), still checking signatures.
 #[derive(Debug)]
 struct Pinned {
@@ -294,9 +306,10 @@ impl ServerCertVerifier for Pinned {
         if self.any || self.fingerprints.contains(&fingerprint(end_entity)) {
             Ok(ServerCertVerified::assertion())
         } else {
-            Err(rustls::Error::General(
-                "server certificate fingerprint does not match".into(),
-            ))
+            Err(rustls::Error::General(format!(
+                "{UNPINNED}{} is not pinned",
+                hex(&fingerprint(end_entity))
+            )))
         }
     }
 

@@ -30,6 +30,14 @@ pub enum NameError {
     /// A rendered name (draft-19 §1.5) that does not parse.
     #[error("invalid rendered name: {0}")]
     InvalidRendering(&'static str),
+    /// A name in the path form (`chat/room1`, see [`TrackNamespace`]) that does not parse.
+    #[error("invalid name {text:?}: {reason}")]
+    InvalidPath {
+        /// The text given.
+        text: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 impl From<NameError> for DecodeError {
@@ -39,6 +47,7 @@ impl From<NameError> for DecodeError {
             NameError::EmptyField(i) => DecodeError::EmptyNamespaceField(i),
             NameError::TooLong { what, len } => DecodeError::NameTooLong { what, len },
             NameError::InvalidRendering(r) => DecodeError::ProtocolViolation(r),
+            NameError::InvalidPath { reason, .. } => DecodeError::ProtocolViolation(reason),
         }
     }
 }
@@ -48,12 +57,29 @@ impl From<NameError> for DecodeError {
 /// Comparison is field by field and byte-exact. A namespace is cheap to clone: each field is a
 /// reference-counted [`Bytes`].
 ///
+/// # The path form
+///
+/// Where a person types or reads a namespace (`Display`, `FromStr`, command-line flags,
+/// moq-relay's `?prefix=`, logs) it is a path: the fields joined by `/`, as in `chat/room1`.
+/// Within a field, `/`, `%`, whitespace, control characters and bytes that are not UTF-8 are
+/// written `%XX` (the byte in hex, as in URLs), so every namespace has one path that parses
+/// back to it. Parsing accepts either case of hex and ignores leading and trailing `/`; an
+/// empty field inside (`a//b`) is an error, and the empty string is the zero-field namespace.
+/// The draft's rendered form (draft-19 §1.5, `chat-room1`) is [`TrackNamespace::rendered`]
+/// and [`TrackNamespace::parse_rendered`].
+///
 /// ```
 /// use moq_core::TrackNamespace;
-/// let ns = TrackNamespace::from_strs(["example.com", "meeting=123"]).unwrap();
-/// let prefix = TrackNamespace::from_strs(["example.com"]).unwrap();
+/// let ns: TrackNamespace = "example.com/meeting=123".parse().unwrap();
+/// assert_eq!(ns, TrackNamespace::from_strs(["example.com", "meeting=123"]).unwrap());
+/// let prefix: TrackNamespace = "example.com".parse().unwrap();
 /// assert!(prefix.is_prefix_of(&ns));
-/// assert_eq!(ns.strip_prefix(&prefix).unwrap().to_string(), "meeting.3d123");
+/// assert_eq!(ns.strip_prefix(&prefix).unwrap().to_string(), "meeting=123");
+/// assert_eq!(ns.rendered().to_string(), "example.2ecom-meeting.3d123");
+/// // A field with a slash, a space and a byte that is not UTF-8.
+/// let odd = TrackNamespace::new([&b"a/b c"[..], &[0xff][..]]).unwrap();
+/// assert_eq!(odd.to_string(), "a%2Fb%20c/%FF");
+/// assert_eq!(odd.to_string().parse::<TrackNamespace>().unwrap(), odd);
 /// ```
 ///
 /// The fields are shared: a clone is a reference count, not a copy (a relay clones a namespace
@@ -189,6 +215,30 @@ impl TrackNamespace {
         self.0.first().is_some_and(|f| f.as_ref() == b".session")
     }
 
+    /// The rendered form of draft-19 §1.5 (fields joined by `-`, bytes other than
+    /// `[A-Za-z0-9_]` as `.xx`), for logs that must match other implementations'. `Display`
+    /// is the path form.
+    pub fn rendered(&self) -> Rendered<'_> {
+        Rendered {
+            namespace: self,
+            name: None,
+        }
+    }
+
+    /// Parses the path form (see [`TrackNamespace`]), as `FromStr` does.
+    pub fn parse_path(s: &str) -> Result<Self, NameError> {
+        let trimmed = s.trim_matches('/');
+        if trimmed.is_empty() {
+            return Ok(TrackNamespace::empty());
+        }
+        Self::new(
+            trimmed
+                .split('/')
+                .map(|f| parse_path_field(s, f))
+                .collect::<Result<Vec<_>, _>>()?,
+        )
+    }
+
     /// Parses the rendered form of draft-19 §1.5 (fields joined by `-`).
     pub fn parse_rendered(s: &str) -> Result<Self, NameError> {
         if s.is_empty() {
@@ -242,13 +292,93 @@ pub(crate) fn parse_rendered_field(s: &str) -> Result<Bytes, NameError> {
     Ok(Bytes::from(out))
 }
 
-impl fmt::Display for TrackNamespace {
+/// Writes one field (or track name) of the path form: UTF-8 text as it is, except `/`, `%`,
+/// whitespace and control characters, and bytes that are not UTF-8, which are `%XX`.
+fn write_path_field(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
+    let escape = |f: &mut fmt::Formatter<'_>, bytes: &[u8]| -> fmt::Result {
+        bytes.iter().try_for_each(|b| write!(f, "%{b:02X}"))
+    };
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let (text, bad) = match std::str::from_utf8(rest) {
+            Ok(text) => (text, 0),
+            Err(e) => {
+                let valid = rest.get(..e.valid_up_to()).unwrap_or_default();
+                let bad = e.error_len().unwrap_or(rest.len() - valid.len());
+                (std::str::from_utf8(valid).unwrap_or_default(), bad)
+            }
+        };
+        for c in text.chars() {
+            if c == '/' || c == '%' || c.is_whitespace() || c.is_control() {
+                escape(f, c.encode_utf8(&mut [0u8; 4]).as_bytes())?;
+            } else {
+                fmt::Write::write_char(f, c)?;
+            }
+        }
+        let after = rest.get(text.len()..).unwrap_or_default();
+        escape(f, after.get(..bad).unwrap_or_default())?;
+        rest = after.get(bad..).unwrap_or_default();
+    }
+    Ok(())
+}
+
+/// Parses one field (or track name) of the path form `whole`: `%XX` is a byte, anything else
+/// itself.
+fn parse_path_field(whole: &str, field: &str) -> Result<Bytes, NameError> {
+    let invalid = |reason| NameError::InvalidPath {
+        text: whole.to_string(),
+        reason,
+    };
+    let mut out = Vec::with_capacity(field.len());
+    let mut bytes = field.bytes();
+    while let Some(b) = bytes.next() {
+        if b != b'%' {
+            out.push(b);
+            continue;
+        }
+        let hex = |c: Option<u8>| {
+            c.and_then(|c| (c as char).to_digit(16))
+                .map(|d| d as u8)
+                .ok_or_else(|| invalid("'%' not followed by two hex digits"))
+        };
+        let high = hex(bytes.next())?;
+        out.push((high << 4) | hex(bytes.next())?);
+    }
+    Ok(Bytes::from(out))
+}
+
+/// The rendered form of draft-19 §1.5 of a namespace or full track name (see
+/// [`TrackNamespace::rendered`], [`FullTrackName::rendered`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Rendered<'a> {
+    namespace: &'a TrackNamespace,
+    name: Option<&'a [u8]>,
+}
+
+impl fmt::Display for Rendered<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, field) in self.0.iter().enumerate() {
+        for (i, field) in self.namespace.0.iter().enumerate() {
             if i > 0 {
                 f.write_str("-")?;
             }
             render_field(f, field)?;
+        }
+        if let Some(name) = self.name {
+            f.write_str("--")?;
+            render_field(f, name)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for TrackNamespace {
+    /// The path form: `chat/room1` (see [`TrackNamespace`]).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, field) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("/")?;
+            }
+            write_path_field(f, field)?;
         }
         Ok(())
     }
@@ -263,9 +393,9 @@ impl fmt::Debug for TrackNamespace {
 impl FromStr for TrackNamespace {
     type Err = NameError;
 
-    /// Parses the rendered form of draft-19 §1.5, e.g. `example.2ecom-meeting`.
+    /// Parses the path form, e.g. `example.com/meeting` (see [`TrackNamespace`]).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::parse_rendered(s)
+        Self::parse_path(s)
     }
 }
 
@@ -366,10 +496,17 @@ impl Encode for TrackNamespace {
 ///
 /// The name may be empty; namespace plus name is at most 4096 bytes.
 ///
+/// Its path form (`Display`, `FromStr`) is the namespace's path form, `/`, and the name
+/// escaped as a field is (see [`TrackNamespace`]): the last `/` separates the name, which may
+/// be empty (`chat/room1/`); a track of the zero-field namespace is `/name`. The draft's
+/// rendered form is [`FullTrackName::rendered`] and [`FullTrackName::parse_rendered`].
+///
 /// ```
 /// use moq_core::{FullTrackName, TrackNamespace};
 /// let t = FullTrackName::new(TrackNamespace::from_strs(["example.net", "team2"]).unwrap(), "report").unwrap();
-/// assert_eq!(t.to_string(), "example.2enet-team2--report");
+/// assert_eq!(t.to_string(), "example.net/team2/report");
+/// assert_eq!("example.net/team2/report".parse::<FullTrackName>().unwrap(), t);
+/// assert_eq!(t.rendered().to_string(), "example.2enet-team2--report");
 /// ```
 #[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FullTrackName {
@@ -399,6 +536,35 @@ impl FullTrackName {
     /// Namespace bytes plus name bytes.
     pub fn byte_len(&self) -> usize {
         self.namespace.byte_len() + self.name.len()
+    }
+
+    /// The rendered form of draft-19 §1.5 (`namespace--name`), for logs that must match other
+    /// implementations'. `Display` is the path form.
+    pub fn rendered(&self) -> Rendered<'_> {
+        Rendered {
+            namespace: &self.namespace,
+            name: Some(&self.name),
+        }
+    }
+
+    /// Parses `namespace--name` in the rendered form of draft-19 §1.5.
+    pub fn parse_rendered(s: &str) -> Result<Self, NameError> {
+        let (ns, name) = s.rsplit_once("--").ok_or(NameError::InvalidRendering(
+            "missing '--' before the track name",
+        ))?;
+        FullTrackName::new(
+            TrackNamespace::parse_rendered(ns)?,
+            parse_rendered_field(name)?,
+        )
+    }
+
+    /// Parses the path form `namespace/name` (see [`FullTrackName`]), as `FromStr` does.
+    pub fn parse_path(s: &str) -> Result<Self, NameError> {
+        let (ns, name) = s.rsplit_once('/').ok_or_else(|| NameError::InvalidPath {
+            text: s.to_string(),
+            reason: "no '/' before the track name",
+        })?;
+        FullTrackName::new(TrackNamespace::parse_path(ns)?, parse_path_field(s, name)?)
     }
 
     /// Decodes the `Track Name Length, Track Name` that follows a namespace already read.
@@ -442,9 +608,10 @@ impl Encode for FullTrackName {
 }
 
 impl fmt::Display for FullTrackName {
+    /// The path form: `chat/room1/messages` (see [`FullTrackName`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}--", self.namespace)?;
-        render_field(f, &self.name)
+        write!(f, "{}/", self.namespace)?;
+        write_path_field(f, &self.name)
     }
 }
 
@@ -457,12 +624,10 @@ impl fmt::Debug for FullTrackName {
 impl FromStr for FullTrackName {
     type Err = NameError;
 
-    /// Parses `namespace--name` in the rendered form of draft-19 §1.5.
+    /// Parses the path form `namespace/name`, e.g. `chat/room1/messages` (see
+    /// [`FullTrackName`]).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (ns, name) = s.rsplit_once("--").ok_or(NameError::InvalidRendering(
-            "missing '--' before the track name",
-        ))?;
-        FullTrackName::new(ns.parse()?, parse_rendered_field(name)?)
+        Self::parse_path(s)
     }
 }
 
@@ -512,14 +677,95 @@ mod tests {
 
     #[test]
     fn rendering_round_trip() {
-        let t: FullTrackName = "example.2enet-team2-project_x--report".parse().unwrap();
+        let t = FullTrackName::parse_rendered("example.2enet-team2-project_x--report").unwrap();
         assert_eq!(t.namespace, ns(&["example.net", "team2", "project_x"]));
         assert_eq!(&t.name[..], b"report");
-        assert_eq!(t.to_string(), "example.2enet-team2-project_x--report");
-        assert!("a.61".parse::<TrackNamespace>().is_err());
-        assert!("a.2E".parse::<TrackNamespace>().is_err());
-        assert!("a.2".parse::<TrackNamespace>().is_err());
-        assert!("a b".parse::<TrackNamespace>().is_err());
+        assert_eq!(
+            t.rendered().to_string(),
+            "example.2enet-team2-project_x--report"
+        );
+        assert_eq!(
+            t.namespace.rendered().to_string(),
+            "example.2enet-team2-project_x"
+        );
+        for bad in ["a.61", "a.2E", "a.2", "a b"] {
+            assert!(TrackNamespace::parse_rendered(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn path_form() {
+        let room = ns(&["chat", "room1"]);
+        assert_eq!("chat/room1".parse::<TrackNamespace>(), Ok(room.clone()));
+        assert_eq!(room.to_string(), "chat/room1");
+        // Leading and trailing slashes are ignored; the empty string is the empty namespace.
+        assert_eq!("/chat/room1/".parse::<TrackNamespace>(), Ok(room.clone()));
+        assert_eq!("".parse::<TrackNamespace>(), Ok(TrackNamespace::empty()));
+        assert_eq!(TrackNamespace::empty().to_string(), "");
+        assert!(matches!(
+            "chat//room1".parse::<TrackNamespace>(),
+            Err(NameError::EmptyField(1))
+        ));
+        for bad in ["a%", "a%2", "a%zz"] {
+            assert!(
+                matches!(
+                    bad.parse::<TrackNamespace>(),
+                    Err(NameError::InvalidPath { .. })
+                ),
+                "{bad}"
+            );
+        }
+        // Lower-case hex parses too.
+        assert_eq!("a%2fb".parse::<TrackNamespace>(), Ok(ns(&["a/b"])));
+
+        let t = FullTrackName::new(room.clone(), "messages").unwrap();
+        assert_eq!(t.to_string(), "chat/room1/messages");
+        assert_eq!("chat/room1/messages".parse::<FullTrackName>(), Ok(t));
+        let empty_name = FullTrackName::new(room, "").unwrap();
+        assert_eq!(empty_name.to_string(), "chat/room1/");
+        let root = FullTrackName::new(TrackNamespace::empty(), "t").unwrap();
+        assert_eq!(root.to_string(), "/t");
+        assert!("no-slash".parse::<FullTrackName>().is_err());
+    }
+
+    /// Every namespace and name, whatever its bytes, has one path form that parses back to
+    /// it: `/`, `%`, whitespace, control characters and bytes that are not UTF-8 escaped.
+    #[test]
+    fn path_form_round_trips() {
+        let fields: Vec<Vec<u8>> = vec![
+            b"plain".to_vec(),
+            b"a/b".to_vec(),
+            b"100%".to_vec(),
+            b"%2F".to_vec(),
+            b"with space".to_vec(),
+            b"tab\there\n".to_vec(),
+            vec![0x00, 0x01, 0x7f],
+            vec![0xff, 0xfe, b'x'],
+            "caf\u{e9} \u{1F600}".as_bytes().to_vec(),
+            vec![0xe2, 0x82],
+            b"..".to_vec(),
+            b"-".to_vec(),
+            b"/".to_vec(),
+            (0u8..=255).collect(),
+        ];
+        for f in &fields {
+            let one = TrackNamespace::new([f.clone()]).unwrap();
+            let text = one.to_string();
+            assert!(
+                !text.contains('/') && text.chars().all(|c| !c.is_control() && !c.is_whitespace()),
+                "{text:?}"
+            );
+            assert_eq!(text.parse::<TrackNamespace>(), Ok(one.clone()), "{text:?}");
+            let t = FullTrackName::new(one.clone(), f.clone()).unwrap();
+            assert_eq!(t.to_string().parse::<FullTrackName>(), Ok(t.clone()));
+        }
+        let all = TrackNamespace::new(fields.clone()).unwrap();
+        assert_eq!(all.to_string().parse::<TrackNamespace>(), Ok(all.clone()));
+        // Readable text stays readable.
+        assert_eq!(
+            ns(&["caf\u{e9}", "a-b.c_d"]).to_string(),
+            "caf\u{e9}/a-b.c_d"
+        );
     }
 
     #[test]

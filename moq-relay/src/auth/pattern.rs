@@ -4,7 +4,9 @@
 //! whole field), `lit*lit` (one `*` inside a field) or `**` (zero or more fields, at most once
 //! per pattern). `room/**` is `room` and everything under it, `**` is everything, and the
 //! empty pattern is exactly the root. A namespace is a path whose segments are its fields, so
-//! `("room", "a")` is `room/a`; a field is never split at a `/` of its own.
+//! `("room", "a")` is `room/a`; a field is never split at a `/` of its own. Literal text is
+//! read as in the path form of `TrackNamespace` (`Display`/`FromStr`): `%XX` is a byte, so
+//! `a%2Fb` grants the one field `a/b`, as the relay's logs and `?prefix=` write it.
 
 use std::fmt;
 
@@ -72,6 +74,13 @@ impl fmt::Display for Pattern {
     }
 }
 
+/// The bytes of one segment's literal text, `%XX` escapes decoded as in a namespace's path
+/// form.
+fn decode(text: &str) -> Result<Vec<u8>, moq_core::NameError> {
+    let one = moq_core::TrackNamespace::parse_path(text)?;
+    Ok(one.fields().first().map(|f| f.to_vec()).unwrap_or_default())
+}
+
 /// The segments of a `/`-separated path, leading and trailing `/` ignored.
 fn split(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter(|s| !s.is_empty())
@@ -94,9 +103,11 @@ impl Pattern {
         if pattern.starts_with('/') || pattern.ends_with('/') || pattern.contains("//") {
             return Err(invalid("empty segment"));
         }
+        let literal =
+            |s: &str| decode(s).map_err(|_| invalid("a '%' not followed by two hex digits"));
         let mut segments: Vec<Segment> = split(root)
-            .map(|s| Segment::Literal(s.as_bytes().to_vec()))
-            .collect();
+            .map(|s| literal(s).map(Segment::Literal))
+            .collect::<Result<_, _>>()?;
         for s in split(pattern) {
             let seg = match s {
                 "**" if segments.contains(&Segment::Rest) => {
@@ -105,13 +116,11 @@ impl Pattern {
                 "**" => Segment::Rest,
                 s if s.contains("**") => return Err(invalid("`**` inside a segment")),
                 s => match s.split_once('*') {
-                    None => Segment::Literal(s.as_bytes().to_vec()),
+                    None => Segment::Literal(literal(s)?),
                     Some((_, tail)) if tail.contains('*') => {
                         return Err(invalid("more than one `*` in a segment"));
                     }
-                    Some((head, tail)) => {
-                        Segment::Glob(head.as_bytes().to_vec(), tail.as_bytes().to_vec())
-                    }
+                    Some((head, tail)) => Segment::Glob(literal(head)?, literal(tail)?),
                 },
             };
             segments.push(seg);
@@ -202,7 +211,16 @@ mod tests {
         assert!(m("", "**/chat", "x/y/chat"));
         assert!(m("", "a/**/z", "a/z"));
         assert!(!m("", "a/**/z", "a/y"));
-        for bad in ["a//b", "/a", "a/", "**/**", "a**", "a*b*c"] {
+        // A field holding a `/` is granted by its path form.
+        let p = Pattern::parse("", "a%2Fb/**").unwrap();
+        assert!(p.matches(&[b"a/b".as_slice(), b"x"]));
+        assert!(!p.matches(&path("a/b/x")));
+        assert!(
+            Pattern::parse("r%2F", "c*%25")
+                .unwrap()
+                .matches(&[b"r/".as_slice(), b"cat%"])
+        );
+        for bad in ["a//b", "/a", "a/", "**/**", "a**", "a*b*c", "a%zz"] {
             assert!(Pattern::parse("", bad).is_err(), "{bad}");
         }
     }

@@ -40,9 +40,9 @@ pub(crate) fn client(fingerprint: &str) -> moq_client::Client {
         .unwrap()
 }
 
-/// The namespace of a `/`-separated path.
+/// The namespace of a `/`-separated path (its path form).
 pub(crate) fn ns(path: &str) -> TrackNamespace {
-    TrackNamespace::from_strs(path.split('/').filter(|f| !f.is_empty())).unwrap()
+    path.parse().unwrap()
 }
 
 /// A fresh directory under the target dir.

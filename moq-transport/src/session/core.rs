@@ -162,7 +162,10 @@ impl SessionCore {
             .as_deref()
             .and_then(|p| Version::from_alpn(p.as_bytes()))
             .ok_or_else(|| {
-                Error::Connect(format!("no MOQT version negotiated (got {protocol:?})"))
+                Error::from(crate::error::ConnectError::NoCommonVersion {
+                    peer: "the peer".into(),
+                    offered: format!("{protocol:?}"),
+                })
             })?;
         let core = Arc::new(SessionCore {
             finishing: Mutex::new(Vec::new()),
