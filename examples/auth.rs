@@ -64,7 +64,7 @@ async fn main() -> anyhow::Result<()> {
     announced.announced().await?;
     let name = FullTrackName::new(ns, "chat")?;
     let track = publisher.publisher().create_track(name.clone())?;
-    println!("alice announced {:?}", announced.namespace());
+    println!("alice announced {}", announced.namespace());
 
     // The viewer may subscribe (but not publish).
     let viewer = client(Some(&viewer))?.connect(&url).await?;

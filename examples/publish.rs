@@ -29,7 +29,7 @@ async fn main() -> anyhow::Result<()> {
     let name = FullTrackName::new(TrackNamespace::from_strs(["example", "pushed"])?, "news")?;
     let track = publisher.publisher().create_track(name.clone())?;
     publisher.publish(&track).await?;
-    println!("published {name:?}");
+    println!("published {name}");
 
     // A subscriber reads it through the relay by name.
     let reader = client.connect(&url).await?;

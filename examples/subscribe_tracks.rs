@@ -47,10 +47,10 @@ async fn main() -> anyhow::Result<()> {
             .context("SUBSCRIBE_TRACKS ended")??;
         let incoming = match offer {
             TrackOffer::Published(track) => track,
-            TrackOffer::Skipped(name) => bail!("relay skipped {name:?}"),
+            TrackOffer::Skipped(name) => bail!("relay skipped {name}"),
         };
         let name = incoming.name().clone();
-        println!("offered {name:?}");
+        println!("offered {name}");
         let mut video = incoming.accept(SubscribeOptions::default()).await?;
         // The matching camera writes one frame; the viewer reads it.
         let (_, track) = cameras

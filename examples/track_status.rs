@@ -39,7 +39,7 @@ async fn main() -> anyhow::Result<()> {
     let info = reader.subscriber().track_status(name).await?;
     let largest = info.largest.context("the track has objects")?;
     println!(
-        "{:?}: largest object {largest}, priority {}, group order {:?}",
+        "{}: largest object {largest}, priority {}, group order {:?}",
         info.name, info.priority, info.group_order
     );
     anyhow::ensure!(largest == Location::new(2, 1), "largest {largest}");
