@@ -1,0 +1,193 @@
+//! Rules of the drafts that independent black-box checks found the relay breaking (issue 33),
+//! each at every draft it exists in, over raw QUIC on loopback, with moq-transport sessions on
+//! both sides of the relay so that what it sends and answers can be seen field by field.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::time::Duration;
+
+use moq_core::data::SubgroupId;
+use moq_core::message::{FetchType, Parameters};
+use moq_core::{FullTrackName, Location, LocationFilter, TrackNamespace, Version};
+use moq_relay::{Relay, RelayConfig};
+use moq_transport::track::{
+    FetchItem, Incoming, IncomingSubgroup, IncomingSubscribe, SubscribeResponse, Subscription,
+    TrackEvent,
+};
+
+/// The longest one case (one draft) may take.
+const CASE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs one case, failing the test after [`CASE_TIMEOUT`]; installs a `RUST_LOG` subscriber.
+async fn case<F: std::future::Future>(what: impl std::fmt::Display, f: F) -> F::Output {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    match tokio::time::timeout(CASE_TIMEOUT, f).await {
+        Ok(out) => out,
+        Err(_) => panic!("{what}: timed out"),
+    }
+}
+
+/// A relay on an ephemeral loopback port with the development configuration.
+fn relay() -> Relay {
+    let config = RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap();
+    let relay = Relay::bind(config).unwrap();
+    relay.spawn();
+    relay
+}
+
+/// A raw moq-transport session to the relay over raw QUIC that takes requests itself,
+/// offering only `version`.
+async fn session_at(relay: &Relay, version: Version) -> moq_transport::Session {
+    let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
+        tls: moq_transport::tls::ClientTls::pinned(
+            moq_transport::tls::parse_fingerprint(&relay.fingerprint()).unwrap(),
+        ),
+        versions: vec![version],
+        session: moq_transport::SessionConfig::default().with_requests(),
+        share_indexes: false,
+        ..Default::default()
+    })
+    .unwrap();
+    let url = format!("moqt://localhost:{}/", relay.local_addr().port());
+    client.connect(&url).await.unwrap()
+}
+
+fn ns(fields: &[&str]) -> TrackNamespace {
+    TrackNamespace::from_strs(fields.iter().copied()).unwrap()
+}
+
+fn track(n: &TrackNamespace, name: &str) -> FullTrackName {
+    FullTrackName::new(n.clone(), name.as_bytes().to_vec()).unwrap()
+}
+
+/// Waits until the relay has `namespace` in its index (a route to its publisher exists).
+async fn relay_knows(relay: &Relay, namespace: &TrackNamespace) {
+    let (now, mut watch) = relay.namespaces().watch(namespace, 16);
+    if now.contains(namespace) {
+        return;
+    }
+    while let Some(ev) = watch.next().await {
+        if ev == moq_transport::namespace::NamespaceEvent::Added(namespace.clone()) {
+            return;
+        }
+    }
+    panic!("namespace watch ended");
+}
+
+/// The next request a raw session receives, which must be a SUBSCRIBE.
+async fn next_subscribe(s: &moq_transport::Session) -> IncomingSubscribe {
+    match s.incoming().next().await.expect("no request") {
+        Incoming::Subscribe(r) => r,
+        other => panic!("expected SUBSCRIBE, got {other:?}"),
+    }
+}
+
+/// The next subgroup stream of a raw subscription.
+async fn next_stream(sub: &mut Subscription) -> IncomingSubgroup {
+    match sub.next().await.unwrap().unwrap() {
+        TrackEvent::Subgroup(g) => g,
+        TrackEvent::Datagram(o) => panic!("a datagram: {o:?}"),
+    }
+}
+
+/// The locations of every object of a FETCH (or fill) response, in order.
+async fn fetched(mut fetch: moq_transport::track::FetchResponse) -> Vec<Location> {
+    let mut out = Vec::new();
+    while let Some(item) = fetch.next().await {
+        if let FetchItem::Object(o) = item.unwrap() {
+            out.push(o.location);
+        }
+    }
+    out
+}
+
+/// draft-19 §10.2.16 (draft-16 §9.2.2.9, draft-21 §9.20.18): "If Objects have been published on
+/// this Track the Publisher MUST include" LARGEST_OBJECT, in REQUEST_UPDATE_OK too; a relay sets
+/// it to the largest it received (§10.2.16). A subscriber that SUBSCRIBEd with FORWARD 0 before
+/// anything was published, beside one that receives groups 0-2, turns Forward on: the answer
+/// carries {2, 0}, and a Relative Joining FETCH of 1 group (until draft-19, §10.12.2), or the
+/// update's fill of 1 group (from draft-20, draft-21 §3.4), brings groups 1 and 2. At every
+/// draft whose update is answered (draft-15 on).
+#[tokio::test]
+async fn an_update_to_forward_carries_the_largest_object_and_joins() {
+    for &v in Version::ALL.iter().filter(|v| v.update_is_answered()) {
+        case(v, async {
+            let relay = relay();
+            let n = ns(&["largest", "update"]);
+            let name = track(&n, "t");
+            let publisher = session_at(&relay, Version::PREFERRED).await;
+            let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
+            relay_knows(&relay, &n).await;
+            // A forwarding subscriber brings the upstream subscription.
+            let a = session_at(&relay, Version::PREFERRED).await;
+            let pending = {
+                let (a, name) = (a.clone(), name.clone());
+                tokio::spawn(async move { a.subscribe(name, Parameters::default()).await })
+            };
+            let writer = next_subscribe(&publisher)
+                .await
+                .accept(SubscribeResponse::default())
+                .await
+                .unwrap();
+            let mut sub_a = pending.await.unwrap().unwrap();
+            // One that does not forward, before anything is published.
+            let b = session_at(&relay, v).await;
+            let not_forwarding = Parameters {
+                forward: Some(false),
+                ..Default::default()
+            };
+            let sub_b = b.subscribe(name.clone(), not_forwarding).await.unwrap();
+            assert_eq!(sub_b.info().largest, None, "{v}: nothing published yet");
+            for g in 0..3u64 {
+                let mut s = writer
+                    .open_subgroup(g, SubgroupId::Zero, None, false)
+                    .await
+                    .unwrap();
+                s.write_object(0, bytes::Bytes::from(format!("{g}")))
+                    .await
+                    .unwrap();
+                s.finish();
+                let mut down = next_stream(&mut sub_a).await;
+                let o = down.next_object().await.unwrap().unwrap();
+                assert_eq!(o.location, Location::new(g, 0));
+            }
+            // The fill's relative start counts the Largest Object's group as 1 (draft-21
+            // §9.20.10): 2 is the Joining FETCH's "1 group back".
+            let forward = Parameters {
+                forward: Some(true),
+                fill: v.has_fill().then(|| {
+                    Box::new(Parameters {
+                        location_filter: Some(LocationFilter::RelativeGroups(2)),
+                        ..Default::default()
+                    })
+                }),
+                ..Default::default()
+            };
+            let (largest, fill) = sub_b.update_with_fill(forward).await.unwrap();
+            assert_eq!(largest, Some(Location::new(2, 0)), "{v}: LARGEST_OBJECT");
+            let got = if v.fetch_has_type() {
+                let request = FetchType::RelativeJoining {
+                    joining_request_id: sub_b.request_id(),
+                    joining_start: 1,
+                };
+                let response = b.fetch(request, Parameters::default()).await;
+                fetched(response.unwrap_or_else(|e| panic!("{v}: joining FETCH: {e}"))).await
+            } else {
+                fetched(fill.unwrap_or_else(|| panic!("{v}: no fill"))).await
+            };
+            assert_eq!(
+                got,
+                vec![Location::new(1, 0), Location::new(2, 0)],
+                "{v}: groups 1 and 2"
+            );
+        })
+        .await;
+    }
+}
