@@ -364,6 +364,7 @@ impl Request {
 
     /// Refuses the request: REQUEST_ERROR, then FIN (draft-19 §3.3.2).
     pub(crate) async fn refuse(mut self, e: RequestError) -> Result<(), Error> {
+        self.read_before_answer()?;
         self.observe(Err(e.code));
         tracing::debug!(request = self.name, id = self.id, code = ?e.code, reason = %e.reason, "refused");
         self.stream.send(e).await?;
@@ -420,12 +421,43 @@ impl Request {
     pub(crate) async fn send(&mut self, msg: impl Into<Message>) -> Result<(), Error> {
         let msg = msg.into();
         if self.unanswered {
+            self.read_before_answer()?;
             self.observe(match &msg {
                 Message::RequestError(e) => Err(e.code),
                 _ => Ok(()),
             });
         }
         self.stream.send(msg).await
+    }
+
+    /// Before the first answer to the peer's request goes out, takes what the peer already sent
+    /// behind the request (read but not handled, or received and not read yet), without waiting:
+    /// a REQUEST_UPDATE before the answer, or on a request that takes none (TRACK_STATUS),
+    /// closes the session with PROTOCOL_VIOLATION (draft-22 §9.5: "An endpoint that receives a
+    /// REQUEST_UPDATE other than in the two cases above MUST close the session with a
+    /// PROTOCOL_VIOLATION"; draft-19 §10.9), whether or not a wait for the answer read it
+    /// first. Another message is kept for [`Request::next`], as [`Request::decide`] does; a
+    /// reset ends the request. Without this, an answer ready before the bytes behind the
+    /// request were read was sent and the rest of the stream never looked at.
+    fn read_before_answer(&mut self) -> Result<(), Error> {
+        use futures::FutureExt;
+        while self.reader_open && self.deferred.is_none() {
+            let Some(frame) = self.stream.reader.next_frame().now_or_never() else {
+                break;
+            };
+            match self.on_frame(frame) {
+                None | Some(Event::Fin | Event::Dropped | Event::Updated(_)) => {}
+                Some(Event::Message(m)) => self.deferred = Some(Box::new(m)),
+                Some(Event::Update(_)) => {
+                    return Err(self.violation(format!(
+                        "REQUEST_UPDATE before the response to {}",
+                        self.name
+                    )));
+                }
+                Some(Event::Ended(e)) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Reports the answer to a peer's request to the session's observer, once.

@@ -1,0 +1,97 @@
+//! Session rules that independent black-box checks found broken (issue 33), each over raw QUIC
+//! on loopback against one of our servers, at every draft the rule exists in, one timeout per
+//! case.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestServer;
+use common::raw::{RawConn, encode};
+use moq_core::codes::SessionErrorCode;
+use moq_core::message::{Parameters, RequestUpdate, TrackStatus};
+use moq_core::{FullTrackName, TrackNamespace, Version};
+use moq_transport::SessionConfig;
+use moq_transport::track::{Incoming, TrackStatusInfo};
+
+/// The longest one case may take.
+const CASE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs one case, failing the test after [`CASE_TIMEOUT`].
+async fn case<F: std::future::Future>(what: impl std::fmt::Display, f: F) -> F::Output {
+    match tokio::time::timeout(CASE_TIMEOUT, f).await {
+        Ok(out) => out,
+        Err(_) => panic!("{what}: timed out"),
+    }
+}
+
+fn name() -> FullTrackName {
+    FullTrackName::new(TrackNamespace::from_strs(["a"]).unwrap(), "t").unwrap()
+}
+
+/// draft-22 §9.5 (draft-19 §10.9, draft-21 §9.9): "An endpoint that receives a REQUEST_UPDATE
+/// other than in the two cases above MUST close the session with a PROTOCOL_VIOLATION", and the
+/// sender of TRACK_STATUS "cannot send REQUEST_UPDATE" (§9.15). A TRACK_STATUS with a
+/// REQUEST_UPDATE right behind it, in one write, closes the session every time, whether the
+/// session answers the TRACK_STATUS itself (no application takes requests: at once) or the
+/// application answers it at once; never a TRACK_STATUS_OK or REQUEST_ERROR with the update left
+/// unread. At every draft with a stream per request (17 on); 5 rounds each.
+#[tokio::test]
+async fn request_update_behind_track_status_in_one_write_closes() {
+    common::init_tracing();
+    let versions = Version::ALL.iter().filter(|v| !v.single_control_stream());
+    for &v in versions {
+        for app_answers in [false, true] {
+            for round in 0..5 {
+                case(
+                    format!("{v} app_answers={app_answers} round {round}"),
+                    async {
+                        let config = if app_answers {
+                            SessionConfig::default().with_requests()
+                        } else {
+                            SessionConfig::default()
+                        };
+                        let mut srv = TestServer::start_with(config, vec![v]);
+                        let (raw, _, session) = RawConn::to_server(&mut srv, v).await;
+                        if app_answers {
+                            let session = session.clone();
+                            tokio::spawn(async move {
+                                while let Some(r) = session.incoming().next().await {
+                                    if let Incoming::TrackStatus(s) = r {
+                                        s.accept(TrackStatusInfo {
+                                            largest: None,
+                                            expires: None,
+                                            track_properties: Default::default(),
+                                        });
+                                    }
+                                }
+                            });
+                        }
+                        let status = TrackStatus {
+                            request_id: 0,
+                            track: name(),
+                            params: Parameters::default(),
+                        };
+                        let update = RequestUpdate {
+                            request_id: 2,
+                            params: Parameters::default(),
+                        };
+                        let mut bytes = encode(status, v);
+                        bytes.extend(encode(update, v));
+                        let _request = raw.open_request(&bytes).await;
+                        let (code, reason) = raw.closed().await;
+                        assert_eq!(code, SessionErrorCode::PROTOCOL_VIOLATION, "{v}: {reason}");
+                        assert!(reason.contains("REQUEST_UPDATE"), "{v}: {reason}");
+                    },
+                )
+                .await;
+            }
+        }
+    }
+}
