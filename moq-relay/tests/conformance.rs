@@ -108,7 +108,7 @@ async fn fetched(mut fetch: moq_transport::track::FetchResponse) -> Vec<Location
     out
 }
 
-/// draft-19 §10.2.16 (draft-16 §9.2.2.9, draft-21 §9.20.18): "If Objects have been published on
+/// draft-19 §10.2.16 (draft-16 LARGEST OBJECT Parameter, draft-21 §9.20.18): "If Objects have been published on
 /// this Track the Publisher MUST include" LARGEST_OBJECT, in REQUEST_UPDATE_OK too; a relay sets
 /// it to the largest it received (§10.2.16). A subscriber that SUBSCRIBEd with FORWARD 0 before
 /// anything was published, beside one that receives groups 0-2, turns Forward on: the answer
@@ -187,6 +187,75 @@ async fn an_update_to_forward_carries_the_largest_object_and_joins() {
                 vec![Location::new(1, 0), Location::new(2, 0)],
                 "{v}: groups 1 and 2"
             );
+        })
+        .await;
+    }
+}
+
+/// The next request a raw session receives, which must be a FETCH.
+async fn next_fetch(s: &moq_transport::Session) -> moq_transport::track::IncomingFetch {
+    match s.incoming().next().await.expect("no request") {
+        Incoming::Fetch(f) => f,
+        other => panic!("expected FETCH, got {other:?}"),
+    }
+}
+
+/// draft-21 §9.12 (FETCH_OK in draft-14 and draft-16, draft-19 §10.13): "If End Location is smaller
+/// than the Start Location in the corresponding FETCH the receiver MUST close the session with
+/// a PROTOCOL_VIOLATION". The relay, receiving such a FETCH_OK from its upstream for the FETCH it
+/// forwarded, closes the upstream session and refuses the downstream FETCH; it never forwards
+/// the FETCH_OK. The End Location is one object before the start on the wire: {5, 2} for a
+/// start of {5, 3}, exclusive until draft-19 (the model's {5, 2}), inclusive from draft-20 (the
+/// model's {5, 3}). At every draft (the upstream session's).
+#[tokio::test]
+async fn an_upstream_fetch_ok_ending_before_the_start_closes_the_upstream() {
+    for &v in Version::ALL {
+        case(v, async {
+            let relay = relay();
+            let n = ns(&["fetch", "end"]);
+            let name = track(&n, "t");
+            let publisher = session_at(&relay, v).await;
+            let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
+            relay_knows(&relay, &n).await;
+            let subscriber = session_at(&relay, Version::PREFERRED).await;
+            let pending = {
+                let (s, name) = (subscriber.clone(), name.clone());
+                tokio::spawn(async move {
+                    let request = FetchType::Standalone {
+                        track: name,
+                        start: Location::new(5, 3),
+                        end: Location::new(6, 0),
+                    };
+                    s.fetch(request, Parameters::default()).await
+                })
+            };
+            let f = next_fetch(&publisher).await;
+            assert_eq!(f.start(), Location::new(5, 3), "{v}: forwarded as asked");
+            // Accepted with an End Location before the start.
+            let end = if v.fetch_has_type() {
+                Location::new(5, 2)
+            } else {
+                Location::new(5, 3)
+            };
+            let _writer = f
+                .accept(moq_transport::track::FetchEnd {
+                    end_of_track: false,
+                    end,
+                    track_properties: Default::default(),
+                })
+                .await;
+            let closed = publisher.closed().await;
+            assert_eq!(
+                closed.session_code(),
+                moq_core::codes::SessionErrorCode::PROTOCOL_VIOLATION,
+                "{v}: {closed}"
+            );
+            let answer = pending.await.unwrap();
+            assert!(
+                matches!(answer, Err(moq_transport::Error::Rejected(_))),
+                "{v}: the downstream FETCH is refused, got {answer:?}"
+            );
+            assert!(subscriber.close_reason().is_none(), "{v}: downstream stays");
         })
         .await;
     }

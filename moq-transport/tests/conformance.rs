@@ -95,3 +95,70 @@ async fn request_update_behind_track_status_in_one_write_closes() {
         }
     }
 }
+
+/// draft-19 §10.13 (FETCH_OK in draft-14 and draft-16): an End Location smaller than the Start
+/// Location of the corresponding FETCH closes the session with PROTOCOL_VIOLATION, for an
+/// Absolute Joining FETCH too, whose start ({Joining Start, 0}) the requester knows: a publisher
+/// that answers one starting at group 2 with an end of {1, 5} (exclusive: before {2, 0}) is
+/// closed on. At every draft with Joining FETCH (until 19), over raw QUIC.
+#[tokio::test]
+async fn joining_fetch_ok_ending_before_the_start_closes() {
+    use moq_core::Location;
+    use moq_core::message::FetchType;
+    use moq_transport::track::{FetchEnd, SubscribeResponse};
+    common::init_tracing();
+    for &v in Version::ALL.iter().filter(|v| v.fetch_has_type()) {
+        case(v, async {
+            let mut srv = TestServer::start(SessionConfig::default().with_requests());
+            let (client, server) = srv
+                .connect(common::Transport::Quic, vec![v], SessionConfig::default())
+                .await;
+            let answer = {
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let mut writer = None;
+                    while let Some(r) = server.incoming().next().await {
+                        match r {
+                            Incoming::Subscribe(s) => {
+                                let response = SubscribeResponse {
+                                    largest: Some(Location::new(3, 0)),
+                                    ..Default::default()
+                                };
+                                writer = Some(s.accept(response).await.unwrap());
+                            }
+                            Incoming::Fetch(f) => {
+                                assert_eq!(f.start(), Location::new(2, 0));
+                                let end = FetchEnd {
+                                    end_of_track: false,
+                                    end: Location::new(1, 5),
+                                    track_properties: Default::default(),
+                                };
+                                let _ = f.accept(end).await;
+                            }
+                            _ => {}
+                        }
+                    }
+                    drop(writer);
+                })
+            };
+            let sub = client
+                .subscribe(name(), Parameters::default())
+                .await
+                .unwrap();
+            let request = FetchType::AbsoluteJoining {
+                joining_request_id: sub.request_id(),
+                joining_start: 2,
+            };
+            let res = client.fetch(request, Parameters::default()).await;
+            let err = res.expect_err("FETCH_OK before the start accepted");
+            assert_eq!(
+                err.session_code(),
+                SessionErrorCode::PROTOCOL_VIOLATION,
+                "{v}: {err}"
+            );
+            assert!(err.to_string().contains("End Location"), "{v}: {err}");
+            answer.abort();
+        })
+        .await;
+    }
+}
