@@ -260,3 +260,105 @@ async fn an_upstream_fetch_ok_ending_before_the_start_closes_the_upstream() {
         .await;
     }
 }
+
+/// A FETCH or fill response as (location, payload or marker kind).
+async fn items(mut fetch: moq_transport::track::FetchResponse) -> Vec<(Location, String)> {
+    let mut out = Vec::new();
+    while let Some(item) = fetch.next().await {
+        out.push(match item.unwrap() {
+            FetchItem::Object(o) => (o.location, String::from_utf8_lossy(&o.payload).into_owned()),
+            FetchItem::EndOfRange { kind, location } => (location, format!("{kind:?}")),
+        });
+    }
+    out
+}
+
+/// draft-21 §9.20.6 (draft-19 §10.2.5): FILL_TIMEOUT 0 "indicates the subscriber only wants
+/// Objects that are immediately available; the relay MUST NOT wait for upstream delivery and
+/// MUST report any unavailable Objects as Timed-Out gaps" (from draft-20; "as Unknown gaps" in
+/// drafts 18-19, which have no Timed-Out marker). The relay joined the track at group 10
+/// (SUBSCRIBE_OK's Largest is {9, 0}), so groups 5-9 are unavailable to it: a FETCH of
+/// {5, 0}..{10, 0} with FILL_TIMEOUT 0 gets one gap marker for them, then object {10, 0}, and the
+/// publisher is not asked; from draft-20 a subscription's fill of the same range with
+/// FILL_TIMEOUT 0 is served the same way (it was reset). At every draft with FILL_TIMEOUT (18
+/// on): the downstream session's.
+#[tokio::test]
+async fn fill_timeout_zero_reports_timed_out_gaps() {
+    use moq_core::data::RangeEnd;
+    for &v in Version::ALL.iter().filter(|v| v.has_draft18_parameters()) {
+        case(v, async {
+            let relay = relay();
+            let n = ns(&["fill", "zero"]);
+            let name = track(&n, "t");
+            let publisher = session_at(&relay, Version::PREFERRED).await;
+            let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
+            relay_knows(&relay, &n).await;
+            let a = session_at(&relay, Version::PREFERRED).await;
+            let pending = {
+                let (a, name) = (a.clone(), name.clone());
+                tokio::spawn(async move { a.subscribe(name, Parameters::default()).await })
+            };
+            let response = SubscribeResponse {
+                largest: Some(Location::new(9, 0)),
+                ..Default::default()
+            };
+            let writer = next_subscribe(&publisher)
+                .await
+                .accept(response)
+                .await
+                .unwrap();
+            let mut sub_a = pending.await.unwrap().unwrap();
+            let mut ten = writer
+                .open_subgroup(10, SubgroupId::Zero, None, false)
+                .await
+                .unwrap();
+            ten.write_object(0, bytes::Bytes::from_static(b"ten"))
+                .await
+                .unwrap();
+            let mut down = next_stream(&mut sub_a).await;
+            down.next_object().await.unwrap().unwrap();
+
+            let gap = if v.has_fill() {
+                RangeEnd::TimedOut
+            } else {
+                RangeEnd::Unknown
+            };
+            let want = vec![
+                (Location::new(9, u64::MAX), format!("{gap:?}")),
+                (Location::new(10, 0), "ten".to_string()),
+            ];
+            let b = session_at(&relay, v).await;
+            let request = FetchType::Standalone {
+                track: name.clone(),
+                start: Location::new(5, 0),
+                end: Location::new(10, 1),
+            };
+            let now = Parameters {
+                fill_timeout: Some(0),
+                ..Default::default()
+            };
+            let fetch = b.fetch(request, now.clone()).await.unwrap();
+            assert_eq!(items(fetch).await, want, "{v}: FETCH");
+            if v.has_fill() {
+                let params = Parameters {
+                    fill: Some(Box::new(Parameters {
+                        location_filter: Some(LocationFilter::AbsoluteStart(Location::new(5, 0))),
+                        ..now
+                    })),
+                    ..Default::default()
+                };
+                let mut sub_b = b.subscribe(name.clone(), params).await.unwrap();
+                let fill = sub_b.take_fill().expect("a fill");
+                assert_eq!(items(fill).await, want, "{v}: fill");
+            }
+            let asked = "moq_relay_cache_requests_total{result=\"miss\"}";
+            assert_eq!(
+                relay.metrics().value(asked),
+                0,
+                "{v}: nothing asked upstream"
+            );
+            drop(ten);
+        })
+        .await;
+    }
+}
