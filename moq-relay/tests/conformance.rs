@@ -362,3 +362,54 @@ async fn fill_timeout_zero_reports_timed_out_gaps() {
         .await;
     }
 }
+
+/// draft-22 §9.4.1 (draft-19 §10.6.1; Redirect from draft-18): "If a server receives a Redirect
+/// with a non-zero Connect URI Length it MUST close the session with a PROTOCOL_VIOLATION". A
+/// publisher connected to the relay answers the relay's upstream SUBSCRIBE with REQUEST_ERROR
+/// REDIRECT to another URI: the relay closes the publisher's session, and the subscriber gets
+/// a REQUEST_ERROR that is not that REDIRECT. At every draft with Redirect (18 on); before 18,
+/// and for a GOAWAY at every draft, see `client_goaway_with_a_uri_on_a_request_stream`.
+#[tokio::test]
+async fn a_redirect_from_a_publisher_closes_its_session() {
+    use moq_core::codes::{RequestErrorCode, SessionErrorCode};
+    use moq_core::message::{Redirect, RequestError};
+    for &v in Version::ALL.iter().filter(|v| !v.translates_error_codes()) {
+        case(v, async {
+            let relay = relay();
+            let n = ns(&["redirect"]);
+            let name = track(&n, "t");
+            let publisher = session_at(&relay, v).await;
+            let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
+            relay_knows(&relay, &n).await;
+            let subscriber = session_at(&relay, Version::PREFERRED).await;
+            let pending = {
+                let (s, name) = (subscriber.clone(), name.clone());
+                tokio::spawn(async move { s.subscribe(name, Parameters::default()).await })
+            };
+            let redirect = RequestError {
+                code: RequestErrorCode::REDIRECT,
+                retry_interval: 0,
+                reason: "go elsewhere".into(),
+                redirect: Some(Box::new(Redirect {
+                    connect_uri: bytes::Bytes::from_static(b"moqt://elsewhere.example/"),
+                    track: name.clone(),
+                })),
+            };
+            next_subscribe(&publisher).await.reject(redirect);
+            let closed = publisher.closed().await;
+            assert_eq!(
+                closed.session_code(),
+                SessionErrorCode::PROTOCOL_VIOLATION,
+                "{v}: {closed}"
+            );
+            match pending.await.unwrap() {
+                Err(moq_transport::Error::Rejected(e)) => {
+                    assert_ne!(e.code, RequestErrorCode::REDIRECT, "{v}: passed on: {e:?}");
+                }
+                other => panic!("{v}: expected a REQUEST_ERROR, got {other:?}"),
+            }
+            assert!(subscriber.close_reason().is_none(), "{v}: downstream stays");
+        })
+        .await;
+    }
+}

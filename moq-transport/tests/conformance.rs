@@ -162,3 +162,36 @@ async fn joining_fetch_ok_ending_before_the_start_closes() {
         .await;
     }
 }
+
+/// draft-22 §9.2 (draft-19 §10.4): "If a server receives a GOAWAY with a non-zero New Session
+/// URI Length it MUST close the session with a PROTOCOL_VIOLATION", on a request stream too
+/// (GOAWAY on request streams from draft-18): a client answering our server's SUBSCRIBE with a
+/// GOAWAY to another URI is closed on, never moved. At drafts 18-22.
+#[tokio::test]
+async fn client_goaway_with_a_uri_on_a_request_stream() {
+    use moq_core::message::Goaway;
+    common::init_tracing();
+    for &v in Version::ALL.iter().filter(|v| v.draft() >= 18) {
+        case(v, async {
+            let mut srv = TestServer::start_with(SessionConfig::default(), vec![v]);
+            let (raw, _, session) = RawConn::to_server(&mut srv, v).await;
+            let pending = {
+                let s = session.clone();
+                tokio::spawn(async move { s.subscribe(name(), Parameters::default()).await })
+            };
+            let (mut send, _reader, _first) = raw.accept_request().await;
+            let goaway = Goaway {
+                new_session_uri: bytes::Bytes::from_static(b"moqt://elsewhere.example/"),
+                timeout_ms: 0,
+                request_id: None,
+            };
+            send.write_all(&encode(goaway, v)).await.unwrap();
+            let (code, reason) = raw.closed().await;
+            assert_eq!(code, SessionErrorCode::PROTOCOL_VIOLATION, "{v}: {reason}");
+            assert!(reason.contains("New Session URI"), "{v}: {reason}");
+            let err = pending.await.unwrap().unwrap_err();
+            assert_eq!(err.session_code(), SessionErrorCode::PROTOCOL_VIOLATION);
+        })
+        .await;
+    }
+}

@@ -258,10 +258,13 @@ impl Request {
             }
         };
         let err = match msg {
-            Ok(Some(Message::RequestError(e))) => {
-                self.stream.finish();
-                return Err(Error::Rejected(Box::new(e)));
-            }
+            Ok(Some(Message::RequestError(e))) => match self.check_redirect(&e) {
+                Ok(()) => {
+                    self.stream.finish();
+                    return Err(Error::Rejected(Box::new(e)));
+                }
+                Err(violation) => violation,
+            },
             // draft-19 §10.4: re-issue it where the GOAWAY says, and close the old stream.
             Ok(Some(Message::Goaway(g))) => {
                 let g = self.on_goaway(g)?;
@@ -597,6 +600,9 @@ impl Request {
                 }))
             }
             Ok(Some(Message::RequestError(e))) => {
+                if let Err(violation) = self.check_redirect(&e) {
+                    return Some(Event::Ended(violation));
+                }
                 let Some(p) = self.pending.pop_front() else {
                     return Some(Event::Ended(self.violation(format!(
                         "REQUEST_ERROR after {} was accepted",
@@ -720,6 +726,34 @@ impl Request {
             .map_err(|e| self.core.fail(e))?;
         self.goaway_tx().send_replace(Some(info.clone()));
         Ok(info)
+    }
+
+    /// Checks the Redirect of a REQUEST_ERROR answering this request (from draft-18; draft-22
+    /// §9.4.1, draft-19 §10.6.1): the session is closed with PROTOCOL_VIOLATION for a Connect
+    /// URI sent by a client ("If a server receives a Redirect with a non-zero Connect URI
+    /// Length it MUST close the session"; a client cannot send us elsewhere), or a Track Name
+    /// for a namespace-scoped request ("MUST be empty").
+    fn check_redirect(&self, e: &RequestError) -> Result<(), Error> {
+        let Some(r) = e.redirect.as_deref() else {
+            return Ok(());
+        };
+        if self.core.role() == crate::session::Role::Server && !r.connect_uri.is_empty() {
+            return Err(self.violation(format!(
+                "REDIRECT with a Connect URI from a client, answering {}",
+                self.name
+            )));
+        }
+        let namespace_scoped = matches!(
+            self.name,
+            "SUBSCRIBE_NAMESPACE" | "PUBLISH_NAMESPACE" | "SUBSCRIBE_TRACKS"
+        );
+        if namespace_scoped && !r.track.name.is_empty() {
+            return Err(self.violation(format!(
+                "REDIRECT with a Track Name, answering {}",
+                self.name
+            )));
+        }
+        Ok(())
     }
 
     fn goaway_tx(&mut self) -> &watch::Sender<Option<GoawayInfo>> {
