@@ -195,3 +195,83 @@ async fn client_goaway_with_a_uri_on_a_request_stream() {
         .await;
     }
 }
+
+/// draft-22 §6.2 (draft-14 on, "Session establishment"): "The QUIC DATAGRAM extension MUST be
+/// supported and negotiated in the QUIC connection used for MOQT". A raw QUIC client whose
+/// transport parameters lack max_datagram_frame_size gets no session: our server closes the
+/// connection with PROTOCOL_VIOLATION (the draft names no code) before any MOQT stream, and
+/// accepts no session. At every draft (each is offered alone by ALPN).
+#[tokio::test]
+async fn a_client_without_quic_datagrams_is_refused() {
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::sync::Arc;
+    common::init_tracing();
+    for &v in Version::ALL {
+        case(v, async {
+            let srv = TestServer::start_with(SessionConfig::default(), vec![v]);
+            let tls = moq_transport::tls::ClientTls::pinned(srv.cert.fingerprint())
+                .client_config(&[v.alpn()])
+                .unwrap();
+            let quic = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+            let mut cfg = quinn::ClientConfig::new(Arc::new(quic));
+            let mut transport = moq_transport::endpoint::transport_config();
+            // No max_datagram_frame_size transport parameter: DATAGRAM not negotiated.
+            transport.datagram_receive_buffer_size(None);
+            cfg.transport_config(Arc::new(transport));
+            let endpoint =
+                quinn::Endpoint::client(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).unwrap();
+            let server = SocketAddr::from((Ipv4Addr::LOCALHOST, srv.port()));
+            let conn = endpoint
+                .connect_with(cfg, server, "localhost")
+                .unwrap()
+                .await
+                .unwrap();
+            match conn.closed().await {
+                quinn::ConnectionError::ApplicationClosed(c) => {
+                    let code = SessionErrorCode(c.error_code.into_inner());
+                    assert_eq!(code, SessionErrorCode::PROTOCOL_VIOLATION, "{v}");
+                    let reason = String::from_utf8_lossy(&c.reason);
+                    assert!(reason.contains("DATAGRAM"), "{v}: {reason}");
+                }
+                e => panic!("{v}: expected an application close, got {e:?}"),
+            }
+        })
+        .await;
+    }
+}
+
+/// The same rule from the client's side: our client refuses a raw QUIC server that does not
+/// negotiate QUIC DATAGRAM (`connect` fails, the connection is closed with
+/// PROTOCOL_VIOLATION). At every draft.
+#[tokio::test]
+async fn a_server_without_quic_datagrams_is_refused() {
+    use std::sync::Arc;
+    common::init_tracing();
+    for &v in Version::ALL {
+        case(v, async {
+            let raw = common::raw::RawServer::start(&[v]);
+            let tls = moq_transport::tls::server_config(&raw.cert, &[v.alpn()]).unwrap();
+            let quic = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
+            let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(quic));
+            let mut transport = moq_transport::endpoint::transport_config();
+            transport.datagram_receive_buffer_size(None);
+            cfg.transport_config(Arc::new(transport));
+            raw.endpoint.set_server_config(Some(cfg));
+            let client = raw.client(vec![v]);
+            let url = raw.url();
+            let (res, conn) = tokio::join!(client.connect(&url), async {
+                raw.endpoint.accept().await.unwrap().await.unwrap()
+            });
+            let err = res.expect_err("a session without QUIC DATAGRAM");
+            assert!(err.to_string().contains("DATAGRAM"), "{v}: {err}");
+            match conn.closed().await {
+                quinn::ConnectionError::ApplicationClosed(c) => {
+                    let code = SessionErrorCode(c.error_code.into_inner());
+                    assert_eq!(code, SessionErrorCode::PROTOCOL_VIOLATION, "{v}");
+                }
+                e => panic!("{v}: expected an application close, got {e:?}"),
+            }
+        })
+        .await;
+    }
+}
