@@ -35,9 +35,9 @@ fn name() -> FullTrackName {
     FullTrackName::new(TrackNamespace::from_strs(["a"]).unwrap(), "t").unwrap()
 }
 
-/// draft-22 §9.5 (draft-19 §10.9, draft-21 §9.9): "An endpoint that receives a REQUEST_UPDATE
+/// draft-22 §9.5 (draft-19 §10.9, draft-21 §9.5): "An endpoint that receives a REQUEST_UPDATE
 /// other than in the two cases above MUST close the session with a PROTOCOL_VIOLATION", and the
-/// sender of TRACK_STATUS "cannot send REQUEST_UPDATE" (§9.15). A TRACK_STATUS with a
+/// sender of TRACK_STATUS "cannot send REQUEST_UPDATE" (§9.13). A TRACK_STATUS with a
 /// REQUEST_UPDATE right behind it, in one write, closes the session every time, whether the
 /// session answers the TRACK_STATUS itself (no application takes requests: at once) or the
 /// application answers it at once; never a TRACK_STATUS_OK or REQUEST_ERROR with the update left
