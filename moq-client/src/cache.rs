@@ -473,6 +473,11 @@ impl TrackCache {
             .serving_keys
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.state.serving.lock().insert(key, writer.clone());
+        // draft-19 §10.2.16: the subscription's LARGEST_OBJECT is the track's, even while it
+        // forwards nothing (Forward State 0).
+        if let Some(l) = self.largest() {
+            writer.observe_track(l);
+        }
         self.state.subscribers.send_modify(|n| *n += 1);
         ServingGuard(self.clone(), key)
     }
@@ -554,6 +559,12 @@ impl TrackCache {
         let mut inner = self.state.inner.lock();
         if inner.largest.is_none_or(|l| loc > l) {
             inner.largest = Some(loc);
+            drop(inner);
+            // Every subscription served from the track reports it in LARGEST_OBJECT
+            // (draft-19 §10.2.16), whether it was sent the object or not.
+            for w in self.state.serving.lock().values() {
+                w.observe_track(loc);
+            }
         }
     }
 

@@ -442,7 +442,27 @@ async fn counting_ahead<F: std::future::Future>(
 /// Range for groups already evicted (draft-19 §11.4.4.2).
 ///
 /// Dropping the future abandons the FETCH (its stream is reset).
-pub async fn serve_fetch(track: &TrackCache, mut fetch: IncomingFetch) -> Result<(), Error> {
+pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(), Error> {
+    serve_fetch_marking(track, fetch, RangeEnd::Unknown).await
+}
+
+/// [`serve_fetch`] for a relay that does not wait for its upstream (FILL_TIMEOUT 0, or its
+/// fill budget spent): what the cache lacks is reported as End of Timed-Out Range, sent as
+/// End of Unknown Range before draft-20, which has no such marker (draft-21 §9.20.6: the relay
+/// "MUST report any unavailable Objects as Timed-Out gaps"; draft-19 §10.2.5: "as Unknown
+/// gaps").
+///
+/// Dropping the future abandons the FETCH (its stream is reset).
+pub async fn serve_fetch_now(track: &TrackCache, fetch: IncomingFetch) -> Result<(), Error> {
+    serve_fetch_marking(track, fetch, RangeEnd::TimedOut).await
+}
+
+/// [`serve_fetch`] with `lacking` the marker for what the cache lacks.
+async fn serve_fetch_marking(
+    track: &TrackCache,
+    mut fetch: IncomingFetch,
+    lacking: RangeEnd,
+) -> Result<(), Error> {
     // draft-19 §2.4.2, §13.1.2: a track found malformed is not served on.
     if let Some(why) = track.malformed() {
         fetch.reject(RequestError::new(
@@ -491,7 +511,7 @@ pub async fn serve_fetch(track: &TrackCache, mut fetch: IncomingFetch) -> Result
             track_properties: track.properties(),
         })
         .await?;
-    write_range(track, w, start, requested_end, order).await
+    write_range(track, w, start, requested_end, order, lacking).await
 }
 
 /// A FETCH end (the last object plus one; object 0 = the whole group) no further than just
@@ -504,15 +524,17 @@ fn clamp_end(end: Location, largest: Location) -> Location {
 }
 
 /// Writes what the cache holds of `start` up to `req_end` (FETCH-encoded) on a fetch stream,
-/// in `order`, with End of Unknown Range markers for what it lacks, then finishes the stream
-/// (or resets it if the track turns out malformed). A FETCH's response and a subscription's
-/// fill fetch stream (draft-21 §3.4) are both written here.
+/// in `order`, with End of Range markers of the kind `lacking` (Unknown, or Timed-Out for a
+/// relay that does not wait for its upstream) for what it lacks, then finishes the stream (or
+/// resets it if the track turns out malformed). A FETCH's response and a subscription's fill
+/// fetch stream (draft-21 §3.4) are both written here.
 async fn write_range(
     track: &TrackCache,
     mut w: FetchWriter,
     start: Location,
     req_end: Location,
     order: GroupOrder,
+    lacking: RangeEnd,
 ) -> Result<(), Error> {
     let Some(largest) = track.largest() else {
         w.finish();
@@ -545,7 +567,7 @@ async fn write_range(
     if order == GroupOrder::Ascending && start.group < evicted && evicted > 0 {
         let last_unknown = Location::new(evicted - 1, u64::MAX);
         w.end_of_range(
-            RangeEnd::Unknown,
+            lacking,
             last_unknown.min(Location::new(last_group, u64::MAX)),
         )
         .await?;
@@ -553,7 +575,7 @@ async fn write_range(
     if order == GroupOrder::Descending
         && let Some(from) = in_flight
     {
-        w.end_of_range(RangeEnd::Unknown, from).await?;
+        w.end_of_range(lacking, from).await?;
     }
     let mut last_written_group = None;
     for g in groups {
@@ -588,11 +610,11 @@ async fn write_range(
         && start.group < evicted
         && last_written_group.is_none_or(|g| g > start.group)
     {
-        w.end_of_range(RangeEnd::Unknown, Location::new(start.group, 0))
+        w.end_of_range(lacking, Location::new(start.group, 0))
             .await?;
     }
     if order == GroupOrder::Ascending && in_flight.is_some() {
-        w.end_of_range(RangeEnd::Unknown, top).await?;
+        w.end_of_range(lacking, top).await?;
     }
     w.finish();
     Ok(())
@@ -605,9 +627,29 @@ pub async fn serve_fill(
     writer: SubscriptionWriter,
     fill: Fill,
 ) -> Result<(), Error> {
+    serve_fill_marking(track, writer, fill, RangeEnd::Unknown).await
+}
+
+/// [`serve_fill`] for a relay that does not wait for its upstream (the fill's FILL_TIMEOUT is
+/// 0, or its budget is spent): what the cache lacks is reported as End of Timed-Out Range
+/// (draft-21 §9.20.6).
+pub async fn serve_fill_now(
+    track: TrackCache,
+    writer: SubscriptionWriter,
+    fill: Fill,
+) -> Result<(), Error> {
+    serve_fill_marking(track, writer, fill, RangeEnd::TimedOut).await
+}
+
+async fn serve_fill_marking(
+    track: TrackCache,
+    writer: SubscriptionWriter,
+    fill: Fill,
+    lacking: RangeEnd,
+) -> Result<(), Error> {
     let w = writer.open_fill(&fill).await?;
     let end = Location::new(fill.end.group, fill.end.object.saturating_add(1));
-    write_range(&track, w, fill.start, end, fill.group_order).await
+    write_range(&track, w, fill.start, end, fill.group_order, lacking).await
 }
 
 /// How long in all a relay waits for its upstream to fill a FETCH that has no FILL_TIMEOUT

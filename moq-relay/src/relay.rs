@@ -13,7 +13,9 @@ use moq_client::cache::TrackCache;
 use moq_client::cache::{CachedObject, DATAGRAM_SUBGROUP, Malformed, Subgroup, SubgroupEnd};
 use moq_client::directory::{Directory, DirectoryOptions, Hold, Peer, Source, Upstream, status_of};
 use moq_client::malformed::TrackCheck;
-use moq_client::serve::{DEFAULT_FILL_TIMEOUT, serve_fetch, serve_fill};
+use moq_client::serve::{
+    DEFAULT_FILL_TIMEOUT, serve_fetch, serve_fetch_now, serve_fill, serve_fill_now,
+};
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::data::RangeEnd;
 use moq_core::message::{FetchType, Parameters, RequestError};
@@ -1250,7 +1252,7 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     let cached = inner.tracks.lock().get(&name).cloned();
     let mut budget = fill_budget(f.params().fill_timeout);
     // From the cache if it holds the whole range, or if the subscriber wants only what is
-    // available now (FILL_TIMEOUT 0: no upstream FETCH, what is missing is an Unknown range);
+    // available now (FILL_TIMEOUT 0: no upstream FETCH, what is missing is a Timed-Out range);
     // objects the upstream announced but that are still in flight are fetched upstream
     // otherwise.
     if let Some(t) = &cached
@@ -1281,7 +1283,8 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
         ..Default::default()
     };
     // draft-19 §10.2.5: the budget is the total time spent waiting for the upstream; once it
-    // is spent, what is available now is served and the rest is an Unknown range.
+    // is spent, what is available now is served and the rest is a Timed-Out range (Unknown
+    // before draft-20).
     let asked = Instant::now();
     let answer = tokio::time::timeout(budget, route.session.fetch(request, params)).await;
     budget = budget.saturating_sub(asked.elapsed());
@@ -1371,8 +1374,15 @@ async fn fill_from_upstream_or_cache(
         let _ = serve_fill(track, writer, fill).await;
         return;
     };
-    inner.metrics.fetch(false);
     let budget = fill_budget(fill.fill_timeout);
+    // draft-21 §9.20.6: FILL_TIMEOUT 0 "MUST NOT wait for upstream delivery and MUST report
+    // any unavailable Objects as Timed-Out gaps".
+    if budget.is_zero() {
+        inner.metrics.fetch(true);
+        let _ = serve_fill_now(track, writer, fill).await;
+        return;
+    }
+    inner.metrics.fetch(false);
     let request = FetchType::Standalone {
         track: track.name().clone(),
         start: fill.start,
@@ -1384,12 +1394,20 @@ async fn fill_from_upstream_or_cache(
     };
     let asked = Instant::now();
     let answer = tokio::time::timeout(budget, route.session.fetch(request, params)).await;
-    let Ok(Ok(upstream)) = answer else {
-        // draft-21 §3.4.1: a fill that cannot be served is opened and reset.
-        if let Ok(w) = writer.open_fill(&fill).await {
-            w.abort(StreamResetCode::INTERNAL_ERROR);
+    let upstream = match answer {
+        Ok(Ok(upstream)) => upstream,
+        // draft-21 §9.20.6: the budget is spent: what the cache holds, the rest Timed-Out.
+        Err(_) => {
+            let _ = serve_fill_now(track, writer, fill).await;
+            return;
         }
-        return;
+        // draft-21 §3.4.1: a fill that cannot be served is opened and reset.
+        Ok(Err(_)) => {
+            if let Ok(w) = writer.open_fill(&fill).await {
+                w.abort(StreamResetCode::INTERNAL_ERROR);
+            }
+            return;
+        }
     };
     let Ok(w) = writer.open_fill(&fill).await else {
         return;
@@ -1410,7 +1428,7 @@ fn fill_budget(fill_timeout: Option<u64>) -> Duration {
         .min(MAX_FILL_TIMEOUT)
 }
 
-/// Where an End of Unknown Range marker covering the rest of a range goes: its last location in
+/// Where an End of Range marker covering the rest of a range goes: its last location in
 /// ascending order, its first in descending order.
 fn unknown_end(start: Location, end: Location, order: GroupOrder) -> Location {
     match order {
@@ -1420,13 +1438,14 @@ fn unknown_end(start: Location, end: Location, order: GroupOrder) -> Location {
 }
 
 /// Answers a FETCH with what the relay holds now, without asking upstream (FILL_TIMEOUT 0, or
-/// a budget spent before the upstream answered): from the cache, what it misses as Unknown
-/// ranges; with nothing cached, the whole range is unknown.
+/// a budget spent before the upstream answered): from the cache, what it misses as Timed-Out
+/// ranges (draft-21 §9.20.6; Unknown before draft-20, draft-19 §10.2.5); with nothing cached,
+/// the whole range.
 async fn available_now(cached: Option<&Arc<RelayTrack>>, f: IncomingFetch) {
     if let Some(t) = cached
         && t.cache.largest().is_some()
     {
-        let _ = serve_fetch(&t.cache, f).await;
+        let _ = serve_fetch_now(&t.cache, f).await;
         return;
     }
     let (start, end, order) = (f.start(), f.end(), f.group_order());

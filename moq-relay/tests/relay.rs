@@ -2373,10 +2373,11 @@ async fn fetch_items(mut fetch: moq_transport::track::FetchResponse) -> Vec<(Loc
     items
 }
 
-/// draft-19 §10.2.5 FILL_TIMEOUT: 0 serves only what the relay holds, reporting the rest as
-/// an Unknown range without asking upstream; a budget the upstream does not answer within is
-/// served the same way once spent; a budget spent while the upstream's objects are coming ends
-/// the response with an Unknown range for the rest. The relay joined the track at group 10
+/// draft-19 §10.2.5, draft-21 §9.20.6 FILL_TIMEOUT: 0 serves only what the relay holds,
+/// reporting the rest as a Timed-Out range (Unknown before draft-20) without asking upstream; a
+/// budget the upstream does not answer within is served the same way once spent; a budget spent
+/// while the upstream's objects are coming ends the response with a Timed-Out range for the
+/// rest. The relay joined the track at group 10
 /// (SUBSCRIBE_OK's Largest Location is 9/0), so groups 5 to 9 are unknown to it.
 #[tokio::test]
 async fn fill_timeout_bounds_the_wait_for_upstream() {
@@ -2412,8 +2413,9 @@ async fn fill_timeout_bounds_the_wait_for_upstream() {
             fill_timeout: Some(ms),
             ..Default::default()
         };
+        // draft-21 §9.20.6: what the relay lacks is a Timed-Out gap (Unknown before draft-20).
         let from_cache = vec![
-            (Location::new(9, u64::MAX), b"unknown".to_vec()),
+            (Location::new(9, u64::MAX), b"timed out".to_vec()),
             (Location::new(10, 0), b"ten".to_vec()),
         ];
         // 0: at once, from the cache; the publisher is not asked.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moq_core::Version;
+use moq_core::codes::SessionErrorCode;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use tokio::sync::mpsc;
 use url::{Position, Url};
@@ -356,6 +357,7 @@ impl Client {
             let conn = QuicConnection::webtransport(session).with_fallback_protocol(fallback);
             (Arc::new(conn), Destination::default())
         } else {
+            require_datagrams(&conn)?;
             // draft-19 §10.3.1.1-2: AUTHORITY is the URI's authority, PATH its path and query.
             let authority = url[Position::BeforeUsername..Position::AfterPort].to_string();
             let path = url[Position::BeforePath..Position::AfterQuery].to_string();
@@ -809,6 +811,25 @@ async fn accept_loop(
     }
 }
 
+/// Refuses a raw QUIC connection whose peer did not negotiate the QUIC DATAGRAM extension
+/// (draft-22 §6.2, draft-14 on: it "MUST be supported and negotiated in the QUIC connection
+/// used for MOQT"): the connection is closed with PROTOCOL_VIOLATION before any MOQT stream
+/// (the draft names no code for it). Ours always offers it (`transport_config`), so quinn
+/// reports no datagram size only when the peer's transport parameters lack
+/// max_datagram_frame_size.
+fn require_datagrams(conn: &quinn::Connection) -> Result<(), Error> {
+    if conn.max_datagram_size().is_some() {
+        return Ok(());
+    }
+    let code = SessionErrorCode::PROTOCOL_VIOLATION;
+    let reason = "QUIC DATAGRAM extension not negotiated";
+    conn.close(
+        quinn::VarInt::from_u64(code.0).unwrap_or_default(),
+        reason.as_bytes(),
+    );
+    Err(Error::protocol(reason))
+}
+
 async fn handshake(connecting: quinn::Connecting, config: &ServerConfig) -> Result<Session, Error> {
     let remote = connecting.remote_address();
     let conn = connecting.await.map_err(|e| ConnectError::Failed {
@@ -866,6 +887,7 @@ async fn handshake(connecting: quinn::Connecting, config: &ServerConfig) -> Resu
         )
         .await
     } else {
+        require_datagrams(&conn)?;
         Session::establish(
             Arc::new(QuicConnection::raw(conn)),
             Role::Server,

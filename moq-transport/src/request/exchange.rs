@@ -258,10 +258,13 @@ impl Request {
             }
         };
         let err = match msg {
-            Ok(Some(Message::RequestError(e))) => {
-                self.stream.finish();
-                return Err(Error::Rejected(Box::new(e)));
-            }
+            Ok(Some(Message::RequestError(e))) => match self.check_redirect(&e) {
+                Ok(()) => {
+                    self.stream.finish();
+                    return Err(Error::Rejected(Box::new(e)));
+                }
+                Err(violation) => violation,
+            },
             // draft-19 §10.4: re-issue it where the GOAWAY says, and close the old stream.
             Ok(Some(Message::Goaway(g))) => {
                 let g = self.on_goaway(g)?;
@@ -364,6 +367,7 @@ impl Request {
 
     /// Refuses the request: REQUEST_ERROR, then FIN (draft-19 §3.3.2).
     pub(crate) async fn refuse(mut self, e: RequestError) -> Result<(), Error> {
+        self.read_before_answer()?;
         self.observe(Err(e.code));
         tracing::debug!(request = self.name, id = self.id, code = ?e.code, reason = %e.reason, "refused");
         self.stream.send(e).await?;
@@ -420,12 +424,43 @@ impl Request {
     pub(crate) async fn send(&mut self, msg: impl Into<Message>) -> Result<(), Error> {
         let msg = msg.into();
         if self.unanswered {
+            self.read_before_answer()?;
             self.observe(match &msg {
                 Message::RequestError(e) => Err(e.code),
                 _ => Ok(()),
             });
         }
         self.stream.send(msg).await
+    }
+
+    /// Before the first answer to the peer's request goes out, takes what the peer already sent
+    /// behind the request (read but not handled, or received and not read yet), without waiting:
+    /// a REQUEST_UPDATE before the answer, or on a request that takes none (TRACK_STATUS),
+    /// closes the session with PROTOCOL_VIOLATION (draft-22 §9.5: "An endpoint that receives a
+    /// REQUEST_UPDATE other than in the two cases above MUST close the session with a
+    /// PROTOCOL_VIOLATION"; draft-19 §10.9), whether or not a wait for the answer read it
+    /// first. Another message is kept for [`Request::next`], as [`Request::decide`] does; a
+    /// reset ends the request. Without this, an answer ready before the bytes behind the
+    /// request were read was sent and the rest of the stream never looked at.
+    fn read_before_answer(&mut self) -> Result<(), Error> {
+        use futures::FutureExt;
+        while self.reader_open && self.deferred.is_none() {
+            let Some(frame) = self.stream.reader.next_frame().now_or_never() else {
+                break;
+            };
+            match self.on_frame(frame) {
+                None | Some(Event::Fin | Event::Dropped | Event::Updated(_)) => {}
+                Some(Event::Message(m)) => self.deferred = Some(Box::new(m)),
+                Some(Event::Update(_)) => {
+                    return Err(self.violation(format!(
+                        "REQUEST_UPDATE before the response to {}",
+                        self.name
+                    )));
+                }
+                Some(Event::Ended(e)) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Reports the answer to a peer's request to the session's observer, once.
@@ -565,6 +600,9 @@ impl Request {
                 }))
             }
             Ok(Some(Message::RequestError(e))) => {
+                if let Err(violation) = self.check_redirect(&e) {
+                    return Some(Event::Ended(violation));
+                }
                 let Some(p) = self.pending.pop_front() else {
                     return Some(Event::Ended(self.violation(format!(
                         "REQUEST_ERROR after {} was accepted",
@@ -688,6 +726,34 @@ impl Request {
             .map_err(|e| self.core.fail(e))?;
         self.goaway_tx().send_replace(Some(info.clone()));
         Ok(info)
+    }
+
+    /// Checks the Redirect of a REQUEST_ERROR answering this request (from draft-18; draft-22
+    /// §9.4.1, draft-19 §10.6.1): the session is closed with PROTOCOL_VIOLATION for a Connect
+    /// URI sent by a client ("If a server receives a Redirect with a non-zero Connect URI
+    /// Length it MUST close the session"; a client cannot send us elsewhere), or a Track Name
+    /// for a namespace-scoped request ("MUST be empty").
+    fn check_redirect(&self, e: &RequestError) -> Result<(), Error> {
+        let Some(r) = e.redirect.as_deref() else {
+            return Ok(());
+        };
+        if self.core.role() == crate::session::Role::Server && !r.connect_uri.is_empty() {
+            return Err(self.violation(format!(
+                "REDIRECT with a Connect URI from a client, answering {}",
+                self.name
+            )));
+        }
+        let namespace_scoped = matches!(
+            self.name,
+            "SUBSCRIBE_NAMESPACE" | "PUBLISH_NAMESPACE" | "SUBSCRIBE_TRACKS"
+        );
+        if namespace_scoped && !r.track.name.is_empty() {
+            return Err(self.violation(format!(
+                "REDIRECT with a Track Name, answering {}",
+                self.name
+            )));
+        }
+        Ok(())
     }
 
     fn goaway_tx(&mut self) -> &watch::Sender<Option<GoawayInfo>> {

@@ -31,8 +31,11 @@ pub(crate) async fn fetch(
 ) -> Result<FetchResponse, Error> {
     let core = tracks.core();
     let order = params.group_order.unwrap_or(GroupOrder::Ascending);
+    // The start the requester knows: a Standalone FETCH's, an Absolute Joining FETCH's group
+    // (a relative start is the publisher's to resolve).
     let start = match &request {
         FetchType::Standalone { start, .. } => Some(*start),
+        FetchType::AbsoluteJoining { joining_start, .. } => Some(Location::new(*joining_start, 0)),
         _ => None,
     };
     let mut req = Request::open(
@@ -53,11 +56,20 @@ pub(crate) async fn fetch(
         })
         .await;
     let ok = answer.inspect_err(|_| tracks.recv.forget_fetch(req.id()))?;
-    // draft-19 §10.13: an End Location smaller than the Start Location is a violation.
-    if let Some(start) = start
-        && last_covered(ok.end_location) < start
-        && ok.end_location != start
-    {
+    // draft-19 §10.13, draft-21 §9.12: "If End Location is smaller than the Start Location in
+    // the corresponding FETCH the receiver MUST close the session with a PROTOCOL_VIOLATION".
+    // The model's end is exclusive (object 0: the whole group). Until draft-19 the wire's is
+    // too, so an end equal to the start is not smaller; from draft-20 the wire carries the
+    // last location covered, which must not be before the start.
+    let before_start = |start: Location| {
+        let end = ok.end_location;
+        if core.version().fetch_has_type() {
+            last_covered(end) < start && end != start
+        } else {
+            last_covered(end) < start
+        }
+    };
+    if start.is_some_and(before_start) {
         req.cancel(StreamResetCode::CANCELLED);
         return Err(core.fail(Error::protocol(
             "FETCH_OK End Location before the FETCH's Start Location",

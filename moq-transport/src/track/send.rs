@@ -189,6 +189,11 @@ pub(crate) struct WriterShared {
     /// The largest location written or observed. A mutex, not a watch: it changes with every
     /// object, and waking a watch's receivers costs more than an object when nobody waits.
     pub(crate) largest: Mutex<Option<Location>>,
+    /// The largest location of the track the publisher knows of, written on this subscription
+    /// or not (a relay's cache received it while the subscription did not forward): what
+    /// LARGEST_OBJECT reports (draft-19 §10.2.16), not what [`SubscriptionWriter::reached`]
+    /// waits for.
+    pub(crate) track_largest: Mutex<Option<Location>>,
     /// Callers of [`SubscriptionWriter::reached`] waiting, and their wake-up.
     pub(crate) reaching: AtomicUsize,
     pub(crate) reached: Notify,
@@ -258,6 +263,14 @@ impl Fill {
 }
 
 impl WriterShared {
+    /// The track's Largest Object as this publisher knows it: the larger of what was written
+    /// on the subscription and what it was told of the track.
+    pub(crate) fn largest_object(&self) -> Option<Location> {
+        let written = *self.largest.lock();
+        let known = *self.track_largest.lock();
+        written.max(known)
+    }
+
     fn note_largest(&self, loc: Location) {
         let newer = {
             let mut l = self.largest.lock();
@@ -404,7 +417,7 @@ impl SubscriptionWriter {
             ));
         }
         // draft-21 §9.10: LARGEST_OBJECT MUST be included if known.
-        params.largest_object = params.largest_object.or(*s.largest.lock());
+        params.largest_object = params.largest_object.or(s.largest_object());
         params
             .validate(
                 moq_core::message::ParamContext::PublishStateNotify,
@@ -548,6 +561,18 @@ impl SubscriptionWriter {
     /// sending it, e.g. when it was filtered out.
     pub fn observe(&self, loc: Location) {
         self.shared.note_largest(loc);
+    }
+
+    /// Records that the track has an object at `loc` whether or not this subscription sends
+    /// it (a relay's cache received it; another subscriber of the track was sent it): the
+    /// LARGEST_OBJECT of REQUEST_UPDATE_OK and PUBLISH_STATE_NOTIFY is the larger of this and
+    /// what was written (draft-19 §10.2.16). Unlike [`SubscriptionWriter::observe`],
+    /// [`SubscriptionWriter::reached`] does not count it as written.
+    pub fn observe_track(&self, loc: Location) {
+        let mut l = self.shared.track_largest.lock();
+        if l.is_none_or(|x| loc > x) {
+            *l = Some(loc);
+        }
     }
 
     /// Resolves when the subscription ends without our PUBLISH_DONE: [`Error::Cancelled`] when

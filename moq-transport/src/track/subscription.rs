@@ -426,6 +426,7 @@ impl PublisherTask {
             streams_open: AtomicUsize::new(0),
             streams_closed: Notify::new(),
             largest: Mutex::new(largest),
+            track_largest: Mutex::new(None),
             reaching: AtomicUsize::new(0),
             reached: Notify::new(),
             finish: Mutex::new(Some(finish_tx)),
@@ -461,7 +462,7 @@ impl PublisherTask {
 
     /// Applies the subscriber's PUBLISH_OK parameters.
     pub(crate) fn apply(&self, params: &Parameters) {
-        let largest = *self.shared.largest.lock();
+        let largest = self.shared.largest_object();
         self.shared.modify_params(|p| p.apply(params, largest));
     }
 
@@ -535,7 +536,9 @@ impl PublisherTask {
         join: Option<&JoinRecord>,
     ) -> Result<RequestOk, RequestError> {
         let params = &update.params;
-        let largest = *self.shared.largest.lock();
+        // draft-19 §10.2.16: LARGEST_OBJECT is the track's, also when this subscription
+        // forwarded none of it (Forward State 0).
+        let largest = self.shared.largest_object();
         let current = self.shared.params();
         let was_forwarding = current.forward;
         let mut next = current;
