@@ -1,7 +1,7 @@
 //! Serving a [`TrackCache`] to subscribers and fetchers: one task per subscription follows the
 //! track and writes each subgroup on its own stream; FETCH is answered from the cache.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -14,6 +14,8 @@ use moq_transport::track::{
     FetchEnd, FetchWriter, Fill, IncomingFetch, Object, SubgroupSender, SubscriptionWriter,
     last_covered,
 };
+use parking_lot::Mutex;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -140,6 +142,92 @@ impl Drop for Pending {
     }
 }
 
+/// The order a subscription's subgroups open their streams in: the order their first objects
+/// were published. The subscriber takes the streams in the order they were opened (their
+/// stream IDs), so a later group's stream opened first is a later group delivered first; and
+/// each subgroup is served by a task of its own, and tasks run in no particular order (on a
+/// multi-threaded runtime the task spawned last often runs first).
+#[derive(Debug)]
+struct Openings {
+    /// Where the subscription starts: objects before it are not sent.
+    start: Location,
+    /// The subgroups whose streams are not open yet, in the order they were handed out.
+    waiting: Mutex<BTreeMap<u64, Arc<Subgroup>>>,
+    /// The next key for `waiting`.
+    next: AtomicU64,
+    /// Notified whenever a subgroup leaves `waiting`.
+    left: Notify,
+}
+
+impl Openings {
+    fn new(start: Location) -> Arc<Self> {
+        Arc::new(Openings {
+            start,
+            waiting: Mutex::new(BTreeMap::new()),
+            next: AtomicU64::new(0),
+            left: Notify::new(),
+        })
+    }
+
+    /// Counts `sg` as waiting to open its stream, after every subgroup added before.
+    fn add(self: &Arc<Self>, sg: Arc<Subgroup>) -> Opening {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        self.waiting.lock().insert(key, sg);
+        Opening {
+            openings: self.clone(),
+            key,
+        }
+    }
+
+    /// When the first object of `sg` to send was published, if it is here.
+    fn first_ready(&self, sg: &Subgroup) -> Option<std::time::Instant> {
+        let mut i = 0;
+        while let Ok(o) = sg.get(i) {
+            if Location::new(sg.group, o.id) >= self.start {
+                return Some(o.received);
+            }
+            i += 1;
+        }
+        None
+    }
+}
+
+/// One subgroup waiting to open its stream (see [`Openings`]); dropped once it opened it (or
+/// will not).
+struct Opening {
+    openings: Arc<Openings>,
+    key: u64,
+}
+
+impl Opening {
+    /// Waits until no subgroup handed out before this one, its stream not open yet, has an
+    /// object to send published no later than `first` (this one's first).
+    async fn turn(&self, first: std::time::Instant) {
+        let o = &self.openings;
+        loop {
+            let left = o.left.notified();
+            tokio::pin!(left);
+            left.as_mut().enable();
+            let before = o
+                .waiting
+                .lock()
+                .range(..self.key)
+                .any(|(_, sg)| o.first_ready(sg).is_some_and(|t| t <= first));
+            if !before {
+                return;
+            }
+            left.await;
+        }
+    }
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        self.openings.waiting.lock().remove(&self.key);
+        self.openings.left.notify_waiters();
+    }
+}
+
 /// Serves `track` on an accepted subscription until the track ends (PUBLISH_DONE
 /// TRACK_ENDED), the subscription's End Group is passed, the subscriber cancels, or it falls
 /// too far behind ([`ServeOptions::max_backlog_bytes`], PUBLISH_DONE TOO_FAR_BEHIND).
@@ -153,6 +241,7 @@ pub async fn serve_subscription(
     let start = writer.params().first();
     let mut reader = track.reader(start.group);
     let mut inflight: VecDeque<JoinHandle<()>> = VecDeque::new();
+    let openings = Openings::new(start);
     let backlog = Arc::new(Backlog {
         bytes: AtomicU64::new(0),
         limit: opts.max_backlog_bytes,
@@ -248,6 +337,7 @@ pub async fn serve_subscription(
         let datagrams = opts.datagrams || sg.id == DATAGRAM_SUBGROUP;
         let stats = opts.stats.clone();
         let backlog = backlog.clone();
+        let opening = (!datagrams).then(|| openings.add(sg.clone()));
         inflight.push_back(tokio::spawn(async move {
             let exceeded = backlog.exceeded.clone();
             if datagrams {
@@ -262,9 +352,9 @@ pub async fn serve_subscription(
             let send = send_subgroup(
                 &w,
                 &sg,
+                opening,
                 start,
                 default_priority,
-                stats.as_deref(),
                 &mut stream,
                 &mut pending,
             );
@@ -339,16 +429,16 @@ async fn send_datagrams(
     Ok(())
 }
 
-/// Sends a subgroup on its own stream (opened in `stream`, which the caller resets if it stops
-/// this early), counting in `pending` the payload bytes the track holds that the stream has
-/// not taken yet: while an object is being written, those that follow it are counted as they
-/// come.
+/// Sends a subgroup on its own stream (opened in `stream` in its turn, see [`Openings`]; the
+/// caller resets it if it stops this early), counting in `pending` the payload bytes the track holds
+/// that the stream has not taken yet: while an object is being written, those that follow it
+/// are counted as they come.
 async fn send_subgroup(
     writer: &SubscriptionWriter,
     sg: &Subgroup,
+    mut opening: Option<Opening>,
     start: Location,
     default_priority: u8,
-    stats: Option<&ServeStats>,
     stream: &mut Option<SubgroupSender>,
     pending: &mut Pending,
 ) -> Result<(), Error> {
@@ -358,6 +448,7 @@ async fn send_subgroup(
         SubgroupId::Explicit(sg.id)
     };
     let priority = (sg.priority != default_priority).then_some(sg.priority);
+    let stats = pending.backlog.stats.clone();
     // Objects 0..counted are counted in `pending` (or were skipped by the filter).
     let mut counted = 0;
     let mut i = 0;
@@ -393,6 +484,10 @@ async fn send_subgroup(
         let s = match stream {
             Some(s) => s,
             None => {
+                if let Some(opening) = &opening {
+                    let turn = opening.turn(o.received);
+                    counting_ahead(turn, sg, start, &mut counted, pending).await;
+                }
                 let open = writer.open_subgroup(sg.group, id, priority, sg.end_of_group);
                 let mut s = counting_ahead(open, sg, start, &mut counted, pending).await?;
                 // draft-19 §2.2: FIRST_OBJECT when this stream begins where the
@@ -403,9 +498,23 @@ async fn send_subgroup(
         };
         let received = o.received;
         let write = s.write(o.id, &o.properties, o.status, o.payload, Some(received));
-        counting_ahead(write, sg, start, &mut counted, pending).await?;
+        let mut write = std::pin::pin!(write);
+        // The stream's header (with what the flow control takes of the object) is queued in
+        // the first write's first poll: the next subgroups may open their streams then.
+        let written = match opening.take() {
+            Some(opened) => {
+                let first = futures::future::poll_immediate(write.as_mut()).await;
+                drop(opened);
+                first
+            }
+            None => None,
+        };
+        match written {
+            Some(res) => res?,
+            None => counting_ahead(write, sg, start, &mut counted, pending).await?,
+        }
         pending.sub(len);
-        count(stats, len, received);
+        count(stats.as_deref(), len, received);
     }
 }
 

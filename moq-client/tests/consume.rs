@@ -14,11 +14,13 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{TestServer, combinations, expected, loc, timeout, track, write_group};
+use common::{
+    TestServer, Transport, combinations, expected, loc, read_group, timeout, track, write_group,
+};
 use futures::FutureExt;
 use moq_client::{
     CacheLimits, FetchItem, Location, Object, Publisher, RangeEnd, ServeOptions, SubscribeOptions,
-    TrackProducer,
+    TrackProducer, Version,
 };
 
 /// A payload of `len` bytes that names its location.
@@ -103,6 +105,37 @@ async fn cancelled_reads_lose_nothing() {
         }
     })
     .await;
+}
+
+/// Groups written at once right after SUBSCRIBE_OK all belong to the subscription (draft-19
+/// §10.7) and come to the subscriber in the order they were written: the publisher opens
+/// their streams in the track's order. Opened by one task per subgroup, they took the order
+/// the tasks happened to run in; on a multi-threaded runtime (as applications run) the task
+/// spawned last often runs first, and the subscriber's first group was the last one written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_written_at_once_arrive_in_order() {
+    for &version in Version::ALL {
+        timeout(async {
+            let mut srv = TestServer::start();
+            let name = track(&["in-order"], "t");
+            let t = srv.publisher.create_track(name.clone()).unwrap();
+            let (client, _server) = srv.connect(Transport::Quic, version).await;
+            let mut track = client
+                .subscriber()
+                .subscribe(name.clone(), SubscribeOptions::default())
+                .await
+                .unwrap();
+            for _ in 0..3 {
+                write_group(&t, 1);
+            }
+            for g in 0..3 {
+                let mut group = track.next_group().await.unwrap().unwrap();
+                assert_eq!(group.id(), g, "{version}: group {g} comes next");
+                assert_eq!(read_group(&mut group).await, expected(g, 1), "{version}");
+            }
+        })
+        .await;
+    }
 }
 
 /// Objects of a joined track until it ends.

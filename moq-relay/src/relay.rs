@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use futures::FutureExt;
 use moq_client::cache::TrackCache;
 use moq_client::cache::{CachedObject, DATAGRAM_SUBGROUP, Malformed, Subgroup, SubgroupEnd};
 use moq_client::directory::{Directory, DirectoryOptions, Hold, Peer, Source, Upstream, status_of};
@@ -851,7 +852,14 @@ async fn ingest(
             Ok(TrackEvent::Subgroup(s)) => {
                 let t = t.clone();
                 let metrics = metrics.clone();
-                streams.spawn(async move { ingest_subgroup(&t, s, &metrics).await });
+                let mut copy = Box::pin(async move { ingest_subgroup(&t, s, &metrics).await });
+                // Begun here, in the order the streams came: the cache takes each subgroup,
+                // and the objects that are here already, in that order (downstream streams
+                // open in it). A task of its own per stream began them in whatever order the
+                // tasks ran; on several threads the last spawned often runs first.
+                if (&mut copy).now_or_never().is_none() {
+                    streams.spawn(copy);
+                }
             }
             Ok(TrackEvent::Datagram(o)) => {
                 store_object(t, DATAGRAM_SUBGROUP, o, metrics);

@@ -225,6 +225,58 @@ async fn subscribe_routes_by_namespace_prefix_and_fans_out() {
     .await;
 }
 
+/// Groups a publisher writes at once after a subscriber's SUBSCRIBE was answered all come
+/// through the relay (draft-19 §10.7), in the order written: whether the publisher announced
+/// the namespace (the relay SUBSCRIBEs upstream) or PUBLISHed the track. The publisher and the
+/// relay open their subgroup streams in the track's order, and the relay stores the upstream's
+/// subgroups in the order their streams came; both once took the order their tasks happened
+/// to run in, and on a multi-threaded runtime (as the relay binary runs) the task spawned last
+/// often runs first: the subscriber's first group was the last one written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_written_at_once_arrive_in_order() {
+    for &version in Version::ALL {
+        for pushed in [false, true] {
+            timeout(async {
+                let relay = relay();
+                let n = ns(&["in-order"]);
+                let name = track(&n, "t");
+                let p = client_with(&relay, Publisher::default(), version)
+                    .connect(&url(&relay, false))
+                    .await
+                    .unwrap();
+                let producer = p.publisher().create_track(name.clone()).unwrap();
+                let _announced = if pushed {
+                    p.publish(&producer).await.unwrap();
+                    None
+                } else {
+                    Some(announce(&p, &n).await)
+                };
+                let s = client_with(&relay, Publisher::default(), version)
+                    .connect(&url(&relay, false))
+                    .await
+                    .unwrap();
+                let mut sub = s
+                    .subscriber()
+                    .subscribe(name.clone(), SubscribeOptions::default())
+                    .await
+                    .unwrap();
+                for g in 0..3 {
+                    let mut w = producer.append_group().unwrap();
+                    w.write(format!("{g}")).unwrap();
+                    w.finish().unwrap();
+                }
+                let want: Vec<_> = (0..3).map(|g| (g, format!("{g}"))).collect();
+                assert_eq!(
+                    read_objects(&mut sub, 3).await,
+                    want,
+                    "{version}, pushed {pushed}"
+                );
+            })
+            .await;
+        }
+    }
+}
+
 #[tokio::test]
 async fn two_publishers_of_one_namespace() {
     timeout(async {
