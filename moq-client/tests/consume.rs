@@ -14,7 +14,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{TestServer, combinations, expected, loc, timeout, track, write_group};
+use common::{TestServer, case, combinations, expected, loc, track, write_group};
 use futures::FutureExt;
 use moq_client::{
     CacheLimits, FetchItem, Location, Object, Publisher, RangeEnd, ServeOptions, SubscribeOptions,
@@ -47,8 +47,8 @@ macro_rules! impatient {
 #[tokio::test]
 async fn cancelled_reads_lose_nothing() {
     const LEN: usize = 300_000;
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let name = track(&["cancel"], "t");
             let t = srv.publisher.create_track(name.clone()).unwrap();
@@ -100,9 +100,9 @@ async fn cancelled_reads_lose_nothing() {
                 drops > 0,
                 "no read was ever cancelled: the test proves nothing"
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// Objects of a joined track until it ends.
@@ -118,9 +118,9 @@ async fn joined(mut objects: moq_client::ObjectConsumer) -> Vec<Object> {
 /// what follows live, across group boundaries, with no gap and no duplicate.
 #[tokio::test]
 async fn join_starts_at_the_current_group() {
-    timeout(async {
-        for (transport, version) in combinations() {
-            for back in [0, 1] {
+    for (transport, version) in combinations() {
+        for back in [0, 1] {
+            case(format!("{transport:?} {version:?} {back:?}"), async {
                 let mut srv = TestServer::start();
                 let name = track(&["join"], "t");
                 let t = srv.publisher.create_track(name.clone()).unwrap();
@@ -152,10 +152,10 @@ async fn join_starts_at_the_current_group() {
                 want.extend((0..3).map(|o| (loc(1, o), Bytes::from(format!("1.{o}")))));
                 want.extend(expected(2, 3).into_iter().map(|(o, p)| (loc(2, o), p)));
                 assert_eq!(got, want, "{transport:?} {version} back {back}");
-            }
+            })
+            .await;
         }
-    })
-    .await;
+    }
 }
 
 /// Joining while the publisher writes as fast as it can: the joined stream is contiguous from
@@ -164,8 +164,8 @@ async fn join_starts_at_the_current_group() {
 async fn join_while_writing_has_no_gap_and_no_duplicate() {
     const PER_GROUP: u64 = 4;
     const GROUPS: u64 = 40;
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let name = track(&["join-race"], "t");
             let t = srv.publisher.create_track(name.clone()).unwrap();
@@ -192,9 +192,9 @@ async fn join_while_writing_has_no_gap_and_no_duplicate() {
                 .collect();
             let got: Vec<Location> = got.iter().map(|o| o.location).collect();
             assert_eq!(got, want, "{transport:?} {version}");
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// Writes `groups` groups of `per_group` objects, yielding between objects, then ends the
@@ -215,8 +215,8 @@ async fn write_groups(t: TrackProducer, per_group: u64, groups: u64) {
 /// marker before the objects, and the range's end is known from FETCH_OK.
 #[tokio::test]
 async fn fetch_is_a_stream_with_end_of_range_markers() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let limits = CacheLimits {
                 max_groups: 2,
                 ..Default::default()
@@ -260,17 +260,17 @@ async fn fetch_is_a_stream_with_end_of_range_markers() {
                 }
             }
             assert_eq!(items, want, "{transport:?} {version}");
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A group spans its subgroups: objects of two subgroups arrive through one group reader, and
 /// a group can also be taken subgroup by subgroup.
 #[tokio::test]
 async fn a_group_spans_its_subgroups() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let name = track(&["subgroups"], "t");
             let t = srv.publisher.create_track(name.clone()).unwrap();
@@ -324,9 +324,9 @@ async fn a_group_spans_its_subgroups() {
             got.sort();
             assert_eq!(got, want, "{transport:?} {version} group 1");
             assert!(track.next_group().await.is_none());
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// draft-19 §2.4.2: a subscriber that finds a track malformed (here: two streams of one
@@ -337,9 +337,9 @@ async fn a_group_spans_its_subgroups() {
 async fn a_malformed_track_fails_the_consumer_and_cancels_the_subscription() {
     use moq_core::data::SubgroupId;
     use moq_transport::track::PublishOptions;
-    timeout(async {
-        let mut server = TestServer::start();
-        for (transport, version) in combinations() {
+    let mut server = TestServer::start();
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let (c, s) = server.connect(transport, version).await;
             let name = track(&["malformed"], "t");
             let (published, incoming) = tokio::join!(
@@ -381,9 +381,9 @@ async fn a_malformed_track_fails_the_consumer_and_cancels_the_subscription() {
             assert!(consumer.next_group().await.is_none());
             // The publisher's subscription is cancelled.
             w.cancelled().await;
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A track whose publisher declares Descending group order (as Cloudflare's draft-14 stack does
@@ -391,8 +391,8 @@ async fn a_malformed_track_fails_the_consumer_and_cancels_the_subscription() {
 /// groups in turn gets each one ended when the next starts, and never stalls at a boundary.
 #[tokio::test]
 async fn descending_track_read_group_by_group_does_not_stall() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let name = track(&["desc"], "t");
             let options = moq_client::TrackOptions {
@@ -431,7 +431,7 @@ async fn descending_track_read_group_by_group_does_not_stall() {
                     "{transport:?} {version}: group {g} never ended"
                 );
             }
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }

@@ -17,7 +17,7 @@ use moq_transport::tls::{ClientTls, parse_fingerprint};
 use moq_transport::{Error, Session, SessionConfig};
 
 mod common;
-use common::{ns, timeout};
+use common::{case, ns, timeout};
 
 struct Setup {
     relay: Relay,
@@ -96,9 +96,9 @@ fn refused(r: Result<impl Sized, Error>) -> RequestErrorCode {
 /// nowhere else, from the URL or from SETUP, and a request's own token decides for it.
 #[tokio::test]
 async fn publish_needs_a_grant_for_the_namespace() {
-    timeout(async {
-        let s = relay(&[]);
-        for wt in [false, true] {
+    let s = relay(&[]);
+    for wt in [false, true] {
+        case(format!("{wt:?}"), async {
             let anon = s.connect(wt, None, false).await;
             assert_eq!(
                 refused(anon.publish_namespace(ns("room/a")).await),
@@ -138,18 +138,18 @@ async fn publish_needs_a_grant_for_the_namespace() {
                 refused(anon.publish_namespace_with(ns("room/c"), params).await),
                 RequestErrorCode::MALFORMED_AUTH_TOKEN
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A subscriber allowed `room/a/**` may SUBSCRIBE_NAMESPACE `room` but only ever learns
 /// `room/a` namespaces: `room/b`, announced before and after, never reaches it.
 #[tokio::test]
 async fn discovery_reveals_only_what_the_grant_allows() {
-    timeout(async {
-        let s = relay(&[]);
-        for wt in [false, true] {
+    let s = relay(&[]);
+    for wt in [false, true] {
+        case(format!("{wt:?}"), async {
             let r = if wt { "wt" } else { "quic" };
             let ns = |p: &str| ns(&format!("{r}/{p}"));
             let publisher = s
@@ -193,9 +193,9 @@ async fn discovery_reveals_only_what_the_grant_allows() {
                 ),
                 RequestErrorCode::UNAUTHORIZED
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A session whose token expires is closed with EXPIRED_AUTH_TOKEN; a token already expired
@@ -238,9 +238,9 @@ async fn expiry_closes_the_session() {
 /// The public prefix needs no token, both ways; outside it a token is still needed.
 #[tokio::test]
 async fn public_prefix_is_open() {
-    timeout(async {
-        let s = relay(&["demo"]);
-        for wt in [false, true] {
+    let s = relay(&["demo"]);
+    for wt in [false, true] {
+        case(format!("{wt:?}"), async {
             let anon = s.connect(wt, None, false).await;
             let _ok = anon.publish_namespace(ns("demo/clock")).await.unwrap();
             let mut found = anon.subscribe_namespace(ns("demo")).await.unwrap();
@@ -252,9 +252,9 @@ async fn public_prefix_is_open() {
                 refused(anon.publish_namespace(ns("private")).await),
                 RequestErrorCode::UNAUTHORIZED
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 fn data(name: &str) -> std::path::PathBuf {

@@ -22,13 +22,28 @@ pub(crate) async fn timeout<F: std::future::Future>(f: F) -> F::Output {
 
 /// [`timeout`] with a limit of its own, for the few tests that need longer.
 pub(crate) async fn timeout_after<F: std::future::Future>(limit: Duration, f: F) -> F::Output {
+    init_tracing();
+    tokio::time::timeout(limit, f)
+        .await
+        .expect("test timed out")
+}
+
+/// Runs one case of a sweep (one draft, one transport, ...) with [`TIMEOUT`], which bounds a
+/// case and never a whole sweep. A timeout names the case.
+pub(crate) async fn case<F: std::future::Future>(name: String, f: F) -> F::Output {
+    init_tracing();
+    match tokio::time::timeout(TIMEOUT, f).await {
+        Ok(out) => out,
+        Err(_) => panic!("case {name}: timed out after {TIMEOUT:?}"),
+    }
+}
+
+/// A `RUST_LOG` tracing subscriber writing to the test's output (once per test binary).
+fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    tokio::time::timeout(limit, f)
-        .await
-        .expect("test timed out")
 }
 
 /// A moq-client client pinned to `fingerprint`.
