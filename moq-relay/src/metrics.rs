@@ -18,6 +18,8 @@
 //! | `moq_relay_cache_requests_total` | counter | `result` (`hit`, `miss`): FETCH from cache or upstream |
 //! | `moq_relay_subscriptions_active` | gauge | downstream |
 //! | `moq_relay_upstream_subscriptions_active` | gauge | |
+//! | `moq_relay_cluster_link_up` | gauge | `peer`: 1 while a link this relay dials is up, else 0 |
+//! | `moq_relay_cluster_link_failures_total` | counter | `peer`, `cause` (`certificate`, `token`, `unreachable`, `closed`, `other`): failed dials, lost links, refused views |
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -173,6 +175,16 @@ impl Metrics {
                 Unit::Count,
                 "Upstream subscriptions open.",
             ),
+            (
+                "moq_relay_cluster_link_up",
+                Unit::Count,
+                "1 while the cluster link this relay dials to the peer is up, else 0.",
+            ),
+            (
+                "moq_relay_cluster_link_failures_total",
+                Unit::Count,
+                "Failed dials, lost links and refused views of cluster links, by cause.",
+            ),
         ] {
             describe(name, unit, help);
         }
@@ -308,6 +320,28 @@ impl Metrics {
     /// An upstream subscription opened (+1) or closed (-1).
     pub fn upstreams(&self, delta: f64) {
         self.upstreams.increment(delta);
+    }
+
+    /// The cluster link this relay dials to `peer` is up or not.
+    pub fn link_up(&self, peer: &str, up: bool) {
+        let labels = vec![Label::new("peer", peer.to_string())];
+        self.recorder
+            .register_gauge(&key("moq_relay_cluster_link_up", labels), &METADATA)
+            .set(if up { 1.0 } else { 0.0 });
+    }
+
+    /// A dial of the cluster link to `peer` failed, or the link was lost or refused, for `cause`.
+    pub fn link_failure(&self, peer: &str, cause: crate::cluster::LinkCause) {
+        let labels = vec![
+            Label::new("peer", peer.to_string()),
+            Label::new("cause", cause.as_str()),
+        ];
+        self.recorder
+            .register_counter(
+                &key("moq_relay_cluster_link_failures_total", labels),
+                &METADATA,
+            )
+            .increment(1);
     }
 }
 
