@@ -1,6 +1,7 @@
 //! The relay's metrics, kept with the `metrics` crate in a recorder of the relay's own (two
 //! relays in one process count apart) and rendered in the Prometheus text format by
-//! `metrics-exporter-prometheus`.
+//! `metrics-exporter-prometheus` (feature `prometheus`, part of `http`; without it the metrics
+//! are not kept: [`Metrics::render`] is empty and [`Metrics::value`] 0).
 //!
 //! | name | type | labels |
 //! |---|---|---|
@@ -26,6 +27,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder, Unit};
+#[cfg(feature = "prometheus")]
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
@@ -36,6 +38,7 @@ use moq_transport::RequestObserver;
 use moq_transport::transport::TransportKind;
 
 /// Latency buckets, seconds: 100 µs to 10 s.
+#[cfg(feature = "prometheus")]
 const BUCKETS: [f64; 14] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 10.0,
 ];
@@ -45,7 +48,11 @@ static METADATA: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, 
 /// The relay's metrics. Cheap to read at any time; histograms are drained into their
 /// buckets at each render and at least every [`Metrics::UPKEEP`], so they hold bounded memory.
 pub struct Metrics {
+    #[cfg(feature = "prometheus")]
     recorder: PrometheusRecorder,
+    #[cfg(not(feature = "prometheus"))]
+    recorder: metrics::NoopRecorder,
+    #[cfg(feature = "prometheus")]
     handle: PrometheusHandle,
     per_namespace: bool,
     objects_received: Counter,
@@ -89,12 +96,16 @@ impl Metrics {
 
     /// Metrics; `per_namespace` labels the received-object counters with the namespace.
     pub fn new(per_namespace: bool) -> Metrics {
+        #[cfg(feature = "prometheus")]
         let recorder = PrometheusBuilder::new()
             .set_buckets(&BUCKETS)
             .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &BUCKETS))
             .unwrap_or_else(|_| PrometheusBuilder::new())
             .build_recorder();
+        #[cfg(feature = "prometheus")]
         let handle = recorder.handle();
+        #[cfg(not(feature = "prometheus"))]
+        let recorder = metrics::NoopRecorder;
         let describe = |name: &'static str, unit: Unit, help: &'static str| {
             recorder.describe_counter(name.into(), Some(unit), help.into());
         };
@@ -215,6 +226,7 @@ impl Metrics {
             serve: Arc::new(serve),
             per_namespace,
             recorder,
+            #[cfg(feature = "prometheus")]
             handle,
         }
     }
@@ -230,7 +242,10 @@ impl Metrics {
         self.backlog.set(s.backlog.load(Ordering::Relaxed) as f64);
         self.too_far_behind
             .absolute(s.too_far_behind.load(Ordering::Relaxed));
-        self.handle.render()
+        #[cfg(feature = "prometheus")]
+        return self.handle.render();
+        #[cfg(not(feature = "prometheus"))]
+        String::new()
     }
 
     /// The value of a counter or gauge: `name` sums every series of that metric, and
@@ -249,6 +264,7 @@ impl Metrics {
 
     /// Drains histograms into their buckets (run every [`Metrics::UPKEEP`]).
     pub fn upkeep(&self) {
+        #[cfg(feature = "prometheus")]
         self.handle.run_upkeep();
     }
 
