@@ -111,10 +111,10 @@ async fn announce(session: &Session, namespace: &TrackNamespace) -> moq_client::
 
 #[tokio::test]
 async fn discovery_across_versions_and_transports() {
-    timeout(async {
-        let relay = relay();
-        let prefix = ns(&["meet"]);
-        // Publishers over raw QUIC draft-19 and WebTransport draft-18; a subscriber on each.
+    let relay = relay();
+    let prefix = ns(&["meet"]);
+    // Publishers over raw QUIC draft-19 and WebTransport draft-18; a subscriber on each.
+    let (_a, _b, _ha, hb) = timeout(async {
         let a = client_with(&relay, Publisher::default(), Version::Draft19)
             .connect(&url(&relay, false))
             .await
@@ -123,9 +123,13 @@ async fn discovery_across_versions_and_transports() {
             .connect(&url(&relay, true))
             .await
             .unwrap();
-        let _ha = announce(&a, &prefix.child("a").unwrap()).await;
+        let ha = announce(&a, &prefix.child("a").unwrap()).await;
         let hb = announce(&b, &prefix.child("b").unwrap()).await;
-        for (webtransport, version) in [(false, Version::Draft18), (true, Version::Draft19)] {
+        (a, b, ha, hb)
+    })
+    .await;
+    for (webtransport, version) in [(false, Version::Draft18), (true, Version::Draft19)] {
+        case(format!("webtransport {webtransport} {version:?}"), async {
             let s = client_with(&relay, Publisher::default(), version)
                 .connect(&url(&relay, webtransport))
                 .await
@@ -148,7 +152,10 @@ async fn discovery_across_versions_and_transports() {
                     .into_iter()
                     .collect()
             );
-        }
+        })
+        .await;
+    }
+    timeout(async {
         // The relay indexes them; withdrawing removes them.
         assert!(relay.namespaces().contains(&prefix.child("b").unwrap()));
         let s = connect(&relay, false).await;

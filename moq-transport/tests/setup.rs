@@ -112,18 +112,21 @@ async fn server_chooses_by_its_preference() {
 
 #[tokio::test]
 async fn wrong_fingerprint_is_refused() {
-    timeout(async {
-        let srv = TestServer::start(SessionConfig::default());
-        let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
-            tls: moq_transport::tls::ClientTls::pinned([7u8; 32]),
-            ..Default::default()
-        })
-        .unwrap();
-        for transport in SOCKET_TRANSPORTS {
+    let srv = TestServer::start(SessionConfig::default());
+    let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
+        tls: moq_transport::tls::ClientTls::pinned([7u8; 32]),
+        ..Default::default()
+    })
+    .unwrap();
+    for transport in SOCKET_TRANSPORTS {
+        case(format!("{transport:?}"), async {
             let err = client.connect(&srv.url(transport)).await.unwrap_err();
             assert!(matches!(err, Error::Connect(_)), "{err:?}");
-        }
-        // Without pinning, web PKI roots do not trust a self-signed certificate either.
+        })
+        .await;
+    }
+    // Without pinning, web PKI roots do not trust a self-signed certificate either.
+    timeout(async {
         let client = moq_transport::endpoint::Client::new(Default::default()).unwrap();
         assert!(client.connect(&srv.url(Transport::Quic)).await.is_err());
     })
