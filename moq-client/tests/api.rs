@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{
-    TestServer, Transport, combinations, eventually, expected, fetch_all, ids, loc, ns, read_group,
-    read_groups, timeout, track, wait_status, write_group,
+    TestServer, Transport, case, combinations, eventually, expected, fetch_all, ids, loc, ns,
+    read_group, read_groups, timeout, track, wait_status, write_group,
 };
 use moq_client::directory::DirectoryOptions;
 use moq_client::{
@@ -34,8 +34,8 @@ fn rejected_with(err: Error, code: RequestErrorCode) {
 /// and from the cache), and sees the track end when the producer is dropped.
 #[tokio::test]
 async fn server_publisher_discovery_and_subscribe() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let room = ns(&["live", "room"]);
             let _announced = srv.publisher.publish_namespace(room.clone()).unwrap();
@@ -121,17 +121,17 @@ async fn server_publisher_discovery_and_subscribe() {
             for s in [&mut live, &mut all, &mut mid] {
                 assert!(s.next_group().await.is_none(), "{transport:?} {version}");
             }
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A client-side publisher: the server discovers and subscribes to what the client publishes,
 /// and sees the namespace withdrawn when the handle is dropped.
 #[tokio::test]
 async fn client_publisher_served_to_server() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let (client, server) = srv.connect(transport, version).await;
             let (now, mut announced) = server.transport().announced().watch(&ns(&["meet"]), 16);
@@ -184,17 +184,17 @@ async fn client_publisher_served_to_server() {
             );
             drop(chat);
             assert!(sub.next_group().await.is_none());
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// FETCH is answered from the cache and TRACK_STATUS reports the largest location and the
 /// track's properties.
 #[tokio::test]
 async fn fetch_and_track_status() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let name = track(&["vod"], "movie");
             let props = Properties::new()
@@ -251,9 +251,9 @@ async fn fetch_and_track_status() {
                 sub.fetch(missing, loc(0, 0), loc(1, 0)).await.unwrap_err(),
                 RequestErrorCode::DOES_NOT_EXIST,
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// RENDEZVOUS_TIMEOUT holds a SUBSCRIBE until the track appears; without the track it ends
@@ -261,11 +261,11 @@ async fn fetch_and_track_status() {
 #[tokio::test]
 async fn rendezvous_timeout() {
     use moq_core::message::{ParamContext, param, param_allowed};
-    timeout(async {
-        // RENDEZVOUS_TIMEOUT exists from draft-17.
-        let has_rendezvous =
-            |v: &Version| param_allowed(param::RENDEZVOUS_TIMEOUT, ParamContext::Subscribe, *v);
-        for version in Version::ALL.iter().copied().filter(has_rendezvous) {
+    // RENDEZVOUS_TIMEOUT exists from draft-17.
+    let has_rendezvous =
+        |v: &Version| param_allowed(param::RENDEZVOUS_TIMEOUT, ParamContext::Subscribe, *v);
+    for version in Version::ALL.iter().copied().filter(has_rendezvous) {
+        case(format!("{version:?}"), async {
             let mut srv = TestServer::start();
             let (client, server) = srv.connect(Transport::Quic, version).await;
             let name = track(&["late"], "show");
@@ -311,9 +311,9 @@ async fn rendezvous_timeout() {
                 .await
                 .unwrap_err();
             rejected_with(err, RequestErrorCode::DOES_NOT_EXIST);
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// Announcing a namespace and creating its tracks may happen in any order: a SUBSCRIBE for a
@@ -321,8 +321,8 @@ async fn rendezvous_timeout() {
 /// for it, then DOES_NOT_EXIST; outside announced namespaces it is refused at once.
 #[tokio::test]
 async fn announce_before_creating_the_track() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let publisher = Publisher::with_options(
                 CacheLimits::default(),
                 DirectoryOptions {
@@ -367,9 +367,9 @@ async fn announce_before_creating_the_track() {
                 .await
                 .unwrap_err();
             rejected_with(err, RequestErrorCode::DOES_NOT_EXIST);
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// Application mistakes are typed errors a caller can match on.
@@ -418,8 +418,8 @@ async fn producer_errors_are_typed() {
 /// flushing once what was written so far is delivered. Nothing here sleeps.
 #[tokio::test]
 async fn awaiting_delivery() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let name = track(&["deliver"], "t");
             let t = srv.publisher.create_track(name.clone()).unwrap();
@@ -446,9 +446,9 @@ async fn awaiting_delivery() {
                 stream.next_group().await.is_none(),
                 "{transport:?} {version}"
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// Withdrawing a namespace resolves once every session sent the withdrawal; the peer's
@@ -459,7 +459,10 @@ async fn withdrawing_a_namespace_resolves_once_sent() {
         let alone = Publisher::default();
         let h = alone.publish_namespace(ns(&["nobody"])).unwrap();
         h.withdraw(Duration::from_secs(5)).await.unwrap();
-        for (transport, version) in combinations() {
+    })
+    .await;
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let room = ns(&["w", "room"]);
             let h = srv.publisher.publish_namespace(room.clone()).unwrap();
@@ -480,9 +483,9 @@ async fn withdrawing_a_namespace_resolves_once_sent() {
                 NamespaceEvent::Removed(room.clone()),
                 "{transport:?} {version}"
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// The cache keeps at most `max_groups`; a subscription from an evicted group starts at the
@@ -538,8 +541,8 @@ async fn cache_bound() {
 /// Closing the session on the server ends the client's streams with an error, then `None`.
 #[tokio::test]
 async fn session_end_ends_streams() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let room = ns(&["live", "room"]);
             let _announced = srv.publisher.publish_namespace(room.clone()).unwrap();
@@ -591,9 +594,9 @@ async fn session_end_ends_streams() {
                     .await
                     .is_err()
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// Dropping a TrackStream or a NamespaceStream cancels the request at the publisher: the
@@ -601,8 +604,8 @@ async fn session_end_ends_streams() {
 /// publisher's serving task itself; the open-request count is the observable effect.)
 #[tokio::test]
 async fn drop_cancels() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let _announced = srv.publisher.publish_namespace(ns(&["x"])).unwrap();
             let name = track(&["x"], "t");
@@ -656,17 +659,17 @@ async fn drop_cancels() {
                 client_t.open_requests() == open - 1
             })
             .await;
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// The reconnecting client: connects, reconnects after the server closes the session, and its
 /// subscription keeps delivering without the application re-subscribing.
 #[tokio::test]
 async fn reconnecting_client_renews_subscriptions() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let room = ns(&["radio"]);
             let _announced = srv.publisher.publish_namespace(room.clone()).unwrap();
@@ -723,17 +726,17 @@ async fn reconnecting_client_renews_subscriptions() {
                 rooms.next().await.unwrap().unwrap(),
                 NamespaceEvent::Added(room.clone())
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// GOAWAY with a new URI: the reconnecting client migrates to the second server, re-publishes
 /// its namespaces there, and its subscription continues from the new server.
 #[tokio::test]
 async fn goaway_migrates_to_new_server() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut a = TestServer::start();
             let mut b = TestServer::start();
             let name = track(&["tv"], "ch1");
@@ -807,9 +810,9 @@ async fn goaway_migrates_to_new_server() {
                 vec![(1, vec![(0, Bytes::from("from b"))])],
                 "{transport:?}"
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A subscriber that arrives after a group was started but before its first object gets the

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{
-    TestServer, Transport, combinations, expected, loc, read_group, timeout, track, write_group,
+    TestServer, Transport, case, combinations, expected, loc, read_group, timeout, track,
+    write_group,
 };
 use futures::FutureExt;
 use moq_client::{
@@ -49,8 +50,8 @@ macro_rules! impatient {
 #[tokio::test]
 async fn cancelled_reads_lose_nothing() {
     const LEN: usize = 300_000;
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let name = track(&["cancel"], "t");
             let t = srv.publisher.create_track(name.clone()).unwrap();
@@ -102,9 +103,9 @@ async fn cancelled_reads_lose_nothing() {
                 drops > 0,
                 "no read was ever cancelled: the test proves nothing"
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// Groups written at once right after SUBSCRIBE_OK all belong to the subscription (draft-19
@@ -151,9 +152,9 @@ async fn joined(mut objects: moq_client::ObjectConsumer) -> Vec<Object> {
 /// what follows live, across group boundaries, with no gap and no duplicate.
 #[tokio::test]
 async fn join_starts_at_the_current_group() {
-    timeout(async {
-        for (transport, version) in combinations() {
-            for back in [0, 1] {
+    for (transport, version) in combinations() {
+        for back in [0, 1] {
+            case(format!("{transport:?} {version:?} {back:?}"), async {
                 let mut srv = TestServer::start();
                 let name = track(&["join"], "t");
                 let t = srv.publisher.create_track(name.clone()).unwrap();
@@ -185,10 +186,10 @@ async fn join_starts_at_the_current_group() {
                 want.extend((0..3).map(|o| (loc(1, o), Bytes::from(format!("1.{o}")))));
                 want.extend(expected(2, 3).into_iter().map(|(o, p)| (loc(2, o), p)));
                 assert_eq!(got, want, "{transport:?} {version} back {back}");
-            }
+            })
+            .await;
         }
-    })
-    .await;
+    }
 }
 
 /// Joining while the publisher writes as fast as it can: the joined stream is contiguous from
@@ -197,8 +198,8 @@ async fn join_starts_at_the_current_group() {
 async fn join_while_writing_has_no_gap_and_no_duplicate() {
     const PER_GROUP: u64 = 4;
     const GROUPS: u64 = 40;
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let name = track(&["join-race"], "t");
             let t = srv.publisher.create_track(name.clone()).unwrap();
@@ -225,9 +226,9 @@ async fn join_while_writing_has_no_gap_and_no_duplicate() {
                 .collect();
             let got: Vec<Location> = got.iter().map(|o| o.location).collect();
             assert_eq!(got, want, "{transport:?} {version}");
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// Writes `groups` groups of `per_group` objects, yielding between objects, then ends the
@@ -248,8 +249,8 @@ async fn write_groups(t: TrackProducer, per_group: u64, groups: u64) {
 /// marker before the objects, and the range's end is known from FETCH_OK.
 #[tokio::test]
 async fn fetch_is_a_stream_with_end_of_range_markers() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let limits = CacheLimits {
                 max_groups: 2,
                 ..Default::default()
@@ -293,17 +294,17 @@ async fn fetch_is_a_stream_with_end_of_range_markers() {
                 }
             }
             assert_eq!(items, want, "{transport:?} {version}");
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A group spans its subgroups: objects of two subgroups arrive through one group reader, and
 /// a group can also be taken subgroup by subgroup.
 #[tokio::test]
 async fn a_group_spans_its_subgroups() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let name = track(&["subgroups"], "t");
             let t = srv.publisher.create_track(name.clone()).unwrap();
@@ -357,9 +358,9 @@ async fn a_group_spans_its_subgroups() {
             got.sort();
             assert_eq!(got, want, "{transport:?} {version} group 1");
             assert!(track.next_group().await.is_none());
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// draft-19 §2.4.2: a subscriber that finds a track malformed (here: two streams of one
@@ -370,9 +371,9 @@ async fn a_group_spans_its_subgroups() {
 async fn a_malformed_track_fails_the_consumer_and_cancels_the_subscription() {
     use moq_core::data::SubgroupId;
     use moq_transport::track::PublishOptions;
-    timeout(async {
-        let mut server = TestServer::start();
-        for (transport, version) in combinations() {
+    let mut server = TestServer::start();
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let (c, s) = server.connect(transport, version).await;
             let name = track(&["malformed"], "t");
             let (published, incoming) = tokio::join!(
@@ -414,9 +415,9 @@ async fn a_malformed_track_fails_the_consumer_and_cancels_the_subscription() {
             assert!(consumer.next_group().await.is_none());
             // The publisher's subscription is cancelled.
             w.cancelled().await;
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A track whose publisher declares Descending group order (as Cloudflare's draft-14 stack does
@@ -424,8 +425,8 @@ async fn a_malformed_track_fails_the_consumer_and_cancels_the_subscription() {
 /// groups in turn gets each one ended when the next starts, and never stalls at a boundary.
 #[tokio::test]
 async fn descending_track_read_group_by_group_does_not_stall() {
-    timeout(async {
-        for (transport, version) in combinations() {
+    for (transport, version) in combinations() {
+        case(format!("{transport:?} {version:?}"), async {
             let mut srv = TestServer::start();
             let name = track(&["desc"], "t");
             let options = moq_client::TrackOptions {
@@ -464,7 +465,7 @@ async fn descending_track_read_group_by_group_does_not_stall() {
                     "{transport:?} {version}: group {g} never ended"
                 );
             }
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{TestServer, Transport, eventually, timeout, track, wait_status};
+use common::{TestServer, Transport, case, eventually, timeout, track, wait_status};
 use moq_client::serve::ServeStats;
 use moq_client::{
     Backoff, CacheLimits, Certificate, FullTrackName, GroupConsumer, Publisher, Reconnecting,
@@ -149,12 +149,12 @@ async fn restart(
 #[tokio::test]
 async fn renewal_refused_until_the_track_is_back() {
     let (mut refusals, _guard) = watch_refusals();
-    timeout(async {
-        for (transport, version) in [
-            (Transport::Quic, Version::Draft19),
-            (Transport::WebTransport, Version::Draft14),
-            (Transport::Quic, *Version::ALL.first().unwrap()),
-        ] {
+    for (transport, version) in [
+        (Transport::Quic, Version::Draft19),
+        (Transport::WebTransport, Version::Draft14),
+        (Transport::Quic, *Version::ALL.first().unwrap()),
+    ] {
+        case(format!("{transport:?} {version:?}"), async {
             let name = track(&["radio"], "news");
             let (mut srv, cert, producer) = first_server(&name).await;
             let client = srv.client(version);
@@ -214,9 +214,9 @@ async fn renewal_refused_until_the_track_is_back() {
                 Some(moq_client::PublishDoneCode::TRACK_ENDED)
             );
             while refusals.try_recv().is_ok() {}
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// (b) The server comes back without the track and never gets it: the renewal is retried

@@ -17,8 +17,15 @@
 //! The cluster view lives in the relay's one namespace index under `<prefix>`; the
 //! `ClusterAuth` wrapper shows it to cluster links only, and shows them nothing else. A
 //! client may not publish under `<prefix>`.
+//!
+//! A link that cannot be made or is lost says why: every failed dial and every lost link is
+//! logged at WARN with its [`LinkCause`] (certificate, token, unreachable, ...) and what to do
+//! about it, and the state of each link this relay dials is in [`crate::Relay::links`], in
+//! `/health`'s body and in `/metrics` (`moq_relay_cluster_link_up`,
+//! `moq_relay_cluster_link_failures_total`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -28,7 +35,12 @@ use moq_core::message::RequestError;
 use moq_core::{TrackNamespace, Version};
 use moq_transport::namespace::NamespaceEvent;
 use moq_transport::tls::ClientTls;
-use moq_transport::{AuthRequest, Authorizer, RequestKind, ResolvedToken, Session, SessionInfo};
+use moq_transport::{
+    AuthRequest, Authorizer, Error, RequestKind, ResolvedToken, Session, SessionInfo,
+};
+use parking_lot::Mutex;
+
+use crate::Metrics;
 
 /// How a relay joins a cluster.
 #[derive(Clone, Debug)]
@@ -243,6 +255,338 @@ impl Authorizer for ClusterAuth {
         self.inner.session_expiry(session)
     }
 }
+
+/// Why a link could not be made, was lost or is of no use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LinkCause {
+    /// The peer's certificate is not trusted (or does not match the pinned fingerprint).
+    Certificate,
+    /// The peer refused the link's token: none was given, or it is invalid, expired or does
+    /// not grant `**`.
+    Token,
+    /// Nothing answered: no relay listens there, the network drops the packets, or (for a
+    /// link that was up) the peer fell silent for the idle timeout.
+    Unreachable,
+    /// The peer closed the link (it shut down, drained or gave up on this relay).
+    Closed,
+    /// Anything else; the error says what.
+    Other,
+}
+
+impl LinkCause {
+    /// Reads the cause of a failed dial or a lost link from its error.
+    pub fn of(err: &Error) -> LinkCause {
+        let token_code = |c: SessionErrorCode| {
+            [
+                SessionErrorCode::UNAUTHORIZED,
+                SessionErrorCode::MALFORMED_AUTH_TOKEN,
+                SessionErrorCode::EXPIRED_AUTH_TOKEN,
+                SessionErrorCode::UNKNOWN_AUTH_TOKEN_ALIAS,
+            ]
+            .contains(&c)
+        };
+        match err {
+            Error::ClosedByPeer { code, .. } if token_code(*code) => LinkCause::Token,
+            Error::Rejected(e)
+                if [
+                    RequestErrorCode::UNAUTHORIZED,
+                    RequestErrorCode::MALFORMED_AUTH_TOKEN,
+                    RequestErrorCode::EXPIRED_AUTH_TOKEN,
+                ]
+                .contains(&e.code) =>
+            {
+                LinkCause::Token
+            }
+            Error::ClosedByPeer { .. } => LinkCause::Closed,
+            Error::Timeout(_) => LinkCause::Unreachable,
+            Error::Connect(_) | Error::Transport(_) => {
+                let text = err.to_string().to_ascii_lowercase();
+                let any = |words: &[&str]| words.iter().any(|w| text.contains(w));
+                if any(&[
+                    "certificate",
+                    "unknownissuer",
+                    "fingerprint",
+                    "notvalidforname",
+                ]) {
+                    LinkCause::Certificate
+                } else if any(&["timed out", "timeout", "unreachable", "refused", "no route"]) {
+                    LinkCause::Unreachable
+                } else if any(&["closed by peer", "reset by peer"]) {
+                    LinkCause::Closed
+                } else {
+                    LinkCause::Other
+                }
+            }
+            _ => LinkCause::Other,
+        }
+    }
+
+    /// The cause's name, as logs, `/health` and `/metrics` show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkCause::Certificate => "certificate",
+            LinkCause::Token => "token",
+            LinkCause::Unreachable => "unreachable",
+            LinkCause::Closed => "closed",
+            LinkCause::Other => "other",
+        }
+    }
+
+    /// What to do about it.
+    pub fn hint(self) -> &'static str {
+        match self {
+            LinkCause::Certificate => {
+                "the peer's certificate is not trusted: pin it with --cluster-fingerprint \
+                 (ClusterConfig::tls), or give the peer a certificate web PKI trusts"
+            }
+            LinkCause::Token => {
+                "the peer refused the link's token: give the relays one key and a \
+                 --cluster-token (ClusterConfig::token) granting publish and subscribe on **"
+            }
+            LinkCause::Unreachable => {
+                "no relay answered: check the peer's address and port, that it runs, and that \
+                 UDP passes between the two"
+            }
+            LinkCause::Closed => "the peer closed the link",
+            LinkCause::Other => "see the error",
+        }
+    }
+}
+
+impl fmt::Display for LinkCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a link this relay dials stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LinkState {
+    /// Not up yet: the first dial is under way.
+    Dialing,
+    /// Up: the cluster views are exchanged.
+    Up,
+    /// The session is up but the peer refused this relay's request for its view (usually a
+    /// missing token): nothing crosses the link.
+    Refused,
+    /// Down: the last dial failed or the link was lost; it is redialed with backoff.
+    Down,
+}
+
+impl LinkState {
+    /// The state's name, as `/health` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkState::Dialing => "dialing",
+            LinkState::Up => "up",
+            LinkState::Refused => "refused",
+            LinkState::Down => "down",
+        }
+    }
+}
+
+/// One link this relay dials (a peer of [`ClusterConfig::peers`] or
+/// [`crate::Relay::connect_peer`], or an upstream of [`ClusterConfig::upstreams`]), as
+/// [`crate::Relay::links`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LinkStatus {
+    /// The peer's URL as configured, without its query (which may carry a token).
+    pub peer: String,
+    /// An upstream relay of another implementation, not a peer of the cluster.
+    pub upstream: bool,
+    /// Where the link stands.
+    pub state: LinkState,
+    /// Dials that failed since the link was last up.
+    pub failures: u64,
+    /// Why the last dial failed or the link was lost or refused (kept once it is up again).
+    pub last_error: Option<(LinkCause, String)>,
+}
+
+impl fmt::Display for LinkStatus {
+    /// `link <peer> <state>`, then the last error with its cause, as `/health` shows it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.upstream { "upstream" } else { "link" };
+        write!(f, "{kind} {} {}", self.peer, self.state.as_str())?;
+        if self.failures > 0 {
+            write!(f, " after {} failed dials", self.failures)?;
+        }
+        if let Some((cause, error)) = &self.last_error {
+            let last = if self.state == LinkState::Up {
+                "last error"
+            } else {
+                "error"
+            };
+            write!(f, "; {last} ({cause}): {error}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The URL without its query, which may carry a token.
+fn shown(peer: &str) -> &str {
+    peer.split_once('?').map_or(peer, |(base, _)| base)
+}
+
+/// The links this relay dials, by configured peer URL: their state for [`crate::Relay::links`],
+/// their WARN lines and their metrics.
+#[derive(Debug)]
+pub(crate) struct Links {
+    links: Mutex<BTreeMap<String, LinkStatus>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Links {
+    pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
+        Links {
+            links: Mutex::new(BTreeMap::new()),
+            metrics,
+        }
+    }
+
+    /// Every link, in the order of their URLs.
+    pub(crate) fn all(&self) -> Vec<LinkStatus> {
+        self.links.lock().values().cloned().collect()
+    }
+
+    fn update(&self, peer: &str, upstream: bool, f: impl FnOnce(&mut LinkStatus)) -> LinkStatus {
+        let mut links = self.links.lock();
+        let link = links.entry(peer.to_string()).or_insert_with(|| LinkStatus {
+            peer: shown(peer).to_string(),
+            upstream,
+            state: LinkState::Dialing,
+            failures: 0,
+            last_error: None,
+        });
+        f(link);
+        self.metrics
+            .link_up(&link.peer, link.state == LinkState::Up);
+        link.clone()
+    }
+
+    /// A dial of `peer` begins (registers the link on the first).
+    pub(crate) fn dialing(&self, peer: &str, upstream: bool) {
+        self.update(peer, upstream, |_| {});
+    }
+
+    /// The link to `peer` is up.
+    pub(crate) fn up(&self, peer: &str, upstream: bool) {
+        self.update(peer, upstream, |l| {
+            l.state = LinkState::Up;
+            l.failures = 0;
+        });
+        tracing::info!(peer = shown(peer), "cluster link up");
+    }
+
+    /// A dial of `peer` failed with `err`; the next is in `retry`.
+    pub(crate) fn failed(&self, peer: &str, upstream: bool, err: &Error, retry: Duration) {
+        let cause = LinkCause::of(err);
+        let link = self.update(peer, upstream, |l| {
+            l.state = LinkState::Down;
+            l.failures += 1;
+            l.last_error = Some((cause, err.to_string()));
+        });
+        self.metrics.link_failure(&link.peer, cause);
+        tracing::warn!(
+            peer = %link.peer,
+            cause = cause.as_str(),
+            error = %err,
+            failures = link.failures,
+            retry_in = ?retry,
+            "cluster link to {} could not be made: {}",
+            link.peer,
+            cause.hint()
+        );
+    }
+
+    /// The link to `peer` ended with `err`; `ours` when this relay closed it (draining or
+    /// shutting down). An orderly close (ours, or the peer's with NO_ERROR) is no failure.
+    pub(crate) fn lost(&self, peer: &str, upstream: bool, err: &Error, ours: bool) {
+        let ours = ours || orderly(err);
+        let cause = LinkCause::of(err);
+        let link = self.update(peer, upstream, |l| {
+            l.state = LinkState::Down;
+            if !ours {
+                l.last_error = Some((cause, err.to_string()));
+            }
+        });
+        if ours {
+            tracing::info!(peer = %link.peer, error = %err, "cluster link closed");
+            return;
+        }
+        self.metrics.link_failure(&link.peer, cause);
+        tracing::warn!(
+            peer = %link.peer,
+            cause = cause.as_str(),
+            error = %err,
+            "cluster link to {} lost: {}",
+            link.peer,
+            cause.hint()
+        );
+    }
+
+    /// The peer of a link refused this relay's SUBSCRIBE_NAMESPACE for its view with `err`.
+    /// `peer` is `None` for a link the peer dialed (`remote` names it then).
+    pub(crate) fn refused(&self, peer: Option<(&str, bool)>, remote: &str, err: &Error) {
+        let cause = LinkCause::of(err);
+        let Some((peer, upstream)) = peer else {
+            tracing::warn!(
+                remote,
+                cause = cause.as_str(),
+                error = %err,
+                "the cluster peer at {remote} refused its view: {}",
+                cause.hint()
+            );
+            return;
+        };
+        let link = self.update(peer, upstream, |l| {
+            l.state = LinkState::Refused;
+            l.last_error = Some((cause, err.to_string()));
+        });
+        self.metrics.link_failure(&link.peer, cause);
+        tracing::warn!(
+            peer = %link.peer,
+            cause = cause.as_str(),
+            error = %err,
+            "cluster link to {} is up but the peer refused its view: {}",
+            link.peer,
+            cause.hint()
+        );
+    }
+}
+
+/// Whether a link ended in order: closed by this relay, or by the peer with NO_ERROR or
+/// GOAWAY_TIMEOUT (it shut down or drained).
+fn orderly(err: &Error) -> bool {
+    match err {
+        Error::Closed { .. } => true,
+        Error::ClosedByPeer { code, .. } => {
+            [SessionErrorCode::NO_ERROR, SessionErrorCode::GOAWAY_TIMEOUT].contains(code)
+        }
+        _ => false,
+    }
+}
+
+/// An accepted link (one the peer dialed) ended with `err`: WARN unless it ended in order.
+pub(crate) fn accepted_link_lost(info: &SessionInfo, err: &Error, ours: bool) {
+    if ours || orderly(err) {
+        return;
+    }
+    let cause = LinkCause::of(err);
+    let remote = info.remote.map(|a| a.to_string()).unwrap_or_default();
+    tracing::warn!(
+        path = shown(info.path.as_deref().unwrap_or("")),
+        cause = cause.as_str(),
+        error = %err,
+        "cluster link from {remote} lost: {}",
+        cause.hint()
+    );
+}
+
+/// How long a link must have been up for its next dial to start the backoff over.
+pub(crate) const STABLE_LINK: Duration = Duration::from_secs(10);
 
 /// Reconnect delays of a link: 250 ms doubling to 10 s.
 pub(crate) fn backoff(attempt: u32) -> Duration {

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `GET /certificate.sha256`, `GET /fingerprint` | the SHA-256 of the certificate presented now, hex (what a browser pins with `serverCertificateHashes`; `@moq/net` fetches the first) |
 //! | `GET /metrics` | Prometheus text ([`crate::Metrics`]) |
-//! | `GET /health` | `ok` while the relay accepts sessions |
+//! | `GET /health` | `ok` while the relay accepts sessions (else 503 `draining`), then one line per cluster link it dials: `link <peer> up`, or why not (`link <peer> down after 3 failed dials; error (certificate): ...`) |
 //! | `GET /announced[?prefix=a/b]` | the namespaces the relay knows (the prefix in the path form of `TrackNamespace`, URL-encoded: a `/` inside a field is `%252F`), JSON, only those the caller's token (`?jwt=` or `Authorization: Bearer`) may see |
 //! | `GET /`, `/app.js`, `/moq.js` | the relay's web page: discovery and a track's objects live, over WebTransport (`moq-relay/web/`, built into the binary) |
 //! | `GET /connect.json` | `{"port": <the QUIC/WebTransport UDP port>, "fingerprint": "<hex>"}`, what the page connects with |
@@ -106,11 +106,17 @@ async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
     )
 }
 
+/// The status says whether the relay takes sessions (what a load balancer needs); a link that
+/// is down does not change it (the relay still serves its own clients), but the body says so.
 async fn health(State(s): State<HttpState>) -> impl IntoResponse {
-    match s.relay.is_accepting() {
-        true => (StatusCode::OK, "ok\n"),
-        false => (StatusCode::SERVICE_UNAVAILABLE, "draining\n"),
+    let (status, mut body) = match s.relay.is_accepting() {
+        true => (StatusCode::OK, "ok\n".to_string()),
+        false => (StatusCode::SERVICE_UNAVAILABLE, "draining\n".to_string()),
+    };
+    for link in s.relay.links() {
+        body.push_str(&format!("{link}\n"));
     }
+    (status, body)
 }
 
 #[derive(Deserialize)]

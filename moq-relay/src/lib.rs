@@ -15,10 +15,29 @@
 //! relay.run().await;
 //! # Ok(()) }
 //! ```
+//!
+//! # Features
+//!
+//! The default features build the `moq-relay` binary. An application that embeds the relay
+//! takes `default-features = false` and adds only what it uses; the relay alone then costs
+//! about what `moq-client` does (no HTTP server, CLI, JWT library or second crypto stack:
+//! `tests/features.rs` checks it).
+//!
+//! | feature | adds | pulls in |
+//! |---|---|---|
+//! | `auth` | `moq_relay::auth`: JWT token authorization (`TokenAuth`), keys, claims | jsonwebtoken with aws-lc-rs (jsonwebtoken 11 has no ring backend; its RustCrypto one brings `rsa`, RUSTSEC-2023-0071), serde |
+//! | `prometheus` | metrics kept and rendered as Prometheus text ([`Metrics::render`]); without it they are not kept | metrics-exporter-prometheus |
+//! | `http` | `moq_relay::http`: the HTTP side (`/certificate.sha256`, `/metrics`, `/health`, `/announced`, the page); implies `auth` and `prometheus` | axum, hyper |
+//! | `cli` | the `moq-relay` binary (flags, TOML settings, log output, signals); implies `http` | clap, toml, tracing-subscriber |
+//! | `qlog` | [`RelayConfig::qlog_dir`] traces | moq-transport's `qlog` |
+//!
+//! Default: `cli` and `qlog`.
 
+#[cfg(feature = "auth")]
 pub mod auth;
 pub mod cluster;
 mod config;
+#[cfg(feature = "http")]
 pub mod http;
 mod metrics;
 mod relay;

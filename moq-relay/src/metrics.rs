@@ -1,6 +1,7 @@
 //! The relay's metrics, kept with the `metrics` crate in a recorder of the relay's own (two
 //! relays in one process count apart) and rendered in the Prometheus text format by
-//! `metrics-exporter-prometheus`.
+//! `metrics-exporter-prometheus` (feature `prometheus`, part of `http`; without it the metrics
+//! are not kept: [`Metrics::render`] is empty and [`Metrics::value`] 0).
 //!
 //! | name | type | labels |
 //! |---|---|---|
@@ -18,12 +19,15 @@
 //! | `moq_relay_cache_requests_total` | counter | `result` (`hit`, `miss`): FETCH from cache or upstream |
 //! | `moq_relay_subscriptions_active` | gauge | downstream |
 //! | `moq_relay_upstream_subscriptions_active` | gauge | |
+//! | `moq_relay_cluster_link_up` | gauge | `peer`: 1 while a link this relay dials is up, else 0 |
+//! | `moq_relay_cluster_link_failures_total` | counter | `peer`, `cause` (`certificate`, `token`, `unreachable`, `closed`, `other`): failed dials, lost links, refused views |
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder, Unit};
+#[cfg(feature = "prometheus")]
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
@@ -34,6 +38,7 @@ use moq_transport::RequestObserver;
 use moq_transport::transport::TransportKind;
 
 /// Latency buckets, seconds: 100 µs to 10 s.
+#[cfg(feature = "prometheus")]
 const BUCKETS: [f64; 14] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 10.0,
 ];
@@ -43,7 +48,11 @@ static METADATA: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, 
 /// The relay's metrics. Cheap to read at any time; histograms are drained into their
 /// buckets at each render and at least every [`Metrics::UPKEEP`], so they hold bounded memory.
 pub struct Metrics {
+    #[cfg(feature = "prometheus")]
     recorder: PrometheusRecorder,
+    #[cfg(not(feature = "prometheus"))]
+    recorder: metrics::NoopRecorder,
+    #[cfg(feature = "prometheus")]
     handle: PrometheusHandle,
     per_namespace: bool,
     objects_received: Counter,
@@ -87,12 +96,16 @@ impl Metrics {
 
     /// Metrics; `per_namespace` labels the received-object counters with the namespace.
     pub fn new(per_namespace: bool) -> Metrics {
+        #[cfg(feature = "prometheus")]
         let recorder = PrometheusBuilder::new()
             .set_buckets(&BUCKETS)
             .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &BUCKETS))
             .unwrap_or_else(|_| PrometheusBuilder::new())
             .build_recorder();
+        #[cfg(feature = "prometheus")]
         let handle = recorder.handle();
+        #[cfg(not(feature = "prometheus"))]
+        let recorder = metrics::NoopRecorder;
         let describe = |name: &'static str, unit: Unit, help: &'static str| {
             recorder.describe_counter(name.into(), Some(unit), help.into());
         };
@@ -173,6 +186,16 @@ impl Metrics {
                 Unit::Count,
                 "Upstream subscriptions open.",
             ),
+            (
+                "moq_relay_cluster_link_up",
+                Unit::Count,
+                "1 while the cluster link this relay dials to the peer is up, else 0.",
+            ),
+            (
+                "moq_relay_cluster_link_failures_total",
+                Unit::Count,
+                "Failed dials, lost links and refused views of cluster links, by cause.",
+            ),
         ] {
             describe(name, unit, help);
         }
@@ -203,6 +226,7 @@ impl Metrics {
             serve: Arc::new(serve),
             per_namespace,
             recorder,
+            #[cfg(feature = "prometheus")]
             handle,
         }
     }
@@ -218,7 +242,10 @@ impl Metrics {
         self.backlog.set(s.backlog.load(Ordering::Relaxed) as f64);
         self.too_far_behind
             .absolute(s.too_far_behind.load(Ordering::Relaxed));
-        self.handle.render()
+        #[cfg(feature = "prometheus")]
+        return self.handle.render();
+        #[cfg(not(feature = "prometheus"))]
+        String::new()
     }
 
     /// The value of a counter or gauge: `name` sums every series of that metric, and
@@ -237,6 +264,7 @@ impl Metrics {
 
     /// Drains histograms into their buckets (run every [`Metrics::UPKEEP`]).
     pub fn upkeep(&self) {
+        #[cfg(feature = "prometheus")]
         self.handle.run_upkeep();
     }
 
@@ -308,6 +336,28 @@ impl Metrics {
     /// An upstream subscription opened (+1) or closed (-1).
     pub fn upstreams(&self, delta: f64) {
         self.upstreams.increment(delta);
+    }
+
+    /// The cluster link this relay dials to `peer` is up or not.
+    pub fn link_up(&self, peer: &str, up: bool) {
+        let labels = vec![Label::new("peer", peer.to_string())];
+        self.recorder
+            .register_gauge(&key("moq_relay_cluster_link_up", labels), &METADATA)
+            .set(if up { 1.0 } else { 0.0 });
+    }
+
+    /// A dial of the cluster link to `peer` failed, or the link was lost or refused, for `cause`.
+    pub fn link_failure(&self, peer: &str, cause: crate::cluster::LinkCause) {
+        let labels = vec![
+            Label::new("peer", peer.to_string()),
+            Label::new("cause", cause.as_str()),
+        ];
+        self.recorder
+            .register_counter(
+                &key("moq_relay_cluster_link_failures_total", labels),
+                &METADATA,
+            )
+            .increment(1);
     }
 }
 

@@ -36,7 +36,9 @@ use moq_transport::{Error, Session, SessionConfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cluster::{self, ClusterAuth, ClusterConfig, Offer, Offers, ViewEvent};
+use crate::cluster::{
+    self, ClusterAuth, ClusterConfig, LinkStatus, Links, Offer, Offers, ViewEvent,
+};
 use crate::config::RelayConfig;
 use crate::metrics::Metrics;
 
@@ -156,6 +158,8 @@ struct ClusterState {
     local: NamespaceIndex,
     /// Each namespace's registration in `local`.
     local_regs: Mutex<HashMap<TrackNamespace, NamespaceRegistration>>,
+    /// The links this relay dials: their state, WARN lines and metrics.
+    links: Links,
 }
 
 /// A running relay. Cheap to clone.
@@ -210,6 +214,7 @@ impl Relay {
         let mut config = config;
         config.serve.stats = Some(metrics.serve.clone());
         let cluster = config.cluster.clone();
+        let link_metrics = metrics.clone();
         let options = DirectoryOptions {
             serve: config.serve.clone(),
             rendezvous: Duration::ZERO,
@@ -237,6 +242,7 @@ impl Relay {
                     learned: Mutex::new(HashMap::new()),
                     local: NamespaceIndex::new(),
                     local_regs: Mutex::new(HashMap::new()),
+                    links: Links::new(link_metrics),
                 }),
             }),
             server: Arc::new(server),
@@ -304,10 +310,21 @@ impl Relay {
                     .cluster
                     .as_ref()
                     .is_some_and(|c| cluster::is_link(&c.config.prefix, session.info()));
-                let link = link.then_some(Link::Cluster);
+                let link = link.then_some(Link::Cluster(None));
                 handle_session(inner, session, link).await
             });
         }
+    }
+
+    /// The links this relay dials (its peers and upstreams) and where each stands: up, or why
+    /// not (a failed dial's cause: certificate, token, unreachable). Empty outside a cluster.
+    /// `/health` shows the same.
+    pub fn links(&self) -> Vec<LinkStatus> {
+        self.inner
+            .cluster
+            .as_ref()
+            .map(|c| c.links.all())
+            .unwrap_or_default()
     }
 
     /// Keeps a cluster link to the relay at `url` (`moqt://host:port` or `https://...`),
@@ -401,8 +418,9 @@ impl Relay {
 /// What a session to another relay is.
 #[derive(Clone, Debug)]
 enum Link {
-    /// A link to a relay of this cluster: both sides exchange cluster views.
-    Cluster,
+    /// A link to a relay of this cluster: both sides exchange cluster views. The peer's URL
+    /// when this relay dialed it.
+    Cluster(Option<String>),
     /// A relay of another implementation this relay takes namespaces from, as a client does:
     /// SUBSCRIBE_NAMESPACE for everything, each namespace offered through the path `[name]`.
     Upstream(String),
@@ -441,6 +459,7 @@ async fn handle_session(inner: Arc<Inner>, session: Session, link: Option<Link>)
         ))),
         _ => None,
     };
+    let link_kind = link.clone();
     let learning = link.map(|l| tokio::spawn(learn(inner.clone(), id, session.clone(), l)));
     let incoming = session.incoming();
     let peer = Peer {
@@ -456,7 +475,11 @@ async fn handle_session(inner: Arc<Inner>, session: Session, link: Option<Link>)
             tokio::spawn(on_publish(inner.clone(), id, p));
         }
     }
-    let _ = session.closed().await;
+    let ended = session.closed().await;
+    if let (Some(Link::Cluster(None)), Some(_)) = (&link_kind, &inner.cluster) {
+        let ours = inner.draining.load(Ordering::Relaxed);
+        cluster::accepted_link_lost(session.info(), &ended, ours);
+    }
     routes.abort();
     for task in learning.into_iter().chain(announcing) {
         task.abort();
@@ -1725,17 +1748,26 @@ async fn keep_link(inner: Weak<Inner>, peer: String, upstream: bool) {
         });
         let (url, link) = match upstream {
             true => (peer.clone(), Link::Upstream(peer.clone())),
-            false => (c.config.link_url(&peer), Link::Cluster),
+            false => (c.config.link_url(&peer), Link::Cluster(Some(peer.clone()))),
         };
+        c.links.dialing(&peer, upstream);
         match client.map(|cl| async move { cl.connect(&url).await }) {
             Ok(connecting) => match connecting.await {
                 Ok(session) => {
-                    tracing::info!(peer = %peer, "cluster link up");
-                    attempt = 0;
-                    handle_session(i.clone(), session, Some(link)).await;
-                    tracing::info!(peer = %peer, "cluster link down");
+                    c.links.up(&peer, upstream);
+                    let since = tokio::time::Instant::now();
+                    handle_session(i.clone(), session.clone(), Some(link)).await;
+                    let ours = i.draining.load(Ordering::Relaxed);
+                    c.links.lost(&peer, upstream, &session.closed().await, ours);
+                    // A link that lasted is redialed at once; one the peer ends as soon as it
+                    // is up (a refused token) backs off like a failed dial.
+                    if since.elapsed() >= cluster::STABLE_LINK {
+                        attempt = 0;
+                    }
                 }
-                Err(e) => tracing::debug!(peer = %peer, error = %e, "cluster link failed"),
+                Err(e) => c
+                    .links
+                    .failed(&peer, upstream, &e, cluster::backoff(attempt + 1)),
             },
             Err(e) => {
                 tracing::warn!(peer = %peer, error = %e, "cluster link not configured");
@@ -1785,7 +1817,7 @@ async fn learn(inner: Arc<Inner>, id: u64, session: Session, link: Link) {
     };
     let (prefix, node) = (c.config.prefix.clone(), c.config.node.clone());
     let view = match &link {
-        Link::Cluster => TrackNamespace::from_strs([prefix.clone()]),
+        Link::Cluster(_) => TrackNamespace::from_strs([prefix.clone()]),
         Link::Upstream(_) => Ok(TrackNamespace::empty()),
     };
     let Ok(view) = view else {
@@ -1794,13 +1826,19 @@ async fn learn(inner: Arc<Inner>, id: u64, session: Session, link: Link) {
     let mut offers = match session.subscribe_namespace(view).await {
         Ok(s) => s,
         Err(e) => {
-            tracing::warn!(session = id, error = %e, "cluster peer refused its view");
+            let dialed = match &link {
+                Link::Cluster(peer) => peer.as_deref().map(|p| (p, false)),
+                Link::Upstream(peer) => Some((peer.as_str(), true)),
+            };
+            let remote = session.info().remote.map(|a| a.to_string());
+            let remote = format!("{} (session {id})", remote.unwrap_or_default());
+            c.links.refused(dialed, &remote, &e);
             return;
         }
     };
     while let Some(Ok(ev)) = offers.next().await {
         let ev = match &link {
-            Link::Cluster => cluster::view_event(&prefix, &node, ev),
+            Link::Cluster(_) => cluster::view_event(&prefix, &node, ev),
             // What this relay announced there, echoed back, is not learned from it.
             Link::Upstream(name) => cluster::upstream_event(&prefix, name, ev).filter(
                 |e| !matches!(e, ViewEvent::Offered(ns, _) if c.local_regs.lock().contains_key(ns)),

@@ -17,7 +17,7 @@ use moq_transport::tls::{ClientTls, parse_fingerprint};
 use moq_transport::{Error, Session, SessionConfig};
 
 mod common;
-use common::{ns, timeout};
+use common::{case, ns};
 
 struct Setup {
     relay: Relay,
@@ -96,9 +96,9 @@ fn refused(r: Result<impl Sized, Error>) -> RequestErrorCode {
 /// nowhere else, from the URL or from SETUP, and a request's own token decides for it.
 #[tokio::test]
 async fn publish_needs_a_grant_for_the_namespace() {
-    timeout(async {
-        let s = relay(&[]);
-        for wt in [false, true] {
+    let s = relay(&[]);
+    for wt in [false, true] {
+        case(format!("{wt:?}"), async {
             let anon = s.connect(wt, None, false).await;
             assert_eq!(
                 refused(anon.publish_namespace(ns("room/a")).await),
@@ -138,18 +138,18 @@ async fn publish_needs_a_grant_for_the_namespace() {
                 refused(anon.publish_namespace_with(ns("room/c"), params).await),
                 RequestErrorCode::MALFORMED_AUTH_TOKEN
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A subscriber allowed `room/a/**` may SUBSCRIBE_NAMESPACE `room` but only ever learns
 /// `room/a` namespaces: `room/b`, announced before and after, never reaches it.
 #[tokio::test]
 async fn discovery_reveals_only_what_the_grant_allows() {
-    timeout(async {
-        let s = relay(&[]);
-        for wt in [false, true] {
+    let s = relay(&[]);
+    for wt in [false, true] {
+        case(format!("{wt:?}"), async {
             let r = if wt { "wt" } else { "quic" };
             let ns = |p: &str| ns(&format!("{r}/{p}"));
             let publisher = s
@@ -193,18 +193,18 @@ async fn discovery_reveals_only_what_the_grant_allows() {
                 ),
                 RequestErrorCode::UNAUTHORIZED
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A session whose token expires is closed with EXPIRED_AUTH_TOKEN; a token already expired
 /// is refused at SETUP with the same code.
 #[tokio::test]
 async fn expiry_closes_the_session() {
-    timeout(async {
-        let s = relay(&[]);
-        for wt in [false, true] {
+    let s = relay(&[]);
+    for wt in [false, true] {
+        case(format!("expires, webtransport {wt}"), async {
             // `exp` has one-second resolution: 2 s from now is 1-2 s away.
             let session = s
                 .connect(wt, Some(&s.token("", &["**"], &["**"], Some(2))), false)
@@ -216,11 +216,14 @@ async fn expiry_closes_the_session() {
                 SessionErrorCode::EXPIRED_AUTH_TOKEN,
                 "{err}"
             );
-        }
-        let mut claims = Claims::new("", vec!["**".into()], vec![]);
-        claims.exp = Some(1);
-        let stale = s.key.sign(&claims).unwrap();
-        for in_setup in [false, true] {
+        })
+        .await;
+    }
+    let mut claims = Claims::new("", vec!["**".into()], vec![]);
+    claims.exp = Some(1);
+    let stale = s.key.sign(&claims).unwrap();
+    for in_setup in [false, true] {
+        case(format!("expired, in setup {in_setup}"), async {
             let err = match s.try_connect(false, Some(&stale), in_setup).await {
                 Ok(session) => session.closed().await,
                 Err(e) => e,
@@ -230,17 +233,17 @@ async fn expiry_closes_the_session() {
                 SessionErrorCode::EXPIRED_AUTH_TOKEN,
                 "{err}"
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// The public prefix needs no token, both ways; outside it a token is still needed.
 #[tokio::test]
 async fn public_prefix_is_open() {
-    timeout(async {
-        let s = relay(&["demo"]);
-        for wt in [false, true] {
+    let s = relay(&["demo"]);
+    for wt in [false, true] {
+        case(format!("{wt:?}"), async {
             let anon = s.connect(wt, None, false).await;
             let _ok = anon.publish_namespace(ns("demo/clock")).await.unwrap();
             let mut found = anon.subscribe_namespace(ns("demo")).await.unwrap();
@@ -252,9 +255,9 @@ async fn public_prefix_is_open() {
                 refused(anon.publish_namespace(ns("private")).await),
                 RequestErrorCode::UNAUTHORIZED
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 fn data(name: &str) -> std::path::PathBuf {

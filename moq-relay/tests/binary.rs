@@ -317,6 +317,77 @@ async fn cluster_flags_link_two_processes() {
     .await;
 }
 
+/// The chain of docs/relay.md's example started with self-signed certificates and no
+/// `--cluster-fingerprint`: the links cannot be made, and each dialing relay says why at
+/// WARN (naming the peer and the certificate), in `/health`'s body and in `/metrics`. Before,
+/// nothing at any level said so (the failed dial was a DEBUG line).
+#[tokio::test]
+async fn a_cluster_link_that_cannot_be_made_says_why() {
+    timeout(async {
+        let common = ["--tls-generate", "localhost", "--auth-disabled"];
+        let info = [("RUST_LOG", "info")];
+        let a = Relay::start(
+            &[&common[..], &["--cluster", "--cluster-node", "A"]].concat(),
+            &info,
+        );
+        let peer_a = format!("moqt://localhost:{}", a.port);
+        let b = Relay::start(
+            &[
+                &common[..],
+                &["--cluster-node", "B", "--cluster-peer", &peer_a],
+            ]
+            .concat(),
+            &info,
+        );
+        let peer_b = format!("moqt://localhost:{}", b.port);
+        let c = Relay::start(
+            &[
+                &common[..],
+                &["--cluster-node", "C", "--cluster-peer", &peer_b],
+            ]
+            .concat(),
+            &info,
+        );
+        for (dialer, peer) in [(&b, &peer_a), (&c, &peer_b)] {
+            let started = Instant::now();
+            loop {
+                let warned = dialer
+                    .bin
+                    .log_lines(&["WARN", peer.as_str(), "certificate"]);
+                let (status, health) = dialer.curl("/health", &[]);
+                let (_, metrics) = dialer.curl("/metrics", &[]);
+                let down = format!("link {peer} down after ");
+                let gauge = format!("moq_relay_cluster_link_up{{peer=\"{peer}\"}} 0");
+                let failures = "moq_relay_cluster_link_failures_total{";
+                if !warned.is_empty()
+                    && health.contains(&down)
+                    && health.contains("(certificate)")
+                    && metrics.contains(&gauge)
+                    && metrics.lines().any(|l| {
+                        l.starts_with(failures)
+                            && l.contains(peer.as_str())
+                            && l.contains("certificate")
+                    })
+                {
+                    // The relay still serves its own clients: healthy, with the reason below.
+                    assert_eq!(status, 200);
+                    assert!(health.starts_with("ok\n"), "{health}");
+                    assert!(warned[0].contains("--cluster-fingerprint"), "{}", warned[0]);
+                    eprintln!("{health}{}", warned[0]);
+                    break;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "no reason given for the link to {peer}: WARN {warned:?}, /health {health:?}"
+                );
+                // The log and the HTTP side have no push; poll.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    })
+    .await;
+}
+
 /// A relay process killed outright (SIGKILL: no GOAWAY, no close) takes its publisher's
 /// namespace with it: a discovery subscriber on a peer relay sees NAMESPACE_DONE once the
 /// link's idle timeout (`--idle-timeout 2`) passes, long before the 30 s default would.
@@ -365,6 +436,22 @@ async fn a_killed_relay_is_withdrawn_within_the_idle_timeout() {
         );
         // The idle timeout, not the 30 s default, let B notice.
         assert!(took < Duration::from_secs(10), "withdrawn after {took:?}");
+        // And B says so: the link is lost (nothing answers), at WARN and in /health (written
+        // as the link's session ends, which its withdrawals may overtake).
+        let down = format!("link {peer} down");
+        loop {
+            let lost = b.bin.log_lines(&["WARN", "lost", &peer, "unreachable"]);
+            let (_, health) = b.curl("/health", &[]);
+            if !lost.is_empty() && health.contains(&down) {
+                break;
+            }
+            assert!(
+                killed.elapsed() < Duration::from_secs(10),
+                "no WARN line about the lost link to {peer} ({lost:?}), or /health {health:?}"
+            );
+            // The log and the HTTP side have no push; poll.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     })
     .await;
 }

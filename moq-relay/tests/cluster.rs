@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use moq_client::{Client, NamespaceEvent, Publisher, Session, SubscribeOptions, TrackConsumer};
 use moq_core::{FullTrackName, Location, TrackNamespace};
-use moq_relay::cluster::ClusterConfig;
+use moq_relay::cluster::{ClusterConfig, LinkCause, LinkState, LinkStatus};
 use moq_relay::{Relay, RelayConfig};
 use moq_transport::tls::{Certificate, ClientTls};
 
 mod common;
-use common::{ns, timeout};
+use common::{case, ns, timeout};
 
 /// Relays named A, B, C... sharing one certificate, each dialing the peers `links` gives it
 /// (by index), once every relay is bound.
@@ -515,6 +515,218 @@ async fn an_upstream_relay_sees_what_our_clients_publish() {
         assert!(
             !next_about(&mut found, &here).await,
             "the publisher left: the upstream withdrew the namespace"
+        );
+    })
+    .await;
+}
+
+/// WARN lines (and above) written while the guard lives on this thread, for a test to read:
+/// the relays of a `#[tokio::test]` run on its one thread.
+struct Warnings(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Warnings {
+    fn capture() -> (Warnings, tracing::subscriber::DefaultGuard) {
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || Sink(sink.clone()))
+            .finish();
+        (Warnings(buf), tracing::subscriber::set_default(subscriber))
+    }
+
+    fn all(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    fn clear(&self) {
+        self.0.lock().unwrap().clear();
+    }
+
+    /// The WARN lines naming `peer`.
+    fn about(&self, peer: &str) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains(peer))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A cluster relay named `node` with `certificate`, verifying tokens with `key` if given, its
+/// links trusting `tls` and presenting `token`, with QUIC idle timeout `idle`.
+fn node(
+    node: &str,
+    certificate: &Certificate,
+    key: Option<&moq_relay::auth::Jwk>,
+    tls: ClientTls,
+    token: Option<String>,
+) -> Relay {
+    let mut config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), certificate.clone());
+    if let Some(key) = key {
+        let mut keys = moq_relay::auth::KeySet::new();
+        keys.add_jwk(&key.public().unwrap()).unwrap();
+        config.authorizer =
+            std::sync::Arc::new(moq_relay::auth::TokenAuth::new(keys, &[]).unwrap());
+    }
+    config.quic = config.quic.with_idle_timeout(Duration::from_secs(1));
+    let mut c = ClusterConfig::new(node, vec![]);
+    c.tls = tls;
+    c.token = token;
+    config.cluster = Some(c);
+    let r = Relay::bind(config).unwrap();
+    r.spawn();
+    r
+}
+
+/// Waits until `relay`'s one link is in `state` with a last error of `cause`; returns it.
+async fn link_in(relay: &Relay, state: LinkState, cause: LinkCause) -> LinkStatus {
+    loop {
+        if let [l] = &relay.links()[..]
+            && l.state == state
+            && l.last_error.as_ref().is_some_and(|(c, _)| *c == cause)
+        {
+            return l.clone();
+        }
+        // Link state has no signal to wait on from outside.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A link that cannot be made says why: each failed dial and each lost or refused link is a
+/// WARN line naming the peer and the cause (an untrusted certificate, a missing, invalid or
+/// expired token, nothing answering), the link's state and last error are in
+/// [`Relay::links`] (what `/health` prints) and in the metrics. Before, a dial that failed was
+/// logged at DEBUG only and the relays just never linked.
+#[tokio::test]
+async fn a_link_that_cannot_be_made_says_why() {
+    let (warnings, _guard) = Warnings::capture();
+    let cert = Certificate::generate(&["localhost".into()]).unwrap();
+    let pinned = ClientTls::pinned(cert.fingerprint());
+    let key = moq_relay::auth::Jwk::generate(jsonwebtoken::Algorithm::ES256, None).unwrap();
+    let sign = |exp: Option<u64>| {
+        let mut claims = moq_relay::auth::Claims::new("", vec!["**".into()], vec!["**".into()]);
+        claims.exp = exp.map(|t| claims.iat.unwrap() + t);
+        key.sign(&claims).unwrap()
+    };
+    let other_key = moq_relay::auth::Jwk::generate(jsonwebtoken::Algorithm::ES256, None).unwrap();
+    let forged = other_key
+        .sign(&moq_relay::auth::Claims::new(
+            "",
+            vec!["**".into()],
+            vec!["**".into()],
+        ))
+        .unwrap();
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let silent = format!("moqt://localhost:{}", silent.local_addr().unwrap().port());
+    let open = node("A", &cert, None, pinned.clone(), None);
+    let guarded = node("G", &cert, Some(&key), pinned.clone(), None);
+    use LinkCause::{Token, Unreachable};
+    use LinkState::{Down, Refused};
+    // (case, peer, dialer's trust, dialer's token, state the link ends in, cause, words of
+    // the WARN line: a refused token is refused by a close right after SETUP, which races
+    // the end of the dial)
+    let cases = [
+        (
+            "certificate",
+            url(&open),
+            ClientTls::default(),
+            None,
+            Down,
+            LinkCause::Certificate,
+            "could not be made",
+        ),
+        (
+            "no token",
+            url(&guarded),
+            pinned.clone(),
+            None,
+            Refused,
+            Token,
+            "refused its view",
+        ),
+        (
+            "forged token",
+            url(&guarded),
+            pinned.clone(),
+            Some(forged),
+            Down,
+            Token,
+            "could not be made|lost",
+        ),
+        (
+            "expired token",
+            url(&guarded),
+            pinned.clone(),
+            Some(sign(Some(1))),
+            Down,
+            Token,
+            "could not be made|lost",
+        ),
+        (
+            "unreachable",
+            silent,
+            pinned.clone(),
+            None,
+            Down,
+            Unreachable,
+            "could not be made",
+        ),
+    ];
+    for (name, peer, tls, token, state, cause, words) in cases {
+        case(name.to_string(), async {
+            warnings.clear();
+            let dialer = node("B", &cert, None, tls, token);
+            dialer.connect_peer(&peer);
+            let link = link_in(&dialer, state, cause).await;
+            assert_eq!(link.peer, peer, "{name}");
+            let warned = warnings.about(&peer);
+            assert!(
+                warned
+                    .iter()
+                    .any(|l| words.split('|').any(|w| l.contains(w)) && l.contains(cause.as_str())),
+                "{name}: no WARN line says {words:?} ({cause}) about {peer}: {warned:#?}; all: {}",
+                warnings.all()
+            );
+            let m = dialer.metrics();
+            assert_eq!(m.value("moq_relay_cluster_link_up"), 0, "{name}");
+            let failures = format!(
+                "moq_relay_cluster_link_failures_total{{peer=\"{peer}\",cause=\"{cause}\"}}"
+            );
+            assert!(m.value(&failures) >= 1, "{name}: {}", m.render());
+            let shown = link.to_string();
+            assert!(
+                shown.contains(state.as_str()) && shown.contains(cause.as_str()),
+                "{shown}"
+            );
+            dialer.shutdown(Duration::ZERO).await;
+        })
+        .await;
+    }
+    // A link that is up says so; its token expiring (above) is what ended the one that was.
+    case("up".to_string(), async {
+        let dialer = node("B", &cert, None, pinned.clone(), Some(sign(None)));
+        dialer.connect_peer(&url(&guarded));
+        while dialer.links().first().map(|l| l.state) != Some(LinkState::Up) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(dialer.metrics().value("moq_relay_cluster_link_up"), 1);
+        assert_eq!(
+            dialer.links()[0].to_string(),
+            format!("link {} up", url(&guarded))
         );
     })
     .await;

@@ -22,7 +22,7 @@ use moq_relay::{Relay, RelayConfig};
 use moq_transport::Error;
 
 mod common;
-use common::read_objects;
+use common::{case, read_objects};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -111,10 +111,10 @@ async fn announce(session: &Session, namespace: &TrackNamespace) -> moq_client::
 
 #[tokio::test]
 async fn discovery_across_versions_and_transports() {
-    timeout(async {
-        let relay = relay();
-        let prefix = ns(&["meet"]);
-        // Publishers over raw QUIC draft-19 and WebTransport draft-18; a subscriber on each.
+    let relay = relay();
+    let prefix = ns(&["meet"]);
+    // Publishers over raw QUIC draft-19 and WebTransport draft-18; a subscriber on each.
+    let (_a, _b, _ha, hb) = timeout(async {
         let a = client_with(&relay, Publisher::default(), Version::Draft19)
             .connect(&url(&relay, false))
             .await
@@ -123,9 +123,13 @@ async fn discovery_across_versions_and_transports() {
             .connect(&url(&relay, true))
             .await
             .unwrap();
-        let _ha = announce(&a, &prefix.child("a").unwrap()).await;
+        let ha = announce(&a, &prefix.child("a").unwrap()).await;
         let hb = announce(&b, &prefix.child("b").unwrap()).await;
-        for (webtransport, version) in [(false, Version::Draft18), (true, Version::Draft19)] {
+        (a, b, ha, hb)
+    })
+    .await;
+    for (webtransport, version) in [(false, Version::Draft18), (true, Version::Draft19)] {
+        case(format!("webtransport {webtransport} {version:?}"), async {
             let s = client_with(&relay, Publisher::default(), version)
                 .connect(&url(&relay, webtransport))
                 .await
@@ -148,7 +152,10 @@ async fn discovery_across_versions_and_transports() {
                     .into_iter()
                     .collect()
             );
-        }
+        })
+        .await;
+    }
+    timeout(async {
         // The relay indexes them; withdrawing removes them.
         assert!(relay.namespaces().contains(&prefix.child("b").unwrap()));
         let s = connect(&relay, false).await;
@@ -677,10 +684,10 @@ async fn goaway_moves_a_reconnecting_client() {
 /// track is no longer published), over raw QUIC and WebTransport.
 #[tokio::test]
 async fn a_dead_publishers_subscribers_end_after_the_wait() {
-    timeout(async {
-        let wait = Duration::from_millis(800);
-        let relay = relay_with(|c| c.publisher_wait = wait);
-        for webtransport in [false, true] {
+    let wait = Duration::from_millis(800);
+    let relay = relay_with(|c| c.publisher_wait = wait);
+    for webtransport in [false, true] {
+        case(format!("{webtransport:?}"), async {
             let n = ns(&["dies", if webtransport { "wt" } else { "quic" }]);
             let publisher = connect(&relay, webtransport).await;
             let _h = announce(&publisher, &n).await;
@@ -710,9 +717,9 @@ async fn a_dead_publishers_subscribers_end_after_the_wait() {
             assert!(took >= wait, "ended after {took:?}, before the wait");
             assert!(took < wait + Duration::from_secs(3), "ended after {took:?}");
             eprintln!("webtransport={webtransport}: PUBLISH_DONE {took:?} after the publisher died (wait {wait:?})");
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A publisher that dies and restarts (a new session, a new producer) with its groups numbered
@@ -2738,10 +2745,10 @@ async fn a_fill_the_cache_lacks_comes_from_upstream() {
 /// every PUBLISHed track, asks for FORWARD 1 (aiomoqt's publish-track-subscribe).
 #[tokio::test]
 async fn a_publish_with_forward_zero_is_asked_to_forward() {
-    timeout(async {
-        let relay = relay();
-        let n = ns(&["forward", "zero"]);
-        for version in [Version::Draft19, Version::Draft20, Version::Draft22] {
+    let relay = relay();
+    let n = ns(&["forward", "zero"]);
+    for version in [Version::Draft19, Version::Draft20, Version::Draft22] {
+        case(format!("{version:?}"), async {
             let publisher = transport_session_at(&relay, version).await;
             let options = PublishOptions {
                 subscription: Parameters {
@@ -2759,9 +2766,9 @@ async fn a_publish_with_forward_zero_is_asked_to_forward() {
             while !w.params().forward {
                 w.params_changed().await.unwrap();
             }
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// draft-21 §9.20.10 (from draft-20): a FETCH whose start is relative to the Largest Object is

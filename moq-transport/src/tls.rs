@@ -13,8 +13,17 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use crate::error::Error;
 
 /// The crypto provider every config here uses (ring).
+///
+/// Key exchange is classical (X25519, P-256, P-384): ring has no post-quantum group, which is
+/// why rustls 0.23.48 deprecated `ring::default_provider`. ring stays the project's one crypto
+/// stack (quinn and web-transport-quinn are built on it too); post-quantum key exchange would
+/// take rustls' aws-lc-rs provider.
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    // Deprecated only from rustls 0.23.48 on, and only for the reason above; allowed here so a
+    // build against any 0.23 release is warning-free (scripts/fresh-deps.sh checks the newest).
+    #[allow(deprecated)]
+    let ring = rustls::crypto::ring::default_provider();
+    Arc::new(ring)
 }
 
 /// The SHA-256 fingerprint of a DER certificate.

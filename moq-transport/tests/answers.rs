@@ -15,7 +15,7 @@ mod common;
 use std::time::Duration;
 
 use common::raw::{RawConn, RawServer, encode, raw_setup};
-use common::{TestServer, timeout};
+use common::{TestServer, case};
 use moq_core::codes::RequestErrorCode as Code;
 use moq_core::message::{
     Fetch, FetchType, Message, Parameters, Publish, PublishNamespace, Subscribe,
@@ -207,14 +207,14 @@ async fn check_all(raw: &RawConn, setup: Setup, parity: u64, role: &str) {
 
 #[tokio::test]
 async fn every_request_gets_an_answer() {
-    timeout(async {
-        for v in [Version::Draft18, Version::Draft19] {
-            for setup in [
-                Setup::NoHandler,
-                Setup::Drops,
-                Setup::NoRoom,
-                Setup::GoingAway,
-            ] {
+    for v in [Version::Draft18, Version::Draft19] {
+        for setup in [
+            Setup::NoHandler,
+            Setup::Drops,
+            Setup::NoRoom,
+            Setup::GoingAway,
+        ] {
+            case(format!("{v:?} {setup:?}"), async {
                 // Our server answers a raw client (even Request IDs).
                 let mut srv = TestServer::start(config(setup));
                 let (raw, _, session) = RawConn::to_server(&mut srv, v).await;
@@ -228,8 +228,8 @@ async fn every_request_gets_an_answer() {
                 let session = session.unwrap();
                 prepare(&session, setup).await;
                 check_all(&raw, setup, 1, "client").await;
-            }
+            })
+            .await;
         }
-    })
-    .await;
+    }
 }

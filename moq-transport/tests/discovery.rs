@@ -6,7 +6,7 @@
 mod common;
 
 use async_trait::async_trait;
-use common::{TestServer, Transport, pair, rejected_code, timeout, transports};
+use common::{TestServer, Transport, case, pair, rejected_code, timeout, transports};
 use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::{Parameters, RequestError};
 use moq_core::{AuthToken, TrackNamespace, Version};
@@ -34,9 +34,9 @@ async fn next(sub: &mut NamespaceSubscription) -> NamespaceEvent {
 
 #[tokio::test]
 async fn publisher_to_subscriber_through_a_server() {
-    timeout(async {
-        for transport in transports() {
-            for version in Version::ALL {
+    for transport in transports() {
+        for version in Version::ALL {
+            case(format!("{transport:?} {version:?}"), async {
                 let mut srv = TestServer::start(relay_config());
                 let (publisher, _) = srv
                     .connect(transport, vec![*version], SessionConfig::default())
@@ -75,10 +75,10 @@ async fn publisher_to_subscriber_through_a_server() {
                     next(&mut sub).await,
                     NamespaceEvent::Removed(ns(&["meet", "room2"]))
                 );
-            }
+            })
+            .await;
         }
-    })
-    .await;
+    }
 }
 
 #[tokio::test]
@@ -231,8 +231,8 @@ async fn a_client_s_sessions_do_not_share_namespaces() {
 
 #[tokio::test]
 async fn prefix_overlap_in_one_session() {
-    timeout(async {
-        for version in Version::ALL {
+    for version in Version::ALL {
+        case(format!("{version:?}"), async {
             let (client, _server, _srv) = pair(Transport::Quic, *version).await;
             let a = client.subscribe_namespace(ns(&["a"])).await.unwrap();
             // Equal, a prefix of, and an extension of an established one all overlap.
@@ -272,9 +272,9 @@ async fn prefix_overlap_in_one_session() {
                 }
             }
             assert!(retry.is_some(), "prefix was not released");
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -436,8 +436,8 @@ async fn token_aliases_are_resolved() {
 
 #[tokio::test]
 async fn withdraw_and_revoke() {
-    timeout(async {
-        for transport in transports() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
             let (client, server, _srv) = pair(transport, Version::Draft19).await;
             let (_, mut watch) = server.announced().watch(&TrackNamespace::empty(), 16);
             let p = client.publish_namespace(ns(&["w"])).await.unwrap();
@@ -466,9 +466,9 @@ async fn withdraw_and_revoke() {
                 watch.next().await,
                 Some(NamespaceEvent::Removed(ns(&["r"])))
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -489,8 +489,8 @@ async fn reserved_namespaces() {
 
 #[tokio::test]
 async fn session_end_ends_every_handle() {
-    timeout(async {
-        for transport in transports() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
             let mut srv = TestServer::start(relay_config());
             let (client, server) = srv
                 .connect(transport, vec![Version::Draft19], SessionConfig::default())
@@ -519,9 +519,9 @@ async fn session_end_ends_every_handle() {
             ));
             // New requests fail at once.
             assert!(client.subscribe_namespace(ns(&["q"])).await.is_err());
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use common::raw::{
     RawConn, RawServer, encode, frame, frame_with_len, put_namespace, put_vi, raw_setup, vi,
 };
-use common::{TestServer, timeout};
+use common::{TestServer, case, timeout};
 use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::{
     Goaway, Message, Namespace, NamespaceDone, Parameters, PublishNamespace, RequestError,
@@ -1142,8 +1142,8 @@ fn plain_subscribe(id: u64, v: Version) -> Vec<u8> {
 #[tokio::test]
 async fn goaway_request_id_and_what_it_refuses() {
     use moq_transport::track::Incoming;
-    timeout(async {
-        for v in [V18, V19] {
+    for v in [V18, V19] {
+        case(format!("{v:?}"), async {
             let (mut raw, session, _srv) =
                 raw_client_with(SessionConfig::default().with_requests(), v).await;
             // Requests 0 and 4 are seen (the application holds them unanswered).
@@ -1172,9 +1172,9 @@ async fn goaway_request_id_and_what_it_refuses() {
                 m => panic!("{}", m.name()),
             }
             assert!(session.close_reason().is_none());
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// draft-18 §10.4: a server's control-stream GOAWAY whose Request ID is at or below one of our
@@ -1226,8 +1226,8 @@ async fn draft18_goaway_request_id_ends_unprocessed_requests() {
 /// has one) closes the session with PROTOCOL_VIOLATION.
 #[tokio::test]
 async fn goaway_on_a_request_stream_before_its_response() {
-    timeout(async {
-        for (v, request_id) in [(V19, None), (V18, None), (V18, Some(0))] {
+    for (v, request_id) in [(V19, None), (V18, None), (V18, Some(0))] {
+        case(format!("{v:?} {request_id:?}"), async {
             let (session, raw, _srv) = our_client(v).await;
             let pending = {
                 let s = session.clone();
@@ -1243,7 +1243,7 @@ async fn goaway_on_a_request_stream_before_its_response() {
             let err = pending.await.unwrap().unwrap_err();
             if request_id.is_some() {
                 expect_close(&raw, &session, PROTOCOL_VIOLATION, "Request ID").await;
-                continue;
+                return; // the next case
             }
             match err {
                 Error::Moved {
@@ -1256,7 +1256,10 @@ async fn goaway_on_a_request_stream_before_its_response() {
                 e => panic!("{v}: {e:?}"),
             }
             assert!(session.close_reason().is_none(), "{v}");
-        }
+        })
+        .await;
+    }
+    timeout(async {
         // Without a URI the request is re-issued on the same session, with a new Request ID.
         let (session, raw, _srv) = our_client(V19).await;
         let pending = {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{SOCKET_TRANSPORTS, TestServer, Transport, pair, timeout};
+use common::{SOCKET_TRANSPORTS, TestServer, Transport, case, pair, timeout};
 use moq_core::Version;
 use moq_core::codes::SessionErrorCode;
 use moq_transport::transport::TransportKind;
@@ -11,9 +11,9 @@ use moq_transport::{Error, IMPLEMENTATION, Role, SessionConfig};
 
 #[tokio::test]
 async fn setup_every_version_over_every_transport() {
-    timeout(async {
-        for transport in SOCKET_TRANSPORTS {
-            for version in Version::ALL {
+    for transport in SOCKET_TRANSPORTS {
+        for version in Version::ALL {
+            case(format!("{transport:?} {version:?}"), async {
                 let (client, server, _srv) = pair(transport, *version).await;
                 assert_eq!(client.version(), *version);
                 assert_eq!(server.version(), *version);
@@ -69,16 +69,16 @@ async fn setup_every_version_over_every_transport() {
                     ),
                     "{transport:?} {version}: {err:?}"
                 );
-            }
+            })
+            .await;
         }
-    })
-    .await;
+    }
 }
 
 #[tokio::test]
 async fn server_chooses_by_its_preference() {
-    timeout(async {
-        for transport in SOCKET_TRANSPORTS {
+    for transport in SOCKET_TRANSPORTS {
+        case(format!("{transport:?}"), async {
             // The client prefers 18, the server prefers 19: the server's preference wins.
             let mut srv = TestServer::start(SessionConfig::default());
             let (c, s) = srv
@@ -105,25 +105,28 @@ async fn server_chooses_by_its_preference() {
                 client.connect(&srv.url(transport)).await.is_err(),
                 "{transport:?}"
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
 async fn wrong_fingerprint_is_refused() {
-    timeout(async {
-        let srv = TestServer::start(SessionConfig::default());
-        let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
-            tls: moq_transport::tls::ClientTls::pinned([7u8; 32]),
-            ..Default::default()
-        })
-        .unwrap();
-        for transport in SOCKET_TRANSPORTS {
+    let srv = TestServer::start(SessionConfig::default());
+    let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
+        tls: moq_transport::tls::ClientTls::pinned([7u8; 32]),
+        ..Default::default()
+    })
+    .unwrap();
+    for transport in SOCKET_TRANSPORTS {
+        case(format!("{transport:?}"), async {
             let err = client.connect(&srv.url(transport)).await.unwrap_err();
             assert!(matches!(err, Error::Connect(_)), "{err:?}");
-        }
-        // Without pinning, web PKI roots do not trust a self-signed certificate either.
+        })
+        .await;
+    }
+    // Without pinning, web PKI roots do not trust a self-signed certificate either.
+    timeout(async {
         let client = moq_transport::endpoint::Client::new(Default::default()).unwrap();
         assert!(client.connect(&srv.url(Transport::Quic)).await.is_err());
     })

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{SOCKET_TRANSPORTS, TestServer, timeout};
+use common::{SOCKET_TRANSPORTS, TestServer, case};
 use futures::StreamExt;
 use moq_core::data::SubgroupId;
 use moq_core::message::Parameters;
@@ -21,8 +21,8 @@ use moq_transport::transport::credit::{INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS
 
 #[tokio::test]
 async fn requests_beyond_the_initial_limit() {
-    timeout(async {
-        for transport in SOCKET_TRANSPORTS {
+    for transport in SOCKET_TRANSPORTS {
+        case(format!("{transport:?}"), async {
             let mut srv = TestServer::start(SessionConfig::default());
             let (client, server) = srv
                 .connect(transport, vec![Version::Draft19], SessionConfig::default())
@@ -42,15 +42,15 @@ async fn requests_beyond_the_initial_limit() {
                 .await;
             assert_eq!(held.len(), n);
             assert_eq!(server.announced().len(), n, "{transport:?}");
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
 async fn subgroup_streams_beyond_the_initial_limit() {
-    timeout(async {
-        for transport in SOCKET_TRANSPORTS {
+    for transport in SOCKET_TRANSPORTS {
+        case(format!("{transport:?}"), async {
             let mut srv = TestServer::start(SessionConfig::default().with_requests());
             let (client, server) = srv
                 .connect(transport, vec![Version::Draft19], SessionConfig::default())
@@ -113,7 +113,7 @@ async fn subgroup_streams_beyond_the_initial_limit() {
             for sg in open {
                 sg.finish();
             }
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{TestServer, Transport, timeout, transports};
+use common::{TestServer, Transport, case, transports};
 use moq_core::codes::SessionErrorCode;
 use moq_core::data::SubgroupId;
 use moq_core::message::Parameters;
@@ -86,9 +86,9 @@ async fn busy_pair(transport: Transport) -> (Session, Session, TestServer) {
 
 #[tokio::test]
 async fn a_closed_session_leaves_no_task_alive() {
-    timeout(async {
-        for transport in transports() {
-            for end in [End::ClientCloses, End::ServerCloses, End::ClientDropped] {
+    for transport in transports() {
+        for end in [End::ClientCloses, End::ServerCloses, End::ClientDropped] {
+            case(format!("{transport:?} {end:?}"), async {
                 let (client, server, _srv) = busy_pair(transport).await;
                 // The application's own task, which would otherwise wait forever; it tells
                 // when it is dropped, which shows on an end no handle is left to ask.
@@ -121,8 +121,8 @@ async fn a_closed_session_leaves_no_task_alive() {
                     .await
                     .unwrap_or_else(|_| panic!("{transport:?} {end:?}: the client's task lives"))
                     .unwrap();
-            }
+            })
+            .await;
         }
-    })
-    .await;
+    }
 }

@@ -14,7 +14,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{TestServer, Transport, rejected_code, timeout, transports};
+use common::{TestServer, Transport, case, rejected_code, timeout, transports};
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
 use moq_core::data::{RangeEnd, SubgroupId};
 use moq_core::message::{FetchType, Parameters, RequestError};
@@ -139,9 +139,9 @@ async fn collect(sub: &mut Subscription) -> (Vec<(Location, Bytes)>, Option<Erro
 
 #[tokio::test]
 async fn subscribe_objects_and_publish_done() {
-    timeout(async {
-        for transport in transports() {
-            for version in Version::ALL {
+    for transport in transports() {
+        for version in Version::ALL {
+            case(format!("{transport:?} {version:?}"), async {
                 let (client, server, _srv) = pair_with_requests(transport, *version).await;
                 let t = track("video");
                 let props = Properties::new()
@@ -196,10 +196,10 @@ async fn subscribe_objects_and_publish_done() {
                 assert_eq!(done.status, PublishDoneCode::TRACK_ENDED);
                 assert_eq!(done.stream_count, 3, "exact Stream Count");
                 assert_eq!(writer.largest(), Some(Location::new(7, 2)));
-            }
+            })
+            .await;
         }
-    })
-    .await;
+    }
 }
 
 #[tokio::test]
@@ -251,8 +251,8 @@ async fn rejection_and_no_handler() {
 
 #[tokio::test]
 async fn unsubscribe_reaches_the_publisher() {
-    timeout(async {
-        for transport in transports() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
             let (sub, writer, _sessions) = plain_subscription(transport, "a").await;
             drop(sub);
             let err = writer.cancelled().await;
@@ -266,16 +266,16 @@ async fn unsubscribe_reaches_the_publisher() {
                     .await
                     .is_err()
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
 async fn request_update_changes_forward_and_answers_once() {
-    timeout(async {
-        // Draft-14's SUBSCRIBE_UPDATE has no answer to carry LARGEST_OBJECT.
-        for version in Version::ALL.iter().filter(|v| v.update_is_answered()) {
+    // Draft-14's SUBSCRIBE_UPDATE has no answer to carry LARGEST_OBJECT.
+    for version in Version::ALL.iter().filter(|v| v.update_is_answered()) {
+        case(format!("{version:?}"), async {
             let (client, server, _srv) = pair_with_requests(Transport::Quic, *version).await;
             let (sub, writer) = subscribe_accepted(
                 &client,
@@ -303,15 +303,15 @@ async fn request_update_changes_forward_and_answers_once() {
             assert!(!p.forward);
             assert_eq!(p.subscriber_priority, 9);
             assert!(!writer.is_forwarding());
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
 async fn datagrams_are_delivered() {
-    timeout(async {
-        for transport in transports() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
             let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
             let (mut sub, writer) = subscribe_accepted(
                 &client,
@@ -340,9 +340,9 @@ async fn datagrams_are_delivered() {
                 }
                 other => panic!("{other:?}"),
             }
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -387,8 +387,8 @@ async fn location_filter_is_enforced_by_the_publisher() {
 /// sends only what passes, and the stream does not claim FIRST_OBJECT (draft-19 §2.2).
 #[tokio::test]
 async fn objects_written_together_arrive_and_are_filtered() {
-    timeout(async {
-        for transport in transports() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
             let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
             let filter = LocationFilter::AbsoluteStart(Location::new(1, 2));
             let (mut sub, writer) = filtered(&client, &server, track("batched"), filter).await;
@@ -437,15 +437,15 @@ async fn objects_written_together_arrive_and_are_filtered() {
                 vec![(0, false), (1, false), (2, true)],
                 "{transport:?}"
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
 async fn publish_accepted_and_rejected() {
-    timeout(async {
-        for version in Version::ALL {
+    for version in Version::ALL {
+        case(format!("{version:?}"), async {
             let (client, server, _srv) = pair_with_requests(Transport::Quic, *version).await;
             // The client publishes to the server.
             let published = client
@@ -505,16 +505,16 @@ async fn publish_accepted_and_rejected() {
             );
             let o = moq_transport::track::Object::default();
             assert!(w.send_datagram(&o).is_err());
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
 async fn standalone_fetch_in_both_orders() {
-    timeout(async {
-        for transport in transports() {
-            for order in [GroupOrder::Ascending, GroupOrder::Descending] {
+    for transport in transports() {
+        for order in [GroupOrder::Ascending, GroupOrder::Descending] {
+            case(format!("{transport:?} {order:?}"), async {
                 let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
                 let request = FetchType::Standalone {
                     track: track("vod"),
@@ -601,10 +601,10 @@ async fn standalone_fetch_in_both_orders() {
                         location: Location::new(2, 9)
                     }));
                 }
-            }
+            })
+            .await;
         }
-    })
-    .await;
+    }
 }
 
 /// draft-19 §5.1.3, §10.12: a FETCH's Range Filters are honoured by the responder whatever
@@ -895,8 +895,8 @@ async fn joining_fetch_resolves_against_the_subscription() {
 
 #[tokio::test]
 async fn track_status() {
-    timeout(async {
-        for version in Version::ALL {
+    for version in Version::ALL {
+        case(format!("{version:?}"), async {
             let (client, server, _srv) =
                 pair_with_requests(Transport::WebTransport, *version).await;
             let props = Properties::new()
@@ -934,9 +934,9 @@ async fn track_status() {
             }
             assert!(client.close_reason().is_none(), "{version}");
             assert!(server.close_reason().is_none(), "{version}");
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -1144,8 +1144,8 @@ async fn expires_and_object_delivery_timeout() {
 /// DUPLICATE_SUBSCRIPTION; draft-19 dropped the rule, so both are served there.
 #[tokio::test]
 async fn duplicate_subscriptions_by_version() {
-    timeout(async {
-        for version in [Version::Draft18, Version::Draft19] {
+    for version in [Version::Draft18, Version::Draft19] {
+        case(format!("{version:?}"), async {
             let (client, server, _srv) = pair_with_requests(Transport::Quic, version).await;
             let (first, _w1) = subscribe_accepted(
                 &client,
@@ -1164,7 +1164,7 @@ async fn duplicate_subscriptions_by_version() {
                     SubscribeResponse::default(),
                 )
                 .await;
-                continue;
+                return; // the next case
             }
             // Refused by the session itself: the application never sees it.
             assert_eq!(
@@ -1177,9 +1177,9 @@ async fn duplicate_subscriptions_by_version() {
                 RequestErrorCode::DUPLICATE_SUBSCRIPTION
             );
             drop(first);
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// draft-21 §3.4 (from draft-20): FILL_PARAMETERS gives the publisher the fill range resolved
@@ -1189,9 +1189,9 @@ async fn duplicate_subscriptions_by_version() {
 /// INCLUDE_PROPERTIES 0 leaves SUBSCRIBE_OK's Track Properties empty.
 #[tokio::test]
 async fn fill_fetch_stream_and_include_properties() {
-    timeout(async {
-        for transport in transports() {
-            for version in [Version::Draft20, Version::Draft22] {
+    for transport in transports() {
+        for version in [Version::Draft20, Version::Draft22] {
+            case(format!("{transport:?} {version:?}"), async {
                 let (client, server, _srv) = pair_with_requests(transport, version).await;
                 let props = Properties::new()
                     .with_int(property::DEFAULT_PUBLISHER_PRIORITY, 7)
@@ -1292,18 +1292,18 @@ async fn fill_fetch_stream_and_include_properties() {
                     subscribe_accepted(&client, &server, track("empty"), params, response).await;
                 assert!(writer.take_fill().is_none());
                 assert!(sub.take_fill().is_none());
-            }
+            })
+            .await;
         }
-    })
-    .await;
+    }
 }
 
 /// draft-21 §9.10 (from draft-20): the publisher's PUBLISH_STATE_NOTIFY carries its Largest
 /// Object and reaches the subscriber's `publisher_state`; before draft-20 there is none to send.
 #[tokio::test]
 async fn publish_state_notify_reaches_the_subscriber() {
-    timeout(async {
-        for version in [Version::Draft19, Version::Draft20, Version::Draft22] {
+    for version in [Version::Draft19, Version::Draft20, Version::Draft22] {
+        case(format!("{version:?}"), async {
             let (client, server, _srv) = pair_with_requests(Transport::Quic, version).await;
             let (mut sub, writer) = subscribe_accepted(
                 &client,
@@ -1321,7 +1321,7 @@ async fn publish_state_notify_reaches_the_subscriber() {
             let sent = writer.notify_state(Parameters::default());
             if version < Version::Draft20 {
                 assert!(sent.is_err());
-                continue;
+                return; // the next case
             }
             sent.unwrap();
             let state = sub.publisher_state_changed().await.unwrap();
@@ -1330,9 +1330,9 @@ async fn publish_state_notify_reaches_the_subscriber() {
                 sub.publisher_state().largest_object,
                 Some(Location::new(5, 0))
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }
 
 /// A writer's `params_changed` resolves once per change of the parameters (REQUEST_UPDATE,
@@ -1341,8 +1341,8 @@ async fn publish_state_notify_reaches_the_subscriber() {
 /// forever after the first update, and moq-client's serving loop spun on it.)
 #[tokio::test]
 async fn params_changed_resolves_once_per_update() {
-    timeout(async {
-        for transport in transports() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
             let (sub, writer, _sessions) = plain_subscription(transport, "params").await;
             assert_eq!(writer.params().subscriber_priority, 128);
             for priority in [10, 20] {
@@ -1374,7 +1374,7 @@ async fn params_changed_resolves_once_per_update() {
                 clone.params_changed().await.unwrap().subscriber_priority,
                 30
             );
-        }
-    })
-    .await;
+        })
+        .await;
+    }
 }

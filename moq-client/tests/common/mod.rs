@@ -28,6 +28,16 @@ pub async fn timeout<F: Future>(f: F) -> F::Output {
         .expect("test timed out")
 }
 
+/// Runs one case of a sweep (one draft, one transport, ...) with the test timeout, which bounds
+/// a case and never a whole sweep: a sweep of 27 cases on a loaded machine is slow, one case is
+/// not. A timeout names the case.
+pub async fn case<F: Future>(name: String, f: F) -> F::Output {
+    match tokio::time::timeout(TIMEOUT, f).await {
+        Ok(out) => out,
+        Err(_) => panic!("case {name}: timed out after {TIMEOUT:?}"),
+    }
+}
+
 /// Raw QUIC or WebTransport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {

@@ -22,13 +22,28 @@ pub(crate) async fn timeout<F: std::future::Future>(f: F) -> F::Output {
 
 /// [`timeout`] with a limit of its own, for the few tests that need longer.
 pub(crate) async fn timeout_after<F: std::future::Future>(limit: Duration, f: F) -> F::Output {
+    init_tracing();
+    tokio::time::timeout(limit, f)
+        .await
+        .expect("test timed out")
+}
+
+/// Runs one case of a sweep (one draft, one transport, ...) with [`TIMEOUT`], which bounds a
+/// case and never a whole sweep. A timeout names the case.
+pub(crate) async fn case<F: std::future::Future>(name: String, f: F) -> F::Output {
+    init_tracing();
+    match tokio::time::timeout(TIMEOUT, f).await {
+        Ok(out) => out,
+        Err(_) => panic!("case {name}: timed out after {TIMEOUT:?}"),
+    }
+}
+
+/// A `RUST_LOG` tracing subscriber writing to the test's output (once per test binary).
+fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    tokio::time::timeout(limit, f)
-        .await
-        .expect("test timed out")
 }
 
 /// A moq-client client pinned to `fingerprint`.
@@ -138,6 +153,9 @@ pub(crate) struct Binary {
     pub(crate) fingerprint: String,
     /// `http://host:port` of the HTTP side, if any.
     pub(crate) http: Option<String>,
+    /// What the relay printed so far after its start lines (its log, on stdout, and stderr),
+    /// line by line; stderr is also echoed to ours.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Binary {
@@ -147,17 +165,26 @@ impl Binary {
         Self::start_on("127.0.0.1:0", args, env)
     }
 
-    /// `moq-relay --bind BIND ARGS` with `env`.
+    /// `moq-relay --bind BIND ARGS` with `env` (`RUST_LOG` is `warn` unless `env` sets it).
     pub(crate) fn start_on(bind: &str, args: &[&str], env: &[(&str, &str)]) -> Binary {
         let mut child = Command::new(env!("CARGO_BIN_EXE_moq-relay"))
             .args(["--bind", bind])
             .args(args)
-            .envs(env.iter().copied())
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let err_log = log.clone();
+        let err_lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        std::thread::spawn(move || {
+            for line in err_lines.map_while(Result::ok) {
+                eprintln!("{line}");
+                err_log.lock().unwrap().push(line);
+            }
+        });
         let wants_http = args.contains(&"--http");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let (mut port, mut fingerprint, mut http) = (None, None, None);
@@ -176,13 +203,30 @@ impl Binary {
             }
         }
         // Keep reading so the relay never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        let out_log = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                out_log.lock().unwrap().push(line);
+            }
+        });
         Binary {
             child,
             port: port.unwrap(),
             fingerprint: fingerprint.unwrap(),
             http,
+            log,
         }
+    }
+
+    /// The lines of the relay's log so far that contain every one of `words`.
+    pub(crate) fn log_lines(&self, words: &[&str]) -> Vec<String> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| words.iter().all(|w| l.contains(w)))
+            .cloned()
+            .collect()
     }
 }
 

@@ -23,6 +23,16 @@ pub async fn timeout<F: Future>(f: F) -> F::Output {
         .expect("test timed out")
 }
 
+/// Runs one case of a sweep (one draft, one transport, ...) with the test timeout, which bounds
+/// a case and never a whole sweep: a sweep of 27 cases on a loaded machine is slow, one case is
+/// not. A timeout names the case.
+pub async fn case<F: Future>(name: String, f: F) -> F::Output {
+    match tokio::time::timeout(TIMEOUT, f).await {
+        Ok(out) => out,
+        Err(_) => panic!("case {name}: timed out after {TIMEOUT:?}"),
+    }
+}
+
 /// Raw QUIC, WebTransport, or the in-memory pair (no socket).
 #[allow(clippy::enum_variant_names)] // WebTransport is the transport's name
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
