@@ -362,7 +362,32 @@ impl Subscriber {
         let mut sub = session.subscribe(track.clone(), params).await?;
         let fetch = match sub.joining_fetch(JoiningStart::Relative(groups)) {
             _ if fill => sub.take_fill(),
-            Some(request) => Some(session.fetch(request, Parameters::default()).await?),
+            Some(request) => match session.fetch(request, Parameters::default()).await {
+                Ok(f) => Some(f),
+                // The subscription ended before its Joining FETCH was resolved (a track whose
+                // publisher finished it is answered SUBSCRIBE_OK, then PUBLISH_DONE at once):
+                // the same range, as a standalone FETCH.
+                Err(moq_transport::Error::Rejected(e))
+                    if e.code == RequestErrorCode::INVALID_JOINING_REQUEST_ID =>
+                {
+                    match sub.info().largest {
+                        Some(l) => Some(
+                            session
+                                .fetch(
+                                    FetchType::Standalone {
+                                        track: track.clone(),
+                                        start: Location::new(l.group.saturating_sub(groups), 0),
+                                        end: Location::new(l.group, l.object.saturating_add(1)),
+                                    },
+                                    Parameters::default(),
+                                )
+                                .await?,
+                        ),
+                        None => None,
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            },
             // Nothing published yet: everything comes live.
             None => None,
         };

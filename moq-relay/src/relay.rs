@@ -118,6 +118,10 @@ struct Inner {
     routes: Mutex<PrefixTrie<Route>>,
     routes_changed: watch::Sender<u64>,
     tracks: Mutex<HashMap<FullTrackName, Arc<RelayTrack>>>,
+    /// Tracks whose publisher ended them, by name, while their cache may hold objects (for
+    /// the cache's age limit): FETCH, TRACK_STATUS and SUBSCRIBE are answered from them when
+    /// no publisher has the track (`finished_track`).
+    finished: Mutex<HashMap<FullTrackName, TrackCache>>,
     /// Answers every session's SUBSCRIBE, FETCH, TRACK_STATUS and SUBSCRIBE_TRACKS, asking
     /// this relay's routes and upstreams (`RelayUpstream`) for what it does not hold. It holds
     /// the PUBLISHed tracks, offered to SUBSCRIBE_TRACKS subscribers.
@@ -219,6 +223,7 @@ impl Relay {
                 routes: Mutex::new(PrefixTrie::new()),
                 routes_changed: watch::channel(0).0,
                 tracks: Mutex::new(HashMap::new()),
+                finished: Mutex::new(HashMap::new()),
                 directory: Directory::with_upstream(options, Arc::new(RelayUpstream(weak.clone()))),
                 sessions: Mutex::new(HashMap::new()),
                 session_count: watch::channel(0).0,
@@ -1208,9 +1213,27 @@ impl Upstream for RelayUpstream {
             .rendezvous_timeout
             .filter(|t| *t > 0)
             .map(|t| Duration::from_millis(t).min(inner.config.max_rendezvous));
+        // A track whose publisher ended it, with no publisher for it now: SUBSCRIBE_OK with
+        // its final Largest Location, then PUBLISH_DONE TRACK_ENDED ("the track is no longer
+        // being published", draft-19 §10.11); its past stays fetchable. A SUBSCRIBE with a
+        // RENDEZVOUS_TIMEOUT waits for a new publisher instead (draft-19 §10.2.4).
+        let finished = || finished_track(&inner, name).map(Source::now);
+        if rendezvous.is_none()
+            && routes_for(&inner, &name.namespace).is_empty()
+            && let Some(source) = finished()
+        {
+            return Ok(source);
+        }
         let track = get_or_create_track(&inner, name, rendezvous, params.new_group_request);
         let guard = Downstream::new(&inner, &track);
-        let largest = wait_answer(&inner, &track, rendezvous).await?;
+        let largest = match wait_answer(&inner, &track, rendezvous).await {
+            Ok(l) => l,
+            // The publisher no longer has it either.
+            Err(e) if e.code == RequestErrorCode::DOES_NOT_EXIST => {
+                return finished().ok_or(e);
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Source {
             track: track.cache.clone(),
             hold: Box::new(guard),
@@ -1249,6 +1272,15 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     let name = f.track().clone();
     let cached = inner.tracks.lock().get(&name).cloned();
     let mut budget = fill_budget(f.params().fill_timeout);
+    // A track whose publisher ended it is served from its cache while that holds objects
+    // (what it no longer holds is an Unknown range), unless a publisher has it again.
+    if let Some(done) = finished_track(&inner, &name)
+        && (done.covers(f.start(), f.end()) || routes_for(&inner, &name.namespace).is_empty())
+    {
+        inner.metrics.fetch(true);
+        let _ = serve_fetch(&done, f).await;
+        return;
+    }
     // From the cache if it holds the whole range, or if the subscriber wants only what is
     // available now (FILL_TIMEOUT 0: no upstream FETCH, what is missing is an Unknown range);
     // objects the upstream announced but that are still in flight are fetched upstream
@@ -1457,7 +1489,11 @@ async fn track_status(
     {
         return Ok(status_of(&rt.cache));
     }
+    let finished = finished_track(inner, name);
     let Some(route) = routes_for(inner, &name.namespace).into_iter().next() else {
+        if let Some(done) = finished {
+            return Ok(status_of(&done));
+        }
         return Err(RequestError::new(
             RequestErrorCode::DOES_NOT_EXIST,
             "no publisher for this track",
@@ -1589,7 +1625,52 @@ fn end_track(inner: &Weak<Inner>, t: &Arc<RelayTrack>) {
         if tracks.get(&t.name).is_some_and(|x| Arc::ptr_eq(x, t)) {
             tracks.remove(&t.name);
         }
+        drop(tracks);
+        keep_finished(&inner, t);
     }
+}
+
+/// How long a finished track is kept when the cache has no age limit.
+const FINISHED_KEEP: Duration = Duration::from_secs(60);
+
+/// Keeps an ended track's cache for FETCH, TRACK_STATUS and SUBSCRIBE (`finished_track`)
+/// for as long as the cache's age limit lets it hold objects; a malformed track or one that
+/// holds nothing is not kept.
+fn keep_finished(inner: &Arc<Inner>, t: &RelayTrack) {
+    if t.cache.malformed().is_some() || t.cache.stored().is_none() {
+        return;
+    }
+    let cache = t.cache.clone();
+    inner.finished.lock().insert(t.name.clone(), cache.clone());
+    let keep = inner.config.cache.max_age.unwrap_or(FINISHED_KEEP);
+    let weak = Arc::downgrade(inner);
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        tokio::time::sleep(keep).await;
+        if let Some(inner) = weak.upgrade() {
+            let mut finished = inner.finished.lock();
+            if finished.get(cache.name()).is_some_and(|c| c.same(&cache)) {
+                finished.remove(cache.name());
+            }
+        }
+    });
+}
+
+/// The cache of `name` if its publisher ended it (and it is not being published again) and
+/// the cache still holds objects.
+fn finished_track(inner: &Inner, name: &FullTrackName) -> Option<TrackCache> {
+    let live = inner
+        .tracks
+        .lock()
+        .get(name)
+        .is_some_and(|t| !t.cache.is_ended() && t.live_upstreams.load(Ordering::Relaxed) > 0);
+    if live {
+        return None;
+    }
+    let cache = inner.finished.lock().get(name).cloned()?;
+    cache.largest().is_some().then_some(cache)
 }
 
 /// The last publisher of `t` went away without ending it: ends it unless a new upstream goes
