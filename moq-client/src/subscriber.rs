@@ -24,7 +24,7 @@ use crate::consume::{
 };
 use crate::error::Error;
 use crate::malformed::Malformed;
-use crate::options::SubscribeOptions;
+use crate::options::{JoinFrom, SubscribeOptions};
 
 /// Where a [`Subscriber`] gets its session: one fixed session, or the latest of a reconnecting
 /// client. It holds the session weakly: the streams it serves do not keep a session open that
@@ -321,16 +321,22 @@ impl Subscriber {
         Ok(consumer)
     }
 
-    /// Joins `track` at the start of its current group: SUBSCRIBE, then a Joining FETCH
-    /// (draft-19 §5.2) of the current group and the `groups` before it. One stream of objects
-    /// in order, the past first, then what is published from now on, with no gap and no
-    /// duplicate. A joined track is not renewed on reconnect: the stream ends with the
-    /// session's error.
+    /// Joins `track` at the point `from` names (the start of its current group, of an earlier
+    /// one, or the oldest group still held): SUBSCRIBE, then the past up to the subscription's
+    /// start (a Joining FETCH, draft-19 §5.2; from draft-20 the subscription's fill, draft-21
+    /// §3.4). One stream of objects in order, the past first, then what is published from now
+    /// on, with no gap and no duplicate. A joined track is not renewed on reconnect: the
+    /// stream ends with the session's error.
+    ///
+    /// The subscription starts after the largest object (where the past ends), so `options`
+    /// may not set a [`SubscribeOptions::filter`] other than [`SubscribeOptions::latest`]:
+    /// another is refused with [`Error::Invalid`] rather than replaced (use
+    /// [`Subscriber::subscribe`] or [`Subscriber::fetch`] for a range of your own).
     ///
     /// ```no_run
     /// # async fn run(session: moq_client::Session, track: moq_client::FullTrackName) -> Result<(), moq_client::Error> {
-    /// use moq_client::SubscribeOptions;
-    /// let mut objects = session.subscriber().join(track, SubscribeOptions::default(), 0).await?;
+    /// use moq_client::{JoinFrom, SubscribeOptions};
+    /// let mut objects = session.subscriber().join(track, SubscribeOptions::default(), JoinFrom::CurrentGroup).await?;
     /// while let Some(object) = objects.next().await {
     ///     let object = object?;
     ///     println!("{:?}: {} bytes", object.location, object.payload.len());
@@ -343,24 +349,43 @@ impl Subscriber {
         &self,
         track: FullTrackName,
         options: SubscribeOptions,
-        groups: u64,
+        from: JoinFrom,
     ) -> Result<ObjectConsumer, Error> {
+        if options
+            .filter
+            .is_some_and(|f| f != LocationFilter::LargestObject)
+        {
+            return Err(Error::Invalid(
+                "join starts the subscription after the largest object; a filter of its own \
+                 cannot be combined with it (use subscribe or fetch)"
+                    .into(),
+            ));
+        }
         let session = self.source.session().await?;
-        // The subscription starts after the largest object, where the FETCH ends.
+        // The subscription starts after the largest object, where the past ends.
         let options = options.latest();
         let mut params = options.to_parameters(true);
         // From draft-20 the past comes on the subscription's fill fetch stream (draft-21
-        // §3.5: Next Object, and a fill from the start of the current group, or earlier);
-        // until draft-19 by a Joining FETCH.
+        // §3.5: Next Object, and a fill from where `from` says); until draft-19 by a Joining
+        // FETCH.
         let fill = session.version().has_fill();
         if fill {
             params.fill = Some(Box::new(Parameters {
-                location_filter: Some(LocationFilter::RelativeGroups(groups.saturating_add(1))),
+                location_filter: Some(fill_start(from)),
                 ..Default::default()
             }));
         }
         let mut sub = session.subscribe(track.clone(), params).await?;
-        let fetch = match sub.joining_fetch(JoiningStart::Relative(groups)) {
+        let joining = match from {
+            JoinFrom::CurrentGroup => JoiningStart::Relative(0),
+            JoinFrom::GroupsBefore(n) => JoiningStart::Relative(n),
+            // Not after the current group (a Joining FETCH starting after it is INVALID_RANGE).
+            JoinFrom::Group(g) => {
+                JoiningStart::Absolute(g.min(sub.info().largest.map_or(0, |l| l.group)))
+            }
+            JoinFrom::Oldest => JoiningStart::Absolute(0),
+        };
+        let fetch = match sub.joining_fetch(joining) {
             _ if fill => sub.take_fill(),
             Some(request) => match session.fetch(request, Parameters::default()).await {
                 Ok(f) => Some(f),
@@ -376,7 +401,7 @@ impl Subscriber {
                                 .fetch(
                                     FetchType::Standalone {
                                         track: track.clone(),
-                                        start: Location::new(l.group.saturating_sub(groups), 0),
+                                        start: Location::new(from.first_group(l.group), 0),
                                         end: Location::new(l.group, l.object.saturating_add(1)),
                                     },
                                     Parameters::default(),
@@ -781,5 +806,20 @@ impl TrackOffers {
                 },
             }
         }
+    }
+}
+
+/// The LOCATION_FILTER of a join's fill (from draft-20): relative to the group after the
+/// largest, so that it names the current group and those before it. Group 0 is named by the
+/// largest relative start the encoding takes (it clamps at 0, draft-21 §9.20.10): an absolute
+/// start at {0, 0} is the Next Object in drafts 20-21.
+fn fill_start(from: JoinFrom) -> LocationFilter {
+    /// The largest QUIC varint: every group there is.
+    const EVERY_GROUP: u64 = (1 << 62) - 1;
+    match from {
+        JoinFrom::CurrentGroup => LocationFilter::RelativeGroups(1),
+        JoinFrom::GroupsBefore(n) => LocationFilter::RelativeGroups(n.saturating_add(1)),
+        JoinFrom::Group(g) if g > 0 => LocationFilter::AbsoluteStart(Location::new(g, 0)),
+        JoinFrom::Group(_) | JoinFrom::Oldest => LocationFilter::RelativeGroups(EVERY_GROUP),
     }
 }

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use common::{read_objects, timeout, timeout_after};
 use moq_client::{
-    Client, FullTrackName, Location, Publisher, Session, SubscribeOptions, TrackNamespace, Version,
+    Client, FullTrackName, JoinFrom, Location, Publisher, Session, SubscribeOptions,
+    TrackNamespace, Version,
 };
 use moq_relay::{Relay, RelayConfig};
 
@@ -101,7 +102,11 @@ async fn a_finished_track_stays_fetchable() {
             // A join: the current group (and one before it) from the cache, then the end.
             let mut objects = s
                 .subscriber()
-                .join(name.clone(), SubscribeOptions::default(), 1)
+                .join(
+                    name.clone(),
+                    SubscribeOptions::default(),
+                    JoinFrom::GroupsBefore(1),
+                )
                 .await
                 .unwrap_or_else(|e| panic!("join at {v}: {e}"));
             let mut joined = Vec::new();
