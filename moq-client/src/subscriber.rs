@@ -248,7 +248,10 @@ impl Subscriber {
     /// out), whether the subscription was renewed or not: TRACK_ENDED says the track ended,
     /// and a subscription ended for another reason (SUBSCRIPTION_ENDED, TOO_FAR_BEHIND,
     /// EXPIRED, ...) is not renewed either. Only GOING_AWAY, with a reconnecting client, is
-    /// renewed on the session that follows.
+    /// renewed on the session that follows. A relay also ends a subscription with GOING_AWAY
+    /// when the track's publisher restarted and numbers its groups anew: the renewal then
+    /// starts over on the new numbering, its first groups fetched, and the consumer sees group
+    /// IDs go down.
     ///
     /// ```no_run
     /// # async fn run(session: moq_client::Session, track: moq_client::FullTrackName) -> Result<(), moq_client::Error> {
@@ -298,10 +301,20 @@ impl Subscriber {
                 if !source.reconnects || !(lost.is_session_error() || retryable(&lost)) {
                     return router.fail(lost.into()).await;
                 }
-                // Renew on the next session, after the last group seen.
+                // Renew on the next session, after the last group seen; unless the publisher
+                // restarted and numbers its groups anew (a relay ends the old incarnation's
+                // subscriptions with GOING_AWAY): then from the new incarnation's first group.
                 let mut renew = options.clone();
+                let mut restarted = false;
                 if let Some(g) = last_group {
-                    renew.filter = Some(LocationFilter::AbsoluteStart(Location::new(g + 1, 0)));
+                    restarted = matches!(lost, moq_transport::Error::GoingAway)
+                        && tokio::select! {
+                            r = restarted_below(&source, &track, g) => r,
+                            _ = router.closed() => return,
+                        };
+                    if !restarted {
+                        renew.filter = Some(LocationFilter::AbsoluteStart(Location::new(g + 1, 0)));
+                    }
                 }
                 let (session, renewed) =
                     match renew_subscription(&source, &track, &renew, &router).await {
@@ -310,9 +323,19 @@ impl Subscriber {
                         None => return,
                     };
                 sub = renewed;
+                if restarted {
+                    tracing::debug!(track = ?track, "publisher restarted its group numbering");
+                    router.restart();
+                    last_group = None;
+                }
                 info_tx.send_replace(Some(TrackInfo::of(sub.info())));
-                if let Some(g) = last_group
-                    && fill_gap(&session, &sub, g + 1, &mut router).await.is_err()
+                let from = match last_group {
+                    Some(g) => Some(g + 1),
+                    None if restarted => Some(0),
+                    None => None,
+                };
+                if let Some(from) = from
+                    && fill_gap(&session, &sub, from, &mut router).await.is_err()
                 {
                     return;
                 }
@@ -511,6 +534,21 @@ fn retryable(e: &moq_transport::Error) -> bool {
 fn going_away(sub: &Subscription) -> bool {
     sub.publish_done()
         .is_some_and(|d| d.status == PublishDoneCode::GOING_AWAY)
+}
+
+/// Whether the publisher of `track` now numbers its groups below `last` (it restarted), as
+/// TRACK_STATUS on the client's current session says; `false` if that cannot be learned.
+async fn restarted_below(source: &SessionSource, track: &FullTrackName, last: u64) -> bool {
+    let Ok(session) = source.session().await else {
+        return false;
+    };
+    match session
+        .track_status(track.clone(), Parameters::default())
+        .await
+    {
+        Ok(status) => status.largest.is_some_and(|l| l.group < last),
+        Err(_) => false,
+    }
 }
 
 /// Subscribes to `track` again with `options` on the client's current session (waiting for

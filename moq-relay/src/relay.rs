@@ -74,6 +74,9 @@ struct RelayTrack {
     /// Counts the upstreams that went live, so a wait for a new publisher knows whether one
     /// came while it waited.
     generation: AtomicU64,
+    /// The sessions whose upstream subscription answered and still delivers: a FETCH goes to
+    /// one of them first (`fetch_route`), not to a publisher that may have died unnoticed.
+    delivering: Mutex<HashSet<u64>>,
 }
 
 impl RelayTrack {
@@ -97,16 +100,17 @@ impl RelayTrack {
             new_group_request: Mutex::new(None),
             received: inner.metrics.received(&name.namespace),
             generation: AtomicU64::new(0),
+            delivering: Mutex::new(HashSet::new()),
         })
     }
 
     /// The group below which a new upstream's objects show that its publisher restarted its
-    /// group numbering: the group of the last object stored, if the track has no live
-    /// upstream (the new one replaces a publisher that went away) and held objects.
+    /// group numbering: the group of the last object stored, if the track held objects. Also
+    /// while another upstream still counts as live: a publisher killed outright is noticed
+    /// only at its session's idle timeout, and its restarted process is a new upstream
+    /// session beside it (a new incarnation of the track, not one publisher contradicting
+    /// itself).
     fn restart_floor(&self) -> Option<u64> {
-        if self.live_upstreams.load(Ordering::Relaxed) > 0 {
-            return None;
-        }
         self.cache.stored().map(|l| l.group)
     }
 }
@@ -634,6 +638,21 @@ fn routes_for(inner: &Inner, ns: &TrackNamespace) -> Vec<Route> {
         .collect()
 }
 
+/// The publisher a FETCH (or TRACK_STATUS) of `name` goes to: one whose upstream subscription
+/// to the track delivers now, else the session that announced last (a publisher killed
+/// outright is noticed only at its idle timeout; its restarted process announces after it).
+fn fetch_route(inner: &Inner, name: &FullTrackName) -> Option<Route> {
+    let delivering = inner
+        .tracks
+        .lock()
+        .get(name)
+        .map(|t| t.delivering.lock().clone())
+        .unwrap_or_default();
+    routes_for(inner, &name.namespace)
+        .into_iter()
+        .max_by_key(|r| (delivering.contains(&r.session_id), r.session_id))
+}
+
 /// The relay track for `name`, created (and subscribed upstream to every matching publisher)
 /// if absent.
 fn get_or_create_track(
@@ -712,8 +731,10 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
                 }
                 t.answer.send_replace(Some(Ok(t.cache.largest())));
                 let mut live = LiveUpstream::new(&metrics, &weak, &t);
+                t.delivering.lock().insert(session_id);
                 let continuing = fill_from_upstream(&t, &session, &sub, &metrics).await;
                 live.status = ingest(&t, sub, &metrics, continuing, floor).await;
+                t.delivering.lock().remove(&session_id);
             }
             Err(e) => {
                 tracing::debug!(track = %t.name, error = %e, "upstream SUBSCRIBE failed");
@@ -762,8 +783,11 @@ const UPDATE_WAIT: Duration = Duration::from_secs(2);
 /// How an upstream subscription ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum UpstreamEnd {
-    /// With PUBLISH_DONE and this status (or a group-number regression: TRACK_ENDED).
+    /// With PUBLISH_DONE and this status.
     Done(PublishDoneCode),
+    /// Its publisher restarted its group numbering (see [`ingest`]): a new incarnation of the
+    /// track replaces the one held.
+    Restarted,
     /// Its publisher closed the session with NO_ERROR.
     Closed,
     /// Anything else: the session failed, the subscription stream ended without PUBLISH_DONE,
@@ -777,8 +801,11 @@ enum UpstreamEnd {
 /// its answer's Largest Location) or shows (with its first object) that it numbers its groups
 /// below it, it restarted from a lower group. Subscriptions to the track cannot be continued:
 /// their filters start after the old numbering, and the cache holds the old groups under the
-/// same numbers. The track ends (its subscribers get PUBLISH_DONE TRACK_ENDED) and leaves the
-/// relay's tracks, so the next SUBSCRIBE starts over on the new numbering. A publisher that
+/// same numbers. The track is superseded (`restart_track`): it leaves the relay's tracks, its
+/// other upstreams (a killed publisher's session the relay has not yet seen die) are dropped,
+/// and its subscribers get PUBLISH_DONE GOING_AWAY (their publisher went away), which a
+/// reconnecting moq-client subscriber renews at once; the next SUBSCRIBE starts over on the
+/// new numbering. A publisher that
 /// numbers its groups from the clock (`TrackOptions::groups_from_clock`) never regresses, and
 /// its existing subscribers continue at its first object.
 async fn ingest(
@@ -802,7 +829,7 @@ async fn ingest(
         .largest
         .is_some_and(|l| regressed(l.group, false))
     {
-        return UpstreamEnd::Done(PublishDoneCode::TRACK_ENDED);
+        return UpstreamEnd::Restarted;
     }
     let mut first = floor.is_some() && sub.info().largest.is_none();
     // The publisher closed its session on purpose (NO_ERROR): its tracks ended with it.
@@ -842,7 +869,7 @@ async fn ingest(
                 Err(_) => None,
             };
             if group.is_some_and(|g| regressed(g, true)) {
-                return UpstreamEnd::Done(PublishDoneCode::TRACK_ENDED);
+                return UpstreamEnd::Restarted;
             }
         }
         match &ev {
@@ -1296,7 +1323,7 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
         return available_now(cached.as_ref(), f).await;
     }
     // Not (entirely) cached: fill from one upstream publisher (draft-19 §9.5).
-    let Some(route) = routes_for(&inner, &name.namespace).into_iter().next() else {
+    let Some(route) = fetch_route(&inner, &name) else {
         return f.reject(RequestError::new(
             RequestErrorCode::DOES_NOT_EXIST,
             "no publisher for this track",
@@ -1395,9 +1422,7 @@ async fn fill_from_upstream_or_cache(
     fill: Fill,
 ) {
     let end = Location::new(fill.end.group, fill.end.object.saturating_add(1));
-    let route = routes_for(&inner, &track.name().namespace)
-        .into_iter()
-        .next();
+    let route = fetch_route(&inner, track.name());
     let (Some(route), false) = (route, track.covers(fill.start, end)) else {
         inner.metrics.fetch(true);
         let _ = serve_fill(track, writer, fill).await;
@@ -1490,7 +1515,7 @@ async fn track_status(
         return Ok(status_of(&rt.cache));
     }
     let finished = finished_track(inner, name);
-    let Some(route) = routes_for(inner, &name.namespace).into_iter().next() else {
+    let Some(route) = fetch_route(inner, name) else {
         if let Some(done) = finished {
             return Ok(status_of(&done));
         }
@@ -1591,6 +1616,13 @@ impl Drop for LiveUpstream {
     fn drop(&mut self) {
         let t = &self.track;
         let last = t.live_upstreams.fetch_sub(1, Ordering::Relaxed) == 1;
+        if self.status == UpstreamEnd::Restarted {
+            restart_track(&self.inner, t);
+        }
+        if t.cache.is_superseded() {
+            self.metrics.upstreams(-1.0);
+            return;
+        }
         // A publisher that closes its session ends its tracks, unless it is leaving because
         // this relay sent it GOAWAY: then it is moving (and reconnects elsewhere).
         let moving = || {
@@ -1600,6 +1632,7 @@ impl Drop for LiveUpstream {
         };
         let ended = match self.status {
             UpstreamEnd::Done(code) => code == PublishDoneCode::TRACK_ENDED,
+            UpstreamEnd::Restarted => true,
             UpstreamEnd::Closed => !moving(),
             UpstreamEnd::Lost => false,
         };
@@ -1630,6 +1663,24 @@ fn end_track(inner: &Weak<Inner>, t: &Arc<RelayTrack>) {
     }
 }
 
+/// A new incarnation of `t` replaces it (its publisher restarted its group numbering): it
+/// leaves the relay's tracks first, so that the subscribers renewing find the new one, then
+/// its other upstreams are dropped and its subscriptions end with PUBLISH_DONE GOING_AWAY
+/// (`TrackCache::supersede`).
+fn restart_track(inner: &Weak<Inner>, t: &Arc<RelayTrack>) {
+    if let Some(inner) = inner.upgrade() {
+        let mut tracks = inner.tracks.lock();
+        if tracks.get(&t.name).is_some_and(|x| Arc::ptr_eq(x, t)) {
+            tracks.remove(&t.name);
+        }
+    }
+    t.cache.supersede();
+    let upstreams: Vec<_> = t.upstreams.lock().drain().collect();
+    for (_, h) in upstreams {
+        h.abort();
+    }
+}
+
 /// How long a finished track is kept when the cache has no age limit.
 const FINISHED_KEEP: Duration = Duration::from_secs(60);
 
@@ -1637,7 +1688,7 @@ const FINISHED_KEEP: Duration = Duration::from_secs(60);
 /// for as long as the cache's age limit lets it hold objects; a malformed track or one that
 /// holds nothing is not kept.
 fn keep_finished(inner: &Arc<Inner>, t: &RelayTrack) {
-    if t.cache.malformed().is_some() || t.cache.stored().is_none() {
+    if t.cache.malformed().is_some() || t.cache.is_superseded() || t.cache.stored().is_none() {
         return;
     }
     let cache = t.cache.clone();
