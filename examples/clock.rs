@@ -19,8 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use moq_client::{
-    FullTrackName, GroupProducer, NamespaceEvent, ObjectConsumer, SubscribeOptions, Subscriber,
-    TrackOptions,
+    FullTrackName, GroupProducer, JoinFrom, NamespaceEvent, ObjectConsumer, SubscribeOptions,
+    Subscriber, TrackOptions,
 };
 
 #[derive(Parser)]
@@ -129,7 +129,9 @@ async fn minute(mut group: GroupProducer) -> anyhow::Result<()> {
 /// Joins the clock at the start of the current minute.
 async fn join(subscriber: &Subscriber, name: &FullTrackName) -> anyhow::Result<ObjectConsumer> {
     let options = SubscribeOptions::default();
-    Ok(subscriber.join(name.clone(), options, 0).await?)
+    Ok(subscriber
+        .join(name.clone(), options, JoinFrom::CurrentGroup)
+        .await?)
 }
 
 /// Prints the clock until the track ends: each minute's first object is the minute.

@@ -13,7 +13,9 @@ mod cli;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use moq_client::{Client, FullTrackName, NamespaceEvent, SubscribeOptions, TrackNamespace};
+use moq_client::{
+    Client, FullTrackName, JoinFrom, NamespaceEvent, SubscribeOptions, TrackNamespace,
+};
 use moq_relay::{Relay, RelayConfig};
 
 #[tokio::main]
@@ -89,7 +91,7 @@ async fn run() -> anyhow::Result<()> {
         let name = FullTrackName::new(ns, "chat")?;
         let mut objects = subscriber
             .subscriber()
-            .join(name.clone(), SubscribeOptions::default(), u64::MAX)
+            .join(name.clone(), SubscribeOptions::default(), JoinFrom::Oldest)
             .await?;
         for _ in 0..3 {
             let object = objects.next().await.context("track ended early")??;

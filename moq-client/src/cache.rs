@@ -393,6 +393,9 @@ struct TrackInner {
     final_object: Option<Location>,
     /// Why the track was found malformed, if it was (draft-19 §2.4.2).
     malformed: Option<Malformed>,
+    /// Set when another incarnation of the track took its place (see
+    /// [`TrackCache::supersede`]).
+    superseded: bool,
     evicted_below: u64,
     /// Groups below this one were published before the cache joined the track (a relay's
     /// cache of a track it subscribed to): their objects' status is unknown to it.
@@ -439,6 +442,7 @@ impl TrackCache {
                     ended: false,
                     final_object: None,
                     malformed: None,
+                    superseded: false,
                     evicted_below: 0,
                     joined_at: 0,
                 }),
@@ -751,6 +755,23 @@ impl TrackCache {
     /// Why the track is malformed, if it is.
     pub fn malformed(&self) -> Option<Malformed> {
         self.state.inner.lock().malformed
+    }
+
+    /// Ends the track because a new incarnation of it replaces this one (a relay's publisher
+    /// that restarted and numbers its groups anew): the subscriptions served from it end with
+    /// PUBLISH_DONE GOING_AWAY (their publisher went away; subscribing again reaches the new
+    /// one), see [`crate::serve::serve_subscription`].
+    pub fn supersede(&self) {
+        let mut inner = self.state.inner.lock();
+        inner.superseded = true;
+        inner.ended = true;
+        drop(inner);
+        self.state.changed.send_modify(|g| *g += 1);
+    }
+
+    /// Whether [`TrackCache::supersede`] ended the track.
+    pub fn is_superseded(&self) -> bool {
+        self.state.inner.lock().superseded
     }
 
     /// Marks the track as over (no more groups); live readers end.

@@ -337,6 +337,15 @@ impl Router {
         self.groups.clear();
     }
 
+    /// A new incarnation of the track follows (its publisher restarted and numbers its
+    /// groups anew): the groups handed out so far are complete, and what the malformed-track
+    /// rules remember of the old one is forgotten (draft-19 §2.4.2 is about one publisher
+    /// contradicting itself).
+    pub(crate) fn restart(&mut self) {
+        self.close_groups();
+        self.check = Arc::new(TrackCheck::new());
+    }
+
     /// The subscription failed: the error follows the groups already handed out.
     pub(crate) async fn fail(&mut self, e: Error) {
         self.groups.clear();

@@ -28,6 +28,22 @@
 //! `Client::builder()` / `Server::builder()` and `.build()`. Misuse and refusals are typed
 //! [`Error`]s ([`Error::rejection`] gives a peer's [`RequestErrorCode`]).
 //!
+//! # Which call do I want
+//!
+//! | I want to ... | call | on the wire |
+//! |---|---|---|
+//! | serve tracks to whoever asks for them | [`Publisher::publish_namespace`] and [`Publisher::create_track`] | PUBLISH_NAMESPACE; each SUBSCRIBE, FETCH and TRACK_STATUS is answered from the track's cache |
+//! | push one track to the peer without being asked | [`Session::publish`] (a track from [`Publisher::create_track`]) | PUBLISH |
+//! | read what is published from now on | [`Subscriber::subscribe`] | SUBSCRIBE (renewed after a reconnect, the gap fetched) |
+//! | read from a point in the past, then live, in one ordered stream | [`Subscriber::join`] with a [`JoinFrom`] ([`JoinFrom::Oldest`]: everything the publisher or relay still holds) | SUBSCRIBE and a Joining FETCH (from draft-20: the SUBSCRIBE's fill) |
+//! | read a track I just discovered, missing nothing written before I asked | [`Subscriber::join`] with [`JoinFrom::Oldest`] (a bare `subscribe` starts after what exists when it arrives) | as above |
+//! | read a range of the past only | [`Subscriber::fetch`] | FETCH |
+//! | learn which namespaces exist under a prefix | [`Subscriber::subscribe_namespace`] | SUBSCRIBE_NAMESPACE |
+//! | have the peer push every track under a prefix | [`Subscriber::subscribe_tracks`] | SUBSCRIBE_TRACKS, then a PUBLISH per track |
+//! | know where a track stands (largest location) | [`Subscriber::track_status`] | TRACK_STATUS |
+//! | one session, which ends when the connection does | [`Client::connect`] | |
+//! | stay connected: reconnect, renew subscriptions and discoveries, re-announce, follow GOAWAY | [`Client::reconnecting`] | |
+//!
 //! # The runtime contract
 //!
 //! Everything runs on [tokio]: call it from within a tokio runtime (multi-thread or current
@@ -120,8 +136,8 @@
 //!
 //! ```no_run
 //! # async fn run(session: moq_client::Session, name: moq_client::FullTrackName) -> Result<(), moq_client::Error> {
-//! use moq_client::SubscribeOptions;
-//! let mut objects = session.subscriber().join(name, SubscribeOptions::default(), 0).await?;
+//! use moq_client::{JoinFrom, SubscribeOptions};
+//! let mut objects = session.subscriber().join(name, SubscribeOptions::default(), JoinFrom::CurrentGroup).await?;
 //! while let Some(object) = objects.next().await {
 //!     println!("{}", object?.location);
 //! }
@@ -217,7 +233,7 @@ pub use consume::{
 };
 pub use error::{Error, SessionError};
 pub use malformed::Malformed;
-pub use options::{Backoff, RenewRetry, SubscribeOptions, TrackOptions};
+pub use options::{Backoff, JoinFrom, RenewRetry, SubscribeOptions, TrackOptions};
 pub use produce::{GroupProducer, SubgroupProducer, TrackProducer};
 pub use publisher::{NamespaceHandle, Publisher};
 pub use serve::ServeOptions;

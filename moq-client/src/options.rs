@@ -159,8 +159,9 @@ pub struct SubscribeOptions {
     /// published so far, that is what is published from now on (LargestObject). A SUBSCRIBE
     /// only ever delivers objects published after it is answered (draft-19 §10.7), so a
     /// start before that point does not bring the past back: fetch it with
-    /// [`crate::Subscriber::fetch`] (a Joining FETCH joins it to the subscription without
-    /// duplicates). A start further on skips what comes before it.
+    /// [`crate::Subscriber::fetch`], or read past and live as one stream with
+    /// [`crate::Subscriber::join`] and a [`JoinFrom`] (a Joining FETCH joins the past to the
+    /// subscription without duplicates). A start further on skips what comes before it.
     pub filter: Option<LocationFilter>,
     /// Whether the publisher sends objects at all (default true; FORWARD).
     pub forward: Option<bool>,
@@ -342,5 +343,38 @@ impl Backoff {
     /// The wait after `wait`: twice as long, at most `max`.
     pub(crate) fn next(&self, wait: Duration) -> Duration {
         wait.saturating_mul(2).min(self.max)
+    }
+}
+
+/// Where [`crate::Subscriber::join`] starts: how much of the past it fetches before the
+/// objects published from now on.
+///
+/// Groups a publisher (or relay) no longer holds are not delivered; [`JoinFrom::Oldest`] asks
+/// for everything it still has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JoinFrom {
+    /// The start of the group being published now (the default).
+    #[default]
+    CurrentGroup,
+    /// The start of the group `n` groups before the current one (`GroupsBefore(0)` is
+    /// [`JoinFrom::CurrentGroup`]).
+    GroupsBefore(u64),
+    /// The start of this group (the current group's start if it is later than that).
+    Group(u64),
+    /// The oldest group the publisher (or relay) still holds: everything it can give, then
+    /// what follows.
+    Oldest,
+}
+
+impl JoinFrom {
+    /// The first group of the join, given the current (largest) group.
+    pub(crate) fn first_group(self, current: u64) -> u64 {
+        match self {
+            JoinFrom::CurrentGroup => current,
+            JoinFrom::GroupsBefore(n) => current.saturating_sub(n),
+            JoinFrom::Group(g) => g.min(current),
+            JoinFrom::Oldest => 0,
+        }
     }
 }

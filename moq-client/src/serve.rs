@@ -306,6 +306,15 @@ pub async fn serve_subscription(
                 }
                 break PublishDoneCode::MALFORMED_TRACK;
             }
+            if track.is_superseded() {
+                // A new incarnation of the track replaced this one: the subscriber's start
+                // and what it saw belong to the old one (see `TrackCache::supersede`). The
+                // old publisher's open subgroups will not be completed: their streams reset.
+                for t in inflight.drain(..) {
+                    t.abort();
+                }
+                break PublishDoneCode::GOING_AWAY;
+            }
             break PublishDoneCode::TRACK_ENDED;
         };
         let params = writer.params();

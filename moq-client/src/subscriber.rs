@@ -24,7 +24,7 @@ use crate::consume::{
 };
 use crate::error::Error;
 use crate::malformed::Malformed;
-use crate::options::SubscribeOptions;
+use crate::options::{JoinFrom, SubscribeOptions};
 
 /// Where a [`Subscriber`] gets its session: one fixed session, or the latest of a reconnecting
 /// client. It holds the session weakly: the streams it serves do not keep a session open that
@@ -249,7 +249,10 @@ impl Subscriber {
     /// out), whether the subscription was renewed or not: TRACK_ENDED says the track ended,
     /// and a subscription ended for another reason (SUBSCRIPTION_ENDED, TOO_FAR_BEHIND,
     /// EXPIRED, ...) is not renewed either. Only GOING_AWAY, with a reconnecting client, is
-    /// renewed on the session that follows.
+    /// renewed on the session that follows. A relay also ends a subscription with GOING_AWAY
+    /// when the track's publisher restarted and numbers its groups anew: the renewal then
+    /// starts over on the new numbering, its first groups fetched, and the consumer sees group
+    /// IDs go down.
     ///
     /// ```no_run
     /// # async fn run(session: moq_client::Session, track: moq_client::FullTrackName) -> Result<(), moq_client::Error> {
@@ -299,10 +302,20 @@ impl Subscriber {
                 if !source.reconnects || !(lost.is_session_error() || retryable(&lost)) {
                     return router.fail(lost.into()).await;
                 }
-                // Renew on the next session, after the last group seen.
+                // Renew on the next session, after the last group seen; unless the publisher
+                // restarted and numbers its groups anew (a relay ends the old incarnation's
+                // subscriptions with GOING_AWAY): then from the new incarnation's first group.
                 let mut renew = options.clone();
+                let mut restarted = false;
                 if let Some(g) = last_group {
-                    renew.filter = Some(LocationFilter::AbsoluteStart(Location::new(g + 1, 0)));
+                    restarted = matches!(lost, moq_transport::Error::GoingAway)
+                        && tokio::select! {
+                            r = restarted_below(&source, &track, g) => r,
+                            _ = router.closed() => return,
+                        };
+                    if !restarted {
+                        renew.filter = Some(LocationFilter::AbsoluteStart(Location::new(g + 1, 0)));
+                    }
                 }
                 let (session, renewed) =
                     match renew_subscription(&source, &track, &renew, &router).await {
@@ -311,9 +324,19 @@ impl Subscriber {
                         None => return,
                     };
                 sub = renewed;
+                if restarted {
+                    tracing::debug!(track = ?track, "publisher restarted its group numbering");
+                    router.restart();
+                    last_group = None;
+                }
                 info_tx.send_replace(Some(TrackInfo::of(sub.info())));
-                if let Some(g) = last_group
-                    && fill_gap(&session, &sub, g + 1, &mut router).await.is_err()
+                let from = match last_group {
+                    Some(g) => Some(g + 1),
+                    None if restarted => Some(0),
+                    None => None,
+                };
+                if let Some(from) = from
+                    && fill_gap(&session, &sub, from, &mut router).await.is_err()
                 {
                     return;
                 }
@@ -322,16 +345,22 @@ impl Subscriber {
         Ok(consumer)
     }
 
-    /// Joins `track` at the start of its current group: SUBSCRIBE, then a Joining FETCH
-    /// (draft-19 §5.2) of the current group and the `groups` before it. One stream of objects
-    /// in order, the past first, then what is published from now on, with no gap and no
-    /// duplicate. A joined track is not renewed on reconnect: the stream ends with the
-    /// session's error.
+    /// Joins `track` at the point `from` names (the start of its current group, of an earlier
+    /// one, or the oldest group still held): SUBSCRIBE, then the past up to the subscription's
+    /// start (a Joining FETCH, draft-19 §5.2; from draft-20 the subscription's fill, draft-21
+    /// §3.4). One stream of objects in order, the past first, then what is published from now
+    /// on, with no gap and no duplicate. A joined track is not renewed on reconnect: the
+    /// stream ends with the session's error.
+    ///
+    /// The subscription starts after the largest object (where the past ends), so `options`
+    /// may not set a [`SubscribeOptions::filter`] other than [`SubscribeOptions::latest`]:
+    /// another is refused with [`Error::Invalid`] rather than replaced (use
+    /// [`Subscriber::subscribe`] or [`Subscriber::fetch`] for a range of your own).
     ///
     /// ```no_run
     /// # async fn run(session: moq_client::Session, track: moq_client::FullTrackName) -> Result<(), moq_client::Error> {
-    /// use moq_client::SubscribeOptions;
-    /// let mut objects = session.subscriber().join(track, SubscribeOptions::default(), 0).await?;
+    /// use moq_client::{JoinFrom, SubscribeOptions};
+    /// let mut objects = session.subscriber().join(track, SubscribeOptions::default(), JoinFrom::CurrentGroup).await?;
     /// while let Some(object) = objects.next().await {
     ///     let object = object?;
     ///     println!("{:?}: {} bytes", object.location, object.payload.len());
@@ -344,26 +373,70 @@ impl Subscriber {
         &self,
         track: FullTrackName,
         options: SubscribeOptions,
-        groups: u64,
+        from: JoinFrom,
     ) -> Result<ObjectConsumer, Error> {
+        if options
+            .filter
+            .is_some_and(|f| f != LocationFilter::LargestObject)
+        {
+            return Err(Error::Invalid(
+                "join starts the subscription after the largest object; a filter of its own \
+                 cannot be combined with it (use subscribe or fetch)"
+                    .into(),
+            ));
+        }
         let session = self.source.session().await?;
-        // The subscription starts after the largest object, where the FETCH ends.
+        // The subscription starts after the largest object, where the past ends.
         let options = options.latest();
         let mut params = options.to_parameters(true);
         // From draft-20 the past comes on the subscription's fill fetch stream (draft-21
-        // §3.5: Next Object, and a fill from the start of the current group, or earlier);
-        // until draft-19 by a Joining FETCH.
+        // §3.5: Next Object, and a fill from where `from` says); until draft-19 by a Joining
+        // FETCH.
         let fill = session.version().has_fill();
         if fill {
             params.fill = Some(Box::new(Parameters {
-                location_filter: Some(LocationFilter::RelativeGroups(groups.saturating_add(1))),
+                location_filter: Some(fill_start(from)),
                 ..Default::default()
             }));
         }
         let mut sub = session.subscribe(track.clone(), params).await?;
-        let fetch = match sub.joining_fetch(JoiningStart::Relative(groups)) {
+        let joining = match from {
+            JoinFrom::CurrentGroup => JoiningStart::Relative(0),
+            JoinFrom::GroupsBefore(n) => JoiningStart::Relative(n),
+            // Not after the current group (a Joining FETCH starting after it is INVALID_RANGE).
+            JoinFrom::Group(g) => {
+                JoiningStart::Absolute(g.min(sub.info().largest.map_or(0, |l| l.group)))
+            }
+            JoinFrom::Oldest => JoiningStart::Absolute(0),
+        };
+        let fetch = match sub.joining_fetch(joining) {
             _ if fill => sub.take_fill(),
-            Some(request) => Some(session.fetch(request, Parameters::default()).await?),
+            Some(request) => match session.fetch(request, Parameters::default()).await {
+                Ok(f) => Some(f),
+                // The subscription ended before its Joining FETCH was resolved (a track whose
+                // publisher finished it is answered SUBSCRIBE_OK, then PUBLISH_DONE at once):
+                // the same range, as a standalone FETCH.
+                Err(moq_transport::Error::Rejected(e))
+                    if e.code == RequestErrorCode::INVALID_JOINING_REQUEST_ID =>
+                {
+                    match sub.info().largest {
+                        Some(l) => Some(
+                            session
+                                .fetch(
+                                    FetchType::Standalone {
+                                        track: track.clone(),
+                                        start: Location::new(from.first_group(l.group), 0),
+                                        end: Location::new(l.group, l.object.saturating_add(1)),
+                                    },
+                                    Parameters::default(),
+                                )
+                                .await?,
+                        ),
+                        None => None,
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            },
             // Nothing published yet: everything comes live.
             None => None,
         };
@@ -462,6 +535,21 @@ fn retryable(e: &moq_transport::Error) -> bool {
 fn going_away(sub: &Subscription) -> bool {
     sub.publish_done()
         .is_some_and(|d| d.status == PublishDoneCode::GOING_AWAY)
+}
+
+/// Whether the publisher of `track` now numbers its groups below `last` (it restarted), as
+/// TRACK_STATUS on the client's current session says; `false` if that cannot be learned.
+async fn restarted_below(source: &SessionSource, track: &FullTrackName, last: u64) -> bool {
+    let Ok(session) = source.session().await else {
+        return false;
+    };
+    match session
+        .track_status(track.clone(), Parameters::default())
+        .await
+    {
+        Ok(status) => status.largest.is_some_and(|l| l.group < last),
+        Err(_) => false,
+    }
 }
 
 /// Subscribes to `track` again with `options` on the client's current session (waiting for
@@ -759,5 +847,20 @@ impl TrackOffers {
                 },
             }
         }
+    }
+}
+
+/// The LOCATION_FILTER of a join's fill (from draft-20): relative to the group after the
+/// largest, so that it names the current group and those before it. Group 0 is named by the
+/// largest relative start the encoding takes (it clamps at 0, draft-21 §9.20.10): an absolute
+/// start at {0, 0} is the Next Object in drafts 20-21.
+fn fill_start(from: JoinFrom) -> LocationFilter {
+    /// The largest QUIC varint: every group there is.
+    const EVERY_GROUP: u64 = (1 << 62) - 1;
+    match from {
+        JoinFrom::CurrentGroup => LocationFilter::RelativeGroups(1),
+        JoinFrom::GroupsBefore(n) => LocationFilter::RelativeGroups(n.saturating_add(1)),
+        JoinFrom::Group(g) if g > 0 => LocationFilter::AbsoluteStart(Location::new(g, 0)),
+        JoinFrom::Group(_) | JoinFrom::Oldest => LocationFilter::RelativeGroups(EVERY_GROUP),
     }
 }

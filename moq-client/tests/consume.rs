@@ -20,8 +20,8 @@ use common::{
 };
 use futures::FutureExt;
 use moq_client::{
-    CacheLimits, FetchItem, Location, Object, Publisher, RangeEnd, ServeOptions, SubscribeOptions,
-    TrackProducer, Version,
+    CacheLimits, FetchItem, JoinFrom, Location, Object, Publisher, RangeEnd, ServeOptions,
+    SubscribeOptions, TrackProducer, Version,
 };
 
 /// A payload of `len` bytes that names its location.
@@ -165,7 +165,11 @@ async fn join_starts_at_the_current_group() {
                 let (client, _server) = srv.connect(transport, version).await;
                 let objects = client
                     .subscriber()
-                    .join(name.clone(), SubscribeOptions::default(), back)
+                    .join(
+                        name.clone(),
+                        SubscribeOptions::default(),
+                        JoinFrom::GroupsBefore(back),
+                    )
                     .await
                     .unwrap();
                 let reader = tokio::spawn(joined(objects));
@@ -211,7 +215,11 @@ async fn join_while_writing_has_no_gap_and_no_duplicate() {
                 if status.is_ok_and(|s| s.largest.is_some()) {
                     break client
                         .subscriber()
-                        .join(name.clone(), SubscribeOptions::default(), 0)
+                        .join(
+                            name.clone(),
+                            SubscribeOptions::default(),
+                            JoinFrom::CurrentGroup,
+                        )
                         .await
                         .unwrap();
                 }

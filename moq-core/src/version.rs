@@ -209,6 +209,14 @@ impl Version {
         self.from(17) && self.until(17)
     }
 
+    /// Track Namespaces whose first field begins with "." are reserved: a first field of
+    /// exactly "." is never used and ".session" names session-level tracks and namespaces
+    /// (from draft-18: draft-19 §3.2.1-2, draft-22 §2.4.3 and §6.5). Before, they are
+    /// ordinary names.
+    pub const fn has_reserved_namespaces(self) -> bool {
+        self.from(18)
+    }
+
     /// DELIVERY_TIMEOUT is split into OBJECT_DELIVERY_TIMEOUT (0x02) and
     /// SUBGROUP_DELIVERY_TIMEOUT (0x06), and FILL_TIMEOUT (0x0A) and TRACK_NAMESPACE_PREFIX
     /// (0x34) exist (from draft-18); draft-17 has DELIVERY_TIMEOUT (0x02) alone.

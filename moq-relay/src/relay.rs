@@ -79,6 +79,9 @@ struct RelayTrack {
     /// Counts the upstreams that went live, so a wait for a new publisher knows whether one
     /// came while it waited.
     generation: AtomicU64,
+    /// The sessions whose upstream subscription answered and still delivers: a FETCH goes to
+    /// one of them first (`fetch_route`), not to a publisher that may have died unnoticed.
+    delivering: Mutex<HashSet<u64>>,
 }
 
 impl RelayTrack {
@@ -102,16 +105,17 @@ impl RelayTrack {
             new_group_request: Mutex::new(None),
             received: inner.metrics.received(&name.namespace),
             generation: AtomicU64::new(0),
+            delivering: Mutex::new(HashSet::new()),
         })
     }
 
     /// The group below which a new upstream's objects show that its publisher restarted its
-    /// group numbering: the group of the last object stored, if the track has no live
-    /// upstream (the new one replaces a publisher that went away) and held objects.
+    /// group numbering: the group of the last object stored, if the track held objects. Also
+    /// while another upstream still counts as live: a publisher killed outright is noticed
+    /// only at its session's idle timeout, and its restarted process is a new upstream
+    /// session beside it (a new incarnation of the track, not one publisher contradicting
+    /// itself).
     fn restart_floor(&self) -> Option<u64> {
-        if self.live_upstreams.load(Ordering::Relaxed) > 0 {
-            return None;
-        }
         self.cache.stored().map(|l| l.group)
     }
 }
@@ -123,6 +127,10 @@ struct Inner {
     routes: Mutex<PrefixTrie<Route>>,
     routes_changed: watch::Sender<u64>,
     tracks: Mutex<HashMap<FullTrackName, Arc<RelayTrack>>>,
+    /// Tracks whose publisher ended them, by name, while their cache may hold objects (for
+    /// the cache's age limit): FETCH, TRACK_STATUS and SUBSCRIBE are answered from them when
+    /// no publisher has the track (`finished_track`).
+    finished: Mutex<HashMap<FullTrackName, TrackCache>>,
     /// Answers every session's SUBSCRIBE, FETCH, TRACK_STATUS and SUBSCRIBE_TRACKS, asking
     /// this relay's routes and upstreams (`RelayUpstream`) for what it does not hold. It holds
     /// the PUBLISHed tracks, offered to SUBSCRIBE_TRACKS subscribers.
@@ -227,6 +235,7 @@ impl Relay {
                 routes: Mutex::new(PrefixTrie::new()),
                 routes_changed: watch::channel(0).0,
                 tracks: Mutex::new(HashMap::new()),
+                finished: Mutex::new(HashMap::new()),
                 directory: Directory::with_upstream(options, Arc::new(RelayUpstream(weak.clone()))),
                 sessions: Mutex::new(HashMap::new()),
                 session_count: watch::channel(0).0,
@@ -655,6 +664,21 @@ fn routes_for(inner: &Inner, ns: &TrackNamespace) -> Vec<Route> {
         .collect()
 }
 
+/// The publisher a FETCH (or TRACK_STATUS) of `name` goes to: one whose upstream subscription
+/// to the track delivers now, else the session that announced last (a publisher killed
+/// outright is noticed only at its idle timeout; its restarted process announces after it).
+fn fetch_route(inner: &Inner, name: &FullTrackName) -> Option<Route> {
+    let delivering = inner
+        .tracks
+        .lock()
+        .get(name)
+        .map(|t| t.delivering.lock().clone())
+        .unwrap_or_default();
+    routes_for(inner, &name.namespace)
+        .into_iter()
+        .max_by_key(|r| (delivering.contains(&r.session_id), r.session_id))
+}
+
 /// The relay track for `name`, created (and subscribed upstream to every matching publisher)
 /// if absent.
 fn get_or_create_track(
@@ -733,8 +757,10 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
                 }
                 t.answer.send_replace(Some(Ok(t.cache.largest())));
                 let mut live = LiveUpstream::new(&metrics, &weak, &t);
+                t.delivering.lock().insert(session_id);
                 let continuing = fill_from_upstream(&t, &session, &sub, &metrics).await;
                 live.status = ingest(&t, sub, &metrics, continuing, floor).await;
+                t.delivering.lock().remove(&session_id);
             }
             Err(e) => {
                 tracing::debug!(track = %t.name, error = %e, "upstream SUBSCRIBE failed");
@@ -783,8 +809,11 @@ const UPDATE_WAIT: Duration = Duration::from_secs(2);
 /// How an upstream subscription ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum UpstreamEnd {
-    /// With PUBLISH_DONE and this status (or a group-number regression: TRACK_ENDED).
+    /// With PUBLISH_DONE and this status.
     Done(PublishDoneCode),
+    /// Its publisher restarted its group numbering (see [`ingest`]): a new incarnation of the
+    /// track replaces the one held.
+    Restarted,
     /// Its publisher closed the session with NO_ERROR.
     Closed,
     /// Anything else: the session failed, the subscription stream ended without PUBLISH_DONE,
@@ -798,8 +827,11 @@ enum UpstreamEnd {
 /// its answer's Largest Location) or shows (with its first object) that it numbers its groups
 /// below it, it restarted from a lower group. Subscriptions to the track cannot be continued:
 /// their filters start after the old numbering, and the cache holds the old groups under the
-/// same numbers. The track ends (its subscribers get PUBLISH_DONE TRACK_ENDED) and leaves the
-/// relay's tracks, so the next SUBSCRIBE starts over on the new numbering. A publisher that
+/// same numbers. The track is superseded (`restart_track`): it leaves the relay's tracks, its
+/// other upstreams (a killed publisher's session the relay has not yet seen die) are dropped,
+/// and its subscribers get PUBLISH_DONE GOING_AWAY (their publisher went away), which a
+/// reconnecting moq-client subscriber renews at once; the next SUBSCRIBE starts over on the
+/// new numbering. A publisher that
 /// numbers its groups from the clock (`TrackOptions::groups_from_clock`) never regresses, and
 /// its existing subscribers continue at its first object.
 async fn ingest(
@@ -823,7 +855,7 @@ async fn ingest(
         .largest
         .is_some_and(|l| regressed(l.group, false))
     {
-        return UpstreamEnd::Done(PublishDoneCode::TRACK_ENDED);
+        return UpstreamEnd::Restarted;
     }
     let mut first = floor.is_some() && sub.info().largest.is_none();
     // The publisher closed its session on purpose (NO_ERROR): its tracks ended with it.
@@ -863,7 +895,7 @@ async fn ingest(
                 Err(_) => None,
             };
             if group.is_some_and(|g| regressed(g, true)) {
-                return UpstreamEnd::Done(PublishDoneCode::TRACK_ENDED);
+                return UpstreamEnd::Restarted;
             }
         }
         match &ev {
@@ -1241,9 +1273,27 @@ impl Upstream for RelayUpstream {
             .rendezvous_timeout
             .filter(|t| *t > 0)
             .map(|t| Duration::from_millis(t).min(inner.config.max_rendezvous));
+        // A track whose publisher ended it, with no publisher for it now: SUBSCRIBE_OK with
+        // its final Largest Location, then PUBLISH_DONE TRACK_ENDED ("the track is no longer
+        // being published", draft-19 §10.11); its past stays fetchable. A SUBSCRIBE with a
+        // RENDEZVOUS_TIMEOUT waits for a new publisher instead (draft-19 §10.2.4).
+        let finished = || finished_track(&inner, name).map(Source::now);
+        if rendezvous.is_none()
+            && routes_for(&inner, &name.namespace).is_empty()
+            && let Some(source) = finished()
+        {
+            return Ok(source);
+        }
         let track = get_or_create_track(&inner, name, rendezvous, params.new_group_request);
         let guard = Downstream::new(&inner, &track);
-        let largest = wait_answer(&inner, &track, rendezvous).await?;
+        let largest = match wait_answer(&inner, &track, rendezvous).await {
+            Ok(l) => l,
+            // The publisher no longer has it either.
+            Err(e) if e.code == RequestErrorCode::DOES_NOT_EXIST => {
+                return finished().ok_or(e);
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Source {
             track: track.cache.clone(),
             hold: Box::new(guard),
@@ -1282,6 +1332,15 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     let name = f.track().clone();
     let cached = inner.tracks.lock().get(&name).cloned();
     let mut budget = fill_budget(f.params().fill_timeout);
+    // A track whose publisher ended it is served from its cache while that holds objects
+    // (what it no longer holds is an Unknown range), unless a publisher has it again.
+    if let Some(done) = finished_track(&inner, &name)
+        && (done.covers(f.start(), f.end()) || routes_for(&inner, &name.namespace).is_empty())
+    {
+        inner.metrics.fetch(true);
+        let _ = serve_fetch(&done, f).await;
+        return;
+    }
     // From the cache if it holds the whole range, or if the subscriber wants only what is
     // available now (FILL_TIMEOUT 0: no upstream FETCH, what is missing is a Timed-Out range);
     // objects the upstream announced but that are still in flight are fetched upstream
@@ -1297,7 +1356,7 @@ async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
         return available_now(cached.as_ref(), f).await;
     }
     // Not (entirely) cached: fill from one upstream publisher (draft-19 §9.5).
-    let Some(route) = routes_for(&inner, &name.namespace).into_iter().next() else {
+    let Some(route) = fetch_route(&inner, &name) else {
         return f.reject(RequestError::new(
             RequestErrorCode::DOES_NOT_EXIST,
             "no publisher for this track",
@@ -1397,9 +1456,7 @@ async fn fill_from_upstream_or_cache(
     fill: Fill,
 ) {
     let end = Location::new(fill.end.group, fill.end.object.saturating_add(1));
-    let route = routes_for(&inner, &track.name().namespace)
-        .into_iter()
-        .next();
+    let route = fetch_route(&inner, track.name());
     let (Some(route), false) = (route, track.covers(fill.start, end)) else {
         inner.metrics.fetch(true);
         let _ = serve_fill(track, writer, fill).await;
@@ -1507,7 +1564,11 @@ async fn track_status(
     {
         return Ok(status_of(&rt.cache));
     }
-    let Some(route) = routes_for(inner, &name.namespace).into_iter().next() else {
+    let finished = finished_track(inner, name);
+    let Some(route) = fetch_route(inner, name) else {
+        if let Some(done) = finished {
+            return Ok(status_of(&done));
+        }
         return Err(RequestError::new(
             RequestErrorCode::DOES_NOT_EXIST,
             "no publisher for this track",
@@ -1605,6 +1666,13 @@ impl Drop for LiveUpstream {
     fn drop(&mut self) {
         let t = &self.track;
         let last = t.live_upstreams.fetch_sub(1, Ordering::Relaxed) == 1;
+        if self.status == UpstreamEnd::Restarted {
+            restart_track(&self.inner, t);
+        }
+        if t.cache.is_superseded() {
+            self.metrics.upstreams(-1.0);
+            return;
+        }
         // A publisher that closes its session ends its tracks, unless it is leaving because
         // this relay sent it GOAWAY: then it is moving (and reconnects elsewhere).
         let moving = || {
@@ -1614,6 +1682,7 @@ impl Drop for LiveUpstream {
         };
         let ended = match self.status {
             UpstreamEnd::Done(code) => code == PublishDoneCode::TRACK_ENDED,
+            UpstreamEnd::Restarted => true,
             UpstreamEnd::Closed => !moving(),
             UpstreamEnd::Lost => false,
         };
@@ -1639,7 +1708,70 @@ fn end_track(inner: &Weak<Inner>, t: &Arc<RelayTrack>) {
         if tracks.get(&t.name).is_some_and(|x| Arc::ptr_eq(x, t)) {
             tracks.remove(&t.name);
         }
+        drop(tracks);
+        keep_finished(&inner, t);
     }
+}
+
+/// A new incarnation of `t` replaces it (its publisher restarted its group numbering): it
+/// leaves the relay's tracks first, so that the subscribers renewing find the new one, then
+/// its other upstreams are dropped and its subscriptions end with PUBLISH_DONE GOING_AWAY
+/// (`TrackCache::supersede`).
+fn restart_track(inner: &Weak<Inner>, t: &Arc<RelayTrack>) {
+    if let Some(inner) = inner.upgrade() {
+        let mut tracks = inner.tracks.lock();
+        if tracks.get(&t.name).is_some_and(|x| Arc::ptr_eq(x, t)) {
+            tracks.remove(&t.name);
+        }
+    }
+    t.cache.supersede();
+    let upstreams: Vec<_> = t.upstreams.lock().drain().collect();
+    for (_, h) in upstreams {
+        h.abort();
+    }
+}
+
+/// How long a finished track is kept when the cache has no age limit.
+const FINISHED_KEEP: Duration = Duration::from_secs(60);
+
+/// Keeps an ended track's cache for FETCH, TRACK_STATUS and SUBSCRIBE (`finished_track`)
+/// for as long as the cache's age limit lets it hold objects; a malformed track or one that
+/// holds nothing is not kept.
+fn keep_finished(inner: &Arc<Inner>, t: &RelayTrack) {
+    if t.cache.malformed().is_some() || t.cache.is_superseded() || t.cache.stored().is_none() {
+        return;
+    }
+    let cache = t.cache.clone();
+    inner.finished.lock().insert(t.name.clone(), cache.clone());
+    let keep = inner.config.cache.max_age.unwrap_or(FINISHED_KEEP);
+    let weak = Arc::downgrade(inner);
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        tokio::time::sleep(keep).await;
+        if let Some(inner) = weak.upgrade() {
+            let mut finished = inner.finished.lock();
+            if finished.get(cache.name()).is_some_and(|c| c.same(&cache)) {
+                finished.remove(cache.name());
+            }
+        }
+    });
+}
+
+/// The cache of `name` if its publisher ended it (and it is not being published again) and
+/// the cache still holds objects.
+fn finished_track(inner: &Inner, name: &FullTrackName) -> Option<TrackCache> {
+    let live = inner
+        .tracks
+        .lock()
+        .get(name)
+        .is_some_and(|t| !t.cache.is_ended() && t.live_upstreams.load(Ordering::Relaxed) > 0);
+    if live {
+        return None;
+    }
+    let cache = inner.finished.lock().get(name).cloned()?;
+    cache.largest().is_some().then_some(cache)
 }
 
 /// The last publisher of `t` went away without ending it: ends it unless a new upstream goes

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use moq_core::TrackNamespace;
-use moq_core::codes::{RequestErrorCode, StreamResetCode};
-use moq_core::message::{ParamContext, Parameters, PublishNamespace, RequestError, RequestOk};
+use moq_core::codes::StreamResetCode;
+use moq_core::message::{ParamContext, Parameters, PublishNamespace, RequestOk};
 
 use super::state::NamespaceState;
 use crate::error::Error;
@@ -141,15 +141,8 @@ pub(crate) async fn serve_publish_namespace(
 ) -> Result<(), Error> {
     let core = state.core();
     req.take_updates(ParamContext::UpdatePublishNamespace);
-    // draft-19 §3.2.1-2: "." and unknown ".session" namespaces do not exist.
-    let refusal = if ns.is_dot() || ns.is_session_level() {
-        Some(RequestError::new(
-            RequestErrorCode::DOES_NOT_EXIST,
-            "reserved namespace",
-        ))
-    } else {
-        state.check_announce_room()
-    };
+    // Reserved namespaces (draft-19 §3.2.1-2) are refused by `authorize`.
+    let refusal = state.check_announce_room();
     if let Err(e) = Box::pin(req.authorize(refusal, RequestKind::PublishNamespace, &ns, None)).await
     {
         return Box::pin((*req).refuse(e)).await;

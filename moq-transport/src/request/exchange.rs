@@ -330,7 +330,12 @@ impl Request {
 
     // The responder's side.
 
-    /// The authorizer's verdict on this request, unless `refusal` already refuses it.
+    /// The authorizer's verdict on this request (or on a REQUEST_UPDATE naming a new
+    /// prefix), unless the name is reserved or `refusal` already refuses it.
+    ///
+    /// Every request kind passes its namespace (track, announced namespace or prefix) through
+    /// here, so a reserved one is refused before any kind's own check, the application or a
+    /// relay's routing can see it.
     pub(crate) async fn authorize(
         &self,
         refusal: Option<RequestError>,
@@ -338,6 +343,9 @@ impl Request {
         namespace: &TrackNamespace,
         track_name: Option<&[u8]>,
     ) -> Result<(), RequestError> {
+        if let Some(e) = reserved(self.core.version(), namespace) {
+            return Err(e);
+        }
         if let Some(e) = refusal {
             return Err(e);
         }
@@ -772,4 +780,38 @@ async fn recv_command(commands: &mut Option<mpsc::Receiver<Command>>) -> Option<
 /// The REQUEST_ERROR for a request its answerer dropped unanswered.
 pub(crate) fn not_answered() -> RequestError {
     RequestError::new(RequestErrorCode::INTERNAL_ERROR, "not answered")
+}
+
+/// The refusal of a request naming a reserved namespace, if `namespace` is one.
+///
+/// draft-19 §3.2.1 (draft-22 §2.4.3): a request referencing a namespace whose first field is
+/// exactly "." MUST be rejected with DOES_NOT_EXIST. draft-19 §3.2.2 (draft-22 §6.5): a
+/// request for an unrecognized session-level track or namespace MUST be rejected with
+/// DOES_NOT_EXIST rather than passed to the application, and the empty track name under
+/// ".session" does not exist; no session-level track or namespace is defined, so every
+/// request under ".session" is refused (which also keeps a relay from forwarding one). Other
+/// names beginning with "." are passed on (§3.2.1). Before draft-18 none of these is reserved.
+pub(crate) fn reserved(
+    version: moq_core::Version,
+    namespace: &TrackNamespace,
+) -> Option<RequestError> {
+    if !version.has_reserved_namespaces() {
+        return None;
+    }
+    if namespace.is_dot() {
+        // draft-19 §3.2.1: MUST reject requests referencing it with DOES_NOT_EXIST.
+        return Some(RequestError::new(
+            RequestErrorCode::DOES_NOT_EXIST,
+            "reserved namespace",
+        ));
+    }
+    if namespace.is_session_level() {
+        // draft-19 §3.2.2: MUST reject an unrecognized session-level track or namespace with
+        // DOES_NOT_EXIST.
+        return Some(RequestError::new(
+            RequestErrorCode::DOES_NOT_EXIST,
+            "unknown session-level track or namespace",
+        ));
+    }
+    None
 }

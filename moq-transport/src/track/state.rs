@@ -53,32 +53,9 @@ impl TrackState {
         &self.core
     }
 
-    /// Checks shared by every track request: reserved namespaces (draft-19 §3.2.1-2) and the
-    /// Range Filter budget we announced (§10.3.1.6).
-    pub(crate) fn check_track_request(
-        &self,
-        track: &FullTrackName,
-        params: &Parameters,
-    ) -> Option<RequestError> {
-        let ns = &track.namespace;
-        if ns.is_dot() || (ns.is_session_level() && track.name.is_empty()) {
-            return Some(RequestError::new(
-                RequestErrorCode::DOES_NOT_EXIST,
-                "reserved namespace",
-            ));
-        }
-        if ns.is_session_level() {
-            // No session-level tracks are defined yet (draft-19 §3.2.2).
-            return Some(RequestError::new(
-                RequestErrorCode::DOES_NOT_EXIST,
-                "unknown session-level track",
-            ));
-        }
-        self.check_filter_budget(params)
-    }
-
-    /// The checks of every track request (then `refusal`, the kind's own), then the
-    /// authorizer: the first refusal.
+    /// The checks of every track request: reserved namespaces (draft-19 §3.2.1-2, in
+    /// [`Request::authorize`]), the Range Filter budget we announced (§10.3.1.6), then
+    /// `refusal` (the kind's own), then the authorizer: the first refusal.
     pub(crate) async fn admit(
         &self,
         req: &Request,
@@ -87,7 +64,7 @@ impl TrackState {
         params: &Parameters,
         refusal: Option<RequestError>,
     ) -> Result<(), RequestError> {
-        let refusal = self.check_track_request(track, params).or(refusal);
+        let refusal = self.check_filter_budget(params).or(refusal);
         req.authorize(refusal, kind, &track.namespace, Some(&track.name))
             .await
     }
