@@ -33,6 +33,7 @@ use async_trait::async_trait;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode};
 use moq_core::message::RequestError;
 use moq_core::{TrackNamespace, Version};
+use moq_transport::ConnectError;
 use moq_transport::namespace::NamespaceEvent;
 use moq_transport::tls::ClientTls;
 use moq_transport::{
@@ -300,7 +301,21 @@ impl LinkCause {
             }
             Error::ClosedByPeer { .. } => LinkCause::Closed,
             Error::Timeout(_) => LinkCause::Unreachable,
-            Error::Connect(_) | Error::Transport(_) => {
+            Error::Connect(c) => match c {
+                ConnectError::UnknownIssuer { .. }
+                | ConnectError::FingerprintMismatch { .. }
+                | ConnectError::CertificateHash { .. } => LinkCause::Certificate,
+                ConnectError::Unreachable { .. }
+                | ConnectError::Resolve { .. }
+                | ConnectError::Refused { .. } => LinkCause::Unreachable,
+                ConnectError::Tls { reason, .. }
+                    if reason.contains("Certificate") || reason.contains("NotValidForName") =>
+                {
+                    LinkCause::Certificate
+                }
+                _ => LinkCause::Other,
+            },
+            Error::Transport(_) => {
                 let text = err.to_string().to_ascii_lowercase();
                 let any = |words: &[&str]| words.iter().any(|w| text.contains(w));
                 if any(&[
