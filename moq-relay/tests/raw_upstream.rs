@@ -13,8 +13,11 @@ use std::time::Duration;
 
 use moq_client::{FullTrackName, Location, TrackNamespace, Version};
 use moq_core::Properties;
+use moq_core::codes::PublishDoneCode;
 use moq_core::data::{ObjectStatus, SubgroupHeader, SubgroupId, SubgroupWriter};
-use moq_core::message::{Address, Message, Parameters, PublishNamespace, RequestType, SubscribeOk};
+use moq_core::message::{
+    Address, Message, Parameters, Publish, PublishDone, PublishNamespace, RequestType, SubscribeOk,
+};
 use moq_relay::{Relay, RelayConfig};
 use moq_transport::track::TrackEvent;
 
@@ -133,6 +136,80 @@ impl RawPublisher {
                 control: None,
                 _announced: Some((send, reader)),
             }
+        }
+    }
+
+    /// A raw publisher that PUBLISHes `track` with Track Alias `alias` (no LARGEST_OBJECT:
+    /// nothing published yet) once the relay accepted it.
+    async fn publish(relay: &Relay, v: Version, track: &FullTrackName, alias: u64) -> RawPublisher {
+        let fingerprint = moq_transport::tls::parse_fingerprint(&relay.fingerprint()).unwrap();
+        let mut raw = RawConn::connect(relay.local_addr().port(), fingerprint, v).await;
+        let publish = Publish {
+            request_id: 0,
+            track: track.clone(),
+            track_alias: alias,
+            params: Parameters::default(),
+            track_properties: Properties::new(),
+        };
+        if v.single_control_stream() {
+            let versions = if v.setup_has_versions() {
+                vec![v.setup_number()]
+            } else {
+                Vec::new()
+            };
+            let (mut control, _) = raw.single_setup(versions, raw_setup()).await;
+            control.send(publish, None, None).await;
+            loop {
+                let (_, msg, addr) = control.next().await;
+                if addr == Some(Address::Request(0)) {
+                    assert!(!matches!(msg, Message::RequestError(_)), "{msg:?}");
+                    break;
+                }
+            }
+            RawPublisher {
+                raw,
+                control: Some(control),
+                _announced: None,
+            }
+        } else {
+            raw.handshake(raw_setup()).await;
+            let (send, mut reader) = raw.open_request(&encode(publish, v)).await;
+            let answer = reader.expect().await;
+            assert!(!matches!(answer, Message::RequestError(_)), "{answer:?}");
+            RawPublisher {
+                raw,
+                control: None,
+                _announced: Some((send, reader)),
+            }
+        }
+    }
+
+    /// Sends an OBJECT_DATAGRAM as Cloudflare's moq-transport 0.17 writes one: the Object ID
+    /// and the Publisher Priority always on the wire (type 0x00, or 0x20 with a status), even
+    /// for object 0 (IDs here are below 64: one byte in every draft's integers).
+    fn send_datagram(&self, alias: u64, group: u64, object: u64, status: Option<ObjectStatus>) {
+        let mut d = vec![if status.is_some() { 0x20 } else { 0x00 }];
+        d.extend([alias, group, object].map(|x| u8::try_from(x).unwrap()));
+        d.push(128);
+        match status {
+            Some(s) => d.push(u8::try_from(s.value()).unwrap()),
+            None => d.extend_from_slice(format!("{group}.{object}").as_bytes()),
+        }
+        self.raw.send_datagram(&d);
+    }
+
+    /// Ends the PUBLISHed track: PUBLISH_DONE TRACK_ENDED, no data stream opened.
+    async fn publish_done(&mut self) {
+        let done = PublishDone {
+            status: PublishDoneCode::TRACK_ENDED,
+            stream_count: 0,
+            reason: String::new(),
+        };
+        let v = self.raw.version;
+        match (&mut self.control, &mut self._announced) {
+            (Some(control), _) => control.send(done, Some(Address::Request(0)), None).await,
+            (None, Some((send, _))) => send.write_all(&encode(done, v)).await.unwrap(),
+            (None, None) => unreachable!("a publisher has a control or request stream"),
         }
     }
 
@@ -261,5 +338,81 @@ async fn objects_the_upstream_sends_at_or_before_its_largest_reach_a_waiting_sub
             );
         })
         .await;
+    }
+}
+
+/// draft-19 §10.11 (PUBLISH_DONE once every data stream is closed: datagrams have none), §9.5,
+/// §11.3.1: a track PUBLISHed with datagrams only (as Cloudflare's moq-test-client sends them:
+/// explicit Object ID and priority; with and without End of Group status objects) reaches a
+/// subscriber through the relay, which waited for it with RENDEZVOUS_TIMEOUT (from draft-17;
+/// before, it subscribes after the PUBLISH), and its end does too: PUBLISH_DONE TRACK_ENDED
+/// after the last datagram. (The relay's subscription never ended: the cache's datagram
+/// subgroups stayed open after the track's end, so interop cases `moq-test-datagram` and
+/// `moq-test-datagram-eog` timed out.) At every draft.
+#[tokio::test]
+async fn a_published_datagram_track_ends_downstream_with_publish_done() {
+    let relay = relay();
+    for v in Version::ALL.iter().copied() {
+        for eog in [false, true] {
+            timeout(async {
+                let n = ns(&["raw-datagrams", &v.draft().to_string(), &eog.to_string()]);
+                let name = FullTrackName::new(n, b"t".to_vec()).unwrap();
+                let subscriber = session_at(&relay, v).await;
+                let subscribe = {
+                    let (s, name) = (subscriber.clone(), name.clone());
+                    // draft-19 §10.2.4: RENDEZVOUS_TIMEOUT holds the SUBSCRIBE for the PUBLISH.
+                    let params = Parameters {
+                        rendezvous_timeout: (v.draft() >= 17).then_some(10_000),
+                        ..Default::default()
+                    };
+                    async move { s.subscribe(name, params).await.unwrap() }
+                };
+                let (mut publisher, mut sub) = if v.draft() >= 17 {
+                    let before = relay.metrics().value("moq_relay_subscriptions_active");
+                    let pending = tokio::spawn(subscribe);
+                    while relay.metrics().value("moq_relay_subscriptions_active") == before {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    let publisher = RawPublisher::publish(&relay, v, &name, 0).await;
+                    (publisher, pending.await.unwrap())
+                } else {
+                    let publisher = RawPublisher::publish(&relay, v, &name, 0).await;
+                    (publisher, subscribe.await)
+                };
+                let mut sent = Vec::new();
+                for group in 0..3 {
+                    for object in 0..5 {
+                        let status = (eog && object == 4).then_some(ObjectStatus::EndOfGroup);
+                        publisher.send_datagram(0, group, object, status);
+                        sent.push((Location::new(group, object), status.is_some()));
+                        // Paced as the peer paces them (20 ms), so none is lost on loopback.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+                publisher.publish_done().await;
+                let mut got = Vec::new();
+                while let Some(ev) = sub.next().await {
+                    match ev.unwrap() {
+                        TrackEvent::Datagram(o) => {
+                            let eog = o.status == ObjectStatus::EndOfGroup;
+                            if !eog {
+                                assert_eq!(
+                                    o.payload,
+                                    format!("{}.{}", o.location.group, o.location.object)
+                                );
+                            }
+                            assert_eq!(o.priority, 128, "{v}");
+                            got.push((o.location, eog));
+                        }
+                        TrackEvent::Subgroup(_) => panic!("a subgroup stream ({v})"),
+                    }
+                }
+                got.sort();
+                assert_eq!(got, sent, "{v} eog={eog}");
+                let done = sub.publish_done().expect("PUBLISH_DONE");
+                assert_eq!(done.status, PublishDoneCode::TRACK_ENDED, "{v}");
+            })
+            .await;
+        }
     }
 }
