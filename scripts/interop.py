@@ -82,9 +82,10 @@ RELAY_DRAFTS = {
 # The drafts aiomoqt's interop client runs against our relay (the ones both speak).
 AIOMOQT_CLIENT_DRAFTS = [14, 16, 18, 20, 22]
 # Cloudflare's moq-test-client speaks draft-18 only (ALPN moqt-18, WT protocol moqt-18): it runs
-# its 18 cases against our relay at draft-18, over both transports.
+# its 18 cases at draft-18, over both transports, against our relay and against Cloudflare's own
+# relay as the reference.
 IETF_TEST_CLIENT_DRAFTS = [18]
-IETF_TEST_CLIENT_RELAYS = ["ours"]
+IETF_TEST_CLIENT_RELAYS = ["ours", "cloudflare"]
 # The moq-dev relays that dial ours as a cluster peer, one per draft of the link.
 CLUSTER_DRAFTS = [19, 20]
 RELAY_DRAFTS_EXTRA = {f"moq-dev-cluster-{d}": [d] for d in CLUSTER_DRAFTS}
@@ -408,7 +409,7 @@ class Matrix:
 
     def ietf_test_client(self) -> None:
         # Cloudflare's moq-test-client: every case at every draft it speaks (18), both
-        # transports.
+        # transports, against our relay and Cloudflare's (its reference).
         for relay in IETF_TEST_CLIENT_RELAYS:
             for draft in IETF_TEST_CLIENT_DRAFTS:
                 for transport in TRANSPORTS:
