@@ -48,6 +48,8 @@ MOQDEV_RELAY = PEERS / "cargo" / "bin" / "moq-relay"
 MOQDEV_CLOCK = PEERS / "cargo" / "bin" / "moq-clock"
 IETF_RELAY = PEERS / "cargo" / "bin" / "moq-relay-ietf"
 IETF_CLOCK = PEERS / "cargo" / "bin" / "moq-clock-ietf"
+# Cloudflare's interop test client (moq-test-client 0.2.0, installed with the pair above).
+IETF_TEST_CLIENT = PEERS / "cargo" / "bin" / "moq-test-client"
 # Cloudflare's deployed stacks at draft-14 and draft-16 (scripts/install-peers.sh, own roots).
 IETF14_RELAY = PEERS / "cargo-ietf14" / "bin" / "moq-relay-ietf"
 IETF14_CLOCK = PEERS / "cargo-ietf14" / "bin" / "moq-clock-ietf"
@@ -79,6 +81,11 @@ RELAY_DRAFTS = {
 }
 # The drafts aiomoqt's interop client runs against our relay (the ones both speak).
 AIOMOQT_CLIENT_DRAFTS = [14, 16, 18, 20, 22]
+# Cloudflare's moq-test-client speaks draft-18 only (ALPN moqt-18, WT protocol moqt-18): it runs
+# its 18 cases at draft-18, over both transports, against our relay and against Cloudflare's own
+# relay as the reference.
+IETF_TEST_CLIENT_DRAFTS = [18]
+IETF_TEST_CLIENT_RELAYS = ["ours", "cloudflare"]
 # The moq-dev relays that dial ours as a cluster peer, one per draft of the link.
 CLUSTER_DRAFTS = [19, 20]
 RELAY_DRAFTS_EXTRA = {f"moq-dev-cluster-{d}": [d] for d in CLUSTER_DRAFTS}
@@ -399,6 +406,26 @@ class Matrix:
                         out + "\n# stderr\n" + err
                     )
                     self.collect("aiomoqt", relay, draft, transport, rc, out, err)
+
+    def ietf_test_client(self) -> None:
+        # Cloudflare's moq-test-client: every case at every draft it speaks (18), both
+        # transports, against our relay and Cloudflare's (its reference).
+        for relay in IETF_TEST_CLIENT_RELAYS:
+            for draft in IETF_TEST_CLIENT_DRAFTS:
+                for transport in TRANSPORTS:
+                    if not self.wanted("moq-test-client", relay, transport, f"d{draft}"):
+                        continue
+                    log(f"-- moq-test-client -> {relay} relay, draft-{draft}, {transport}")
+                    # Each case has its own 10 s limit inside the client (TEST_TIMEOUT).
+                    rc, out, err = run(
+                        [IETF_TEST_CLIENT, "--relay", self.url(relay, transport), "--tls-disable-verify"],
+                        timeout=300,
+                        env={"RUST_LOG": os.environ.get("INTEROP_RUST_LOG", "warn")},
+                    )
+                    (OUT / "logs" / f"client-moq-test-client-{relay}-{draft}-{transport}.tap").write_text(
+                        out + "\n# stderr\n" + err
+                    )
+                    self.collect("moq-test-client", relay, draft, transport, rc, out, err)
 
     def collect(self, client: str, relay: str, draft: int, transport: str, rc: int, out: str, err: str) -> None:
         results = parse_tap(out)
@@ -931,7 +958,7 @@ def docs(m: Matrix, table: Table) -> str:
         "`scripts/install-peers.sh`; how to drive them is in `docs/interop-peers.md`.",
         "",
         "Peers: " + "; ".join(f"**{k}** = {v}" for k, v in PEER_NAMES.items() if k != "ours")
-        + "; moq-dev moq-clock 0.10.21; Cloudflare moq-clock-ietf 0.6.25.",
+        + "; moq-dev moq-clock 0.10.21; Cloudflare moq-clock-ietf 0.6.25 and moq-test-client 0.2.0.",
         "",
         "Browsers: `moq-net` = moq-dev's `@moq/net` 0.3.4 and `moqt` = OpenMOQ's `@moqt/transport` +",
         "`@moqt/webtransport` 0.5.7, each inside headless Chromium (Debian's) driven by `web/driver.mjs`;",
@@ -945,7 +972,10 @@ def docs(m: Matrix, table: Table) -> str:
         "`MOQT_DRAFT=NN`, aiomoqt's `--draft NN`, our example publisher/subscriber `--draft NN`,",
         "moq-dev's cluster dialer `--connect-version moq-transport-NN`). Relays are run at the drafts",
         "both sides speak: " + "; ".join(f"{k} " + ", ".join(f"d{d}" for d in v) for k, v in RELAY_DRAFTS.items())
-        + "; aiomoqt's client against ours at " + ", ".join(f"d{d}" for d in AIOMOQT_CLIENT_DRAFTS) + ".",
+        + "; aiomoqt's client against ours at " + ", ".join(f"d{d}" for d in AIOMOQT_CLIENT_DRAFTS)
+        + "; Cloudflare's moq-test-client (its 18 cases, TAP) against "
+        + " and ".join(IETF_TEST_CLIENT_RELAYS) + " at " + ", ".join(f"d{d}" for d in IETF_TEST_CLIENT_DRAFTS)
+        + " (the only draft it speaks).",
         "",
         "## Summary",
         "",
@@ -1069,7 +1099,7 @@ def main() -> int:
         return 0
 
     missing = [p for p in (OURS_RELAY, OURS_CLIENT, OURS_PUB, OURS_SUB, AIOMOQT_RELAY, AIOMOQT_CLIENT,
-                           MOQDEV_RELAY, MOQDEV_CLOCK, IETF_RELAY, IETF_CLOCK, IETF14_RELAY, IETF14_CLOCK,
+                           MOQDEV_RELAY, MOQDEV_CLOCK, IETF_RELAY, IETF_CLOCK, IETF_TEST_CLIENT, IETF14_RELAY, IETF14_CLOCK,
                            IETF16_RELAY, IETF16_CLOCK) if not p.exists()]
     if missing:
         log("missing binaries (run scripts/interop.sh, which installs and builds them):")
@@ -1090,6 +1120,7 @@ def main() -> int:
         log("relays: " + ", ".join(f"{k} 127.0.0.1:{v}" for k, v in m.ports.items()))
         m.our_client()
         m.aiomoqt_client()
+        m.ietf_test_client()
         m.clocks()
         m.mixed()
         m.browser()

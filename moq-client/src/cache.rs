@@ -774,11 +774,22 @@ impl TrackCache {
         self.state.inner.lock().superseded
     }
 
-    /// Marks the track as over (no more groups); live readers end.
+    /// Marks the track as over (no more groups); live readers end, and so do the subgroups of
+    /// objects that came as datagrams.
     pub fn end(&self) {
         let mut inner = self.state.inner.lock();
         inner.ended = true;
+        let groups: Vec<Arc<Group>> = inner.groups.values().cloned().collect();
         drop(inner);
+        // Objects that came as datagrams have no stream whose end ends their subgroup: the
+        // track's end does, so that a subscription serving them ends too, with PUBLISH_DONE
+        // (draft-19 §10.11: sent once every data stream is closed; datagrams have none). Before,
+        // a relay's subscription to a datagram track never sent it.
+        for g in groups {
+            if let Some(sg) = g.subgroup(DATAGRAM_SUBGROUP) {
+                sg.complete();
+            }
+        }
         self.state.changed.send_modify(|g| *g += 1);
     }
 

@@ -36,20 +36,26 @@ pub struct Source {
     pub track: TrackCache,
     /// Held while the subscription is served.
     pub hold: Hold,
-    /// The Largest Location SUBSCRIBE_OK reports, which places the subscription's start: the
-    /// track's largest when the SUBSCRIBE came, or, for one that waited for its publisher, when
-    /// the publisher answered, so that nothing published since is missed.
+    /// The Largest Location SUBSCRIBE_OK reports: the track's largest when the SUBSCRIBE came,
+    /// or, for one that waited for its publisher, when the publisher answered (draft-19
+    /// §10.2.16: for a relay, at least the upstream's LARGEST_OBJECT).
     pub largest: Option<Location>,
+    /// The last object the track held at that moment ([`TrackCache::stored`]), which places
+    /// the subscription's start: every object stored after it is the subscriber's, also one at
+    /// or before `largest` that was still on its way from upstream (draft-19 §10.7, "newly
+    /// received"), so that nothing received since is missed.
+    pub held: Option<Location>,
 }
 
 impl Source {
     /// Serves from `track` as it stands now, holding nothing.
     pub fn now(track: TrackCache) -> Self {
-        let largest = track.largest();
+        let (largest, held) = (track.largest(), track.stored());
         Source {
             track,
             hold: Box::new(()),
             largest,
+            held,
         }
     }
 }
@@ -455,6 +461,7 @@ impl Directory {
             track,
             hold: _hold,
             largest,
+            held,
         } = match found {
             Ok(found) => found,
             Err(e) => {
@@ -471,6 +478,9 @@ impl Directory {
         let Ok(writer) = req.accept(response).await else {
             return;
         };
+        // Before anything is written: objects the relay receives from now on are the
+        // subscriber's, whatever LARGEST_OBJECT said (draft-19 §10.7).
+        writer.carry_after(held);
         let mut serve = self.shared.options.serve.clone();
         // The fills (the SUBSCRIBE's and its REQUEST_UPDATEs') the upstream may have to
         // complete.

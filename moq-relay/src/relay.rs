@@ -60,9 +60,9 @@ struct RelayTrack {
     live_upstreams: AtomicUsize,
     /// Upstream attempts not answered yet.
     pending_upstreams: AtomicUsize,
-    /// The first successful upstream answer (with the track's largest location then), or the
-    /// last error once every attempt failed.
-    answer: watch::Sender<Option<Result<Option<Location>, RequestError>>>,
+    /// The first successful upstream answer (with where the track stood then), or the last
+    /// error once every attempt failed.
+    answer: watch::Sender<Option<Result<Standing, RequestError>>>,
     /// Downstream subscriptions served from this track.
     downstreams: AtomicUsize,
     /// Set when the track came from a PUBLISH rather than from routing.
@@ -755,7 +755,7 @@ fn start_upstream(inner: &Arc<Inner>, track: &Arc<RelayTrack>, session_id: u64, 
                 if let Some(v) = carried {
                     t.cache.request_new_group(v);
                 }
-                t.answer.send_replace(Some(Ok(t.cache.largest())));
+                t.answer.send_replace(Some(Ok(Standing::of(&t.cache))));
                 let mut live = LiveUpstream::new(&metrics, &weak, &t);
                 t.delivering.lock().insert(session_id);
                 let continuing = fill_from_upstream(&t, &session, &sub, &metrics).await;
@@ -1134,20 +1134,42 @@ async fn ingest_subgroup(t: &Arc<RelayTrack>, mut s: IncomingSubgroup, metrics: 
     }
 }
 
+/// Where a track stood when a subscription to it was established: the Largest Location its
+/// SUBSCRIBE_OK reports and the last object stored, after which the subscription starts.
+#[derive(Clone, Copy, Debug)]
+struct Standing {
+    largest: Option<Location>,
+    held: Option<Location>,
+}
+
+impl Standing {
+    /// Where `cache` stands now.
+    fn of(cache: &TrackCache) -> Self {
+        // Read in this order, a largest learned from an object between the two reads is
+        // also held: never a held beyond the largest.
+        let held = cache.stored();
+        Standing {
+            largest: cache.largest(),
+            held,
+        }
+    }
+}
+
 /// Waits for the track's first upstream answer, or for a publisher to appear within the
-/// rendezvous time (draft-19 §10.2.4). Returns the largest location the subscription starts
-/// after: the track's now if it was answered already, else its largest at the answer (objects
-/// ingested since are the subscriber's).
+/// rendezvous time (draft-19 §10.2.4). Returns where the subscription starts: where the track
+/// stands now if it was answered already, else where it stood at the answer. The upstream's
+/// Largest Location may then be ahead of what arrived: what is received after it is the
+/// subscriber's too (draft-19 §10.7, newly received), as is everything ingested since.
 async fn wait_answer(
     inner: &Arc<Inner>,
     t: &Arc<RelayTrack>,
     rendezvous: Option<Duration>,
-) -> Result<Option<Location>, RequestError> {
+) -> Result<Standing, RequestError> {
     let deadline = rendezvous.map(|d| tokio::time::Instant::now() + d);
     let mut answer = t.answer.subscribe();
     let mut routes = inner.routes_changed.subscribe();
     if let Some(a) = answer.borrow_and_update().clone() {
-        return a.map(|_| t.cache.largest());
+        return a.map(|_| Standing::of(&t.cache));
     }
     loop {
         if let Some(a) = answer.borrow_and_update().clone() {
@@ -1286,8 +1308,8 @@ impl Upstream for RelayUpstream {
         }
         let track = get_or_create_track(&inner, name, rendezvous, params.new_group_request);
         let guard = Downstream::new(&inner, &track);
-        let largest = match wait_answer(&inner, &track, rendezvous).await {
-            Ok(l) => l,
+        let standing = match wait_answer(&inner, &track, rendezvous).await {
+            Ok(s) => s,
             // The publisher no longer has it either.
             Err(e) if e.code == RequestErrorCode::DOES_NOT_EXIST => {
                 return finished().ok_or(e);
@@ -1297,7 +1319,8 @@ impl Upstream for RelayUpstream {
         Ok(Source {
             track: track.cache.clone(),
             hold: Box::new(guard),
-            largest,
+            largest: standing.largest,
+            held: standing.held,
         })
     }
 
@@ -1620,7 +1643,9 @@ async fn on_publish(inner: Arc<Inner>, session_id: u64, p: IncomingPublish) {
     let floor = track.restart_floor();
     track.cache.set_properties(info.track_properties.clone());
     track.cache.joined_upstream(info.largest);
-    track.answer.send_replace(Some(Ok(track.cache.largest())));
+    track
+        .answer
+        .send_replace(Some(Ok(Standing::of(&track.cache))));
     let mut live = LiveUpstream::new(&inner.metrics, &Arc::downgrade(&inner), &track);
     // Offered to SUBSCRIBE_TRACKS subscribers (never back to this session) while it lasts.
     let _offered = inner

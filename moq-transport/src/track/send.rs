@@ -575,6 +575,21 @@ impl SubscriptionWriter {
         }
     }
 
+    /// The subscription carries every object after `held`, the last one this publisher held
+    /// when the subscription was established, when that is before the Largest Location it
+    /// was established with. A relay learns an upstream's Largest Location before the objects
+    /// up to it arrive; those it receives afterwards are newly received, so they are this
+    /// subscription's (draft-19 §10.7: "Subscribe only requests newly published or received
+    /// Objects"; §5.1.2: an object smaller than the Largest Object that arrives after the
+    /// SUBSCRIBE passes every filter but Largest Object, whose start excludes it). Call it
+    /// before writing; it never moves the start later, and the subscription's Location
+    /// Filter still applies.
+    pub fn carry_after(&self, held: Option<Location>) {
+        let mut p = self.shared.params.lock();
+        // None (nothing held) sorts first: everything is newly received.
+        p.value.established = p.value.established.min(held);
+    }
+
     /// Resolves when the subscription ends without our PUBLISH_DONE: [`Error::Cancelled`] when
     /// the subscriber cancels it, or the session's error.
     pub async fn cancelled(&self) -> Error {
