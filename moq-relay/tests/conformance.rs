@@ -97,6 +97,47 @@ async fn next_stream(sub: &mut Subscription) -> IncomingSubgroup {
     }
 }
 
+/// A publisher of a track's namespace on the relay and a subscriber whose SUBSCRIBE the relay
+/// forwarded to it (see [`forwarded`]). Every session stays open while this lives.
+struct Forwarded {
+    _publisher: moq_transport::Session,
+    _announced: moq_transport::namespace::PublishedNamespace,
+    _subscriber: moq_transport::Session,
+    /// The publisher's writer for the relay's upstream subscription.
+    writer: moq_transport::track::SubscriptionWriter,
+    /// The subscriber's subscription.
+    sub: Subscription,
+}
+
+/// A publisher of `name`'s namespace on `relay` and a subscriber whose SUBSCRIBE the relay
+/// forwards to it, answered with `response`.
+async fn forwarded(relay: &Relay, name: &FullTrackName, response: SubscribeResponse) -> Forwarded {
+    let publisher = session_at(relay, Version::PREFERRED).await;
+    let announced = publisher
+        .publish_namespace(name.namespace.clone())
+        .await
+        .unwrap();
+    relay_knows(relay, &name.namespace).await;
+    let subscriber = session_at(relay, Version::PREFERRED).await;
+    let pending = {
+        let (a, name) = (subscriber.clone(), name.clone());
+        tokio::spawn(async move { a.subscribe(name, Parameters::default()).await })
+    };
+    let writer = next_subscribe(&publisher)
+        .await
+        .accept(response)
+        .await
+        .unwrap();
+    let sub = pending.await.unwrap().unwrap();
+    Forwarded {
+        _publisher: publisher,
+        _announced: announced,
+        _subscriber: subscriber,
+        writer,
+        sub,
+    }
+}
+
 /// The locations of every object of a FETCH (or fill) response, in order.
 async fn fetched(mut fetch: moq_transport::track::FetchResponse) -> Vec<Location> {
     let mut out = Vec::new();
@@ -120,23 +161,10 @@ async fn an_update_to_forward_carries_the_largest_object_and_joins() {
     for &v in Version::ALL.iter().filter(|v| v.update_is_answered()) {
         case(v, async {
             let relay = relay();
-            let n = ns(&["largest", "update"]);
-            let name = track(&n, "t");
-            let publisher = session_at(&relay, Version::PREFERRED).await;
-            let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
-            relay_knows(&relay, &n).await;
+            let name = track(&ns(&["largest", "update"]), "t");
             // A forwarding subscriber brings the upstream subscription.
-            let a = session_at(&relay, Version::PREFERRED).await;
-            let pending = {
-                let (a, name) = (a.clone(), name.clone());
-                tokio::spawn(async move { a.subscribe(name, Parameters::default()).await })
-            };
-            let writer = next_subscribe(&publisher)
-                .await
-                .accept(SubscribeResponse::default())
-                .await
-                .unwrap();
-            let mut sub_a = pending.await.unwrap().unwrap();
+            let f = forwarded(&relay, &name, SubscribeResponse::default()).await;
+            let (writer, mut sub_a) = (&f.writer, f.sub);
             // One that does not forward, before anything is published.
             let b = session_at(&relay, v).await;
             let not_forwarding = Parameters {
@@ -288,26 +316,13 @@ async fn fill_timeout_zero_reports_timed_out_gaps() {
     for &v in Version::ALL.iter().filter(|v| v.has_draft18_parameters()) {
         case(v, async {
             let relay = relay();
-            let n = ns(&["fill", "zero"]);
-            let name = track(&n, "t");
-            let publisher = session_at(&relay, Version::PREFERRED).await;
-            let _announced = publisher.publish_namespace(n.clone()).await.unwrap();
-            relay_knows(&relay, &n).await;
-            let a = session_at(&relay, Version::PREFERRED).await;
-            let pending = {
-                let (a, name) = (a.clone(), name.clone());
-                tokio::spawn(async move { a.subscribe(name, Parameters::default()).await })
-            };
+            let name = track(&ns(&["fill", "zero"]), "t");
             let response = SubscribeResponse {
                 largest: Some(Location::new(9, 0)),
                 ..Default::default()
             };
-            let writer = next_subscribe(&publisher)
-                .await
-                .accept(response)
-                .await
-                .unwrap();
-            let mut sub_a = pending.await.unwrap().unwrap();
+            let f = forwarded(&relay, &name, response).await;
+            let (writer, mut sub_a) = (&f.writer, f.sub);
             let mut ten = writer
                 .open_subgroup(10, SubgroupId::Zero, None, false)
                 .await
