@@ -1250,7 +1250,7 @@ async fn subscribe_goes_to_every_matching_publisher_only() {
         let upstream = next_subscribe(&p3).await;
         assert_eq!(upstream.track(), &track(&ns(&["ab"]), "t"));
         let _w3 = upstream.accept(SubscribeResponse::default()).await.unwrap();
-        other.await.unwrap().unwrap();
+        let _ = other.await.unwrap().unwrap();
 
         // p4 PUBLISHes (solo)/t1 without PUBLISH_NAMESPACE: (solo)/t1 is served, (solo)/t2 is
         // not routed to p4.
@@ -1264,7 +1264,7 @@ async fn subscribe_goes_to_every_matching_publisher_only() {
             .await
             .unwrap_err();
         assert_eq!(rejected(err), RequestErrorCode::DOES_NOT_EXIST);
-        subscriber
+        let _ = subscriber
             .subscribe(track(&ns(&["solo"]), "t1"), Parameters::default())
             .await
             .unwrap();
@@ -1652,7 +1652,7 @@ async fn relay_authorizes_publishers_and_subscribers() {
             "parameters are hop-by-hop"
         );
         let _w = upstream.accept(SubscribeResponse::default()).await.unwrap();
-        pending.await.unwrap().unwrap();
+        let _ = pending.await.unwrap().unwrap();
     })
     .await;
 }

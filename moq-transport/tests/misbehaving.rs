@@ -1212,7 +1212,7 @@ async fn draft18_goaway_request_id_ends_unprocessed_requests() {
             track_properties: Properties::new(),
         };
         send0.write_all(&encode(ok, V18)).await.unwrap();
-        first.await.unwrap().unwrap();
+        let _ = first.await.unwrap().unwrap();
         assert!(session.close_reason().is_none());
     })
     .await;
@@ -1282,7 +1282,7 @@ async fn goaway_on_a_request_stream_before_its_response() {
             track_properties: Properties::new(),
         };
         again.write_all(&encode(ok, V19)).await.unwrap();
-        pending.await.unwrap().unwrap();
+        let _ = pending.await.unwrap().unwrap();
     })
     .await;
 }

@@ -204,7 +204,8 @@ async fn announce_subscribe(t: &Target) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::new("PUBLISH_NAMESPACE_OK", e))?;
     let s = t.session_with(Publisher::default()).await?;
-    s.transport()
+    let _subscription = s
+        .transport()
         .subscribe(name, Parameters::default())
         .await
         .map_err(|e| Failure::new("SUBSCRIBE_OK", e))?;

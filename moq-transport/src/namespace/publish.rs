@@ -18,7 +18,21 @@ use crate::session::{GoawayInfo, RequestKind};
 /// [`crate::Session::namespaces`], so the peer's SUBSCRIBE_NAMESPACE finds it. Dropping it (or
 /// [`PublishedNamespace::withdraw`]) withdraws the announcement by cancelling its request
 /// stream (draft-19 §6.2). The peer can revoke it; [`PublishedNamespace::ended`] tells when.
+///
+/// It is `#[must_use]`, like every handle of this crate whose drop cancels a request
+/// ([`crate::namespace::NamespaceSubscription`], [`crate::track::Subscription`],
+/// [`crate::track::FetchResponse`], [`crate::track::TrackSubscription`]): as a bare statement
+/// the announcement would be withdrawn at once, and the compiler says so.
+///
+/// ```compile_fail
+/// #[deny(unused_must_use)]
+/// async fn run(session: moq_transport::Session, ns: moq_core::TrackNamespace) -> Result<(), moq_transport::Error> {
+///     session.publish_namespace(ns).await?;
+///     Ok(())
+/// }
+/// ```
 #[derive(Debug)]
+#[must_use = "dropping it withdraws the namespace at once: hold it while the namespace should stay announced"]
 pub struct PublishedNamespace {
     namespace: TrackNamespace,
     request: RequestHandle,

@@ -28,6 +28,7 @@ use crate::session::{GoawayInfo, RequestKind};
 ///
 /// Implements [`futures::Stream`].
 #[derive(Debug)]
+#[must_use = "dropping it cancels the SUBSCRIBE_NAMESPACE"]
 pub struct NamespaceSubscription {
     prefix: watch::Receiver<TrackNamespace>,
     request: RequestHandle,

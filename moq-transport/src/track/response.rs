@@ -34,6 +34,7 @@ pub enum FetchItem {
 /// [`FetchResponse::next`] returns `None` when the publisher finished the fetch stream, or an
 /// error if it was reset or the session ended. Dropping it cancels the fetch.
 #[derive(Debug)]
+#[must_use = "dropping it cancels the FETCH"]
 pub struct FetchResponse {
     pub(super) end: FetchEnd,
     pub(super) core: Arc<SessionCore>,

@@ -68,6 +68,7 @@ pub enum JoiningStart {
 /// the subscription was cancelled or the session ended. Dropping it unsubscribes
 /// (STOP_SENDING, draft-19 §5.1).
 #[derive(Debug)]
+#[must_use = "dropping it cancels the subscription (UNSUBSCRIBE)"]
 pub struct Subscription {
     info: SubscriptionInfo,
     request: RequestHandle,

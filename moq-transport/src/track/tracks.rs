@@ -22,6 +22,7 @@ use crate::session::{GoawayInfo, RequestKind};
 /// An accepted SUBSCRIBE_TRACKS, on the subscriber side: the PUBLISH_SKIPPED notices. Dropping
 /// it cancels the request (a relay then sends no further PUBLISH for it).
 #[derive(Debug)]
+#[must_use = "dropping it cancels the SUBSCRIBE_TRACKS"]
 pub struct TrackSubscription {
     prefix: TrackNamespace,
     request: RequestHandle,
