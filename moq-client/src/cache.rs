@@ -762,11 +762,7 @@ impl TrackCache {
     /// PUBLISH_DONE GOING_AWAY (their publisher went away; subscribing again reaches the new
     /// one), see [`crate::serve::serve_subscription`].
     pub fn supersede(&self) {
-        let mut inner = self.state.inner.lock();
-        inner.superseded = true;
-        inner.ended = true;
-        drop(inner);
-        self.state.changed.send_modify(|g| *g += 1);
+        self.end_as(true);
     }
 
     /// Whether [`TrackCache::supersede`] ended the track.
@@ -777,8 +773,14 @@ impl TrackCache {
     /// Marks the track as over (no more groups); live readers end, and so do the subgroups of
     /// objects that came as datagrams.
     pub fn end(&self) {
+        self.end_as(false);
+    }
+
+    /// Ends the track, superseded by a new incarnation or not.
+    fn end_as(&self, superseded: bool) {
         let mut inner = self.state.inner.lock();
         inner.ended = true;
+        inner.superseded |= superseded;
         let groups: Vec<Arc<Group>> = inner.groups.values().cloned().collect();
         drop(inner);
         // Objects that came as datagrams have no stream whose end ends their subgroup: the
