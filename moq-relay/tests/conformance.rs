@@ -8,56 +8,17 @@
     clippy::indexing_slicing
 )]
 
-use std::time::Duration;
-
 use moq_core::data::SubgroupId;
 use moq_core::message::{FetchType, Parameters};
 use moq_core::{FullTrackName, Location, LocationFilter, TrackNamespace, Version};
-use moq_relay::{Relay, RelayConfig};
+use moq_relay::Relay;
+
+mod common;
+use common::{case, dev_relay as relay, raw_session as session_at};
 use moq_transport::track::{
     FetchItem, Incoming, IncomingSubgroup, IncomingSubscribe, SubscribeResponse, Subscription,
     TrackEvent,
 };
-
-/// The longest one case (one draft) may take.
-const CASE_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Runs one case, failing the test after [`CASE_TIMEOUT`]; installs a `RUST_LOG` subscriber.
-async fn case<F: std::future::Future>(what: impl std::fmt::Display, f: F) -> F::Output {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    match tokio::time::timeout(CASE_TIMEOUT, f).await {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: timed out"),
-    }
-}
-
-/// A relay on an ephemeral loopback port with the development configuration.
-fn relay() -> Relay {
-    let config = RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap();
-    let relay = Relay::bind(config).unwrap();
-    relay.spawn();
-    relay
-}
-
-/// A raw moq-transport session to the relay over raw QUIC that takes requests itself,
-/// offering only `version`.
-async fn session_at(relay: &Relay, version: Version) -> moq_transport::Session {
-    let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
-        tls: moq_transport::tls::ClientTls::pinned(
-            moq_transport::tls::parse_fingerprint(&relay.fingerprint()).unwrap(),
-        ),
-        versions: vec![version],
-        session: moq_transport::SessionConfig::default().with_requests(),
-        share_indexes: false,
-        ..Default::default()
-    })
-    .unwrap();
-    let url = format!("moqt://localhost:{}/", relay.local_addr().port());
-    client.connect(&url).await.unwrap()
-}
 
 fn ns(fields: &[&str]) -> TrackNamespace {
     TrackNamespace::from_strs(fields.iter().copied()).unwrap()
@@ -159,7 +120,7 @@ async fn fetched(mut fetch: moq_transport::track::FetchResponse) -> Vec<Location
 #[tokio::test]
 async fn an_update_to_forward_carries_the_largest_object_and_joins() {
     for &v in Version::ALL.iter().filter(|v| v.update_is_answered()) {
-        case(v, async {
+        case(v.to_string(), async {
             let relay = relay();
             let name = track(&ns(&["largest", "update"]), "t");
             // A forwarding subscriber brings the upstream subscription.
@@ -238,7 +199,7 @@ async fn next_fetch(s: &moq_transport::Session) -> moq_transport::track::Incomin
 #[tokio::test]
 async fn an_upstream_fetch_ok_ending_before_the_start_closes_the_upstream() {
     for &v in Version::ALL {
-        case(v, async {
+        case(v.to_string(), async {
             let relay = relay();
             let n = ns(&["fetch", "end"]);
             let name = track(&n, "t");
@@ -314,7 +275,7 @@ async fn items(mut fetch: moq_transport::track::FetchResponse) -> Vec<(Location,
 async fn fill_timeout_zero_reports_timed_out_gaps() {
     use moq_core::data::RangeEnd;
     for &v in Version::ALL.iter().filter(|v| v.has_draft18_parameters()) {
-        case(v, async {
+        case(v.to_string(), async {
             let relay = relay();
             let name = track(&ns(&["fill", "zero"]), "t");
             let response = SubscribeResponse {
@@ -389,7 +350,7 @@ async fn a_redirect_from_a_publisher_closes_its_session() {
     use moq_core::codes::{RequestErrorCode, SessionErrorCode};
     use moq_core::message::{Redirect, RequestError};
     for &v in Version::ALL.iter().filter(|v| !v.translates_error_codes()) {
-        case(v, async {
+        case(v.to_string(), async {
             let relay = relay();
             let n = ns(&["redirect"]);
             let name = track(&n, "t");

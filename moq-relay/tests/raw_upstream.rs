@@ -18,7 +18,7 @@ use moq_core::data::{ObjectStatus, SubgroupHeader, SubgroupId, SubgroupWriter};
 use moq_core::message::{
     Address, Message, Parameters, Publish, PublishDone, PublishNamespace, RequestType, SubscribeOk,
 };
-use moq_relay::{Relay, RelayConfig};
+use moq_relay::Relay;
 use moq_transport::track::TrackEvent;
 
 // moq-transport's raw peers, with what their module takes from its parent (`TestServer`,
@@ -41,12 +41,8 @@ impl TestServer {
     }
 }
 
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
+mod common;
+use common::{dev_relay as relay, init_tracing, raw_session as session_at};
 
 use raw::{MsgReader, RawConn, SingleControl, encode, raw_setup};
 
@@ -59,32 +55,8 @@ async fn timeout<F: std::future::Future>(f: F) -> F::Output {
         .expect("test timed out")
 }
 
-fn relay() -> Relay {
-    init_tracing();
-    let config = RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap();
-    let relay = Relay::bind(config).unwrap();
-    relay.spawn();
-    relay
-}
-
 fn ns(f: &[&str]) -> TrackNamespace {
     TrackNamespace::from_strs(f.iter().copied()).unwrap()
-}
-
-/// A raw moq-transport session to the relay over raw QUIC, offering only `version`.
-async fn session_at(relay: &Relay, version: Version) -> moq_transport::Session {
-    let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
-        tls: moq_transport::tls::ClientTls::pinned(
-            moq_transport::tls::parse_fingerprint(&relay.fingerprint()).unwrap(),
-        ),
-        versions: vec![version],
-        session: moq_transport::SessionConfig::default().with_requests(),
-        share_indexes: false,
-        ..Default::default()
-    })
-    .unwrap();
-    let url = format!("moqt://localhost:{}/", relay.local_addr().port());
-    client.connect(&url).await.unwrap()
 }
 
 /// A raw publisher connected to the relay at one version, its namespace announced.

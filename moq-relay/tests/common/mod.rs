@@ -39,11 +39,40 @@ pub(crate) async fn case<F: std::future::Future>(name: String, f: F) -> F::Outpu
 }
 
 /// A `RUST_LOG` tracing subscriber writing to the test's output (once per test binary).
-fn init_tracing() {
+pub(crate) fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
+}
+
+/// A relay on an ephemeral loopback port with the development configuration, running.
+pub(crate) fn dev_relay() -> moq_relay::Relay {
+    init_tracing();
+    let config = moq_relay::RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap();
+    let relay = moq_relay::Relay::bind(config).unwrap();
+    relay.spawn();
+    relay
+}
+
+/// A moq-transport session to `relay` over raw QUIC that takes requests itself, offering only
+/// `version`: what the relay sends and answers, field by field.
+pub(crate) async fn raw_session(
+    relay: &moq_relay::Relay,
+    version: moq_core::Version,
+) -> moq_transport::Session {
+    let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
+        tls: moq_transport::tls::ClientTls::pinned(
+            moq_transport::tls::parse_fingerprint(&relay.fingerprint()).unwrap(),
+        ),
+        versions: vec![version],
+        session: moq_transport::SessionConfig::default().with_requests(),
+        share_indexes: false,
+        ..Default::default()
+    })
+    .unwrap();
+    let url = format!("moqt://localhost:{}/", relay.local_addr().port());
+    client.connect(&url).await.unwrap()
 }
 
 /// A moq-client client pinned to `fingerprint`.
