@@ -36,37 +36,23 @@ pub(crate) async fn fetch(
 }
 
 /// Sends the request (HTTP/1.0: the server closes the connection after its answer) and reads
-/// the whole answer.
+/// the whole answer, at most [`MAX_ANSWER`] bytes.
 async fn get(addr: SocketAddr, authority: &str) -> std::io::Result<Vec<u8>> {
-    let stream = TcpStream::connect(addr).await?;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = TcpStream::connect(addr).await?;
     let request = format!(
         "GET /certificate.sha256 HTTP/1.0\r\nHost: {authority}\r\nAccept: text/plain\r\n\r\n"
     );
-    let mut sent = 0;
-    while sent < request.len() {
-        stream.writable().await?;
-        match stream.try_write(request.as_bytes().get(sent..).unwrap_or_default()) {
-            Ok(n) => sent += n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-    }
+    stream.write_all(request.as_bytes()).await?;
     let mut answer = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        stream.readable().await?;
-        match stream.try_read(&mut buf) {
-            Ok(0) => return Ok(answer),
-            Ok(n) => {
-                answer.extend_from_slice(buf.get(..n).unwrap_or_default());
-                if answer.len() > MAX_ANSWER {
-                    return Err(std::io::Error::other("answer too long"));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
+    stream
+        .take(MAX_ANSWER as u64 + 1)
+        .read_to_end(&mut answer)
+        .await?;
+    if answer.len() > MAX_ANSWER {
+        return Err(std::io::Error::other("answer too long"));
     }
+    Ok(answer)
 }
 
 /// The body of a `200` answer.
