@@ -129,8 +129,8 @@ struct Inner {
     tracks: Mutex<HashMap<FullTrackName, Arc<RelayTrack>>>,
     /// Tracks whose publisher ended them, by name, while their cache may hold objects (for
     /// the cache's age limit): FETCH, TRACK_STATUS and SUBSCRIBE are answered from them when
-    /// no publisher has the track (`finished_track`).
-    finished: Mutex<HashMap<FullTrackName, TrackCache>>,
+    /// no publisher has the track (`finished_track`), until the instant each is forgotten.
+    finished: Mutex<HashMap<FullTrackName, (TrackCache, tokio::time::Instant)>>,
     /// Answers every session's SUBSCRIBE, FETCH, TRACK_STATUS and SUBSCRIBE_TRACKS, asking
     /// this relay's routes and upstreams (`RelayUpstream`) for what it does not hold. It holds
     /// the PUBLISHed tracks, offered to SUBSCRIBE_TRACKS subscribers.
@@ -1759,29 +1759,25 @@ fn restart_track(inner: &Weak<Inner>, t: &Arc<RelayTrack>) {
 /// How long a finished track is kept when the cache has no age limit.
 const FINISHED_KEEP: Duration = Duration::from_secs(60);
 
+/// At most this many finished tracks are kept at once (each bounded by the cache limits); more
+/// are not kept.
+const MAX_FINISHED: usize = 4096;
+
 /// Keeps an ended track's cache for FETCH, TRACK_STATUS and SUBSCRIBE (`finished_track`)
 /// for as long as the cache's age limit lets it hold objects; a malformed track or one that
-/// holds nothing is not kept.
+/// holds nothing is not kept. Expired ones are forgotten here and in `finished_track`, with
+/// no task of their own.
 fn keep_finished(inner: &Arc<Inner>, t: &RelayTrack) {
     if t.cache.malformed().is_some() || t.cache.is_superseded() || t.cache.stored().is_none() {
         return;
     }
-    let cache = t.cache.clone();
-    inner.finished.lock().insert(t.name.clone(), cache.clone());
-    let keep = inner.config.cache.max_age.unwrap_or(FINISHED_KEEP);
-    let weak = Arc::downgrade(inner);
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    runtime.spawn(async move {
-        tokio::time::sleep(keep).await;
-        if let Some(inner) = weak.upgrade() {
-            let mut finished = inner.finished.lock();
-            if finished.get(cache.name()).is_some_and(|c| c.same(&cache)) {
-                finished.remove(cache.name());
-            }
-        }
-    });
+    let now = tokio::time::Instant::now();
+    let until = now + inner.config.cache.max_age.unwrap_or(FINISHED_KEEP);
+    let mut finished = inner.finished.lock();
+    finished.retain(|_, (_, until)| *until > now);
+    if finished.len() < MAX_FINISHED || finished.contains_key(&t.name) {
+        finished.insert(t.name.clone(), (t.cache.clone(), until));
+    }
 }
 
 /// The cache of `name` if its publisher ended it (and it is not being published again) and
@@ -1795,7 +1791,12 @@ fn finished_track(inner: &Inner, name: &FullTrackName) -> Option<TrackCache> {
     if live {
         return None;
     }
-    let cache = inner.finished.lock().get(name).cloned()?;
+    let mut finished = inner.finished.lock();
+    let (cache, until) = finished.get(name).cloned()?;
+    if until <= tokio::time::Instant::now() {
+        finished.remove(name);
+        return None;
+    }
     cache.largest().is_some().then_some(cache)
 }
 
