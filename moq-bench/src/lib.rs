@@ -10,7 +10,9 @@
 //! 4. [`memory`]: relay resident memory per idle session and per subscription;
 //! 5. [`cluster`]: a cluster of our relays against one relay (objects per relay CPU second);
 //! 6. [`capacity`]: the highest rate of objects our relay and third-party relays deliver to
-//!    1000 subscribers with no loss and p99 latency under 100 ms.
+//!    1000 subscribers with no loss and p99 latency under 100 ms;
+//! 7. [`media`]: a 720p30 broadcast ingested from fMP4 through a relay to N subscribers
+//!    (ingest-to-frame latency, relay CPU per second of video).
 //!
 //! The `moq-bench` binary runs them and prints the tables; see `docs/benchmarks.md`.
 
@@ -19,6 +21,7 @@ pub mod cluster;
 pub mod discovery;
 pub mod fanout;
 pub mod latency;
+pub mod media;
 pub mod memory;
 pub mod procfs;
 pub mod ready;

@@ -1,5 +1,5 @@
 //! `moq-bench`: prints the benchmark sections (raw, fanout, discovery, memory, cluster,
-//! capacity; see the crate docs and `docs/benchmarks.md`).
+//! capacity, media; see the crate docs and `docs/benchmarks.md`).
 //!
 //! ```text
 //! cargo build --release -p moq-relay -p moq-bench
@@ -7,6 +7,7 @@
 //! target/release/moq-bench --quick              # small sizes, a smoke test
 //! target/release/moq-bench --sections raw,discovery
 //! target/release/moq-bench --sections capacity  # relay capacity at 1000 subscribers
+//! target/release/moq-bench --sections media     # 720p30 through a relay (needs ffmpeg)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use clap::Parser;
 use moq_bench::capacity::CapacityConfig;
 use moq_bench::discovery::{DiscoveryConfig, RelayTarget};
 use moq_bench::fanout::{FanoutConfig, PublishModel};
+use moq_bench::media::{self, MediaConfig};
 use moq_bench::memory::MemoryConfig;
 use moq_bench::relays::{RelayCommand, RelayKind};
 use moq_bench::throughput::ThroughputConfig;
@@ -29,8 +31,8 @@ use moq_core::Version;
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// Sections to run: raw, fanout, discovery, memory, cluster, capacity (comma-separated;
-    /// default all).
+    /// Sections to run: raw, fanout, discovery, memory, cluster, capacity, media
+    /// (comma-separated; default all).
     #[arg(long, value_delimiter = ',')]
     sections: Option<Vec<Section>>,
     /// Small sizes: the whole run takes seconds (a smoke test, not a measurement).
@@ -113,6 +115,9 @@ struct Args {
     /// Section 6: bisection steps after the ladder brackets the capacity.
     #[arg(long)]
     capacity_bisections: Option<usize>,
+    /// Section 7: subscriber counts (default 1,100).
+    #[arg(long, value_delimiter = ',')]
+    media_subscribers: Option<Vec<usize>>,
     /// Section 6: at most this many steps per relay.
     #[arg(long)]
     capacity_max_steps: Option<usize>,
@@ -130,6 +135,7 @@ enum Section {
     Memory,
     Cluster,
     Capacity,
+    Media,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -152,6 +158,7 @@ async fn main() -> Result<()> {
             Section::Memory,
             Section::Cluster,
             Section::Capacity,
+            Section::Media,
         ]
     });
     let version = Version::from_draft(args.draft).context("unsupported --draft")?;
@@ -321,6 +328,20 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
         heading("6. Relay capacity");
         let report = capacity::run(&cfg, skipped.clone()).await;
         print!("{}", report.render());
+        took(t);
+    }
+    if sections.contains(&Section::Media) {
+        let t = Instant::now();
+        let mut cfg = if args.quick {
+            MediaConfig::quick(relays.clone(), workdir.to_path_buf())
+        } else {
+            MediaConfig::full(relays.clone(), workdir.to_path_buf())
+        };
+        if let Some(v) = &args.media_subscribers {
+            cfg.counts = v.clone();
+        }
+        heading("7. Media: 720p30 from fMP4 through a relay");
+        print!("{}", media::run(&cfg, skipped.clone()).await?.render());
         took(t);
     }
     println!("\ntotal {:.0} s", started.elapsed().as_secs_f64());
