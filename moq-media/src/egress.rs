@@ -363,7 +363,12 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
                             t.name
                         ))
                     })?;
-                    let (_, moov) = crate::cmaf::read_init(&init)?;
+                    let (_, moov) = crate::cmaf::read_init(&init).map_err(|e| {
+                        MediaError::Catalog(format!(
+                            "track {:?}: its CMAF header (init data) does not parse: {e}",
+                            t.name
+                        ))
+                    })?;
                     let mut trak = moov.trak.first().cloned().ok_or_else(|| {
                         MediaError::Object(format!(
                             "track {:?}: a CMAF header without a track",

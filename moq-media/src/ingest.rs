@@ -266,7 +266,12 @@ impl MediaPublisher {
                                 "a second moov (a new initialization segment) in the input".into(),
                             ));
                         }
-                        let (moov, tracks) = fmp4::read_moov(b.body())?;
+                        let (moov, tracks) = fmp4::read_moov(b.body()).map_err(|e| match e {
+                            MediaError::Mp4(m) => {
+                                MediaError::Mp4(format!("the moov at byte {}: {m}", b.pos))
+                            }
+                            e => e,
+                        })?;
                         self.start(&moov, tracks)?;
                     }
                     b"moof" => {
@@ -276,7 +281,9 @@ impl MediaPublisher {
                         if pending_moof.is_some() {
                             return Err(MediaError::Mp4("a moof without its mdat".into()));
                         }
-                        let moof = fmp4::decode_moof(&b.bytes)?;
+                        let moof = fmp4::decode_moof(&b.bytes).map_err(|e| {
+                            MediaError::Mp4(format!("the moof at byte {}: {e}", b.pos))
+                        })?;
                         pending_moof = Some((b, moof));
                     }
                     b"mdat" => {
