@@ -74,22 +74,27 @@ pub struct ClientOptions {
     /// The relay: moqt://host:port (raw QUIC), https://host:port (WebTransport), or
     /// http://host:port (raw QUIC; pins the certificate hash the server serves at
     /// /certificate.sha256 — development only).
-    #[arg(long, env = "MOQ_URL", default_value = "moqt://localhost:4443")]
+    #[arg(
+        long,
+        global = true,
+        env = "MOQ_URL",
+        default_value = "moqt://localhost:4443"
+    )]
     pub url: String,
     /// Trust the server whose certificate has this SHA-256 fingerprint (hex).
-    #[arg(long, env = "MOQ_FINGERPRINT")]
+    #[arg(long, global = true, env = "MOQ_FINGERPRINT")]
     pub fingerprint: Option<String>,
     /// Trust any certificate (development only).
-    #[arg(long, env = "MOQ_INSECURE")]
+    #[arg(long, global = true, env = "MOQ_INSECURE")]
     pub insecure: bool,
     /// Offer only this draft (14 to 22); default: all of them, the newest preferred.
-    #[arg(long, env = "MOQ_DRAFT", value_parser = parse_draft)]
+    #[arg(long, global = true, env = "MOQ_DRAFT", value_parser = parse_draft)]
     pub draft: Option<Version>,
     /// An authorization token (a JWT for moq-relay), sent in SETUP.
-    #[arg(long, env = "MOQ_TOKEN", hide_env_values = true)]
+    #[arg(long, global = true, env = "MOQ_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// How long a QUIC handshake may take: 5s, 500ms, 1m (a bare number is seconds).
-    #[arg(long, env = "MOQ_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, global = true, env = "MOQ_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
 }
 
