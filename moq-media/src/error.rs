@@ -49,3 +49,9 @@ impl From<mp4_atom::Error> for MediaError {
         MediaError::Mp4(e.to_string())
     }
 }
+
+impl From<moq_client::NameError> for MediaError {
+    fn from(e: moq_client::NameError) -> Self {
+        MediaError::Transport(e.into())
+    }
+}

@@ -17,11 +17,13 @@
 //! ```
 
 pub mod catalog;
+pub mod cmaf;
 pub mod egress;
 mod error;
+mod fmp4;
 pub mod ingest;
 pub mod loc;
 
 pub use egress::{CatalogSource, EgressOptions, EgressStats, MsfCatalog, Start, subscribe_fmp4};
 pub use error::MediaError;
-pub use ingest::{IngestOptions, IngestStats, Packaging, TrackStats, publish_fmp4};
+pub use ingest::{IngestOptions, IngestStats, MediaPublisher, Packaging, TrackStats, publish_fmp4};
