@@ -210,3 +210,94 @@ async fn failures_exit_non_zero_with_one_line() {
     })
     .await;
 }
+
+/// `--url http://host:port` fetches the relay's certificate hash from
+/// `/certificate.sha256` (TCP, the QUIC port's number) and pins it: no `--fingerprint`.
+#[tokio::test]
+async fn http_url_pins_the_served_certificate() {
+    case("http url", async {
+        let relay = relay();
+        let port = relay.local_addr().port();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        tokio::spawn(moq_relay::http::serve(
+            listener,
+            moq_relay::http::router(relay.clone(), None),
+        ));
+        let url = args(&["--url", &format!("http://localhost:{port}")]);
+        let mut discover = moq(
+            "discover",
+            &[url.clone(), args(&["discover", "--count", "1"])].concat(),
+            Stdio::null(),
+            Stdio::piped(),
+        );
+        discover.stderr_line("watching namespaces").await;
+        let mut out = BufReader::new(discover.child.stdout.take().unwrap()).lines();
+        let _publisher = moq(
+            "publish",
+            &[
+                url,
+                args(&["publish", "pinned/by/hash", "--format", "lines"]),
+            ]
+            .concat(),
+            Stdio::piped(),
+            Stdio::null(),
+        );
+        assert_eq!(
+            out.next_line().await.unwrap().as_deref(),
+            Some("+ pinned/by/hash")
+        );
+        let (code, stderr) = discover.exit().await;
+        assert_eq!(code, Some(0), "discover: {stderr:?}");
+    })
+    .await;
+}
+
+/// Ctrl-C (SIGINT) closes the session and exits 0, whether waiting for a namespace or
+/// publishing lines.
+#[tokio::test]
+async fn ctrl_c_closes_and_exits_0() {
+    case("ctrl-c", async {
+        let relay = relay();
+        let connect = flags(&relay, Transport::Quic, None);
+        let mut sub = moq(
+            "subscribe",
+            &[
+                connect.clone(),
+                args(&["subscribe", "nobody/here", "lines"]),
+            ]
+            .concat(),
+            Stdio::null(),
+            Stdio::null(),
+        );
+        sub.stderr_line("waiting for nobody/here").await;
+        let mut publisher = moq(
+            "publish",
+            &[
+                connect,
+                args(&["publish", "test/sigint", "--format", "lines"]),
+            ]
+            .concat(),
+            Stdio::piped(),
+            Stdio::null(),
+        );
+        publisher
+            .stderr_line("published namespace test/sigint")
+            .await;
+        for p in [&sub, &publisher] {
+            let pid = p.child.id().unwrap().to_string();
+            let status = tokio::process::Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .await
+                .unwrap();
+            assert!(status.success());
+        }
+        let (code, stderr) = sub.exit().await;
+        assert_eq!(code, Some(0), "subscribe: {stderr:?}");
+        let (code, stderr) = publisher.exit().await;
+        assert_eq!(code, Some(0), "publish: {stderr:?}");
+    })
+    .await;
+}
