@@ -305,8 +305,21 @@ pub(crate) fn read_moov(body: &[u8]) -> Result<(Moov, Vec<Mp4Track>), MediaError
                 let mut asc = Vec::new();
                 ds.encode(&mut asc)?;
                 t.description = Some(asc.into());
-                t.samplerate = Some(u32::from(c.audio.sample_rate.integer()));
-                t.channels = Some(u32::from(c.audio.channel_count));
+                // The AudioSpecificConfig over the sample entry, which ISO BMFF writers fill
+                // with 2 channels and the rate mod 2^16.
+                const RATES: [u32; 13] = [
+                    96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025,
+                    8000, 7350,
+                ];
+                t.samplerate = RATES
+                    .get(usize::from(ds.freq_index))
+                    .copied()
+                    .or(Some(u32::from(c.audio.sample_rate.integer())));
+                t.channels = match ds.chan_conf {
+                    0 => Some(u32::from(c.audio.channel_count)),
+                    7 => Some(8),
+                    n => Some(u32::from(n)),
+                };
                 t.bitrate = Some(u64::from(dc.max_bitrate.max(dc.avg_bitrate))).filter(|b| *b > 0);
             }
             Codec::Opus(c) => {
