@@ -65,8 +65,8 @@ pub fn clip_args(seconds: u32, out: &str, realtime: bool) -> Vec<String> {
     for s in [
         "-c:v",
         "libx264",
-        "-preset",
-        "ultrafast",
+        // The default preset: High profile with B-frames (decode order != presentation
+        // order, which LOC egress must rebuild).
         "-g",
         "30",
         "-pix_fmt",
