@@ -1,5 +1,5 @@
 //! The two-command path, file -> relay -> file: a clip made by Debian's ffmpeg at test time
-//! (H.264 + AAC, testsrc and a sine), piped by `ffmpeg -re` into
+//! (H.264 with B-frames + AAC, testsrc and a sine), piped by `ffmpeg -re` into
 //! `moq publish live/demo` through a relay in this process, and `moq subscribe live/demo >
 //! out.mp4`; ffprobe then sees the same codecs, frame counts and durations (±1 frame). One
 //! test per draft (14, 18, 22) and transport (raw QUIC, WebTransport), each with its own
@@ -45,7 +45,8 @@ fn dir() -> PathBuf {
     dir
 }
 
-/// The clip, made once per test binary: H.264 (libx264 ultrafast, a GOP of 30) and AAC, fragmented as `-movflags cmaf+separate_moof+delay_moov+skip_trailer` writes it.
+/// The clip, made once per test binary: H.264 (libx264 veryfast: B-frames, a GOP of 30) and
+/// AAC, fragmented as `-movflags cmaf+separate_moof+delay_moov+skip_trailer` writes it.
 fn clip() -> &'static Path {
     static CLIP: OnceLock<PathBuf> = OnceLock::new();
     CLIP.get_or_init(|| {
