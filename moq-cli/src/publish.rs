@@ -70,23 +70,33 @@ async fn fmp4(publisher: &Publisher, args: &Args) -> anyhow::Result<()> {
         PackagingArg::Loc => Packaging::Loc,
         PackagingArg::Cmaf => Packaging::Cmaf,
     };
+    // Announced here rather than by publish_fmp4, so that a refusal ends the program.
+    let ns = args.namespace.clone();
+    let announced = publisher.publish_namespace(ns.clone())?;
     let options = IngestOptions::default()
         .packaging(packaging)
         .realtime(args.realtime)
-        .finish_timeout(args.linger);
-    eprintln!(
-        "publishing {} from stdin (fMP4, {})",
-        args.namespace,
-        packaging.as_str()
-    );
-    let stats = moq_media::publish_fmp4(
-        publisher,
-        args.namespace.clone(),
-        tokio::io::stdin(),
-        options,
-    )
-    .await
-    .context("publishing fMP4 from stdin")?;
+        .finish_timeout(args.linger)
+        .announce(false);
+    eprintln!("publishing {ns} from stdin (fMP4, {})", packaging.as_str());
+    let ingest = moq_media::publish_fmp4(publisher, ns.clone(), tokio::io::stdin(), options);
+    tokio::pin!(ingest);
+    let accepted = announced.announced();
+    tokio::pin!(accepted);
+    let refused = || format!("PUBLISH_NAMESPACE {ns} refused");
+    let read = "publishing fMP4 from stdin";
+    let stats = tokio::select! {
+        r = &mut accepted => {
+            r.with_context(refused)?;
+            eprintln!("published namespace {ns}");
+            ingest.await.context(read)?
+        }
+        r = &mut ingest => {
+            let stats = r.context(read)?;
+            accepted.await.with_context(refused)?;
+            stats
+        }
+    };
     eprintln!("published {}", summary(&stats));
     Ok(())
 }
@@ -144,6 +154,12 @@ async fn lines(publisher: &Publisher, args: &Args) -> anyhow::Result<()> {
     }
     if let Some(g) = group.take() {
         g.finish()?;
+    }
+    // An input that ended before the answer: a refusal is still an error.
+    if waiting {
+        accepted
+            .await
+            .with_context(|| format!("PUBLISH_NAMESPACE {ns} refused"))?;
     }
     // The end of the track, delivered to the subscribers, before the namespace goes.
     if let Err(e) = track.finish(args.linger).await {

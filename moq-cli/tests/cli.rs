@@ -301,3 +301,56 @@ async fn ctrl_c_closes_and_exits_0() {
     })
     .await;
 }
+
+/// `--token` is sent in SETUP: a relay that verifies tokens refuses the namespace of a
+/// publisher without one (exit 1, one line naming the refusal) and accepts it with one.
+#[tokio::test]
+async fn token_authorizes_the_publisher() {
+    use moq_relay::auth::{Algorithm, Claims, Jwk, KeySet, TokenAuth};
+    case("token", async {
+        let key = Jwk::generate(Algorithm::ES256, Some("key-1".into())).unwrap();
+        let mut keys = KeySet::new();
+        keys.add_jwk(&key.public().unwrap()).unwrap();
+        let mut config =
+            moq_relay::RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap();
+        config.authorizer = std::sync::Arc::new(TokenAuth::new(keys, &[]).unwrap());
+        let relay = moq_relay::Relay::bind(config).unwrap();
+        relay.spawn();
+        let connect = flags(&relay, Transport::Quic, None);
+        let publish = args(&["publish", "team/alice", "--format", "lines"]);
+
+        let (code, stderr) = moq(
+            "anonymous",
+            &[connect.clone(), publish.clone()].concat(),
+            Stdio::null(),
+            Stdio::null(),
+        )
+        .exit()
+        .await;
+        assert_eq!(code, Some(1), "{stderr:?}");
+        let errors: Vec<&String> = stderr
+            .iter()
+            .filter(|l| l.starts_with("moq: error:"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{stderr:?}");
+        assert!(
+            errors[0].contains("PUBLISH_NAMESPACE team/alice refused"),
+            "{stderr:?}"
+        );
+
+        let token = key
+            .sign(&Claims::new("team", vec!["alice/**".into()], vec![]))
+            .unwrap();
+        let mut alice = moq(
+            "alice",
+            &[connect, args(&["--token", &token]), publish].concat(),
+            Stdio::piped(),
+            Stdio::null(),
+        );
+        alice.stderr_line("published namespace team/alice").await;
+        drop(alice.child.stdin.take());
+        let (code, stderr) = alice.exit().await;
+        assert_eq!(code, Some(0), "{stderr:?}");
+    })
+    .await;
+}

@@ -343,3 +343,41 @@ async fn corrupt_fmp4_exits_1() {
     })
     .await;
 }
+
+/// A relay that verifies tokens refuses the namespace of an fMP4 publisher without one: exit
+/// 1, one line naming the refusal (not a publish to nobody that exits 0).
+#[tokio::test]
+async fn refused_fmp4_publisher_exits_1() {
+    use moq_relay::auth::{Algorithm, Jwk, KeySet, TokenAuth};
+    case("refused", async {
+        let key = Jwk::generate(Algorithm::ES256, None).unwrap();
+        let mut keys = KeySet::new();
+        keys.add_jwk(&key.public().unwrap()).unwrap();
+        let mut config =
+            moq_relay::RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap();
+        config.authorizer = std::sync::Arc::new(TokenAuth::new(keys, &[]).unwrap());
+        let relay = moq_relay::Relay::bind(config).unwrap();
+        relay.spawn();
+        let connect = flags(&relay, Transport::Quic, None);
+        let stdin = Stdio::from(std::fs::File::open(clip()).unwrap());
+        let (code, stderr) = moq(
+            "refused",
+            &[connect, args(&["publish", "live/demo"])].concat(),
+            stdin,
+            Stdio::null(),
+        )
+        .exit()
+        .await;
+        assert_eq!(code, Some(1), "{stderr:?}");
+        let errors: Vec<&String> = stderr
+            .iter()
+            .filter(|l| l.starts_with("moq: error:"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{stderr:?}");
+        assert!(
+            errors[0].contains("PUBLISH_NAMESPACE live/demo refused"),
+            "{stderr:?}"
+        );
+    })
+    .await;
+}

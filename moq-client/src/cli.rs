@@ -303,14 +303,16 @@ pub async fn interrupted() {
     let _ = rx.wait_for(|i| *i).await;
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (else `default`, e.g. `"warn"`). Does nothing if a
-/// subscriber is installed already.
+/// Logs to stderr (coloured when it is a terminal), filtered by `RUST_LOG` (else `default`,
+/// e.g. `"warn"`). Does nothing if a subscriber is installed already.
 pub fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours for a terminal only, not in a file or a pipe.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 
