@@ -481,3 +481,41 @@ pub(crate) fn decode_moof(bytes: &[u8]) -> Result<Moof, MediaError> {
         Ok(Moof::decode(&mut b)?)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hevc_codec_string() {
+        // ISO/IEC 14496-15 Annex E's example: Main profile, level 3.1, constraint 0xB0.
+        let h = mp4_atom::Hvcc {
+            general_profile_idc: 1,
+            general_profile_compatibility_flags: [0x60, 0, 0, 0],
+            general_constraint_indicator_flags: [0xb0, 0, 0, 0, 0, 0],
+            general_level_idc: 93,
+            ..Default::default()
+        };
+        assert_eq!(hevc_codec("hvc1", &h), "hvc1.1.6.L93.B0");
+        let h = mp4_atom::Hvcc {
+            general_profile_space: 1,
+            general_tier_flag: true,
+            general_profile_idc: 2,
+            general_profile_compatibility_flags: [0x20, 0, 0, 0],
+            general_level_idc: 120,
+            ..Default::default()
+        };
+        assert_eq!(hevc_codec("hev1", &h), "hev1.A2.4.H120");
+    }
+
+    #[test]
+    fn avc_codec_string() {
+        let a = mp4_atom::Avcc {
+            avc_profile_indication: 0x64,
+            profile_compatibility: 0,
+            avc_level_indication: 0x1f,
+            ..Default::default()
+        };
+        assert_eq!(avc_codec("avc1", &a), "avc1.64001f");
+    }
+}

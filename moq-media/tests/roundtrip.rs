@@ -149,8 +149,25 @@ fn compare(clip: &Path, out: &Path) {
 }
 
 async fn case(name: &str, version: Version, webtransport: bool, packaging: Packaging) {
+    case_with(
+        name,
+        version,
+        webtransport,
+        packaging,
+        &["-c:v", "libx264", "-c:a", "aac"],
+    )
+    .await;
+}
+
+async fn case_with(
+    name: &str,
+    version: Version,
+    webtransport: bool,
+    packaging: Packaging,
+    codecs: &[&str],
+) {
     let dir = temp_dir(name);
-    let clip = make_clip(&dir, SECONDS);
+    let clip = make_clip_with(&dir, SECONDS, codecs);
     let out = dir.join("out.mp4");
     tokio::time::timeout(
         CASE_TIMEOUT,
@@ -191,6 +208,51 @@ async fn loc_webtransport_draft18() {
 #[tokio::test]
 async fn loc_webtransport_draft22() {
     case("loc_wt_22", Version::Draft22, true, Packaging::Loc).await;
+}
+
+#[tokio::test]
+async fn hevc_opus_loc_quic_draft22() {
+    case_with(
+        "hevc_opus",
+        Version::Draft22,
+        false,
+        Packaging::Loc,
+        &[
+            "-c:v",
+            "libx265",
+            "-x265-params",
+            "log-level=error",
+            "-tag:v",
+            "hvc1",
+            "-c:a",
+            "libopus",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn av1_opus_cmaf_quic_draft18() {
+    case_with(
+        "av1_opus",
+        Version::Draft18,
+        false,
+        Packaging::Cmaf,
+        &["-c:v", "libsvtav1", "-preset", "12", "-c:a", "libopus"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn av1_loc_quic_draft22() {
+    case_with(
+        "av1_loc",
+        Version::Draft22,
+        false,
+        Packaging::Loc,
+        &["-c:v", "libsvtav1", "-preset", "12", "-c:a", "aac"],
+    )
+    .await;
 }
 
 #[tokio::test]
