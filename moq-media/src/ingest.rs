@@ -257,8 +257,10 @@ impl MediaPublisher {
                 self.input_bytes = reader.position();
                 match &b.kind {
                     b"ftyp" => {
-                        let mut body = b.bytes.as_ref();
-                        self.ftyp = Some(mp4_atom::Decode::decode(&mut body)?);
+                        self.ftyp = Some(fmp4::guarded("the ftyp", || {
+                            let mut body = b.bytes.as_ref();
+                            Ok(mp4_atom::Decode::decode(&mut body)?)
+                        })?);
                     }
                     b"moov" => {
                         if self.catalog.is_some() {
