@@ -46,7 +46,7 @@ for example in fetch server publish subscribe_tracks track_status auth logging; 
 done
 
 step "the relay page's JavaScript client, offline (node --test)"
-node --test moq-relay/web/test/moq-codec.test.mjs
+node --test moq-relay/web/test/moq-codec.test.mjs moq-relay/web/test/player.test.mjs
 
 if [ "${MEDIA:-1}" != "0" ]; then
     step "the relay page's player: ffmpeg's clip through our relay into headless Chromium"

@@ -64,8 +64,10 @@ export function applyDelta(base, delta) {
   const doc = structuredClone(base);
   const key = (t) => `${t.namespace ?? ""}\n${t.name}`;
   for (const op of delta.deltaUpdate) {
-    if (!Array.isArray(op?.tracks)) throw new Error(`catalog delta operation ${op?.op} has no tracks`);
+    if (!["add", "remove", "update", "clone"].includes(op?.op)) throw new Error(`catalog delta operation ${op?.op} is unknown`);
+    if (!Array.isArray(op.tracks)) throw new Error(`catalog delta operation ${op.op} has no tracks`);
     for (const t of op.tracks) {
+      if (typeof t?.name !== "string" || !t.name) throw new Error(`catalog delta ${op.op} of a track without a name`);
       const i = doc.tracks.findIndex((d) => key(d) === key(t));
       if (op.op === "add") {
         if (i >= 0) throw new Error(`catalog delta adds track ${t.name}, which exists`);
@@ -76,12 +78,12 @@ export function applyDelta(base, delta) {
       } else if (op.op === "update") {
         if (i < 0) throw new Error(`catalog delta updates track ${t.name}, which does not exist`);
         doc.tracks[i] = { ...doc.tracks[i], ...t };
-      } else if (op.op === "clone") {
+      } else {
         const parent = doc.tracks.find((d) => d.name === t.parentName && (d.namespace ?? "") === (t.parentNamespace ?? d.namespace ?? ""));
         if (!parent) throw new Error(`catalog delta clones track ${t.parentName}, which does not exist`);
         const { parentName, parentNamespace, ...rest } = t;
         doc.tracks.push({ ...parent, ...rest });
-      } else throw new Error(`catalog delta operation ${op.op} is unknown`);
+      }
     }
   }
   doc.generatedAt = delta.generatedAt ?? doc.generatedAt;
