@@ -182,7 +182,9 @@ async fn main() -> anyhow::Result<()> {
             "-",
         ],
     )?;
-    let start = now_us();
+    // Media time 0 is the wall clock when the first bytes come out of ffmpeg (its start-up is
+    // not latency), the same anchor for both tracks.
+    let mut anchor: Option<u64> = None;
 
     let client = Client::builder().fingerprint(&args.fingerprint)?.build()?;
     let session = client.connect(&args.url).await?;
@@ -266,7 +268,7 @@ async fn main() -> anyhow::Result<()> {
                     let config = vec![(object_type << 3) | (sfi >> 1), ((sfi & 1) << 7) | (channels << 3)];
                     abuf.drain(..len);
                     asc.get_or_insert(config);
-                    let ts = start + aframes * 1024 * 1_000_000 / SAMPLE_RATE;
+                    let ts = *anchor.get_or_insert_with(now_us) + aframes * 1024 * 1_000_000 / SAMPLE_RATE;
                     // A new audio group about once a second.
                     let mut props = Properties::new().with_int(TIMESTAMP, ts)?;
                     if aframes % 47 == 0 {
@@ -300,7 +302,7 @@ async fn main() -> anyhow::Result<()> {
                 payload.extend_from_slice(&(nal.len() as u32).to_be_bytes());
                 payload.extend_from_slice(nal);
             }
-            let ts = start + vframes * 1_000_000 / FPS;
+            let ts = *anchor.get_or_insert_with(now_us) + vframes * 1_000_000 / FPS;
             let mut props = Properties::new().with_int(TIMESTAMP, ts)?;
             if key {
                 if let Some(g) = vgroup.take() {

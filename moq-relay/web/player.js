@@ -232,6 +232,12 @@ export class Player {
     }
   }
 
+  /** Configures a decoder; a configuration WebCodecs refuses is noted (the decoder is closed). */
+  configure(decoder, config) {
+    try { decoder.configure(config); }
+    catch (e) { this.note(`cannot configure the ${config.codec} decoder: ${e.message}`); }
+  }
+
   /** The latency of a LOC timestamp (µs since the epoch), or null for media time. */
   latency(o) {
     const ts = property(o.properties, LOC.TIMESTAMP);
@@ -245,7 +251,9 @@ export class Player {
     const s = this.stats;
     let current = config.description ? config : null; // the configuration in use
     let waitKey = true;
-    const decoder = new VideoDecoder({
+    // A decoder that fails (corrupt data) is closed by WebCodecs: a new one starts at the next
+    // keyframe.
+    const create = () => new VideoDecoder({
       output: (frame) => {
         try {
           if (media.stopped) return;
@@ -256,16 +264,21 @@ export class Player {
           if (media.wallClock) this.measure("video", Date.now() - frame.timestamp / 1000);
         } finally { frame.close(); }
       },
-      error: (e) => { if (!media.stopped) this.fail(`video decoder: ${e.message}`); },
+      error: (e) => { if (!media.stopped) { s.decodeErrors++; this.note(`video decoder: ${e.message}`); } },
     });
-    media.video = decoder;
-    if (current) decoder.configure(current);
+    let decoder = (media.video = create());
+    if (current) this.configure(decoder, current);
     let lastGroup = null;
     this.read(media, t, "video", (o) => {
       const described = property(o.properties, LOC.VIDEO_CONFIG);
+      if (decoder.state === "closed" && !media.stopped) {
+        decoder = media.video = create();
+        if (current) this.configure(decoder, current);
+        waitKey = true;
+      }
       if (described && !sameBytes(described, current?.description)) {
         current = { ...config, description: described.slice() };
-        if (decoder.state !== "closed") decoder.configure(current);
+        this.configure(decoder, current);
         waitKey = true;
       }
       const marking = property(o.properties, LOC.VIDEO_FRAME_MARKING);
@@ -274,7 +287,7 @@ export class Player {
       if (lastGroup !== null && o.group !== lastGroup && !key) waitKey = true;
       lastGroup = o.group;
       if (waitKey && !key) { s.videoSkipped++; return; }
-      if (!current || decoder.state === "closed") { s.videoSkipped++; return; } // no description yet
+      if (!current) { s.videoSkipped++; return; } // no description yet
       waitKey = false;
       s.videoFirstGroup ??= o.group;
       s.videoGroup = o.group;
@@ -295,7 +308,7 @@ export class Player {
     catch (e) { this.note(`Web Audio: ${e.message}`); }
     audio?.resume().catch(() => {});
     let playhead = 0;
-    const decoder = new AudioDecoder({
+    const create = () => new AudioDecoder({
       output: (data) => {
         try {
           if (media.stopped) return;
@@ -320,17 +333,21 @@ export class Player {
           s.audioScheduled += data.numberOfFrames;
         } finally { data.close(); }
       },
-      error: (e) => { if (!media.stopped) this.fail(`audio decoder: ${e.message}`); },
+      error: (e) => { if (!media.stopped) { s.decodeErrors++; this.note(`audio decoder: ${e.message}`); } },
     });
-    media.audio = decoder;
-    if (current) decoder.configure(current);
+    let decoder = (media.audio = create());
+    if (current) this.configure(decoder, current);
     this.read(media, t, "audio", (o) => {
       const described = property(o.properties, LOC.AUDIO_CONFIG);
+      if (decoder.state === "closed" && !media.stopped) { // it failed: a new one
+        decoder = media.audio = create();
+        if (current) this.configure(decoder, current);
+      }
       if (described && !sameBytes(described, current?.description)) {
         current = { ...config, description: described.slice() };
-        if (decoder.state !== "closed") decoder.configure(current);
+        this.configure(decoder, current);
       }
-      if (!current || decoder.state === "closed") { s.audioSkipped++; return; }
+      if (!current) { s.audioSkipped++; return; }
       const { ts, wall } = this.latency(o);
       media.audioWallClock = !!wall;
       try {
@@ -374,6 +391,6 @@ export function newStats(namespace) {
     catalog: null, catalogs: 0, video: null, audio: null,
     videoFrames: 0, videoObjects: 0, videoSkipped: 0, videoFirstGroup: null, videoGroup: null,
     audioSamples: 0, audioObjects: 0, audioSkipped: 0, audioScheduled: 0, audioDropped: 0,
-    latencyMs: null, videoLatencyMs: null, audioLatencyMs: null, latencySamples: 0,
+    latencyMs: null, videoLatencyMs: null, audioLatencyMs: null, latencySamples: 0, decodeErrors: 0,
   };
 }
