@@ -13,23 +13,22 @@
 //! cargo run --example clock -- --url moqt://localhost:4443 --fingerprint <HEX> subscribe
 //! ```
 
-mod cli;
-
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
+use moq_client::cli;
 use moq_client::{
     FullTrackName, GroupProducer, JoinFrom, NamespaceEvent, ObjectConsumer, SubscribeOptions,
-    Subscriber, TrackOptions,
+    Subscriber, TrackNamespace, TrackOptions,
 };
 
 #[derive(Parser)]
 struct Args {
     #[command(flatten)]
-    connect: cli::Connect,
+    connect: cli::ClientOptions,
     /// The clock's namespace, as slash-separated fields.
     #[arg(long, default_value = "clock")]
-    namespace: String,
+    namespace: TrackNamespace,
     /// The clock's track.
     #[arg(long, default_value = "seconds")]
     track: String,
@@ -46,25 +45,20 @@ enum Role {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let Some((client, mut session)) = args.connect.reconnecting().await? else {
-        return Ok(());
-    };
-    let ns = cli::parse_namespace(&args.namespace)?;
+    cli::init_logging("warn");
+    // Connected (status on stderr) until Ctrl-C; closed at the end of `run`.
+    let connection = args.connect.reconnecting().await?;
+    let ns = args.namespace.clone();
     let name = FullTrackName::new(ns.clone(), args.track.clone())?;
-    let publisher = session.publisher().clone();
-    let subscriber = session.subscriber().clone();
-    let result = tokio::select! {
-        r = async {
-            match args.role {
-                Role::Publish => publish(&publisher, ns, name).await,
-                Role::Subscribe => subscribe(&subscriber, ns, &name).await,
-            }
-        } => r,
-        () = cli::print_status(&mut session) => Ok(()),
-        () = cli::interrupted() => Ok(()),
+    let publisher = connection.publisher().clone();
+    let subscriber = connection.subscriber().clone();
+    let work = async {
+        match args.role {
+            Role::Publish => publish(&publisher, ns, name).await,
+            Role::Subscribe => subscribe(&subscriber, ns, &name).await,
+        }
     };
-    cli::close(&client, session).await;
-    result
+    connection.run(work).await.unwrap_or(Ok(()))
 }
 
 /// Publishes the clock, one group per minute, until Ctrl-C.

@@ -8,8 +8,6 @@
 //! cargo run --example demo
 //! ```
 
-mod cli;
-
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -20,7 +18,7 @@ use moq_relay::{Relay, RelayConfig};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    cli::init_logging();
+    moq_client::cli::init_logging("warn");
     tokio::time::timeout(Duration::from_secs(30), run())
         .await
         .context("demo timed out")?

@@ -13,20 +13,19 @@
 //! cargo run --example discover -- --url https://localhost:4443 --insecure --draft 18 --count 2
 //! ```
 
-mod cli;
-
 use anyhow::{Context, bail};
 use clap::Parser;
-use moq_client::{NamespaceEvent, Subscriber};
+use moq_client::cli;
+use moq_client::{NamespaceEvent, Subscriber, TrackNamespace};
 
 /// Discover namespaces under a prefix.
 #[derive(Parser, Debug)]
 struct Args {
     #[command(flatten)]
-    connect: cli::Connect,
+    connect: cli::ClientOptions,
     /// The prefix, as slash-separated fields; empty (the default) means every namespace.
     #[arg(long, alias = "namespace", default_value = "")]
-    prefix: String,
+    prefix: TrackNamespace,
     /// Exit after this many events.
     #[arg(long)]
     count: Option<u64>,
@@ -35,22 +34,18 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let Some((client, mut reconnecting)) = args.connect.reconnecting().await? else {
-        return Ok(());
-    };
-    let subscriber = reconnecting.subscriber().clone();
-
-    let result = tokio::select! {
-        r = run(&subscriber, &args) => r,
-        () = cli::print_status(&mut reconnecting) => Ok(()),
-        () = cli::interrupted() => Ok(()),
-    };
-    cli::close(&client, reconnecting).await;
-    result
+    cli::init_logging("warn");
+    let connection = args.connect.reconnecting().await?;
+    let subscriber = connection.subscriber().clone();
+    // Until done or Ctrl-C, printing the connection's status on stderr.
+    connection
+        .run(run(&subscriber, &args))
+        .await
+        .unwrap_or(Ok(()))
 }
 
 async fn run(subscriber: &Subscriber, args: &Args) -> anyhow::Result<()> {
-    let prefix = cli::parse_namespace(&args.prefix)?;
+    let prefix = args.prefix.clone();
     let mut events = subscriber
         .subscribe_namespace(prefix.clone())
         .await

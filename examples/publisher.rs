@@ -18,22 +18,21 @@
 //!     --namespace demo/clock --track clock --count 5
 //! ```
 
-mod cli;
-
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use clap::Parser;
-use moq_client::{FullTrackName, TrackOptions};
+use moq_client::cli;
+use moq_client::{FullTrackName, TrackNamespace, TrackOptions};
 
 /// Publish a clock track.
 #[derive(Parser, Debug)]
 struct Args {
     #[command(flatten)]
-    connect: cli::Connect,
+    connect: cli::ClientOptions,
     /// The namespace to publish, as slash-separated fields.
     #[arg(long, default_value = "demo/clock")]
-    namespace: String,
+    namespace: TrackNamespace,
     /// The track's name.
     #[arg(long, default_value = "clock")]
     track: String,
@@ -64,15 +63,14 @@ fn now_utc() -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let Some((client, mut reconnecting)) = args.connect.reconnecting().await? else {
-        return Ok(());
-    };
+    cli::init_logging("warn");
+    let mut connection = args.connect.reconnecting().await?;
 
     // Announce the namespace and create its track, in either order: a SUBSCRIBE that arrives
     // in between waits for the track. Both outlive sessions: the namespace is announced again
     // on every reconnection.
-    let ns = cli::parse_namespace(&args.namespace)?;
-    let publisher = reconnecting.publisher().clone();
+    let ns = args.namespace.clone();
+    let publisher = connection.publisher().clone();
     let announced = publisher.publish_namespace(ns.clone())?;
     let track = publisher.create_track_with(
         FullTrackName::new(ns.clone(), args.track.clone())?,
@@ -80,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
     )?;
     tokio::select! {
         r = announced.announced() => r.context("PUBLISH_NAMESPACE refused")?,
-        () = cli::print_status(&mut reconnecting) => return Ok(()),
+        () = cli::print_status(connection.reconnecting()) => return Ok(()),
         () = cli::interrupted() => return Ok(()),
     }
     println!("published namespace {ns}");
@@ -97,7 +95,7 @@ async fn main() -> anyhow::Result<()> {
             _ = tick.tick() => {}
             () = cli::interrupted() => break,
             // Cancel safe: no tick is lost while the status is printed.
-            Some(status) = reconnecting.next_status() => {
+            Some(status) = connection.reconnecting().next_status() => {
                 cli::print(&status);
                 continue;
             }
@@ -126,7 +124,7 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("the end of the track was not acknowledged: {e}");
     }
     drop(announced);
-    cli::close(&client, reconnecting).await;
+    connection.close().await;
     println!("published {published} objects; bye");
     Ok(())
 }

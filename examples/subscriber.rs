@@ -17,22 +17,23 @@
 //!     --namespace demo/clock --track clock --rendezvous 10 --count 3
 //! ```
 
-mod cli;
-
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use moq_client::{FullTrackName, Location, SubscribeOptions, Subscriber, TrackConsumer};
+use moq_client::cli;
+use moq_client::{
+    FullTrackName, Location, SubscribeOptions, Subscriber, TrackConsumer, TrackNamespace,
+};
 
 /// Subscribe to a track and print its objects.
 #[derive(Parser, Debug)]
 struct Args {
     #[command(flatten)]
-    connect: cli::Connect,
+    connect: cli::ClientOptions,
     /// The track's namespace, as slash-separated fields.
     #[arg(long, default_value = "demo/clock")]
-    namespace: String,
+    namespace: TrackNamespace,
     /// The track's name.
     #[arg(long, default_value = "clock")]
     track: String,
@@ -53,22 +54,18 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let Some((client, mut reconnecting)) = args.connect.reconnecting().await? else {
-        return Ok(());
-    };
-    let subscriber = reconnecting.subscriber().clone();
-
-    let result = tokio::select! {
-        r = run(&subscriber, &args) => r,
-        () = cli::print_status(&mut reconnecting) => Ok(()),
-        () = cli::interrupted() => Ok(()),
-    };
-    cli::close(&client, reconnecting).await;
-    result
+    cli::init_logging("warn");
+    let connection = args.connect.reconnecting().await?;
+    let subscriber = connection.subscriber().clone();
+    // Until done or Ctrl-C, printing the connection's status on stderr.
+    connection
+        .run(run(&subscriber, &args))
+        .await
+        .unwrap_or(Ok(()))
 }
 
 async fn run(subscriber: &Subscriber, args: &Args) -> anyhow::Result<()> {
-    let name = FullTrackName::new(cli::parse_namespace(&args.namespace)?, args.track.clone())?;
+    let name = FullTrackName::new(args.namespace.clone(), args.track.clone())?;
     let mut options = SubscribeOptions::default();
     if let Some(g) = args.from {
         options = options.start_at(Location::new(g, 0));

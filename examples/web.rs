@@ -10,8 +10,6 @@
 //! The page (served by the relay's HTTP side, `moq_relay::http`) fetches `/connect.json`,
 //! pins the relay's certificate by its hash and speaks MOQT over WebTransport.
 
-mod cli;
-
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,7 +32,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    cli::init_logging();
+    moq_client::cli::init_logging("warn");
     let args = Args::parse();
     let relay = Relay::bind(RelayConfig::development(args.bind)?)?;
     relay.spawn();
@@ -65,7 +63,7 @@ async fn main() -> anyhow::Result<()> {
     let stop = async {
         match args.seconds {
             Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
-            None => cli::interrupted().await,
+            None => moq_client::cli::interrupted().await,
         }
     };
     tokio::pin!(stop);

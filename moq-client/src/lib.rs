@@ -184,6 +184,13 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Command-line programs
+//!
+//! With the feature `cli`, [`cli::ClientOptions`] is the flags (and environment variables)
+//! of a client program, `--url`, `--fingerprint`, `--insecure`, `--draft`, `--token`,
+//! `--connect-timeout`, for a clap parser, and builds the client, connected and staying so,
+//! with its status on stderr (the `moq` command-line tool, crate `moqt-cli`, is built on it).
+//!
 //! # Testing an application
 //!
 //! With the feature `memory`, `moq_client::memory::pair` connects two sessions in memory, no sockets or
@@ -213,6 +220,8 @@
 //! ```
 
 pub mod cache;
+#[cfg(feature = "cli")]
+pub mod cli;
 mod client;
 mod consume;
 pub mod directory;
