@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # The relay page's player, end to end: our relay binary (with its HTTP side, which serves the
-# page), a broadcast published through it from a clip ffmpeg makes in real time (H.264
-# testsrc + AAC sine), and the page in headless Chromium (moq-relay/web/test/player-check.mjs):
+# page), a broadcast published through it with the CLI (`moq publish`, fMP4 on stdin) from a
+# clip ffmpeg makes in real time (H.264 testsrc + AAC sine), and the page in headless
+# Chromium (moq-relay/web/test/player-check.mjs):
 #
 #   1. two viewers at once and one that joins late play live/demo: decoded video frames keep
 #      increasing for several seconds, audio samples are decoded, the latency measured from
 #      the LOC timestamps is under 2 s, the canvas is not blank, the late viewer starts at the
 #      latest group; a screenshot goes to docs/media/player.png;
-#   2. live/hevc, whose catalog names an HEVC codec (hev1...), which Debian's Chromium cannot
-#      decode: the page says so.
+#   2. live/hevc, a catalog written by hand (`moq publish --format lines --track catalog`) that
+#      names an HEVC codec (hev1...), which Debian's Chromium cannot decode: the page says so.
 #
-# The publisher is the moq-relay example `loc_publisher` (ffmpeg's H.264 Annex B and AAC ADTS
-# as an MSF catalog plus LOC tracks). Needs /usr/bin/ffmpeg (FAILS without it), and Chromium +
-# playwright-core from scripts/install-browser.sh (run here; it does nothing once installed).
+# Needs /usr/bin/ffmpeg (FAILS without it), and Chromium + playwright-core from
+# scripts/install-browser.sh (run here; it does nothing once installed).
 #
 #   SECONDS_OF_MEDIA=15   length of the clip
 #   SCREENSHOT=docs/media/player.png
@@ -29,10 +29,11 @@ fail() { echo "media-check: FAILED: $*" >&2; exit 1; }
 scripts/install-browser.sh >/dev/null || fail "scripts/install-browser.sh"
 export PLAYWRIGHT_CORE="${MOQ_BROWSER:-$HOME/.cache/moq-browser}/node_modules/playwright-core"
 
-cargo build --quiet -p moq-relay --bin moq-relay --example loc_publisher
+cargo build --quiet -p moq-relay --bin moq-relay -p moqt-cli --bin moq
 work="$(mktemp -d)"
 pids=()
 cleanup() {
+    exec 3>&- 2>/dev/null || true
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     rm -rf "$work"
@@ -54,25 +55,29 @@ for _ in $(seq 100); do
 done
 [ -n "${fingerprint:-}" ] || { cat "$work/relay.log" >&2; fail "the relay did not start"; }
 
-publish() { # namespace, log file, extra arguments
-    local ns="$1" log="$2"
-    shift 2
-    "$target/debug/examples/loc_publisher" --url "moqt://localhost:$quic" --fingerprint "$fingerprint" \
-        --namespace "$ns" --ffmpeg "$ffmpeg" "$@" >"$log" 2>&1 &
-    pids+=($!)
-}
+moq=("$target/debug/moq" --url "moqt://localhost:$quic" --fingerprint "$fingerprint")
 
 echo "-- two viewers and a late one play live/demo (${seconds} s of H.264 + AAC through the relay)"
-publish live/demo "$work/publish-demo.log" --seconds "$seconds"
+"$ffmpeg" -hide_banner -loglevel error -re -f lavfi -i testsrc=size=640x360:rate=30 \
+    -f lavfi -i sine=frequency=440:sample_rate=48000 -t "$seconds" \
+    -c:v libx264 -preset veryfast -g 30 -pix_fmt yuv420p -c:a aac -ac 2 \
+    -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer - 2>"$work/ffmpeg.log" |
+    "${moq[@]}" publish live/demo >"$work/publish-demo.log" 2>&1 &
+pids+=($!)
 if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?play=live/demo" \
     --viewers 2 --late-after-ms 3000 --watch-ms 4000 --max-latency-ms 2000 --screenshot "$screenshot"; then
-    cat "$work/publish-demo.log" >&2
+    cat "$work/ffmpeg.log" "$work/publish-demo.log" >&2
     fail "the player did not play live/demo"
 fi
 echo "screenshot: $screenshot"
 
 echo "-- live/hevc names hev1.1.6.L93.B0 in its catalog: the page says it cannot decode it"
-publish live/hevc "$work/publish-hevc.log" --seconds 5 --video-codec hev1.1.6.L93.B0
+# The catalog is one line, one object; the fifo stays open (the broadcast stays) until the end.
+mkfifo "$work/catalog"
+"${moq[@]}" publish live/hevc --format lines --track catalog <"$work/catalog" >"$work/publish-hevc.log" 2>&1 &
+pids+=($!)
+exec 3>"$work/catalog"
+echo '{"version":"draft-01","generatedAt":1,"tracks":[{"name":"video","packaging":"loc","role":"video","codec":"hev1.1.6.L93.B0","width":640,"height":360,"framerate":30,"renderGroup":1,"isLive":true}]}' >&3
 if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?play=live/hevc" \
     --expect-unsupported hev1; then
     cat "$work/publish-hevc.log" >&2

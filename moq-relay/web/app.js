@@ -131,6 +131,7 @@ function showStats() {
     ["video", s.video ? `${s.video.name} (${s.video.codec})` : "-"], ["audio", s.audio ? `${s.audio.name} (${s.audio.codec})` : "-"],
     ["video frames", s.videoFrames], ["audio samples", s.audioSamples],
     ["latency", f(s.latencyMs, " ms")], ["video / audio latency", `${f(s.videoLatencyMs, " ms")} / ${f(s.audioLatencyMs, " ms")}`],
+    ["video latency on arrival", f(s.videoArrivalLatencyMs, " ms")],
   ];
   $("stats").replaceChildren(...rows.flatMap(([k, v]) => {
     const dt = document.createElement("dt");

@@ -293,6 +293,7 @@ export class Player {
       s.videoGroup = o.group;
       const { ts, wall } = this.latency(o);
       media.wallClock = !!wall;
+      if (wall) s.videoArrivalLatencyMs = Math.round(Date.now() - ts / 1000); // before decoding
       try {
         decoder.decode(new EncodedVideoChunk({ type: key ? "key" : "delta", timestamp: ts ?? 0, data: o.payload }));
         s.videoObjects++;
@@ -391,6 +392,7 @@ export function newStats(namespace) {
     catalog: null, catalogs: 0, video: null, audio: null,
     videoFrames: 0, videoObjects: 0, videoSkipped: 0, videoFirstGroup: null, videoGroup: null,
     audioSamples: 0, audioObjects: 0, audioSkipped: 0, audioScheduled: 0, audioDropped: 0,
-    latencyMs: null, videoLatencyMs: null, audioLatencyMs: null, latencySamples: 0, decodeErrors: 0,
+    latencyMs: null, videoLatencyMs: null, audioLatencyMs: null, videoArrivalLatencyMs: null, latencySamples: 0,
+    decodeErrors: 0,
   };
 }

@@ -68,6 +68,7 @@ async function sample(page) {
         state: p.state, error: p.error, unsupported: p.unsupported, messages: p.messages.slice(-5),
         video: p.video, audio: p.audio, videoFrames: p.videoFrames, audioSamples: p.audioSamples,
         latencyMs: p.latencyMs, videoLatencyMs: p.videoLatencyMs, audioLatencyMs: p.audioLatencyMs,
+        videoArrivalLatencyMs: p.videoArrivalLatencyMs, decodeErrors: p.decodeErrors,
         videoFirstGroup: p.videoFirstGroup, videoGroup: p.videoGroup,
       },
     };
@@ -142,7 +143,7 @@ try {
         const p = last.player;
         const frames = samples.map((s) => s.player.videoFrames);
         const figures = { name, frames, audioSamples: p.audioSamples, latencyMs: p.latencyMs, videoLatencyMs: p.videoLatencyMs,
-          audioLatencyMs: p.audioLatencyMs, colours: last.colours, video: p.video, audio: p.audio, firstGroup: p.videoFirstGroup, error: p.error };
+          audioLatencyMs: p.audioLatencyMs, videoArrivalLatencyMs: p.videoArrivalLatencyMs, colours: last.colours, video: p.video, audio: p.audio, firstGroup: p.videoFirstGroup, error: p.error };
         if (i === pages.length - 1) Object.assign(result.late, figures); else result.viewers.push(figures);
         if (p.error) problems.push(`${name}: error ${p.error}`);
         if (!frames.every((f, j) => j === 0 || f > frames[j - 1])) problems.push(`${name}: video frames did not keep increasing: ${frames}`);
