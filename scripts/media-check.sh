@@ -9,7 +9,9 @@
 #      the LOC timestamps is under 2 s, the canvas is not blank, the late viewer starts at the
 #      latest group; a screenshot goes to docs/media/player.png;
 #   2. live/hevc, a catalog written by hand (`moq publish --format lines --track catalog`) that
-#      names an HEVC codec (hev1...), which Debian's Chromium cannot decode: the page says so.
+#      names an HEVC codec (hev1...), which Debian's Chromium cannot decode: the page says so;
+#   3. bad catalogs, the same way: one that is not JSON, one that names a track nobody
+#      publishes: the page shows the error.
 #
 # Needs /usr/bin/ffmpeg (FAILS without it), and Chromium + playwright-core from
 # scripts/install-browser.sh (run here; it does nothing once installed).
@@ -33,7 +35,7 @@ cargo build --quiet -p moq-relay --bin moq-relay -p moqt-cli --bin moq
 work="$(mktemp -d)"
 pids=()
 cleanup() {
-    exec 3>&- 2>/dev/null || true
+    for ((f = 3; f < ${fd:-3}; f++)); do eval "exec $f>&-"; done
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     rm -rf "$work"
@@ -72,15 +74,30 @@ fi
 echo "screenshot: $screenshot"
 
 echo "-- live/hevc names hev1.1.6.L93.B0 in its catalog: the page says it cannot decode it"
-# The catalog is one line, one object; the fifo stays open (the broadcast stays) until the end.
-mkfifo "$work/catalog"
-"${moq[@]}" publish live/hevc --format lines --track catalog <"$work/catalog" >"$work/publish-hevc.log" 2>&1 &
-pids+=($!)
-exec 3>"$work/catalog"
-echo '{"version":"draft-01","generatedAt":1,"tracks":[{"name":"video","packaging":"loc","role":"video","codec":"hev1.1.6.L93.B0","width":640,"height":360,"framerate":30,"renderGroup":1,"isLive":true}]}' >&3
-if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?play=live/hevc" \
-    --expect-unsupported hev1; then
-    cat "$work/publish-hevc.log" >&2
-    fail "the page did not say that HEVC cannot be decoded"
-fi
+# A catalog is one line, one object; each fifo stays open (the broadcast stays) until the end.
+fd=3
+catalog() { # namespace, the catalog's text
+    mkfifo "$work/$fd"
+    "${moq[@]}" publish "$1" --format lines --track catalog <"$work/$fd" >>"$work/publish-catalogs.log" 2>&1 &
+    pids+=($!)
+    eval "exec $fd>\"\$work/\$fd\""
+    echo "$2" >&"$fd"
+    fd=$((fd + 1))
+}
+check() { # what, player-check arguments...
+    local what="$1"
+    shift
+    node moq-relay/web/test/player-check.mjs "$@" || { cat "$work/publish-catalogs.log" >&2; fail "$what"; }
+}
+catalog live/hevc '{"version":"draft-01","generatedAt":1,"tracks":[{"name":"video","packaging":"loc","role":"video","codec":"hev1.1.6.L93.B0","width":640,"height":360,"framerate":30,"renderGroup":1,"isLive":true}]}'
+check "the page did not say that HEVC cannot be decoded" \
+    --page "http://localhost:$http/?play=live/hevc" --expect-unsupported hev1
+
+echo "-- live/bad-json: a catalog that is not JSON; live/missing: a catalog naming a track nobody publishes"
+catalog live/bad-json '{"version": "draft-01", "tracks": ['
+check "no error shown for a catalog that is not JSON" \
+    --page "http://localhost:$http/?play=live/bad-json" --expect-error "catalog is not JSON"
+catalog live/missing '{"version":"draft-01","generatedAt":1,"tracks":[{"name":"video","packaging":"loc","role":"video","codec":"avc1.64001e","width":640,"height":360,"renderGroup":1,"isLive":true}]}'
+check "no error shown for a catalog naming a missing track" \
+    --page "http://localhost:$http/?play=live/missing" --expect-error "video track video:"
 echo "media-check: passed"

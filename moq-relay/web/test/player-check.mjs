@@ -7,6 +7,7 @@
 //     [--late-after-ms 3000] [--watch-ms 4000] [--max-latency-ms 2000]
 //     [--screenshot docs/media/player.png] [--timeout-ms 30000] [--chromium /usr/bin/chromium]
 //   node player-check.mjs --page 'http://localhost:8080/?play=live/hevc' --expect-unsupported hev1
+//   node player-check.mjs --page 'http://localhost:8080/?play=live/bad' --expect-error 'not JSON'
 //
 // Playing (default): `--viewers` pages open at once; each must decode a first video frame
 // within the timeout. After `--late-after-ms` one more page opens (the late viewer). Then
@@ -19,6 +20,8 @@
 //
 // --expect-unsupported CODEC: the page must say that the codec (a prefix, e.g. hev1) cannot
 // be decoded (window.player.unsupported and the text on the page), and decode no video.
+// --expect-error TEXT: the page must show an error containing TEXT (window.player.error and
+// the text on the page), e.g. for a catalog that is not JSON or names a track that is missing.
 //
 // playwright-core is loaded from $PLAYWRIGHT_CORE (a directory) or through NODE_PATH, as
 // page-check.mjs does. Chromium runs headless with a fresh profile, autoplay allowed
@@ -109,7 +112,13 @@ try {
   };
   const deadline = Date.now() + Number(args.timeoutMs);
   try {
-    if (args.expectUnsupported) {
+    if (args.expectError) {
+      const page = await open("viewer");
+      const s = await until(page, `the page to show an error with "${args.expectError}"`, (s) =>
+        s.player?.error?.includes(args.expectError) && s.message.includes(args.expectError), deadline);
+      result.error_shown = s.message;
+      code = finish(true);
+    } else if (args.expectUnsupported) {
       const page = await open("viewer");
       const s = await until(page, `the page to say ${args.expectUnsupported} cannot be decoded`, (s) =>
         s.player?.unsupported.some((u) => u.includes(`"${args.expectUnsupported}`)) && /cannot be decoded/.test(s.message), deadline);
