@@ -159,8 +159,10 @@ async function play(namespace, fallback = false) {
   await player.run();
   if (me !== playing) return;
   if (fallback && stats.catalogs === 0 && stats.error?.startsWith("catalog:")) {
-    stats.messages.push("no catalog: showing the track's objects instead");
-    showStats();
+    stats.messages.push(`no catalog (${stats.error.replace(/^catalog: /, "")}): not a broadcast, its track is shown instead`);
+    stats.error = null;
+    stats.state = "no catalog";
+    $("playback").hidden = true;
     watch(namespace);
   }
 }
