@@ -72,7 +72,7 @@ async function sample(page) {
         video: p.video, audio: p.audio, videoFrames: p.videoFrames, audioSamples: p.audioSamples,
         latencyMs: p.latencyMs, videoLatencyMs: p.videoLatencyMs, audioLatencyMs: p.audioLatencyMs,
         videoArrivalLatencyMs: p.videoArrivalLatencyMs, decodeErrors: p.decodeErrors,
-        videoFirstGroup: p.videoFirstGroup, videoGroup: p.videoGroup,
+        videoFirstGroup: p.videoFirstGroup, videoGroup: p.videoGroup, audioScheduled: p.audioScheduled,
       },
     };
   });
@@ -151,7 +151,7 @@ try {
         const last = samples.at(-1);
         const p = last.player;
         const frames = samples.map((s) => s.player.videoFrames);
-        const figures = { name, frames, audioSamples: p.audioSamples, latencyMs: p.latencyMs, videoLatencyMs: p.videoLatencyMs,
+        const figures = { name, frames, audioSamples: p.audioSamples, audioScheduled: p.audioScheduled, latencyMs: p.latencyMs, videoLatencyMs: p.videoLatencyMs,
           audioLatencyMs: p.audioLatencyMs, videoArrivalLatencyMs: p.videoArrivalLatencyMs, colours: last.colours, video: p.video, audio: p.audio, firstGroup: p.videoFirstGroup, error: p.error };
         if (i === pages.length - 1) Object.assign(result.late, figures); else result.viewers.push(figures);
         if (p.error) problems.push(`${name}: error ${p.error}`);
