@@ -165,9 +165,10 @@ export class Player {
       const loc = all.filter((t) => t.packaging === "loc");
       for (const t of all.filter((t) => t.packaging !== "loc")) this.note(`${kind} track ${t.name}: packaging "${t.packaging}" is not played here (LOC only)`);
       for (const t of loc) {
-        const config = this.config(kind, catalog, t);
         let ok = false;
+        let config;
         try {
+          config = this.config(kind, catalog, t); // throws on init data that is not base64
           const Decoder = kind === "video" ? globalThis.VideoDecoder : globalThis.AudioDecoder;
           if (!Decoder) throw new Error(`this browser has no ${kind === "video" ? "VideoDecoder" : "AudioDecoder"} (WebCodecs needs a secure context)`);
           ok = (await Decoder.isConfigSupported(config)).supported;
