@@ -46,7 +46,9 @@ pub const PACKAGING_CMAF: &str = "cmaf";
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct Catalog {
-    /// The MSF version, "draft-NN" (required).
+    /// The MSF version, "draft-NN" (required; a JSON number, as CMSF's example writes it, is
+    /// read as its decimal string).
+    #[serde(deserialize_with = "string_or_number")]
     pub version: String,
     /// When this catalog was generated, in wall-clock milliseconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -205,14 +207,32 @@ pub struct DeltaOp {
     pub tracks: Vec<serde_json::Map<String, serde_json::Value>>,
 }
 
+/// A string, or a number read as its decimal string.
+fn string_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum V {
+        S(String),
+        N(u64),
+    }
+    match V::deserialize(d) {
+        Ok(V::S(s)) => Ok(s),
+        Ok(V::N(n)) => Ok(n.to_string()),
+        Err(_) => Err(serde::de::Error::custom(
+            "version: expected a string such as \"draft-01\"",
+        )),
+    }
+}
+
 fn err(msg: impl Into<String>) -> MediaError {
     MediaError::Catalog(msg.into())
 }
 
-/// True for "draft-NN" (any number).
+/// True for "draft-NN" (any number), and for a bare number ("1"), which one of the editor's
+/// copy's own examples ("A catalog referencing other catalogs") writes.
 fn known_version(v: &str) -> bool {
-    v.strip_prefix("draft-")
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    let digits = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    v.strip_prefix("draft-").is_some_and(digits) || digits(v)
 }
 
 impl Catalog {
@@ -392,6 +412,9 @@ impl Catalog {
         let str_field = |m: &serde_json::Map<String, Value>, k: &str| {
             m.get(k).and_then(Value::as_str).map(str::to_owned)
         };
+        if !matches!(op.op.as_str(), "add" | "remove" | "clone" | "update") {
+            return Err(err(format!("delta: unknown operation {:?}", op.op)));
+        }
         for fields in &op.tracks {
             match op.op.as_str() {
                 "add" => {

@@ -300,8 +300,7 @@ struct OutTrack {
     /// LOC: the group being collected, and its frames.
     group: Option<u64>,
     frames: Vec<Frame>,
-    /// LOC: the reorder depth (media units) and the last decode time and duration written.
-    reorder: i64,
+    /// LOC: the last decode time and duration written.
     last_dts: Option<i64>,
     last_duration: u32,
     /// The first group has been collected (or the track ended).
@@ -363,7 +362,12 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
                             t.name
                         ))
                     })?;
-                    let (_, moov) = crate::cmaf::read_init(&init)?;
+                    let (_, moov) = crate::cmaf::read_init(&init).map_err(|e| {
+                        MediaError::Catalog(format!(
+                            "track {:?}: its CMAF header (init data) does not parse: {e}",
+                            t.name
+                        ))
+                    })?;
                     let mut trak = moov.trak.first().cloned().ok_or_else(|| {
                         MediaError::Object(format!(
                             "track {:?}: a CMAF header without a track",
@@ -409,7 +413,6 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
                 timescale,
                 group: None,
                 frames: Vec::new(),
-                reorder: 0,
                 last_dts: None,
                 last_duration: 0,
                 primed: false,
@@ -582,27 +585,15 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
         if self.base_us.is_some() || self.tracks.iter().any(|t| !t.cmaf && !t.primed) {
             return Ok(());
         }
-        // Time 0 is the earliest presentation time, less the largest reorder depth (so
-        // that no decode time is negative).
-        let mut base = i64::MAX;
-        let mut margin = 0i64;
-        for (_, frames) in &self.waiting {
-            let pts: Vec<i64> = frames.iter().map(|f| f.pts_us).collect();
-            base = base.min(pts.iter().copied().min().unwrap_or(i64::MAX));
-            let mut sorted = pts.clone();
-            sorted.sort_unstable();
-            let depth = sorted
-                .iter()
-                .zip(&pts)
-                .map(|(s, p)| s - p)
-                .max()
-                .unwrap_or(0);
-            margin = margin.max(depth);
-        }
-        if base == i64::MAX {
-            base = 0;
-        }
-        self.base_us = Some(base - margin);
+        // Time 0 is the earliest presentation time of any track. Decode times are the
+        // sorted presentation times, so none is below it.
+        let base = self
+            .waiting
+            .iter()
+            .flat_map(|(_, frames)| frames.iter().map(|f| f.pts_us))
+            .min()
+            .unwrap_or(0);
+        self.base_us = Some(base);
         for (i, frames) in std::mem::take(&mut self.waiting) {
             let fragment = self.loc_fragment(i, frames)?;
             self.write(&fragment).await?;
@@ -627,19 +618,15 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
                 i64::try_from(v).unwrap_or(0)
             })
             .collect();
+        // Decode times: the group's presentation times in increasing order (B-frames are
+        // presented after frames decoded later); the composition offsets PTS - DTS may be
+        // negative (trun version 1), so no shift is needed.
         let mut sorted = pts.clone();
         sorted.sort_unstable();
-        let depth = sorted
-            .iter()
-            .zip(&pts)
-            .map(|(s, p)| s - p)
-            .max()
-            .unwrap_or(0);
-        t.reorder = t.reorder.max(depth);
         let mut dts = Vec::with_capacity(pts.len());
         let mut prev = t.last_dts;
         for s in &sorted {
-            let mut d = (s - t.reorder).max(0);
+            let mut d = (*s).max(0);
             if let Some(p) = prev
                 && d <= p
             {

@@ -257,8 +257,10 @@ impl MediaPublisher {
                 self.input_bytes = reader.position();
                 match &b.kind {
                     b"ftyp" => {
-                        let mut body = b.bytes.as_ref();
-                        self.ftyp = Some(mp4_atom::Decode::decode(&mut body)?);
+                        self.ftyp = Some(fmp4::guarded("the ftyp", || {
+                            let mut body = b.bytes.as_ref();
+                            Ok(mp4_atom::Decode::decode(&mut body)?)
+                        })?);
                     }
                     b"moov" => {
                         if self.catalog.is_some() {
@@ -266,7 +268,12 @@ impl MediaPublisher {
                                 "a second moov (a new initialization segment) in the input".into(),
                             ));
                         }
-                        let (moov, tracks) = fmp4::read_moov(b.body())?;
+                        let (moov, tracks) = fmp4::read_moov(b.body()).map_err(|e| match e {
+                            MediaError::Mp4(m) => {
+                                MediaError::Mp4(format!("the moov at byte {}: {m}", b.pos))
+                            }
+                            e => e,
+                        })?;
                         self.start(&moov, tracks)?;
                     }
                     b"moof" => {
@@ -276,7 +283,9 @@ impl MediaPublisher {
                         if pending_moof.is_some() {
                             return Err(MediaError::Mp4("a moof without its mdat".into()));
                         }
-                        let moof = fmp4::decode_moof(&b.bytes)?;
+                        let moof = fmp4::decode_moof(&b.bytes).map_err(|e| {
+                            MediaError::Mp4(format!("the moof at byte {}: {e}", b.pos))
+                        })?;
                         pending_moof = Some((b, moof));
                     }
                     b"mdat" => {

@@ -72,8 +72,51 @@ async fn roundtrip(
     }
 }
 
+/// ffmpeg decodes the whole output without an error (what ffplay would play).
+fn decodes(out: &Path) {
+    let o = std::process::Command::new(FFMPEG)
+        .args(["-v", "error", "-i"])
+        .arg(out)
+        .args(["-f", "null", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "ffmpeg could not decode {}",
+        out.display()
+    );
+    assert!(
+        o.stderr.is_empty(),
+        "decoding errors: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The decoded video frames, in presentation order, as MD5s (ffmpeg's framemd5).
+fn frame_hashes(file: &Path) -> Vec<String> {
+    let o = std::process::Command::new(FFMPEG)
+        .args(["-v", "error", "-i"])
+        .arg(file)
+        .args(["-map", "0:v:0", "-f", "framemd5", "-"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(',').next().map(|h| h.trim().to_string()))
+        .collect()
+}
+
 /// The output has the input's codecs, video frame count and duration (±1 frame).
 fn compare(clip: &Path, out: &Path) {
+    // The same pictures in the same order: decode times and composition offsets rebuilt
+    // right (the clip has B-frames).
+    assert_eq!(
+        frame_hashes(out),
+        frame_hashes(clip),
+        "decoded video frames differ"
+    );
     let want = probe(clip);
     let got = probe(out);
     eprintln!("input: {want:?}\noutput: {got:?}");
@@ -106,8 +149,25 @@ fn compare(clip: &Path, out: &Path) {
 }
 
 async fn case(name: &str, version: Version, webtransport: bool, packaging: Packaging) {
+    case_with(
+        name,
+        version,
+        webtransport,
+        packaging,
+        &["-c:v", "libx264", "-c:a", "aac"],
+    )
+    .await;
+}
+
+async fn case_with(
+    name: &str,
+    version: Version,
+    webtransport: bool,
+    packaging: Packaging,
+    codecs: &[&str],
+) {
     let dir = temp_dir(name);
-    let clip = make_clip(&dir, SECONDS);
+    let clip = make_clip_with(&dir, SECONDS, codecs);
     let out = dir.join("out.mp4");
     tokio::time::timeout(
         CASE_TIMEOUT,
@@ -116,6 +176,7 @@ async fn case(name: &str, version: Version, webtransport: bool, packaging: Packa
     .await
     .unwrap_or_else(|_| panic!("{name}: timed out after {CASE_TIMEOUT:?}"));
     compare(&clip, &out);
+    decodes(&out);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -150,6 +211,51 @@ async fn loc_webtransport_draft22() {
 }
 
 #[tokio::test]
+async fn hevc_opus_loc_quic_draft22() {
+    case_with(
+        "hevc_opus",
+        Version::Draft22,
+        false,
+        Packaging::Loc,
+        &[
+            "-c:v",
+            "libx265",
+            "-x265-params",
+            "log-level=error",
+            "-tag:v",
+            "hvc1",
+            "-c:a",
+            "libopus",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn av1_opus_cmaf_quic_draft18() {
+    case_with(
+        "av1_opus",
+        Version::Draft18,
+        false,
+        Packaging::Cmaf,
+        &["-c:v", "libsvtav1", "-preset", "12", "-c:a", "libopus"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn av1_loc_quic_draft22() {
+    case_with(
+        "av1_loc",
+        Version::Draft22,
+        false,
+        Packaging::Loc,
+        &["-c:v", "libsvtav1", "-preset", "12", "-c:a", "aac"],
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn cmaf_quic_draft22() {
     case("cmaf_quic_22", Version::Draft22, false, Packaging::Cmaf).await;
 }
@@ -157,4 +263,60 @@ async fn cmaf_quic_draft22() {
 #[tokio::test]
 async fn cmaf_webtransport_draft14() {
     case("cmaf_wt_14", Version::Draft14, true, Packaging::Cmaf).await;
+}
+
+/// `ffmpeg -re ... -` piped straight into publish_fmp4: the input is read as it is written
+/// (moov first, then one moof+mdat pair at a time), not after ffmpeg ends.
+#[tokio::test]
+async fn piped_from_ffmpeg_in_real_time() {
+    require_ffmpeg();
+    let dir = temp_dir("piped");
+    let clip = make_clip(&dir, SECONDS);
+    let out = dir.join("out.mp4");
+    tokio::time::timeout(CASE_TIMEOUT, async {
+        let relay = relay();
+        let publisher = session(&relay, Version::Draft22, false).await;
+        let subscriber = session(&relay, Version::Draft22, true).await;
+        let ns = TrackNamespace::from_strs(["live", "piped"]).unwrap();
+        let announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+        announced.announced().await.unwrap();
+        let mut ffmpeg = tokio::process::Command::new(FFMPEG)
+            .args(clip_args(SECONDS, "-", true))
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = ffmpeg.stdout.take().unwrap();
+        let p = publisher.clone();
+        let pns = ns.clone();
+        let started = std::time::Instant::now();
+        let publishing = tokio::spawn(async move {
+            moq_media::publish_fmp4(
+                p.publisher(),
+                pns,
+                stdout,
+                IngestOptions::default().announce(false),
+            )
+            .await
+        });
+        let file = tokio::fs::File::create(&out).await.unwrap();
+        let stats = moq_media::subscribe_fmp4(
+            subscriber.subscriber(),
+            ns,
+            file,
+            EgressOptions::default().start(Start::Oldest),
+        )
+        .await
+        .unwrap();
+        let ingest = publishing.await.unwrap().unwrap();
+        // ffmpeg -re took about the clip's length: the input was consumed as it came.
+        assert!(started.elapsed() >= Duration::from_secs(u64::from(SECONDS) - 1));
+        assert!(ffmpeg.wait().await.unwrap().success());
+        assert_eq!(ingest.tracks[0].frames, stats.tracks[0].frames);
+    })
+    .await
+    .expect("timed out");
+    compare(&clip, &out);
+    decodes(&out);
+    let _ = std::fs::remove_dir_all(&dir);
 }
