@@ -186,7 +186,7 @@
 //!
 //! # Command-line programs
 //!
-//! With the feature `cli`, [`cli::ClientOptions`] is the flags (and environment variables)
+//! With the feature `cli`, `cli::ClientOptions` is the flags (and environment variables)
 //! of a client program, `--url`, `--fingerprint`, `--insecure`, `--draft`, `--token`,
 //! `--connect-timeout`, for a clap parser, and builds the client, connected and staying so,
 //! with its status on stderr (the `moq` command-line tool, crate `moqt-cli`, is built on it).
