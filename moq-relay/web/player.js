@@ -24,6 +24,7 @@ import { property } from "./moq.js";
 
 const LOC = { TIMESCALE: 0x08, VIDEO_FRAME_MARKING: 0x09, VIDEO_CONFIG: 0x0d, AUDIO_CONFIG: 0x0f, TIMESTAMP: 0x10 };
 const PRIORITY = { catalog: 0, audio: 1, video: 2 }; // SUBSCRIBER_PRIORITY: lower goes first
+const MAX_VIDEO_QUEUE = 30; // frames waiting in the video decoder before the player skips ahead
 const MAX_AUDIO_AHEAD = 0.5; // seconds of audio scheduled ahead at most; later chunks are dropped
 const VIDEO_CODECS = /^(avc[13]|hev1|hvc1|av01|vp09|vp8)/;
 const AUDIO_CODECS = /^(mp4a|opus|flac|ulaw|alaw|pcm|vorbis|mp3)/;
@@ -289,6 +290,9 @@ export class Player {
       lastGroup = o.group;
       if (waitKey && !key) { s.videoSkipped++; return; }
       if (!current) { s.videoSkipped++; return; } // no description yet
+      // Behind by more than MAX_VIDEO_QUEUE frames (a slow or busy machine): what is queued is
+      // decoded, the rest of this group is dropped, and playback goes on from the next keyframe.
+      if (!key && decoder.decodeQueueSize > MAX_VIDEO_QUEUE) { waitKey = true; s.videoSkipped++; return; }
       waitKey = false;
       s.videoFirstGroup ??= o.group;
       s.videoGroup = o.group;
