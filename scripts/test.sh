@@ -6,6 +6,7 @@
 # packages into ~/.cache/moq-browser, once).
 #
 #   FUZZ_SECONDS=30   seconds per fuzz target (0 skips the fuzz smoke)
+#   MEDIA=0           skips the relay page's player in headless Chromium (scripts/media-check.sh)
 #   INTEROP=0         skips the interop matrix (it needs crates.io, PyPI, npm and Debian's
 #                     packages the first time)
 set -euo pipefail
@@ -45,7 +46,12 @@ for example in fetch server publish subscribe_tracks track_status auth logging; 
 done
 
 step "the relay page's JavaScript client, offline (node --test)"
-node --test moq-relay/web/test/moq-codec.test.mjs
+node --test moq-relay/web/test/moq-codec.test.mjs moq-relay/web/test/player.test.mjs
+
+if [ "${MEDIA:-1}" != "0" ]; then
+    step "the relay page's player: ffmpeg's clip through our relay into headless Chromium"
+    scripts/media-check.sh
+fi
 
 if [ "${FUZZ_SECONDS:-30}" != "0" ]; then
     step "fuzz smoke (${FUZZ_SECONDS:-30}s per target)"

@@ -1,13 +1,21 @@
 // app.js: the relay's web page. Connects with moq.js (MOQT draft-19 over WebTransport), lists
 // the namespaces under a prefix as they are announced and withdrawn (SUBSCRIBE_NAMESPACE,
-// draft-19 §6.1, §10.18) and shows one track's objects live (SUBSCRIBE, §10.7; objects §11).
+// draft-19 §6.1, §10.18); a click on one plays it as a broadcast (player.js: its MSF catalog,
+// LOC video and audio with WebCodecs), or, when it has no catalog, shows one track's objects
+// live (SUBSCRIBE, §10.7; objects §11).
 //
 // Query parameters: url (WebTransport URL), fingerprint (hex SHA-256 of the certificate),
 // prefix (slash-separated, empty = everything), track (default "chat"), subscribe (a namespace
-// to open at once). Without url/fingerprint the page reads /connect.json from its own origin:
-// {"port": <QUIC UDP port>, "fingerprint": "<hex>"}, and connects to https://<host>:<port>/.
+// whose track to show at once), play (a broadcast to play at once). Without url/fingerprint the
+// page reads /connect.json from its own origin: {"port": <QUIC UDP port>, "fingerprint":
+// "<hex>"}, and connects to https://<host>:<port>/.
+//
+// The player's figures are on the page and in `window.player` (see player.js newStats):
+// videoFrames, audioSamples, latencyMs (now - LOC TIMESTAMP of the latest decoded frame),
+// error, messages, unsupported (codecs the browser cannot decode), state.
 
 import { connect } from "./moq.js";
+import { Player, newStats } from "./player.js";
 
 const $ = (id) => document.getElementById(id);
 const MAX_OBJECTS = 200;
@@ -21,6 +29,8 @@ let listing = 0; // which call of listNamespaces is the current one
 let subscription = null; // the current SUBSCRIBE
 let watching = 0; // which call of watch is the current one
 let selected = null; // the namespace it reads, as "a/b"
+let player = null; // the current Player
+let playing = 0; // which call of play is the current one
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function setStatus(s, kind = "") {
@@ -64,7 +74,7 @@ async function listNamespaces() {
       li.textContent = path;
       li.tabIndex = 0;
       li.classList.toggle("selected", path === selected);
-      li.onclick = li.onkeydown = (e) => (e.type === "click" || e.key === "Enter") && watch(namespace);
+      li.onclick = li.onkeydown = (e) => (e.type === "click" || e.key === "Enter") && play(namespace, true);
       $("namespaces").append(li);
     }
     if (me === listing) $("namespaces").replaceChildren(); // the relay ended the request
@@ -111,6 +121,52 @@ async function watch(namespace) {
   }
 }
 
+// Shows the player's figures (and keeps window.player current).
+function showStats() {
+  const s = window.player;
+  if (!s) return;
+  const f = (v, unit = "") => (v === null || v === undefined ? "-" : `${v}${unit}`);
+  const rows = [
+    ["broadcast", s.namespace], ["state", s.state],
+    ["video", s.video ? `${s.video.name} (${s.video.codec})` : "-"], ["audio", s.audio ? `${s.audio.name} (${s.audio.codec})` : "-"],
+    ["video frames", s.videoFrames], ["audio samples", s.audioSamples],
+    ["latency", f(s.latencyMs, " ms")], ["video / audio latency", `${f(s.videoLatencyMs, " ms")} / ${f(s.audioLatencyMs, " ms")}`],
+    ["video latency on arrival", f(s.videoArrivalLatencyMs, " ms")],
+  ];
+  $("stats").replaceChildren(...rows.flatMap(([k, v]) => {
+    const dt = document.createElement("dt");
+    dt.textContent = k;
+    const dd = document.createElement("dd");
+    dd.textContent = String(v);
+    dd.dataset.stat = k;
+    return [dt, dd];
+  }));
+  const notes = [...(s.error ? [`error: ${s.error}`] : []), ...s.messages.slice(-5)];
+  $("player-message").textContent = notes.join("\n");
+  $("player-message").className = s.error ? "error" : "";
+}
+
+// Plays `namespace` as a broadcast. With `fallback`, a namespace without a catalog has its
+// track (the Track field) shown instead.
+async function play(namespace, fallback = false) {
+  const me = ++playing;
+  player?.stop();
+  selected = namespace.join("/");
+  for (const li of $("namespaces").children) li.classList.toggle("selected", li.dataset.namespace === selected);
+  const stats = (window.player = newStats(namespace));
+  player = new Player(session, namespace, { canvas: $("video"), stats, onChange: showStats });
+  $("playback").hidden = false;
+  await player.run();
+  if (me !== playing) return;
+  if (fallback && stats.catalogs === 0 && stats.error?.startsWith("catalog:")) {
+    stats.messages.push(`no catalog (${stats.error.replace(/^catalog: /, "")}): not a broadcast, its track is shown instead`);
+    stats.error = null;
+    stats.state = "no catalog";
+    $("playback").hidden = true;
+    watch(namespace);
+  }
+}
+
 async function main() {
   $("prefix").value = query.get("prefix") ?? "";
   $("track").value = query.get("track") ?? "chat";
@@ -129,6 +185,8 @@ async function main() {
   $("prefix").onchange = () => listNamespaces();
   listNamespaces();
   if (query.get("subscribe") !== null) watch(split(query.get("subscribe")));
+  if (query.get("play") !== null) play(split(query.get("play")));
+  setInterval(showStats, 250);
 }
 
 main();

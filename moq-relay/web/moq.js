@@ -9,13 +9,17 @@
 // its own value shape, so an unknown one cannot be skipped: it closes the session); §10.3 SETUP;
 // §10.4 GOAWAY (recorded only); §10.5 REQUEST_OK; §10.6 REQUEST_ERROR; §10.7 SUBSCRIBE; §10.8
 // SUBSCRIBE_OK; §10.11 PUBLISH_DONE; §10.16-10.18 NAMESPACE, NAMESPACE_DONE,
-// SUBSCRIBE_NAMESPACE; §11.2 objects (status, properties); §11.3.1 OBJECT_DATAGRAM; §11.4.2
-// SUBGROUP_HEADER; §11.5 padding. Not here: publishing, FETCH, TRACK_STATUS, SUBSCRIBE_TRACKS,
-// REQUEST_UPDATE, authorization tokens; requests the server opens are refused (NOT_SUPPORTED).
+// SUBSCRIBE_NAMESPACE; §10.12-10.13 FETCH (standalone, relative and absolute joining) and
+// FETCH_OK; §11.2 objects (status, properties; Immutable Properties §12.7 searched by
+// `property`); §11.3.1 OBJECT_DATAGRAM; §11.4.2 SUBGROUP_HEADER; §11.4.4 FETCH_HEADER and fetch
+// objects; §11.5 padding. `join` = SUBSCRIBE (Largest Object) + relative Joining FETCH (§5.1.5).
+// Not here: publishing, TRACK_STATUS, SUBSCRIBE_TRACKS, REQUEST_UPDATE, authorization tokens;
+// requests the server opens are refused (NOT_SUPPORTED).
 //
 //   const s = await connect("https://localhost:4443/", { fingerprint: "ab12..." });
 //   for await (const e of await s.subscribeNamespace([])) console.log(e.type, e.namespace);
 //   for await (const o of await s.subscribe(["clock"], "seconds")) console.log(o.group, o.id);
+//   for await (const o of await s.join(["live", "demo"], "catalog")) console.log(o.group, o.id);
 
 export const VERSION = "moqt-19";
 const IMPLEMENTATION = "moq-js/0.1 (moq-relay/web)";
@@ -31,8 +35,11 @@ const REQUEST_ERRORS = {
 };
 const MSG = {
   SETUP: 0x2f00, GOAWAY: 0x10, SUBSCRIBE: 0x3, SUBSCRIBE_OK: 0x4, PUBLISH_DONE: 0xb, REQUEST_OK: 0x7,
-  REQUEST_ERROR: 0x5, NAMESPACE: 0x8, NAMESPACE_DONE: 0xe, SUBSCRIBE_NAMESPACE: 0x50,
+  REQUEST_ERROR: 0x5, NAMESPACE: 0x8, NAMESPACE_DONE: 0xe, SUBSCRIBE_NAMESPACE: 0x50, FETCH: 0x16,
+  FETCH_OK: 0x18,
 };
+const FETCH_HEADER = 0x05; // unidirectional stream type (§11.4.4)
+const INVALID_RANGE = 0x11;
 const FIRST_MESSAGES = new Set([0x3, 0x1d, 0x16, 0xd, 0x6, 0x50, 0x51]); // may open a request (§3.3)
 // The value shape of each draft-19 Message Parameter (§10.2.x).
 const PARAM_SHAPES = {
@@ -239,6 +246,7 @@ export class Session {
     this.goaway = null; // { uri, timeout } once the server sent GOAWAY; see also `ongoaway`
     this.aliases = new Map(); // Track Alias -> Set of subscriptions
     this.aliasWaiters = new Map(); // Track Alias -> [resolve]: data that came before SUBSCRIBE_OK
+    this.fetches = new Map(); // Request ID -> Fetch, until its data stream ends
     this.live = new Set(); // queues to fail when the session ends
     this.setupReceived = new Promise((resolve, reject) => (this.setupDone = { resolve, reject }));
     this.setupReceived.catch(() => {});
@@ -314,7 +322,8 @@ export class Session {
   async onUni(rd) {
     const type = await rd.vi();
     if (type === MSG.SETUP) return this.onControl(rd);
-    if (type === 0x132b3e28 || type === 0x05) return rd.cancel(CANCELLED); // PADDING; FETCH_HEADER (no FETCH here)
+    if (type === 0x132b3e28) return rd.cancel(CANCELLED); // PADDING
+    if (type === FETCH_HEADER) return this.onFetchStream(rd);
     if (type < 0x80 && type & 0x10 && (type & 0x06) !== 0x06) return this.onSubgroup(rd, type);
     throw new ProtocolError(`unknown unidirectional stream type 0x${type.toString(16)}`);
   }
@@ -413,7 +422,7 @@ export class Session {
     const rd = new StreamReader(stream.readable);
     const cancel = () => { writer.abort(streamError(CANCELLED)).catch(() => {}); rd.cancel(CANCELLED); }; // §3.3.3
     const finish = () => writer.close().catch(() => {}); // our FIN once the server has FINed (§3.3.2)
-    return { rd, cancel, finish };
+    return { id, rd, cancel, finish };
   }
 
   /** Reads the first response of a request: `okType` (read by `parseOk`) or REQUEST_ERROR. */
@@ -496,6 +505,7 @@ export class Session {
       return out;
     });
     const sub = new Subscription(this, req, JSON.stringify([namespace, track]));
+    sub.requestId = req.id;
     await this.guard(async () => {
       await this.response(req, MSG.SUBSCRIBE_OK, (body) => {
         sub.alias = body.vi();
@@ -525,6 +535,195 @@ export class Session {
     });
     return sub;
   }
+
+  /**
+   * Standalone FETCH (§10.12.1) of `track` in `namespace` from `start` to `end` ({group, object};
+   * `end` is the last object plus 1, object 0 = the whole group). Resolves after FETCH_OK to a
+   * Fetch, an async iterable of the objects {group, subgroup, id, priority, properties,
+   * payload} in ascending order, which ends when the data stream ends (FIN); `.ok` is
+   * {endOfTrack, end, properties}. Rejects with a MoqError on REQUEST_ERROR.
+   */
+  async fetch(namespace, track, { start, end }) {
+    return this.startFetch(0x1, (out) => {
+      putNamespace(out, namespace);
+      putBytes(out, enc.encode(track));
+      putVi(out, start.group); putVi(out, start.object);
+      putVi(out, end.group); putVi(out, end.object);
+    });
+  }
+
+  /**
+   * Joining FETCH (§10.12.2) of the objects before `subscription` (a Subscription from this
+   * session, with objects flowing): Relative (type 0x2, from group Joining Location.Group -
+   * `start`) or Absolute (type 0x3, from group `start`), up to its Joining Location (§10.12.2.1).
+   */
+  async joiningFetch(subscription, { start = 0, absolute = false } = {}) {
+    return this.startFetch(absolute ? 0x3 : 0x2, (out) => { putVi(out, subscription.requestId); putVi(out, start); });
+  }
+
+  async startFetch(fetchType, body) {
+    const f = new Fetch(this);
+    const req = await this.request(MSG.FETCH, (id) => {
+      this.fetches.set(id, f); // before the FETCH leaves: its data stream may come at once
+      const out = [];
+      putVi(out, id);
+      putVi(out, fetchType);
+      body(out);
+      putVi(out, 0); // Number of Parameters (GROUP_ORDER omitted: Ascending, §10.2.7)
+      return out;
+    }).catch((e) => { f.close(); throw e; });
+    Object.assign(f, { req, requestId: req.id });
+    try {
+      await this.guard(() => this.response(req, MSG.FETCH_OK, (b) => {
+        const endOfTrack = b.u8();
+        if (endOfTrack > 1) throw new ProtocolError(`FETCH_OK End Of Track ${endOfTrack}`);
+        const end = { group: b.vi(), object: b.vi() };
+        const params = b.params();
+        f.ok = { endOfTrack: endOfTrack === 1, end, params, properties: b.kvps() };
+      }));
+    } catch (e) { f.close(); throw e; }
+    this.pump(req, f.queue, async () => {
+      if (!(await req.rd.done())) throw new ProtocolError("a message after FETCH_OK");
+    });
+    return f;
+  }
+
+  // A fetch data stream (§11.4.4): FETCH_HEADER's Request ID, then objects whose Serialization
+  // Flags say which fields are present: 0x03 subgroup mode (0: zero, 1: prior, 2: prior + 1,
+  // 3: field), 0x04 Object ID Delta, 0x08 Group ID Delta, 0x10 priority, 0x20 properties,
+  // 0x40 datagram (no subgroup); 0x8C / 0x10C End of Non-Existent / Unknown Range.
+  async onFetchStream(rd) {
+    const requestId = await rd.vi();
+    const f = this.fetches.get(requestId);
+    if (!f || f.stream) return rd.cancel(CANCELLED); // unknown or finished request: abandoned
+    f.stream = rd;
+    const prior = { group: null, object: null, subgroup: null, priority: null };
+    const need = (v, what) => {
+      // draft-19 §11.4.4.1: a reference to a prior object that does not exist MUST close the
+      // session with PROTOCOL_VIOLATION.
+      if (v === null) throw new ProtocolError(`fetch object refers to a prior ${what}`);
+      return v;
+    };
+    try {
+      while (!(await rd.done())) {
+        const flags = await rd.vi();
+        const range = flags === 0x8c || flags === 0x10c;
+        // draft-19 §11.4.4: any other value of 128 or more is a PROTOCOL_VIOLATION.
+        if (!range && !(typeof flags === "number" && flags < 0x80)) throw new ProtocolError(`fetch serialization flags 0x${flags.toString(16)}`);
+        const bits = range ? 0x0c : flags;
+        const first = prior.group === null;
+        let group;
+        if (bits & 0x08) { const d = await rd.vi(); group = first ? d : add(prior.group, d, 1); } // ascending order
+        else group = need(prior.group, "group");
+        let subgroup = null;
+        if (!range && !(bits & 0x40)) {
+          const mode = bits & 0x03;
+          subgroup = mode === 0 ? 0 : mode === 3 ? await rd.vi() : add(need(prior.subgroup, "subgroup"), mode - 1);
+        }
+        let id;
+        if (bits & 0x04) { const d = await rd.vi(); id = first || bits & 0x08 ? d : add(prior.object, d); }
+        else id = add(need(prior.object, "object"), 1);
+        [prior.group, prior.object] = [group, id];
+        if (range) { f.ranges.push({ kind: flags === 0x8c ? "non-existent" : "unknown", group, id }); continue; }
+        const priority = bits & 0x10 ? await rd.u8() : need(prior.priority, "priority");
+        const properties = bits & 0x20 ? new Buf(await rd.bytes(await rd.vi())).kvps() : [];
+        const length = await rd.vi();
+        if (typeof length !== "number" || length > 1 << 28) throw new ProtocolError(`object of ${length} bytes`);
+        const payload = await rd.bytes(length);
+        [prior.subgroup, prior.priority] = [subgroup, priority];
+        if (f.cancelled) return rd.cancel(CANCELLED);
+        f.queue.push({ group, subgroup, id, priority, status: 0, properties, payload, fetched: true });
+      }
+      f.queue.end();
+    } catch (e) {
+      f.queue.fail(e instanceof ProtocolError || !(e?.name === "WebTransportError") ? e : new MoqError(e.streamErrorCode ?? 0, "fetch stream reset"));
+      throw e;
+    } finally {
+      this.fetches.delete(requestId);
+    }
+  }
+
+  /**
+   * Joins `track` at its latest group (draft-19 §5.1.5, "Joining an Ongoing Track"): SUBSCRIBE
+   * with the Largest Object filter, then a Relative Joining FETCH with Joining Start 0, which
+   * returns the current group from object 0 up to the Joining Location. Resolves to a Joined:
+   * an async iterable of the fetched objects first, then the subscription's. A track with no
+   * objects yet (no LARGEST_OBJECT; or INVALID_RANGE to the FETCH) is the subscription alone.
+   */
+  async join(namespace, track, { priority } = {}) {
+    const sub = await this.subscribe(namespace, track, { filter: "largest", priority });
+    let fetch = null;
+    if (sub.largest) {
+      try { fetch = await this.joiningFetch(sub, { start: 0 }); }
+      catch (e) {
+        if (e?.session || e?.code !== INVALID_RANGE) { sub.cancel(); throw e; }
+      }
+    }
+    return new Joined(sub, fetch);
+  }
+}
+
+/** One FETCH: iterate it for objects; `cancel()` cancels the request and its data stream. */
+export class Fetch {
+  constructor(session) {
+    Object.assign(this, { session, req: null, requestId: null, ok: null, stream: null, ranges: [], cancelled: false });
+    this.queue = new Queue(() => this.cancel());
+  }
+  /** Forgets the request (no data stream is wanted any more). */
+  close() { if (this.requestId !== null) this.session.fetches.delete(this.requestId); else for (const [k, v] of this.session.fetches) if (v === this) this.session.fetches.delete(k); }
+  cancel() {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.req?.cancel();
+    this.stream?.cancel(CANCELLED);
+    this.close();
+    this.queue.end();
+  }
+  next() { return this.queue.next(); }
+  return() { return this.queue.return(); }
+  [Symbol.asyncIterator]() { return this; }
+}
+
+/**
+ * A subscription joined at its latest group: the Joining FETCH's objects, then the
+ * subscription's. `fetchError` is set if the FETCH failed part way (the subscription goes on).
+ */
+export class Joined {
+  constructor(subscription, fetch) {
+    Object.assign(this, { subscription, fetch, fetchError: null, largest: subscription.largest });
+  }
+  get done() { return this.subscription.done; }
+  async next() {
+    if (this.fetch) {
+      try {
+        const r = await this.fetch.next();
+        if (!r.done) return r;
+      } catch (e) { this.fetchError = e; }
+      this.fetch = null;
+    }
+    return this.subscription.next();
+  }
+  cancel() { this.fetch?.cancel(); this.subscription.cancel(); }
+  async return() { this.cancel(); return { done: true }; }
+  [Symbol.asyncIterator]() { return this; }
+}
+
+/**
+ * The value of Property `type` in an object's `properties` ({type, value} pairs), searching
+ * the mutable list and then Immutable Properties (0xB), as draft-19 §12.7 requires; or
+ * undefined. Even types are numbers (vi64), odd types bytes.
+ */
+export function property(properties, type) {
+  const found = properties.find((p) => p.type === type);
+  if (found) return found.value;
+  for (const p of properties) {
+    if (p.type !== 0xb) continue;
+    try {
+      const inner = new Buf(p.value).kvps().find((q) => q.type === type);
+      if (inner) return inner.value;
+    } catch { /* a malformed Immutable Properties value holds nothing we can read */ }
+  }
+  return undefined;
 }
 
 /** One subscription: iterate it for objects; `cancel()` unsubscribes (RESET_STREAM + STOP_SENDING). */

@@ -4,11 +4,13 @@
 // Covers vi64 (§1.4.1: non-minimal and 8/9-byte forms), SETUP with unknown options (§10.3),
 // SUBSCRIBE / SUBSCRIBE_OK / PUBLISH_DONE (§10.7, §10.8, §10.11), SUBGROUP_HEADER objects with
 // properties and status (§11.4.2), OBJECT_DATAGRAM (§11.3.1), SUBSCRIBE_NAMESPACE (§10.18),
-// REQUEST_ERROR (§10.6) and the PROTOCOL_VIOLATION closes.
+// REQUEST_ERROR (§10.6) and the PROTOCOL_VIOLATION closes; FETCH / FETCH_OK (§10.12-10.13)
+// with fetch streams (§11.4.4: flags, deltas, End of Range), `join` (SUBSCRIBE + Relative
+// Joining FETCH, §5.1.5) and `property` (Immutable Properties, §12.7).
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Session } from "../moq.js";
+import { Session, property } from "../moq.js";
 
 globalThis.WebTransportError ??= class extends Error {
   constructor(message, options = {}) { super(message); Object.assign(this, options); }
@@ -148,4 +150,118 @@ test("an unknown unidirectional stream type closes the session", async () => {
   f.addUni([0x42, 0]);
   await tick();
   assert.equal(f.wt.closedWith?.closeCode, 3);
+});
+
+/** Answers the SUBSCRIBE on request `i` with SUBSCRIBE_OK: alias 9, LARGEST_OBJECT {group, object}. */
+const subscribeOk = (f, i, group, object) =>
+  f.wt.requests[i].reply.push(msg([0x04], [9, 1, 0x09, group, object]));
+/** FETCH_OK: End Of Track 0, End Location {group, object}, no parameters, no track properties. */
+const fetchOk = (group, object) => msg([0x18], [0, group, object, 0]);
+
+test("standalone FETCH: request bytes, FETCH_OK, a fetch stream with deltas and End of Range", async () => {
+  const { s, f } = await ready();
+  const pending = s.fetch(["a"], "t", { start: { group: 1, object: 0 }, end: { group: 3, object: 0 } });
+  await tick();
+  const req = f.wt.requests[0];
+  // FETCH 0x16: request 0, Standalone (1), namespace ("a"), name "t", start {1,0}, end {3,0}, no params.
+  assert.deepEqual(req.sent, [0x16, 0, 12, 0, 1, 1, 1, 0x61, 1, 0x74, 1, 0, 3, 0, 0]);
+  // The data stream may come before FETCH_OK.
+  f.addUni([
+    0x05, 0, // FETCH_HEADER, request 0
+    0x3c, 1, 0, 5, 0x03, 0x10, 0x80, 0x0a, 1, 0x41, // flags G|O|P|props, subgroup 0: {1,0} prio 5, props {0x10: 10}, "A"
+    0x00, 1, 0x42, // no fields: {1,1}, subgroup 0, prio 5, "B"
+    0x80, 0x8c, 0, 5, // End of Non-Existent Range (2-byte vi64): group 1 + 0 + 1 = 2, object 5 (absolute in a new group)
+    0x0f, 0, 7, 0, 1, 0x43, // G|O, subgroup field 7: group 2+0+1 = 3, object 0, "C"
+    0x05, 2, 1, 0x44, // O delta 2, subgroup = prior (7): {3, 2}, "D"
+  ]);
+  req.reply.push(fetchOk(3, 3));
+  req.reply.end();
+  const fetch = await pending;
+  assert.deepEqual(fetch.ok.end, { group: 3, object: 3 });
+  assert.equal(fetch.ok.endOfTrack, false);
+  const got = [];
+  for await (const o of fetch) got.push([o.group, o.subgroup, o.id, o.priority, new TextDecoder().decode(o.payload)]);
+  assert.deepEqual(got, [[1, 0, 0, 5, "A"], [1, 0, 1, 5, "B"], [3, 7, 0, 5, "C"], [3, 7, 2, 5, "D"]]);
+  assert.deepEqual(fetch.ranges, [{ kind: "non-existent", group: 2, id: 5 }]);
+  assert.equal(f.wt.closedWith, null);
+});
+
+test("join: SUBSCRIBE (Largest Object) + Relative Joining FETCH, fetched objects first", async () => {
+  const { s, f } = await ready();
+  const pending = s.join(["a"], "v");
+  await tick();
+  // SUBSCRIBE with LOCATION_FILTER (0x21) Largest Object.
+  assert.deepEqual(f.wt.requests[0].sent, [0x03, 0, 10, 0, 1, 1, 0x61, 1, 0x76, 1, 0x21, 1, 2]);
+  subscribeOk(f, 0, 4, 1);
+  await tick();
+  // FETCH: request 2, Relative Joining (2), Joining Request ID 0, Joining Start 0, no params.
+  assert.deepEqual(f.wt.requests[1].sent, [0x16, 0, 5, 2, 2, 0, 0, 0]);
+  // The live object {4,2} arrives first, then the fetched {4,0} and {4,1}.
+  f.addUni([0x10, 9, 4, 128, 2, 1, 0x63]); // subgroup 0 of group 4: object 2, "c"
+  f.addUni([0x05, 2, 0x1c, 4, 0, 9, 1, 0x61, 0x00, 1, 0x62]); // {4,0} prio 9 "a", {4,1} "b"
+  f.wt.requests[1].reply.push(fetchOk(4, 2));
+  const joined = await pending;
+  assert.deepEqual(joined.largest, { group: 4, object: 1 });
+  const ids = [];
+  for await (const o of joined) {
+    ids.push(`${o.group}.${o.id}${o.fetched ? "f" : ""}`);
+    if (ids.length === 3) break;
+  }
+  assert.deepEqual(ids, ["4.0f", "4.1f", "4.2"]);
+  assert.equal(f.wt.closedWith, null);
+});
+
+test("join: INVALID_RANGE to the Joining FETCH leaves the subscription alone", async () => {
+  const { s, f } = await ready();
+  const pending = s.join(["a"], "v");
+  await tick();
+  subscribeOk(f, 0, 0, 0);
+  await tick();
+  f.wt.requests[1].reply.push(msg([0x05], [0x11, 0, 0])); // REQUEST_ERROR INVALID_RANGE
+  const joined = await pending;
+  assert.equal(joined.fetch, null);
+  f.addUni([0x10, 9, 1, 128, 0, 1, 0x7a]);
+  const { value } = await joined.next();
+  assert.deepEqual([value.group, value.id], [1, 0]);
+});
+
+test("fetch stream violations close the session with PROTOCOL_VIOLATION", async () => {
+  for (const objects of [
+    [0x00, 1, 0x41], // the first object refers to a prior group
+    [0x0d, 0, 0, 5, 0, 1, 0x41], // G|O, subgroup mode 1 (prior subgroup) on the first object
+    [0x80, 0x90], // flags 0x90 (>= 128, not an End of Range)
+  ]) {
+    const { s, f } = await ready();
+    const pending = s.fetch(["a"], "t", { start: { group: 0, object: 0 }, end: { group: 1, object: 0 } });
+    await tick();
+    f.addUni([0x05, 0, ...objects]);
+    f.wt.requests[0].reply.push(fetchOk(1, 0));
+    const fetch = await pending;
+    await assert.rejects(async () => { for await (const _ of fetch); });
+    assert.equal(f.wt.closedWith?.closeCode, 3, `objects ${objects}`);
+  }
+});
+
+test("FETCH answered with REQUEST_ERROR rejects; its late data stream is abandoned", async () => {
+  const { s, f } = await ready();
+  const pending = s.fetch(["a"], "t", { start: { group: 0, object: 0 }, end: { group: 1, object: 0 } });
+  await tick();
+  f.wt.requests[0].reply.push(msg([0x05], [0x11, 0, 0]));
+  await assert.rejects(pending, (e) => e.code === 0x11);
+  assert.equal(s.fetches.size, 0);
+  f.addUni([0x05, 0, 0x1c, 0, 0, 1, 0, 1, 0x41]);
+  await tick();
+  assert.equal(f.wt.closedWith, null);
+});
+
+test("property: the mutable list first, then inside Immutable Properties (0xB)", () => {
+  // Immutable Properties holding VIDEO_CONFIG (0x0D, 2 bytes), then TIMESTAMP (delta 3: 0x10)
+  // = 1000 (2-byte vi64 0x83E8).
+  const inner = [0x0d, 2, 0xaa, 0xbb, 0x03, 0x83, 0xe8];
+  const props = [{ type: 0x09, value: new Uint8Array([0x80]) }, { type: 0x0b, value: new Uint8Array(inner) }];
+  assert.deepEqual([...property(props, 0x09)], [0x80]);
+  assert.deepEqual([...property(props, 0x0d)], [0xaa, 0xbb]);
+  assert.equal(property(props, 0x10), 1000);
+  assert.equal(property(props, 0x0f), undefined);
+  assert.equal(property([{ type: 0x0b, value: new Uint8Array([0x0d, 9]) }], 0x0d), undefined); // malformed
 });

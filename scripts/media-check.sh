@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The relay page's player, end to end: our relay binary (with its HTTP side, which serves the
+# page), a broadcast published through it with the CLI (`moq publish`, fMP4 on stdin) from a
+# clip ffmpeg makes in real time (H.264 testsrc + AAC sine), and the page in headless
+# Chromium (moq-relay/web/test/player-check.mjs):
+#
+#   1. two viewers at once and one that joins late play live/demo: decoded video frames keep
+#      increasing for several seconds, audio samples are decoded, the latency measured from
+#      the LOC timestamps is under 2 s, the canvas is not blank, the late viewer starts at the
+#      latest group; a screenshot goes to docs/media/player.png;
+#   2. live/hevc, a catalog written by hand (`moq publish --format lines --track catalog`) that
+#      names an HEVC codec (hev1...), which Debian's Chromium cannot decode: the page says so;
+#   3. bad catalogs, the same way: one that is not JSON, one that names a track nobody
+#      publishes: the page shows the error.
+#
+# Needs /usr/bin/ffmpeg (FAILS without it), and Chromium + playwright-core from
+# scripts/install-browser.sh (run here; it does nothing once installed).
+#
+#   SECONDS_OF_MEDIA=15   length of the clip
+#   SCREENSHOT=docs/media/player.png
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+target="${CARGO_TARGET_DIR:-target}"
+ffmpeg=/usr/bin/ffmpeg
+seconds="${SECONDS_OF_MEDIA:-15}"
+screenshot="${SCREENSHOT:-docs/media/player.png}"
+fail() { echo "media-check: FAILED: $*" >&2; exit 1; }
+
+[ -x "$ffmpeg" ] || fail "$ffmpeg is missing (Debian: apt-get install ffmpeg)"
+scripts/install-browser.sh >/dev/null || fail "scripts/install-browser.sh"
+export PLAYWRIGHT_CORE="${MOQ_BROWSER:-$HOME/.cache/moq-browser}/node_modules/playwright-core"
+
+cargo build --quiet -p moq-relay --bin moq-relay -p moqt-cli --bin moq
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+    for ((f = 3; f < ${fd:-3}; f++)); do eval "exec $f>&-"; done
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Two free loopback ports: UDP for QUIC and WebTransport, TCP for HTTP.
+read -r quic http < <(python3 -c '
+import socket
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
+t = socket.socket(); t.bind(("127.0.0.1", 0))
+print(u.getsockname()[1], t.getsockname()[1])')
+"$target/debug/moq-relay" --bind "127.0.0.1:$quic" --tls-generate localhost --http "127.0.0.1:$http" \
+    --auth-disabled >"$work/relay.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+    fingerprint="$(curl -fsS "http://127.0.0.1:$http/fingerprint" 2>/dev/null)" && break
+    sleep 0.1
+done
+[ -n "${fingerprint:-}" ] || { cat "$work/relay.log" >&2; fail "the relay did not start"; }
+
+moq=("$target/debug/moq" --url "moqt://localhost:$quic" --fingerprint "$fingerprint")
+
+echo "-- two viewers and a late one play live/demo (${seconds} s of H.264 + AAC through the relay)"
+"$ffmpeg" -hide_banner -loglevel error -re -f lavfi -i testsrc=size=640x360:rate=30 \
+    -f lavfi -i sine=frequency=440:sample_rate=48000 -t "$seconds" \
+    -c:v libx264 -preset veryfast -g 30 -pix_fmt yuv420p -c:a aac -ac 2 \
+    -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer - 2>"$work/ffmpeg.log" |
+    "${moq[@]}" publish live/demo >"$work/publish-demo.log" 2>&1 &
+pids+=($!)
+if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?play=live/demo" \
+    --viewers 2 --late-after-ms 3000 --watch-ms 4000 --max-latency-ms 2000 --screenshot "$screenshot"; then
+    cat "$work/ffmpeg.log" "$work/publish-demo.log" >&2
+    fail "the player did not play live/demo"
+fi
+echo "screenshot: $screenshot"
+
+echo "-- live/hevc names hev1.1.6.L93.B0 in its catalog: the page says it cannot decode it"
+# A catalog is one line, one object; each fifo stays open (the broadcast stays) until the end.
+fd=3
+catalog() { # namespace, the catalog's text
+    mkfifo "$work/$fd"
+    "${moq[@]}" publish "$1" --format lines --track catalog <"$work/$fd" >>"$work/publish-catalogs.log" 2>&1 &
+    pids+=($!)
+    eval "exec $fd>\"\$work/\$fd\""
+    echo "$2" >&"$fd"
+    fd=$((fd + 1))
+}
+check() { # what, player-check arguments...
+    local what="$1"
+    shift
+    node moq-relay/web/test/player-check.mjs "$@" || { cat "$work/publish-catalogs.log" >&2; fail "$what"; }
+}
+catalog live/hevc '{"version":"draft-01","generatedAt":1,"tracks":[{"name":"video","packaging":"loc","role":"video","codec":"hev1.1.6.L93.B0","width":640,"height":360,"framerate":30,"renderGroup":1,"isLive":true}]}'
+check "the page did not say that HEVC cannot be decoded" \
+    --page "http://localhost:$http/?play=live/hevc" --expect-unsupported hev1
+
+echo "-- live/bad-json: a catalog that is not JSON; live/missing: a catalog naming a track nobody publishes"
+catalog live/bad-json '{"version": "draft-01", "tracks": ['
+check "no error shown for a catalog that is not JSON" \
+    --page "http://localhost:$http/?play=live/bad-json" --expect-error "catalog is not JSON"
+catalog live/missing '{"version":"draft-01","generatedAt":1,"tracks":[{"name":"video","packaging":"loc","role":"video","codec":"avc1.64001e","width":640,"height":360,"renderGroup":1,"isLive":true}]}'
+check "no error shown for a catalog naming a missing track" \
+    --page "http://localhost:$http/?play=live/missing" --expect-error "video track video:"
+echo "media-check: passed"
