@@ -221,8 +221,14 @@ impl MediaPublisher {
     ) -> Result<Self, MediaError> {
         let name = FullTrackName::new(namespace.clone(), catalog::CATALOG_TRACK)?;
         // draft-ietf-moq-msf §5: the catalog SHOULD have a higher priority than its tracks.
-        let catalog_track = publisher
-            .create_track_with(name, TrackOptions::default().priority(PRIORITY_CATALOG))?;
+        // draft-ietf-moq-msf §6.1: a restarted publisher's first Group ID MUST be above any
+        // it published before: groups are numbered from the wall clock (ms), as MSF suggests.
+        let catalog_track = publisher.create_track_with(
+            name,
+            TrackOptions::default()
+                .priority(PRIORITY_CATALOG)
+                .groups_from_clock(),
+        )?;
         let announced = if options.announce {
             Some(publisher.publish_namespace(namespace.clone())?)
         } else {
@@ -370,9 +376,12 @@ impl MediaPublisher {
             }
             catalog.tracks.push(track);
             let full = FullTrackName::new(self.namespace.clone(), name.clone().into_bytes())?;
-            let producer = self
-                .publisher
-                .create_track_with(full, TrackOptions::default().priority(priority))?;
+            let producer = self.publisher.create_track_with(
+                full,
+                TrackOptions::default()
+                    .priority(priority)
+                    .groups_from_clock(),
+            )?;
             self.tracks.push(OutTrack {
                 info,
                 stats: TrackStats {
