@@ -320,3 +320,49 @@ async fn piped_from_ffmpeg_in_real_time() {
     decodes(&out);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A viewer that joins a live broadcast late (the default: at the current group) gets a file
+/// that starts at a keyframe and decodes without an error.
+#[tokio::test]
+async fn late_joiner_starts_at_the_current_group() {
+    let dir = temp_dir("late");
+    let clip = make_clip(&dir, 4);
+    let out = dir.join("out.mp4");
+    tokio::time::timeout(CASE_TIMEOUT, async {
+        let relay = relay();
+        let publisher = session(&relay, Version::Draft22, false).await;
+        let subscriber = session(&relay, Version::Draft22, false).await;
+        let ns = TrackNamespace::from_strs(["live", "late"]).unwrap();
+        let announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+        announced.announced().await.unwrap();
+        let input = tokio::fs::File::open(&clip).await.unwrap();
+        let p = publisher.clone();
+        let pns = ns.clone();
+        let publishing = tokio::spawn(async move {
+            moq_media::publish_fmp4(
+                p.publisher(),
+                pns,
+                input,
+                IngestOptions::default().announce(false).realtime(true),
+            )
+            .await
+        });
+        // Join 1.5 s in: in the middle of the second group.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let file = tokio::fs::File::create(&out).await.unwrap();
+        let stats =
+            moq_media::subscribe_fmp4(subscriber.subscriber(), ns, file, EgressOptions::default())
+                .await
+                .unwrap();
+        publishing.await.unwrap().unwrap();
+        // From the start of the second group (or the third, if it began meanwhile) to the end.
+        let video = &stats.tracks[0];
+        assert!(video.frames == 90 || video.frames == 60, "{stats:?}");
+    })
+    .await
+    .expect("timed out");
+    decodes(&out);
+    let got = probe(&out);
+    assert_eq!(got.len(), 2, "{got:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
