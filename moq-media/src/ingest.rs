@@ -183,6 +183,10 @@ pub struct MediaPublisher {
     /// Wall clock (µs since the Unix epoch) of media time 0.
     anchor_us: u64,
     started: Instant,
+    /// The input's decode time (µs) that `anchor_us` and `started` stand for: the first
+    /// sample's, so an input whose times do not start at 0 is neither delayed nor dated in
+    /// the future.
+    origin_us: Option<i64>,
     input_bytes: u64,
 }
 
@@ -245,6 +249,7 @@ impl MediaPublisher {
             ftyp: None,
             anchor_us: now_us(),
             started: Instant::now(),
+            origin_us: None,
             input_bytes: 0,
         })
     }
@@ -435,12 +440,14 @@ impl MediaPublisher {
             let Some(first) = run.samples.first().cloned() else {
                 continue;
             };
+            let i = self.index(run.track_id);
+            let dts_us = to_us(
+                first.dts as i64,
+                self.tracks.get(i).map_or(1, |t| t.info.timescale),
+            );
+            let origin = *self.origin_us.get_or_insert(dts_us);
             if self.options.realtime {
-                let i = self.index(run.track_id);
-                let us = to_us(
-                    first.dts as i64,
-                    self.tracks.get(i).map_or(1, |t| t.info.timescale),
-                );
+                let us = dts_us - origin;
                 let at = self.started + Duration::from_micros(us.max(0) as u64);
                 tokio::time::sleep_until(at.into()).await;
             }
@@ -510,7 +517,7 @@ impl MediaPublisher {
             return Ok(());
         };
         let pts = s.dts as i64 + s.cts - t.info.edit_shift;
-        let pts_us = to_us(pts, t.info.timescale);
+        let pts_us = to_us(pts, t.info.timescale) - self.origin_us.unwrap_or(0);
         let first = self.maybe_new_group(i, &s, pts_us)?;
         let anchor = self.anchor_us;
         let Some(t) = self.tracks.get_mut(i) else {
@@ -552,7 +559,7 @@ impl MediaPublisher {
             return Ok(());
         };
         let pts = first.dts as i64 + first.cts - t.info.edit_shift;
-        let pts_us = to_us(pts, t.info.timescale);
+        let pts_us = to_us(pts, t.info.timescale) - self.origin_us.unwrap_or(0);
         self.maybe_new_group(i, first, pts_us)?;
         let Some(t) = self.tracks.get_mut(i) else {
             return Ok(());

@@ -366,3 +366,50 @@ async fn late_joiner_starts_at_the_current_group() {
     assert_eq!(got.len(), 2, "{got:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An input whose times start at 1000 s (`-output_ts_offset`) is paced from its first sample,
+/// not delayed by 1000 s, and comes out whole.
+#[tokio::test]
+async fn input_times_not_starting_at_zero() {
+    let dir = temp_dir("offset");
+    require_ffmpeg();
+    let clip = dir.join("clip.mp4");
+    // frag_discont makes the muxer keep the offset in the tfdt.
+    let args: Vec<String> = clip_args_with(
+        2,
+        clip.to_str().unwrap(),
+        false,
+        &[
+            "-c:v",
+            "libx264",
+            "-c:a",
+            "aac",
+            "-output_ts_offset",
+            "1000",
+        ],
+    )
+    .into_iter()
+    .map(|a| {
+        if a.starts_with("cmaf+") {
+            format!("{a}+frag_discont")
+        } else {
+            a
+        }
+    })
+    .collect();
+    let made = std::process::Command::new(FFMPEG)
+        .args(&args)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = dir.join("out.mp4");
+    tokio::time::timeout(
+        CASE_TIMEOUT,
+        roundtrip(&clip, &out, Version::Draft22, false, Packaging::Loc),
+    )
+    .await
+    .expect("timed out: paced from time 0 instead of the first sample?");
+    assert_eq!(frame_hashes(&out), frame_hashes(&clip));
+    decodes(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+}
