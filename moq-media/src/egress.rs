@@ -124,7 +124,14 @@ pub struct EgressStats {
 /// `moof`+`mdat` fragments. Returns when every selected track has ended.
 ///
 /// LOC tracks are written one fragment per group (a group is needed whole to rebuild decode
-/// times); CMAF fragments are passed through with their track renumbered.
+/// times, so the output runs a group behind the live edge); CMAF fragments are passed through
+/// with their track renumbered. The first catalog decides the tracks: later catalog updates
+/// are not followed. LOC groups are held until every chosen LOC track has delivered its first
+/// group (that fixes the common time 0), or ended.
+///
+/// If a track fails (its publisher vanished, the session closed), the other tracks are still
+/// written to their end, what was received is flushed, and the first failure is returned.
+/// Dropping the future cancels the subscriptions; what was written stays written.
 pub async fn subscribe_fmp4<W: AsyncWrite + Unpin>(
     subscriber: &Subscriber,
     namespace: TrackNamespace,

@@ -141,6 +141,9 @@ const AUDIO_GROUP: Duration = Duration::from_secs(1);
 /// Returns at the end of the input, once the tracks are finished (subscribers see them end,
 /// within `options.finish_timeout`). Malformed or truncated input is a [`MediaError`]; the
 /// tracks end all the same (what was published stays; the group in progress is abandoned).
+///
+/// Dropping the future ends the tracks at once (the group in progress is abandoned) and
+/// withdraws the namespace it announced.
 pub async fn publish_fmp4<R: AsyncRead + Unpin>(
     publisher: &Publisher,
     namespace: TrackNamespace,

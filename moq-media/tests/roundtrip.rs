@@ -413,3 +413,66 @@ async fn input_times_not_starting_at_zero() {
     decodes(&out);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Track choice: audio only, a track by name, a name that is not in the catalog.
+#[tokio::test]
+async fn track_selection() {
+    let dir = temp_dir("select");
+    let clip = make_clip(&dir, 2);
+    let out = dir.join("out.mp4");
+    tokio::time::timeout(CASE_TIMEOUT, async {
+        let relay = relay();
+        let publisher = session(&relay, Version::Draft22, false).await;
+        let subscriber = session(&relay, Version::Draft22, false).await;
+        let ns = TrackNamespace::from_strs(["live", "select"]).unwrap();
+        let announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+        announced.announced().await.unwrap();
+        let input = tokio::fs::File::open(&clip).await.unwrap();
+        let p = publisher.clone();
+        let pns = ns.clone();
+        let publishing = tokio::spawn(async move {
+            moq_media::publish_fmp4(
+                p.publisher(),
+                pns,
+                input,
+                IngestOptions::default().announce(false).realtime(true),
+            )
+            .await
+        });
+        let missing = moq_media::subscribe_fmp4(
+            subscriber.subscriber(),
+            ns.clone(),
+            Vec::new(),
+            EgressOptions::default().tracks(["video", "subtitles"]),
+        )
+        .await;
+        match missing {
+            Err(moq_media::MediaError::NoTrack(msg)) => {
+                assert!(
+                    msg.contains("subtitles") && msg.contains("video, audio"),
+                    "{msg}"
+                )
+            }
+            other => panic!("expected NoTrack, got {other:?}"),
+        }
+        let file = tokio::fs::File::create(&out).await.unwrap();
+        let stats = moq_media::subscribe_fmp4(
+            subscriber.subscriber(),
+            ns,
+            file,
+            EgressOptions::default().no_video().start(Start::Oldest),
+        )
+        .await
+        .unwrap();
+        assert_eq!(stats.tracks.len(), 1);
+        assert_eq!(stats.tracks[0].name, "audio");
+        publishing.await.unwrap().unwrap();
+    })
+    .await
+    .expect("timed out");
+    let got = probe(&out);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].codec_name, "aac");
+    decodes(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+}
