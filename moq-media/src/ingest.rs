@@ -129,6 +129,9 @@ const PRIORITY_CATALOG: u8 = 0;
 const PRIORITY_AUDIO: u8 = 1;
 const PRIORITY_VIDEO: u8 = 2;
 
+/// With `realtime`, a sample further ahead of the clock than this is not waited for.
+const MAX_AHEAD: Duration = Duration::from_secs(10);
+
 /// Without video, an audio track starts a new group this often.
 const AUDIO_GROUP: Duration = Duration::from_secs(1);
 
@@ -450,9 +453,17 @@ impl MediaPublisher {
             );
             let origin = *self.origin_us.get_or_insert(dts_us);
             if self.options.realtime {
-                let us = dts_us - origin;
-                let at = self.started + Duration::from_micros(us.max(0) as u64);
-                tokio::time::sleep_until(at.into()).await;
+                let us = dts_us.saturating_sub(origin);
+                let at = self
+                    .started
+                    .checked_add(Duration::from_micros(us.max(0) as u64));
+                // A time far ahead (a jump in the input's times) is not waited for.
+                match at {
+                    Some(at) if at <= Instant::now() + MAX_AHEAD => {
+                        tokio::time::sleep_until(at.into()).await;
+                    }
+                    _ => tracing::debug!(us, "a sample far ahead of the clock: not paced"),
+                }
             }
             match self.options.packaging {
                 Packaging::Loc => {
@@ -487,7 +498,9 @@ impl MediaPublisher {
             Kind::Audio => {
                 t.group.is_none()
                     || t.new_group
-                    || (!has_video && pts_us - t.group_start_us >= AUDIO_GROUP.as_micros() as i64)
+                    || (!has_video
+                        && pts_us.saturating_sub(t.group_start_us)
+                            >= AUDIO_GROUP.as_micros() as i64)
             }
         };
         if !start {
@@ -519,8 +532,10 @@ impl MediaPublisher {
         let Some(t) = self.tracks.get(i) else {
             return Ok(());
         };
-        let pts = s.dts as i64 + s.cts - t.info.edit_shift;
-        let pts_us = to_us(pts, t.info.timescale) - self.origin_us.unwrap_or(0);
+        let pts = (s.dts as i64)
+            .saturating_add(s.cts)
+            .saturating_sub(t.info.edit_shift);
+        let pts_us = to_us(pts, t.info.timescale).saturating_sub(self.origin_us.unwrap_or(0));
         let first = self.maybe_new_group(i, &s, pts_us)?;
         let anchor = self.anchor_us;
         let Some(t) = self.tracks.get_mut(i) else {
@@ -540,7 +555,7 @@ impl MediaPublisher {
         if t.info.kind == Kind::Video && s.keyframe {
             props = props.keyframe();
         }
-        t.next_dts = s.dts + u64::from(s.duration);
+        t.next_dts = s.dts.saturating_add(u64::from(s.duration));
         t.stats.frames += 1;
         t.stats.bytes += s.data.len() as u64;
         let props = props.to_properties()?;
@@ -561,14 +576,16 @@ impl MediaPublisher {
         let Some(t) = self.tracks.get(i) else {
             return Ok(());
         };
-        let pts = first.dts as i64 + first.cts - t.info.edit_shift;
-        let pts_us = to_us(pts, t.info.timescale) - self.origin_us.unwrap_or(0);
+        let pts = (first.dts as i64)
+            .saturating_add(first.cts)
+            .saturating_sub(t.info.edit_shift);
+        let pts_us = to_us(pts, t.info.timescale).saturating_sub(self.origin_us.unwrap_or(0));
         self.maybe_new_group(i, first, pts_us)?;
         let Some(t) = self.tracks.get_mut(i) else {
             return Ok(());
         };
         if let Some(last) = samples.last() {
-            t.next_dts = last.dts + u64::from(last.duration);
+            t.next_dts = last.dts.saturating_add(u64::from(last.duration));
         }
         t.stats.frames += samples.len() as u64;
         t.stats.bytes += fragment.len() as u64;

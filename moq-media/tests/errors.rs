@@ -326,7 +326,21 @@ async fn mutated_inputs_never_panic() {
     let mut errors = 0;
     for case in 0..300 {
         let mut data = clip.clone();
-        match case % 3 {
+        match case % 4 {
+            3 => {
+                // Extreme times: a tfdt of 2^64 - 1 (version 1), in one fragment.
+                let all: Vec<usize> = data
+                    .windows(4)
+                    .enumerate()
+                    .filter(|(_, w)| w == b"tfdt")
+                    .map(|(i, _)| i)
+                    .collect();
+                let tfdt = all[(rng.next() as usize) % all.len()];
+                data[tfdt + 4] = 1;
+                for b in &mut data[tfdt + 8..tfdt + 16] {
+                    *b = 0xff;
+                }
+            }
             0 => {
                 for _ in 0..1 + rng.next() % 8 {
                     let i = (rng.next() as usize) % data.len();
