@@ -84,7 +84,7 @@ async fn hostile_loc_objects_never_panic() {
                 },
                 ..Default::default()
             };
-            let props = if rng.next() % 3 == 0 {
+            let props = if rng.next().is_multiple_of(3) {
                 props.keyframe()
             } else {
                 props
@@ -125,7 +125,7 @@ async fn hostile_cmaf_objects_are_errors() {
         let mut out = MediaSubscriber::new(&catalog, &tracks, Vec::new()).unwrap();
         let mut payload = vec![0u8; (rng.next() % 200) as usize + 1];
         payload.iter_mut().for_each(|b| *b = rng.next() as u8);
-        if rng.next() % 2 == 0 && payload.len() >= 8 {
+        if rng.next().is_multiple_of(2) && payload.len() >= 8 {
             // A plausible box header.
             let n = (payload.len() as u32).to_be_bytes();
             payload[..4].copy_from_slice(&n);
