@@ -617,6 +617,21 @@ impl MediaPublisher {
             stats.tracks.push(t.stats.clone());
             ends.push(t.producer.finish(timeout));
         }
+        if clean && let Some(mut last) = self.catalog.take() {
+            // The broadcast is over: a last independent catalog, in a new group, says so
+            // (MSF §5.1.3 isComplete, §5.2.7 isLive false; generatedAt is left out, as MSF
+            // §5.1.2 asks when tracks are not live).
+            last.is_complete = Some(true);
+            last.generated_at = None;
+            for t in &mut last.tracks {
+                t.is_live = Some(false);
+            }
+            if let Ok(mut g) = self.catalog_track.append_group()
+                && g.write(last.to_json()).is_ok()
+            {
+                let _ = g.finish();
+            }
+        }
         ends.push(self.catalog_track.finish(timeout));
         // Waiting is best effort: a track nobody subscribed to times out at once.
         let _ = futures::future::join_all(ends).await;

@@ -87,6 +87,18 @@ async fn published(packaging: Packaging) -> (Catalog, Vec<Object>, Vec<Object>, 
     let audio = tracks.pop().unwrap().await.unwrap();
     let video = tracks.pop().unwrap().await.unwrap();
     publishing.await.unwrap().unwrap();
+    // At the end, a last catalog in a new group: complete, no track live.
+    let last = catalog_objects.next().await.unwrap().unwrap();
+    assert_eq!(last.location.object, 0);
+    assert!(last.location.group > first.location.group);
+    let end = Catalog::from_json(&last.payload).unwrap();
+    assert_eq!(end.is_complete, Some(true));
+    assert!(end.tracks.iter().all(|t| t.is_live == Some(false)));
+    assert_eq!(end.tracks.len(), catalog.tracks.len());
+    assert!(
+        catalog_objects.next().await.is_none(),
+        "the catalog track ends"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     (catalog, video, audio, started)
 }
