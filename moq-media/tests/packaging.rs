@@ -207,4 +207,20 @@ async fn cmaf_objects_on_the_wire() {
         }
     }
     assert_eq!(groups(&video).len(), 3, "a group per GOP");
+    // The two headers merged into one moov, tracks renumbered 1 and 2.
+    let inits: Vec<_> = ["video", "audio"]
+        .iter()
+        .map(|n| {
+            catalog
+                .init_data(catalog.track(n).unwrap())
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    let (merged, old_ids) = moq_media::cmaf::merge_inits(&inits).unwrap();
+    let (_, moov) = moq_media::cmaf::read_init(&merged).unwrap();
+    let ids: Vec<u32> = moov.trak.iter().map(|t| t.tkhd.track_id).collect();
+    assert_eq!(ids, [1, 2]);
+    assert_eq!(old_ids.len(), 2);
+    assert_eq!(moov.mvex.unwrap().trex.len(), 2);
 }
