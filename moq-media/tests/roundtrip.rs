@@ -476,3 +476,67 @@ async fn track_selection() {
     decodes(&out);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `subscribe_fmp4 | ffmpeg -i -` (what `| ffplay -` does): the output read as a stream, not
+/// a seekable file, decodes to the clip's frames.
+#[tokio::test]
+async fn piped_into_ffmpeg() {
+    let dir = temp_dir("pipe-out");
+    let clip = make_clip(&dir, 2);
+    tokio::time::timeout(CASE_TIMEOUT, async {
+        let relay = relay();
+        let publisher = session(&relay, Version::Draft22, false).await;
+        let subscriber = session(&relay, Version::Draft22, false).await;
+        let ns = TrackNamespace::from_strs(["live", "pipe"]).unwrap();
+        let announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+        announced.announced().await.unwrap();
+        let input = tokio::fs::File::open(&clip).await.unwrap();
+        let p = publisher.clone();
+        let pns = ns.clone();
+        let publishing = tokio::spawn(async move {
+            moq_media::publish_fmp4(
+                p.publisher(),
+                pns,
+                input,
+                IngestOptions::default().announce(false).realtime(true),
+            )
+            .await
+        });
+        let mut ffmpeg = tokio::process::Command::new(FFMPEG)
+            .args([
+                "-v", "error", "-i", "-", "-map", "0:v:0", "-f", "framemd5", "-",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = ffmpeg.stdin.take().unwrap();
+        moq_media::subscribe_fmp4(
+            subscriber.subscriber(),
+            ns,
+            stdin,
+            EgressOptions::default().start(Start::Oldest),
+        )
+        .await
+        .unwrap();
+        publishing.await.unwrap().unwrap();
+        let out = ffmpeg.wait_with_output().await.unwrap();
+        assert!(out.status.success());
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let hashes: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit(',').next().map(|h| h.trim().to_string()))
+            .collect();
+        assert_eq!(hashes, frame_hashes(&clip));
+    })
+    .await
+    .expect("timed out");
+    let _ = std::fs::remove_dir_all(&dir);
+}
