@@ -56,3 +56,5 @@ pub use egress::{
 };
 pub use error::MediaError;
 pub use ingest::{IngestOptions, IngestStats, MediaPublisher, Packaging, TrackStats, publish_fmp4};
+/// The ISO-BMFF crate whose types [`cmaf`] takes and returns (`Ftyp`, `Moov`, `Trak`, ...).
+pub use mp4_atom;

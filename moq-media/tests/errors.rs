@@ -256,7 +256,13 @@ async fn catalog_naming_a_missing_track_is_a_clear_error() {
 #[tokio::test]
 async fn publisher_that_stops_mid_group_ends_the_subscriber() {
     let dir = temp_dir("midgroup");
-    let clip = std::fs::read(make_clip(&dir, 3)).unwrap();
+    // Fragments of 200 ms, so that the publisher stops in the middle of a 1 s group.
+    let clip = std::fs::read(make_clip_with(
+        &dir,
+        3,
+        &["-c:v", "libx264", "-c:a", "aac", "-frag_duration", "200000"],
+    ))
+    .unwrap();
     tokio::time::timeout(CASE_TIMEOUT, async {
         let relay = relay();
         let publisher = session(&relay, Version::Draft22, false).await;
@@ -293,6 +299,10 @@ async fn publisher_that_stops_mid_group_ends_the_subscriber() {
         publisher.close();
         let r = sub.await.unwrap();
         eprintln!("subscriber after the publisher left: {r:?}");
+        if let Ok(stats) = &r {
+            // It stopped inside a group: not every frame of the clip arrived.
+            assert!(stats.tracks[0].frames < 90, "{stats:?}");
+        }
         if r.is_ok() {
             // What was written is a readable file.
             let streams = probe(&out);
@@ -326,7 +336,21 @@ async fn mutated_inputs_never_panic() {
     let mut errors = 0;
     for case in 0..300 {
         let mut data = clip.clone();
-        match case % 3 {
+        match case % 4 {
+            3 => {
+                // Extreme times: a tfdt of 2^64 - 1 (version 1), in one fragment.
+                let all: Vec<usize> = data
+                    .windows(4)
+                    .enumerate()
+                    .filter(|(_, w)| w == b"tfdt")
+                    .map(|(i, _)| i)
+                    .collect();
+                let tfdt = all[(rng.next() as usize) % all.len()];
+                data[tfdt + 4] = 1;
+                for b in &mut data[tfdt + 8..tfdt + 16] {
+                    *b = 0xff;
+                }
+            }
             0 => {
                 for _ in 0..1 + rng.next() % 8 {
                     let i = (rng.next() as usize) % data.len();
