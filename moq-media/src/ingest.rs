@@ -186,7 +186,7 @@ pub struct MediaPublisher {
     tracks: Vec<OutTrack>,
     catalog: Option<Catalog>,
     ftyp: Option<mp4_atom::Ftyp>,
-    /// Wall clock (µs since the Unix epoch) of media time 0.
+    /// Wall clock (µs since the Unix epoch) of media time 0: when the first sample arrived.
     anchor_us: u64,
     started: Instant,
     /// The input's decode time (µs) that `anchor_us` and `started` stand for: the first
@@ -451,7 +451,18 @@ impl MediaPublisher {
                 first.dts as i64,
                 self.tracks.get(i).map_or(1, |t| t.info.timescale),
             );
-            let origin = *self.origin_us.get_or_insert(dts_us);
+            let origin = match self.origin_us {
+                Some(origin) => origin,
+                None => {
+                    // Media time 0 is when the first sample arrives, not when the ingest
+                    // started: an encoder may take a while to write its first fragment (ffmpeg
+                    // with delay_moov writes the moov only then), and every frame's TIMESTAMP
+                    // would carry that wait as latency.
+                    self.anchor_us = now_us();
+                    self.started = Instant::now();
+                    *self.origin_us.insert(dts_us)
+                }
+            };
             if self.options.realtime {
                 let us = dts_us.saturating_sub(origin);
                 let at = self

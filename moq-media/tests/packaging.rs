@@ -12,6 +12,7 @@
 
 mod common;
 
+use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
@@ -223,4 +224,81 @@ async fn cmaf_objects_on_the_wire() {
     assert_eq!(ids, [1, 2]);
     assert_eq!(old_ids.len(), 2);
     assert_eq!(moov.mvex.unwrap().trex.len(), 2);
+}
+
+/// An input whose first byte comes `delay` after the first read: an encoder starting up.
+struct Delayed<R> {
+    delay: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    inner: R,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Delayed<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if let Some(sleep) = self.delay.as_mut() {
+            std::task::ready!(sleep.as_mut().poll(cx));
+            self.delay = None;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+/// An encoder that takes a while to write its first fragment (ffmpeg with delay_moov writes the
+/// moov only then) must not make every TIMESTAMP look that much older: media time 0 is when
+/// the first sample arrives, not when the ingest started (fails before: the first frame was
+/// dated at the ingest's start).
+#[tokio::test]
+async fn media_time_zero_is_when_the_first_sample_arrives() {
+    const STARTUP: Duration = Duration::from_millis(400);
+    tokio::time::timeout(CASE_TIMEOUT, async {
+        let dir = temp_dir("anchor");
+        let clip = make_clip(&dir, 2);
+        let relay = relay();
+        let publisher = session(&relay, Version::Draft22, false).await;
+        let subscriber = session(&relay, Version::Draft22, false).await;
+        let ns = TrackNamespace::from_strs(["live", "anchor"]).unwrap();
+        let announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+        announced.announced().await.unwrap();
+        let started = now_us();
+        let input = Delayed {
+            delay: Some(Box::pin(tokio::time::sleep(STARTUP))),
+            inner: tokio::fs::File::open(&clip).await.unwrap(),
+        };
+        let p = publisher.clone();
+        let pns = ns.clone();
+        let publishing = tokio::spawn(async move {
+            let options = IngestOptions::default().announce(false).realtime(true);
+            moq_media::publish_fmp4(p.publisher(), pns, input, options).await
+        });
+        let join = |name: &str| {
+            let s = subscriber.clone();
+            let name = FullTrackName::new(ns.clone(), name.to_string().into_bytes()).unwrap();
+            async move {
+                s.subscriber()
+                    .join(name, SubscribeOptions::default(), JoinFrom::Oldest)
+                    .await
+                    .unwrap()
+            }
+        };
+        let mut catalog = join("catalog").await;
+        catalog.next().await.unwrap().unwrap();
+        let first = join("video").await.next().await.unwrap().unwrap();
+        let ts = LocProperties::from_properties(&first.properties)
+            .timestamp_us()
+            .unwrap();
+        assert!(
+            ts >= started + STARTUP.as_micros() as u64,
+            "the first frame is dated {} ms after the ingest started, before its data existed \
+             ({} ms)",
+            (ts as i64 - started as i64) / 1000,
+            STARTUP.as_millis()
+        );
+        publishing.await.unwrap().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    })
+    .await
+    .expect("timed out");
 }
