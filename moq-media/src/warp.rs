@@ -18,12 +18,12 @@
 //! [`WarpBroadcast::write_fmp4`] writes the init segment and then each chunk as it arrives,
 //! which is a fragmented MP4 file (`ffprobe`, `ffplay -` and browsers' MSE read it).
 //!
-//! `moq-pub` writes its catalog and init objects once, when it reads the `moov`, and does not
-//! keep them in an open group, so a subscriber that arrives later gets them only from a FETCH
-//! (run `moq-pub --fetch-groups N`, which answers FETCH) or from a relay that already holds
-//! them. Every track is therefore read with [`Subscriber::join`] from
-//! [`JoinFrom::Oldest`]: the past (a Joining FETCH at draft-18, which `moq-pub` speaks) and
-//! then what follows.
+//! `moq-pub` writes its catalog and init objects once, when it reads the `moov`, in groups it
+//! closes at once, and never ends a track (it does not handle the end of its input). Every
+//! track is therefore read with [`Subscriber::join`] from [`JoinFrom::Oldest`]: whatever
+//! `moq-pub` or the relay still holds (a Joining FETCH at draft-18, the only draft `moq-pub`
+//! speaks; `moq-pub --fetch-groups N` lets it answer FETCH itself), then what follows; and
+//! [`WarpBroadcast::write_fmp4`] ends when every track has ended or when the caller says so.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -474,11 +474,11 @@ mod tests {
     #[test]
     fn parses_what_moq_pub_writes() {
         // The shape of moq-pub 0.10's catalog (moq-catalog 0.2): packaging only in the
-        // common fields.
+        // common fields, the namespace in moq-transport 0.17's path form (a leading '/').
         let json = br#"{
           "version": 1, "streamingFormat": 1, "streamingFormatVersion": "0.2",
           "supportsDeltaUpdates": true,
-          "commonTrackFields": {"namespace": "live/demo", "packaging": "cmaf", "renderGroup": 1},
+          "commonTrackFields": {"namespace": "/live/demo", "packaging": "cmaf", "renderGroup": 1},
           "tracks": [
             {"initTrack": "0.mp4", "name": "1.m4s",
              "selectionParams": {"codec": "avc1.64000d", "width": 320, "height": 240}},

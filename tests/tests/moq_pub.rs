@@ -161,7 +161,10 @@ async fn case(moq_pub: &Path, clip: &Path, dir: &Path, scheme: &str, version: Ve
         .arg(format!("{scheme}://127.0.0.1:{port}"))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(
+            std::fs::File::create(dir.join(format!("moq-pub-{scheme}-{}.log", version.draft())))
+                .unwrap(),
+        )
         .kill_on_drop(true)
         .spawn()
         .unwrap();
@@ -250,5 +253,124 @@ async fn moq_pub_through_our_relay_into_our_subscriber() {
         tokio::time::timeout(CASE_TIMEOUT, case(&moq_pub, &clip, &dir, scheme, version))
             .await
             .unwrap_or_else(|_| panic!("{label}: timed out after {CASE_TIMEOUT:?}"));
+    }
+}
+
+/// The top-level boxes of an MP4 file, each with its header.
+fn boxes(data: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut rest = data;
+    while rest.len() >= 8 {
+        let size = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+        assert!(size >= 8 && size <= rest.len(), "box size {size}");
+        out.push(&rest[..size]);
+        rest = &rest[size..];
+    }
+    out
+}
+
+/// A broadcast in moq-pub's layout, published with our own client through our relay, read
+/// back by `warp`: what it cannot read (a catalog that is not JSON, one whose init segment
+/// has another number of tracks, a truncated or foreign chunk) is a clear error, no panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warp_rejects_bad_broadcasts() {
+    let dir = workdir("warp-bad");
+    let clip = std::fs::read(make_clip(&dir)).unwrap();
+    let parts = boxes(&clip);
+    let init: Vec<u8> = [parts[0], parts[1]].concat(); // ftyp + moov (two tracks)
+    let chunk: Vec<u8> = [parts[2], parts[3]].concat(); // the first moof + mdat
+    let catalog = |tracks: &[&str]| {
+        let tracks: Vec<String> = tracks
+            .iter()
+            .map(|t| format!(r#"{{"name":"{t}","initTrack":"0.mp4","selectionParams":{{}}}}"#))
+            .collect();
+        format!(
+            r#"{{"version":1,"streamingFormat":1,"streamingFormatVersion":"0.2","commonTrackFields":{{"packaging":"cmaf"}},"tracks":[{}]}}"#,
+            tracks.join(",")
+        )
+    };
+    let mut foreign = chunk.clone();
+    // tfhd's track ID (moof > mfhd, traf > tfhd): 7 is not in the init segment.
+    let tfhd = foreign.windows(4).position(|w| w == b"tfhd").unwrap();
+    foreign[tfhd + 8..tfhd + 12].copy_from_slice(&7u32.to_be_bytes());
+    let cases: Vec<(&str, String, Vec<u8>, &str)> = vec![
+        (
+            "not json",
+            "{tracks".into(),
+            chunk.clone(),
+            "catalog: not a WARP catalog",
+        ),
+        (
+            "track count",
+            catalog(&["1.m4s"]),
+            chunk.clone(),
+            "the moov has 2 tracks, the catalog 1",
+        ),
+        (
+            "truncated chunk",
+            catalog(&["1.m4s", "2.m4s"]),
+            chunk[..chunk.len() - 10].to_vec(),
+            "the mdat says",
+        ),
+        (
+            "garbage chunk",
+            catalog(&["1.m4s", "2.m4s"]),
+            b"garbage, not a box".to_vec(),
+            "no moof first",
+        ),
+        (
+            "foreign track",
+            catalog(&["1.m4s", "2.m4s"]),
+            foreign,
+            "track ID 7 is not in the init segment",
+        ),
+    ];
+    for (label, json, media, want) in cases {
+        let run = async {
+            let relay = moq_relay::Relay::bind(
+                moq_relay::RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap(),
+            )
+            .unwrap();
+            relay.spawn();
+            let url = format!("moqt://localhost:{}", relay.local_addr().port());
+            let client = moq_client::Client::builder()
+                .fingerprint(&relay.fingerprint())
+                .unwrap()
+                .build()
+                .unwrap();
+            let (publisher, subscriber) = (
+                client.connect(&url).await.unwrap(),
+                client.connect(&url).await.unwrap(),
+            );
+            let ns: TrackNamespace = "live/bad".parse().unwrap();
+            let _announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+            let mut tracks = Vec::new();
+            for (name, payload) in [
+                (".catalog", json.into_bytes()),
+                ("0.mp4", init.clone()),
+                ("1.m4s", media.clone()),
+                ("2.m4s", media),
+            ] {
+                let full =
+                    moq_client::FullTrackName::new(ns.clone(), bytes::Bytes::from(name)).unwrap();
+                let track = publisher.publisher().create_track(full).unwrap();
+                let mut group = track.append_group().unwrap();
+                group.write(payload).unwrap();
+                tracks.push((track, group));
+            }
+            let result = match warp::subscribe_warp(subscriber.subscriber(), ns).await {
+                Err(e) => Err(e),
+                Ok(broadcast) => {
+                    broadcast
+                        .write_fmp4(tokio::io::sink(), std::future::pending(), None)
+                        .await
+                }
+            };
+            let err = result.expect_err(label).to_string();
+            assert!(err.contains(want), "{label}: {err}");
+        };
+        tokio::time::timeout(CASE_TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| panic!("{label}: timed out"));
     }
 }
