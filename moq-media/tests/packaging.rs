@@ -1,0 +1,198 @@
+//! What publish_fmp4 puts on the wire, read back with moq-client alone: the MSF catalog, LOC
+//! objects (one frame each, TIMESTAMP in wall-clock µs, the decoder configuration on each
+//! group's first object, keyframe marking, audio groups following video's) and CMAF objects
+//! (one moof+mdat each, the CMAF header in the catalog).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use moq_client::{FullTrackName, JoinFrom, Object, SubscribeOptions, TrackNamespace, Version};
+use moq_media::catalog::Catalog;
+use moq_media::loc::{self, LocProperties};
+use moq_media::{IngestOptions, Packaging};
+
+const CASE_TIMEOUT: Duration = Duration::from_secs(40);
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// Publishes a 3 s clip with `packaging`; returns the catalog and every object of `video`
+/// and `audio`, read through the relay.
+async fn published(packaging: Packaging) -> (Catalog, Vec<Object>, Vec<Object>, u64) {
+    let dir = temp_dir(&format!("packaging-{packaging:?}"));
+    let clip = make_clip(&dir, 3);
+    let relay = relay();
+    let publisher = session(&relay, Version::Draft22, false).await;
+    let subscriber = session(&relay, Version::Draft22, false).await;
+    let ns = TrackNamespace::from_strs(["live", "wire"]).unwrap();
+    let announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+    announced.announced().await.unwrap();
+    let started = now_us();
+    let input = tokio::fs::File::open(&clip).await.unwrap();
+    let p = publisher.clone();
+    let pns = ns.clone();
+    let publishing = tokio::spawn(async move {
+        moq_media::publish_fmp4(
+            p.publisher(),
+            pns,
+            input,
+            IngestOptions::default()
+                .announce(false)
+                .realtime(true)
+                .packaging(packaging),
+        )
+        .await
+    });
+    let join = |name: &str| {
+        let s = subscriber.clone();
+        let name = FullTrackName::new(ns.clone(), name.to_string().into_bytes()).unwrap();
+        async move {
+            s.subscriber()
+                .join(name, SubscribeOptions::default(), JoinFrom::Oldest)
+                .await
+                .unwrap()
+        }
+    };
+    let mut catalog_objects = join("catalog").await;
+    let first = catalog_objects.next().await.unwrap().unwrap();
+    assert_eq!(
+        first.location.object, 0,
+        "the catalog is object 0 of its group"
+    );
+    let catalog = Catalog::from_json(&first.payload).unwrap();
+    let mut tracks = Vec::new();
+    for name in ["video", "audio"] {
+        let mut objects = join(name).await;
+        tracks.push(tokio::spawn(async move {
+            let mut all = Vec::new();
+            while let Some(o) = objects.next().await {
+                all.push(o.unwrap());
+            }
+            all
+        }));
+    }
+    let audio = tracks.pop().unwrap().await.unwrap();
+    let video = tracks.pop().unwrap().await.unwrap();
+    publishing.await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (catalog, video, audio, started)
+}
+
+fn groups(objects: &[Object]) -> Vec<u64> {
+    let mut g: Vec<u64> = objects.iter().map(|o| o.location.group).collect();
+    g.dedup();
+    g
+}
+
+#[tokio::test]
+async fn loc_objects_on_the_wire() {
+    require_ffmpeg();
+    let (catalog, video, audio, started) =
+        tokio::time::timeout(CASE_TIMEOUT, published(Packaging::Loc))
+            .await
+            .expect("timed out");
+    assert!(catalog.version.starts_with("draft-"));
+    let v = catalog.track("video").unwrap();
+    let a = catalog.track("audio").unwrap();
+    assert_eq!(v.packaging, "loc");
+    assert!(v.codec.as_deref().unwrap().starts_with("avc1.64"), "{v:?}");
+    assert_eq!(a.codec.as_deref(), Some("mp4a.40.2"));
+    assert_eq!((v.width, v.height), (Some(320), Some(240)));
+    assert_eq!(a.samplerate, Some(48000));
+    assert_eq!(a.channel_config.as_deref(), Some("1"));
+    let v_init = catalog.init_data(v).unwrap().unwrap();
+    let a_init = catalog.init_data(a).unwrap().unwrap();
+    assert_eq!(v_init[0], 1, "avcC configurationVersion");
+
+    // One frame per object: 3 s at 30 fps; a group per GOP (30 frames).
+    assert_eq!(video.len(), 90);
+    assert_eq!(groups(&video).len(), 3);
+    // Audio groups follow video's.
+    assert_eq!(groups(&audio).len(), groups(&video).len());
+    let now = now_us();
+    for (objects, init, config) in [
+        (&video, &v_init, loc::VIDEO_CONFIG),
+        (&audio, &a_init, loc::AUDIO_CONFIG),
+    ] {
+        let mut last_group = None;
+        for o in objects.iter() {
+            let p = LocProperties::from_properties(&o.properties);
+            // Wall-clock microseconds, no TIMESCALE.
+            assert!(p.timescale.is_none());
+            let ts = p.timestamp.expect("TIMESTAMP on every object");
+            assert!(
+                ts + 1_000_000 >= started && ts <= now + 5_000_000,
+                "{ts} vs {started}..{now}"
+            );
+            let first = last_group != Some(o.location.group);
+            last_group = Some(o.location.group);
+            assert_eq!(first, o.location.object == 0);
+            assert_eq!(
+                o.properties.get_bytes(config).is_some(),
+                first,
+                "the configuration on each group's first object only ({})",
+                o.location
+            );
+            if first {
+                assert_eq!(&o.properties.get_bytes(config).unwrap()[..], &init[..]);
+            }
+        }
+    }
+    for o in &video {
+        let key = LocProperties::from_properties(&o.properties).is_keyframe();
+        assert_eq!(
+            key,
+            o.location.object == 0,
+            "keyframes start groups ({})",
+            o.location
+        );
+        // Canonical H.264: 4-byte length-prefixed NAL units that fill the payload.
+        let mut rest = &o.payload[..];
+        while !rest.is_empty() {
+            let n = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+            rest = &rest[4 + n..];
+        }
+    }
+}
+
+#[tokio::test]
+async fn cmaf_objects_on_the_wire() {
+    require_ffmpeg();
+    let (catalog, video, audio, _) = tokio::time::timeout(CASE_TIMEOUT, published(Packaging::Cmaf))
+        .await
+        .expect("timed out");
+    for (name, objects) in [("video", &video), ("audio", &audio)] {
+        let t = catalog.track(name).unwrap();
+        assert_eq!(t.packaging, "cmaf");
+        let init = catalog.init_data(t).unwrap().unwrap();
+        let (ftyp, moov) = moq_media::cmaf::read_init(&init).unwrap();
+        assert!(ftyp.is_some());
+        assert_eq!(moov.trak.len(), 1, "one track per CMAF header");
+        assert!(!objects.is_empty());
+        for o in objects.iter() {
+            // One moof then one mdat, nothing else.
+            assert_eq!(&o.payload[4..8], b"moof", "{}", o.location);
+            let moof_len = u32::from_be_bytes(o.payload[..4].try_into().unwrap()) as usize;
+            assert_eq!(&o.payload[moof_len + 4..moof_len + 8], b"mdat");
+            let mdat_len =
+                u32::from_be_bytes(o.payload[moof_len..moof_len + 4].try_into().unwrap()) as usize;
+            assert_eq!(moof_len + mdat_len, o.payload.len());
+            // The same fragment renumbered still parses.
+            moq_media::cmaf::renumber_fragment(&o.payload, 7, 1).unwrap();
+        }
+    }
+    assert_eq!(groups(&video).len(), 3, "a group per GOP");
+}
