@@ -23,6 +23,7 @@ mod error;
 mod fmp4;
 pub mod ingest;
 pub mod loc;
+pub mod warp;
 
 pub use egress::{CatalogSource, EgressOptions, EgressStats, MsfCatalog, Start, subscribe_fmp4};
 pub use error::MediaError;

@@ -15,10 +15,7 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../moq-media/src/warp.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod warp;
-
+use moq_media::warp;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
