@@ -960,6 +960,7 @@ Not part of the matrix above: `scripts/test.sh` runs them as Rust tests after th
 | Cloudflare moq-pub 0.10.0 (d18) | ours | ours, `moq_media::warp` (d22) | quic | pass | the relay bridges draft-18 and draft-22 |
 | Cloudflare moq-pub 0.10.0 (d18) | ours | ours, `moq_media::warp` (d18) | wt | pass | |
 | Cloudflare moq-pub 0.10.0 (d18) | ours | ours, `moq_media::warp` (d14) | wt | pass | the relay bridges draft-18 and draft-14 |
+| Cloudflare moq-pub 0.10.0 (d18) | ours | ours, `moq_media::warp` (d22) | quic | pass | the clip fragmented as moq-media's ingest documents (`cmaf+separate_moof+delay_moov+skip_trailer`: a fragment per GOP and track, 6 objects): h264 75/75, aac 142/142 packets and frames |
 
 moq-pub publishes the old WARP layout, not MSF: a JSON catalog `.catalog` (moq-catalog 0.2:
 `streamingFormat` 1, `commonTrackFields`, per track `initTrack` and `selectionParams`), one

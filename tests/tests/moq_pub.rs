@@ -46,10 +46,18 @@ fn workdir(name: &str) -> PathBuf {
     dir
 }
 
+/// moq-pub's README: a fragment per frame, one traf per moof.
+const README_FLAGS: &str = "empty_moov+frag_every_frame+separate_moof+omit_tfhd_offset";
+/// What moq-media's ingest documents (CMAF, a fragment per GOP and track).
+const CMAF_FLAGS: &str = "cmaf+separate_moof+delay_moov+skip_trailer";
+
 /// A 3 s clip: 320x240 testsrc at 25 fps in H.264 (with B-frames) and a 440 Hz sine in AAC,
-/// fragmented as moq-pub's README says (a fragment per frame, one traf per moof).
-fn make_clip(dir: &Path) -> PathBuf {
-    let out = dir.join("clip.mp4");
+/// fragmented with `movflags`.
+fn make_clip(dir: &Path, movflags: &str) -> PathBuf {
+    let out = dir.join(format!(
+        "clip-{}.mp4",
+        movflags.split('+').next().unwrap_or("x")
+    ));
     let status = std::process::Command::new(tool("FFMPEG", "/usr/bin/ffmpeg"))
         .args(["-hide_banner", "-v", "error", "-y"])
         .args(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25"])
@@ -59,10 +67,7 @@ fn make_clip(dir: &Path) -> PathBuf {
             "-c:v", "libx264", "-preset", "veryfast", "-g", "25", "-pix_fmt", "yuv420p",
         ])
         .args(["-c:a", "aac", "-b:a", "64k", "-f", "mp4"])
-        .args([
-            "-movflags",
-            "empty_moov+frag_every_frame+separate_moof+omit_tfhd_offset",
-        ])
+        .args(["-movflags", movflags])
         .arg(&out)
         .status()
         .unwrap();
@@ -122,14 +127,14 @@ fn probe(file: &Path) -> Vec<Stream> {
 
 /// One case: moq-pub over `scheme` (`moqt` raw QUIC, `https` WebTransport) to our relay, our
 /// subscriber at `version`.
-async fn case(moq_pub: &Path, clip: &Path, dir: &Path, scheme: &str, version: Version) {
+async fn case(moq_pub: &Path, clip: &Path, dir: &Path, tag: &str, scheme: &str, version: Version) {
     let source = probe(clip);
     let total: u64 = source.iter().map(|s| s.packets).sum();
     let config = moq_relay::RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap();
     let relay = moq_relay::Relay::bind(config).unwrap();
     relay.spawn();
     let port = relay.local_addr().port();
-    let name = format!("live/warp-{scheme}-{}", version.draft());
+    let name = format!("live/warp-{tag}-{scheme}-{}", version.draft());
     let namespace: TrackNamespace = name.parse().unwrap();
 
     let session = moq_client::Client::builder()
@@ -159,8 +164,10 @@ async fn case(moq_pub: &Path, clip: &Path, dir: &Path, scheme: &str, version: Ve
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(
-            std::fs::File::create(dir.join(format!("moq-pub-{scheme}-{}.log", version.draft())))
-                .unwrap(),
+            std::fs::File::create(
+                dir.join(format!("moq-pub-{tag}-{scheme}-{}.log", version.draft())),
+            )
+            .unwrap(),
         )
         .kill_on_drop(true)
         .spawn()
@@ -196,7 +203,7 @@ async fn case(moq_pub: &Path, clip: &Path, dir: &Path, scheme: &str, version: Ve
         "catalog codecs {codecs:?}"
     );
 
-    let out_path = dir.join(format!("out-{scheme}-{}.mp4", version.draft()));
+    let out_path = dir.join(format!("out-{tag}-{scheme}-{}.mp4", version.draft()));
     let file = tokio::fs::File::create(&out_path).await.unwrap();
     let (tx, mut rx) = tokio::sync::watch::channel(warp::WarpStats::default());
     // Every sample the clip has (moq-pub never ends its tracks: it does not see EOF).
@@ -235,21 +242,31 @@ async fn case(moq_pub: &Path, clip: &Path, dir: &Path, scheme: &str, version: Ve
 async fn moq_pub_through_our_relay_into_our_subscriber() {
     let moq_pub = tool("MOQ_PUB", "");
     let dir = workdir("moq-pub");
-    let clip = make_clip(&dir);
-    for (scheme, version) in [
-        ("moqt", Version::Draft18),
-        ("moqt", Version::Draft22),
-        ("https", Version::Draft18),
-        ("https", Version::Draft14),
+    let readme = make_clip(&dir, README_FLAGS);
+    let cmaf = make_clip(&dir, CMAF_FLAGS);
+    for (clip, flags, scheme, version) in [
+        (&readme, README_FLAGS, "moqt", Version::Draft18),
+        (&readme, README_FLAGS, "moqt", Version::Draft22),
+        (&readme, README_FLAGS, "https", Version::Draft18),
+        (&readme, README_FLAGS, "https", Version::Draft14),
+        (&cmaf, CMAF_FLAGS, "moqt", Version::Draft22),
     ] {
         let label = format!(
-            "moq-pub over {scheme}, our subscriber at draft-{}",
+            "moq-pub over {scheme} ({flags}), our subscriber at draft-{}",
             version.draft()
         );
         eprintln!("-- {label}");
-        tokio::time::timeout(CASE_TIMEOUT, case(&moq_pub, &clip, &dir, scheme, version))
-            .await
-            .unwrap_or_else(|_| panic!("{label}: timed out after {CASE_TIMEOUT:?}"));
+        let tag = if flags == CMAF_FLAGS {
+            "cmaf"
+        } else {
+            "readme"
+        };
+        tokio::time::timeout(
+            CASE_TIMEOUT,
+            case(&moq_pub, clip, &dir, tag, scheme, version),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{label}: timed out after {CASE_TIMEOUT:?}"));
     }
 }
 
@@ -272,7 +289,7 @@ fn boxes(data: &[u8]) -> Vec<&[u8]> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warp_rejects_bad_broadcasts() {
     let dir = workdir("warp-bad");
-    let clip = std::fs::read(make_clip(&dir)).unwrap();
+    let clip = std::fs::read(make_clip(&dir, README_FLAGS)).unwrap();
     let parts = boxes(&clip);
     let init: Vec<u8> = [parts[0], parts[1]].concat(); // ftyp + moov (two tracks)
     let chunk: Vec<u8> = [parts[2], parts[3]].concat(); // the first moof + mdat
@@ -340,7 +357,9 @@ async fn warp_rejects_bad_broadcasts() {
                 client.connect(&url).await.unwrap(),
             );
             let ns: TrackNamespace = "live/bad".parse().unwrap();
-            let _announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+            let announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+            // The relay knows the namespace before anyone asks for its tracks.
+            announced.announced().await.unwrap();
             let mut tracks = Vec::new();
             for (name, payload) in [
                 (".catalog", json.into_bytes()),
