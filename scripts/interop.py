@@ -980,6 +980,18 @@ the head of the object payload, where ours are MOQT Object Properties, so our LO
 be misread. Over the IETF drafts they speak through `@moq/net` / moq-net (see the tables above
 for what those sessions do with our relay).
 
+Cloudflare's subscriber `moq-sub` 0.5.0 (crates.io, installed with moq-pub, `$MOQ_SUB`) is not
+in the test command; run by hand (moq-pub through our relay into moq-sub, both draft-18,
+2026-12-06) it fails for two reasons. With `--join-groups N` or `fetch absolute|relative` it
+sends UNSUBSCRIBE (0x0A) on its SUBSCRIBE's request stream to cancel a warm-up subscription
+(moq-sub 0.5.0 `src/fetch.rs:117`, moq-transport 0.17.0 `Subscribe::unsubscribe`); the message
+was removed at draft-17 (cancellation is a stream reset / STOP_SENDING), so our relay closes the
+session with PROTOCOL_VIOLATION "unknown control message type 0xa": the peer is at fault.
+Without them it sends a bare SUBSCRIBE, which gets only the objects published after it arrives
+(draft-19 §5.1.2), so it gets the media only when it subscribes before moq-pub reads it: a clip
+piped at once is over by then, and the test has no signal for when its subscriptions are in
+place.
+
 """
 
 

@@ -40,6 +40,11 @@ fn tool(var: &str, default: &str) -> PathBuf {
 }
 
 fn workdir(name: &str) -> PathBuf {
+    // RUST_LOG for our relay and client, in the test's output.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
