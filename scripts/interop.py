@@ -990,7 +990,7 @@ session with PROTOCOL_VIOLATION "unknown control message type 0xa": the peer is 
 Without them it sends a bare SUBSCRIBE, which gets only the objects published after it arrives
 (draft-19 §5.1.2), so it gets the media only when it subscribes before moq-pub reads it: a clip
 piped at once is over by then, and the test has no signal for when its subscriptions are in
-place. Also, in that run moq-pub 0.10.0 stopped answering right after its first SUBSCRIBE_OK
+place. Also, in those runs moq-pub 0.10.0 stopped answering soon after it answered a SUBSCRIBE
 (no further log line, its QUIC connection timed out after 10 s), through our relay and through
 Cloudflare's moq-relay-ietf 0.8.0 alike (moq-pub | moq-relay-ietf | moq-sub, checked by hand):
 a fault of the peer. The `moq_pub` test (a Joining FETCH with every subscription) passed 10 of
