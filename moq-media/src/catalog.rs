@@ -38,7 +38,7 @@ pub const CATALOG_TRACK: &str = "catalog";
 /// `packaging` of a LOC track (MSF §5.2.4, Table 3).
 pub const PACKAGING_LOC: &str = "loc";
 
-/// `packaging` of a CMAF track (CMSF §4: "cmaf").
+/// `packaging` of a CMAF track (CMSF §3.5.1: "cmaf").
 pub const PACKAGING_CMAF: &str = "cmaf";
 
 /// An independent catalog: the root object of MSF §5.1.
@@ -95,7 +95,7 @@ pub struct Track {
     /// The `id` of an [`InitData`] entry of the catalog's `initDataList`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_ref: Option<String>,
-    /// The initialization data inline, base64 (CMSF §3: the CMAF header).
+    /// The initialization data inline, base64 (CMSF §3.1: the CMAF header).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_data: Option<String>,
     /// The WebCodecs codec string, e.g. `avc1.64001f`, `mp4a.40.2`, `opus`.
@@ -184,7 +184,7 @@ impl InitData {
     }
 }
 
-/// A delta update (MSF §5.1.6, §5.4): `generatedAt` and `deltaUpdate` only.
+/// A delta update (MSF §5.1.6, §5.3): `generatedAt` and `deltaUpdate` only.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
@@ -265,7 +265,7 @@ impl Catalog {
     /// Checks what the serde types cannot: the version is "draft-NN" (MSF §5.1.1: "A
     /// subscriber MUST NOT attempt to parse a catalog version which it does not
     /// understand"), track names are unique per namespace (MSF §5.2.3), and every `initRef`
-    /// names an `initDataList` entry (MSF §5.2.14).
+    /// names an `initDataList` entry (MSF §5.2.13).
     pub fn validate(&self) -> Result<(), MediaError> {
         // draft-ietf-moq-msf §5.1.1: a version not understood MUST NOT be parsed.
         if !known_version(&self.version) {
@@ -371,7 +371,7 @@ impl Catalog {
         }
     }
 
-    /// Parses a delta update and applies its operations in order (MSF §5.4). On error the
+    /// Parses a delta update and applies its operations in order (MSF §5.3). On error the
     /// catalog is unchanged.
     pub fn apply(&mut self, payload: &[u8]) -> Result<(), MediaError> {
         let value: serde_json::Value = serde_json::from_slice(payload)
@@ -383,7 +383,7 @@ impl Catalog {
 
     /// Applies a parsed delta update (all or nothing).
     pub fn apply_delta(&mut self, delta: &Delta) -> Result<(), MediaError> {
-        // draft-ietf-moq-msf §5.4: a delta update MUST include at least one operation.
+        // draft-ietf-moq-msf §5.3: a delta update MUST include at least one operation.
         if delta.delta_update.is_empty() {
             return Err(err("a delta update with no operation"));
         }

@@ -48,6 +48,10 @@ pub fn init_segment(
 
 /// Reads a CMAF header: its `ftyp` (if any) and `moov`.
 pub fn read_init(bytes: &[u8]) -> Result<(Option<Ftyp>, Moov), MediaError> {
+    crate::fmp4::guarded("a CMAF header", || read_init_unguarded(bytes))
+}
+
+fn read_init_unguarded(bytes: &[u8]) -> Result<(Option<Ftyp>, Moov), MediaError> {
     let mut buf = bytes;
     let mut ftyp = None;
     while !buf.is_empty() {
@@ -121,8 +125,10 @@ pub fn renumber_fragment(
     sequence: u32,
 ) -> Result<(Bytes, u64), MediaError> {
     let mut buf = fragment;
-    let mut moof = Moof::decode(&mut buf)
-        .map_err(|e| MediaError::Object(format!("CMAF object: no moof first: {e}")))?;
+    let mut moof = crate::fmp4::guarded("a CMAF object", || {
+        Moof::decode(&mut buf)
+            .map_err(|e| MediaError::Object(format!("CMAF object: no moof first: {e}")))
+    })?;
     let old_len = fragment.len() - buf.len();
     if moof.traf.len() != 1 {
         return Err(MediaError::Object(format!(

@@ -124,7 +124,14 @@ pub struct EgressStats {
 /// `moof`+`mdat` fragments. Returns when every selected track has ended.
 ///
 /// LOC tracks are written one fragment per group (a group is needed whole to rebuild decode
-/// times); CMAF fragments are passed through with their track renumbered.
+/// times, so the output runs a group behind the live edge); CMAF fragments are passed through
+/// with their track renumbered. The first catalog decides the tracks: later catalog updates
+/// are not followed. LOC groups are held until every chosen LOC track has delivered its first
+/// group (that fixes the common time 0), or ended.
+///
+/// If a track fails (its publisher vanished, the session closed), the other tracks are still
+/// written to their end, what was received is flushed, and the first failure is returned.
+/// Dropping the future cancels the subscriptions; what was written stays written.
 pub async fn subscribe_fmp4<W: AsyncWrite + Unpin>(
     subscriber: &Subscriber,
     namespace: TrackNamespace,
@@ -614,7 +621,8 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
         let pts: Vec<i64> = frames
             .iter()
             .map(|f| {
-                let v = (i128::from(f.pts_us - base) * ts * 2 + 1_000_000) / 2_000_000;
+                let v =
+                    ((i128::from(f.pts_us) - i128::from(base)) * ts * 2 + 1_000_000) / 2_000_000;
                 i64::try_from(v).unwrap_or(0)
             })
             .collect();
@@ -630,7 +638,7 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
             if let Some(p) = prev
                 && d <= p
             {
-                d = p + 1;
+                d = p.saturating_add(1);
             }
             dts.push(d);
             prev = Some(d);
@@ -645,7 +653,7 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
         for (k, f) in frames.iter().enumerate() {
             let d = dts.get(k).copied().unwrap_or(0);
             let duration = match dts.get(k + 1) {
-                Some(n) => u32::try_from(n - d).unwrap_or(default_duration),
+                Some(n) => u32::try_from(n.saturating_sub(d)).unwrap_or(default_duration),
                 None => default_duration,
             };
             entries.push(mp4_atom::TrunEntry {
@@ -656,7 +664,7 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
                 } else {
                     FLAGS_NON_SYNC
                 }),
-                cts: Some(pts.get(k).copied().unwrap_or(0) - d),
+                cts: Some(pts.get(k).copied().unwrap_or(0).saturating_sub(d)),
             });
             mdat.extend_from_slice(&f.payload);
             if k + 1 < frames.len() {

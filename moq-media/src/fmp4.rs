@@ -165,6 +165,18 @@ pub(crate) struct Mp4Track {
     pub(crate) trak: Trak,
 }
 
+/// Runs an `mp4-atom` decode, turning a panic inside it into an error: it parses untrusted
+/// input, and some of its decoders have panicked on malformed boxes before (its issue #179,
+/// fixed in 0.17). A panic still reaches the panic hook (printed) unless the application
+/// builds with `panic = "abort"`.
+pub(crate) fn guarded<T>(
+    what: &str,
+    f: impl FnOnce() -> Result<T, MediaError>,
+) -> Result<T, MediaError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err(MediaError::Mp4(format!("the MP4 parser failed on {what}"))))
+}
+
 /// An atom's body: the encoding without its 8-byte header.
 pub(crate) fn atom_body<A: Encode>(atom: &A) -> Result<Bytes, MediaError> {
     let mut v = Vec::new();
@@ -174,8 +186,10 @@ pub(crate) fn atom_body<A: Encode>(atom: &A) -> Result<Bytes, MediaError> {
 
 /// Decodes an atom from its body.
 pub(crate) fn atom_from_body<A: Atom>(body: &[u8]) -> Result<A, MediaError> {
-    let mut b = body;
-    Ok(A::decode_body(&mut b)?)
+    guarded("a box", || {
+        let mut b = body;
+        Ok(A::decode_body(&mut b)?)
+    })
 }
 
 /// The HEVC codec string (ISO/IEC 14496-15 Annex E) from an hvcC.
@@ -411,6 +425,15 @@ pub(crate) fn read_fragment(
                     MediaError::Mp4(format!("track {id}: data offset before the moof"))
                 })?;
             }
+            // A run of more samples than the fragment has bytes is malformed (and would take
+            // memory for nothing: a sample count is 32 bits).
+            if trun.samples.len() > data.len() {
+                return Err(MediaError::Mp4(format!(
+                    "track {id}: a trun of {} samples in a fragment of {} bytes",
+                    trun.samples.len(),
+                    data.len()
+                )));
+            }
             for e in trun.samples.iter() {
                 let size = e
                     .size
@@ -453,6 +476,46 @@ pub(crate) fn read_fragment(
 
 /// Decodes a whole `moof` box.
 pub(crate) fn decode_moof(bytes: &[u8]) -> Result<Moof, MediaError> {
-    let mut b = bytes;
-    Ok(Moof::decode(&mut b)?)
+    guarded("a moof", || {
+        let mut b = bytes;
+        Ok(Moof::decode(&mut b)?)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hevc_codec_string() {
+        // ISO/IEC 14496-15 Annex E's example: Main profile, level 3.1, constraint 0xB0.
+        let h = mp4_atom::Hvcc {
+            general_profile_idc: 1,
+            general_profile_compatibility_flags: [0x60, 0, 0, 0],
+            general_constraint_indicator_flags: [0xb0, 0, 0, 0, 0, 0],
+            general_level_idc: 93,
+            ..Default::default()
+        };
+        assert_eq!(hevc_codec("hvc1", &h), "hvc1.1.6.L93.B0");
+        let h = mp4_atom::Hvcc {
+            general_profile_space: 1,
+            general_tier_flag: true,
+            general_profile_idc: 2,
+            general_profile_compatibility_flags: [0x20, 0, 0, 0],
+            general_level_idc: 120,
+            ..Default::default()
+        };
+        assert_eq!(hevc_codec("hev1", &h), "hev1.A2.4.H120");
+    }
+
+    #[test]
+    fn avc_codec_string() {
+        let a = mp4_atom::Avcc {
+            avc_profile_indication: 0x64,
+            profile_compatibility: 0,
+            avc_level_indication: 0x1f,
+            ..Default::default()
+        };
+        assert_eq!(avc_codec("avc1", &a), "avc1.64001f");
+    }
 }

@@ -129,6 +129,9 @@ const PRIORITY_CATALOG: u8 = 0;
 const PRIORITY_AUDIO: u8 = 1;
 const PRIORITY_VIDEO: u8 = 2;
 
+/// With `realtime`, a sample further ahead of the clock than this is not waited for.
+const MAX_AHEAD: Duration = Duration::from_secs(10);
+
 /// Without video, an audio track starts a new group this often.
 const AUDIO_GROUP: Duration = Duration::from_secs(1);
 
@@ -141,6 +144,9 @@ const AUDIO_GROUP: Duration = Duration::from_secs(1);
 /// Returns at the end of the input, once the tracks are finished (subscribers see them end,
 /// within `options.finish_timeout`). Malformed or truncated input is a [`MediaError`]; the
 /// tracks end all the same (what was published stays; the group in progress is abandoned).
+///
+/// Dropping the future ends the tracks at once (the group in progress is abandoned) and
+/// withdraws the namespace it announced.
 pub async fn publish_fmp4<R: AsyncRead + Unpin>(
     publisher: &Publisher,
     namespace: TrackNamespace,
@@ -183,6 +189,10 @@ pub struct MediaPublisher {
     /// Wall clock (µs since the Unix epoch) of media time 0.
     anchor_us: u64,
     started: Instant,
+    /// The input's decode time (µs) that `anchor_us` and `started` stand for: the first
+    /// sample's, so an input whose times do not start at 0 is neither delayed nor dated in
+    /// the future.
+    origin_us: Option<i64>,
     input_bytes: u64,
 }
 
@@ -221,8 +231,14 @@ impl MediaPublisher {
     ) -> Result<Self, MediaError> {
         let name = FullTrackName::new(namespace.clone(), catalog::CATALOG_TRACK)?;
         // draft-ietf-moq-msf §5: the catalog SHOULD have a higher priority than its tracks.
-        let catalog_track = publisher
-            .create_track_with(name, TrackOptions::default().priority(PRIORITY_CATALOG))?;
+        // draft-ietf-moq-msf §6.1: a restarted publisher's first Group ID MUST be above any
+        // it published before: groups are numbered from the wall clock (ms), as MSF suggests.
+        let catalog_track = publisher.create_track_with(
+            name,
+            TrackOptions::default()
+                .priority(PRIORITY_CATALOG)
+                .groups_from_clock(),
+        )?;
         let announced = if options.announce {
             Some(publisher.publish_namespace(namespace.clone())?)
         } else {
@@ -239,6 +255,7 @@ impl MediaPublisher {
             ftyp: None,
             anchor_us: now_us(),
             started: Instant::now(),
+            origin_us: None,
             input_bytes: 0,
         })
     }
@@ -257,8 +274,10 @@ impl MediaPublisher {
                 self.input_bytes = reader.position();
                 match &b.kind {
                     b"ftyp" => {
-                        let mut body = b.bytes.as_ref();
-                        self.ftyp = Some(mp4_atom::Decode::decode(&mut body)?);
+                        self.ftyp = Some(fmp4::guarded("the ftyp", || {
+                            let mut body = b.bytes.as_ref();
+                            Ok(mp4_atom::Decode::decode(&mut body)?)
+                        })?);
                     }
                     b"moov" => {
                         if self.catalog.is_some() {
@@ -368,9 +387,12 @@ impl MediaPublisher {
             }
             catalog.tracks.push(track);
             let full = FullTrackName::new(self.namespace.clone(), name.clone().into_bytes())?;
-            let producer = self
-                .publisher
-                .create_track_with(full, TrackOptions::default().priority(priority))?;
+            let producer = self.publisher.create_track_with(
+                full,
+                TrackOptions::default()
+                    .priority(priority)
+                    .groups_from_clock(),
+            )?;
             self.tracks.push(OutTrack {
                 info,
                 stats: TrackStats {
@@ -424,14 +446,24 @@ impl MediaPublisher {
             let Some(first) = run.samples.first().cloned() else {
                 continue;
             };
+            let i = self.index(run.track_id);
+            let dts_us = to_us(
+                first.dts as i64,
+                self.tracks.get(i).map_or(1, |t| t.info.timescale),
+            );
+            let origin = *self.origin_us.get_or_insert(dts_us);
             if self.options.realtime {
-                let i = self.index(run.track_id);
-                let us = to_us(
-                    first.dts as i64,
-                    self.tracks.get(i).map_or(1, |t| t.info.timescale),
-                );
-                let at = self.started + Duration::from_micros(us.max(0) as u64);
-                tokio::time::sleep_until(at.into()).await;
+                let us = dts_us.saturating_sub(origin);
+                let at = self
+                    .started
+                    .checked_add(Duration::from_micros(us.max(0) as u64));
+                // A time far ahead (a jump in the input's times) is not waited for.
+                match at {
+                    Some(at) if at <= Instant::now() + MAX_AHEAD => {
+                        tokio::time::sleep_until(at.into()).await;
+                    }
+                    _ => tracing::debug!(us, "a sample far ahead of the clock: not paced"),
+                }
             }
             match self.options.packaging {
                 Packaging::Loc => {
@@ -466,7 +498,9 @@ impl MediaPublisher {
             Kind::Audio => {
                 t.group.is_none()
                     || t.new_group
-                    || (!has_video && pts_us - t.group_start_us >= AUDIO_GROUP.as_micros() as i64)
+                    || (!has_video
+                        && pts_us.saturating_sub(t.group_start_us)
+                            >= AUDIO_GROUP.as_micros() as i64)
             }
         };
         if !start {
@@ -498,8 +532,10 @@ impl MediaPublisher {
         let Some(t) = self.tracks.get(i) else {
             return Ok(());
         };
-        let pts = s.dts as i64 + s.cts - t.info.edit_shift;
-        let pts_us = to_us(pts, t.info.timescale);
+        let pts = (s.dts as i64)
+            .saturating_add(s.cts)
+            .saturating_sub(t.info.edit_shift);
+        let pts_us = to_us(pts, t.info.timescale).saturating_sub(self.origin_us.unwrap_or(0));
         let first = self.maybe_new_group(i, &s, pts_us)?;
         let anchor = self.anchor_us;
         let Some(t) = self.tracks.get_mut(i) else {
@@ -519,7 +555,7 @@ impl MediaPublisher {
         if t.info.kind == Kind::Video && s.keyframe {
             props = props.keyframe();
         }
-        t.next_dts = s.dts + u64::from(s.duration);
+        t.next_dts = s.dts.saturating_add(u64::from(s.duration));
         t.stats.frames += 1;
         t.stats.bytes += s.data.len() as u64;
         let props = props.to_properties()?;
@@ -540,14 +576,16 @@ impl MediaPublisher {
         let Some(t) = self.tracks.get(i) else {
             return Ok(());
         };
-        let pts = first.dts as i64 + first.cts - t.info.edit_shift;
-        let pts_us = to_us(pts, t.info.timescale);
+        let pts = (first.dts as i64)
+            .saturating_add(first.cts)
+            .saturating_sub(t.info.edit_shift);
+        let pts_us = to_us(pts, t.info.timescale).saturating_sub(self.origin_us.unwrap_or(0));
         self.maybe_new_group(i, first, pts_us)?;
         let Some(t) = self.tracks.get_mut(i) else {
             return Ok(());
         };
         if let Some(last) = samples.last() {
-            t.next_dts = last.dts + u64::from(last.duration);
+            t.next_dts = last.dts.saturating_add(u64::from(last.duration));
         }
         t.stats.frames += samples.len() as u64;
         t.stats.bytes += fragment.len() as u64;
@@ -578,6 +616,21 @@ impl MediaPublisher {
             }
             stats.tracks.push(t.stats.clone());
             ends.push(t.producer.finish(timeout));
+        }
+        if clean && let Some(mut last) = self.catalog.take() {
+            // The broadcast is over: a last independent catalog, in a new group, says so
+            // (MSF §5.1.3 isComplete, §5.2.7 isLive false; generatedAt is left out, as MSF
+            // §5.1.2 asks when tracks are not live).
+            last.is_complete = Some(true);
+            last.generated_at = None;
+            for t in &mut last.tracks {
+                t.is_live = Some(false);
+            }
+            if let Ok(mut g) = self.catalog_track.append_group()
+                && g.write(last.to_json()).is_ok()
+            {
+                let _ = g.finish();
+            }
         }
         ends.push(self.catalog_track.finish(timeout));
         // Waiting is best effort: a track nobody subscribed to times out at once.

@@ -1,20 +1,46 @@
-//! Media over MOQT: the MOQT Streaming Format (MSF) catalog, LOC and CMAF packaging, and the
-//! two ends a user needs, fragmented MP4 in ([`publish_fmp4`]) and out ([`subscribe_fmp4`]).
+#![doc = include_str!("../README.md")]
 //!
-//! Built only on [`moq_client`]'s public API: a broadcast is a Track Namespace holding a
-//! `catalog` track (MSF JSON) and one track per media track.
+//! # Use
+//!
+//! The two entry points take a `moq_client` [`Publisher`](moq_client::Publisher) or
+//! [`Subscriber`](moq_client::Subscriber) (a session's, or one shared by several sessions)
+//! and a byte stream:
 //!
 //! ```no_run
-//! # async fn run(session: moq_client::Session) -> Result<(), moq_media::MediaError> {
-//! use moq_client::TrackNamespace;
-//! use moq_media::{EgressOptions, IngestOptions};
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use moq_client::{Client, TrackNamespace};
+//! use moq_media::{EgressOptions, IngestOptions, Packaging};
+//!
+//! let session = Client::builder().build()?.connect("moqt://relay.example.com:4443").await?;
 //! let ns = TrackNamespace::from_strs(["live", "demo"])?;
-//! // Publish what ffmpeg writes on stdin ...
-//! let stats = moq_media::publish_fmp4(session.publisher(), ns.clone(), tokio::io::stdin(), IngestOptions::default()).await?;
-//! // ... or write a broadcast as fMP4 to stdout.
-//! let stats = moq_media::subscribe_fmp4(session.subscriber(), ns, tokio::io::stdout(), EgressOptions::default()).await?;
+//!
+//! // `ffmpeg ... -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer - | this`:
+//! // announces live/demo, publishes its catalog and tracks, returns at the end of stdin.
+//! let stats = moq_media::publish_fmp4(
+//!     session.publisher(),
+//!     ns.clone(),
+//!     tokio::io::stdin(),
+//!     IngestOptions::default().packaging(Packaging::Loc),
+//! )
+//! .await?;
+//! eprintln!("published {stats:?}");
+//!
+//! // `this | ffplay -`: the catalog, then the first video and audio tracks, as fMP4.
+//! let stats = moq_media::subscribe_fmp4(
+//!     session.subscriber(),
+//!     ns,
+//!     tokio::io::stdout(),
+//!     EgressOptions::default(),
+//! )
+//! .await?;
+//! eprintln!("wrote {stats:?}");
 //! # Ok(()) }
 //! ```
+//!
+//! The building blocks underneath: [`catalog`] (the MSF types), [`loc`] (LOC properties),
+//! [`cmaf`] (CMAF headers and fragments), [`MediaPublisher`] (ingest, step by step) and
+//! [`MediaSubscriber`] (objects to fMP4), with [`CatalogSource`] for catalogs in another
+//! format ([`MsfCatalog`] reads MSF's).
 
 pub mod catalog;
 pub mod cmaf;
@@ -25,6 +51,11 @@ pub mod ingest;
 pub mod loc;
 pub mod warp;
 
-pub use egress::{CatalogSource, EgressOptions, EgressStats, MsfCatalog, Start, subscribe_fmp4};
+pub use egress::{
+    CatalogSource, EgressOptions, EgressStats, MediaSubscriber, MsfCatalog, Start, subscribe_fmp4,
+    subscribe_fmp4_with,
+};
 pub use error::MediaError;
 pub use ingest::{IngestOptions, IngestStats, MediaPublisher, Packaging, TrackStats, publish_fmp4};
+/// The ISO-BMFF crate whose types [`cmaf`] takes and returns (`Ftyp`, `Moov`, `Trak`, ...).
+pub use mp4_atom;

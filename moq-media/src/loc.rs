@@ -43,7 +43,6 @@ pub const MARK_DISCARDABLE: u8 = 0x10;
 
 /// The LOC properties of one object. Unknown properties are ignored.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct LocProperties {
     /// TIMESTAMP: the presentation time, in TIMESCALE units, or wall-clock microseconds since
     /// the Unix epoch without TIMESCALE (what this crate writes).

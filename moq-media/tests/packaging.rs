@@ -87,6 +87,18 @@ async fn published(packaging: Packaging) -> (Catalog, Vec<Object>, Vec<Object>, 
     let audio = tracks.pop().unwrap().await.unwrap();
     let video = tracks.pop().unwrap().await.unwrap();
     publishing.await.unwrap().unwrap();
+    // At the end, a last catalog in a new group: complete, no track live.
+    let last = catalog_objects.next().await.unwrap().unwrap();
+    assert_eq!(last.location.object, 0);
+    assert!(last.location.group > first.location.group);
+    let end = Catalog::from_json(&last.payload).unwrap();
+    assert_eq!(end.is_complete, Some(true));
+    assert!(end.tracks.iter().all(|t| t.is_live == Some(false)));
+    assert_eq!(end.tracks.len(), catalog.tracks.len());
+    assert!(
+        catalog_objects.next().await.is_none(),
+        "the catalog track ends"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     (catalog, video, audio, started)
 }
@@ -195,4 +207,20 @@ async fn cmaf_objects_on_the_wire() {
         }
     }
     assert_eq!(groups(&video).len(), 3, "a group per GOP");
+    // The two headers merged into one moov, tracks renumbered 1 and 2.
+    let inits: Vec<_> = ["video", "audio"]
+        .iter()
+        .map(|n| {
+            catalog
+                .init_data(catalog.track(n).unwrap())
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    let (merged, old_ids) = moq_media::cmaf::merge_inits(&inits).unwrap();
+    let (_, moov) = moq_media::cmaf::read_init(&merged).unwrap();
+    let ids: Vec<u32> = moov.trak.iter().map(|t| t.tkhd.track_id).collect();
+    assert_eq!(ids, [1, 2]);
+    assert_eq!(old_ids.len(), 2);
+    assert_eq!(moov.mvex.unwrap().trex.len(), 2);
 }

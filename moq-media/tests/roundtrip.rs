@@ -149,8 +149,25 @@ fn compare(clip: &Path, out: &Path) {
 }
 
 async fn case(name: &str, version: Version, webtransport: bool, packaging: Packaging) {
+    case_with(
+        name,
+        version,
+        webtransport,
+        packaging,
+        &["-c:v", "libx264", "-c:a", "aac"],
+    )
+    .await;
+}
+
+async fn case_with(
+    name: &str,
+    version: Version,
+    webtransport: bool,
+    packaging: Packaging,
+    codecs: &[&str],
+) {
     let dir = temp_dir(name);
-    let clip = make_clip(&dir, SECONDS);
+    let clip = make_clip_with(&dir, SECONDS, codecs);
     let out = dir.join("out.mp4");
     tokio::time::timeout(
         CASE_TIMEOUT,
@@ -191,6 +208,51 @@ async fn loc_webtransport_draft18() {
 #[tokio::test]
 async fn loc_webtransport_draft22() {
     case("loc_wt_22", Version::Draft22, true, Packaging::Loc).await;
+}
+
+#[tokio::test]
+async fn hevc_opus_loc_quic_draft22() {
+    case_with(
+        "hevc_opus",
+        Version::Draft22,
+        false,
+        Packaging::Loc,
+        &[
+            "-c:v",
+            "libx265",
+            "-x265-params",
+            "log-level=error",
+            "-tag:v",
+            "hvc1",
+            "-c:a",
+            "libopus",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn av1_opus_cmaf_quic_draft18() {
+    case_with(
+        "av1_opus",
+        Version::Draft18,
+        false,
+        Packaging::Cmaf,
+        &["-c:v", "libsvtav1", "-preset", "12", "-c:a", "libopus"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn av1_loc_quic_draft22() {
+    case_with(
+        "av1_loc",
+        Version::Draft22,
+        false,
+        Packaging::Loc,
+        &["-c:v", "libsvtav1", "-preset", "12", "-c:a", "aac"],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -256,5 +318,225 @@ async fn piped_from_ffmpeg_in_real_time() {
     .expect("timed out");
     compare(&clip, &out);
     decodes(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A viewer that joins a live broadcast late (the default: at the current group) gets a file
+/// that starts at a keyframe and decodes without an error.
+#[tokio::test]
+async fn late_joiner_starts_at_the_current_group() {
+    let dir = temp_dir("late");
+    let clip = make_clip(&dir, 4);
+    let out = dir.join("out.mp4");
+    tokio::time::timeout(CASE_TIMEOUT, async {
+        let relay = relay();
+        let publisher = session(&relay, Version::Draft22, false).await;
+        let subscriber = session(&relay, Version::Draft22, false).await;
+        let ns = TrackNamespace::from_strs(["live", "late"]).unwrap();
+        let announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+        announced.announced().await.unwrap();
+        let input = tokio::fs::File::open(&clip).await.unwrap();
+        let p = publisher.clone();
+        let pns = ns.clone();
+        let publishing = tokio::spawn(async move {
+            moq_media::publish_fmp4(
+                p.publisher(),
+                pns,
+                input,
+                IngestOptions::default().announce(false).realtime(true),
+            )
+            .await
+        });
+        // Join 1.5 s in: in the middle of the second group.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let file = tokio::fs::File::create(&out).await.unwrap();
+        let stats =
+            moq_media::subscribe_fmp4(subscriber.subscriber(), ns, file, EgressOptions::default())
+                .await
+                .unwrap();
+        publishing.await.unwrap().unwrap();
+        // From the start of the second group (or the third, if it began meanwhile) to the end.
+        let video = &stats.tracks[0];
+        assert!(video.frames == 90 || video.frames == 60, "{stats:?}");
+    })
+    .await
+    .expect("timed out");
+    decodes(&out);
+    let got = probe(&out);
+    assert_eq!(got.len(), 2, "{got:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An input whose times start at 1000 s (`-output_ts_offset`) is paced from its first sample,
+/// not delayed by 1000 s, and comes out whole.
+#[tokio::test]
+async fn input_times_not_starting_at_zero() {
+    let dir = temp_dir("offset");
+    require_ffmpeg();
+    let clip = dir.join("clip.mp4");
+    // frag_discont makes the muxer keep the offset in the tfdt.
+    let args: Vec<String> = clip_args_with(
+        2,
+        clip.to_str().unwrap(),
+        false,
+        &[
+            "-c:v",
+            "libx264",
+            "-c:a",
+            "aac",
+            "-output_ts_offset",
+            "1000",
+        ],
+    )
+    .into_iter()
+    .map(|a| {
+        if a.starts_with("cmaf+") {
+            format!("{a}+frag_discont")
+        } else {
+            a
+        }
+    })
+    .collect();
+    let made = std::process::Command::new(FFMPEG)
+        .args(&args)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = dir.join("out.mp4");
+    tokio::time::timeout(
+        CASE_TIMEOUT,
+        roundtrip(&clip, &out, Version::Draft22, false, Packaging::Loc),
+    )
+    .await
+    .expect("timed out: paced from time 0 instead of the first sample?");
+    assert_eq!(frame_hashes(&out), frame_hashes(&clip));
+    decodes(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Track choice: audio only, a track by name, a name that is not in the catalog.
+#[tokio::test]
+async fn track_selection() {
+    let dir = temp_dir("select");
+    let clip = make_clip(&dir, 2);
+    let out = dir.join("out.mp4");
+    tokio::time::timeout(CASE_TIMEOUT, async {
+        let relay = relay();
+        let publisher = session(&relay, Version::Draft22, false).await;
+        let subscriber = session(&relay, Version::Draft22, false).await;
+        let ns = TrackNamespace::from_strs(["live", "select"]).unwrap();
+        let announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+        announced.announced().await.unwrap();
+        let input = tokio::fs::File::open(&clip).await.unwrap();
+        let p = publisher.clone();
+        let pns = ns.clone();
+        let publishing = tokio::spawn(async move {
+            moq_media::publish_fmp4(
+                p.publisher(),
+                pns,
+                input,
+                IngestOptions::default().announce(false).realtime(true),
+            )
+            .await
+        });
+        let missing = moq_media::subscribe_fmp4(
+            subscriber.subscriber(),
+            ns.clone(),
+            Vec::new(),
+            EgressOptions::default().tracks(["video", "subtitles"]),
+        )
+        .await;
+        match missing {
+            Err(moq_media::MediaError::NoTrack(msg)) => {
+                assert!(
+                    msg.contains("subtitles") && msg.contains("video, audio"),
+                    "{msg}"
+                )
+            }
+            other => panic!("expected NoTrack, got {other:?}"),
+        }
+        let file = tokio::fs::File::create(&out).await.unwrap();
+        let stats = moq_media::subscribe_fmp4(
+            subscriber.subscriber(),
+            ns,
+            file,
+            EgressOptions::default().no_video().start(Start::Oldest),
+        )
+        .await
+        .unwrap();
+        assert_eq!(stats.tracks.len(), 1);
+        assert_eq!(stats.tracks[0].name, "audio");
+        publishing.await.unwrap().unwrap();
+    })
+    .await
+    .expect("timed out");
+    let got = probe(&out);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].codec_name, "aac");
+    decodes(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `subscribe_fmp4 | ffmpeg -i -` (what `| ffplay -` does): the output read as a stream, not
+/// a seekable file, decodes to the clip's frames.
+#[tokio::test]
+async fn piped_into_ffmpeg() {
+    let dir = temp_dir("pipe-out");
+    let clip = make_clip(&dir, 2);
+    tokio::time::timeout(CASE_TIMEOUT, async {
+        let relay = relay();
+        let publisher = session(&relay, Version::Draft22, false).await;
+        let subscriber = session(&relay, Version::Draft22, false).await;
+        let ns = TrackNamespace::from_strs(["live", "pipe"]).unwrap();
+        let announced = publisher.publisher().publish_namespace(ns.clone()).unwrap();
+        announced.announced().await.unwrap();
+        let input = tokio::fs::File::open(&clip).await.unwrap();
+        let p = publisher.clone();
+        let pns = ns.clone();
+        let publishing = tokio::spawn(async move {
+            moq_media::publish_fmp4(
+                p.publisher(),
+                pns,
+                input,
+                IngestOptions::default().announce(false).realtime(true),
+            )
+            .await
+        });
+        let mut ffmpeg = tokio::process::Command::new(FFMPEG)
+            .args([
+                "-v", "error", "-i", "-", "-map", "0:v:0", "-f", "framemd5", "-",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = ffmpeg.stdin.take().unwrap();
+        moq_media::subscribe_fmp4(
+            subscriber.subscriber(),
+            ns,
+            stdin,
+            EgressOptions::default().start(Start::Oldest),
+        )
+        .await
+        .unwrap();
+        publishing.await.unwrap().unwrap();
+        let out = ffmpeg.wait_with_output().await.unwrap();
+        assert!(out.status.success());
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let hashes: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit(',').next().map(|h| h.trim().to_string()))
+            .collect();
+        assert_eq!(hashes, frame_hashes(&clip));
+    })
+    .await
+    .expect("timed out");
     let _ = std::fs::remove_dir_all(&dir);
 }

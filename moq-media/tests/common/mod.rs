@@ -39,6 +39,11 @@ pub fn temp_dir(name: &str) -> PathBuf {
 /// The ffmpeg arguments that write fragmented MP4 to `out` ("-" for stdout): `seconds` of
 /// testsrc at 30 fps (GOP 30) and a sine, H.264 + AAC.
 pub fn clip_args(seconds: u32, out: &str, realtime: bool) -> Vec<String> {
+    clip_args_with(seconds, out, realtime, &["-c:v", "libx264", "-c:a", "aac"])
+}
+
+/// [`clip_args`] with other codec arguments (`-c:v ... -c:a ...`).
+pub fn clip_args_with(seconds: u32, out: &str, realtime: bool, codecs: &[&str]) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "-hide_banner".into(),
         "-loglevel".into(),
@@ -62,17 +67,14 @@ pub fn clip_args(seconds: u32, out: &str, realtime: bool) -> Vec<String> {
         a.push(s.into());
     }
     a.push(seconds.to_string());
+    // With libx264's default preset: High profile with B-frames (decode order !=
+    // presentation order, which LOC egress must rebuild).
+    a.extend(codecs.iter().map(|c| c.to_string()));
     for s in [
-        "-c:v",
-        "libx264",
-        // The default preset: High profile with B-frames (decode order != presentation
-        // order, which LOC egress must rebuild).
         "-g",
         "30",
         "-pix_fmt",
         "yuv420p",
-        "-c:a",
-        "aac",
         "-f",
         "mp4",
         "-movflags",
@@ -86,10 +88,20 @@ pub fn clip_args(seconds: u32, out: &str, realtime: bool) -> Vec<String> {
 
 /// Makes a clip file with ffmpeg.
 pub fn make_clip(dir: &Path, seconds: u32) -> PathBuf {
+    make_clip_with(dir, seconds, &["-c:v", "libx264", "-c:a", "aac"])
+}
+
+/// Makes a clip file with other codecs.
+pub fn make_clip_with(dir: &Path, seconds: u32, codecs: &[&str]) -> PathBuf {
     require_ffmpeg();
     let out = dir.join("clip.mp4");
     let status = Command::new(FFMPEG)
-        .args(clip_args(seconds, out.to_str().unwrap(), false))
+        .args(clip_args_with(
+            seconds,
+            out.to_str().unwrap(),
+            false,
+            codecs,
+        ))
         .status()
         .expect("run ffmpeg");
     assert!(status.success(), "ffmpeg failed to make the clip");
