@@ -9,6 +9,9 @@
 #   moq-relay-ietf 0.8.0    (crates.io, Cloudflare)   moq-relay-ietf    } one cargo install,
 #   moq-clock-ietf 0.6.25   (crates.io, Cloudflare)   moq-clock-ietf    } draft-18 only
 #   moq-test-client 0.2.0   (crates.io, Cloudflare)   moq-test-client   } (interop test client)
+#   moq-pub 0.10.0          (crates.io, Cloudflare)   moq-pub           } (fMP4 from stdin -> WARP-style
+#                                                                          catalog + CMAF tracks)
+#   moq-sub 0.5.0           (crates.io, Cloudflare)   moq-sub           } (the reverse, fMP4 to stdout)
 # Cloudflare's older deployed stack, same binary names, so each pair gets its own cargo root:
 #   moq-relay-ietf 0.7.9    (crates.io, Cloudflare)   cargo-ietf14/bin/moq-relay-ietf } draft-14
 #   moq-clock-ietf 0.6.15   (crates.io, Cloudflare)   cargo-ietf14/bin/moq-clock-ietf } (ALPN moq-00)
@@ -56,6 +59,8 @@ MOQ_TOKEN_VERSION=0.5.48
 MOQ_RELAY_IETF_VERSION=0.8.0
 MOQ_CLOCK_IETF_VERSION=0.6.25
 MOQ_TEST_CLIENT_VERSION=0.2.0
+MOQ_PUB_VERSION=0.10.0
+MOQ_SUB_VERSION=0.5.0
 # Cloudflare's older stack (moq-transport 0.12-0.14: draft-14; moq-transport 0.16: draft-16).
 CARGO_ROOT_IETF14="$MOQ_PEERS/cargo-ietf14"
 MOQ_RELAY_IETF14_VERSION=0.7.9
@@ -101,7 +106,7 @@ stamp_ok() { [ "$force" = 0 ] && [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" 
 # bin_has_version BIN VERSION [ROOT]: cargo's install record (cargo install --list) in ROOT
 # (default $CARGO_ROOT) has package BIN at VERSION, and the binary runs: its --version output
 # names VERSION, or, for the binaries that have no --version flag (moq-relay-ietf,
-# moq-clock-ietf, moq-test-client), --help succeeds.
+# moq-clock-ietf, moq-test-client, moq-pub, moq-sub), --help succeeds.
 bin_has_version() {
     # $1 is the binary, or BINARY@PACKAGE when the crate is named otherwise.
     local root="${3:-$CARGO_ROOT}"
@@ -220,12 +225,14 @@ step_moq-token() {
 }
 
 step_moq-ietf() {
-    # One command for the three so the shared crates (moq-transport, moq-native-ietf, ...) build
-    # once. moq-test-client has no --version flag either (checked with --help).
-    cargo_step moq-ietf "moq-relay-ietf $MOQ_RELAY_IETF_VERSION moq-clock-ietf $MOQ_CLOCK_IETF_VERSION moq-test-client $MOQ_TEST_CLIENT_VERSION --locked" \
-        "moq-relay-ietf:$MOQ_RELAY_IETF_VERSION moq-clock-ietf:$MOQ_CLOCK_IETF_VERSION moq-test-client:$MOQ_TEST_CLIENT_VERSION" -- \
+    # One command for the five so the shared crates (moq-transport, moq-native-ietf, ...) build
+    # once (their published lockfiles pin the same versions; moq-pub adds only mp4 and a few small
+    # crates, moq-sub nothing but itself). moq-test-client, moq-pub and moq-sub have no --version
+    # flag either (checked with --help).
+    cargo_step moq-ietf "moq-relay-ietf $MOQ_RELAY_IETF_VERSION moq-clock-ietf $MOQ_CLOCK_IETF_VERSION moq-test-client $MOQ_TEST_CLIENT_VERSION moq-pub $MOQ_PUB_VERSION moq-sub $MOQ_SUB_VERSION --locked" \
+        "moq-relay-ietf:$MOQ_RELAY_IETF_VERSION moq-clock-ietf:$MOQ_CLOCK_IETF_VERSION moq-test-client:$MOQ_TEST_CLIENT_VERSION moq-pub:$MOQ_PUB_VERSION moq-sub:$MOQ_SUB_VERSION" -- \
         "moq-relay-ietf@$MOQ_RELAY_IETF_VERSION" "moq-clock-ietf@$MOQ_CLOCK_IETF_VERSION" \
-        "moq-test-client@$MOQ_TEST_CLIENT_VERSION" --locked
+        "moq-test-client@$MOQ_TEST_CLIENT_VERSION" "moq-pub@$MOQ_PUB_VERSION" "moq-sub@$MOQ_SUB_VERSION" --locked
 }
 
 step_moq-ietf14() {
@@ -280,7 +287,7 @@ done
 mkdir -p "$MOQ_PEERS/bin"
 for b in "$VENV/bin/moq-interop-relay" "$VENV/bin/moq-interop-client" \
     "$CARGO_ROOT/bin/moq-relay" "$CARGO_ROOT/bin/moq-clock" "$CARGO_ROOT/bin/moq-token" \
-    "$CARGO_ROOT/bin/moq-relay-ietf" "$CARGO_ROOT/bin/moq-clock-ietf" "$CARGO_ROOT/bin/moq-test-client" \
+    "$CARGO_ROOT/bin/moq-relay-ietf" "$CARGO_ROOT/bin/moq-clock-ietf" "$CARGO_ROOT/bin/moq-test-client" "$CARGO_ROOT/bin/moq-pub" "$CARGO_ROOT/bin/moq-sub" \
     "$CARGO_ROOT_IETF14/bin/moq-relay-ietf=moq-relay-ietf14" "$CARGO_ROOT_IETF14/bin/moq-clock-ietf=moq-clock-ietf14" \
     "$CARGO_ROOT_IETF16/bin/moq-relay-ietf=moq-relay-ietf16" "$CARGO_ROOT_IETF16/bin/moq-clock-ietf=moq-clock-ietf16"; do
     name="$(basename "$b")"

@@ -15,6 +15,9 @@ cd "$root"
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "ffmpeg and ffprobe for the media tests (Debian's package, apt-get when missing)"
+scripts/install-media.sh
+
 step "cargo test (unit and integration tests, all targets)"
 cargo test --workspace --all-targets
 
@@ -67,6 +70,10 @@ if [ "${INTEROP:-1}" != "0" ]; then
     . scripts/peers.env
     [ -x "$MOQ_TOKEN" ] || { echo "moq-token not installed at $MOQ_TOKEN" >&2; exit 1; }
     cargo test --quiet --workspace --test auth moq_token_tool -- --nocapture
+
+    step "Cloudflare's moq-pub (fMP4 from ffmpeg) through our relay into our subscriber, ffprobe on the result"
+    [ -x "$MOQ_PUB" ] || { echo "moq-pub not installed at $MOQ_PUB" >&2; exit 1; }
+    cargo test --quiet --workspace --test moq_pub -- --ignored --nocapture
 fi
 
 step "all tests passed"

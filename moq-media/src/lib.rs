@@ -49,6 +49,7 @@ mod error;
 mod fmp4;
 pub mod ingest;
 pub mod loc;
+pub mod warp;
 
 pub use egress::{
     CatalogSource, EgressOptions, EgressStats, MediaSubscriber, MsfCatalog, Start, subscribe_fmp4,
