@@ -31,7 +31,8 @@ fail() { echo "media-check: FAILED: $*" >&2; exit 1; }
 scripts/install-browser.sh >/dev/null || fail "scripts/install-browser.sh"
 export PLAYWRIGHT_CORE="${MOQ_BROWSER:-$HOME/.cache/moq-browser}/node_modules/playwright-core"
 
-cargo build --quiet -p moq-relay --bin moq-relay -p moqt-cli --bin moq
+# The workspace feature set (as test.sh builds the examples), so no dependency is built twice.
+cargo build --quiet --workspace --bins
 work="$(mktemp -d)"
 pids=()
 cleanup() {
@@ -63,7 +64,7 @@ echo "-- two viewers and a late one play live/demo (${seconds} s of H.264 + AAC 
 "$ffmpeg" -hide_banner -loglevel error -re -f lavfi -i testsrc=size=640x360:rate=30 \
     -f lavfi -i sine=frequency=440:sample_rate=48000 -t "$seconds" \
     -c:v libx264 -preset veryfast -g 30 -pix_fmt yuv420p -c:a aac -ac 2 \
-    -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer - 2>"$work/ffmpeg.log" |
+    -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer+frag_every_frame - 2>"$work/ffmpeg.log" |
     "${moq[@]}" publish live/demo >"$work/publish-demo.log" 2>&1 &
 pids+=($!)
 if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?play=live/demo" \
