@@ -40,7 +40,7 @@
 //! The building blocks underneath: [`catalog`] (the MSF types), [`loc`] (LOC properties),
 //! [`cmaf`] (CMAF headers and fragments), [`MediaPublisher`] (ingest, step by step) and
 //! [`MediaSubscriber`] (objects to fMP4), with [`CatalogSource`] for catalogs in another
-//! format ([`MsfCatalog`] reads MSF's).
+//! format ([`MsfCatalog`] reads MSF's); [`warp`] reads Cloudflare's moq-pub layout.
 
 pub mod catalog;
 pub mod cmaf;
