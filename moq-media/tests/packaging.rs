@@ -302,3 +302,45 @@ async fn media_time_zero_is_when_the_first_sample_arrives() {
     .await
     .expect("timed out");
 }
+
+/// `publish_fmp4` with the default options announces the namespace itself (PUBLISH_NAMESPACE),
+/// so a subscriber that knows only the name finds the broadcast through the relay.
+#[tokio::test]
+async fn the_default_options_announce_the_namespace() {
+    tokio::time::timeout(CASE_TIMEOUT, async {
+        let dir = temp_dir("announce");
+        let clip = make_clip(&dir, 2);
+        let relay = relay();
+        let publisher = session(&relay, Version::Draft22, false).await;
+        let subscriber = session(&relay, Version::Draft22, false).await;
+        let ns = TrackNamespace::from_strs(["live", "announced"]).unwrap();
+        let mut found = subscriber
+            .subscriber()
+            .subscribe_namespace(TrackNamespace::from_strs(["live"]).unwrap())
+            .await
+            .unwrap();
+        let input = tokio::fs::File::open(&clip).await.unwrap();
+        let p = publisher.clone();
+        let pns = ns.clone();
+        let publishing = tokio::spawn(async move {
+            let options = IngestOptions::default().realtime(true);
+            moq_media::publish_fmp4(p.publisher(), pns, input, options).await
+        });
+        match found.next().await.unwrap().unwrap() {
+            moq_client::NamespaceEvent::Added(n) => assert_eq!(n, ns),
+            other => panic!("expected the namespace, got {other:?}"),
+        }
+        let catalog = FullTrackName::new(ns.clone(), "catalog").unwrap();
+        let mut objects = subscriber
+            .subscriber()
+            .join(catalog, SubscribeOptions::default(), JoinFrom::Oldest)
+            .await
+            .unwrap();
+        let first = objects.next().await.unwrap().unwrap();
+        Catalog::from_json(&first.payload).unwrap();
+        publishing.await.unwrap().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    })
+    .await
+    .expect("timed out");
+}
