@@ -1011,7 +1011,12 @@ here, so it notices when one goes away):
   `0x9b 0x01` = 0x1b01, type 0x20 + 0x1b01 = 0x1b21, an unknown Message Parameter, which
   draft-19 §10.2 says MUST close the session with PROTOCOL_VIOLATION. `@moq/net` 0.3.4 (the
   `moq-net` rows above) writes it as a uint8; `@moq/watch` 0.4.6 asks for `@moq/net` ^0.2.8,
-  so it does not get the fix.
+  so it does not get the fix. Run by hand with `@moq/net` forced to 0.3.4 (an npm `overrides`
+  entry, not pinned): draft 16 still plays, and at drafts 17-20 the session stays up and the
+  catalog is read, but the video SUBSCRIBE_OK fails to decode ("read size 1796526002805 exceeds
+  max size"): 0.3.4 reads the LARGEST_OBJECT parameter (0x9) as a length-prefixed value, where
+  draft-19 §10.2.16 and draft-21 make it a Location, two varints with no length (draft-19 §10.2);
+  our CLI's video group IDs are wall-clock milliseconds, so the group ID is taken for a length.
 - **A viewer that joins late gets no catalog.** MSF §5: "Subscribers accessing the catalog MUST
   use SUBSCRIBE with a Joining FETCH (offset = 0)". `@moq/watch` sends only a SUBSCRIBE with
   the Largest Object filter, whose start is the object after the largest one (draft-16 and
