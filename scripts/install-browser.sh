@@ -9,10 +9,11 @@
 #                         /usr/bin/chromium is left alone (upgrade it with apt yourself).
 #   node_modules/         `npm ci` of web/package.json + web/package-lock.json (exact pins:
 #                         @moq/net 0.3.4, @moqt/transport 0.5.7, @moqt/webtransport 0.5.7,
-#                         playwright-core 1.64.1, esbuild 0.28.2), rerun only when the lock's
-#                         hash changes (stamps/npm)
+#                         @moq/watch 0.4.6, playwright-core 1.64.1, esbuild 0.28.2), rerun only
+#                         when the lock's hash changes (stamps/npm)
 #   dist/                 the page-side cells bundled by esbuild, one bundle per client library
-#                         (moq-net.js from web/cells/moq-net.js, moqt.js from web/cells/moqt.js);
+#                         (moq-net.js from web/cells/moq-net.js, moqt.js from web/cells/moqt.js,
+#                         moq-watch.js from web/cells/moq-watch.js);
 #                         rebuilt on every run (well under a second)
 #   src/cells/            the copy of web/cells esbuild bundles from (so the cache's
 #                         node_modules resolves the imports)
@@ -112,7 +113,7 @@ rm -rf "$MOQ_BROWSER/src"
 mkdir -p "$MOQ_BROWSER/src"
 cp -r "$WEB/cells" "$MOQ_BROWSER/src/cells"
 rm -rf "$MOQ_BROWSER/dist.new"
-"$ESBUILD" "$MOQ_BROWSER/src/cells/moq-net.js" "$MOQ_BROWSER/src/cells/moqt.js" \
+"$ESBUILD" "$MOQ_BROWSER/src/cells/moq-net.js" "$MOQ_BROWSER/src/cells/moqt.js" "$MOQ_BROWSER/src/cells/moq-watch.js" \
     --bundle --format=esm --platform=browser --target=chrome120 --sourcemap \
     --log-level=warning --outdir="$MOQ_BROWSER/dist.new" >"$LOGS/esbuild.log" 2>&1 \
     || { cat "$LOGS/esbuild.log" >&2; die "esbuild (see $LOGS/esbuild.log)"; }

@@ -969,16 +969,64 @@ track, one moof + mdat per object, a new group at each video keyframe for every 
 `moq_media::warp` reads that layout; moq-pub does not handle the end of its input, so the test
 ends the subscription when every sample of the clip has arrived.
 
-Not run: moq-dev's publisher and player. `moq-cli` 0.14.10 (crates.io) depends on moq-relay,
-moq-hls, moq-rtc, moq-rtmp, moq-srt and hang (837 crates in its lockfile), too large a build
-for the test command's peer install. What they read: moq-mux 0.10.19 (moq-cli's muxer) and
-`@moq/watch` 0.4.6 both read an MSF catalog (track `catalog`) when the broadcast's name ends in
-`.msf` (or the format is set), else hang's `catalog.json`; moq-cli's publisher writes both. For
-`cmaf` they need the per-track `initData` (CMSF's field, not only MSF's `initRef`), and their
-`loc` container (`@moq/loc`, moq-mux `container/loc`) expects the LOC properties as a block at
-the head of the object payload, where ours are MOQT Object Properties, so our LOC tracks would
-be misread. Over the IETF drafts they speak through `@moq/net` / moq-net (see the tables above
-for what those sessions do with our relay).
+### moq-dev's player: `@moq/watch` plays what we publish
+
+`scripts/watch-check.sh` (run by `scripts/media-check.sh`): moq-dev's player `@moq/watch` 0.4.6
+(npm, pinned in `web/package.json`; it brings its own `@moq/net` 0.2.8, drafts 14-19) in
+headless Chromium (`web/driver.mjs --client moq-watch --cell watch`, `web/cells/moq-watch.js`:
+the pipeline of its `<moq-watch>` element, Broadcast, Video.Source, Video.Decoder (WebCodecs),
+Video.Renderer on a canvas, built by hand to pin the relay's certificate hash and the draft)
+plays `live/demo-N.msf`, published by our CLI (`ffmpeg -re ... -movflags
+cmaf+separate_moof+delay_moov+skip_trailer+frag_every_frame - | moq publish live/demo-N.msf
+--packaging cmaf`: 640x360 H.264 testsrc at 30 fps + AAC) through our relay binary. Pass = 60
+video frames decoded, then frames keep coming for 3 s with no gap over 1 s, and the canvas is
+not blank. The player waits for the announcement (SUBSCRIBE_NAMESPACE) and starts before the
+publisher (see the late viewer below). Checked 2026-12-06:
+
+| publisher | relay | subscriber | transport | result | notes |
+|---|---|---|---|---|---|
+| ours, `moq publish --packaging cmaf` (d22) | ours | `@moq/watch` 0.4.6 (d14) | wt | pass | MSF catalog read (`avc1.64001e`, container cmaf, init from our `initRef`), 151 frames decoded, 30 frames/s over the last 3 s, 640x360, canvas 88% lit |
+| ours, `moq publish --packaging cmaf` (d22) | ours | `@moq/watch` 0.4.6 (d16) | wt | pass | the same figures |
+| ours, `moq publish --packaging cmaf` (d22) | ours | `@moq/watch` 0.4.6 (d19) | wt | expected fail | its SUBSCRIBE: our relay closes the session, PROTOCOL_VIOLATION "unknown message parameter 0x1b21" (theirs, below); d17 and d18 the same when run by hand |
+| ours, `moq publish --packaging cmaf` (d22) | ours | `@moq/watch` 0.4.6 (d16), joining late | wt | expected fail | no catalog ever arrives ("catalog loading"): it subscribes without a Joining FETCH (theirs, below) |
+
+How it reads our broadcast: the name's `/`-separated parts are the Track Namespace fields; a
+name ending in `.msf` makes it read an MSF catalog from the track `catalog` (otherwise hang's
+`catalog.json`); `@moq/msf` 0.2.1 resolves MSF's `initRef` -> `initDataList` into the track's
+init data, so our catalog needs no CMSF `initData` field for it (CMSF's editor's copy
+2025-12-01 §3.1 puts the CMAF header in a per-track `initData`; MSF's editor's copy 2026-08-04
+§5.1.7 moved init data to `initDataList`, which is what we write). For `cmaf` it decodes the
+init segment and the moof + mdat of each object. Its `loc` container (`@moq/loc`) expects the
+LOC properties as a block at the head of the object payload, where ours are MOQT Object
+Properties, so our LOC tracks would be misread: the check uses CMAF. Only video is checked.
+
+The expected failures, both on their side (the check asserts each one fails the way written
+here, so it notices when one goes away):
+
+- **Draft 17-19: SUBSCRIBER_PRIORITY as a varint.** `@moq/net` 0.2.8 writes every even-typed
+  Message Parameter as a varint; draft-19 §10.2.7 makes SUBSCRIBER_PRIORITY (0x20) a uint8
+  (§10.2: "The encoding is specified by each parameter definition"). Its catalog subscription
+  has wire priority 155, which the leading-ones varint of draft 17+ writes as two bytes
+  `0x80 0x9b`; read as a uint8 (0x80), the next parameter's type delta becomes the varint
+  `0x9b 0x01` = 0x1b01, type 0x20 + 0x1b01 = 0x1b21, an unknown Message Parameter, which
+  draft-19 §10.2 says MUST close the session with PROTOCOL_VIOLATION. `@moq/net` 0.3.4 (the
+  `moq-net` rows above) writes it as a uint8; `@moq/watch` 0.4.6 asks for `@moq/net` ^0.2.8,
+  so it does not get the fix. Run by hand with `@moq/net` forced to 0.3.4 (an npm `overrides`
+  entry, not pinned): draft 16 still plays, and at drafts 17-20 the session stays up and the
+  catalog is read, but the video SUBSCRIBE_OK fails to decode ("read size 1796526002805 exceeds
+  max size"): 0.3.4 reads the LARGEST_OBJECT parameter (0x9) as a length-prefixed value, where
+  draft-19 §10.2.16 and draft-21 make it a Location, two varints with no length (draft-19 §10.2);
+  our CLI's video group IDs are wall-clock milliseconds, so the group ID is taken for a length.
+- **A viewer that joins late gets no catalog.** MSF §5: "Subscribers accessing the catalog MUST
+  use SUBSCRIBE with a Joining FETCH (offset = 0)". `@moq/watch` sends only a SUBSCRIBE with
+  the Largest Object filter, whose start is the object after the largest one (draft-16 and
+  draft-19 §5.1.2), so the catalog already published (object 0 of group 0, republished only
+  when it changes, which MSF §5 allows) never reaches it. Our `moq subscribe` joins the same
+  broadcast late (the check runs it first) with a Joining FETCH and gets it.
+
+Not run: moq-dev's publisher. `moq-cli` 0.14.10 (crates.io) depends on moq-relay, moq-hls,
+moq-rtc, moq-rtmp, moq-srt and hang (837 crates in its lockfile), too large a build for the
+test command's peer install. Its muxer moq-mux 0.10.19 reads catalogs as `@moq/watch` does.
 
 Cloudflare's subscriber `moq-sub` 0.5.0 (crates.io, installed with moq-pub, `$MOQ_SUB`) is not
 in the test command; run by hand (moq-pub through our relay into moq-sub, both draft-18,

@@ -11,7 +11,8 @@
 #   2. live/hevc, a catalog written by hand (`moq publish --format lines --track catalog`) that
 #      names an HEVC codec (hev1...), which Debian's Chromium cannot decode: the page says so;
 #   3. bad catalogs, the same way: one that is not JSON, one that names a track nobody
-#      publishes: the page shows the error.
+#      publishes: the page shows the error;
+#   4. scripts/watch-check.sh: moq-dev's player @moq/watch plays a CMAF broadcast of our CLI.
 #
 # Needs /usr/bin/ffmpeg (FAILS without it), and Chromium + playwright-core from
 # scripts/install-browser.sh (run here; it does nothing once installed).
@@ -101,4 +102,6 @@ check "no error shown for a catalog that is not JSON" \
 catalog live/missing '{"version":"draft-01","generatedAt":1,"tracks":[{"name":"video","packaging":"loc","role":"video","codec":"avc1.64001e","width":640,"height":360,"renderGroup":1,"isLive":true}]}'
 check "no error shown for a catalog naming a missing track" \
     --page "http://localhost:$http/?play=live/missing" --expect-error "video track video:"
+echo "-- a player we did not write: moq-dev's @moq/watch plays what our CLI publishes (scripts/watch-check.sh)"
+BUILD=0 scripts/watch-check.sh || fail "scripts/watch-check.sh"
 echo "media-check: passed"

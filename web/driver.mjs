@@ -9,7 +9,7 @@
 // result "fail" and a detail starting "harness error:".
 //
 // Usage:
-//   node web/driver.mjs --client moq-net|moqt --cell setup|pubsub|js-pub|js-sub|dev-url \
+//   node web/driver.mjs --client moq-net|moqt|moq-watch --cell setup|pubsub|js-pub|js-sub|dev-url|watch \
 //     --draft N --url https://localhost:PORT/ --fingerprint HEX [--http http://127.0.0.1:HTTPPORT] \
 //     [--namespace a/b] [--track t] [--count K] [--interval-ms MS] [--timeout-ms 15000] [--verbose]
 //     [--no-map-localhost]
@@ -27,6 +27,10 @@
 //   dev-url  (moq-net only) connect with @moq/net's development URL http://host:port/: it
 //            fetches http://host:port/certificate.sha256 and opens https://host:port/ with that
 //            hash pinned; host:port from --http if given, else from --url
+//   watch    (moq-watch only) @moq/watch plays the broadcast --namespace (default live/demo.msf,
+//            published by someone else, e.g. `moq publish live/demo.msf --packaging cmaf`):
+//            pass = --count (60) video frames decoded, then frames keep coming for
+//            --interval-ms (3000) with no gap over 1 s, and the canvas is not blank
 //
 // Chromium resolves localhost to 127.0.0.1 (--host-resolver-rules) unless --no-map-localhost:
 // it tries ::1 first and QUIC does not fall back to IPv4 for a relay bound to 127.0.0.1.
@@ -40,7 +44,11 @@ import { createRequire } from "node:module";
 import { homedir, tmpdir } from "node:os";
 import { join, normalize } from "node:path";
 
-const CLIENTS = { "moq-net": ["setup", "pubsub", "js-pub", "js-sub", "dev-url"], moqt: ["setup", "pubsub", "js-pub", "js-sub"] };
+const CLIENTS = {
+  "moq-net": ["setup", "pubsub", "js-pub", "js-sub", "dev-url"],
+  moqt: ["setup", "pubsub", "js-pub", "js-sub"],
+  "moq-watch": ["watch"],
+};
 const MOQ_BROWSER = process.env.MOQ_BROWSER || join(homedir(), ".cache", "moq-browser");
 const DIST = join(MOQ_BROWSER, "dist");
 const CHROMIUM = process.env.MOQ_CHROMIUM || "/usr/bin/chromium";
