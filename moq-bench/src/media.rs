@@ -74,6 +74,9 @@ pub struct MediaMeasurement {
     pub delivered: u64,
     /// Ingest-to-frame latency of the video frames in the window.
     pub latency: Percentiles,
+    /// Video frames delivered without the TIMESTAMP the ingest wrote (missing, or more than a
+    /// minute from the clock: changed on the way); not in `latency`.
+    pub unreadable: u64,
     /// The window's wall time (seconds of video published in it).
     pub window: Duration,
     /// Relay CPU seconds over the window.
@@ -138,6 +141,16 @@ impl MediaReport {
         ));
         for case in &self.cases {
             match &case.outcome {
+                Ok(m) if m.unreadable > 0 && m.unreadable == m.delivered => out.push_str(&format!(
+                    "  {:<11} {:>5} {:>8.1}% {:>29} {:>16.1} {:>9.0}  (every TIMESTAMP changed on the way)\n",
+                    case.kind.label(),
+                    case.subscribers,
+                    100.0 * m.delivered as f64
+                        / (m.published as f64 * case.subscribers as f64).max(1.0),
+                    "n/a",
+                    m.cpu_ms_per_video_second(),
+                    m.bytes_per_second / 1e3,
+                )),
                 Ok(m) => out.push_str(&format!(
                     "  {:<11} {:>5} {:>8.1}% {:>9.2} {:>9.2} {:>9.2} {:>16.1} {:>9.0}\n",
                     case.kind.label(),
@@ -165,6 +178,15 @@ impl MediaReport {
         };
         for case in self.cases.iter().filter(|x| x.kind != RelayKind::Ours) {
             if let (Some(a), Ok(b)) = (ours(case.subscribers), &case.outcome) {
+                if b.unreadable == b.delivered {
+                    out.push_str(&format!(
+                        "    ours / {:<11} N={:<4} CPU per video second {:>5.2}x  (no latency: TIMESTAMPs changed)\n",
+                        case.kind.label(),
+                        case.subscribers,
+                        a.cpu_ms_per_video_second() / b.cpu_ms_per_video_second(),
+                    ));
+                    continue;
+                }
                 out.push_str(&format!(
                     "    ours / {:<11} N={:<4} CPU per video second {:>5.2}x  p50 {:>5.2}x  p99 {:>5.2}x\n",
                     case.kind.label(),
@@ -254,6 +276,8 @@ struct Tally {
     measuring: AtomicBool,
     delivered: AtomicU64,
     bytes: AtomicU64,
+    /// Video frames without a TIMESTAMP near the clock.
+    unreadable: AtomicU64,
     latencies: Mutex<Vec<u32>>,
 }
 
@@ -268,11 +292,19 @@ impl Tally {
             return;
         }
         self.delivered.fetch_add(1, Ordering::Relaxed);
-        if let Some(ts) = frame.properties.timestamp_us() {
-            let micros = now_us().saturating_sub(ts);
-            self.latencies
-                .lock()
-                .push(u32::try_from(micros).unwrap_or(u32::MAX));
+        let now = now_us();
+        match frame.properties.timestamp_us() {
+            // A TIMESTAMP more than a minute away from the clock is not the one the ingest
+            // wrote: a relay changed it (moq-dev's relay does, see docs/benchmarks.md).
+            Some(ts) if now.abs_diff(ts) < 60_000_000 => {
+                let micros = now.saturating_sub(ts);
+                self.latencies
+                    .lock()
+                    .push(u32::try_from(micros).unwrap_or(u32::MAX));
+            }
+            _ => {
+                self.unreadable.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -376,6 +408,7 @@ async fn measure(
         published,
         delivered: tally.delivered.load(Ordering::Relaxed),
         latency: Percentiles::of(latencies),
+        unreadable: tally.unreadable.load(Ordering::Relaxed),
         window,
         relay_cpu_seconds: cpu,
         bytes_per_second: bytes / n.max(1) as f64 / window.as_secs_f64().max(1e-9),
