@@ -68,7 +68,7 @@ if [ "${INTEROP:-1}" != "0" ]; then
     step "moq-dev's token tool: its tokens verify in our relay, ours in its verifier"
     # shellcheck source=peers.env
     . scripts/peers.env
-    [ -x "$MOQ_TOKEN" ] || { echo "moq-token not installed at $MOQ_TOKEN" >&2; exit 1; }
+    [ -x "$MOQ_TOKEN_TOOL" ] || { echo "moq-token not installed at $MOQ_TOKEN_TOOL" >&2; exit 1; }
     cargo test --quiet --workspace --test auth moq_token_tool -- --nocapture
 
     step "Cloudflare's moq-pub (fMP4 from ffmpeg) through our relay into our subscriber, ffprobe on the result"

@@ -299,13 +299,13 @@ fn moq_token_fixtures_verify() {
     );
 }
 
-/// With moq-dev's tool installed ($MOQ_TOKEN, from scripts/peers.env): tokens it mints now
+/// With moq-dev's tool installed ($MOQ_TOKEN_TOOL, from scripts/peers.env): tokens it mints now
 /// verify here, and tokens we mint verify with it, for each algorithm.
 #[test]
 fn moq_token_tool_both_ways() {
-    let Some(tool) = std::env::var_os("MOQ_TOKEN").filter(|t| std::path::Path::new(t).exists())
+    let Some(tool) = std::env::var_os("MOQ_TOKEN_TOOL").filter(|t| std::path::Path::new(t).exists())
     else {
-        eprintln!("MOQ_TOKEN not set or missing: moq-dev's tool not installed, live check skipped");
+        eprintln!("MOQ_TOKEN_TOOL not set or missing: moq-dev's tool not installed, live check skipped");
         return;
     };
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
