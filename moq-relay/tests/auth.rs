@@ -303,9 +303,12 @@ fn moq_token_fixtures_verify() {
 /// verify here, and tokens we mint verify with it, for each algorithm.
 #[test]
 fn moq_token_tool_both_ways() {
-    let Some(tool) = std::env::var_os("MOQ_TOKEN_TOOL").filter(|t| std::path::Path::new(t).exists())
+    let Some(tool) =
+        std::env::var_os("MOQ_TOKEN_TOOL").filter(|t| std::path::Path::new(t).exists())
     else {
-        eprintln!("MOQ_TOKEN_TOOL not set or missing: moq-dev's tool not installed, live check skipped");
+        eprintln!(
+            "MOQ_TOKEN_TOOL not set or missing: moq-dev's tool not installed, live check skipped"
+        );
         return;
     };
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
