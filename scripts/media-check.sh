@@ -44,20 +44,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Two free loopback ports: UDP for QUIC and WebTransport, TCP for HTTP.
-read -r quic http < <(python3 -c '
-import socket
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
-t = socket.socket(); t.bind(("127.0.0.1", 0))
-print(u.getsockname()[1], t.getsockname()[1])')
-"$target/debug/moq-relay" --bind "127.0.0.1:$quic" --tls-generate localhost --http "127.0.0.1:$http" \
-    --auth-disabled >"$work/relay.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do
-    fingerprint="$(curl -fsS "http://127.0.0.1:$http/fingerprint" 2>/dev/null)" && break
-    sleep 0.1
-done
-[ -n "${fingerprint:-}" ] || { cat "$work/relay.log" >&2; fail "the relay did not start"; }
+# shellcheck source=dev-relay.sh
+. scripts/dev-relay.sh
+start_dev_relay
 
 moq=("$target/debug/moq" --url "moqt://localhost:$quic" --fingerprint "$fingerprint")
 

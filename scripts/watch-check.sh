@@ -28,7 +28,7 @@ fail() { echo "watch-check: FAILED: $*" >&2; exit 1; }
 [ -x "$ffmpeg" ] || fail "$ffmpeg is missing (Debian: apt-get install ffmpeg)"
 scripts/install-browser.sh >/dev/null || fail "scripts/install-browser.sh"
 if [ "${BUILD:-1}" = 1 ]; then
-    cargo build --quiet -p moqt-cli -p moq-relay --bins || fail "cargo build"
+    cargo build --quiet --workspace --bins || fail "cargo build"
 fi
 work="$(mktemp -d)"
 pids=()
@@ -39,20 +39,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Two free loopback ports: UDP for QUIC and WebTransport, TCP for HTTP.
-read -r quic http < <(python3 -c '
-import socket
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
-t = socket.socket(); t.bind(("127.0.0.1", 0))
-print(u.getsockname()[1], t.getsockname()[1])')
-"$target/debug/moq-relay" --bind "127.0.0.1:$quic" --tls-generate localhost --http "127.0.0.1:$http" \
-    --auth-disabled >"$work/relay.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do
-    fingerprint="$(curl -fsS "http://127.0.0.1:$http/fingerprint" 2>/dev/null)" && break
-    sleep 0.1
-done
-[ -n "${fingerprint:-}" ] || { cat "$work/relay.log" >&2; fail "the relay did not start"; }
+# shellcheck source=dev-relay.sh
+. scripts/dev-relay.sh
+start_dev_relay
 
 # SUBSCRIBE_NAMESPACE requests the relay answered (each viewer sends one before it subscribes).
 subscribe_namespaces() {
