@@ -12,30 +12,22 @@
 )]
 
 mod common;
+// The media tests' ffmpeg and ffprobe helpers, shared with moq-media's tests.
+#[path = "../../moq-media/tests/common/mod.rs"]
+mod media;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
 
 use common::{Transport, args, case, flags, moq, relay};
+use media::{FFMPEG, probe, require_ffmpeg};
 
-const FFMPEG: &str = "/usr/bin/ffmpeg";
-const FFPROBE: &str = "/usr/bin/ffprobe";
 /// Length of the clip, in seconds.
 const SECONDS: &str = "3";
 const FPS: f64 = 30.0;
 /// AAC frames are 1024 samples, at 48 kHz.
 const AAC_FRAME: f64 = 1024.0 / 48000.0;
-
-/// Fails (never skips) when ffmpeg or ffprobe is missing.
-fn require_ffmpeg() {
-    for tool in [FFMPEG, FFPROBE] {
-        assert!(
-            Path::new(tool).exists(),
-            "{tool} is missing: these tests need Debian's ffmpeg (apt-get install ffmpeg)"
-        );
-    }
-}
 
 /// A directory of this test run under the target dir.
 fn dir() -> PathBuf {
@@ -80,62 +72,6 @@ fn clip() -> &'static Path {
         assert!(status.success(), "ffmpeg failed to make the clip");
         out
     })
-}
-
-/// One stream as ffprobe sees it.
-#[derive(Debug, Clone, PartialEq)]
-struct Stream {
-    codec_type: String,
-    codec_name: String,
-    frames: u64,
-    start: f64,
-    duration: f64,
-}
-
-/// `ffprobe -show_streams -count_frames` of a file, by codec type.
-fn probe(file: &Path) -> Vec<Stream> {
-    let out = std::process::Command::new(FFPROBE)
-        .args([
-            "-v",
-            "error",
-            "-show_streams",
-            "-count_frames",
-            "-of",
-            "json",
-        ])
-        .arg(file)
-        .output()
-        .expect("run ffprobe");
-    assert!(
-        out.status.success(),
-        "ffprobe failed on {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mut streams: Vec<Stream> = v["streams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| Stream {
-            codec_type: s["codec_type"].as_str().unwrap_or("").into(),
-            codec_name: s["codec_name"].as_str().unwrap_or("").into(),
-            frames: s["nb_read_frames"]
-                .as_str()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0),
-            start: s["start_time"]
-                .as_str()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0.0),
-            duration: s["duration"]
-                .as_str()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0.0),
-        })
-        .collect();
-    streams.sort_by(|a, b| b.codec_type.cmp(&a.codec_type));
-    streams
 }
 
 /// `ffmpeg -re -i clip -c copy ... -` | `moq publish live/demo`, with `moq subscribe live/demo

@@ -109,15 +109,17 @@ pub fn make_clip_with(dir: &Path, seconds: u32, codecs: &[&str]) -> PathBuf {
 }
 
 /// One stream as ffprobe sees it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Stream {
     pub codec_type: String,
     pub codec_name: String,
     pub frames: u64,
+    /// `start_time`, seconds.
+    pub start: f64,
     pub duration: f64,
 }
 
-/// `ffprobe -show_streams -count_frames` of a file.
+/// `ffprobe -show_streams -count_frames` of a file, video before audio.
 pub fn probe(file: &Path) -> Vec<Stream> {
     let out = Command::new(FFPROBE)
         .args([
@@ -138,7 +140,7 @@ pub fn probe(file: &Path) -> Vec<Stream> {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["streams"]
+    let mut streams: Vec<Stream> = v["streams"]
         .as_array()
         .unwrap()
         .iter()
@@ -149,12 +151,18 @@ pub fn probe(file: &Path) -> Vec<Stream> {
                 .as_str()
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0),
+            start: s["start_time"]
+                .as_str()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0.0),
             duration: s["duration"]
                 .as_str()
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0.0),
         })
-        .collect()
+        .collect();
+    streams.sort_by(|a, b| b.codec_type.cmp(&a.codec_type));
+    streams
 }
 
 /// A development relay in-process.
