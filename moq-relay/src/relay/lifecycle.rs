@@ -6,9 +6,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use moq_client::cache::TrackCache;
 use moq_core::codes::PublishDoneCode;
 use moq_core::{FullTrackName, Properties};
+use tokio::sync::mpsc;
 
 use super::state::Inner;
 use super::track::RelayTrack;
@@ -53,26 +56,8 @@ impl Drop for Downstream {
         if self.track.downstreams.fetch_sub(1, Ordering::Relaxed) != 1 || self.track.published {
             return;
         }
-        let inner = self.inner.clone();
-        let track = self.track.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(inner.config.upstream_linger).await;
-            if track.downstreams.load(Ordering::Relaxed) > 0 {
-                return;
-            }
-            let mut tracks = inner.tracks.lock();
-            if tracks
-                .get(&track.name)
-                .is_some_and(|t| Arc::ptr_eq(t, &track))
-            {
-                tracks.remove(&track.name);
-            }
-            drop(tracks);
-            for (_, h) in track.upstreams.lock().drain() {
-                h.abort();
-            }
-            tracing::debug!(track = %track.name, "upstream released");
-        });
+        // Not sent once the relay shut down: its tracks go with it.
+        let _ = self.inner.timers.send(Timer::Linger(self.track.clone()));
     }
 }
 
@@ -155,11 +140,7 @@ impl Drop for LiveUpstream {
 fn end_track(inner: &Weak<Inner>, t: &Arc<RelayTrack>) {
     t.cache.end();
     if let Some(inner) = inner.upgrade() {
-        let mut tracks = inner.tracks.lock();
-        if tracks.get(&t.name).is_some_and(|x| Arc::ptr_eq(x, t)) {
-            tracks.remove(&t.name);
-        }
-        drop(tracks);
+        inner.forget_track(t);
         keep_finished(&inner, t);
     }
 }
@@ -170,10 +151,7 @@ fn end_track(inner: &Weak<Inner>, t: &Arc<RelayTrack>) {
 /// (`TrackCache::supersede`).
 fn restart_track(inner: &Weak<Inner>, t: &Arc<RelayTrack>) {
     if let Some(inner) = inner.upgrade() {
-        let mut tracks = inner.tracks.lock();
-        if tracks.get(&t.name).is_some_and(|x| Arc::ptr_eq(x, t)) {
-            tracks.remove(&t.name);
-        }
+        inner.forget_track(t);
     }
     t.cache.supersede();
     let upstreams: Vec<_> = t.upstreams.lock().drain().collect();
@@ -207,6 +185,14 @@ fn keep_finished(inner: &Arc<Inner>, t: &RelayTrack) {
 }
 
 impl Inner {
+    /// Takes `t` out of the relay's tracks (if it is still the track of its name there).
+    fn forget_track(&self, t: &Arc<RelayTrack>) {
+        let mut tracks = self.tracks.lock();
+        if tracks.get(&t.name).is_some_and(|x| Arc::ptr_eq(x, t)) {
+            tracks.remove(&t.name);
+        }
+    }
+
     /// A new relay track for `name` with nothing upstream yet; `published` if a PUBLISH
     /// brought it.
     pub(super) fn new_track(
@@ -242,20 +228,70 @@ impl Inner {
 /// The last publisher of `t` went away without ending it: ends it unless a new upstream goes
 /// live within `RelayConfig::publisher_wait`.
 fn await_publisher(inner: Weak<Inner>, t: Arc<RelayTrack>) {
-    let Some(wait) = inner.upgrade().map(|i| i.config.publisher_wait) else {
+    let Some(i) = inner.upgrade() else {
         return t.cache.end();
     };
     let generation = t.generation.load(Ordering::Relaxed);
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return end_track(&inner, &t);
-    };
-    runtime.spawn(async move {
-        tokio::time::sleep(wait).await;
-        if t.generation.load(Ordering::Relaxed) == generation
-            && t.live_upstreams.load(Ordering::Relaxed) == 0
-        {
-            tracing::info!(track = %t.name, ?wait, "no publisher came back; track ended");
-            end_track(&inner, &t);
+    let timer = Timer::AwaitPublisher(t, generation);
+    if let Err(mpsc::error::SendError(Timer::AwaitPublisher(t, _))) = i.timers.send(timer) {
+        // The relay shut down: no publisher comes back.
+        end_track(&inner, &t);
+    }
+}
+
+/// A wait on a track, run by [`run_timers`].
+#[derive(Debug)]
+pub(super) enum Timer {
+    /// The track's last downstream subscription left: after `RelayConfig::upstream_linger`,
+    /// its upstreams go unless a subscriber came back.
+    Linger(Arc<RelayTrack>),
+    /// The track's last publisher went away at this generation (`await_publisher`).
+    AwaitPublisher(Arc<RelayTrack>, u64),
+}
+
+/// Runs every timer `Drop` sets (`Inner::timers`), in one task of the relay, until the relay
+/// is gone.
+pub(super) async fn run_timers(inner: Weak<Inner>, mut set: mpsc::UnboundedReceiver<Timer>) {
+    let mut due = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            timer = set.recv() => match timer {
+                Some(timer) => due.push(fire(inner.clone(), timer)),
+                None => return,
+            },
+            Some(()) = due.next(), if !due.is_empty() => {}
         }
-    });
+    }
+}
+
+/// Waits out `timer`, then does what it says.
+async fn fire(inner: Weak<Inner>, timer: Timer) {
+    let Some(wait) = inner.upgrade().map(|i| match &timer {
+        Timer::Linger(_) => i.config.upstream_linger,
+        Timer::AwaitPublisher(..) => i.config.publisher_wait,
+    }) else {
+        return;
+    };
+    tokio::time::sleep(wait).await;
+    match timer {
+        Timer::Linger(track) => {
+            let Some(inner) = inner.upgrade() else { return };
+            if track.downstreams.load(Ordering::Relaxed) > 0 {
+                return;
+            }
+            inner.forget_track(&track);
+            for (_, h) in track.upstreams.lock().drain() {
+                h.abort();
+            }
+            tracing::debug!(track = %track.name, "upstream released");
+        }
+        Timer::AwaitPublisher(t, generation) => {
+            if t.generation.load(Ordering::Relaxed) == generation
+                && t.live_upstreams.load(Ordering::Relaxed) == 0
+            {
+                tracing::info!(track = %t.name, ?wait, "no publisher came back; track ended");
+                end_track(&inner, &t);
+            }
+        }
+    }
 }

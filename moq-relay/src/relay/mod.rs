@@ -18,10 +18,12 @@ mod requests;
 mod routing;
 mod session;
 mod state;
+mod tasks;
 mod track;
 mod upstream;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,12 +37,14 @@ use moq_transport::namespace::{NamespaceIndex, PrefixTrie};
 use moq_transport::tls::Certificate;
 use moq_transport::{Error, Session, SessionConfig};
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use self::cluster_glue::keep_link;
+use self::lifecycle::run_timers;
 use self::requests::RelayUpstream;
 use self::state::{ClusterState, Inner, Link};
+use self::tasks::TaskSet;
 use crate::cluster::{self, ClusterAuth, LinkStatus, Links, Offers};
 use crate::config::RelayConfig;
 use crate::metrics::Metrics;
@@ -83,8 +87,9 @@ impl Relay {
         }));
         let server = Server::bind(server)?;
         let addr = server.local_addr()?;
+        let tasks = TaskSet::default();
         let weak = Arc::downgrade(&metrics);
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let mut tick = tokio::time::interval(Metrics::UPKEEP);
             loop {
                 tick.tick().await;
@@ -94,6 +99,7 @@ impl Relay {
                 }
             }
         });
+        let (timers, due) = mpsc::unbounded_channel();
         let mut config = config;
         config.serve.stats = Some(metrics.serve.clone());
         let cluster = config.cluster.clone();
@@ -103,35 +109,39 @@ impl Relay {
             rendezvous: Duration::ZERO,
             max_rendezvous: config.max_rendezvous,
         };
-        Ok(Relay {
-            inner: Arc::new_cyclic(|weak| Inner {
+        let inner = Arc::new_cyclic(|weak| Inner {
+            config,
+            index,
+            routes: Mutex::new(PrefixTrie::new()),
+            routes_changed: watch::channel(0).0,
+            tracks: Mutex::new(HashMap::new()),
+            finished: Mutex::new(HashMap::new()),
+            directory: Directory::with_upstream(
+                options,
+                Arc::new(RelayUpstream::new(weak.clone())),
+            ),
+            sessions: Mutex::new(HashMap::new()),
+            session_count: watch::channel(0).0,
+            metrics,
+            next_id: AtomicU64::new(1),
+            draining: Default::default(),
+            goaway: Mutex::new(None),
+            session_config: session,
+            cluster: cluster.map(|config| ClusterState {
                 config,
-                index,
-                routes: Mutex::new(PrefixTrie::new()),
-                routes_changed: watch::channel(0).0,
-                tracks: Mutex::new(HashMap::new()),
-                finished: Mutex::new(HashMap::new()),
-                directory: Directory::with_upstream(
-                    options,
-                    Arc::new(RelayUpstream::new(weak.clone())),
-                ),
-                sessions: Mutex::new(HashMap::new()),
-                session_count: watch::channel(0).0,
-                metrics,
-                next_id: AtomicU64::new(1),
-                draining: Default::default(),
-                goaway: Mutex::new(None),
-                session_config: session,
-                cluster: cluster.map(|config| ClusterState {
-                    config,
-                    offers: Mutex::new(Offers::default()),
-                    exports: Mutex::new(HashMap::new()),
-                    learned: Mutex::new(HashMap::new()),
-                    local: NamespaceIndex::new(),
-                    local_regs: Mutex::new(HashMap::new()),
-                    links: Links::new(link_metrics),
-                }),
+                offers: Mutex::new(Offers::default()),
+                exports: Mutex::new(HashMap::new()),
+                learned: Mutex::new(HashMap::new()),
+                local: NamespaceIndex::new(),
+                local_regs: Mutex::new(HashMap::new()),
+                links: Links::new(link_metrics),
             }),
+            tasks,
+            timers,
+        });
+        inner.tasks.spawn(run_timers(Arc::downgrade(&inner), due));
+        Ok(Relay {
+            inner,
             server: Arc::new(server),
             addr,
         })
@@ -187,12 +197,14 @@ impl Relay {
             let links = c.config.peers.iter().map(|p| (p, false));
             for (peer, upstream) in links.chain(c.config.upstreams.iter().map(|u| (u, true))) {
                 let inner = Arc::downgrade(&self.inner);
-                tokio::spawn(keep_link(inner, peer.clone(), upstream));
+                self.inner
+                    .tasks
+                    .spawn(keep_link(inner, peer.clone(), upstream));
             }
         }
         while let Some(session) = self.server.accept().await {
             let inner = self.inner.clone();
-            tokio::spawn(async move {
+            self.inner.tasks.spawn(async move {
                 let link = inner
                     .cluster
                     .as_ref()
@@ -219,7 +231,7 @@ impl Relay {
     /// configured with [`RelayConfig::cluster`].
     pub fn connect_peer(&self, url: &str) {
         if self.inner.cluster.is_some() {
-            tokio::spawn(keep_link(
+            self.inner.tasks.spawn(keep_link(
                 Arc::downgrade(&self.inner),
                 url.to_string(),
                 false,
@@ -227,35 +239,57 @@ impl Relay {
         }
     }
 
-    /// Runs the relay in the background.
+    /// Runs the relay in the background, as one of its tasks ([`Relay::task_count`]): the
+    /// handle resolves when [`Relay::run`] returns or [`Relay::shutdown`] ends it. Dropping the
+    /// handle detaches it (the relay keeps running).
     pub fn spawn(&self) -> JoinHandle<()> {
         let this = self.clone();
-        tokio::spawn(async move { this.run().await })
+        self.inner.tasks.spawn(async move { this.run().await })
+    }
+
+    /// Runs `task` as one of the relay's tasks: counted by [`Relay::task_count`] and dropped
+    /// when [`Relay::shutdown`] ends (a task that outlives the relay's drain, such as its HTTP
+    /// side or a certificate reloader). After the shutdown it is dropped without running.
+    pub fn spawn_task(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.inner.tasks.spawn(task);
+    }
+
+    /// How many tasks the relay runs now: [`Relay::spawn`]'s, one per session served, per
+    /// upstream subscription, accepted PUBLISH and subgroup stream being copied into the cache,
+    /// per cluster link it dials, its timers and upkeep, and those given to
+    /// [`Relay::spawn_task`]. Each session's own tasks are counted by its
+    /// `Session::task_count`. Zero once [`Relay::shutdown`] returned.
+    pub fn task_count(&self) -> usize {
+        self.inner.tasks.len()
     }
 
     /// Sends GOAWAY to every session (draft-19 §10.4): clients reconnect to `new_uri` (or the
     /// same URI if empty) and sessions still open after `timeout` are closed.
     pub async fn goaway(&self, new_uri: &str, timeout: Duration) {
-        // Recorded before the sessions are listed: one registered later sees it (handle_session).
+        // Recorded before the sessions are listed: one registered later sees it (serve_session).
         *self.inner.goaway.lock() =
             Some((new_uri.to_string(), tokio::time::Instant::now() + timeout));
         let sessions: Vec<Session> = self.inner.sessions.lock().values().cloned().collect();
-        // All at once: one peer slow to read its control stream delays no other.
+        // All at once: one peer slow to read its control stream delays no other. Each a task
+        // of its own (counted by the relay's), aborted if this is dropped first.
         let mut sent = tokio::task::JoinSet::new();
         for s in sessions {
             let uri = new_uri.to_string();
-            sent.spawn(async move {
+            sent.spawn(self.inner.tasks.track(async move {
                 let _ = s.goaway(&uri, timeout).await;
-            });
+            }));
         }
         sent.join_all().await;
     }
 
     /// Drains: refuses new sessions, GOAWAY to everyone (naming the first cluster peer, if
-    /// any), waits up to `grace`
-    /// for sessions to leave, then closes the
-    /// endpoint (the sessions still open with it; at most one more second for the peers to be
-    /// told) and [`Relay::run`] returns.
+    /// any), waits up to `grace` for sessions to leave, then closes the endpoint (the sessions
+    /// still open with it; at most one more second for the peers to be told), and [`Relay::run`]
+    /// returns. Last it cancels every task of the relay ([`Relay::task_count`]) and waits for
+    /// them and each session's tasks to stop.
+    ///
+    /// Not cancel safe: dropped before it returns, the relay may be left refusing sessions
+    /// with its tasks running.
     pub async fn shutdown(&self, grace: Duration) {
         // New clients are refused at once (a reconnecting one goes to the GOAWAY's URI, or
         // elsewhere), not taken back by a relay that is leaving.
@@ -299,5 +333,13 @@ impl Relay {
             .close(SessionErrorCode::NO_ERROR.0, "relay shutting down");
         // Let the close reach the clients that stayed, so they do not wait for a timeout.
         let _ = tokio::time::timeout(Duration::from_secs(1), self.server.wait_idle()).await;
+        // Every task of the relay, and of the sessions it served, is gone when this returns
+        // (each is dropped at its next poll: this waits for no peer).
+        self.inner.tasks.cancel();
+        let stopped = async {
+            self.inner.tasks.stopped().await;
+            futures::future::join_all(open.iter().map(|s| s.stopped())).await;
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(1), stopped).await;
     }
 }

@@ -29,33 +29,29 @@ impl Inner {
         let _gauge = inner
             .metrics
             .session(session.version(), session.transport());
-        {
-            let mut sessions = inner.sessions.lock();
-            sessions.insert(id, session.clone());
-            inner.session_count.send_replace(sessions.len());
-        }
+        let _registered = Registered::new(&inner, id, &session);
         // A GOAWAY sent to every session before this one was registered reaches it too, with what
         // is left of its timeout (draft-19 §10.4), but never less than LATE_GOAWAY: a session
         // closed at once after it would lose the GOAWAY with the connection.
         let goaway = inner.goaway.lock().clone();
         if let Some((uri, until)) = goaway {
             let left = until.saturating_duration_since(tokio::time::Instant::now());
-            let s = session.clone();
-            tokio::spawn(async move {
-                let _ = s.goaway(&uri, left.max(LATE_GOAWAY)).await;
+            let s = session.downgrade();
+            session.spawn(async move {
+                if let Some(s) = s.upgrade() {
+                    let _ = s.goaway(&uri, left.max(LATE_GOAWAY)).await;
+                }
             });
         }
         tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
-        let routes = tokio::spawn(sync_routes(inner.clone(), id, session.clone()));
-        let announcing = match (&link, &inner.cluster) {
-            (Some(Link::Upstream(_)), Some(c)) => Some(tokio::spawn(announce_upstream(
-                c.local.clone(),
-                session.clone(),
-            ))),
-            _ => None,
-        };
-        let link_kind = link.clone();
-        let learning = link.map(|l| tokio::spawn(inner.clone().learn(id, session.clone(), l)));
+        // The session's own tasks: dropped when it closes.
+        session.spawn(sync_routes(inner.clone(), id, session.clone()));
+        if let (Some(Link::Upstream(_)), Some(c)) = (&link, &inner.cluster) {
+            session.spawn(announce_upstream(c.local.clone(), session.clone()));
+        }
+        if let Some(l) = link.clone() {
+            session.spawn(inner.clone().learn(id, session.clone(), l));
+        }
         let incoming = session.incoming();
         let peer = Peer {
             key: id,
@@ -67,18 +63,40 @@ impl Inner {
                 // Not one of the session's tasks: it ends when the PUBLISH does, seeing how (the
                 // session's close included), which decides whether the track waits for a new
                 // publisher.
-                tokio::spawn(inner.clone().on_publish(id, p));
+                inner.tasks.spawn(inner.clone().on_publish(id, p));
             }
         }
         let ended = session.closed().await;
-        if let (Some(Link::Cluster(None)), Some(_)) = (&link_kind, &inner.cluster) {
+        if let (Some(Link::Cluster(None)), Some(_)) = (&link, &inner.cluster) {
             let ours = inner.draining.load(Ordering::Relaxed);
             cluster::accepted_link_lost(session.info(), &ended, ours);
         }
-        routes.abort();
-        for task in learning.into_iter().chain(announcing) {
-            task.abort();
+    }
+}
+
+/// A session in the relay's sessions while it lives. Dropped (the session ended, or the relay
+/// shut down and dropped its task), it takes away what the session brought: what it offered
+/// as a link, its routes, its entry.
+struct Registered {
+    inner: Arc<Inner>,
+    id: u64,
+}
+
+impl Registered {
+    fn new(inner: &Arc<Inner>, id: u64, session: &Session) -> Self {
+        let mut sessions = inner.sessions.lock();
+        sessions.insert(id, session.clone());
+        inner.session_count.send_replace(sessions.len());
+        Registered {
+            inner: inner.clone(),
+            id,
         }
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let (inner, id) = (&self.inner, self.id);
         inner.forget_link(id);
         inner.remove_routes_of(id);
         {

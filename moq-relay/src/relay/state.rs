@@ -11,8 +11,10 @@ use moq_core::{FullTrackName, TrackNamespace};
 use moq_transport::namespace::{NamespaceIndex, NamespaceRegistration, PrefixTrie};
 use moq_transport::{Session, SessionConfig};
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
+use super::lifecycle::Timer;
+use super::tasks::TaskSet;
 use super::track::RelayTrack;
 use crate::cluster::{ClusterConfig, Links, Offers};
 use crate::config::RelayConfig;
@@ -55,6 +57,11 @@ pub(super) struct Inner {
     pub(super) session_config: SessionConfig,
     /// Cluster state, when the relay is in a cluster.
     pub(super) cluster: Option<ClusterState>,
+    /// Every task of the relay (each session's own tasks are the session's).
+    pub(super) tasks: TaskSet,
+    /// The timers of the relay's tracks (`lifecycle::run_timers`): set from `Drop`, which
+    /// spawns nothing.
+    pub(super) timers: mpsc::UnboundedSender<Timer>,
 }
 
 /// What the relay knows of its cluster.

@@ -18,6 +18,7 @@ use moq_transport::{Error, Session};
 
 use super::lifecycle::{LiveUpstream, UpstreamEnd};
 use super::state::Inner;
+use super::tasks::TaskSet;
 use super::track::{PendingUpstream, RelayTrack, Standing};
 use crate::metrics::Metrics;
 
@@ -37,7 +38,8 @@ impl Inner {
         let t = track.clone();
         let metrics = self.metrics.clone();
         let weak = Arc::downgrade(self);
-        let handle = tokio::spawn(async move {
+        let tasks = self.tasks.clone();
+        let handle = self.tasks.spawn(async move {
             // Relays use their own priority and order upstream (draft-19 §7.3), with no filter: the
             // publisher sends what it publishes from now on; what the cache misses of the past
             // is fetched (fill_from_upstream).
@@ -70,7 +72,7 @@ impl Inner {
                     let mut live = LiveUpstream::new(&metrics, &weak, &t);
                     t.delivering.lock().insert(session_id);
                     let continuing = fill_from_upstream(&t, &session, &sub, &metrics).await;
-                    live.status = ingest(&t, sub, &metrics, continuing, floor).await;
+                    live.status = ingest(&tasks, &t, sub, &metrics, continuing, floor).await;
                     t.delivering.lock().remove(&session_id);
                 }
                 Err(e) => {
@@ -137,7 +139,15 @@ impl Inner {
         let _offered = self
             .directory
             .insert(track.cache.clone(), Some(session_id), true);
-        live.status = ingest(&track, sub, &self.metrics, Continuing::default(), floor).await;
+        live.status = ingest(
+            &self.tasks,
+            &track,
+            sub,
+            &self.metrics,
+            Continuing::default(),
+            floor,
+        )
+        .await;
     }
 }
 
@@ -158,6 +168,7 @@ const UPDATE_WAIT: Duration = Duration::from_secs(2);
 /// numbers its groups from the clock (`TrackOptions::groups_from_clock`) never regresses, and
 /// its existing subscribers continue at its first object.
 async fn ingest(
+    tasks: &TaskSet,
     t: &Arc<RelayTrack>,
     mut sub: Subscription,
     metrics: &Arc<Metrics>,
@@ -236,7 +247,8 @@ async fn ingest(
                 // open in it). A task of its own per stream began them in whatever order the
                 // tasks ran; on several threads the last spawned often runs first.
                 if (&mut copy).now_or_never().is_none() {
-                    streams.spawn(copy);
+                    // Counted by the relay's tasks; aborted with the set when this ends.
+                    streams.spawn(tasks.track(copy));
                 }
             }
             Ok(TrackEvent::Datagram(o)) => {
