@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use moq_client::cache::TrackCache;
+use moq_client::model::TrackCache;
 use moq_core::codes::PublishDoneCode;
 use moq_core::{FullTrackName, Properties};
 use tokio::sync::mpsc;

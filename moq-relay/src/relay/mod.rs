@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use moq_client::directory::{Directory, DirectoryOptions};
+use moq_client::model::{Directory, DirectoryOptions};
 use moq_core::TrackNamespace;
 use moq_core::codes::SessionErrorCode;
 use moq_transport::endpoint::{Server, ServerConfig};

@@ -6,11 +6,9 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use moq_client::cache::TrackCache;
-use moq_client::directory::{Hold, Source, Upstream, status_of};
-use moq_client::malformed::TrackCheck;
-use moq_client::serve::{
-    DEFAULT_FILL_TIMEOUT, serve_fetch, serve_fetch_now, serve_fill, serve_fill_now,
+use moq_client::model::{
+    DEFAULT_FILL_TIMEOUT, Hold, Source, TrackCache, TrackCheck, Upstream, serve_fetch,
+    serve_fetch_now, serve_fill, serve_fill_now,
 };
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
 use moq_core::data::RangeEnd;
@@ -355,12 +353,12 @@ async fn track_status(
     if let Some(rt) = cached
         && matches!(*rt.answer.borrow(), Some(Ok(_)))
     {
-        return Ok(status_of(&rt.cache));
+        return Ok(rt.cache.status());
     }
     let finished = inner.finished_track(name);
     let Some(route) = inner.fetch_route(name) else {
         if let Some(done) = finished {
-            return Ok(status_of(&done));
+            return Ok(done.status());
         }
         return Err(RequestError::new(
             RequestErrorCode::DOES_NOT_EXIST,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use moq_client::directory::Peer;
+use moq_client::model::Peer;
 use moq_core::TrackNamespace;
 use moq_transport::Session;
 use moq_transport::namespace::{NamespaceEvent, NamespaceRegistration};

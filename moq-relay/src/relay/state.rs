@@ -5,8 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
-use moq_client::cache::TrackCache;
-use moq_client::directory::Directory;
+use moq_client::model::{Directory, TrackCache};
 use moq_core::{FullTrackName, TrackNamespace};
 use moq_transport::namespace::{NamespaceIndex, NamespaceRegistration, PrefixTrie};
 use moq_transport::{Session, SessionConfig};

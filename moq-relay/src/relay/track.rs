@@ -4,8 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use moq_client::CacheLimits;
-use moq_client::cache::TrackCache;
+use moq_client::model::{CacheLimits, TrackCache};
 use moq_core::message::RequestError;
 use moq_core::{FullTrackName, Location, Properties};
 use parking_lot::Mutex;

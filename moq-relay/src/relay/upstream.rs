@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::FutureExt;
-use moq_client::cache::{CachedObject, DATAGRAM_SUBGROUP, Malformed, Subgroup, SubgroupEnd};
+use moq_client::model::{CachedObject, DATAGRAM_SUBGROUP, Malformed, Subgroup, SubgroupEnd};
 use moq_core::codes::{RequestErrorCode, SessionErrorCode};
 use moq_core::message::{Parameters, RequestError};
 use moq_transport::track::{
