@@ -14,7 +14,7 @@ use moq_core::{FullTrackName, Properties};
 use tokio::sync::mpsc;
 
 use super::state::Inner;
-use super::track::RelayTrack;
+use super::track::{RelayTrack, Timer};
 use crate::metrics::Metrics;
 
 /// How an upstream subscription ended.
@@ -237,16 +237,6 @@ fn await_publisher(inner: Weak<Inner>, t: Arc<RelayTrack>) {
         // The relay shut down: no publisher comes back.
         end_track(&inner, &t);
     }
-}
-
-/// A wait on a track, run by [`run_timers`].
-#[derive(Debug)]
-pub(super) enum Timer {
-    /// The track's last downstream subscription left: after `RelayConfig::upstream_linger`,
-    /// its upstreams go unless a subscriber came back.
-    Linger(Arc<RelayTrack>),
-    /// The track's last publisher went away at this generation (`await_publisher`).
-    AwaitPublisher(Arc<RelayTrack>, u64),
 }
 
 /// Runs every timer `Drop` sets (`Inner::timers`), in one task of the relay, until the relay

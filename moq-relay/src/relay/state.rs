@@ -12,9 +12,8 @@ use moq_transport::{Session, SessionConfig};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
-use super::lifecycle::Timer;
 use super::tasks::TaskSet;
-use super::track::RelayTrack;
+use super::track::{RelayTrack, Timer};
 use crate::cluster::{ClusterConfig, Links, Offers};
 use crate::config::RelayConfig;
 use crate::metrics::Metrics;

@@ -122,3 +122,13 @@ impl Standing {
         }
     }
 }
+
+/// A wait on a track, run by `lifecycle::run_timers`.
+#[derive(Debug)]
+pub(super) enum Timer {
+    /// The track's last downstream subscription left: after `RelayConfig::upstream_linger`,
+    /// its upstreams go unless a subscriber came back.
+    Linger(Arc<RelayTrack>),
+    /// The track's last publisher went away at this generation (`await_publisher`).
+    AwaitPublisher(Arc<RelayTrack>, u64),
+}
