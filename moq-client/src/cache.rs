@@ -17,7 +17,7 @@ use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
 use moq_transport::track::{SubscriptionWriter, last_covered};
 use tokio::sync::watch;
 
-pub use crate::malformed::Malformed;
+pub(crate) use crate::malformed::Malformed;
 use crate::malformed::{self, Seen};
 
 /// The Subgroup ID under which objects that travel as datagrams are kept; they are served as
@@ -743,7 +743,7 @@ impl TrackCache {
     }
 
     /// Ends the track as malformed (draft-19 §2.4.2): the subscriptions served from it end
-    /// with PUBLISH_DONE MALFORMED_TRACK (see [`crate::serve::serve_subscription`]).
+    /// with PUBLISH_DONE MALFORMED_TRACK (see `serve::serve_subscription`).
     pub fn set_malformed(&self, why: Malformed) {
         let mut inner = self.state.inner.lock();
         inner.malformed.get_or_insert(why);
@@ -760,7 +760,7 @@ impl TrackCache {
     /// Ends the track because a new incarnation of it replaces this one (a relay's publisher
     /// that restarted and numbers its groups anew): the subscriptions served from it end with
     /// PUBLISH_DONE GOING_AWAY (their publisher went away; subscribing again reaches the new
-    /// one), see [`crate::serve::serve_subscription`].
+    /// one), see `serve::serve_subscription`.
     pub fn supersede(&self) {
         self.end_as(true);
     }

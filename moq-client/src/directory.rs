@@ -713,7 +713,7 @@ impl Drop for Watch {
 }
 
 /// What TRACK_STATUS_OK says of a held track.
-pub fn status_of(track: &TrackCache) -> TrackStatusInfo {
+pub(crate) fn status_of(track: &TrackCache) -> TrackStatusInfo {
     TrackStatusInfo {
         largest: track.largest(),
         expires: None,

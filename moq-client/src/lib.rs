@@ -60,7 +60,7 @@
 //!
 //! Creating tracks and announcing their namespace may happen in either order: a SUBSCRIBE for
 //! a track of an announced namespace that does not exist yet waits for it (two seconds by
-//! default, [`directory::DirectoryOptions::rendezvous`]).
+//! default, [`model::DirectoryOptions::rendezvous`]).
 //!
 //! ```no_run
 //! # async fn run(session: moq_client::Session) -> Result<(), moq_client::Error> {
@@ -148,7 +148,7 @@
 //!
 //! Reading a track from one session and publishing it on another is a consumer feeding a
 //! producer (for a full relay, see the `moq-relay` crate, which answers requests through
-//! the same [`directory`] as a [`Publisher`]):
+//! the same [`model::Directory`] as a [`Publisher`]):
 //!
 //! ```no_run
 //! # async fn run(upstream: moq_client::Session, downstream: moq_client::Session, name: moq_client::FullTrackName) -> Result<(), moq_client::Error> {
@@ -219,20 +219,21 @@
 //! # Ok(()) }
 //! ```
 
-pub mod cache;
+mod cache;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod client;
 mod consume;
-pub mod directory;
+mod directory;
 mod error;
-pub mod malformed;
+mod malformed;
 #[cfg(feature = "memory")]
 pub mod memory;
+pub mod model;
 mod options;
 mod produce;
 mod publisher;
-pub mod serve;
+mod serve;
 mod subscriber;
 
 pub use cache::{CacheLimits, NewGroup};
@@ -257,7 +258,7 @@ pub use moq_core::{
     TrackNamespace, Version,
 };
 /// The session layer underneath, for what this crate does not wrap: [`Session::transport`]
-/// gives its session, and [`directory`] answers its requests.
+/// gives its session, and [`model::Directory`] answers its requests.
 pub use moq_transport;
 pub use moq_transport::ConnectError;
 /// Deliberately part of this API: session settings and the TLS certificate of a [`Server`].

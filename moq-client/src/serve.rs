@@ -231,7 +231,7 @@ impl Drop for Opening {
 /// Serves `track` on an accepted subscription until the track ends (PUBLISH_DONE
 /// TRACK_ENDED), the subscription's End Group is passed, the subscriber cancels, or it falls
 /// too far behind ([`ServeOptions::max_backlog_bytes`], PUBLISH_DONE TOO_FAR_BEHIND).
-pub async fn serve_subscription(
+pub(crate) async fn serve_subscription(
     track: TrackCache,
     writer: SubscriptionWriter,
     opts: ServeOptions,

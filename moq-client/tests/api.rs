@@ -18,7 +18,7 @@ use common::{
     TestServer, Transport, case, combinations, eventually, expected, fetch_all, ids, loc, ns,
     read_group, read_groups, timeout, track, wait_status, write_group,
 };
-use moq_client::directory::DirectoryOptions;
+use moq_client::model::DirectoryOptions;
 use moq_client::{
     Backoff, CacheLimits, Error, NamespaceEvent, Properties, Publisher, ServeOptions, Status,
     SubscribeOptions, TrackOptions, Version,

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{TestServer, Transport, case, eventually, timeout, track, wait_status};
-use moq_client::serve::ServeStats;
+use moq_client::model::ServeStats;
 use moq_client::{
     Backoff, CacheLimits, Certificate, FullTrackName, GroupConsumer, Publisher, Reconnecting,
     RenewRetry, ServeOptions, Status, SubscribeOptions, TrackConsumer, TrackOptions, TrackProducer,

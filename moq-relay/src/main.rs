@@ -392,14 +392,15 @@ async fn run(s: Settings) -> anyhow::Result<()> {
             listener.local_addr()?
         );
         let router = moq_relay::http::router(relay.clone(), auth.clone());
-        tokio::spawn(async move {
+        // The relay's tasks end with its shutdown.
+        relay.spawn_task(async move {
             if let Err(e) = moq_relay::http::serve(listener, router).await {
                 tracing::error!(error = %e, "http side stopped");
             }
         });
     }
     if let (Some(cert), Some(key)) = (s.tls_cert.clone(), s.tls_key.clone()) {
-        tokio::spawn(reload_certificates(relay.clone(), cert, key));
+        relay.spawn_task(reload_certificates(relay.clone(), cert, key));
     }
     let drain = Duration::from_secs_f64(s.drain.unwrap_or(2.0).max(0.0));
     let run = relay.spawn();
@@ -426,7 +427,7 @@ fn modified(paths: &[&Path]) -> Vec<Option<SystemTime>> {
 async fn reload_certificates(relay: Relay, cert: PathBuf, key: PathBuf) {
     let paths = [cert.as_path(), key.as_path()];
     let mut seen = modified(&paths);
-    let mut hup = hangup();
+    let mut hup = Hangup::new();
     let mut tick = tokio::time::interval(Duration::from_secs(2));
     loop {
         let asked = tokio::select! {
@@ -445,22 +446,30 @@ async fn reload_certificates(relay: Relay, cert: PathBuf, key: PathBuf) {
     }
 }
 
-/// SIGHUP as a stream of signals (never, where there is none).
-fn hangup() -> tokio::sync::mpsc::Receiver<()> {
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
+/// SIGHUP, received one at a time (never, where there is none).
+struct Hangup {
     #[cfg(unix)]
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            return;
-        };
-        while hup.recv().await.is_some() {
-            let _ = tx.try_send(());
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl Hangup {
+    fn new() -> Self {
+        Hangup {
+            #[cfg(unix)]
+            signal: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok(),
         }
-    });
-    #[cfg(not(unix))]
-    drop(tx);
-    rx
+    }
+
+    /// The next SIGHUP. Cancel safe.
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        if let Some(s) = &mut self.signal
+            && s.recv().await.is_some()
+        {
+            return;
+        }
+        std::future::pending().await
+    }
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM, naming it.

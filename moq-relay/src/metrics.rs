@@ -31,7 +31,7 @@ use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
-use moq_client::serve::ServeStats;
+use moq_client::model::ServeStats;
 use moq_core::codes::RequestErrorCode;
 use moq_core::{TrackNamespace, Version};
 use moq_transport::RequestObserver;

@@ -1,14 +1,18 @@
-//! Shutting the relay down: `Relay::shutdown` with and without open sessions, and the binary
-//! draining on SIGINT and SIGTERM.
+//! Shutting the relay down: `Relay::shutdown` with and without open sessions, the binary
+//! draining on SIGINT and SIGTERM, and the relay's tasks: none left after a shutdown, none of
+//! a session's after it closes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::{Duration, Instant};
 
+use moq_client::SubscribeOptions;
+use moq_core::FullTrackName;
 use moq_core::codes::SessionErrorCode;
+use moq_relay::cluster::ClusterConfig;
 use moq_relay::{Relay, RelayConfig};
 use moq_transport::Error;
 use moq_transport::endpoint::{Client, ClientConfig};
-use moq_transport::tls::{ClientTls, parse_fingerprint};
+use moq_transport::tls::{Certificate, ClientTls, parse_fingerprint};
 
 mod common;
 use common::timeout;
@@ -159,6 +163,130 @@ async fn binary_drains_and_exits_on_sigint_and_sigterm() {
         let mut relay = Binary::start();
         relay.signal("TERM");
         relay.exited_within(Duration::from_secs(2)).await;
+    })
+    .await;
+}
+
+/// A relay of a cluster named `node`, running, with the shared certificate.
+fn cluster_relay(node: &str, cert: &Certificate) -> Relay {
+    let mut config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
+    let mut c = ClusterConfig::new(node.to_string(), vec![]);
+    c.tls = ClientTls::pinned(cert.fingerprint());
+    config.cluster = Some(c);
+    let relay = Relay::bind(config).unwrap();
+    relay.spawn();
+    relay
+}
+
+fn url(relay: &Relay) -> String {
+    format!("moqt://localhost:{}/", relay.local_addr().port())
+}
+
+/// A moq-client session to `relay` that can publish.
+async fn connect(relay: &Relay) -> moq_client::Session {
+    moq_client::Client::builder()
+        .fingerprint(&relay.fingerprint())
+        .unwrap()
+        .publisher(moq_client::Publisher::default())
+        .build()
+        .unwrap()
+        .connect(&url(relay))
+        .await
+        .unwrap()
+}
+
+/// Publishes track `t` of `room` on `session` and writes one group into it.
+async fn publish_one(
+    session: &moq_client::Session,
+    room: &str,
+) -> (moq_client::NamespaceHandle, moq_client::TrackProducer) {
+    let h = session
+        .publisher()
+        .publish_namespace(common::ns(room))
+        .unwrap();
+    h.announced().await.unwrap();
+    let name = FullTrackName::new(common::ns(room), "t").unwrap();
+    let producer = session.publisher().create_track(name).unwrap();
+    (h, producer)
+}
+
+/// Subscribes to track `t` of `room` on `session` and reads one object of it, written by
+/// `producer` once the subscription is up.
+async fn subscribe_one(
+    session: &moq_client::Session,
+    room: &str,
+    producer: &moq_client::TrackProducer,
+) -> moq_client::TrackConsumer {
+    let name = FullTrackName::new(common::ns(room), "t").unwrap();
+    let mut t = session
+        .subscriber()
+        .subscribe(name, SubscribeOptions::default())
+        .await
+        .unwrap();
+    let mut g = producer.append_group().unwrap();
+    g.write("frame").unwrap();
+    g.finish().unwrap();
+    assert_eq!(common::read_objects(&mut t, 1).await.len(), 1);
+    t
+}
+
+/// After `Relay::shutdown` with live sessions, subscriptions (served from an upstream
+/// subscription of each relay), a cluster link and its peer, no task of either relay is left
+/// (`task_count() == 0`) and every session has stopped (`Session::stopped`).
+#[tokio::test]
+async fn shutdown_leaves_no_task_of_the_relay() {
+    timeout(async {
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let (a, b) = (cluster_relay("A", &cert), cluster_relay("B", &cert));
+        b.connect_peer(url(&a).trim_end_matches('/'));
+        // A publisher on A; subscribers on A and on B (B's upstream goes over its link to A).
+        let publisher = connect(&a).await;
+        let (_h, producer) = publish_one(&publisher, "tasks/room").await;
+        while !b.namespaces().contains(&common::ns("tasks/room")) {
+            // The index has no per-namespace signal to wait on from outside.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (on_a, on_b) = (connect(&a).await, connect(&b).await);
+        let _sub_a = subscribe_one(&on_a, "tasks/room", &producer).await;
+        let _sub_b = subscribe_one(&on_b, "tasks/room", &producer).await;
+        assert!(a.task_count() > 3 && b.task_count() > 3);
+        let grace = Duration::from_millis(200);
+        tokio::join!(a.shutdown(grace), b.shutdown(grace));
+        assert_eq!(a.task_count(), 0, "tasks of A left");
+        assert_eq!(b.task_count(), 0, "tasks of B left");
+        for s in [&publisher, &on_a, &on_b] {
+            s.transport().stopped().await;
+        }
+    })
+    .await;
+}
+
+/// Each session's relay-side tasks (serving it, its upstream subscriptions and PUBLISHes) are
+/// gone once it closes: the relay is back to the tasks it runs with no session.
+#[tokio::test]
+async fn a_closed_session_leaves_no_relay_task() {
+    timeout(async {
+        let relay = common::dev_relay();
+        let idle = relay.task_count();
+        let publisher = connect(&relay).await;
+        let (h, producer) = publish_one(&publisher, "closing/room").await;
+        let subscriber = connect(&relay).await;
+        let sub = subscribe_one(&subscriber, "closing/room", &producer).await;
+        assert!(relay.task_count() > idle);
+        for (s, rest) in [(subscriber, 1), (publisher, 0)] {
+            s.close();
+            s.transport().stopped().await;
+            // The relay's count has no signal to wait on: looked at until it drops.
+            while relay.sessions() != rest {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        drop((h, producer, sub));
+        while relay.task_count() != idle {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        relay.shutdown(Duration::ZERO).await;
+        assert_eq!(relay.task_count(), 0);
     })
     .await;
 }

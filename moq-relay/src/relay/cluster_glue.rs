@@ -1,0 +1,280 @@
+//! The relay's side of its cluster (the rules are in `cluster.rs`): what it offers its peers
+//! (exports), what it learns from its links (offers, turned into routes), and the links it
+//! keeps dialing.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use moq_core::TrackNamespace;
+use moq_transport::Session;
+use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, PublishedNamespace};
+
+use super::mirror::Mirror;
+use super::state::{ClusterState, Inner, Link, Route};
+use crate::cluster::{self, Offer, ViewEvent};
+
+/// `path` with `node` appended.
+fn extend(path: &[String], node: &str) -> Vec<String> {
+    let mut p = path.to_vec();
+    p.push(node.to_string());
+    p
+}
+
+impl Inner {
+    /// Offers `ns` to the peers as this relay reaches it now: from here if a local session
+    /// publishes it, else through the best peer's path with this node appended, else not at all.
+    pub(super) fn refresh_export(&self, ns: &TrackNamespace) {
+        let Some(c) = &self.cluster else {
+            return;
+        };
+        let (best, offered) = {
+            let offers = c.offers.lock();
+            (offers.best_of(ns), offers.sessions(ns))
+        };
+        let local = self
+            .routes
+            .lock()
+            .at(ns)
+            .iter()
+            .any(|(id, _)| !offered.contains(id));
+        {
+            let mut regs = c.local_regs.lock();
+            match local {
+                true => {
+                    regs.entry(ns.clone())
+                        .or_insert_with(|| c.local.publish(ns.clone()));
+                }
+                false => {
+                    regs.remove(ns);
+                }
+            }
+        }
+        let path = match (local, best) {
+            (true, _) => Some(vec![c.config.node.clone()]),
+            (false, Some(o)) => Some(extend(&o.path, &c.config.node)),
+            (false, None) => None,
+        };
+        self.export(c, ns, path);
+    }
+
+    /// Offers `ns` to the peers through `path` (replacing what was offered), or withdraws it.
+    pub(super) fn export(&self, c: &ClusterState, ns: &TrackNamespace, path: Option<Vec<String>>) {
+        let mut exports = c.exports.lock();
+        if exports.get(ns).map(|(p, _)| p) == path.as_ref() {
+            return;
+        }
+        exports.remove(ns);
+        if let Some(path) = path
+            && let Some(entry) = cluster::wrap(&c.config.prefix, &path, ns)
+        {
+            exports.insert(ns.clone(), (path, self.index.publish(entry)));
+        }
+    }
+
+    /// Learns what a link's peer offers (SUBSCRIBE_NAMESPACE for the cluster view) until it ends.
+    pub(super) async fn learn(self: Arc<Self>, id: u64, session: Session, link: Link) {
+        let Some(c) = &self.cluster else {
+            return;
+        };
+        let (prefix, node) = (c.config.prefix.clone(), c.config.node.clone());
+        let view = match &link {
+            Link::Cluster(_) => TrackNamespace::from_strs([prefix.clone()]),
+            Link::Upstream(_) => Ok(TrackNamespace::empty()),
+        };
+        let Ok(view) = view else {
+            return;
+        };
+        let mut offers = match session.subscribe_namespace(view).await {
+            Ok(s) => s,
+            Err(e) => {
+                let dialed = match &link {
+                    Link::Cluster(peer) => peer.as_deref().map(|p| (p, false)),
+                    Link::Upstream(peer) => Some((peer.as_str(), true)),
+                };
+                let remote = session.info().remote.map(|a| a.to_string());
+                let remote = format!("{} (session {id})", remote.unwrap_or_default());
+                c.links.refused(dialed, &remote, &e);
+                return;
+            }
+        };
+        while let Some(Ok(ev)) = offers.next().await {
+            let ev = match &link {
+                Link::Cluster(_) => cluster::view_event(&prefix, &node, ev),
+                // What this relay announced there, echoed back, is not learned from it.
+                Link::Upstream(name) => cluster::upstream_event(&prefix, name, ev).filter(
+                    |e| !matches!(e, ViewEvent::Offered(ns, _) if c.local_regs.lock().contains_key(ns)),
+                ),
+            };
+            match ev {
+                Some(ViewEvent::Offered(ns, path)) => {
+                    let offer = Offer {
+                        session_id: id,
+                        session: session.clone(),
+                        path,
+                    };
+                    let (before, after) = c.offers.lock().add(&ns, offer);
+                    self.apply_offer(c, &ns, before, after);
+                }
+                Some(ViewEvent::Withdrawn(ns)) => {
+                    let (before, after) = c.offers.lock().remove(&ns, id);
+                    self.apply_offer(c, &ns, before, after);
+                }
+                None => {}
+            }
+        }
+        self.forget_link(id);
+    }
+
+    /// Withdraws everything link `id` offered.
+    pub(super) fn forget_link(self: &Arc<Self>, id: u64) {
+        let Some(c) = &self.cluster else {
+            return;
+        };
+        let offered = c.offers.lock().of(id);
+        for ns in offered {
+            let (before, after) = c.offers.lock().remove(&ns, id);
+            self.apply_offer(c, &ns, before, after);
+        }
+    }
+
+    /// Routes `ns` through the best offer (only), keeps the learned namespace in the index while
+    /// any peer offers it, and re-offers it to the peers through the best path.
+    pub(super) fn apply_offer(
+        self: &Arc<Self>,
+        c: &ClusterState,
+        ns: &TrackNamespace,
+        before: Option<Offer>,
+        after: Option<Offer>,
+    ) {
+        let same = |a: &Offer, b: &Offer| a.session_id == b.session_id && a.path == b.path;
+        if let (Some(b), Some(a)) = (&before, &after)
+            && same(b, a)
+        {
+            return;
+        }
+        tracing::debug!(
+            namespace = %ns,
+            before = ?before.as_ref().map(|o| (o.session_id, &o.path)),
+            after = ?after.as_ref().map(|o| (o.session_id, &o.path)),
+            "cluster route"
+        );
+        if let Some(b) = &before {
+            self.routes.lock().remove(ns, b.session_id);
+        }
+        match &after {
+            Some(a) => {
+                self.routes.lock().insert(
+                    ns,
+                    a.session_id,
+                    Route {
+                        session_id: a.session_id,
+                        session: a.session.clone(),
+                    },
+                );
+                c.learned
+                    .lock()
+                    .entry(ns.clone())
+                    .or_insert_with(|| self.index.publish(ns.clone()));
+            }
+            None => {
+                c.learned.lock().remove(ns);
+            }
+        }
+        self.routes_changed.send_modify(|v| *v += 1);
+        self.refresh_export(ns);
+        if let Some(a) = &after
+            && before.as_ref().is_none_or(|b| b.session_id != a.session_id)
+        {
+            self.subscribe_active(ns, a.session_id, &a.session);
+        }
+    }
+}
+
+/// Keeps one link to `url`, redialing with backoff until the relay is gone or draining.
+pub(super) async fn keep_link(inner: Weak<Inner>, peer: String, upstream: bool) {
+    let mut attempt = 0;
+    loop {
+        let Some(i) = inner.upgrade() else {
+            return;
+        };
+        let Some(c) = &i.cluster else {
+            return;
+        };
+        if i.draining.load(Ordering::Relaxed) {
+            return;
+        }
+        let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
+            tls: c.config.tls.clone(),
+            versions: c.config.versions.clone(),
+            session: i
+                .session_config
+                .clone()
+                .with_announced(NamespaceIndex::new()),
+            share_indexes: true,
+            quic: i.config.quic,
+            udp_buffer: i.config.udp_buffer,
+        });
+        let (url, link) = match upstream {
+            true => (peer.clone(), Link::Upstream(peer.clone())),
+            false => (c.config.link_url(&peer), Link::Cluster(Some(peer.clone()))),
+        };
+        c.links.dialing(&peer, upstream);
+        match client.map(|cl| async move { cl.connect(&url).await }) {
+            Ok(connecting) => match connecting.await {
+                Ok(session) => {
+                    c.links.up(&peer, upstream);
+                    let since = tokio::time::Instant::now();
+                    i.clone().serve_session(session.clone(), Some(link)).await;
+                    let ours = i.draining.load(Ordering::Relaxed);
+                    c.links.lost(&peer, upstream, &session.closed().await, ours);
+                    // A link that lasted is redialed at once; one the peer ends as soon as it
+                    // is up (a refused token) backs off like a failed dial.
+                    if since.elapsed() >= cluster::STABLE_LINK {
+                        attempt = 0;
+                    }
+                }
+                Err(e) => c
+                    .links
+                    .failed(&peer, upstream, &e, cluster::backoff(attempt + 1)),
+            },
+            Err(e) => {
+                tracing::warn!(peer = %peer, error = %e, "cluster link not configured");
+                return;
+            }
+        }
+        drop(i);
+        attempt += 1;
+        tokio::time::sleep(cluster::backoff(attempt)).await;
+    }
+}
+
+/// Announces to a foreign upstream (PUBLISH_NAMESPACE) every namespace this relay's own
+/// clients publish, and withdraws each (PUBLISH_NAMESPACE_DONE) when they stop, for as long as
+/// the link lasts. A namespace the upstream refuses stays unannounced there.
+pub(super) async fn announce_upstream(local: NamespaceIndex, session: Session) {
+    let mut held: HashMap<TrackNamespace, Option<PublishedNamespace>> = HashMap::new();
+    let mut mirror = Mirror::new(local);
+    loop {
+        match mirror.next().await {
+            NamespaceEvent::Added(ns) => {
+                let published = announce(&session, ns.clone()).await;
+                held.insert(ns, published);
+            }
+            NamespaceEvent::Removed(ns) => {
+                held.remove(&ns);
+            }
+        }
+    }
+}
+
+/// PUBLISH_NAMESPACE `ns` on `session`; `None` if refused.
+async fn announce(session: &Session, ns: TrackNamespace) -> Option<PublishedNamespace> {
+    match session.publish_namespace(ns.clone()).await {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(namespace = %ns, error = %e, "upstream refused a namespace");
+            None
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! The relay: sessions, routes, per-track upstream subscriptions, fan-out and FETCH.
+//!
+//! [`Relay`] (this file) binds, accepts and shuts down. The rest, each a part of what the
+//! shared state ([`state::Inner`]) does:
+//!
+//! - `session`: one session's life (registered, announcements mirrored, requests answered);
+//! - `routing`: routes by namespace, the relay track a SUBSCRIBE joins;
+//! - `upstream`: upstream subscriptions and PUBLISHes feeding a track's cache;
+//! - `lifecycle`: downstream and upstream counts and what their ends do to a track;
+//! - `requests`: SUBSCRIBE, FETCH, fills and TRACK_STATUS the directory passes on;
+//! - `cluster_glue`: exports, offers and links of a cluster;
+//! - `track`, `mirror`: a relay track, and a namespace index followed as changes.
+
+mod cluster_glue;
+mod lifecycle;
+mod mirror;
+mod requests;
+mod routing;
+mod session;
+mod state;
+mod tasks;
+mod track;
+mod upstream;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use moq_client::model::{Directory, DirectoryOptions};
+use moq_core::TrackNamespace;
+use moq_core::codes::SessionErrorCode;
+use moq_transport::endpoint::{Server, ServerConfig};
+use moq_transport::namespace::{NamespaceIndex, PrefixTrie};
+use moq_transport::tls::Certificate;
+use moq_transport::{Error, Session, SessionConfig};
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use self::cluster_glue::keep_link;
+use self::lifecycle::run_timers;
+use self::requests::RelayUpstream;
+use self::state::{ClusterState, Inner, Link};
+use self::tasks::TaskSet;
+use crate::cluster::{self, ClusterAuth, LinkStatus, Links, Offers};
+use crate::config::RelayConfig;
+use crate::metrics::Metrics;
+
+/// A running relay. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Relay {
+    inner: Arc<Inner>,
+    server: Arc<Server>,
+    addr: SocketAddr,
+}
+
+impl Relay {
+    /// Binds the relay's UDP port. Sessions are accepted by [`Relay::run`].
+    pub fn bind(config: RelayConfig) -> Result<Relay, Error> {
+        let index = NamespaceIndex::new();
+        let metrics = Arc::new(Metrics::new(config.metrics_per_namespace));
+        let mut session = SessionConfig::default()
+            .with_namespaces(index.clone())
+            .with_requests();
+        session.authorizer = match &config.cluster {
+            Some(c) => Arc::new(ClusterAuth {
+                inner: config.authorizer.clone(),
+                prefix: c.prefix.clone(),
+            }),
+            None => config.authorizer.clone(),
+        };
+        session.limits = config.limits.clone();
+        session.observer = Some(metrics.clone());
+        let mut server = ServerConfig::new(config.bind, config.certificate.clone());
+        server.versions = config.versions.clone();
+        server.session = session.clone();
+        server.qlog_dir = config.qlog_dir.clone();
+        server.quic = config.quic;
+        server.udp_buffer = config.udp_buffer;
+        // Each session registers what its peer announces in its own index, which the relay
+        // mirrors into its routes and the shared index.
+        server.per_session = Some(Arc::new(|c: SessionConfig| {
+            c.with_announced(NamespaceIndex::new())
+        }));
+        let server = Server::bind(server)?;
+        let addr = server.local_addr()?;
+        let tasks = TaskSet::default();
+        let weak = Arc::downgrade(&metrics);
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(Metrics::UPKEEP);
+            loop {
+                tick.tick().await;
+                match weak.upgrade() {
+                    Some(m) => m.upkeep(),
+                    None => return,
+                }
+            }
+        });
+        let (timers, due) = mpsc::unbounded_channel();
+        let mut config = config;
+        config.serve.stats = Some(metrics.serve.clone());
+        let cluster = config.cluster.clone();
+        let link_metrics = metrics.clone();
+        let options = DirectoryOptions {
+            serve: config.serve.clone(),
+            rendezvous: Duration::ZERO,
+            max_rendezvous: config.max_rendezvous,
+        };
+        let inner = Arc::new_cyclic(|weak| Inner {
+            config,
+            index,
+            routes: Mutex::new(PrefixTrie::new()),
+            routes_changed: watch::channel(0).0,
+            tracks: Mutex::new(HashMap::new()),
+            finished: Mutex::new(HashMap::new()),
+            directory: Directory::with_upstream(
+                options,
+                Arc::new(RelayUpstream::new(weak.clone())),
+            ),
+            sessions: Mutex::new(HashMap::new()),
+            session_count: watch::channel(0).0,
+            metrics,
+            next_id: AtomicU64::new(1),
+            draining: Default::default(),
+            goaway: Mutex::new(None),
+            session_config: session,
+            cluster: cluster.map(|config| ClusterState {
+                config,
+                offers: Mutex::new(Offers::default()),
+                exports: Mutex::new(HashMap::new()),
+                learned: Mutex::new(HashMap::new()),
+                local: NamespaceIndex::new(),
+                local_regs: Mutex::new(HashMap::new()),
+                links: Links::new(link_metrics),
+            }),
+            tasks,
+            timers,
+        });
+        inner.tasks.spawn(run_timers(Arc::downgrade(&inner), due));
+        Ok(Relay {
+            inner,
+            server: Arc::new(server),
+            addr,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The SHA-256 fingerprint of the certificate the relay presents now, hex.
+    pub fn fingerprint(&self) -> String {
+        moq_transport::tls::hex(&self.server.fingerprint())
+    }
+
+    /// Presents `certificate` from the next handshake on; open sessions continue with theirs.
+    pub fn set_certificate(&self, certificate: &Certificate) -> Result<(), Error> {
+        self.server.set_certificate(certificate)
+    }
+
+    /// The relay's counters.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// Whether `ns` is an entry of the cluster view (exchanged between relays, not a
+    /// namespace any client published).
+    pub fn is_cluster_view(&self, ns: &TrackNamespace) -> bool {
+        self.inner
+            .cluster
+            .as_ref()
+            .is_some_and(|c| cluster::in_view(&c.config.prefix, ns))
+    }
+
+    /// The namespaces the relay knows.
+    pub fn namespaces(&self) -> &NamespaceIndex {
+        &self.inner.index
+    }
+
+    /// False once [`Relay::shutdown`] began draining.
+    pub fn is_accepting(&self) -> bool {
+        !self.inner.draining.load(Ordering::Relaxed)
+    }
+
+    /// Number of open sessions.
+    pub fn sessions(&self) -> usize {
+        self.inner.sessions.lock().len()
+    }
+
+    /// Accepts and serves sessions until the relay is shut down.
+    pub async fn run(&self) {
+        if let Some(c) = &self.inner.cluster {
+            let links = c.config.peers.iter().map(|p| (p, false));
+            for (peer, upstream) in links.chain(c.config.upstreams.iter().map(|u| (u, true))) {
+                let inner = Arc::downgrade(&self.inner);
+                self.inner
+                    .tasks
+                    .spawn(keep_link(inner, peer.clone(), upstream));
+            }
+        }
+        while let Some(session) = self.server.accept().await {
+            let inner = self.inner.clone();
+            self.inner.tasks.spawn(async move {
+                let link = inner
+                    .cluster
+                    .as_ref()
+                    .is_some_and(|c| cluster::is_link(&c.config.prefix, session.info()));
+                let link = link.then_some(Link::Cluster(None));
+                inner.serve_session(session, link).await
+            });
+        }
+    }
+
+    /// The links this relay dials (its peers and upstreams) and where each stands: up, or why
+    /// not (a failed dial's cause: certificate, token, unreachable). Empty outside a cluster.
+    /// `/health` shows the same.
+    pub fn links(&self) -> Vec<LinkStatus> {
+        self.inner
+            .cluster
+            .as_ref()
+            .map(|c| c.links.all())
+            .unwrap_or_default()
+    }
+
+    /// Keeps a cluster link to the relay at `url` (`moqt://host:port` or `https://...`),
+    /// redialing with backoff while this relay runs. Does nothing unless the relay was
+    /// configured with [`RelayConfig::cluster`].
+    pub fn connect_peer(&self, url: &str) {
+        if self.inner.cluster.is_some() {
+            self.inner.tasks.spawn(keep_link(
+                Arc::downgrade(&self.inner),
+                url.to_string(),
+                false,
+            ));
+        }
+    }
+
+    /// Runs the relay in the background, as one of its tasks ([`Relay::task_count`]): the
+    /// handle resolves when [`Relay::run`] returns or [`Relay::shutdown`] ends it. Dropping the
+    /// handle detaches it (the relay keeps running).
+    pub fn spawn(&self) -> JoinHandle<()> {
+        let this = self.clone();
+        self.inner.tasks.spawn(async move { this.run().await })
+    }
+
+    /// Runs `task` as one of the relay's tasks: counted by [`Relay::task_count`] and dropped
+    /// when [`Relay::shutdown`] ends (a task that outlives the relay's drain, such as its HTTP
+    /// side or a certificate reloader). After the shutdown it is dropped without running.
+    pub fn spawn_task(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.inner.tasks.spawn(task);
+    }
+
+    /// How many tasks the relay runs now: [`Relay::spawn`]'s, one per session served, per
+    /// upstream subscription, accepted PUBLISH and subgroup stream being copied into the cache,
+    /// per cluster link it dials, its timers and upkeep, and those given to
+    /// [`Relay::spawn_task`]. Each session's own tasks are counted by its
+    /// `Session::task_count`. Zero once [`Relay::shutdown`] returned.
+    pub fn task_count(&self) -> usize {
+        self.inner.tasks.len()
+    }
+
+    /// Sends GOAWAY to every session (draft-19 §10.4): clients reconnect to `new_uri` (or the
+    /// same URI if empty) and sessions still open after `timeout` are closed.
+    pub async fn goaway(&self, new_uri: &str, timeout: Duration) {
+        // Recorded before the sessions are listed: one registered later sees it (serve_session).
+        *self.inner.goaway.lock() =
+            Some((new_uri.to_string(), tokio::time::Instant::now() + timeout));
+        let sessions: Vec<Session> = self.inner.sessions.lock().values().cloned().collect();
+        // All at once: one peer slow to read its control stream delays no other. Each a task
+        // of its own (counted by the relay's), aborted if this is dropped first.
+        let mut sent = tokio::task::JoinSet::new();
+        for s in sessions {
+            let uri = new_uri.to_string();
+            sent.spawn(self.inner.tasks.track(async move {
+                let _ = s.goaway(&uri, timeout).await;
+            }));
+        }
+        sent.join_all().await;
+    }
+
+    /// Drains: refuses new sessions, GOAWAY to everyone (naming the first cluster peer, if
+    /// any), waits up to `grace` for sessions to leave, then closes the endpoint (the sessions
+    /// still open with it; at most one more second for the peers to be told), and [`Relay::run`]
+    /// returns. Last it cancels every task of the relay ([`Relay::task_count`]) and waits for
+    /// them and each session's tasks to stop.
+    ///
+    /// Not cancel safe: dropped before it returns, the relay may be left refusing sessions
+    /// with its tasks running.
+    pub async fn shutdown(&self, grace: Duration) {
+        // New clients are refused at once (a reconnecting one goes to the GOAWAY's URI, or
+        // elsewhere), not taken back by a relay that is leaving.
+        self.server.refuse_new();
+        self.inner.draining.store(true, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + grace;
+        let mut open = self.inner.session_count.subscribe();
+        // Clients are sent to the configured successor, else to a peer of the cluster
+        // (draft-19 §10.4: the new session URI); with neither, back to the same URI.
+        let next = self
+            .inner
+            .config
+            .successor
+            .clone()
+            .or_else(|| {
+                let c = self.inner.cluster.as_ref()?;
+                c.config.peers.first().cloned()
+            })
+            .unwrap_or_default();
+        let drained = async {
+            self.goaway(&next, grace).await;
+            let _ = open.wait_for(|n| *n == 0).await;
+        };
+        let _ = tokio::time::timeout_at(deadline, drained).await;
+        // draft-19 §3.6: a session not closed by the peer within the timeout is closed, with
+        // GOAWAY_TIMEOUT if requests are still open: the rule of the sessions' own GOAWAY
+        // timers, due now too, so the code does not depend on which fires first. Cluster links
+        // this relay dialed are not the server's connections: closed the same way.
+        let open: Vec<Session> = self.inner.sessions.lock().values().cloned().collect();
+        for s in &open {
+            s.close_after_goaway();
+        }
+        // A WebTransport session's close is a capsule on its CONNECT stream, written by a task
+        // of its own: let those reach the peers before the endpoint closes every connection.
+        // Also when no session is left: one that just closed itself (its own GOAWAY timer fell
+        // due with the deadline) may still be writing its capsule. Without it the peer sees
+        // the endpoint's close and no session code (web-transport-quinn then reports the
+        // session as closed locally; CI saw it once).
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.server.wait_idle()).await;
+        self.server
+            .close(SessionErrorCode::NO_ERROR.0, "relay shutting down");
+        // Let the close reach the clients that stayed, so they do not wait for a timeout.
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.server.wait_idle()).await;
+        // Every task of the relay, and of the sessions it served, is gone when this returns
+        // (each is dropped at its next poll: this waits for no peer).
+        self.inner.tasks.cancel();
+        let stopped = async {
+            self.inner.tasks.stopped().await;
+            futures::future::join_all(open.iter().map(|s| s.stopped())).await;
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(1), stopped).await;
+    }
+}
