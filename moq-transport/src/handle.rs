@@ -190,8 +190,9 @@ impl Session {
         self.core().spawn(task);
     }
 
-    /// How many tasks the session runs (its accept loops, one per open stream and request, and
-    /// those given to [`Session::spawn`]); zero once it has closed and they have stopped.
+    /// How many tasks the session runs (its accept loops, those given to [`Session::spawn`],
+    /// and one per open request, which runs as an entry of the session's request table rather
+    /// than a task of its own); zero once it has closed and they have stopped.
     pub fn task_count(&self) -> usize {
         self.core().tasks().len()
     }

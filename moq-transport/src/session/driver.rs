@@ -3,8 +3,6 @@
 //! The driver knows the control stream and how a request stream begins; what a request, a data
 //! stream or a datagram means is for the layers above, reached through [`Dispatch`].
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -28,10 +26,10 @@ use crate::framing::{Frame, Reader, Writer};
 use crate::mux::{Mux, request_namespace};
 use crate::transport::{BoxRecvStream, BoxSendStream};
 
-/// A future the driver runs for a stream, boxed at its own size: inline, every stream's task
-/// would be as large as the largest kind of request, and a PUBLISH_NAMESPACE lives as long as
-/// the namespace is published.
-pub(crate) type Serve = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A future the driver runs for a stream, boxed at its own size: inline, every stream's
+/// handler would be as large as the largest kind of request, and a PUBLISH_NAMESPACE lives as
+/// long as the namespace is published.
+pub(crate) type Serve = super::table::Entry;
 
 /// A data stream the peer opened, its type read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,7 +139,7 @@ async fn accept_uni(driver: Arc<Driver>) {
 async fn accept_bi(driver: Arc<Driver>) {
     loop {
         match driver.core.conn().accept_bi().await {
-            Ok((send, recv)) => driver.core.spawn(handle_bi(driver.clone(), send, recv)),
+            Ok((send, recv)) => driver.core.serve(handle_bi(driver.clone(), send, recv)),
             Err(e) => return driver.core.close(e.into()),
         }
     }
@@ -466,11 +464,11 @@ async fn on_single_control(
         }
         _ => None,
     };
-    core.spawn(dispatch.request(msg, writer, reader));
+    core.serve(dispatch.request(msg, writer, reader));
     if let Some(tracks) = shadow {
         let (w, r) = mux.accept_shadow(id);
         let (writer, reader) = (Writer::virtual_stream(w), Reader::virtual_stream(r));
-        core.spawn(dispatch.request(tracks.into(), writer, reader));
+        core.serve(dispatch.request(tracks.into(), writer, reader));
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ mod finished;
 mod handshake;
 mod ids;
 mod setup;
+mod table;
 mod tasks;
 
 pub use self::core::{Destination, GoawayInfo, Role};
