@@ -84,8 +84,10 @@ pub(crate) fn start(core: &Arc<SessionCore>, dispatch: Arc<dyn Dispatch>) -> Set
         setup: Mutex::new(Some(tx)),
         control_seen: AtomicBool::new(false),
     });
+    // The data plane's loops are tasks of their own; the control plane's (requests and the
+    // control stream) are entries of the session's request table, as the requests are.
     core.spawn(accept_uni(driver.clone()));
-    core.spawn(accept_bi(driver.clone()));
+    core.serve(accept_bi(driver.clone()));
     core.spawn(recv_datagrams(driver));
     rx
 }
@@ -93,7 +95,7 @@ pub(crate) fn start(core: &Arc<SessionCore>, dispatch: Arc<dyn Dispatch>) -> Set
 /// Reads the control stream after SETUP: only GOAWAY may follow (draft-19 §10).
 pub(crate) fn read_control(core: &Arc<SessionCore>, mut reader: Reader) {
     let core2 = core.clone();
-    core.spawn(async move {
+    core.serve(async move {
         let core = core2;
         let err = loop {
             match reader.next().await {
@@ -368,7 +370,7 @@ pub(crate) fn read_single_control(
     mut reader: Reader,
 ) {
     let core2 = core.clone();
-    core.spawn(async move {
+    core.serve(async move {
         let core = core2;
         let Some(mux) = core.mux().cloned() else {
             return core.close(Error::protocol("no control stream"));

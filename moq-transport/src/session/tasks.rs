@@ -9,7 +9,7 @@ use tokio_util::task::TaskTracker;
 
 use super::table::Table;
 
-/// Every task a session runs: its accept loops, the task of its request table (every
+/// Every task a session runs: its data-plane accept loops, the task of its request table (every
 /// request's serving future, see [`TaskSet::serve`]), and those the application hands it.
 /// Cancelling the set drops every task, and so every request, at its next poll; nothing needs
 /// to watch for the end of the session itself.
