@@ -31,6 +31,10 @@ use crate::transport::{BoxRecvStream, BoxSendStream};
 /// long as the namespace is published.
 pub(crate) type Serve = super::table::Entry;
 
+/// A request's serving future: `Err` is an error of the session's, which the driver closes it
+/// with if it is one (draft-19 §10.2.1).
+pub(crate) type ServeRequest = std::pin::Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
+
 /// A data stream the peer opened, its type read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DataStream {
@@ -44,7 +48,7 @@ pub(crate) enum DataStream {
 pub(crate) trait Dispatch: Send + Sync + 'static {
     /// Serves a request the peer opened: its first message (Request ID checked, not refused
     /// for GOAWAY) and its stream.
-    fn request(&self, msg: Message, writer: Writer, reader: Reader) -> Serve;
+    fn request(&self, msg: Message, writer: Writer, reader: Reader) -> ServeRequest;
     /// Reads a data stream; `buf` holds what was read past the stream type.
     fn data_stream(&self, ty: DataStream, recv: BoxRecvStream, buf: BytesMut) -> Serve;
     /// Delivers an object datagram.
@@ -220,7 +224,9 @@ async fn handle_bi(driver: Arc<Driver>, send: BoxSendStream, recv: BoxRecvStream
     let Some(serve) = Box::pin(open_request(&driver, send, recv)).await else {
         return;
     };
-    serve.await;
+    if let Err(e) = serve.await {
+        driver.core.fail(e);
+    }
     if let Some(mux) = driver.core.mux() {
         mux.peer_request_done();
     }
@@ -232,7 +238,7 @@ async fn open_request(
     driver: &Arc<Driver>,
     mut send: BoxSendStream,
     mut recv: BoxRecvStream,
-) -> Option<Serve> {
+) -> Option<ServeRequest> {
     let core = &driver.core;
     let v = core.version();
     // draft-14 §3.3: the client's first bidirectional stream is the control stream.
@@ -466,13 +472,23 @@ async fn on_single_control(
         }
         _ => None,
     };
-    core.serve(dispatch.request(msg, writer, reader));
+    serve_virtual(core, dispatch.request(msg, writer, reader));
     if let Some(tracks) = shadow {
         let (w, r) = mux.accept_shadow(id);
         let (writer, reader) = (Writer::virtual_stream(w), Reader::virtual_stream(r));
-        core.serve(dispatch.request(tracks.into(), writer, reader));
+        serve_virtual(core, dispatch.request(tracks.into(), writer, reader));
     }
     Ok(())
+}
+
+/// Serves a request on a virtual stream (drafts 14-16) in the session's request table.
+fn serve_virtual(core: &Arc<SessionCore>, serve: ServeRequest) {
+    let core2 = core.clone();
+    core.serve(async move {
+        if let Err(e) = serve.await {
+            core2.fail(e);
+        }
+    });
 }
 
 async fn recv_datagrams(driver: Arc<Driver>) {

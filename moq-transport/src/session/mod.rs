@@ -21,5 +21,5 @@ pub use auth::{AllowAll, AuthRequest, Authorizer, RequestKind, ResolvedToken, Se
 pub use config::{IMPLEMENTATION, Limits, RequestObserver, SessionConfig};
 
 pub(crate) use self::core::{OpenRequest, SessionCore};
-pub(crate) use driver::{DataStream, Dispatch, Serve};
+pub(crate) use driver::{DataStream, Dispatch, Serve, ServeRequest};
 pub(crate) use handshake::establish;
