@@ -10,14 +10,16 @@
 //! [`TaskSet`]: super::tasks::TaskSet
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
-use futures::Stream;
+use futures::future::CatchUnwind;
 use futures::stream::FuturesUnordered;
 use futures::task::AtomicWaker;
+use futures::{FutureExt, Stream};
 use parking_lot::Mutex;
 
 /// One entry: a request's serving future, boxed at its own size.
@@ -83,9 +85,11 @@ impl Table {
 
 /// The one task that polls every entry of a [`Table`]. Dropping it (the session's tasks are
 /// cancelled) drops every entry and closes the table.
+///
+/// An entry that panics ends alone, as a task of its own did: the others run on.
 pub(crate) struct Runner {
     table: Arc<Table>,
-    running: FuturesUnordered<Entry>,
+    running: FuturesUnordered<CatchUnwind<AssertUnwindSafe<Entry>>>,
 }
 
 impl Future for Runner {
@@ -95,11 +99,18 @@ impl Future for Runner {
         // Registered before looking at the queue, so an entry added after the look wakes us.
         self.table.waker.register(cx.waker());
         let queued = std::mem::take(&mut self.table.inner.lock().queued);
-        self.running.extend(queued);
+        self.running.extend(
+            queued
+                .into_iter()
+                .map(|e| AssertUnwindSafe(e).catch_unwind()),
+        );
         loop {
             match Pin::new(&mut self.running).poll_next(cx) {
-                Poll::Ready(Some(())) => {
+                Poll::Ready(Some(done)) => {
                     self.table.len.fetch_sub(1, Ordering::Relaxed);
+                    if done.is_err() {
+                        tracing::error!("a request's serving future panicked");
+                    }
                 }
                 // Empty, or every entry waits (or the set yielded to the scheduler, having
                 // asked to be polled again): the table runs as long as the session.
@@ -120,5 +131,56 @@ impl Drop for Runner {
         // Dropped outside the lock: an entry's drop may add another (which is dropped unrun).
         drop(queued);
         self.running.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use std::time::Duration;
+    use tokio::sync::oneshot;
+
+    /// Entries run on the one runner; a panicking entry ends alone; dropping the runner drops
+    /// every entry and closes the table.
+    #[tokio::test]
+    async fn entries_run_end_alone_and_drop_with_the_runner() {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            let table = Arc::new(Table::default());
+            let (tx, rx) = oneshot::channel::<()>();
+            let (done_tx, done_rx) = oneshot::channel();
+            let runner = table
+                .add(Box::pin(async move {
+                    let _ = rx.await;
+                    let _ = done_tx.send(());
+                }))
+                .expect("the first entry starts the runner");
+            assert!(table.add(Box::pin(async { panic!("boom") })).is_none());
+            let (kept_tx, kept_rx) = oneshot::channel::<()>();
+            assert!(
+                table
+                    .add(Box::pin(async move {
+                        let _keep = kept_tx;
+                        std::future::pending::<()>().await;
+                    }))
+                    .is_none()
+            );
+            assert_eq!(table.len(), 3);
+            let task = tokio::spawn(runner);
+            tx.send(()).unwrap();
+            done_rx.await.unwrap();
+            // The panicking entry and the finished one are gone; the waiting one runs on.
+            while table.len() != 1 {
+                tokio::task::yield_now().await;
+            }
+            task.abort();
+            assert!(kept_rx.await.is_err(), "dropped with the runner");
+            assert_eq!(table.len(), 0);
+            assert!(table.add(Box::pin(async {})).is_none());
+            assert_eq!(table.len(), 0, "dropped unrun once closed");
+        })
+        .await
+        .unwrap();
     }
 }
