@@ -2,7 +2,6 @@
 //! sends to the request kinds and the data plane.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -18,8 +17,8 @@ use crate::index::NamespaceIndex;
 use crate::namespace::{self, NamespaceState, NamespaceSubscription, PublishedNamespace};
 use crate::request::{Request, RequestStream};
 use crate::session::{
-    self, DataStream, Destination, Dispatch, GoawayInfo, Role, Serve, SessionConfig, SessionCore,
-    SessionInfo,
+    self, DataStream, Destination, Dispatch, GoawayInfo, Role, Serve, ServeRequest, SessionConfig,
+    SessionCore, SessionInfo,
 };
 use crate::track::{
     self, FetchResponse, IncomingRequests, PublishOptions, PublishedTrack, Subscription,
@@ -36,16 +35,17 @@ struct Shared {
 }
 
 impl Dispatch for Shared {
-    fn request(&self, msg: Message, writer: Writer, reader: Reader) -> Serve {
+    fn request(&self, msg: Message, writer: Writer, reader: Reader) -> ServeRequest {
         let stream = RequestStream::new(writer, reader);
         let req = match Request::accept(&self.core, stream, &msg) {
             Some(Ok(req)) => req,
             // A token alias error closed the session; the driver hands over requests only.
-            _ => return Box::pin(std::future::ready(())),
+            _ => return Box::pin(std::future::ready(Ok(()))),
         };
         let (ns, tracks) = (self.namespaces.clone(), self.tracks.clone());
-        // Each kind's future is boxed at its own size.
-        let serve: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>> = match msg {
+        // Each kind's future is boxed at its own size; the driver closes the session with its
+        // error if it is one.
+        match msg {
             Message::PublishNamespace(m) => Box::pin(namespace::serve_publish_namespace(
                 ns,
                 m.namespace,
@@ -69,14 +69,8 @@ impl Dispatch for Shared {
                 Box::new(req),
             )),
             // The driver hands over request messages only.
-            _ => return Box::pin(std::future::ready(())),
-        };
-        let core = self.core.clone();
-        Box::pin(async move {
-            if let Err(e) = serve.await {
-                core.fail(e);
-            }
-        })
+            _ => Box::pin(std::future::ready(Ok(()))),
+        }
     }
 
     fn data_stream(&self, ty: DataStream, recv: BoxRecvStream, buf: BytesMut) -> Serve {
@@ -190,8 +184,9 @@ impl Session {
         self.core().spawn(task);
     }
 
-    /// How many tasks the session runs (its accept loops, one per open stream and request, and
-    /// those given to [`Session::spawn`]); zero once it has closed and they have stopped.
+    /// How many tasks the session runs (its accept loops, those given to [`Session::spawn`],
+    /// and one per open request, which runs as an entry of the session's request table rather
+    /// than a task of its own); zero once it has closed and they have stopped.
     pub fn task_count(&self) -> usize {
         self.core().tasks().len()
     }

@@ -126,3 +126,44 @@ async fn a_closed_session_leaves_no_task_alive() {
         }
     }
 }
+
+/// Requests run as entries of the session's request table, not as a tokio task each: 32
+/// published namespaces (a waiting request on both ends) add no task to the runtime, yet each
+/// counts in `task_count`, and closing the session still ends them all.
+#[tokio::test]
+async fn requests_are_table_entries_not_tasks() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
+            let mut srv = TestServer::start(SessionConfig::default().with_requests());
+            let (client, server) = srv
+                .connect(
+                    transport,
+                    vec![Version::Draft19],
+                    SessionConfig::default().with_requests(),
+                )
+                .await;
+            // The first request starts each end's table task.
+            let first = client.publish_namespace(ns(&["first"])).await.unwrap();
+            let metrics = tokio::runtime::Handle::current().metrics();
+            let (tasks, counted) = (metrics.num_alive_tasks(), client.task_count());
+            let mut held = Vec::new();
+            for i in 0..32 {
+                let name = format!("n{i}");
+                held.push(client.publish_namespace(ns(&[&name])).await.unwrap());
+            }
+            let added = metrics.num_alive_tasks().saturating_sub(tasks);
+            assert!(added < 8, "{transport:?}: {added} tasks for 64 requests");
+            assert!(client.task_count() >= counted + 32, "{transport:?}");
+            client.close(SessionErrorCode::NO_ERROR, "done");
+            for session in [&client, &server] {
+                tokio::time::timeout(Duration::from_secs(2), session.stopped())
+                    .await
+                    .unwrap_or_else(|_| panic!("{transport:?}: requests alive"));
+                assert_eq!(session.task_count(), 0, "{transport:?}");
+            }
+            assert!(!first.is_active());
+            assert!(held.iter().all(|h| !h.is_active()));
+        })
+        .await;
+    }
+}

@@ -107,7 +107,7 @@ pub(crate) async fn publish_namespace(
     req.request_ok(ParamContext::PublishNamespaceOk).await?;
     tracing::debug!(%namespace, request_id = req.id(), "namespace published");
     let request = req.handle(ParamContext::UpdatePublishNamespace);
-    core.spawn(async move {
+    core.serve(async move {
         let end = published(&mut req).await;
         req.set_end(Err(end));
     });

@@ -101,7 +101,7 @@ pub(crate) async fn subscribe_namespace(
     let request = req.handle(ParamContext::UpdateSubscribeNamespace);
     let (events, feed) = req.feed(256);
     let (prefix_tx, prefix_rx) = watch::channel(prefix);
-    core.spawn(async move {
+    core.serve(async move {
         let mut discovery = Discovery {
             events,
             prefix: prefix_tx,

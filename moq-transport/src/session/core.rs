@@ -291,6 +291,12 @@ impl SessionCore {
         self.tasks.spawn(task);
     }
 
+    /// Runs a request's `task` as an entry of the session's request table (one task polls
+    /// them all): it is dropped when the session closes, as a task would be.
+    pub(crate) fn serve(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.tasks.serve(task);
+    }
+
     pub(crate) fn tasks(&self) -> &TaskSet {
         &self.tasks
     }

@@ -3,8 +3,6 @@
 //! The driver knows the control stream and how a request stream begins; what a request, a data
 //! stream or a datagram means is for the layers above, reached through [`Dispatch`].
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -28,10 +26,14 @@ use crate::framing::{Frame, Reader, Writer};
 use crate::mux::{Mux, request_namespace};
 use crate::transport::{BoxRecvStream, BoxSendStream};
 
-/// A future the driver runs for a stream, boxed at its own size: inline, every stream's task
-/// would be as large as the largest kind of request, and a PUBLISH_NAMESPACE lives as long as
-/// the namespace is published.
-pub(crate) type Serve = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A future the driver runs for a stream, boxed at its own size: inline, every stream's
+/// handler would be as large as the largest kind of request, and a PUBLISH_NAMESPACE lives as
+/// long as the namespace is published.
+pub(crate) type Serve = super::table::Entry;
+
+/// A request's serving future: `Err` is an error of the session's, which the driver closes it
+/// with if it is one (draft-19 §10.2.1).
+pub(crate) type ServeRequest = std::pin::Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
 
 /// A data stream the peer opened, its type read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +48,7 @@ pub(crate) enum DataStream {
 pub(crate) trait Dispatch: Send + Sync + 'static {
     /// Serves a request the peer opened: its first message (Request ID checked, not refused
     /// for GOAWAY) and its stream.
-    fn request(&self, msg: Message, writer: Writer, reader: Reader) -> Serve;
+    fn request(&self, msg: Message, writer: Writer, reader: Reader) -> ServeRequest;
     /// Reads a data stream; `buf` holds what was read past the stream type.
     fn data_stream(&self, ty: DataStream, recv: BoxRecvStream, buf: BytesMut) -> Serve;
     /// Delivers an object datagram.
@@ -86,8 +88,10 @@ pub(crate) fn start(core: &Arc<SessionCore>, dispatch: Arc<dyn Dispatch>) -> Set
         setup: Mutex::new(Some(tx)),
         control_seen: AtomicBool::new(false),
     });
+    // The data plane's loops are tasks of their own; the control plane's (requests and the
+    // control stream) are entries of the session's request table, as the requests are.
     core.spawn(accept_uni(driver.clone()));
-    core.spawn(accept_bi(driver.clone()));
+    core.serve(accept_bi(driver.clone()));
     core.spawn(recv_datagrams(driver));
     rx
 }
@@ -95,7 +99,7 @@ pub(crate) fn start(core: &Arc<SessionCore>, dispatch: Arc<dyn Dispatch>) -> Set
 /// Reads the control stream after SETUP: only GOAWAY may follow (draft-19 §10).
 pub(crate) fn read_control(core: &Arc<SessionCore>, mut reader: Reader) {
     let core2 = core.clone();
-    core.spawn(async move {
+    core.serve(async move {
         let core = core2;
         let err = loop {
             match reader.next().await {
@@ -141,7 +145,7 @@ async fn accept_uni(driver: Arc<Driver>) {
 async fn accept_bi(driver: Arc<Driver>) {
     loop {
         match driver.core.conn().accept_bi().await {
-            Ok((send, recv)) => driver.core.spawn(handle_bi(driver.clone(), send, recv)),
+            Ok((send, recv)) => driver.core.serve(handle_bi(driver.clone(), send, recv)),
             Err(e) => return driver.core.close(e.into()),
         }
     }
@@ -220,7 +224,9 @@ async fn handle_bi(driver: Arc<Driver>, send: BoxSendStream, recv: BoxRecvStream
     let Some(serve) = Box::pin(open_request(&driver, send, recv)).await else {
         return;
     };
-    serve.await;
+    if let Err(e) = serve.await {
+        driver.core.fail(e);
+    }
     if let Some(mux) = driver.core.mux() {
         mux.peer_request_done();
     }
@@ -232,7 +238,7 @@ async fn open_request(
     driver: &Arc<Driver>,
     mut send: BoxSendStream,
     mut recv: BoxRecvStream,
-) -> Option<Serve> {
+) -> Option<ServeRequest> {
     let core = &driver.core;
     let v = core.version();
     // draft-14 §3.3: the client's first bidirectional stream is the control stream.
@@ -370,7 +376,7 @@ pub(crate) fn read_single_control(
     mut reader: Reader,
 ) {
     let core2 = core.clone();
-    core.spawn(async move {
+    core.serve(async move {
         let core = core2;
         let Some(mux) = core.mux().cloned() else {
             return core.close(Error::protocol("no control stream"));
@@ -466,13 +472,23 @@ async fn on_single_control(
         }
         _ => None,
     };
-    core.spawn(dispatch.request(msg, writer, reader));
+    serve_virtual(core, dispatch.request(msg, writer, reader));
     if let Some(tracks) = shadow {
         let (w, r) = mux.accept_shadow(id);
         let (writer, reader) = (Writer::virtual_stream(w), Reader::virtual_stream(r));
-        core.spawn(dispatch.request(tracks.into(), writer, reader));
+        serve_virtual(core, dispatch.request(tracks.into(), writer, reader));
     }
     Ok(())
+}
+
+/// Serves a request on a virtual stream (drafts 14-16) in the session's request table.
+fn serve_virtual(core: &Arc<SessionCore>, serve: ServeRequest) {
+    let core2 = core.clone();
+    core.serve(async move {
+        if let Err(e) = serve.await {
+            core2.fail(e);
+        }
+    });
 }
 
 async fn recv_datagrams(driver: Arc<Driver>) {

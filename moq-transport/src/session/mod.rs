@@ -13,6 +13,7 @@ mod finished;
 mod handshake;
 mod ids;
 mod setup;
+mod table;
 mod tasks;
 
 pub use self::core::{Destination, GoawayInfo, Role};
@@ -20,5 +21,5 @@ pub use auth::{AllowAll, AuthRequest, Authorizer, RequestKind, ResolvedToken, Se
 pub use config::{IMPLEMENTATION, Limits, RequestObserver, SessionConfig};
 
 pub(crate) use self::core::{OpenRequest, SessionCore};
-pub(crate) use driver::{DataStream, Dispatch, Serve};
+pub(crate) use driver::{DataStream, Dispatch, Serve, ServeRequest};
 pub(crate) use handshake::establish;

@@ -1,18 +1,23 @@
 //! The one owner of a session's tasks.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Every task a session runs: its accept loops, one per stream and request, and those the
-/// application hands it. Cancelling the set drops every task at its next poll; nothing needs to
-/// watch for the end of the session itself.
+use super::table::Table;
+
+/// Every task a session runs: its data-plane accept loops, the task of its request table (every
+/// request's serving future, see [`TaskSet::serve`]), and those the application hands it.
+/// Cancelling the set drops every task, and so every request, at its next poll; nothing needs
+/// to watch for the end of the session itself.
 #[derive(Debug, Default)]
 pub(crate) struct TaskSet {
     tracker: TaskTracker,
     cancel: CancellationToken,
+    requests: Arc<Table>,
 }
 
 impl TaskSet {
@@ -38,15 +43,27 @@ impl TaskSet {
         self.tracker.spawn(task);
     }
 
+    /// Runs a request's `task` as an entry of the session's request table: polled by the
+    /// table's one task (started with the first entry), not as a task of its own. Like a task,
+    /// it is dropped when the set is cancelled, and dropped unrun after that.
+    pub(crate) fn serve(&self, task: impl Future<Output = ()> + Send + 'static) {
+        if self.cancel.is_cancelled() {
+            return;
+        }
+        if let Some(runner) = self.requests.add(Box::pin(task)) {
+            self.spawn(runner);
+        }
+    }
+
     /// Cancels every task, now and to come.
     pub(crate) fn cancel(&self) {
         self.tracker.close();
         self.cancel.cancel();
     }
 
-    /// Tasks still alive.
+    /// Tasks still alive, counting each entry of the request table as one.
     pub(crate) fn len(&self) -> usize {
-        self.tracker.len()
+        self.tracker.len() + self.requests.len()
     }
 
     /// Resolves once the set was cancelled and every task has stopped.

@@ -125,7 +125,7 @@ pub(crate) async fn publish(
     let tracks = tracks.clone();
     let largest = opts.largest;
     let name = track_name;
-    core.spawn(async move {
+    core.serve(async move {
         // draft-19 §5.1, §10.12.2: a Joining FETCH may name the PUBLISH's Request ID.
         let join = JoinRecord::new(name);
         let _join_guard = tracks.send.track_join(req.id(), &join);

@@ -73,7 +73,7 @@ pub(crate) async fn subscribe(
         sub.set_fill(response);
         task.count_fill();
     }
-    core.spawn(async move { task.run(&mut req).await });
+    core.serve(async move { task.run(&mut req).await });
     Ok(sub)
 }
 

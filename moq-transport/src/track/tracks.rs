@@ -81,7 +81,7 @@ pub(crate) async fn subscribe_tracks(
     let request = req.handle(ParamContext::UpdateSubscribeTracks);
     let (skipped, feed) = req.feed(256);
     let task_prefix = prefix.clone();
-    core.spawn(async move {
+    core.serve(async move {
         let end = skipped_tracks(&mut req, &task_prefix, skipped).await;
         req.set_end(end);
     });

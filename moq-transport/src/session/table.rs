@@ -1,0 +1,186 @@
+//! The session's request table: every request's serving future, polled by one task.
+//!
+//! A request that lives long (an accepted PUBLISH_NAMESPACE, a subscription's control side, a
+//! SUBSCRIBE_NAMESPACE) spends its life waiting. As a tokio task each, it cost a task header,
+//! a cancellation wrapper and a slot in the session's task tracker (~570 bytes) on top of its
+//! future. Here it is an entry of a `FuturesUnordered` (one node, ~80 bytes, with a waker of
+//! its own, so a wake-up polls only that entry), run by one task of the session's [`TaskSet`]:
+//! cancelling the set drops that task, and with it every entry, as it dropped each task before.
+//!
+//! [`TaskSet`]: super::tasks::TaskSet
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use futures::future::CatchUnwind;
+use futures::stream::FuturesUnordered;
+use futures::task::AtomicWaker;
+use futures::{FutureExt, Stream};
+use parking_lot::Mutex;
+
+/// One entry: a request's serving future, boxed at its own size.
+pub(crate) type Entry = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What the table's handles and its one task share.
+#[derive(Debug, Default)]
+pub(crate) struct Table {
+    inner: Mutex<Inner>,
+    /// The running task, woken when an entry is queued.
+    waker: AtomicWaker,
+    /// Entries queued or running, not yet finished or dropped.
+    len: AtomicUsize,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Entries added since the task last looked.
+    queued: Vec<Entry>,
+    /// True once the task was started.
+    started: bool,
+    /// True once the task ended: later entries are dropped unrun.
+    closed: bool,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("queued", &self.queued.len())
+            .field("started", &self.started)
+            .field("closed", &self.closed)
+            .finish()
+    }
+}
+
+impl Table {
+    /// Adds `entry`. Returns the task to run the table if it is not running yet (the caller
+    /// spawns it once); `entry` is dropped unrun once the table has stopped.
+    pub(crate) fn add(self: &Arc<Self>, entry: Entry) -> Option<Runner> {
+        let start = {
+            let mut inner = self.inner.lock();
+            if inner.closed {
+                drop(inner);
+                drop(entry);
+                return None;
+            }
+            inner.queued.push(entry);
+            self.len.fetch_add(1, Ordering::Relaxed);
+            !std::mem::replace(&mut inner.started, true)
+        };
+        self.waker.wake();
+        start.then(|| Runner {
+            table: self.clone(),
+            running: FuturesUnordered::new(),
+        })
+    }
+
+    /// Entries queued or running.
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+}
+
+/// The one task that polls every entry of a [`Table`]. Dropping it (the session's tasks are
+/// cancelled) drops every entry and closes the table.
+///
+/// An entry that panics ends alone, as a task of its own did: the others run on.
+pub(crate) struct Runner {
+    table: Arc<Table>,
+    running: FuturesUnordered<CatchUnwind<AssertUnwindSafe<Entry>>>,
+}
+
+impl Future for Runner {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Registered before looking at the queue, so an entry added after the look wakes us.
+        self.table.waker.register(cx.waker());
+        let queued = std::mem::take(&mut self.table.inner.lock().queued);
+        self.running.extend(
+            queued
+                .into_iter()
+                .map(|e| AssertUnwindSafe(e).catch_unwind()),
+        );
+        loop {
+            match Pin::new(&mut self.running).poll_next(cx) {
+                Poll::Ready(Some(done)) => {
+                    self.table.len.fetch_sub(1, Ordering::Relaxed);
+                    if done.is_err() {
+                        tracing::error!("a request's serving future panicked");
+                    }
+                }
+                // Empty, or every entry waits (or the set yielded to the scheduler, having
+                // asked to be polled again): the table runs as long as the session.
+                Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let queued = {
+            let mut inner = self.table.inner.lock();
+            inner.closed = true;
+            std::mem::take(&mut inner.queued)
+        };
+        self.table.len.store(0, Ordering::Relaxed);
+        // Dropped outside the lock: an entry's drop may add another (which is dropped unrun).
+        drop(queued);
+        self.running.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use std::time::Duration;
+    use tokio::sync::oneshot;
+
+    /// Entries run on the one runner; a panicking entry ends alone; dropping the runner drops
+    /// every entry and closes the table.
+    #[tokio::test]
+    async fn entries_run_end_alone_and_drop_with_the_runner() {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            let table = Arc::new(Table::default());
+            let (tx, rx) = oneshot::channel::<()>();
+            let (done_tx, done_rx) = oneshot::channel();
+            let runner = table
+                .add(Box::pin(async move {
+                    let _ = rx.await;
+                    let _ = done_tx.send(());
+                }))
+                .expect("the first entry starts the runner");
+            assert!(table.add(Box::pin(async { panic!("boom") })).is_none());
+            let (kept_tx, kept_rx) = oneshot::channel::<()>();
+            assert!(
+                table
+                    .add(Box::pin(async move {
+                        let _keep = kept_tx;
+                        std::future::pending::<()>().await;
+                    }))
+                    .is_none()
+            );
+            assert_eq!(table.len(), 3);
+            let task = tokio::spawn(runner);
+            tx.send(()).unwrap();
+            done_rx.await.unwrap();
+            // The panicking entry and the finished one are gone; the waiting one runs on.
+            while table.len() != 1 {
+                tokio::task::yield_now().await;
+            }
+            task.abort();
+            assert!(kept_rx.await.is_err(), "dropped with the runner");
+            assert_eq!(table.len(), 0);
+            assert!(table.add(Box::pin(async {})).is_none());
+            assert_eq!(table.len(), 0, "dropped unrun once closed");
+        })
+        .await
+        .unwrap();
+    }
+}
