@@ -257,3 +257,76 @@ fn capacity_cells(case: &WorkersCase) -> (String, String, String) {
         at,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::capacity::CapacityStep;
+    use crate::fanout::PublishModel;
+    use crate::latency::Percentiles;
+    use crate::relays::RelayKind;
+
+    fn measured(cpu: f64, relay_cpu: f64) -> FanoutMeasurement {
+        FanoutMeasurement {
+            model: PublishModel::Namespace,
+            sessions: 100,
+            published: 500,
+            delivered: 50_000,
+            cpu_seconds: cpu,
+            latency: Percentiles {
+                p50_ms: 1.0,
+                p99_ms: 5.0,
+                max_ms: 9.0,
+            },
+            rss_kib: 0,
+            window_elapsed: Duration::from_secs(5),
+            window_relay_cpu_seconds: relay_cpu,
+            window_bench_cpu_seconds: 1.0,
+        }
+    }
+
+    #[test]
+    fn report_renders_each_case_and_the_ratios_to_one_worker() {
+        let cfg = WorkersConfig::full(RelayCommand::new(RelayKind::Ours, "moq-relay"), "w".into());
+        let case = |threads, rate, cpu, relay_cpu| {
+            let step = CapacityStep::judge(
+                &cfg.capacity,
+                rate,
+                Ok(FanoutMeasurement {
+                    published: 100,
+                    delivered: 100_000,
+                    ..measured(cpu, relay_cpu)
+                }),
+                Duration::ZERO,
+            );
+            WorkersCase {
+                threads,
+                subscribers: 1000,
+                pinning: Pinning::off("test"),
+                fanout: Ok(measured(cpu, relay_cpu)),
+                capacity: RelayCapacity {
+                    kind: RelayKind::Ours,
+                    steps: vec![step],
+                },
+            }
+        };
+        let report = WorkersReport {
+            config: WorkersConfig {
+                counts: vec![1000],
+                ..cfg.clone()
+            },
+            cases: vec![case(1, 100, 0.5, 5.0), case(2, 110, 0.6, 6.0)],
+        };
+        let text = report.render();
+        assert!(text.contains("--worker-threads 1,2"), "{text}");
+        assert!(
+            text.contains("2 / 1 worker(s), N=1000: CPU/obj 1.20x, capacity 1.10x"),
+            "{text}"
+        );
+        assert!(text.contains("100000") && text.contains("120%"), "{text}");
+    }
+}
