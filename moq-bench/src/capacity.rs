@@ -273,6 +273,7 @@ impl CapacityReport {
             c.bisections,
             c.max_steps,
         );
+        out.push_str(&format!("  {}\n", c.step.pinning.describe()));
         for r in &c.relays {
             out.push_str(&format!("  {}\n", r.describe()));
         }
@@ -331,7 +332,7 @@ impl CapacityReport {
             for s in &r.steps {
                 match &s.outcome {
                     Ok(m) => {
-                        let secs = m.window_elapsed.as_secs_f64().max(1e-9);
+                        let secs = m.window_secs();
                         out.push_str(&format!(
                             "  {:<11} {:>6} {:>7.0} {:>8.2}% {:>9} {:>8.1} {:>8.1} {:>5.0}% \
                              {:>5.0}% {:>5.0}  {}\n",

@@ -16,6 +16,7 @@ use moq_client::{
 };
 
 use crate::latency::{self, Percentiles, Recorder};
+use crate::pin::Pinning;
 use crate::relays::{RelayCommand, RelayKind, RelayProcess, app_client};
 
 /// The draft every relay is driven at in this section.
@@ -72,6 +73,9 @@ pub struct FanoutConfig {
     pub model: Option<PublishModel>,
     /// Where relay logs and certificates go.
     pub workdir: PathBuf,
+    /// Where the relay and the bench run (by default the relay on one CPU, the bench on
+    /// another).
+    pub pinning: Pinning,
 }
 
 impl FanoutConfig {
@@ -93,6 +97,7 @@ impl FanoutConfig {
             relays,
             model: None,
             workdir,
+            pinning: Pinning::plan(false),
         }
     }
 
@@ -142,6 +147,11 @@ impl FanoutMeasurement {
         }
         self.cpu_seconds * 1e6 / self.delivered as f64
     }
+
+    /// The window's wall time in seconds (never 0).
+    pub fn window_secs(&self) -> f64 {
+        self.window_elapsed.as_secs_f64().max(1e-9)
+    }
 }
 
 /// One cell of the table.
@@ -181,7 +191,8 @@ impl FanoutReport {
              draft-18 over raw QUIC (moqt://), same clients for every relay; {} \
              subscription(s) per subscriber session, {} sessions per client UDP socket; window \
              lengthened to >= {} deliveries; relay CPU = utime+stime of /proc/<pid>/stat \
-             (CLK_TCK {}) over the window and the drain\n",
+             (CLK_TCK {}) over the window and the drain; relay, bench = share of one core over \
+             the window (bench = publisher and all subscribers)\n",
             c.rate,
             c.size,
             c.group_size,
@@ -192,6 +203,7 @@ impl FanoutReport {
             c.min_deliveries,
             crate::procfs::clock_ticks(),
         );
+        out.push_str(&format!("  {}\n", c.pinning.describe()));
         for r in &c.relays {
             out.push_str(&format!("  {}\n", r.describe()));
         }
@@ -199,13 +211,24 @@ impl FanoutReport {
             out.push_str(&format!("  skipped: {s}\n"));
         }
         out.push_str(&format!(
-            "  {:<11} {:>5} {:>4} {:>17} {:>9} {:>12} {:>9} {:>9} {:>9}\n",
-            "relay", "N", "sess", "model", "delivered", "CPU µs/obj", "p50 ms", "p99 ms", "RSS MiB"
+            "  {:<11} {:>5} {:>4} {:>17} {:>9} {:>12} {:>9} {:>9} {:>9} {:>6} {:>6}\n",
+            "relay",
+            "N",
+            "sess",
+            "model",
+            "delivered",
+            "CPU µs/obj",
+            "p50 ms",
+            "p99 ms",
+            "RSS MiB",
+            "relay",
+            "bench"
         ));
         for case in &self.cases {
             match &case.outcome {
                 Ok(m) => out.push_str(&format!(
-                    "  {:<11} {:>5} {:>4} {:>17} {:>8.1}% {:>12.2} {:>9.2} {:>9.2} {:>9.1}\n",
+                    "  {:<11} {:>5} {:>4} {:>17} {:>8.1}% {:>12.2} {:>9.2} {:>9.2} {:>9.1} \
+                     {:>5.0}% {:>5.0}%\n",
                     case.kind.label(),
                     case.subscriptions,
                     m.sessions,
@@ -216,6 +239,8 @@ impl FanoutReport {
                     m.latency.p50_ms,
                     m.latency.p99_ms,
                     m.rss_kib as f64 / 1024.0,
+                    100.0 * m.window_relay_cpu_seconds / m.window_secs(),
+                    100.0 * m.window_bench_cpu_seconds / m.window_secs(),
                 )),
                 Err(e) => out.push_str(&format!(
                     "  {:<11} {:>5} n/a ({e})\n",
@@ -321,8 +346,14 @@ pub(crate) async fn run_relay_case(
         None => vec![PublishModel::Namespace, PublishModel::Publish],
     };
     let mut errors = Vec::new();
+    let relay = RelayCommand {
+        cpus: cfg.pinning.relay.clone(),
+        ..relay.clone()
+    };
+    // The bench's threads on their CPUs for the case; their own back when it ends.
+    let _pinned = cfg.pinning.pin_bench()?;
     for m in candidates {
-        let mut process = RelayProcess::start(relay, &cfg.workdir).await?;
+        let mut process = RelayProcess::start(&relay, &cfg.workdir).await?;
         let res = tokio::time::timeout(
             cfg.warmup + window(cfg, n) + cfg.drain + Duration::from_secs(90),
             measure(cfg, &mut process, n, m),

@@ -20,8 +20,10 @@ use moq_bench::discovery::{DiscoveryConfig, RelayTarget};
 use moq_bench::fanout::{FanoutConfig, PublishModel};
 use moq_bench::media::{self, MediaConfig};
 use moq_bench::memory::MemoryConfig;
+use moq_bench::pin::Pinning;
 use moq_bench::relays::{RelayCommand, RelayKind};
 use moq_bench::throughput::ThroughputConfig;
+use moq_bench::workers::{self, WorkersConfig};
 use moq_bench::{capacity, cluster, discovery, fanout, machine, memory, ready, throughput};
 use moq_core::Version;
 
@@ -31,7 +33,7 @@ use moq_core::Version;
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// Sections to run: raw, fanout, discovery, memory, cluster, capacity, media
+    /// Sections to run: raw, fanout, discovery, memory, cluster, capacity, media, workers
     /// (comma-separated; default all).
     #[arg(long, value_delimiter = ',')]
     sections: Option<Vec<Section>>,
@@ -118,9 +120,19 @@ struct Args {
     /// Section 7: subscriber counts (default 1,100).
     #[arg(long, value_delimiter = ',')]
     media_subscribers: Option<Vec<usize>>,
+    /// Section 8: our relay's tokio worker thread counts (default 1,2).
+    #[arg(long, value_delimiter = ',')]
+    worker_threads: Option<Vec<usize>>,
+    /// Section 8: subscriber counts (default 100,1000).
+    #[arg(long, value_delimiter = ',')]
+    workers_subscribers: Option<Vec<usize>>,
     /// Section 6: at most this many steps per relay.
     #[arg(long)]
     capacity_max_steps: Option<usize>,
+    /// Sections 2 and 6: do not pin the relay and the bench to separate CPUs (by default the
+    /// relay runs on the first usable CPU, this process on the second).
+    #[arg(long)]
+    no_pin: bool,
     /// Internal: serve the moq_relay library on this address (used when the moq-relay binary
     /// was not built).
     #[arg(long, hide = true)]
@@ -136,6 +148,7 @@ enum Section {
     Cluster,
     Capacity,
     Media,
+    Workers,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -159,6 +172,7 @@ async fn main() -> Result<()> {
             Section::Cluster,
             Section::Capacity,
             Section::Media,
+            Section::Workers,
         ]
     });
     let version = Version::from_draft(args.draft).context("unsupported --draft")?;
@@ -174,6 +188,7 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
     let command: Vec<String> = std::env::args().collect();
     println!("{}", command.join(" "));
     println!("machine: {}", machine());
+    println!("{}", moq_bench::udp_offload());
     if let Some(rev) = git_revision() {
         println!("source: {rev}");
     }
@@ -230,6 +245,7 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
             cfg.duration = Duration::from_secs_f64(v);
         }
         cfg.model = args.model.map(PublishModel::from);
+        cfg.pinning = Pinning::plan(args.no_pin);
         heading("2. Relay fan-out");
         let report = fanout::run(&cfg, skipped.clone()).await;
         print!("{}", report.render());
@@ -325,6 +341,7 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
             cfg.max_steps = v;
         }
         cfg.step.model = args.model.map(PublishModel::from);
+        cfg.step.pinning = Pinning::plan(args.no_pin);
         heading("6. Relay capacity");
         let report = capacity::run(&cfg, skipped.clone()).await;
         print!("{}", report.render());
@@ -342,6 +359,39 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
         }
         heading("7. Media: 720p30 from fMP4 through a relay");
         print!("{}", media::run(&cfg, skipped.clone()).await?.render());
+        took(t);
+    }
+    if sections.contains(&Section::Workers) {
+        let t = Instant::now();
+        heading("8. Our relay with 1 and 2 worker threads");
+        match relays
+            .iter()
+            .find(|r| r.kind == RelayKind::Ours && !r.self_hosted)
+        {
+            Some(ours) => {
+                let mut cfg = if args.quick {
+                    WorkersConfig::quick(ours.clone(), workdir.to_path_buf())
+                } else {
+                    WorkersConfig::full(ours.clone(), workdir.to_path_buf())
+                };
+                if let Some(v) = &args.worker_threads {
+                    cfg.threads = v.clone();
+                }
+                if let Some(v) = &args.workers_subscribers {
+                    cfg.counts = v.clone();
+                }
+                if let Some(v) = args.rate {
+                    cfg.fanout.rate = v;
+                }
+                cfg.fanout.model = args.model.map(PublishModel::from);
+                cfg.fanout.pinning = Pinning::plan(args.no_pin);
+                cfg.capacity.step.model = cfg.fanout.model;
+                print!("{}", workers::run(&cfg).await.render());
+            }
+            None => println!(
+                "8. skipped: needs the moq-relay binary (cargo build --release -p moq-relay)"
+            ),
+        }
         took(t);
     }
     println!("\ntotal {:.0} s", started.elapsed().as_secs_f64());

@@ -50,6 +50,8 @@ pub struct RelayCommand {
     pub self_hosted: bool,
     /// More arguments for our relay binary (a cluster's flags, a certificate).
     pub extra: Vec<String>,
+    /// CPUs the relay process is started on (empty: wherever this process may run).
+    pub cpus: Vec<usize>,
 }
 
 impl RelayCommand {
@@ -60,6 +62,7 @@ impl RelayCommand {
             program: program.into(),
             self_hosted: false,
             extra: Vec::new(),
+            cpus: Vec::new(),
         }
     }
 
@@ -148,8 +151,7 @@ impl RelayProcess {
         c.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log_file));
-        let child = c
-            .spawn()
+        let child = crate::pin::spawn_on(&mut c, &cmd.cpus)
             .with_context(|| format!("starting {}", cmd.program.display()))?;
         let mut relay = RelayProcess {
             kind: cmd.kind,

@@ -181,6 +181,11 @@ struct Settings {
     /// repeatable; `""` opens everything).
     #[arg(long, env = "MOQ_RELAY_AUTH_PUBLIC", value_delimiter = ',')]
     auth_public: Vec<String>,
+    /// Tokio worker threads running the relay [default: one per CPU]. Every session's QUIC
+    /// connection is driven by the one UDP endpoint whichever the count (see
+    /// docs/benchmarks.md, "Past one machine: N cores").
+    #[arg(long, env = "MOQ_RELAY_WORKER_THREADS", value_name = "N")]
+    worker_threads: Option<usize>,
     /// Run with no authorization at all (development). Without a key or a public prefix the
     /// relay refuses to start unless this is given.
     #[arg(long, env = "MOQ_RELAY_AUTH_DISABLED")]
@@ -242,8 +247,7 @@ impl Settings {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Some(Command::Token(cmd)) = cli.command {
         return token(cmd);
@@ -258,7 +262,12 @@ async fn main() -> anyhow::Result<()> {
             .with_env_filter(filter)
             .init(),
     }
-    run(settings).await
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = settings.worker_threads {
+        anyhow::ensure!(n > 0, "--worker-threads 0: at least one");
+        runtime.worker_threads(n);
+    }
+    runtime.enable_all().build()?.block_on(run(settings))
 }
 
 fn load_certificate(s: &Settings) -> anyhow::Result<Certificate> {
