@@ -2,6 +2,7 @@
 //! TRACK_STATUS. With a reconnecting client they survive reconnects: subscriptions are renewed
 //! on the new session without the application doing anything.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -35,6 +36,47 @@ pub(crate) struct SessionSource {
     pub(crate) current: watch::Receiver<Option<WeakSession>>,
     /// True if a lost session is replaced (reconnecting client).
     pub(crate) reconnects: bool,
+    /// The subscriber's tasks (one per subscription, discovery and join): they outlive a
+    /// reconnecting client's sessions, and end on their own once the session (or client) is
+    /// gone and their error delivered.
+    pub(crate) tasks: Tasks,
+}
+
+/// Tasks that a handle owns: counted, cancelled by [`Tasks::cancel`], awaited by
+/// [`Tasks::stopped`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tasks {
+    tracker: tokio_util::task::TaskTracker,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+impl Tasks {
+    /// Runs `task` until it completes or the set is cancelled (after that, not at all).
+    pub(crate) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        if !self.cancel.is_cancelled() {
+            let run = self.cancel.clone().run_until_cancelled_owned(task);
+            self.tracker.spawn(async move {
+                run.await;
+            });
+        }
+    }
+
+    /// Cancels every task, now and to come.
+    pub(crate) fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Tasks alive.
+    pub(crate) fn len(&self) -> usize {
+        self.tracker.len()
+    }
+
+    /// Resolves once no task is alive (those spawned meanwhile included).
+    pub(crate) async fn stopped(&self) {
+        // Closing only lets `wait` resolve once empty; tasks may still be spawned.
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
 }
 
 impl SessionSource {
@@ -141,7 +183,10 @@ impl Subscriber {
                 .map(|(_, tx)| tx.clone())
         };
         let tx = tx.unwrap_or_else(|| self.offers.general_tx.clone());
-        let offered = IncomingTrack { inner: Box::new(p) };
+        let offered = IncomingTrack {
+            inner: Box::new(p),
+            tasks: self.source.tasks.clone(),
+        };
         if let Err(e) = tx.try_send(offered) {
             let (mpsc::error::TrySendError::Full(t) | mpsc::error::TrySendError::Closed(t)) = e;
             t.reject(
@@ -171,7 +216,7 @@ impl Subscriber {
         let session = self.source.session().await?;
         let first = session.subscribe_namespace(prefix.clone()).await?;
         let source = self.source.clone();
-        tokio::spawn(async move {
+        self.source.tasks.spawn(async move {
             let mut sub = first;
             loop {
                 let mut active = std::collections::HashSet::new();
@@ -279,7 +324,7 @@ impl Subscriber {
             .await?;
         let (consumer, mut router, info_tx) = TrackConsumer::new(&first);
         let source = self.source.clone();
-        tokio::spawn(async move {
+        self.source.tasks.spawn(async move {
             let mut sub = first;
             let mut last_group: Option<u64> = None;
             loop {
@@ -441,9 +486,9 @@ impl Subscriber {
             None => None,
         };
         let (live, router, _info) = TrackConsumer::new(&sub);
-        tokio::spawn(pump_once(sub, router));
+        self.source.tasks.spawn(pump_once(sub, router));
         let (tx, rx) = mpsc::channel(256);
-        tokio::spawn(join_objects(fetch, live, tx));
+        self.source.tasks.spawn(join_objects(fetch, live, tx));
         Ok(ObjectConsumer { objects: rx })
     }
 
@@ -763,6 +808,8 @@ async fn join_objects(
 #[derive(Debug)]
 pub struct IncomingTrack {
     inner: Box<IncomingPublish>,
+    /// Where its subscription's task runs once accepted.
+    tasks: Tasks,
 }
 
 impl IncomingTrack {
@@ -787,7 +834,7 @@ impl IncomingTrack {
         params.forward.get_or_insert(true);
         let sub = self.inner.accept(params).await?;
         let (consumer, router, _info) = TrackConsumer::new(&sub);
-        tokio::spawn(pump_once(sub, router));
+        self.tasks.spawn(pump_once(sub, router));
         Ok(consumer)
     }
 
