@@ -94,7 +94,7 @@ impl Session {
     /// and serves it on this session until the track ends or the peer stops it. Returns once
     /// the peer accepted it (PUBLISH_OK); a refusal is [`Error::rejection`].
     ///
-    /// Dropping the future before it resolves cancels the PUBLISH.
+    /// Cancel safe: dropping the future before it resolves cancels the PUBLISH.
     pub async fn publish(&self, track: &TrackProducer) -> Result<(), Error> {
         let cache = track.cache().clone();
         let options = PublishOptions {
@@ -274,6 +274,9 @@ impl ClientBuilder {
 /// let session = moq_client::Client::builder().build()?.connect("http://localhost:4443").await?;
 /// # Ok(()) }
 /// ```
+///
+/// Cheap to clone. Dropping it (every clone) does not affect the sessions it made: each keeps
+/// what it needs of the endpoint.
 #[derive(Clone, Debug)]
 pub struct Client {
     transport: Arc<endpoint::Client>,
@@ -309,7 +312,7 @@ impl Client {
 
     /// Connects once.
     ///
-    /// Dropping the future before it resolves abandons the connection attempt.
+    /// Cancel safe: dropping the future before it resolves abandons the connection attempt.
     pub async fn connect(&self, url: &str) -> Result<Session, Error> {
         let transport = self.transport.connect(url).await?;
         Ok(Session::attach(transport, self.publisher.clone()))

@@ -190,7 +190,7 @@ impl std::fmt::Debug for dyn Upstream {
 }
 
 /// Tracks indexed by namespace, answering a peer's requests for them. Cheap to clone; clones
-/// share the tracks.
+/// share the tracks, and dropping one does nothing else (the tracks go with the last).
 #[derive(Clone, Debug)]
 pub struct Directory {
     shared: Arc<Shared>,
@@ -203,7 +203,7 @@ impl Default for Directory {
 }
 
 /// The session a request came from: a key of its own (for the rules about where a track came
-/// from) and the session, held weakly.
+/// from) and the session, held weakly (dropping it does nothing to the session).
 #[derive(Clone, Debug)]
 pub struct Peer {
     /// A key unique among the sessions a directory answers.

@@ -235,6 +235,9 @@ impl Drop for Opening {
 ///
 /// Each subgroup is served by a future of its own, polled by this one (no task of its own):
 /// dropping this future resets the subscription's open subgroup streams and fill streams.
+///
+/// Not cancel safe: dropping the future abandons the subscription's streams (reset), with no
+/// PUBLISH_DONE.
 pub async fn serve_subscription(
     track: TrackCache,
     writer: SubscriptionWriter,

@@ -137,7 +137,8 @@ impl futures::Stream for NamespaceStream {
     }
 }
 
-/// The subscribing side of a session (or of a reconnecting client). Cheap to clone.
+/// The subscribing side of a session (or of a reconnecting client). Cheap to clone; dropping a
+/// clone does nothing else (its streams live on, each ended by dropping it).
 #[derive(Clone, Debug)]
 pub struct Subscriber {
     pub(crate) source: SessionSource,
@@ -207,7 +208,7 @@ impl Subscriber {
     /// Discovers namespaces under `prefix` (SUBSCRIBE_NAMESPACE); the zero-field prefix means
     /// all of them.
     ///
-    /// Dropping the future before it resolves cancels the request.
+    /// Cancel safe: dropping the future before it resolves cancels the request.
     pub async fn subscribe_namespace(
         &self,
         prefix: TrackNamespace,
@@ -312,7 +313,7 @@ impl Subscriber {
     /// # Ok(()) }
     /// ```
     ///
-    /// Dropping the future before it resolves cancels the request.
+    /// Cancel safe: dropping the future before it resolves cancels the request.
     pub async fn subscribe(
         &self,
         track: FullTrackName,
@@ -413,7 +414,7 @@ impl Subscriber {
     /// # Ok(()) }
     /// ```
     ///
-    /// Dropping the future before it resolves cancels both requests.
+    /// Cancel safe: dropping the future before it resolves cancels both requests.
     pub async fn join(
         &self,
         track: FullTrackName,
@@ -495,7 +496,7 @@ impl Subscriber {
     /// Fetches the objects from `start` up to `end` (the last object plus one; object 0 means
     /// the whole group) in ascending group order (FETCH, draft-19 §5.2), as a stream.
     ///
-    /// Dropping the future before it resolves cancels the request.
+    /// Cancel safe: dropping the future before it resolves cancels the request.
     pub async fn fetch(
         &self,
         track: FullTrackName,
@@ -514,7 +515,7 @@ impl Subscriber {
 
     /// What the publisher says of `track` now (TRACK_STATUS).
     ///
-    /// Dropping the future before it resolves cancels the request.
+    /// Cancel safe: dropping the future before it resolves cancels the request.
     pub async fn track_status(&self, track: FullTrackName) -> Result<TrackInfo, Error> {
         let session = self.source.session().await?;
         let status = session
@@ -531,7 +532,7 @@ impl Subscriber {
     /// Asks the peer to PUBLISH every track under `prefix` (SUBSCRIBE_TRACKS); they arrive
     /// through the returned [`TrackOffers`]. Not renewed on reconnect.
     ///
-    /// Dropping the future before it resolves cancels the request.
+    /// Cancel safe: dropping the future before it resolves cancels the request.
     pub async fn subscribe_tracks(&self, prefix: TrackNamespace) -> Result<TrackOffers, Error> {
         let session = self.source.session().await?;
         // Registered first: a PUBLISH may follow REQUEST_OK at once.
@@ -826,7 +827,7 @@ impl IncomingTrack {
     /// Takes the track (PUBLISH_OK with `options`); its groups follow. Objects that arrived
     /// before are delivered too. Not renewed on reconnect.
     ///
-    /// Dropping the future before it resolves refuses the track.
+    /// Not cancel safe: dropping the future before it resolves refuses the track.
     pub async fn accept(self, options: SubscribeOptions) -> Result<TrackConsumer, Error> {
         // Accepting a track asks for its objects: FORWARD 1 unless the options say otherwise
         // (from draft-20 the PUBLISH's own FORWARD stands until changed, draft-21 §9.8).

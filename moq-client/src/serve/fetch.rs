@@ -16,7 +16,7 @@ use crate::error::Error;
 /// Answers a FETCH from `track`'s cache: cached objects in the requested order, End of Unknown
 /// Range for groups already evicted (draft-19 §11.4.4.2).
 ///
-/// Dropping the future abandons the FETCH (its stream is reset).
+/// Not cancel safe: dropping the future abandons the FETCH (its stream is reset).
 pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(), Error> {
     serve_fetch_marking(track, fetch, RangeEnd::Unknown).await
 }
@@ -27,7 +27,7 @@ pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(),
 /// "MUST report any unavailable Objects as Timed-Out gaps"; draft-19 §10.2.5: "as Unknown
 /// gaps").
 ///
-/// Dropping the future abandons the FETCH (its stream is reset).
+/// Not cancel safe: dropping the future abandons the FETCH (its stream is reset).
 pub async fn serve_fetch_now(track: &TrackCache, fetch: IncomingFetch) -> Result<(), Error> {
     serve_fetch_marking(track, fetch, RangeEnd::TimedOut).await
 }
@@ -197,6 +197,8 @@ async fn write_range(
 
 /// Serves the fill fetch stream a subscription asked for (FILL_PARAMETERS, draft-21 §3.4) from
 /// the cache: what it holds of the range, with End of Unknown Range markers for what it lacks.
+///
+/// Not cancel safe: dropping the future abandons the fill (its stream is reset).
 pub async fn serve_fill(
     track: TrackCache,
     writer: SubscriptionWriter,
@@ -208,6 +210,8 @@ pub async fn serve_fill(
 /// [`serve_fill`] for a relay that does not wait for its upstream (the fill's FILL_TIMEOUT is
 /// 0, or its budget is spent): what the cache lacks is reported as End of Timed-Out Range
 /// (draft-21 §9.20.6).
+///
+/// Not cancel safe: dropping the future abandons the fill (its stream is reset).
 pub async fn serve_fill_now(
     track: TrackCache,
     writer: SubscriptionWriter,
