@@ -301,7 +301,8 @@ impl Subgroup {
     }
 }
 
-/// A stream writing into a subgroup (see [`Subgroup::writing`]).
+/// A stream writing into a subgroup (see [`Subgroup::writing`]). Dropping it stops counting that
+/// stream as one writing into the subgroup.
 #[derive(Debug)]
 pub struct Writing(Arc<Subgroup>);
 
@@ -312,7 +313,7 @@ impl Drop for Writing {
     }
 }
 
-/// One group: its subgroups, by Subgroup ID.
+/// One group: its subgroups, by Subgroup ID. Dropping it does nothing (the track keeps it).
 #[derive(Debug)]
 pub struct Group {
     /// Group ID.
@@ -402,7 +403,8 @@ struct TrackInner {
     joined_at: u64,
 }
 
-/// A track's shared state. Cheap to clone.
+/// A track's shared state. Cheap to clone; dropping a clone does nothing, and the track's
+/// objects go with its last clone.
 #[derive(Clone, Debug)]
 pub struct TrackCache {
     state: Arc<TrackState>,
@@ -948,7 +950,7 @@ impl Drop for ServingGuard {
     }
 }
 
-/// Follows a track's subgroups as they appear.
+/// Follows a track's subgroups as they appear. Dropping it stops following (nothing else).
 #[derive(Debug)]
 pub struct TrackReader {
     track: TrackCache,

@@ -153,6 +153,8 @@ impl ClientOptions {
     }
 
     /// Connects once to `--url` (a session that ends when the connection does).
+    ///
+    /// Cancel safe: dropping the future before it resolves abandons the attempt.
     pub async fn connect(&self) -> Result<Session, Error> {
         self.client()?.connect(&self.url).await
     }
@@ -162,12 +164,16 @@ impl ClientOptions {
     /// namespaces and renews its subscriptions. The first connection must succeed, so that a
     /// wrong URL, certificate or draft fails at once ([`CliError::Connect`]). Prints
     /// `connected to URL` on stderr; [`Connection::run`] prints the later changes.
+    ///
+    /// Cancel safe: dropping the future before it resolves stops the client.
     pub async fn reconnecting(&self) -> Result<Connection, CliError> {
         self.reconnecting_with(self.client()?).await
     }
 
     /// [`ClientOptions::reconnecting`] with a client of the application's own (built from
     /// [`ClientOptions::builder`] with more settings, say).
+    ///
+    /// Cancel safe: dropping the future before it resolves stops the client.
     pub async fn reconnecting_with(&self, client: Client) -> Result<Connection, CliError> {
         let mut reconnecting = client.reconnecting(&self.url, Backoff::default());
         let mut status = reconnecting.status();
@@ -203,7 +209,8 @@ impl ClientOptions {
 }
 
 /// A client that stays connected (from [`ClientOptions::reconnecting`]), with the program's
-/// run around it: status on stderr, Ctrl-C, and a close that reaches the server.
+/// run around it: status on stderr, Ctrl-C, and a close that reaches the server. Dropping it
+/// closes the session at once (see [`Connection::close`] for one that reaches the server).
 #[must_use = "dropping a Connection closes its session"]
 #[derive(Debug)]
 pub struct Connection {
@@ -235,6 +242,8 @@ impl Connection {
     /// Runs `work` while printing the connection's status changes on stderr, until `work`
     /// ends (`Some` of its output) or the process is interrupted (Ctrl-C: `None`); then
     /// closes the session, waiting at most 1 s for the close to reach the server.
+    ///
+    /// Not cancel safe: dropping the future drops `work` and closes the session at once.
     pub async fn run<F: Future>(mut self, work: F) -> Option<F::Output> {
         let out = tokio::select! {
             out = work => Some(out),
@@ -247,6 +256,9 @@ impl Connection {
 
     /// Closes the session and waits, at most 1 s, until the close has reached the server, so
     /// the server does not wait for an idle timeout.
+    ///
+    /// Cancel safe: dropping the future leaves the session closed, the close maybe not yet
+    /// at the server.
     pub async fn close(self) {
         let Connection {
             client,
@@ -259,6 +271,8 @@ impl Connection {
 
 /// Prints `client`'s status on stderr as it changes (lost, connected again, moving), for as
 /// long as it runs; run it next to the program's work, in a `select!`.
+///
+/// Cancel safe.
 pub async fn print_status(client: &mut Reconnecting) {
     let mut last = client.status();
     while let Some(status) = client.next_status().await {
@@ -284,6 +298,9 @@ pub fn print(status: &Status) {
 /// first call. The signal is caught by one task for the whole run, so one that arrives between
 /// two waits is still seen by the next. (After the first call, Ctrl-C no longer ends the
 /// process by itself: the program ends when it sees this resolve.)
+///
+/// Cancel safe. The listening task is the process's, not a session's (the only task
+/// moq-client spawns outside a session or handle).
 pub async fn interrupted() {
     static INTERRUPTED: std::sync::OnceLock<tokio::sync::watch::Receiver<bool>> =
         std::sync::OnceLock::new();

@@ -9,14 +9,13 @@ use moq_transport::endpoint::{self, ClientConfig, QuicSettings, ServerConfig};
 use moq_transport::tls::{Certificate, ClientTls, parse_fingerprint};
 use moq_transport::{SessionConfig, WeakSession};
 use tokio::sync::watch;
-use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::error::Error;
 use crate::options::Backoff;
 use crate::produce::TrackProducer;
 use crate::publisher::Publisher;
 use crate::serve::serve_subscription;
-use crate::subscriber::{SessionSource, Subscriber};
+use crate::subscriber::{SessionSource, Subscriber, Tasks};
 use moq_transport::track::PublishOptions;
 
 /// A MOQT session with its publishing and subscribing sides.
@@ -44,6 +43,7 @@ impl Session {
         let source = SessionSource {
             current: watch::channel(Some(transport.downgrade())).1,
             reconnects: false,
+            tasks: Tasks::default(),
         };
         let subscriber = Subscriber::new(source);
         serve(&transport, &publisher, &subscriber);
@@ -74,11 +74,27 @@ impl Session {
         self.transport.version()
     }
 
+    /// Tasks the session still runs: the transport's (accept loops, one per stream and
+    /// request, serving) and its subscriber's (one per subscription, discovery and join);
+    /// zero once it has closed and they have stopped.
+    pub fn task_count(&self) -> usize {
+        self.transport.task_count() + self.subscriber.source.tasks.len()
+    }
+
+    /// Resolves once the session has closed and every one of its tasks has stopped (see
+    /// [`Session::task_count`]).
+    ///
+    /// Cancel safe.
+    pub async fn stopped(&self) {
+        self.transport.stopped().await;
+        self.subscriber.source.tasks.stopped().await;
+    }
+
     /// Offers `track` to the peer with PUBLISH, without waiting to be asked (draft-19 §5.1),
     /// and serves it on this session until the track ends or the peer stops it. Returns once
     /// the peer accepted it (PUBLISH_OK); a refusal is [`Error::rejection`].
     ///
-    /// Dropping the future before it resolves cancels the PUBLISH.
+    /// Cancel safe: dropping the future before it resolves cancels the PUBLISH.
     pub async fn publish(&self, track: &TrackProducer) -> Result<(), Error> {
         let cache = track.cache().clone();
         let options = PublishOptions {
@@ -258,6 +274,9 @@ impl ClientBuilder {
 /// let session = moq_client::Client::builder().build()?.connect("http://localhost:4443").await?;
 /// # Ok(()) }
 /// ```
+///
+/// Cheap to clone. Dropping it (every clone) does not affect the sessions it made: each keeps
+/// what it needs of the endpoint.
 #[derive(Clone, Debug)]
 pub struct Client {
     transport: Arc<endpoint::Client>,
@@ -293,7 +312,7 @@ impl Client {
 
     /// Connects once.
     ///
-    /// Dropping the future before it resolves abandons the connection attempt.
+    /// Cancel safe: dropping the future before it resolves abandons the connection attempt.
     pub async fn connect(&self, url: &str) -> Result<Session, Error> {
         let transport = self.transport.connect(url).await?;
         Ok(Session::attach(transport, self.publisher.clone()))
@@ -307,8 +326,8 @@ impl Client {
         let subscriber = Subscriber::new(SessionSource {
             current: current_rx,
             reconnects: true,
+            tasks: Tasks::default(),
         });
-        let stop = CancellationToken::new();
         let task = reconnect_loop(
             self.clone(),
             url.to_string(),
@@ -317,12 +336,13 @@ impl Client {
             status_tx,
             subscriber.clone(),
         );
-        tokio::spawn(stop.clone().run_until_cancelled_owned(task));
+        let reconnect = Tasks::default();
+        reconnect.spawn(task);
         Reconnecting {
             publisher: self.publisher.clone(),
             subscriber,
             status: status_rx,
-            _stop: stop.drop_guard(),
+            reconnect,
         }
     }
 }
@@ -349,7 +369,14 @@ pub struct Reconnecting {
     publisher: Publisher,
     subscriber: Subscriber,
     status: watch::Receiver<Status>,
-    _stop: DropGuard,
+    /// The reconnecting task, which holds the only handle on the session.
+    reconnect: Tasks,
+}
+
+impl Drop for Reconnecting {
+    fn drop(&mut self) {
+        self.reconnect.cancel();
+    }
 }
 
 impl Reconnecting {
@@ -374,6 +401,23 @@ impl Reconnecting {
     pub async fn next_status(&mut self) -> Option<Status> {
         self.status.changed().await.ok()?;
         Some(self.status.borrow_and_update().clone())
+    }
+
+    /// Stops reconnecting and closes the session, then waits until the reconnecting task and
+    /// the subscriber's tasks (subscriptions, discovery, joins) have stopped: they end with
+    /// the client's error. Dropping the client does the same without waiting.
+    ///
+    /// Cancel safe: dropping the future before it resolves leaves the client stopped, its
+    /// tasks ending on their own.
+    pub async fn close(&self) {
+        self.reconnect.cancel();
+        self.reconnect.stopped().await;
+        self.subscriber.source.tasks.stopped().await;
+    }
+
+    /// Tasks the client still runs: its reconnecting task and its subscriber's.
+    pub fn task_count(&self) -> usize {
+        self.reconnect.len() + self.subscriber.source.tasks.len()
     }
 
     /// Waits until connected.

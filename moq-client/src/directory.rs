@@ -6,11 +6,14 @@
 //! [`Upstream`]: the directory asks it for what it does not hold.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use moq_core::codes::RequestErrorCode;
 use moq_core::message::{Parameters, RequestError};
 use moq_core::{FullTrackName, Location, TrackNamespace};
@@ -96,20 +99,31 @@ pub trait Upstream: Send + Sync + 'static {
     }
 }
 
-/// Hands every fill a subscription asks for to `up` (see [`Upstream::fill`]), until the
-/// subscription is cancelled (or the task is aborted when it ends).
-async fn upstream_fills(up: Arc<dyn Upstream>, track: TrackCache, writer: SubscriptionWriter) {
+/// Runs `served` (the subscription being served), handing every fill the subscription asks
+/// for meanwhile to `up` (see [`Upstream::fill`]); the fills run in this future, and those
+/// still running when `served` ends are awaited. Dropping it drops them.
+async fn with_upstream_fills(
+    up: Arc<dyn Upstream>,
+    track: TrackCache,
+    writer: SubscriptionWriter,
+    served: impl Future<Output = ()>,
+) {
+    let mut served = std::pin::pin!(served);
     let mut next = writer.take_fill();
+    let mut fills = FuturesUnordered::new();
+    let (mut done, mut cancelled) = (false, false);
     loop {
-        let fill = match next.take() {
-            Some(f) => f,
-            None => tokio::select! {
-                f = writer.fill_asked() => f,
-                _ = writer.cancelled() => return,
-            },
-        };
-        let (up, track, writer) = (up.clone(), track.clone(), writer.clone());
-        tokio::spawn(async move { up.fill(track, writer, fill).await });
+        if let Some(fill) = next.take() {
+            let (up, track, writer) = (up.clone(), track.clone(), writer.clone());
+            fills.push(async move { up.fill(track, writer, fill).await });
+        }
+        tokio::select! {
+            _ = &mut served, if !done => done = true,
+            f = writer.fill_asked(), if !done && !cancelled => next = Some(f),
+            _ = writer.cancelled(), if !cancelled => cancelled = true,
+            Some(()) = fills.next(), if !fills.is_empty() => {}
+            else => return,
+        }
     }
 }
 
@@ -176,7 +190,7 @@ impl std::fmt::Debug for dyn Upstream {
 }
 
 /// Tracks indexed by namespace, answering a peer's requests for them. Cheap to clone; clones
-/// share the tracks.
+/// share the tracks, and dropping one does nothing else (the tracks go with the last).
 #[derive(Clone, Debug)]
 pub struct Directory {
     shared: Arc<Shared>,
@@ -189,7 +203,7 @@ impl Default for Directory {
 }
 
 /// The session a request came from: a key of its own (for the rules about where a track came
-/// from) and the session, held weakly.
+/// from) and the session, held weakly (dropping it does nothing to the session).
 #[derive(Clone, Debug)]
 pub struct Peer {
     /// A key unique among the sessions a directory answers.
@@ -484,13 +498,15 @@ impl Directory {
         let mut serve = self.shared.options.serve.clone();
         // The fills (the SUBSCRIBE's and its REQUEST_UPDATEs') the upstream may have to
         // complete.
-        let fills = self.shared.upstream.clone().map(|up| {
-            serve.fills = false;
-            tokio::spawn(upstream_fills(up, track.clone(), writer.clone()))
-        });
-        let _ = serve_subscription(track, writer, serve).await;
-        if let Some(f) = fills {
-            f.abort();
+        match self.shared.upstream.clone() {
+            Some(up) => {
+                serve.fills = false;
+                let served = serve_subscription(track.clone(), writer.clone(), serve);
+                with_upstream_fills(up, track, writer, served.map(drop)).await;
+            }
+            None => {
+                let _ = serve_subscription(track, writer, serve).await;
+            }
         }
     }
 
@@ -564,7 +580,8 @@ impl Directory {
         };
         let queue = self.shared.options.serve.max_inflight.max(64);
         let mut published: HashMap<FullTrackName, TrackCache> = HashMap::new();
-        let mut publications = tokio::task::JoinSet::new();
+        // The publications run in this future: dropping it (the request ended) drops them.
+        let mut publications = Publications::new();
         let mut prefix = responder.prefix();
         'watch: loop {
             let (now, mut added) = self.watch_offered(&prefix, queue);
@@ -593,7 +610,7 @@ impl Directory {
                     }
                     _ = responder.ended() => return,
                     // Reap finished publications (a track that ended may be published again).
-                    Some(_) = publications.join_next(), if !publications.is_empty() => {
+                    Some(()) = publications.next(), if !publications.is_empty() => {
                         published.retain(|_, t| !t.is_ended());
                     }
                 }
@@ -634,7 +651,7 @@ impl Directory {
     fn forward(
         &self,
         published: &mut HashMap<FullTrackName, TrackCache>,
-        publications: &mut tokio::task::JoinSet<()>,
+        publications: &mut Publications,
         responder: &moq_transport::track::TracksResponder,
         peer: &Peer,
         track: TrackCache,
@@ -677,7 +694,7 @@ impl Directory {
             .map(|up| up.forwarding(&track));
         let serve = self.shared.options.serve.clone();
         let responder = responder.clone();
-        publications.spawn(async move {
+        publications.push(Box::pin(async move {
             let _hold = hold;
             let Ok(p) = session.publish(track.name().clone(), options).await else {
                 // draft-19 §6.1, §10.20: a PUBLISH that cannot be created is reported with
@@ -689,9 +706,12 @@ impl Directory {
             if p.accepted().await.is_ok() {
                 let _ = serve_subscription(track, p.into_writer(), serve).await;
             }
-        });
+        }));
     }
 }
+
+/// A SUBSCRIBE_TRACKS request's publications, one future each.
+type Publications = FuturesUnordered<futures::future::BoxFuture<'static, ()>>;
 
 /// A SUBSCRIBE_TRACKS watch of offered tracks; dropping it stops the watch.
 struct Watch {

@@ -20,14 +20,14 @@ use crate::publisher::Publisher;
 /// A client session and the server session it is connected to, in memory, speaking the
 /// preferred draft; each serves its publisher.
 ///
-/// Dropping the future before it resolves abandons both sessions.
+/// Cancel safe: dropping the future before it resolves abandons both sessions.
 pub async fn pair(client: Publisher, server: Publisher) -> Result<(Session, Session), Error> {
     pair_with(client, server, Version::PREFERRED).await
 }
 
 /// [`pair`] speaking `version`.
 ///
-/// Dropping the future before it resolves abandons both sessions.
+/// Cancel safe: dropping the future before it resolves abandons both sessions.
 pub async fn pair_with(
     client: Publisher,
     server: Publisher,

@@ -78,6 +78,9 @@ impl Drop for Held<'_> {
 /// group.finish()?;
 /// # Ok(()) }
 /// ```
+///
+/// Cheap to clone; clones share the namespaces and tracks. Dropping a clone does nothing else:
+/// what is published stays until its handle ([`NamespaceHandle`], [`TrackProducer`]) is dropped.
 #[derive(Clone, Debug)]
 pub struct Publisher {
     shared: Arc<Shared>,

@@ -1,25 +1,27 @@
-//! Serving a [`TrackCache`] to subscribers and fetchers: one task per subscription follows the
-//! track and writes each subgroup on its own stream; FETCH is answered from the cache.
+//! Serving a [`TrackCache`] to subscribers and fetchers: one future per subscription follows
+//! the track and writes each subgroup on its own stream, from a future of its own that it polls
+//! (no task per subgroup); FETCH is answered from the cache (`fetch`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
-use moq_core::data::{ObjectStatus, RangeEnd, SubgroupId};
-use moq_core::message::RequestError;
-use moq_core::{GroupOrder, Location};
-use moq_transport::track::{
-    FetchEnd, FetchWriter, Fill, IncomingFetch, Object, SubgroupSender, SubscriptionWriter,
-    last_covered,
-};
+use futures::future::{AbortHandle, Abortable, Either};
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use moq_core::codes::{PublishDoneCode, StreamResetCode};
+use moq_core::data::{ObjectStatus, SubgroupId};
+use moq_core::{Location, property};
+use moq_transport::track::{Object, SubgroupSender, SubscriptionWriter};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, TrackCache};
+mod fetch;
+
+pub use fetch::{DEFAULT_FILL_TIMEOUT, serve_fetch, serve_fetch_now, serve_fill, serve_fill_now};
+
+use crate::cache::{CachedObject, DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, TrackCache};
 use crate::error::Error;
 
 /// Counters of what was served, shared by every subscription that uses them.
@@ -145,8 +147,7 @@ impl Drop for Pending {
 /// The order a subscription's subgroups open their streams in: the order their first objects
 /// were published. The subscriber takes the streams in the order they were opened (their
 /// stream IDs), so a later group's stream opened first is a later group delivered first; and
-/// each subgroup is served by a task of its own, and tasks run in no particular order (on a
-/// multi-threaded runtime the task spawned last often runs first).
+/// each subgroup is served by a future of its own, and those run in no particular order.
 #[derive(Debug)]
 struct Openings {
     /// Where the subscription starts: objects before it are not sent.
@@ -231,6 +232,12 @@ impl Drop for Opening {
 /// Serves `track` on an accepted subscription until the track ends (PUBLISH_DONE
 /// TRACK_ENDED), the subscription's End Group is passed, the subscriber cancels, or it falls
 /// too far behind ([`ServeOptions::max_backlog_bytes`], PUBLISH_DONE TOO_FAR_BEHIND).
+///
+/// Each subgroup is served by a future of its own, polled by this one (no task of its own):
+/// dropping this future resets the subscription's open subgroup streams and fill streams.
+///
+/// Not cancel safe: dropping the future abandons the subscription's streams (reset), with no
+/// PUBLISH_DONE.
 pub(crate) async fn serve_subscription(
     track: TrackCache,
     writer: SubscriptionWriter,
@@ -240,7 +247,12 @@ pub(crate) async fn serve_subscription(
     // draft-19 §10.7: only what is published after the subscription was established.
     let start = writer.params().first();
     let mut reader = track.reader(start.group);
-    let mut inflight: VecDeque<JoinHandle<()>> = VecDeque::new();
+    // The subgroups being sent, each under the number it was started with; `aborts` holds
+    // their abort handles in that order (the oldest first).
+    let mut inflight = FuturesUnordered::new();
+    let mut aborts: BTreeMap<u64, AbortHandle> = BTreeMap::new();
+    let mut started = 0u64;
+    let mut fills = FuturesUnordered::new();
     let openings = Openings::new(start);
     let backlog = Arc::new(Backlog {
         bytes: AtomicU64::new(0),
@@ -248,6 +260,12 @@ pub(crate) async fn serve_subscription(
         exceeded: CancellationToken::new(),
         stats: opts.stats.clone(),
     });
+    // Objects are batched into one write only where no delivery timeout can apply (see
+    // `send_subgroup`); the track's own OBJECT_DELIVERY_TIMEOUT is one.
+    let track_timed = track
+        .properties()
+        .get_int(property::OBJECT_DELIVERY_TIMEOUT)
+        .is_some();
     // draft-19 §10.2.18: the subscriber's NEW_GROUP_REQUEST, in SUBSCRIBE or an update.
     let mut asked = None;
     let mut new_group = |now: Option<u64>| {
@@ -262,27 +280,28 @@ pub(crate) async fn serve_subscription(
     if opts.fills
         && let Some(fill) = writer.take_fill()
     {
-        let (track, writer) = (track.clone(), writer.clone());
-        tokio::spawn(async move { serve_fill(track, writer, fill).await });
+        fills.push(serve_fill(track.clone(), writer.clone(), fill));
     }
     let status = loop {
         let next = tokio::select! {
             n = reader.next() => n,
+            Some(done) = inflight.next(), if !inflight.is_empty() => {
+                if let Ok(n) = done {
+                    aborts.remove(&n);
+                }
+                continue;
+            }
+            Some(_) = fills.next(), if !fills.is_empty() => continue,
             Ok(p) = writer.params_changed() => {
                 new_group(p.new_group_request);
                 continue;
             }
             fill = writer.fill_asked(), if opts.fills => {
-                let (track, writer) = (track.clone(), writer.clone());
-                tokio::spawn(async move { serve_fill(track, writer, fill).await });
+                fills.push(serve_fill(track.clone(), writer.clone(), fill));
                 continue;
             }
-            e = writer.cancelled() => {
-                for t in inflight {
-                    t.abort();
-                }
-                return Err(e.into());
-            }
+            // Dropping the subgroups' futures resets their streams.
+            e = writer.cancelled() => return Err(e.into()),
             // draft-21 §5.2: a subscriber that does not consume at a sufficient rate, making
             // the publisher exceed its resource limits, MAY be ended with TOO_FAR_BEHIND. The
             // streams reset themselves on the same signal (§12.5).
@@ -295,24 +314,21 @@ pub(crate) async fn serve_subscription(
                     limit = opts.max_backlog_bytes,
                     "subscriber too far behind; ending the subscription"
                 );
+                fills.clear();
                 break PublishDoneCode::TOO_FAR_BEHIND;
             }
         };
         let Some(sg) = next else {
             if track.malformed().is_some() {
                 // draft-19 §2.4.2: a relay terminates downstream subscriptions at once.
-                for t in inflight.drain(..) {
-                    t.abort();
-                }
+                inflight.clear();
                 break PublishDoneCode::MALFORMED_TRACK;
             }
             if track.is_superseded() {
                 // A new incarnation of the track replaced this one: the subscriber's start
                 // and what it saw belong to the old one (see `TrackCache::supersede`). The
                 // old publisher's open subgroups will not be completed: their streams reset.
-                for t in inflight.drain(..) {
-                    t.abort();
-                }
+                inflight.clear();
                 break PublishDoneCode::GOING_AWAY;
             }
             break PublishDoneCode::TRACK_ENDED;
@@ -331,60 +347,48 @@ pub(crate) async fn serve_subscription(
         if !params.forward {
             continue;
         }
-        inflight.retain(|t| !t.is_finished());
-        if inflight.len() >= opts.max_inflight
-            && let Some(oldest) = inflight.pop_front()
+        // Subgroups that ended meanwhile do not count.
+        while let Some(Some(done)) = inflight.next().now_or_never() {
+            if let Ok(n) = done {
+                aborts.remove(&n);
+            }
+        }
+        if aborts.len() >= opts.max_inflight
+            && let Some((_, oldest)) = aborts.pop_first()
         {
-            // The subscriber is too far behind: drop its oldest subgroup (its stream resets).
+            // The subscriber is too far behind: drop its oldest subgroup (its stream resets
+            // when the set next polls it).
             oldest.abort();
             if let Some(s) = &opts.stats {
                 s.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
-        let w = writer.clone();
-        let default_priority = track.default_priority();
         let datagrams = opts.datagrams || sg.id == DATAGRAM_SUBGROUP;
-        let stats = opts.stats.clone();
-        let backlog = backlog.clone();
-        let opening = (!datagrams).then(|| openings.add(sg.clone()));
-        inflight.push_back(tokio::spawn(async move {
-            let exceeded = backlog.exceeded.clone();
-            if datagrams {
-                tokio::select! {
-                    _ = send_datagrams(&w, &sg, start, stats.as_deref()) => {}
-                    _ = exceeded.cancelled() => {}
-                }
-                return;
-            }
-            let mut stream = None;
-            let mut pending = Pending { backlog, held: 0 };
-            let send = send_subgroup(
-                &w,
-                &sg,
-                opening,
-                start,
-                default_priority,
-                &mut stream,
-                &mut pending,
-            );
-            tokio::select! {
-                _ = send => {}
-                _ = exceeded.cancelled() => {
-                    if let Some(s) = stream.as_mut() {
-                        // draft-21 §12.5: TOO_FAR_BEHIND from draft-17; CANCELLED before.
-                        let code = if w.version().draft() >= 17 {
-                            StreamResetCode::TOO_FAR_BEHIND
-                        } else {
-                            StreamResetCode::CANCELLED
-                        };
-                        s.abort(code);
-                    }
-                }
-            }
-        }));
+        let serve = Serve {
+            writer: writer.clone(),
+            opening: (!datagrams).then(|| openings.add(sg.clone())),
+            sg,
+            start,
+            default_priority: track.default_priority(),
+            track_timed,
+            backlog: backlog.clone(),
+        };
+        let (abort, registration) = AbortHandle::new_pair();
+        aborts.insert(started, abort);
+        let n = started;
+        inflight
+            .push(Abortable::new(serve.run(datagrams), registration).map(move |r| r.map(|()| n)));
+        started += 1;
     };
-    for t in inflight {
-        let _ = t.await;
+    // The rest of the open subgroups (and fills) are sent before PUBLISH_DONE, unless the
+    // subscriber goes meanwhile.
+    let rest = async {
+        while inflight.next().await.is_some() {}
+        while fills.next().await.is_some() {}
+    };
+    tokio::select! {
+        _ = rest => {}
+        e = writer.cancelled() => return Err(e.into()),
     }
     let reason = match track.malformed() {
         Some(m) => m.to_string(),
@@ -392,6 +396,59 @@ pub(crate) async fn serve_subscription(
         None => String::new(),
     };
     Ok(writer.finish(status, &reason).await?)
+}
+
+/// One subgroup of a subscription to send.
+struct Serve {
+    writer: SubscriptionWriter,
+    sg: Arc<Subgroup>,
+    opening: Option<Opening>,
+    start: Location,
+    default_priority: u8,
+    /// Whether the track carries an OBJECT_DELIVERY_TIMEOUT.
+    track_timed: bool,
+    backlog: Arc<Backlog>,
+}
+
+impl Serve {
+    /// Sends the subgroup as datagrams or on its stream, until it ends or the subscription's
+    /// backlog passes its bound (the stream is then reset, draft-21 §12.5).
+    async fn run(mut self, datagrams: bool) {
+        let opening = self.opening.take();
+        let Serve {
+            writer: w,
+            sg,
+            backlog,
+            ..
+        } = &self;
+        let exceeded = backlog.exceeded.clone();
+        if datagrams {
+            tokio::select! {
+                _ = send_datagrams(w, sg, self.start, backlog.stats.as_deref()) => {}
+                _ = exceeded.cancelled() => {}
+            }
+            return;
+        }
+        let mut stream = None;
+        let mut pending = Pending {
+            backlog: backlog.clone(),
+            held: 0,
+        };
+        tokio::select! {
+            _ = send_subgroup(&self, opening, &mut stream, &mut pending) => {}
+            _ = exceeded.cancelled() => {
+                if let Some(s) = stream.as_mut() {
+                    // draft-21 §12.5: TOO_FAR_BEHIND from draft-17; CANCELLED before.
+                    let code = if w.version().draft() >= 17 {
+                        StreamResetCode::TOO_FAR_BEHIND
+                    } else {
+                        StreamResetCode::CANCELLED
+                    };
+                    s.abort(code);
+                }
+            }
+        }
+    }
 }
 
 fn count(stats: Option<&ServeStats>, bytes: usize, received: std::time::Instant) {
@@ -441,26 +498,32 @@ async fn send_datagrams(
 /// Sends a subgroup on its own stream (opened in `stream` in its turn, see [`Openings`]; the
 /// caller resets it if it stops this early), counting in `pending` the payload bytes the track holds
 /// that the stream has not taken yet: while an object is being written, those that follow it
-/// are counted as they come.
+/// are counted as they come. Objects already in the cache when one is written go out with it
+/// in one write; one that comes alone is written at once.
 async fn send_subgroup(
-    writer: &SubscriptionWriter,
-    sg: &Subgroup,
+    serve: &Serve,
     mut opening: Option<Opening>,
-    start: Location,
-    default_priority: u8,
     stream: &mut Option<SubgroupSender>,
     pending: &mut Pending,
 ) -> Result<(), Error> {
+    let Serve {
+        writer, sg, start, ..
+    } = serve;
+    let start = *start;
     let id = if sg.id == 0 {
         SubgroupId::Zero
     } else {
         SubgroupId::Explicit(sg.id)
     };
-    let priority = (sg.priority != default_priority).then_some(sg.priority);
+    let priority = (sg.priority != serve.default_priority).then_some(sg.priority);
     let stats = pending.backlog.stats.clone();
     // Objects 0..counted are counted in `pending` (or were skipped by the filter).
     let mut counted = 0;
     let mut i = 0;
+    // Whether an object of the stream carried an OBJECT_DELIVERY_TIMEOUT (the first one sent
+    // sets the stream's).
+    let mut first_timed = false;
+    let mut batch = Vec::new();
     loop {
         let o = match sg.wait(i).await {
             Ok(o) => o,
@@ -505,26 +568,83 @@ async fn send_subgroup(
                 stream.insert(s)
             }
         };
-        let received = o.received;
-        let write = s.write(o.id, &o.properties, o.status, o.payload, Some(received));
-        let mut write = std::pin::pin!(write);
-        // The stream's header (with what the flow control takes of the object) is queued in
-        // the first write's first poll: the next subgroups may open their streams then.
-        let written = match opening.take() {
-            Some(opened) => {
-                let first = futures::future::poll_immediate(write.as_mut()).await;
-                drop(opened);
-                first
+        first_timed |= timed(&o.properties);
+        // The objects that follow, already here, go in the same write: plain ones only, and
+        // only where no delivery timeout can apply (`write_objects` checks none, draft-19 §8).
+        batch.clear();
+        if plain(&o)
+            && let Ok(next) = sg.get(i)
+            && plain(&next)
+            && !serve.track_timed
+            && !first_timed
+            && writer.params().object_delivery_timeout.is_none()
+        {
+            let mut next = Ok(next);
+            let mut bytes = len;
+            while let Ok(n) = next
+                && plain(&n)
+                && batch.len() < MAX_BATCH
+                && bytes + n.payload.len() <= MAX_BATCH_BYTES
+                && !pending.backlog.exceeded.is_cancelled()
+            {
+                bytes += n.payload.len();
+                i += 1;
+                if counted < i {
+                    pending.add(n.payload.len());
+                    counted = i;
+                }
+                batch.push(n);
+                next = sg.get(i);
             }
-            None => None,
-        };
-        match written {
-            Some(res) => res?,
-            None => counting_ahead(write, sg, start, &mut counted, pending).await?,
+        }
+        let received = o.received;
+        {
+            let write = if batch.is_empty() {
+                Either::Left(s.write(o.id, &o.properties, o.status, o.payload, Some(received)))
+            } else {
+                let more = batch.iter().map(|n| (n.id, n.payload.clone()));
+                Either::Right(s.write_objects(std::iter::once((o.id, o.payload)).chain(more)))
+            };
+            let mut write = std::pin::pin!(write);
+            // The stream's header (with what the flow control takes of the object) is queued in
+            // the first write's first poll: the next subgroups may open their streams then.
+            let written = match opening.take() {
+                Some(opened) => {
+                    let first = futures::future::poll_immediate(write.as_mut()).await;
+                    drop(opened);
+                    first
+                }
+                None => None,
+            };
+            match written {
+                Some(res) => res?,
+                None => counting_ahead(write, sg, start, &mut counted, pending).await?,
+            }
         }
         pending.sub(len);
         count(stats.as_deref(), len, received);
+        for n in batch.drain(..) {
+            pending.sub(n.payload.len());
+            count(stats.as_deref(), n.payload.len(), n.received);
+        }
     }
+}
+
+/// The most objects written at once.
+const MAX_BATCH: usize = 64;
+
+/// The most payload bytes written at once: batching saves a write's fixed cost, which matters
+/// for small objects; a batch's bytes count in the backlog until all of it is written.
+const MAX_BATCH_BYTES: usize = 64 << 10;
+
+/// Whether `o` may be written with others in one write: a Normal object without properties.
+fn plain(o: &CachedObject) -> bool {
+    o.status == ObjectStatus::Normal && o.properties.is_empty()
+}
+
+/// Whether `p` carries an OBJECT_DELIVERY_TIMEOUT.
+fn timed(p: &moq_core::Properties) -> bool {
+    p.get_int(property::OBJECT_DELIVERY_TIMEOUT).is_some()
 }
 
 /// Runs `fut` (a stream being opened, or an object written: what waits for the subscriber's
@@ -555,221 +675,3 @@ async fn counting_ahead<F: std::future::Future>(
         }
     }
 }
-
-/// Answers a FETCH from `track`'s cache: cached objects in the requested order, End of Unknown
-/// Range for groups already evicted (draft-19 §11.4.4.2).
-///
-/// Dropping the future abandons the FETCH (its stream is reset).
-pub async fn serve_fetch(track: &TrackCache, fetch: IncomingFetch) -> Result<(), Error> {
-    serve_fetch_marking(track, fetch, RangeEnd::Unknown).await
-}
-
-/// [`serve_fetch`] for a relay that does not wait for its upstream (FILL_TIMEOUT 0, or its
-/// fill budget spent): what the cache lacks is reported as End of Timed-Out Range, sent as
-/// End of Unknown Range before draft-20, which has no such marker (draft-21 §9.20.6: the relay
-/// "MUST report any unavailable Objects as Timed-Out gaps"; draft-19 §10.2.5: "as Unknown
-/// gaps").
-///
-/// Dropping the future abandons the FETCH (its stream is reset).
-pub async fn serve_fetch_now(track: &TrackCache, fetch: IncomingFetch) -> Result<(), Error> {
-    serve_fetch_marking(track, fetch, RangeEnd::TimedOut).await
-}
-
-/// [`serve_fetch`] with `lacking` the marker for what the cache lacks.
-async fn serve_fetch_marking(
-    track: &TrackCache,
-    mut fetch: IncomingFetch,
-    lacking: RangeEnd,
-) -> Result<(), Error> {
-    // draft-19 §2.4.2, §13.1.2: a track found malformed is not served on.
-    if let Some(why) = track.malformed() {
-        fetch.reject(RequestError::new(
-            RequestErrorCode::MALFORMED_TRACK,
-            why.to_string(),
-        ));
-        return Ok(());
-    }
-    let Some(largest) = track.largest() else {
-        // draft-19 §10.12.3: no objects yet is INVALID_RANGE.
-        fetch.reject(RequestError::new(
-            RequestErrorCode::INVALID_RANGE,
-            "no objects",
-        ));
-        return Ok(());
-    };
-    // draft-21 §9.20.10: a start relative to the Largest Object (from draft-20).
-    fetch.resolve(Some(largest));
-    let start = fetch.start();
-    if start > largest {
-        fetch.reject(RequestError::new(
-            RequestErrorCode::INVALID_RANGE,
-            "start after the largest object",
-        ));
-        return Ok(());
-    }
-    let requested_end = fetch.end();
-    let end = clamp_end(requested_end, largest);
-    let order = fetch.group_order();
-    let beyond = end != requested_end;
-    // A whole group that the cache holds ends at its last object: FETCH_OK names it (from
-    // draft-20 its End Location is inclusive, and a peer may not take "the whole group").
-    let end = match track.group(end.group) {
-        Some(g) if end.object == 0 => g
-            .final_object()
-            .or_else(|| g.largest())
-            .filter(|last| Location::new(end.group, *last) >= start)
-            .map_or(end, |last| Location::new(end.group, last.saturating_add(1))),
-        _ => end,
-    };
-    let end_of_track = track.is_ended() && track.malformed().is_none() && beyond;
-    let w = fetch
-        .accept(FetchEnd {
-            end_of_track,
-            end,
-            track_properties: track.properties(),
-        })
-        .await?;
-    write_range(track, w, start, requested_end, order, lacking).await
-}
-
-/// A FETCH end (the last object plus one; object 0 = the whole group) no further than just
-/// after `largest`.
-fn clamp_end(end: Location, largest: Location) -> Location {
-    let past_largest = Location::new(largest.group, largest.object.saturating_add(1));
-    let beyond =
-        end.object == 0 && end.group > largest.group || end.object != 0 && end > past_largest;
-    if beyond { past_largest } else { end }
-}
-
-/// Writes what the cache holds of `start` up to `req_end` (FETCH-encoded) on a fetch stream,
-/// in `order`, with End of Range markers of the kind `lacking` (Unknown, or Timed-Out for a
-/// relay that does not wait for its upstream) for what it lacks, then finishes the stream (or
-/// resets it if the track turns out malformed). A FETCH's response and a subscription's fill
-/// fetch stream (draft-21 §3.4) are both written here.
-async fn write_range(
-    track: &TrackCache,
-    mut w: FetchWriter,
-    start: Location,
-    req_end: Location,
-    order: GroupOrder,
-    lacking: RangeEnd,
-) -> Result<(), Error> {
-    let Some(largest) = track.largest() else {
-        w.finish();
-        return Ok(());
-    };
-    let end = clamp_end(req_end, largest);
-    let contains = |loc: Location| loc >= start && loc <= last_covered(req_end).min(largest);
-    let last_group = end.group;
-    let evicted = track.unknown_below();
-    let mut groups: Vec<_> = track
-        .groups()
-        .into_iter()
-        .filter(|g| g.id >= start.group.max(evicted) && g.id <= last_group)
-        .collect();
-    if order == GroupOrder::Descending {
-        groups.reverse();
-    }
-    // The groups of the range announced by the publisher but not stored yet (still in flight
-    // upstream) are an Unknown range: what a relay serves without waiting for its upstream
-    // (draft-19 §10.2.5). A marker names another group than the entry before it, so an
-    // in-flight tail of the last stored group itself is not marked.
-    let top = last_covered(end).min(largest);
-    let from = match track.stored() {
-        Some(s) if top.group > s.group => Location::new(s.group + 1, 0),
-        Some(_) => Location::new(u64::MAX, u64::MAX),
-        None => start,
-    };
-    let from = from.max(start).max(Location::new(evicted, 0));
-    let in_flight = (from <= top).then_some(from);
-    if order == GroupOrder::Ascending && start.group < evicted && evicted > 0 {
-        let last_unknown = Location::new(evicted - 1, u64::MAX);
-        w.end_of_range(
-            lacking,
-            last_unknown.min(Location::new(last_group, u64::MAX)),
-        )
-        .await?;
-    }
-    if order == GroupOrder::Descending
-        && let Some(from) = in_flight
-    {
-        w.end_of_range(lacking, from).await?;
-    }
-    let mut last_written_group = None;
-    for g in groups {
-        // draft-19 §2.4.2: a relay that finds the track malformed resets its fetch streams.
-        if track.malformed().is_some() {
-            w.abort(StreamResetCode::MALFORMED_TRACK);
-            return Ok(());
-        }
-        for (sg, o) in g.objects() {
-            let loc = Location::new(g.id, o.id);
-            if !contains(loc) || o.status != ObjectStatus::Normal {
-                continue;
-            }
-            w.write(&Object {
-                location: loc,
-                // draft-19 §11.4.4: an object that came as a datagram is marked as one (the
-                // datagram flag), not given the cache's datagram Subgroup ID.
-                subgroup: (sg.id != DATAGRAM_SUBGROUP).then_some(sg.id),
-                priority: sg.priority,
-                status: o.status,
-                properties: o.properties,
-                payload: o.payload,
-                end_of_group: false,
-            })
-            .await?;
-            last_written_group = Some(g.id);
-        }
-    }
-    // In descending order the evicted groups come last; a marker must name a group below the
-    // previous entry's.
-    if order == GroupOrder::Descending
-        && start.group < evicted
-        && last_written_group.is_none_or(|g| g > start.group)
-    {
-        w.end_of_range(lacking, Location::new(start.group, 0))
-            .await?;
-    }
-    if order == GroupOrder::Ascending && in_flight.is_some() {
-        w.end_of_range(lacking, top).await?;
-    }
-    w.finish();
-    Ok(())
-}
-
-/// Serves the fill fetch stream a subscription asked for (FILL_PARAMETERS, draft-21 §3.4) from
-/// the cache: what it holds of the range, with End of Unknown Range markers for what it lacks.
-pub async fn serve_fill(
-    track: TrackCache,
-    writer: SubscriptionWriter,
-    fill: Fill,
-) -> Result<(), Error> {
-    serve_fill_marking(track, writer, fill, RangeEnd::Unknown).await
-}
-
-/// [`serve_fill`] for a relay that does not wait for its upstream (the fill's FILL_TIMEOUT is
-/// 0, or its budget is spent): what the cache lacks is reported as End of Timed-Out Range
-/// (draft-21 §9.20.6).
-pub async fn serve_fill_now(
-    track: TrackCache,
-    writer: SubscriptionWriter,
-    fill: Fill,
-) -> Result<(), Error> {
-    serve_fill_marking(track, writer, fill, RangeEnd::TimedOut).await
-}
-
-async fn serve_fill_marking(
-    track: TrackCache,
-    writer: SubscriptionWriter,
-    fill: Fill,
-    lacking: RangeEnd,
-) -> Result<(), Error> {
-    let w = writer.open_fill(&fill).await?;
-    let end = Location::new(fill.end.group, fill.end.object.saturating_add(1));
-    write_range(&track, w, fill.start, end, fill.group_order, lacking).await
-}
-
-/// How long in all a relay waits for its upstream to fill a FETCH that has no FILL_TIMEOUT
-/// parameter (draft-19 §10.2.5).
-pub const DEFAULT_FILL_TIMEOUT: Duration = Duration::from_secs(10);

@@ -2,6 +2,7 @@
 //! TRACK_STATUS. With a reconnecting client they survive reconnects: subscriptions are renewed
 //! on the new session without the application doing anything.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -35,6 +36,47 @@ pub(crate) struct SessionSource {
     pub(crate) current: watch::Receiver<Option<WeakSession>>,
     /// True if a lost session is replaced (reconnecting client).
     pub(crate) reconnects: bool,
+    /// The subscriber's tasks (one per subscription, discovery and join): they outlive a
+    /// reconnecting client's sessions, and end on their own once the session (or client) is
+    /// gone and their error delivered.
+    pub(crate) tasks: Tasks,
+}
+
+/// Tasks that a handle owns: counted, cancelled by [`Tasks::cancel`], awaited by
+/// [`Tasks::stopped`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tasks {
+    tracker: tokio_util::task::TaskTracker,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+impl Tasks {
+    /// Runs `task` until it completes or the set is cancelled (after that, not at all).
+    pub(crate) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        if !self.cancel.is_cancelled() {
+            let run = self.cancel.clone().run_until_cancelled_owned(task);
+            self.tracker.spawn(async move {
+                run.await;
+            });
+        }
+    }
+
+    /// Cancels every task, now and to come.
+    pub(crate) fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Tasks alive.
+    pub(crate) fn len(&self) -> usize {
+        self.tracker.len()
+    }
+
+    /// Resolves once no task is alive (those spawned meanwhile included).
+    pub(crate) async fn stopped(&self) {
+        // Closing only lets `wait` resolve once empty; tasks may still be spawned.
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
 }
 
 impl SessionSource {
@@ -95,7 +137,8 @@ impl futures::Stream for NamespaceStream {
     }
 }
 
-/// The subscribing side of a session (or of a reconnecting client). Cheap to clone.
+/// The subscribing side of a session (or of a reconnecting client). Cheap to clone; dropping a
+/// clone does nothing else (its streams live on, each ended by dropping it).
 #[derive(Clone, Debug)]
 pub struct Subscriber {
     pub(crate) source: SessionSource,
@@ -141,7 +184,10 @@ impl Subscriber {
                 .map(|(_, tx)| tx.clone())
         };
         let tx = tx.unwrap_or_else(|| self.offers.general_tx.clone());
-        let offered = IncomingTrack { inner: Box::new(p) };
+        let offered = IncomingTrack {
+            inner: Box::new(p),
+            tasks: self.source.tasks.clone(),
+        };
         if let Err(e) = tx.try_send(offered) {
             let (mpsc::error::TrySendError::Full(t) | mpsc::error::TrySendError::Closed(t)) = e;
             t.reject(
@@ -162,7 +208,7 @@ impl Subscriber {
     /// Discovers namespaces under `prefix` (SUBSCRIBE_NAMESPACE); the zero-field prefix means
     /// all of them.
     ///
-    /// Dropping the future before it resolves cancels the request.
+    /// Cancel safe: dropping the future before it resolves cancels the request.
     pub async fn subscribe_namespace(
         &self,
         prefix: TrackNamespace,
@@ -171,7 +217,7 @@ impl Subscriber {
         let session = self.source.session().await?;
         let first = session.subscribe_namespace(prefix.clone()).await?;
         let source = self.source.clone();
-        tokio::spawn(async move {
+        self.source.tasks.spawn(async move {
             let mut sub = first;
             loop {
                 let mut active = std::collections::HashSet::new();
@@ -267,7 +313,7 @@ impl Subscriber {
     /// # Ok(()) }
     /// ```
     ///
-    /// Dropping the future before it resolves cancels the request.
+    /// Cancel safe: dropping the future before it resolves cancels the request.
     pub async fn subscribe(
         &self,
         track: FullTrackName,
@@ -279,7 +325,7 @@ impl Subscriber {
             .await?;
         let (consumer, mut router, info_tx) = TrackConsumer::new(&first);
         let source = self.source.clone();
-        tokio::spawn(async move {
+        self.source.tasks.spawn(async move {
             let mut sub = first;
             let mut last_group: Option<u64> = None;
             loop {
@@ -368,7 +414,7 @@ impl Subscriber {
     /// # Ok(()) }
     /// ```
     ///
-    /// Dropping the future before it resolves cancels both requests.
+    /// Cancel safe: dropping the future before it resolves cancels both requests.
     pub async fn join(
         &self,
         track: FullTrackName,
@@ -441,16 +487,16 @@ impl Subscriber {
             None => None,
         };
         let (live, router, _info) = TrackConsumer::new(&sub);
-        tokio::spawn(pump_once(sub, router));
+        self.source.tasks.spawn(pump_once(sub, router));
         let (tx, rx) = mpsc::channel(256);
-        tokio::spawn(join_objects(fetch, live, tx));
+        self.source.tasks.spawn(join_objects(fetch, live, tx));
         Ok(ObjectConsumer { objects: rx })
     }
 
     /// Fetches the objects from `start` up to `end` (the last object plus one; object 0 means
     /// the whole group) in ascending group order (FETCH, draft-19 §5.2), as a stream.
     ///
-    /// Dropping the future before it resolves cancels the request.
+    /// Cancel safe: dropping the future before it resolves cancels the request.
     pub async fn fetch(
         &self,
         track: FullTrackName,
@@ -469,7 +515,7 @@ impl Subscriber {
 
     /// What the publisher says of `track` now (TRACK_STATUS).
     ///
-    /// Dropping the future before it resolves cancels the request.
+    /// Cancel safe: dropping the future before it resolves cancels the request.
     pub async fn track_status(&self, track: FullTrackName) -> Result<TrackInfo, Error> {
         let session = self.source.session().await?;
         let status = session
@@ -486,7 +532,7 @@ impl Subscriber {
     /// Asks the peer to PUBLISH every track under `prefix` (SUBSCRIBE_TRACKS); they arrive
     /// through the returned [`TrackOffers`]. Not renewed on reconnect.
     ///
-    /// Dropping the future before it resolves cancels the request.
+    /// Cancel safe: dropping the future before it resolves cancels the request.
     pub async fn subscribe_tracks(&self, prefix: TrackNamespace) -> Result<TrackOffers, Error> {
         let session = self.source.session().await?;
         // Registered first: a PUBLISH may follow REQUEST_OK at once.
@@ -763,6 +809,8 @@ async fn join_objects(
 #[derive(Debug)]
 pub struct IncomingTrack {
     inner: Box<IncomingPublish>,
+    /// Where its subscription's task runs once accepted.
+    tasks: Tasks,
 }
 
 impl IncomingTrack {
@@ -779,7 +827,7 @@ impl IncomingTrack {
     /// Takes the track (PUBLISH_OK with `options`); its groups follow. Objects that arrived
     /// before are delivered too. Not renewed on reconnect.
     ///
-    /// Dropping the future before it resolves refuses the track.
+    /// Not cancel safe: dropping the future before it resolves refuses the track.
     pub async fn accept(self, options: SubscribeOptions) -> Result<TrackConsumer, Error> {
         // Accepting a track asks for its objects: FORWARD 1 unless the options say otherwise
         // (from draft-20 the PUBLISH's own FORWARD stands until changed, draft-21 §9.8).
@@ -787,7 +835,7 @@ impl IncomingTrack {
         params.forward.get_or_insert(true);
         let sub = self.inner.accept(params).await?;
         let (consumer, router, _info) = TrackConsumer::new(&sub);
-        tokio::spawn(pump_once(sub, router));
+        self.tasks.spawn(pump_once(sub, router));
         Ok(consumer)
     }
 
