@@ -550,7 +550,8 @@ impl Connection for MemoryConnection {
     }
 }
 
-/// The sending half of an in-memory stream.
+/// The sending half of an in-memory stream. Dropped neither finished nor reset, it finishes
+/// the stream (like quinn).
 pub struct MemorySend {
     end: Arc<End>,
     pipe: Arc<Pipe>,
@@ -702,7 +703,8 @@ impl Drop for MemorySend {
     }
 }
 
-/// The receiving half of an in-memory stream.
+/// The receiving half of an in-memory stream. Dropped before the FIN or a reset, it stops
+/// the stream with code 0 (like quinn).
 pub struct MemoryRecv {
     end: Arc<End>,
     pipe: Arc<Pipe>,

@@ -25,6 +25,9 @@ use super::{
 };
 
 /// A MOQT connection over quinn: raw QUIC, or a WebTransport session.
+///
+/// Clones share the connection; quinn closes it (code 0) once every clone and every stream of
+/// it is dropped.
 #[derive(Clone, Debug)]
 pub struct QuicConnection {
     session: wt::Session,
