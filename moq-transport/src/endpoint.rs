@@ -275,6 +275,8 @@ impl Client {
     /// defaults to 80): a self-signed certificate that a restart regenerates needs no copying.
     /// Anyone who can answer that plain HTTP request is trusted, so never use it beyond
     /// development. The hash is fetched again at each connection.
+    ///
+    /// Cancel safe: dropped before it resolves, the connection being set up is closed.
     pub async fn connect(&self, url: &str) -> Result<Session, Error> {
         let url = Url::parse(url).map_err(|e| Error::Invalid(format!("url {url:?}: {e}")))?;
         let (webtransport, fetch_hash) = match url.scheme() {

@@ -12,9 +12,9 @@
 //! - draft-18 on: Group ID and Object ID are deltas from the prior entry, in the FETCH's group
 //!   order; draft-20 adds End of Timed-Out Range (0x20C).
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes};
 
-use super::{FETCH_STREAM_TYPE, ObjectStatus, WireStatus, expect_type, fits, put_int};
+use super::{DecodeBuf, FETCH_STREAM_TYPE, ObjectStatus, WireStatus, expect_type, fits, put_int};
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError, QuicVarInt};
 use crate::types::kvp::Properties;
@@ -188,19 +188,18 @@ impl FetchReader {
     }
 
     /// The next event from `buf`, consuming what it decodes; `Ok(None)` if more bytes are needed.
-    pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<FetchEvent>, DecodeError> {
+    pub fn next(&mut self, buf: &mut impl DecodeBuf) -> Result<Option<FetchEvent>, DecodeError> {
         loop {
             match self.state {
                 State::Header => {
-                    let mut cur = &buf[..];
-                    let mut prior = self.prior;
-                    let ev = match decode_entry(&mut cur, self.version, self.order, &mut prior) {
-                        Ok(ev) => ev,
-                        Err(DecodeError::Short) => return Ok(None),
-                        Err(e) => return Err(e),
+                    let (v, order) = (self.version, self.order);
+                    let decoded = buf.decode_front(|cur| {
+                        let mut prior = self.prior;
+                        decode_entry(cur, v, order, &mut prior).map(|ev| (ev, prior))
+                    })?;
+                    let Some((ev, prior)) = decoded else {
+                        return Ok(None);
                     };
-                    let used = buf.len() - cur.len();
-                    buf.advance(used);
                     self.prior = prior;
                     let Some(ev) = ev else {
                         continue;
@@ -215,14 +214,11 @@ impl FetchReader {
                     return Ok(Some(ev));
                 }
                 State::Payload { remaining } => {
-                    if buf.is_empty() {
+                    let max = usize::try_from(remaining).unwrap_or(usize::MAX);
+                    let Some(data) = buf.take_front(max) else {
                         return Ok(None);
-                    }
-                    let n = usize::try_from(remaining)
-                        .unwrap_or(usize::MAX)
-                        .min(buf.len());
-                    let data = buf.split_to(n).freeze();
-                    let left = remaining - n as u64;
+                    };
+                    let left = remaining.saturating_sub(data.len() as u64);
                     self.state = if left == 0 {
                         State::Header
                     } else {
@@ -719,6 +715,7 @@ impl FetchWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
 
     const V: Version = Version::Draft19;
 

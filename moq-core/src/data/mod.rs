@@ -8,16 +8,19 @@
 //! a version says something the model does not hold (Object Does Not Exist in drafts 14-15),
 //! the readers document what they make of it.
 //!
-//! Streams are decoded incrementally: a reader is fed bytes as they arrive
-//! ([`bytes::BytesMut`]), returns `Ok(None)` when it needs more, and hands out payload in
-//! zero-copy chunks so large objects can be forwarded before they are complete.
+//! Streams are decoded incrementally: a reader is fed bytes as they arrive (a
+//! [`bytes::BytesMut`], or a [`RecvBuf`] of the received chunks), returns `Ok(None)` when it
+//! needs more, and hands out payload in zero-copy chunks (slices of the received chunks, with a
+//! [`RecvBuf`]) so large objects can be forwarded before they are complete.
 
 mod datagram;
 mod fetch;
+mod recvbuf;
 mod subgroup;
 
 pub use datagram::{Datagram, DatagramBody, ObjectDatagram, PADDING_DATAGRAM_TYPE};
 pub use fetch::{FetchEvent, FetchHeader, FetchObject, FetchReader, FetchWriter, RangeEnd};
+pub use recvbuf::{DecodeBuf, RecvBuf};
 pub use subgroup::{
     SubgroupEvent, SubgroupHeader, SubgroupId, SubgroupObject, SubgroupReader, SubgroupWriter,
 };

@@ -1,9 +1,9 @@
 //! Subgroup streams: SUBGROUP_HEADER and its objects (draft-19 §11.4.2; draft-14 and
 //! draft-16 §10.4.2).
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes};
 
-use super::{DEFAULT_PUBLISHER_PRIORITY, ObjectStatus, WireStatus, fits, put_int};
+use super::{DEFAULT_PUBLISHER_PRIORITY, DecodeBuf, ObjectStatus, WireStatus, fits, put_int};
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
 use crate::types::kvp::Properties;
@@ -266,18 +266,13 @@ impl SubgroupReader {
     /// §10.2.1.1); such an object is consumed without an event, as if it had not been sent,
     /// but it still counts as the previous object for the next Object ID Delta,
     /// [`SubgroupReader::last_object`] and a [`SubgroupId::FirstObject`] Subgroup ID.
-    pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<SubgroupEvent>, DecodeError> {
+    pub fn next(&mut self, buf: &mut impl DecodeBuf) -> Result<Option<SubgroupEvent>, DecodeError> {
         loop {
             match self.state {
                 State::Header => {
-                    let mut cur = &buf[..];
-                    let (id, obj) = match self.decode_object(&mut cur) {
-                        Ok(o) => o,
-                        Err(DecodeError::Short) => return Ok(None),
-                        Err(e) => return Err(e),
+                    let Some((id, obj)) = buf.decode_front(|cur| self.decode_object(cur))? else {
+                        return Ok(None);
                     };
-                    let used = buf.len() - cur.len();
-                    buf.advance(used);
                     self.prev = Some(id);
                     if self.subgroup_id.is_none() {
                         self.subgroup_id = Some(id);
@@ -293,14 +288,11 @@ impl SubgroupReader {
                     return Ok(Some(SubgroupEvent::Object(obj)));
                 }
                 State::Payload { remaining } => {
-                    if buf.is_empty() {
+                    let max = usize::try_from(remaining).unwrap_or(usize::MAX);
+                    let Some(data) = buf.take_front(max) else {
                         return Ok(None);
-                    }
-                    let n = usize::try_from(remaining)
-                        .unwrap_or(usize::MAX)
-                        .min(buf.len());
-                    let data = buf.split_to(n).freeze();
-                    let left = remaining - n as u64;
+                    };
+                    let left = remaining.saturating_sub(data.len() as u64);
                     self.state = if left == 0 {
                         State::Header
                     } else {
@@ -503,6 +495,7 @@ impl SubgroupWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
 
     const V: Version = Version::Draft19;
 

@@ -96,6 +96,9 @@ impl IncomingSubscribe {
     }
 
     /// Accepts with SUBSCRIBE_OK; returns the writer for the subscription's objects.
+    ///
+    /// Not cancel-safe: the answer is sent on the first poll; dropped after that, the
+    /// subscription is accepted and its writer dropped with the future.
     pub async fn accept(
         mut self,
         response: SubscribeResponse,
@@ -208,6 +211,9 @@ impl IncomingFetch {
     }
 
     /// Accepts with FETCH_OK; returns the writer for the fetch stream.
+    ///
+    /// Not cancel-safe: the answer is sent on the first poll; dropped after that, the fetch is
+    /// accepted and its writer dropped with the future.
     pub async fn accept(mut self, end: FetchEnd) -> Result<FetchWriter, Error> {
         let d = self.decision.take().ok_or(Error::EndedEarly)?;
         let (tx, rx) = oneshot::channel();
@@ -257,6 +263,9 @@ impl IncomingPublish {
 
     /// Accepts with PUBLISH_OK carrying `params` (FORWARD, SUBSCRIBER_PRIORITY, LOCATION_FILTER,
     /// delivery timeouts, ...). Objects that arrived before are delivered too.
+    ///
+    /// Not cancel-safe: the answer is sent on the first poll; dropped after that, the PUBLISH is
+    /// accepted and its subscription dropped with the future.
     pub async fn accept(mut self, params: Parameters) -> Result<Subscription, Error> {
         let d = self.decision.take().ok_or(Error::EndedEarly)?;
         let (tx, rx) = oneshot::channel();
@@ -358,6 +367,8 @@ impl TracksResponder {
     }
 
     /// Reports with PUBLISH_SKIPPED that `track` will not be published.
+    ///
+    /// Cancel safe: dropped before it resolves, nothing was queued.
     pub async fn skipped(&self, track: &FullTrackName) -> Result<(), Error> {
         let suffix = track
             .namespace
@@ -403,6 +414,9 @@ impl IncomingSubscribeTracks {
     }
 
     /// Accepts with REQUEST_OK.
+    ///
+    /// Not cancel-safe: the answer is sent on the first poll; dropped after that, the request is
+    /// accepted and its responder dropped with the future.
     pub async fn accept(mut self) -> Result<TracksResponder, Error> {
         let d = self.decision.take().ok_or(Error::EndedEarly)?;
         let (tx, rx) = oneshot::channel();

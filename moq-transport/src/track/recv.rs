@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use moq_core::codes::{SessionErrorCode, StreamResetCode};
 use moq_core::data::{
-    DatagramBody, FetchHeader, ObjectDatagram, SubgroupEvent, SubgroupHeader, SubgroupId,
-    SubgroupObject, SubgroupReader,
+    DatagramBody, DecodeBuf, FetchHeader, ObjectDatagram, RecvBuf, SubgroupEvent, SubgroupHeader,
+    SubgroupId, SubgroupObject, SubgroupReader,
 };
 use moq_core::{DecodeError, FullTrackName, Location, Version};
 use parking_lot::Mutex;
@@ -64,8 +64,9 @@ struct AliasTable {
 pub(crate) struct DataRecv {
     core: Arc<SessionCore>,
     recv: Option<BoxRecvStream>,
-    /// Read and not yet decoded.
-    pub(crate) buf: BytesMut,
+    /// Read and not yet decoded: the received chunks, so payload is handed out as slices of
+    /// them (no copy).
+    pub(crate) buf: RecvBuf,
     /// The FIN arrived: `buf` holds the rest of the stream.
     pub(crate) fin: bool,
 }
@@ -75,7 +76,7 @@ impl DataRecv {
         DataRecv {
             core,
             recv: Some(recv),
-            buf,
+            buf: RecvBuf::from(buf),
             fin: false,
         }
     }
@@ -87,15 +88,11 @@ impl DataRecv {
         what: &str,
         decode: impl Fn(&mut &[u8], Version) -> Result<H, DecodeError>,
     ) -> Option<H> {
+        let v = self.core.version();
         loop {
-            let mut cur = &self.buf[..];
-            match decode(&mut cur, self.core.version()) {
-                Ok(h) => {
-                    let used = self.buf.len() - cur.len();
-                    let _ = self.buf.split_to(used);
-                    return Some(h);
-                }
-                Err(DecodeError::Short) => {}
+            match self.buf.decode_front(|cur| decode(cur, v)) {
+                Ok(Some(h)) => return Some(h),
+                Ok(None) => {}
                 Err(e) => {
                     self.malformed(e);
                     return None;
@@ -120,7 +117,7 @@ impl DataRecv {
             return Ok(false);
         };
         match recv.read_chunk(64 * 1024).await {
-            Ok(Some(c)) => self.buf.extend_from_slice(&c),
+            Ok(Some(c)) => self.buf.push(c),
             Ok(None) => self.fin = true,
             Err(e) => {
                 self.recv = None;
@@ -500,7 +497,7 @@ impl IncomingSubgroup {
             }
             if data.fin {
                 // draft-19 §11.4: a FIN in the middle of an object is a PROTOCOL_VIOLATION.
-                let end = self.reader.finish(&data.buf);
+                let end = self.reader.finish(data.buf.front());
                 return end.map(|()| None).map_err(|e| data.malformed(e));
             }
             if !data.fill().await? {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use moq_core::data::{self, FetchEvent, FetchReader, RangeEnd};
+use moq_core::data::{self, DecodeBuf, FetchEvent, FetchReader, RangeEnd};
 use moq_core::{GroupOrder, Location};
 use tokio::sync::oneshot;
 
@@ -120,7 +120,7 @@ impl FetchResponse {
                 Err(e) => return Err(data.malformed(e)),
             }
             if data.fin {
-                return match self.reader.finish(&data.buf) {
+                return match self.reader.finish(data.buf.front()) {
                     Ok(()) if current.is_none() => {
                         // Done: close our half of the request stream gracefully.
                         if let Some(r) = self.request.as_mut() {

@@ -446,6 +446,9 @@ impl SubscriptionWriter {
     /// Opens the fill fetch stream of `fill`: a FETCH_HEADER with its Request ID and no
     /// FETCH_OK (draft-21 §3.4). Write the range's objects in `fill.group_order`, then finish
     /// it; a fill that cannot be served is reset. It counts in PUBLISH_DONE's Stream Count.
+    ///
+    /// Not cancel-safe: dropped after the stream was opened and before it resolves, the stream is
+    /// dropped too, half written (the transport finishes a dropped stream).
     pub async fn open_fill(&self, fill: &Fill) -> Result<FetchWriter, Error> {
         let s = &self.shared;
         s.check_open()?;
@@ -592,6 +595,8 @@ impl SubscriptionWriter {
 
     /// Resolves when the subscription ends without our PUBLISH_DONE: [`Error::Cancelled`] when
     /// the subscriber cancels it, or the session's error.
+    ///
+    /// Cancel safe.
     pub async fn cancelled(&self) -> Error {
         // No reason given: the subscription's task went with the session.
         self.shared
@@ -605,6 +610,8 @@ impl SubscriptionWriter {
     /// (`None` inherits DEFAULT_PUBLISHER_PRIORITY). The stream's QUIC priority follows the
     /// draft's scheduling order (§7.2). It claims to start at the subgroup's first object
     /// (FIRST_OBJECT) unless told otherwise ([`SubgroupSender::set_first_object`]).
+    ///
+    /// Cancel safe: nothing is written to the stream before it resolves.
     pub async fn open_subgroup(
         &self,
         group: u64,
@@ -746,6 +753,9 @@ impl SubscriptionWriter {
     /// Ends the subscription: waits until every subgroup stream is closed, then sends
     /// PUBLISH_DONE with the exact Stream Count and finishes the request stream
     /// (draft-19 §10.11).
+    ///
+    /// Not cancel-safe: dropped before it resolves, the subscription counts as finished but
+    /// PUBLISH_DONE may not have been sent.
     pub async fn finish(self, status: PublishDoneCode, reason: &str) -> Result<(), Error> {
         let s = &self.shared;
         if s.finished.swap(true, Ordering::Relaxed) {
@@ -815,6 +825,9 @@ impl SubgroupSender {
     /// OBJECT_DELIVERY_TIMEOUT, draft-19 §8); `None` means now. Objects that do not pass the
     /// subscription's filters are skipped; if they are skipped because of Forward State the
     /// stream can no longer be finished and is reset at the end.
+    ///
+    /// Not cancel-safe: dropped before it resolves, part of the object may have been written;
+    /// drop the sender then (it resets the stream) rather than writing on.
     pub async fn write(
         &mut self,
         id: u64,
@@ -841,6 +854,8 @@ impl SubgroupSender {
     /// stream: for objects that are ready together (a burst, a backlog), one write costs
     /// less than one per object, which for small objects is most of the cost. Each object
     /// passes the same checks as with [`SubgroupSender::write`].
+    ///
+    /// Not cancel-safe, like [`SubgroupSender::write`].
     pub async fn write_objects(
         &mut self,
         objects: impl IntoIterator<Item = (u64, Bytes)>,
@@ -946,6 +961,8 @@ impl SubgroupSender {
     }
 
     /// Writes a Normal object now.
+    ///
+    /// Not cancel-safe, like [`SubgroupSender::write`].
     pub async fn write_object(&mut self, id: u64, payload: Bytes) -> Result<(), Error> {
         self.write(id, &Properties::new(), ObjectStatus::Normal, payload, None)
             .await
@@ -1099,6 +1116,9 @@ impl FetchWriter {
 
     /// Writes one object; one that fails the FETCH's Range Filters is skipped (draft-19
     /// §5.1.3: only objects passing every filter are delivered).
+    ///
+    /// Not cancel-safe: dropped before it resolves, part of the object may have been written;
+    /// drop the writer then (it resets the stream) rather than writing on.
     pub async fn write(&mut self, obj: &Object) -> Result<(), Error> {
         self.check()?;
         let meta = ObjectMeta {
@@ -1130,6 +1150,8 @@ impl FetchWriter {
     /// Writes an End of Range marker (draft-19 §11.4.4.2). A Timed-Out range is reported as
     /// Unknown before draft-20, which has no such marker; before draft-16 there are no markers
     /// at all and the range is left out (the subscriber sees a gap, draft-14 §9.16.3).
+    ///
+    /// Not cancel-safe, like [`FetchWriter::write`].
     pub async fn end_of_range(&mut self, kind: RangeEnd, location: Location) -> Result<(), Error> {
         self.check()?;
         let v = self.core.version();

@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 
-use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{RecvStream, TransportError};
@@ -117,10 +117,13 @@ pub(crate) struct Counted<R> {
     pub(crate) _open: OpenStream,
 }
 
-#[async_trait]
 impl<R: RecvStream> RecvStream for Counted<R> {
-    async fn read_chunk(&mut self, max: usize) -> Result<Option<Bytes>, TransportError> {
-        self.inner.read_chunk(max).await
+    fn poll_read_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        max: usize,
+    ) -> Poll<Result<Option<Bytes>, TransportError>> {
+        self.inner.poll_read_chunk(cx, max)
     }
 
     fn stop(&mut self, code: u64) {

@@ -10,7 +10,7 @@
 //! - writes wait while a stream's buffer is full (flow control), so a slow reader costs bounded
 //!   memory;
 //! - FIN, RESET_STREAM and STOP_SENDING carry their codes to the other half, a reset discards
-//!   the data not read yet, and [`SendStream::stopped`] resolves on STOP_SENDING, or once the
+//!   the data not read yet, and [`SendStream::poll_stopped`] resolves on STOP_SENDING, or once the
 //!   reader has everything up to the FIN, or after a reset;
 //! - dropping a send half that was neither finished nor reset finishes it, and dropping a receive
 //!   half before the FIN or a reset stops it with code 0;
@@ -27,10 +27,12 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::task::AtomicWaker;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -104,6 +106,7 @@ pub fn pair_with(
         client_changed: Notify::new(),
         server_changed: Notify::new(),
         closed: Notify::new(),
+        pipes: Mutex::new(Vec::new()),
     });
     let end = |side| MemoryConnection {
         end: Arc::new(End {
@@ -212,6 +215,8 @@ struct Link {
     server_changed: Notify,
     /// Notified once, when the pair is closed.
     closed: Notify,
+    /// Every stream's pipes, woken when the pair is closed.
+    pipes: Mutex<Vec<Weak<Pipe>>>,
 }
 
 impl Link {
@@ -244,6 +249,10 @@ impl Link {
             )
         };
         drop(dropped);
+        let pipes = std::mem::take(&mut *self.pipes.lock());
+        for pipe in pipes.iter().filter_map(Weak::upgrade) {
+            pipe.wake_all();
+        }
         self.closed.notify_waiters();
         self.client_changed.notify_waiters();
         self.server_changed.notify_waiters();
@@ -281,8 +290,12 @@ struct Pipe {
     /// Bytes buffered unread before writes wait.
     capacity: usize,
     state: Mutex<PipeState>,
-    /// Notified on every change, for the writer and the reader.
-    changed: Notify,
+    /// The reader waiting for data, the FIN or a reset.
+    reader: AtomicWaker,
+    /// The writer waiting for room.
+    writer: AtomicWaker,
+    /// The writer waiting for STOP_SENDING or the end of the stream.
+    stopped: AtomicWaker,
 }
 
 struct PipeState {
@@ -306,15 +319,27 @@ impl Pipe {
                 stop: None,
                 read_fin: false,
             }),
-            changed: Notify::new(),
+            reader: AtomicWaker::new(),
+            writer: AtomicWaker::new(),
+            stopped: AtomicWaker::new(),
         })
     }
 
-    /// Changes the state and wakes the other half.
+    /// Changes the state and wakes both halves.
     fn update<R>(&self, f: impl FnOnce(&mut PipeState) -> R) -> R {
         let r = f(&mut self.state.lock());
-        self.changed.notify_waiters();
+        self.wake_all();
         r
+    }
+
+    fn wake_all(&self) {
+        self.reader.wake();
+        self.wake_writer();
+    }
+
+    fn wake_writer(&self) {
+        self.writer.wake();
+        self.stopped.wake();
     }
 
     /// The reader stops the pipe, unless it already ended.
@@ -350,7 +375,18 @@ impl fmt::Debug for MemoryConnection {
 }
 
 impl MemoryConnection {
+    /// Keeps `pipe` to be woken when the pair is closed.
+    fn register(&self, pipe: &Arc<Pipe>) {
+        let mut pipes = self.end.link.pipes.lock();
+        if pipes.len() == pipes.capacity() {
+            // Amortized: forget the dropped streams before the list grows.
+            pipes.retain(|p| p.strong_count() > 0);
+        }
+        pipes.push(Arc::downgrade(pipe));
+    }
+
     fn send(&self, pipe: Arc<Pipe>) -> MemorySend {
+        self.register(&pipe);
         MemorySend {
             end: self.end.clone(),
             pipe,
@@ -359,6 +395,7 @@ impl MemoryConnection {
     }
 
     fn recv(&self, pipe: Arc<Pipe>) -> MemoryRecv {
+        self.register(&pipe);
         MemoryRecv {
             end: self.end.clone(),
             pipe,
@@ -513,35 +550,8 @@ impl Connection for MemoryConnection {
     }
 }
 
-/// Bytes still to be written, taken a piece at a time.
-trait Source {
-    fn remaining(&self) -> usize;
-    fn take(&mut self, n: usize) -> Bytes;
-}
-
-impl Source for Bytes {
-    fn remaining(&self) -> usize {
-        self.len()
-    }
-
-    fn take(&mut self, n: usize) -> Bytes {
-        self.split_to(n)
-    }
-}
-
-impl Source for &[u8] {
-    fn remaining(&self) -> usize {
-        self.len()
-    }
-
-    fn take(&mut self, n: usize) -> Bytes {
-        let (head, tail) = self.split_at(n);
-        *self = tail;
-        Bytes::copy_from_slice(head)
-    }
-}
-
-/// The sending half of an in-memory stream.
+/// The sending half of an in-memory stream. Dropped neither finished nor reset, it finishes
+/// the stream (like quinn).
 pub struct MemorySend {
     end: Arc<End>,
     pipe: Arc<Pipe>,
@@ -562,47 +572,93 @@ impl fmt::Debug for MemorySend {
 }
 
 impl MemorySend {
-    /// Appends `src` as room frees up, failing if the stream or the connection ends first.
-    async fn write_source(&mut self, mut src: impl Source + Send) -> Result<(), TransportError> {
-        let end = &self.end;
-        let pipe = &self.pipe;
-        wait_for(&pipe.changed, &end.link.closed, || {
-            if let Some(e) = end.close_error() {
-                return Some(Err(e));
+    /// Lets `put` queue up to `room` bytes of the `wanted`, once there is room; returns how
+    /// many it queued. Fails if the stream or the connection ended first.
+    fn poll_put(
+        &mut self,
+        cx: &mut Context<'_>,
+        wanted: usize,
+        put: impl FnOnce(&mut VecDeque<Bytes>, usize) -> usize,
+    ) -> Poll<Result<usize, TransportError>> {
+        if wanted == 0 {
+            return Poll::Ready(Ok(0));
+        }
+        // Registered before the checks, so a change made after them wakes us.
+        self.pipe.writer.register(cx.waker());
+        if let Some(e) = self.end.close_error() {
+            return Poll::Ready(Err(e));
+        }
+        let n = {
+            let mut st = self.pipe.state.lock();
+            if st.send != SendState::Open {
+                return Poll::Ready(Err(TransportError::StreamClosed));
             }
-            {
-                let mut st = pipe.state.lock();
-                if st.send != SendState::Open {
-                    return Some(Err(TransportError::StreamClosed));
-                }
-                if let Some(code) = st.stop {
-                    return Some(Err(TransportError::Stopped(code)));
-                }
-                let room = pipe.capacity.saturating_sub(st.buffered);
-                let n = room.min(src.remaining());
-                if n == 0 {
-                    // Nothing to write (done) or no room (wait); nothing changed either way,
-                    // so no notification (it would wake this very wait).
-                    return (src.remaining() == 0).then_some(Ok(()));
-                }
-                st.chunks.push_back(src.take(n));
-                st.buffered += n;
+            if let Some(code) = st.stop {
+                return Poll::Ready(Err(TransportError::Stopped(code)));
             }
-            pipe.changed.notify_waiters();
-            (src.remaining() == 0).then_some(Ok(()))
-        })
-        .await
+            let room = self.pipe.capacity.saturating_sub(st.buffered);
+            if room == 0 {
+                return Poll::Pending;
+            }
+            let n = put(&mut st.chunks, room.min(wanted));
+            st.buffered += n;
+            n
+        };
+        self.pipe.reader.wake();
+        Poll::Ready(Ok(n))
     }
 }
 
-#[async_trait]
 impl SendStream for MemorySend {
-    async fn write_all(&mut self, buf: &[u8]) -> Result<(), TransportError> {
-        self.write_source(buf).await
+    fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<Result<usize, TransportError>> {
+        self.poll_put(cx, buf.len(), |chunks, n| {
+            let head = buf.get(..n).unwrap_or(buf);
+            chunks.push_back(Bytes::copy_from_slice(head));
+            head.len()
+        })
     }
 
-    async fn write_chunk(&mut self, buf: Bytes) -> Result<(), TransportError> {
-        self.write_source(buf).await
+    fn poll_write_chunks(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &mut [Bytes],
+    ) -> Poll<Result<usize, TransportError>> {
+        let wanted = bufs.iter().map(Bytes::len).sum();
+        self.poll_put(cx, wanted, |chunks, mut room| {
+            let mut put = 0;
+            for b in bufs.iter_mut().filter(|b| !b.is_empty()) {
+                if room == 0 {
+                    break;
+                }
+                let n = room.min(b.len());
+                chunks.push_back(b.split_to(n));
+                room -= n;
+                put += n;
+            }
+            put
+        })
+    }
+
+    fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<u64>, TransportError>> {
+        self.pipe.stopped.register(cx.waker());
+        let closed = self.end.close_error();
+        let st = self.pipe.state.lock();
+        if let Some(code) = st.stop {
+            return Poll::Ready(Ok(Some(code)));
+        }
+        match st.send {
+            SendState::Reset(_) => return Poll::Ready(Ok(None)),
+            SendState::Finished if st.read_fin => return Poll::Ready(Ok(None)),
+            _ => {}
+        }
+        match closed {
+            Some(e) => Poll::Ready(Err(e)),
+            None => Poll::Pending,
+        }
     }
 
     fn set_priority(&mut self, priority: i32) {
@@ -634,25 +690,6 @@ impl SendStream for MemorySend {
             }
         });
     }
-
-    async fn stopped(&mut self) -> Result<Option<u64>, TransportError> {
-        let end = &self.end;
-        let pipe = &self.pipe;
-        wait_for(&pipe.changed, &end.link.closed, || {
-            let closed = end.close_error();
-            let st = pipe.state.lock();
-            if let Some(code) = st.stop {
-                return Some(Ok(Some(code)));
-            }
-            match st.send {
-                SendState::Reset(_) => return Some(Ok(None)),
-                SendState::Finished if st.read_fin => return Some(Ok(None)),
-                _ => {}
-            }
-            closed.map(Err)
-        })
-        .await
-    }
 }
 
 impl Drop for MemorySend {
@@ -666,7 +703,8 @@ impl Drop for MemorySend {
     }
 }
 
-/// The receiving half of an in-memory stream.
+/// The receiving half of an in-memory stream. Dropped before the FIN or a reset, it stops
+/// the stream with code 0 (like quinn).
 pub struct MemoryRecv {
     end: Arc<End>,
     pipe: Arc<Pipe>,
@@ -685,48 +723,49 @@ impl fmt::Debug for MemoryRecv {
     }
 }
 
-#[async_trait]
 impl RecvStream for MemoryRecv {
-    async fn read_chunk(&mut self, max: usize) -> Result<Option<Bytes>, TransportError> {
-        let end = &self.end;
-        let pipe = &self.pipe;
-        wait_for(&pipe.changed, &end.link.closed, || {
-            let closed = end.close_error();
-            let read = {
-                let mut st = pipe.state.lock();
-                if st.read_fin {
-                    return Some(Ok(None));
-                }
-                if let Some(e) = closed {
-                    return Some(Err(e));
-                }
-                if let SendState::Reset(code) = st.send {
-                    return Some(Err(TransportError::Reset(code)));
-                }
-                if st.stop.is_some() {
-                    return Some(Err(TransportError::StreamClosed));
-                }
-                if let Some(front) = st.chunks.front_mut() {
-                    let chunk = if front.len() <= max {
-                        let chunk = std::mem::take(front);
-                        st.chunks.pop_front();
-                        chunk
-                    } else {
-                        front.split_to(max)
-                    };
-                    st.buffered = st.buffered.saturating_sub(chunk.len());
-                    Some(chunk)
-                } else if st.send == SendState::Finished {
-                    st.read_fin = true;
-                    None
+    fn poll_read_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        max: usize,
+    ) -> Poll<Result<Option<Bytes>, TransportError>> {
+        // Registered before the checks, so a change made after them wakes us.
+        self.pipe.reader.register(cx.waker());
+        let closed = self.end.close_error();
+        let read = {
+            let mut st = self.pipe.state.lock();
+            if st.read_fin {
+                return Poll::Ready(Ok(None));
+            }
+            if let Some(e) = closed {
+                return Poll::Ready(Err(e));
+            }
+            if let SendState::Reset(code) = st.send {
+                return Poll::Ready(Err(TransportError::Reset(code)));
+            }
+            if st.stop.is_some() {
+                return Poll::Ready(Err(TransportError::StreamClosed));
+            }
+            if let Some(front) = st.chunks.front_mut() {
+                let chunk = if front.len() <= max {
+                    let chunk = std::mem::take(front);
+                    st.chunks.pop_front();
+                    chunk
                 } else {
-                    return None;
-                }
-            };
-            pipe.changed.notify_waiters();
-            Some(Ok(read))
-        })
-        .await
+                    front.split_to(max)
+                };
+                st.buffered = st.buffered.saturating_sub(chunk.len());
+                Some(chunk)
+            } else if st.send == SendState::Finished {
+                st.read_fin = true;
+                None
+            } else {
+                return Poll::Pending;
+            }
+        };
+        // Room for the writer, or the FIN read (which `stopped` waits for).
+        self.pipe.wake_writer();
+        Poll::Ready(Ok(read))
     }
 
     fn stop(&mut self, code: u64) {

@@ -12,7 +12,9 @@ pub mod memory;
 pub mod quic;
 
 use std::fmt;
+use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
+use std::task::{Context, Poll, ready};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -95,39 +97,195 @@ pub trait Connection: Send + Sync + 'static {
     fn remote_addr(&self) -> Option<SocketAddr>;
 }
 
-/// The sending half of a stream.
-#[async_trait]
+/// The sending half of a stream, poll-based: a write is one call into the transport, with no
+/// future allocated for it. [`SendStreamExt`] (and the same methods on `dyn SendStream`) gives
+/// the async forms (`write_all`, `write_chunk`, `write_all_chunks`, `stopped`).
+///
+/// Dropping a send half that was neither finished nor reset finishes it (like quinn).
 pub trait SendStream: Send + Sync + 'static {
-    /// Writes all of `buf`.
-    async fn write_all(&mut self, buf: &[u8]) -> Result<(), TransportError>;
-    /// Writes a chunk without copying where the transport allows.
-    async fn write_chunk(&mut self, buf: Bytes) -> Result<(), TransportError>;
-    /// Writes every chunk in order, without copying where the transport allows, in as few
-    /// transport writes as it can (the default writes them one by one).
-    async fn write_all_chunks(&mut self, bufs: &mut [Bytes]) -> Result<(), TransportError> {
-        for b in bufs.iter_mut() {
-            self.write_chunk(std::mem::take(b)).await?;
-        }
-        Ok(())
-    }
+    /// Writes a prefix of `buf`, returning how many bytes were accepted (more than 0 unless
+    /// `buf` is empty). `Pending` means nothing was written and the task will be woken when
+    /// there is room.
+    fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<Result<usize, TransportError>>;
+    /// Writes from the front of `bufs` without copying where the transport allows, taking what
+    /// was written out of them: chunks written whole are left empty, a chunk written in part
+    /// keeps its unwritten suffix. Returns the bytes written; `Pending` means nothing was
+    /// written.
+    fn poll_write_chunks(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &mut [Bytes],
+    ) -> Poll<Result<usize, TransportError>>;
+    /// Ready when the peer sends STOP_SENDING (`Some(code)`), or the stream is fully
+    /// acknowledged or closed (`None`).
+    fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<u64>, TransportError>>;
     /// Sets the send priority; higher values are sent first.
     fn set_priority(&mut self, priority: i32);
     /// Ends the stream gracefully (FIN) after the data written so far.
     fn finish(&mut self) -> Result<(), TransportError>;
     /// Abandons the stream with RESET_STREAM and `code`.
     fn reset(&mut self, code: u64);
-    /// Resolves when the peer sends STOP_SENDING (`Some(code)`), or the stream is fully
-    /// acknowledged or closed (`None`).
-    async fn stopped(&mut self) -> Result<Option<u64>, TransportError>;
 }
 
-/// The receiving half of a stream.
-#[async_trait]
+/// The receiving half of a stream, poll-based (see [`SendStream`]); [`RecvStreamExt`] (and the
+/// same method on `dyn RecvStream`) gives the async `read_chunk`.
+///
+/// Dropping a receive half before the FIN or a reset sends STOP_SENDING with code 0 (like
+/// quinn).
 pub trait RecvStream: Send + Sync + 'static {
-    /// Reads the next chunk of at most `max` bytes; `Ok(None)` at the end of the stream (FIN).
-    async fn read_chunk(&mut self, max: usize) -> Result<Option<Bytes>, TransportError>;
+    /// The next chunk of at most `max` bytes (`max` > 0), without copying; `Ok(None)` at the
+    /// end of the stream (FIN). `Pending` means nothing was read.
+    fn poll_read_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        max: usize,
+    ) -> Poll<Result<Option<Bytes>, TransportError>>;
     /// Asks the peer to stop sending with STOP_SENDING and `code`.
     fn stop(&mut self, code: u64);
+}
+
+/// The async forms of [`SendStream`]'s poll methods, for every send stream. No future is boxed:
+/// each is a `poll_fn` over the poll method.
+pub trait SendStreamExt: SendStream {
+    /// Writes all of `buf`.
+    ///
+    /// Not cancel-safe: dropped before it resolves, a prefix of `buf` may have been written.
+    fn write_all(
+        &mut self,
+        buf: &[u8],
+    ) -> impl Future<Output = Result<(), TransportError>> + Send + Unpin {
+        let mut buf = buf;
+        poll_fn(move |cx| {
+            while !buf.is_empty() {
+                let n = ready!(self.poll_write(cx, buf))?;
+                if n == 0 {
+                    // A transport that accepts nothing without waiting would spin here.
+                    return Poll::Ready(Err(TransportError::Other(
+                        "stream accepted no bytes".into(),
+                    )));
+                }
+                buf = buf.get(n..).unwrap_or_default();
+            }
+            Poll::Ready(Ok(()))
+        })
+    }
+
+    /// Writes all of a chunk without copying where the transport allows.
+    ///
+    /// Not cancel-safe: dropped before it resolves, a prefix of the chunk may have been written.
+    fn write_chunk(
+        &mut self,
+        buf: Bytes,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send + Unpin {
+        let mut bufs = [buf];
+        poll_fn(move |cx| write_all_chunks(&mut *self, cx, &mut bufs))
+    }
+
+    /// Writes every chunk in order, without copying where the transport allows, in as few
+    /// transport writes as it can; the chunks are left empty.
+    ///
+    /// Not cancel-safe: dropped before it resolves, a prefix may have been written (and taken
+    /// out of `bufs`, so `bufs` holds exactly what was not written).
+    fn write_all_chunks(
+        &mut self,
+        bufs: &mut [Bytes],
+    ) -> impl Future<Output = Result<(), TransportError>> + Send + Unpin {
+        poll_fn(move |cx| write_all_chunks(&mut *self, cx, bufs))
+    }
+
+    /// Resolves when the peer sends STOP_SENDING (`Some(code)`), or the stream is fully
+    /// acknowledged or closed (`None`).
+    ///
+    /// Cancel-safe.
+    fn stopped(
+        &mut self,
+    ) -> impl Future<Output = Result<Option<u64>, TransportError>> + Send + Unpin {
+        poll_fn(move |cx| self.poll_stopped(cx))
+    }
+}
+
+impl<S: SendStream + ?Sized> SendStreamExt for S {}
+
+/// Writes the chunks not written yet (the first non-empty one on), until all are.
+fn write_all_chunks<S: SendStream + ?Sized>(
+    s: &mut S,
+    cx: &mut Context<'_>,
+    bufs: &mut [Bytes],
+) -> Poll<Result<(), TransportError>> {
+    loop {
+        let first = bufs
+            .iter()
+            .position(|b| !b.is_empty())
+            .unwrap_or(bufs.len());
+        match bufs.get_mut(first..) {
+            Some(rest) if !rest.is_empty() => ready!(s.poll_write_chunks(cx, rest))?,
+            _ => return Poll::Ready(Ok(())),
+        };
+    }
+}
+
+/// The async form of [`RecvStream::poll_read_chunk`], for every receive stream.
+pub trait RecvStreamExt: RecvStream {
+    /// Reads the next chunk of at most `max` bytes; `Ok(None)` at the end of the stream (FIN).
+    ///
+    /// Cancel-safe: dropped before it resolves, nothing was read.
+    fn read_chunk(
+        &mut self,
+        max: usize,
+    ) -> impl Future<Output = Result<Option<Bytes>, TransportError>> + Send + Unpin {
+        poll_fn(move |cx| self.poll_read_chunk(cx, max))
+    }
+}
+
+impl<R: RecvStream + ?Sized> RecvStreamExt for R {}
+
+/// The async methods callable on a boxed stream without importing [`SendStreamExt`].
+impl dyn SendStream {
+    /// See [`SendStreamExt::write_all`] (not cancel-safe).
+    pub fn write_all(
+        &mut self,
+        buf: &[u8],
+    ) -> impl Future<Output = Result<(), TransportError>> + Send + Unpin {
+        SendStreamExt::write_all(self, buf)
+    }
+
+    /// See [`SendStreamExt::write_chunk`] (not cancel-safe).
+    pub fn write_chunk(
+        &mut self,
+        buf: Bytes,
+    ) -> impl Future<Output = Result<(), TransportError>> + Send + Unpin {
+        SendStreamExt::write_chunk(self, buf)
+    }
+
+    /// See [`SendStreamExt::write_all_chunks`] (not cancel-safe).
+    pub fn write_all_chunks(
+        &mut self,
+        bufs: &mut [Bytes],
+    ) -> impl Future<Output = Result<(), TransportError>> + Send + Unpin {
+        SendStreamExt::write_all_chunks(self, bufs)
+    }
+
+    /// See [`SendStreamExt::stopped`] (cancel-safe).
+    pub fn stopped(
+        &mut self,
+    ) -> impl Future<Output = Result<Option<u64>, TransportError>> + Send + Unpin {
+        SendStreamExt::stopped(self)
+    }
+}
+
+/// The async method callable on a boxed stream without importing [`RecvStreamExt`].
+impl dyn RecvStream {
+    /// See [`RecvStreamExt::read_chunk`] (cancel-safe).
+    pub fn read_chunk(
+        &mut self,
+        max: usize,
+    ) -> impl Future<Output = Result<Option<Bytes>, TransportError>> + Send + Unpin {
+        RecvStreamExt::read_chunk(self, max)
+    }
 }
 
 impl fmt::Debug for dyn Connection {

@@ -5,12 +5,16 @@
 //!
 //! WebTransport error codes are 32 bits; MOQT's codes all fit.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use web_transport_quinn as wt;
+use wt::generic::poll::SendStream as PollSend;
 
 use super::credit::{
     Direction, INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS, MAX_BIDI_STREAMS, MAX_UNI_STREAMS,
@@ -21,6 +25,9 @@ use super::{
 };
 
 /// A MOQT connection over quinn: raw QUIC, or a WebTransport session.
+///
+/// Clones share the connection; quinn closes it (code 0) once every clone and every stream of
+/// it is dropped.
 #[derive(Clone, Debug)]
 pub struct QuicConnection {
     session: wt::Session,
@@ -189,22 +196,42 @@ impl Connection for QuicConnection {
     }
 }
 
-/// A send stream over quinn.
+/// A send stream over quinn. Dropped unfinished, it finishes the stream (quinn's behaviour).
 #[derive(Debug)]
 pub struct QuicSend(pub wt::SendStream);
 
-#[async_trait]
 impl SendStream for QuicSend {
-    async fn write_all(&mut self, buf: &[u8]) -> Result<(), TransportError> {
-        self.0.write_all(buf).await.map_err(write_error)
+    fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<Result<usize, TransportError>> {
+        PollSend::poll_write(&mut self.0, cx, buf).map_err(write_error)
     }
 
-    async fn write_chunk(&mut self, buf: Bytes) -> Result<(), TransportError> {
-        self.0.write_chunk(buf).await.map_err(write_error)
+    fn poll_write_chunks(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &mut [Bytes],
+    ) -> Poll<Result<usize, TransportError>> {
+        // quinn's `write_chunks` does all its work in one poll and keeps no state in its future
+        // (cancel-safe: Pending means nothing was written), so a future made and dropped here
+        // per poll, on the stack, is the poll function quinn does not export.
+        let written = ready!(pin!(self.0.write_chunks(bufs)).poll(cx)).map_err(write_error)?;
+        Poll::Ready(Ok(written.bytes))
     }
 
-    async fn write_all_chunks(&mut self, bufs: &mut [Bytes]) -> Result<(), TransportError> {
-        self.0.write_all_chunks(bufs).await.map_err(write_error)
+    fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<u64>, TransportError>> {
+        // web-transport-quinn keeps the `stopped` future across polls (one allocation per
+        // stream, on the first poll).
+        Poll::Ready(match ready!(PollSend::poll_closed(&mut self.0, cx)) {
+            Ok(()) => Ok(None),
+            Err(wt::WriteError::Stopped(code)) => Ok(Some(code.into())),
+            // A code outside WebTransport's space: as before, stopped without a code.
+            Err(wt::WriteError::InvalidStopped(_)) => Ok(None),
+            Err(wt::WriteError::SessionError(e)) => Err(session_error(e)),
+            Err(e) => Err(write_error(e)),
+        })
     }
 
     fn set_priority(&mut self, priority: i32) {
@@ -218,27 +245,26 @@ impl SendStream for QuicSend {
     fn reset(&mut self, code: u64) {
         let _ = self.0.reset(code32(code));
     }
-
-    async fn stopped(&mut self) -> Result<Option<u64>, TransportError> {
-        match self.0.stopped().await {
-            Ok(code) => Ok(code.map(u64::from)),
-            Err(e) => Err(session_error(e)),
-        }
-    }
 }
 
-/// A receive stream over quinn.
+/// A receive stream over quinn. Dropped before the FIN or a reset, it sends STOP_SENDING with
+/// code 0 (quinn's behaviour).
 #[derive(Debug)]
 pub struct QuicRecv(pub wt::RecvStream);
 
-#[async_trait]
 impl RecvStream for QuicRecv {
-    async fn read_chunk(&mut self, max: usize) -> Result<Option<Bytes>, TransportError> {
-        match self.0.read_chunk(max, true).await {
+    fn poll_read_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        max: usize,
+    ) -> Poll<Result<Option<Bytes>, TransportError>> {
+        // quinn's `read_chunk` future only calls its (private) poll function; cancel-safe, so
+        // made and dropped per poll like `poll_write_chunks`'s.
+        Poll::Ready(match ready!(pin!(self.0.read_chunk(max, true)).poll(cx)) {
             Ok(Some(chunk)) => Ok(Some(chunk.bytes)),
             Ok(None) => Ok(None),
             Err(e) => Err(read_error(e)),
-        }
+        })
     }
 
     fn stop(&mut self, code: u64) {
