@@ -142,7 +142,8 @@ impl SubgroupConsumer {
 /// What reaches a group from the track.
 #[derive(Debug)]
 enum Part {
-    Subgroup(SubgroupConsumer),
+    /// Boxed: a subgroup's reader holds its receive buffer inline.
+    Subgroup(Box<SubgroupConsumer>),
     Datagram(Object),
 }
 
@@ -205,7 +206,7 @@ impl GroupConsumer {
                     Some(Part::Datagram(o)) => return Some(Ok(o)),
                     Some(Part::Subgroup(s)) => {
                         self.end_of_group |= s.ends_group();
-                        self.reading.push(read(s));
+                        self.reading.push(read(*s));
                     }
                     None => self.parts_open = false,
                 },
@@ -233,7 +234,7 @@ impl GroupConsumer {
         match self.parts.recv().await? {
             Part::Subgroup(s) => {
                 self.end_of_group |= s.ends_group();
-                Some(s)
+                Some(*s)
             }
             Part::Datagram(o) => Some(SubgroupConsumer {
                 group: self.id,
@@ -278,12 +279,12 @@ impl Router {
         let (group, part) = match ev {
             TrackEvent::Subgroup(s) => (
                 s.group(),
-                Part::Subgroup(SubgroupConsumer {
+                Part::Subgroup(Box::new(SubgroupConsumer {
                     group: s.group(),
                     inner: SubgroupInner::Stream(s),
                     check: self.check.clone(),
                     last: None,
-                }),
+                })),
             ),
             TrackEvent::Datagram(o) => {
                 // A malformed one is not delivered; the subscription ends (see `malformed`).
