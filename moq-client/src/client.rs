@@ -109,7 +109,7 @@ impl Session {
         published.accepted().await?;
         let serve = self.publisher.serve_options();
         self.transport.spawn(async move {
-            let _ = serve_subscription(cache, published.into_writer(), serve).await;
+            let _ = serve_subscription(cache, published.into_writer(), serve, None).await;
         });
         Ok(())
     }

@@ -6,7 +6,6 @@
 //! [`Upstream`]: the directory asks it for what it does not hold.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -27,7 +26,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::cache::TrackCache;
-use crate::serve::{ServeOptions, serve_fetch, serve_fill, serve_subscription};
+use crate::serve::{FillWith, ServeOptions, serve_fetch, serve_fill, serve_subscription};
 
 /// Something held while a subscription is served (see [`Upstream::subscribe`]).
 pub type Hold = Box<dyn std::any::Any + Send>;
@@ -96,34 +95,6 @@ pub trait Upstream: Send + Sync + 'static {
     /// What to hold while `track` is served to a SUBSCRIBE_TRACKS subscriber.
     fn forwarding(&self, _track: &TrackCache) -> Hold {
         Box::new(())
-    }
-}
-
-/// Runs `served` (the subscription being served), handing every fill the subscription asks
-/// for meanwhile to `up` (see [`Upstream::fill`]); the fills run in this future, and those
-/// still running when `served` ends are awaited. Dropping it drops them.
-async fn with_upstream_fills(
-    up: Arc<dyn Upstream>,
-    track: TrackCache,
-    writer: SubscriptionWriter,
-    served: impl Future<Output = ()>,
-) {
-    let mut served = std::pin::pin!(served);
-    let mut next = writer.take_fill();
-    let mut fills = FuturesUnordered::new();
-    let (mut done, mut cancelled) = (false, false);
-    loop {
-        if let Some(fill) = next.take() {
-            let (up, track, writer) = (up.clone(), track.clone(), writer.clone());
-            fills.push(async move { up.fill(track, writer, fill).await });
-        }
-        tokio::select! {
-            _ = &mut served, if !done => done = true,
-            f = writer.fill_asked(), if !done && !cancelled => next = Some(f),
-            _ = writer.cancelled(), if !cancelled => cancelled = true,
-            Some(()) = fills.next(), if !fills.is_empty() => {}
-            else => return,
-        }
     }
 }
 
@@ -495,19 +466,17 @@ impl Directory {
         // Before anything is written: objects the relay receives from now on are the
         // subscriber's, whatever LARGEST_OBJECT said (draft-19 §10.7).
         writer.carry_after(held);
-        let mut serve = self.shared.options.serve.clone();
         // The fills (the SUBSCRIBE's and its REQUEST_UPDATEs') the upstream may have to
         // complete.
-        match self.shared.upstream.clone() {
-            Some(up) => {
-                serve.fills = false;
-                let served = serve_subscription(track.clone(), writer.clone(), serve);
-                with_upstream_fills(up, track, writer, served.map(drop)).await;
-            }
-            None => {
-                let _ = serve_subscription(track, writer, serve).await;
-            }
-        }
+        let fill_with = self.shared.upstream.clone().map(|up| -> FillWith {
+            Arc::new(move |track, writer, fill| {
+                let up = up.clone();
+                async move { up.fill(track, writer, fill).await }.boxed()
+            })
+        });
+        let mut serve = self.shared.options.serve.clone();
+        serve.fills |= fill_with.is_some();
+        let _ = serve_subscription(track, writer, serve, fill_with).await;
     }
 
     /// The track a SUBSCRIBE asks for: held now, or added within its RENDEZVOUS_TIMEOUT or (if
@@ -704,7 +673,7 @@ impl Directory {
             };
             drop(session);
             if p.accepted().await.is_ok() {
-                let _ = serve_subscription(track, p.into_writer(), serve).await;
+                let _ = serve_subscription(track, p.into_writer(), serve, None).await;
             }
         }));
     }

@@ -6,13 +6,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures::future::BoxFuture;
 use futures::future::{AbortHandle, Abortable, Either};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use moq_core::codes::{PublishDoneCode, StreamResetCode};
 use moq_core::data::{ObjectStatus, SubgroupId};
 use moq_core::{Location, property};
-use moq_transport::track::{Object, SubgroupSender, SubscriptionWriter};
+use moq_transport::track::{Fill, Object, SubgroupSender, SubscriptionParams, SubscriptionWriter};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -21,7 +22,9 @@ mod fetch;
 
 pub use fetch::{DEFAULT_FILL_TIMEOUT, serve_fetch, serve_fetch_now, serve_fill, serve_fill_now};
 
-use crate::cache::{CachedObject, DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, TrackCache};
+use crate::cache::{
+    CachedObject, DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, TrackCache, TrackReader,
+};
 use crate::error::Error;
 
 /// Counters of what was served, shared by every subscription that uses them.
@@ -238,15 +241,27 @@ impl Drop for Opening {
 ///
 /// Not cancel safe: dropping the future abandons the subscription's streams (reset), with no
 /// PUBLISH_DONE.
+///
+/// Fills (draft-21 §3.4) are served when `opts.fills` is set: by `fill_with` if given (a
+/// relay's upstream), else from the cache. Either way they run in this future and are sent
+/// before PUBLISH_DONE, whose Stream Count includes them (draft-19 §10.11).
 pub(crate) async fn serve_subscription(
     track: TrackCache,
     writer: SubscriptionWriter,
     opts: ServeOptions,
+    fill_with: Option<FillWith>,
 ) -> Result<(), Error> {
+    let fill = |fill: Fill| -> BoxFuture<'static, ()> {
+        let (track, writer) = (track.clone(), writer.clone());
+        match &fill_with {
+            Some(with) => with(track, writer, fill),
+            None => serve_fill(track, writer, fill).map(drop).boxed(),
+        }
+    };
     let _serving = track.serving(&writer);
     // draft-19 §10.7: only what is published after the subscription was established.
     let start = writer.params().first();
-    let mut reader = track.reader(start.group);
+    let reader = track.reader(start.group);
     // The subgroups being sent, each under the number it was started with; `aborts` holds
     // their abort handles in that order (the oldest first).
     let mut inflight = FuturesUnordered::new();
@@ -278,13 +293,58 @@ pub(crate) async fn serve_subscription(
     };
     new_group(writer.params().new_group_request);
     if opts.fills
-        && let Some(fill) = writer.take_fill()
+        && let Some(asked) = writer.take_fill()
     {
-        fills.push(serve_fill(track.clone(), writer.clone(), fill));
+        fills.push(fill(asked));
     }
+    // What the loop waits for besides its subgroups, each a future of its own in one set: a
+    // wake-up for an object of a subgroup polls that subgroup alone, not these (which lock a
+    // `Notify`'s waiters each time they are polled).
+    let mut control: FuturesUnordered<BoxFuture<'static, Control>> = FuturesUnordered::new();
+    control.push(Control::next(reader));
+    control.push(Control::params(writer.clone()));
+    if opts.fills {
+        control.push(Control::fill(writer.clone()));
+    }
+    control.push(Control::cancelled(writer.clone()));
+    control.push(Control::exceeded(backlog.exceeded.clone()));
     let status = loop {
         let next = tokio::select! {
-            n = reader.next() => n,
+            Some(event) = control.next() => match event {
+                Control::Next(reader, next) => {
+                    control.push(Control::next(reader));
+                    next
+                }
+                Control::Params(w, p) => {
+                    if let Ok(p) = p {
+                        new_group(p.new_group_request);
+                        control.push(Control::params(w));
+                    }
+                    continue;
+                }
+                Control::Fill(w, asked) => {
+                    fills.push(fill(asked));
+                    control.push(Control::fill(w));
+                    continue;
+                }
+                // Dropping the subgroups' futures resets their streams.
+                Control::Cancelled(e) => return Err(e.into()),
+                // draft-21 §5.2: a subscriber that does not consume at a sufficient rate,
+                // making the publisher exceed its resource limits, MAY be ended with
+                // TOO_FAR_BEHIND. The streams reset themselves on the same signal (§12.5).
+                Control::Exceeded => {
+                    if let Some(s) = &opts.stats {
+                        s.too_far_behind.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tracing::info!(
+                        track = ?track.name(),
+                        limit = opts.max_backlog_bytes,
+                        "subscriber too far behind; ending the subscription"
+                    );
+                    fills.clear();
+                    break PublishDoneCode::TOO_FAR_BEHIND;
+                }
+            },
             Some(done) = inflight.next(), if !inflight.is_empty() => {
                 if let Ok(n) = done {
                     aborts.remove(&n);
@@ -292,31 +352,6 @@ pub(crate) async fn serve_subscription(
                 continue;
             }
             Some(_) = fills.next(), if !fills.is_empty() => continue,
-            Ok(p) = writer.params_changed() => {
-                new_group(p.new_group_request);
-                continue;
-            }
-            fill = writer.fill_asked(), if opts.fills => {
-                fills.push(serve_fill(track.clone(), writer.clone(), fill));
-                continue;
-            }
-            // Dropping the subgroups' futures resets their streams.
-            e = writer.cancelled() => return Err(e.into()),
-            // draft-21 §5.2: a subscriber that does not consume at a sufficient rate, making
-            // the publisher exceed its resource limits, MAY be ended with TOO_FAR_BEHIND. The
-            // streams reset themselves on the same signal (§12.5).
-            _ = backlog.exceeded.cancelled() => {
-                if let Some(s) = &opts.stats {
-                    s.too_far_behind.fetch_add(1, Ordering::Relaxed);
-                }
-                tracing::info!(
-                    track = ?track.name(),
-                    limit = opts.max_backlog_bytes,
-                    "subscriber too far behind; ending the subscription"
-                );
-                fills.clear();
-                break PublishDoneCode::TOO_FAR_BEHIND;
-            }
         };
         let Some(sg) = next else {
             if track.malformed().is_some() {
@@ -396,6 +431,66 @@ pub(crate) async fn serve_subscription(
         None => String::new(),
     };
     Ok(writer.finish(status, &reason).await?)
+}
+
+/// How a subscription's fills are served when not from the cache alone (a relay's upstream,
+/// [`crate::directory::Upstream::fill`]).
+pub(crate) type FillWith =
+    Arc<dyn Fn(TrackCache, SubscriptionWriter, Fill) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// One event of a subscription's serving loop other than its subgroups' progress.
+enum Control {
+    /// The track's next subgroup (`None`: it ended), and the reader to wait for the one after.
+    Next(TrackReader, Option<Arc<Subgroup>>),
+    /// The subscriber changed the subscription's parameters (an error once it ended).
+    Params(
+        SubscriptionWriter,
+        Result<SubscriptionParams, moq_transport::Error>,
+    ),
+    /// The subscriber asked for a fill (draft-20 and later).
+    Fill(SubscriptionWriter, Fill),
+    /// The subscription was cancelled or its session ended.
+    Cancelled(moq_transport::Error),
+    /// The subscription's backlog passed its bound.
+    Exceeded,
+}
+
+impl Control {
+    fn next(mut reader: TrackReader) -> BoxFuture<'static, Control> {
+        async move {
+            let next = reader.next().await;
+            Control::Next(reader, next)
+        }
+        .boxed()
+    }
+
+    fn params(writer: SubscriptionWriter) -> BoxFuture<'static, Control> {
+        async move {
+            let p = writer.params_changed().await;
+            Control::Params(writer, p)
+        }
+        .boxed()
+    }
+
+    fn fill(writer: SubscriptionWriter) -> BoxFuture<'static, Control> {
+        async move {
+            let fill = writer.fill_asked().await;
+            Control::Fill(writer, fill)
+        }
+        .boxed()
+    }
+
+    fn cancelled(writer: SubscriptionWriter) -> BoxFuture<'static, Control> {
+        async move { Control::Cancelled(writer.cancelled().await) }.boxed()
+    }
+
+    fn exceeded(exceeded: CancellationToken) -> BoxFuture<'static, Control> {
+        async move {
+            exceeded.cancelled().await;
+            Control::Exceeded
+        }
+        .boxed()
+    }
 }
 
 /// One subgroup of a subscription to send.

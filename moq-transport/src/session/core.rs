@@ -423,6 +423,11 @@ impl SessionCore {
         let _ = self.mux.set(mux);
     }
 
+    /// Whether the peer's request `id` has arrived (it may have ended since).
+    pub(crate) fn peer_request_seen(&self, id: u64) -> bool {
+        self.peer_ids.lock().seen(id)
+    }
+
     /// Records one of the peer's Request IDs, closing the session with INVALID_REQUEST_ID if it
     /// has the wrong parity or repeats (draft-19 §10.1).
     pub(crate) fn check_peer_request_id(&self, id: u64) -> Result<(), Error> {

@@ -38,6 +38,12 @@ impl PeerRequestIds {
         self.floor * 2 + self.parity
     }
 
+    /// Whether `id` (of the peer's parity) arrived already, or is below the window.
+    pub(crate) fn seen(&self, id: u64) -> bool {
+        let n = id / 2;
+        id % 2 == self.parity && (n < self.floor || self.seen.contains(&n))
+    }
+
     /// Records `id`; wrong parity or a duplicate is INVALID_REQUEST_ID (draft-19 §10.1).
     pub(crate) fn check(&mut self, id: u64) -> Result<(), Error> {
         if id % 2 != self.parity {

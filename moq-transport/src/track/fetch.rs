@@ -124,8 +124,10 @@ async fn resolve(
         } => (*joining_request_id, *joining_start, false),
     };
     // The SUBSCRIBE travels on its own stream and may arrive after the FETCH that joins it; a
-    // Request ID below the FETCH's own is given a moment to appear.
-    let wait = if joining_id < msg.request_id {
+    // Request ID below the FETCH's own that has not arrived yet is given a moment to appear.
+    // One that arrived and is not in the table has ended (a finished track's SUBSCRIBE is
+    // answered, then ended at once): refused now.
+    let wait = if joining_id < msg.request_id && !tracks.core().peer_request_seen(joining_id) {
         JOINING_SUBSCRIBE_WAIT
     } else {
         Duration::ZERO
