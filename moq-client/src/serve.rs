@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
-use futures::future::{AbortHandle, Abortable, Either};
+use futures::future::{AbortHandle, Abortable, Aborted, Either};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use moq_core::codes::{PublishDoneCode, StreamResetCode};
@@ -263,8 +263,11 @@ pub(crate) async fn serve_subscription(
     let start = writer.params().first();
     let reader = track.reader(start.group);
     // The subgroups being sent, each under the number it was started with; `aborts` holds
-    // their abort handles in that order (the oldest first).
-    let mut inflight = FuturesUnordered::new();
+    // their abort handles in that order (the oldest first). Boxed: a `FuturesUnordered`
+    // allocates a stub task the size of its future type when it is created, so an idle
+    // subscription would otherwise hold a whole subgroup's sending state.
+    let mut inflight: FuturesUnordered<BoxFuture<'static, Result<u64, Aborted>>> =
+        FuturesUnordered::new();
     let mut aborts: BTreeMap<u64, AbortHandle> = BTreeMap::new();
     let mut started = 0u64;
     let mut fills = FuturesUnordered::new();
@@ -297,34 +300,32 @@ pub(crate) async fn serve_subscription(
     {
         fills.push(fill(asked));
     }
-    // What the loop waits for besides its subgroups, each a future of its own in one set: a
-    // wake-up for an object of a subgroup polls that subgroup alone, not these (which lock a
-    // `Notify`'s waiters each time they are polled).
-    let mut control: FuturesUnordered<BoxFuture<'static, Control>> = FuturesUnordered::new();
-    control.push(Control::next(reader));
-    control.push(Control::params(writer.clone()));
-    if opts.fills {
-        control.push(Control::fill(writer.clone()));
-    }
-    control.push(Control::cancelled(writer.clone()));
-    control.push(Control::exceeded(backlog.exceeded.clone()));
+    // What the loop waits for besides its subgroups (see `Watch`).
+    let mut control = FuturesUnordered::new();
+    control.push(
+        Watch {
+            reader,
+            writer: writer.clone(),
+            exceeded: backlog.exceeded.clone(),
+            fills: opts.fills,
+        }
+        .next(),
+    );
     let status = loop {
         let next = tokio::select! {
-            Some(event) = control.next() => match event {
-                Control::Next(reader, next) => {
-                    control.push(Control::next(reader));
+            Some((watch, event)) = control.next() => match event {
+                Control::Next(next) => {
+                    control.push(watch.next());
                     next
                 }
-                Control::Params(w, p) => {
-                    if let Ok(p) = p {
-                        new_group(p.new_group_request);
-                        control.push(Control::params(w));
-                    }
+                Control::Params(p) => {
+                    new_group(p.new_group_request);
+                    control.push(watch.next());
                     continue;
                 }
-                Control::Fill(w, asked) => {
+                Control::Fill(asked) => {
                     fills.push(fill(asked));
-                    control.push(Control::fill(w));
+                    control.push(watch.next());
                     continue;
                 }
                 // Dropping the subgroups' futures resets their streams.
@@ -411,8 +412,11 @@ pub(crate) async fn serve_subscription(
         let (abort, registration) = AbortHandle::new_pair();
         aborts.insert(started, abort);
         let n = started;
-        inflight
-            .push(Abortable::new(serve.run(datagrams), registration).map(move |r| r.map(|()| n)));
+        inflight.push(
+            Abortable::new(serve.run(datagrams), registration)
+                .map(move |r| r.map(|()| n))
+                .boxed(),
+        );
         started += 1;
     };
     // The rest of the open subgroups (and fills) are sent before PUBLISH_DONE, unless the
@@ -438,56 +442,43 @@ pub(crate) async fn serve_subscription(
 pub(crate) type FillWith =
     Arc<dyn Fn(TrackCache, SubscriptionWriter, Fill) -> BoxFuture<'static, ()> + Send + Sync>;
 
-/// One event of a subscription's serving loop other than its subgroups' progress.
+/// What a subscription's serving loop waits for besides its subgroups' progress. One future
+/// waits for all of it, in a set of its own, so that a wake-up for an object polls that
+/// subgroup alone and not these waits (each locks a `Notify`'s waiters when polled); it is
+/// made again after each event.
+struct Watch {
+    reader: TrackReader,
+    writer: SubscriptionWriter,
+    exceeded: CancellationToken,
+    /// Whether fills the subscriber asks for are served.
+    fills: bool,
+}
+
+/// One event [`Watch`] saw.
 enum Control {
-    /// The track's next subgroup (`None`: it ended), and the reader to wait for the one after.
-    Next(TrackReader, Option<Arc<Subgroup>>),
-    /// The subscriber changed the subscription's parameters (an error once it ended).
-    Params(
-        SubscriptionWriter,
-        Result<SubscriptionParams, moq_transport::Error>,
-    ),
+    /// The track's next subgroup (`None`: it ended).
+    Next(Option<Arc<Subgroup>>),
+    /// The subscriber changed the subscription's parameters.
+    Params(SubscriptionParams),
     /// The subscriber asked for a fill (draft-20 and later).
-    Fill(SubscriptionWriter, Fill),
+    Fill(Fill),
     /// The subscription was cancelled or its session ended.
     Cancelled(moq_transport::Error),
     /// The subscription's backlog passed its bound.
     Exceeded,
 }
 
-impl Control {
-    fn next(mut reader: TrackReader) -> BoxFuture<'static, Control> {
+impl Watch {
+    fn next(mut self) -> BoxFuture<'static, (Watch, Control)> {
         async move {
-            let next = reader.next().await;
-            Control::Next(reader, next)
-        }
-        .boxed()
-    }
-
-    fn params(writer: SubscriptionWriter) -> BoxFuture<'static, Control> {
-        async move {
-            let p = writer.params_changed().await;
-            Control::Params(writer, p)
-        }
-        .boxed()
-    }
-
-    fn fill(writer: SubscriptionWriter) -> BoxFuture<'static, Control> {
-        async move {
-            let fill = writer.fill_asked().await;
-            Control::Fill(writer, fill)
-        }
-        .boxed()
-    }
-
-    fn cancelled(writer: SubscriptionWriter) -> BoxFuture<'static, Control> {
-        async move { Control::Cancelled(writer.cancelled().await) }.boxed()
-    }
-
-    fn exceeded(exceeded: CancellationToken) -> BoxFuture<'static, Control> {
-        async move {
-            exceeded.cancelled().await;
-            Control::Exceeded
+            let event = tokio::select! {
+                n = self.reader.next() => Control::Next(n),
+                Ok(p) = self.writer.params_changed() => Control::Params(p),
+                f = self.writer.fill_asked(), if self.fills => Control::Fill(f),
+                e = self.writer.cancelled() => Control::Cancelled(e),
+                _ = self.exceeded.cancelled() => Control::Exceeded,
+            };
+            (self, event)
         }
         .boxed()
     }
