@@ -161,7 +161,7 @@ pub(crate) struct Finish {
 }
 
 /// At most this many PUBLISH_STATE_NOTIFY messages wait for the request stream.
-pub(crate) const NOTIFY_QUEUE: usize = 16;
+const NOTIFY_QUEUE: usize = 16;
 
 /// The allocation a subgroup stream's object headers are encoded into, a few at a time.
 const HEADERS_BUFFER: usize = 256;
@@ -169,42 +169,129 @@ const HEADERS_BUFFER: usize = 256;
 /// State shared by a subscription's writer, its subgroup senders and its request task.
 #[derive(Debug)]
 pub(crate) struct WriterShared {
-    pub(crate) core: Arc<SessionCore>,
-    pub(crate) request_id: u64,
-    pub(crate) track_alias: u64,
-    pub(crate) track: FullTrackName,
-    pub(crate) publisher_priority: u8,
-    pub(crate) group_order: GroupOrder,
-    pub(crate) track_properties: Properties,
+    core: Arc<SessionCore>,
+    request_id: u64,
+    track_alias: u64,
+    track: FullTrackName,
+    publisher_priority: u8,
+    group_order: GroupOrder,
+    track_properties: Properties,
     /// The subscription's parameters as the subscriber last set them, and how many times they
     /// changed; `params_changed` wakes whoever waits for the next change. Not a `watch`
     /// channel (~520 B per subscription).
-    pub(crate) params: Mutex<Versioned<SubscriptionParams>>,
-    pub(crate) params_changed: Notify,
+    params: Mutex<Versioned<SubscriptionParams>>,
+    params_changed: Notify,
     /// Set when the subscription ends for any reason other than our own PUBLISH_DONE.
-    pub(crate) ended: LatchWatch<Error>,
-    pub(crate) streams_opened: AtomicU64,
-    pub(crate) streams_open: AtomicUsize,
-    pub(crate) streams_closed: Notify,
+    ended: LatchWatch<Error>,
+    streams_opened: AtomicU64,
+    streams_open: AtomicUsize,
+    streams_closed: Notify,
     /// The largest location written or observed. A mutex, not a watch: it changes with every
     /// object, and waking a watch's receivers costs more than an object when nobody waits.
-    pub(crate) largest: Mutex<Option<Location>>,
+    largest: Mutex<Option<Location>>,
     /// The largest location of the track the publisher knows of, written on this subscription
     /// or not (a relay's cache received it while the subscription did not forward): what
     /// LARGEST_OBJECT reports (draft-19 §10.2.16), not what [`SubscriptionWriter::reached`]
     /// waits for.
-    pub(crate) track_largest: Mutex<Option<Location>>,
+    track_largest: Mutex<Option<Location>>,
     /// Callers of [`SubscriptionWriter::reached`] waiting, and their wake-up.
-    pub(crate) reaching: AtomicUsize,
-    pub(crate) reached: Notify,
-    pub(crate) finish: Mutex<Option<oneshot::Sender<Finish>>>,
-    pub(crate) finished: AtomicBool,
+    reaching: AtomicUsize,
+    reached: Notify,
+    finish: Mutex<Option<oneshot::Sender<Finish>>>,
+    finished: AtomicBool,
     /// The fill the SUBSCRIBE or the last REQUEST_UPDATE asked for, until the application
     /// takes it (from draft-20), and its signal.
-    pub(crate) fill: Mutex<Option<Fill>>,
-    pub(crate) fill_asked: Notify,
+    fill: Mutex<Option<Fill>>,
+    fill_asked: Notify,
     /// PUBLISH_STATE_NOTIFYs for the request task to send (at most [`NOTIFY_QUEUE`]).
-    pub(crate) notify: Queue<Box<moq_core::message::Parameters>>,
+    notify: Queue<Box<moq_core::message::Parameters>>,
+}
+
+impl WriterShared {
+    /// The state of a subscription answered with `params` and `largest` (the Largest Location
+    /// it was established with, draft-19 §10.7); `ended` is set when the subscription ends
+    /// other than by our PUBLISH_DONE, `finish` carries that PUBLISH_DONE to the request task.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        core: Arc<SessionCore>,
+        request_id: u64,
+        track_alias: u64,
+        track: FullTrackName,
+        track_properties: &Properties,
+        params: SubscriptionParams,
+        largest: Option<Location>,
+        ended: LatchWatch<Error>,
+        finish: oneshot::Sender<Finish>,
+    ) -> Self {
+        WriterShared {
+            notify: Queue::new(NOTIFY_QUEUE),
+            core,
+            request_id,
+            track_alias,
+            track,
+            publisher_priority: track_properties.publisher_priority(),
+            group_order: track_properties.publisher_group_order(),
+            track_properties: track_properties.clone(),
+            params: Mutex::new(Versioned {
+                value: params,
+                version: 0,
+            }),
+            params_changed: Notify::new(),
+            ended,
+            streams_opened: AtomicU64::new(0),
+            streams_open: AtomicUsize::new(0),
+            streams_closed: Notify::new(),
+            largest: Mutex::new(largest),
+            track_largest: Mutex::new(None),
+            reaching: AtomicUsize::new(0),
+            reached: Notify::new(),
+            finish: Mutex::new(Some(finish)),
+            finished: AtomicBool::new(false),
+            fill: Mutex::new(None),
+            fill_asked: Notify::new(),
+        }
+    }
+
+    /// How many times the subscriber changed the parameters.
+    pub(crate) fn params_version(&self) -> u64 {
+        self.params.lock().version
+    }
+
+    /// Whether the subscription forwards objects (Forward State 1).
+    pub(crate) fn forwards(&self) -> bool {
+        self.params.lock().value.forward
+    }
+
+    /// The fill the SUBSCRIBE asked for, set before the writer is handed out.
+    pub(crate) fn set_fill(&self, fill: Option<Fill>) {
+        *self.fill.lock() = fill;
+    }
+
+    /// Records the fill a REQUEST_UPDATE asked for and wakes whoever waits for one.
+    pub(crate) fn ask_fill(&self, fill: Fill) {
+        self.set_fill(Some(fill));
+        self.fill_asked.notify_waiters();
+    }
+
+    /// The session the subscription belongs to.
+    pub(crate) fn core(&self) -> &Arc<SessionCore> {
+        &self.core
+    }
+
+    /// The track's own group order (the publisher's).
+    pub(crate) fn publisher_group_order(&self) -> GroupOrder {
+        self.group_order
+    }
+
+    /// Subgroup and fill streams opened so far (PUBLISH_DONE's Stream Count).
+    pub(crate) fn streams_opened(&self) -> u64 {
+        self.streams_opened.load(Ordering::Relaxed)
+    }
+
+    /// The next PUBLISH_STATE_NOTIFY the application queued.
+    pub(crate) async fn next_notify(&self) -> Box<moq_core::message::Parameters> {
+        self.notify.next().await
+    }
 }
 
 /// A fill the subscriber asked for with FILL_PARAMETERS (draft-21 §3.4, from draft-20): the
@@ -370,9 +457,9 @@ impl Clone for SubscriptionWriter {
 
 /// A value and how many times it changed.
 #[derive(Debug, Default)]
-pub(crate) struct Versioned<T> {
-    pub(crate) value: T,
-    pub(crate) version: u64,
+struct Versioned<T> {
+    value: T,
+    version: u64,
 }
 
 impl SubscriptionWriter {

@@ -157,8 +157,13 @@ pub(crate) async fn serve_subscribe(
     // draft-21 §3.4.1: FILL_PARAMETERS opens a fill fetch stream when Forward State is 1.
     if let Some(fill) = msg.params.fill.as_deref().filter(|_| forward) {
         let order = response.track_properties.publisher_group_order();
-        *publisher.writer().shared.fill.lock() =
-            Fill::new(id, fill, &msg.params, response.largest, order);
+        publisher.writer().shared.set_fill(Fill::new(
+            id,
+            fill,
+            &msg.params,
+            response.largest,
+            order,
+        ));
     }
     let _ = reply.send(Ok(publisher.writer()));
     publisher.run(&mut req, Some(&join)).await

@@ -1,7 +1,7 @@
 //! An established subscription, both sides, whichever end started it (SUBSCRIBE or PUBLISH):
 //! REQUEST_UPDATE and PUBLISH_DONE (draft-19 §5.1, §10.9.1, §10.11).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -11,17 +11,14 @@ use moq_core::message::{
     RequestOk,
 };
 use moq_core::{FullTrackName, GroupOrder, Location, Properties};
-use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot, watch};
 
 use super::params::{SubscriptionParams, ranges_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::response::FetchResponse;
-use super::send::{
-    Fill, Finish, JoinPoint, JoinRecord, NOTIFY_QUEUE, SubscriptionWriter, Versioned, WriterShared,
-};
+use super::send::{Fill, Finish, JoinPoint, JoinRecord, SubscriptionWriter, WriterShared};
 use crate::error::Error;
-use crate::latch::{Latch, Queue};
+use crate::latch::Latch;
 use crate::request::{Event, Feed, Request, RequestHandle};
 use crate::session::{GoawayInfo, SessionCore};
 
@@ -408,33 +405,17 @@ impl PublisherTask {
         params.established = largest;
         let ended = Latch::default();
         let (finish_tx, finish_rx) = oneshot::channel();
-        let shared = Arc::new(WriterShared {
-            notify: Queue::new(NOTIFY_QUEUE),
-            core: core.clone(),
+        let shared = Arc::new(WriterShared::new(
+            core.clone(),
             request_id,
-            track_alias: alias,
+            alias,
             track,
-            publisher_priority: track_properties.publisher_priority(),
-            group_order: track_properties.publisher_group_order(),
-            track_properties: track_properties.clone(),
-            params: Mutex::new(Versioned {
-                value: params,
-                version: 0,
-            }),
-            params_changed: Notify::new(),
-            ended: ended.subscribe(),
-            streams_opened: AtomicU64::new(0),
-            streams_open: AtomicUsize::new(0),
-            streams_closed: Notify::new(),
-            largest: Mutex::new(largest),
-            track_largest: Mutex::new(None),
-            reaching: AtomicUsize::new(0),
-            reached: Notify::new(),
-            finish: Mutex::new(Some(finish_tx)),
-            finished: AtomicBool::new(false),
-            fill: Mutex::new(None),
-            fill_asked: Notify::new(),
-        });
+            track_properties,
+            params,
+            largest,
+            ended.subscribe(),
+            finish_tx,
+        ));
         PublisherTask {
             shared,
             ended,
@@ -443,7 +424,7 @@ impl PublisherTask {
     }
 
     pub(crate) fn writer(&self) -> SubscriptionWriter {
-        let seen = self.shared.params.lock().version;
+        let seen = self.shared.params_version();
         SubscriptionWriter {
             shared: self.shared.clone(),
             seen: AtomicU64::new(seen),
@@ -458,7 +439,7 @@ impl PublisherTask {
 
     /// Whether objects are forwarded now (Forward State).
     pub(crate) fn forwarding(&self) -> bool {
-        self.shared.params.lock().value.forward
+        self.shared.forwards()
     }
 
     /// Applies the subscriber's PUBLISH_OK parameters.
@@ -484,7 +465,7 @@ impl PublisherTask {
             // select's output nor the event is kept while it is handled.
             let step = tokio::select! {
                 f = &mut self.finish => Step::Finish(f.ok()),
-                params = self.shared.notify.next() => Step::Notify(params),
+                params = self.shared.next_notify() => Step::Notify(params),
                 ev = req.next() => Step::Event(Box::new(ev)),
             };
             match step {
@@ -553,7 +534,7 @@ impl PublisherTask {
         // draft-19 §10.3.1.6: MAX_FILTER_RANGES counts the subscription's filters after the
         // update, not only the update's.
         let total = moq_core::RangeFilterParam::range_count(&next.range_filters);
-        if let Some(e) = ranges_budget(&self.shared.core, total) {
+        if let Some(e) = ranges_budget(self.shared.core(), total) {
             return Err(e);
         }
         let forwarding = next.forward;
@@ -561,10 +542,9 @@ impl PublisherTask {
         // own (its Request ID), with Forward State 1.
         if let Some(fill) = params.fill.as_deref().filter(|_| forwarding) {
             let subscription = next.fill_defaults();
-            let order = self.shared.group_order;
+            let order = self.shared.publisher_group_order();
             if let Some(f) = Fill::new(update.request_id, fill, &subscription, largest, order) {
-                *self.shared.fill.lock() = Some(f);
-                self.shared.fill_asked.notify_waiters();
+                self.shared.ask_fill(f);
             }
         }
         self.shared.modify_params(|p| *p = next);
@@ -596,7 +576,7 @@ impl PublisherTask {
             tokio::time::timeout(Duration::from_secs(2), self.shared.all_streams_closed()).await;
         let done = PublishDone {
             status: PublishDoneCode::UPDATE_FAILED,
-            stream_count: self.shared.streams_opened.load(Ordering::Relaxed),
+            stream_count: self.shared.streams_opened(),
             reason: "update failed".into(),
         };
         req.send(done).await?;
