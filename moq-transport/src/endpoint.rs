@@ -173,6 +173,9 @@ impl Default for ClientConfig {
 
 /// Opens MOQT sessions to servers.
 ///
+/// Dropping it does not affect the sessions it made: each keeps its connection, and the
+/// client's UDP socket stays bound until the last of them has closed.
+///
 /// ```no_run
 /// # async fn run() -> Result<(), moq_transport::Error> {
 /// use moq_transport::endpoint::{Client, ClientConfig};
@@ -569,6 +572,11 @@ fn endpoint_config(certificate: &Certificate) -> quinn::EndpointConfig {
 
 /// Accepts MOQT sessions over raw QUIC and WebTransport on one UDP port.
 ///
+/// Dropping it does not close the endpoint: the port stays bound, connections are still
+/// accepted and run through SETUP, and each new session, with nobody to take it, is then
+/// dropped, which closes it (NO_ERROR). Sessions already accepted are not affected. Call
+/// [`Server::close`] to stop accepting (it also closes every connection).
+///
 /// ```no_run
 /// # async fn run() -> Result<(), moq_transport::Error> {
 /// use moq_transport::endpoint::{Server, ServerConfig};
@@ -694,7 +702,8 @@ impl Server {
         self.endpoint.wait_idle().await;
     }
 
-    /// Stops accepting and closes every connection with `code`.
+    /// Stops accepting and closes every connection with `code`: the endpoint's accept loop
+    /// ends, [`Server::accept`] returns `None`, and every session, accepted or not, ends.
     pub fn close(&self, code: u64, reason: &str) {
         self.endpoint.close(
             quinn::VarInt::from_u64(code).unwrap_or(quinn::VarInt::MAX),

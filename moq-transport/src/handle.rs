@@ -100,14 +100,38 @@ impl Drop for Owner {
     }
 }
 
+/// Closes a session whose [`Session::establish`] was dropped before it resolved.
+struct Abandoned(Option<Arc<SessionCore>>);
+
+impl Abandoned {
+    /// SETUP completed (or failed and closed the session): nothing to close.
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(core) = self.0.take() {
+            core.close(Error::Closed {
+                code: SessionErrorCode::NO_ERROR,
+                reason: "session setup abandoned".into(),
+            });
+        }
+    }
+}
+
 /// A MOQT session. Cheap to clone; every clone is the same session.
 ///
 /// The session ends when [`Session::close`] is called, when the peer closes it, when the peer
 /// breaks a protocol rule (the session is closed with the code the draft names), or when the
-/// connection fails. Every handle built on it then ends with the same [`Error`]. Dropping the
-/// last clone closes the session with NO_ERROR; the handles of its requests (subscriptions,
-/// announcements, ...) and tasks given to [`Session::spawn`] do not keep it open. Each of its
-/// tasks is dropped when it closes.
+/// connection fails. Every handle built on it then ends with the same [`Error`].
+///
+/// Dropping a clone does nothing while another lives. Dropping the last clone closes the
+/// session with NO_ERROR (CONNECTION_CLOSE on the QUIC connection or WebTransport session):
+/// the handles of its requests (subscriptions, announcements, ...), [`WeakSession`]s and tasks
+/// given to [`Session::spawn`] do not keep it open. Each of its tasks is dropped when it
+/// closes, and every request handle then ends with the session's error.
 ///
 /// ```no_run
 /// # async fn example(session: moq_transport::Session) -> Result<(), moq_transport::Error> {
@@ -126,6 +150,7 @@ pub struct Session {
 }
 
 /// A reference to a [`Session`] that does not keep it open (see [`Session::downgrade`]).
+/// Dropping it does nothing.
 #[derive(Clone, Debug)]
 pub struct WeakSession {
     owner: Weak<Owner>,
@@ -144,6 +169,9 @@ impl Session {
     /// The version is the one the connection negotiated (ALPN or `WT-Protocol`). A client sends
     /// `destination` as PATH and AUTHORITY on raw QUIC; a server passes what the WebTransport
     /// CONNECT asked for (or nothing on raw QUIC, where PATH and AUTHORITY arrive in SETUP).
+    ///
+    /// Cancel safe: dropped before it resolves, the session it started is closed (NO_ERROR),
+    /// which closes `conn`.
     pub async fn establish(
         conn: Arc<dyn Connection>,
         role: Role,
@@ -156,7 +184,11 @@ impl Session {
             tracks: Arc::new(TrackState::new(core.clone())),
             core: core.clone(),
         });
+        // The session's tasks hold it: abandoned before SETUP completes, it is closed here,
+        // or its connection would stay open until the peer closed it.
+        let abandoned = Abandoned(Some(core.clone()));
         session::establish(&core, shared.clone(), destination).await?;
+        abandoned.disarm();
         Ok(Session {
             owner: Arc::new(Owner(shared)),
         })
@@ -262,6 +294,8 @@ impl Session {
     }
 
     /// [`Session::publish_namespace`] with parameters (AUTHORIZATION_TOKEN).
+    ///
+    /// Cancel safe, as [`Session::publish_namespace`].
     pub async fn publish_namespace_with(
         &self,
         namespace: TrackNamespace,
@@ -291,6 +325,8 @@ impl Session {
     }
 
     /// [`Session::subscribe_namespace`] with parameters (AUTHORIZATION_TOKEN).
+    ///
+    /// Cancel safe, as [`Session::subscribe_namespace`].
     pub async fn subscribe_namespace_with(
         &self,
         prefix: TrackNamespace,
@@ -318,7 +354,11 @@ impl Session {
     }
 
     /// Starts a subscription of ours with PUBLISH; objects may be sent before the peer's
-    /// answer (draft-19 §5.1).
+    /// answer (draft-19 §5.1). Returns once PUBLISH is sent; [`PublishedTrack::accepted`]
+    /// waits for the answer.
+    ///
+    /// Cancel safe: dropped before it resolves, a PUBLISH already sent is cancelled (see
+    /// [the crate docs](crate#handles-drop-and-cancel-safety)).
     pub async fn publish(
         &self,
         track: FullTrackName,
@@ -378,6 +418,10 @@ impl Session {
     /// Sends GOAWAY on the control stream (draft-19 §10.4). A server may name a new URI; a
     /// client's must be empty. After `timeout` (if non-zero) a server closes the session, with
     /// GOAWAY_TIMEOUT if requests are still open.
+    ///
+    /// Not cancel-safe: GOAWAY counts as sent from the first poll (a second call fails and the
+    /// peer's new requests are refused), and a future dropped while the message is being
+    /// written may leave it unsent or half written on the control stream. Let it complete.
     pub async fn goaway(&self, new_session_uri: &str, timeout: Duration) -> Result<(), Error> {
         self.core().send_goaway(new_session_uri, timeout).await
     }
@@ -406,7 +450,9 @@ impl Session {
         }
     }
 
-    /// Closes the session with `code` and `reason`; every handle ends with [`Error::Closed`].
+    /// Closes the session with `code` and `reason` (CONNECTION_CLOSE, or the WebTransport
+    /// session's close); every handle ends with [`Error::Closed`]. Nothing queued is flushed
+    /// first: wait for [`Session::acknowledged`] before it for a graceful end.
     pub fn close(&self, code: SessionErrorCode, reason: &str) {
         self.core().close(Error::Closed {
             code,

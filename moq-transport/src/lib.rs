@@ -26,6 +26,25 @@
 //! }
 //! # Ok(()) }
 //! ```
+//!
+//! # Handles, drop and cancel safety
+//!
+//! Every public handle says on its type what dropping it does, and on each async method
+//! whether it is cancel safe (dropping the future before it resolves loses nothing and leaves
+//! no request half answered) or not, and what is left if not.
+//!
+//! Dropping the handle of an open request *cancels* the request (draft-19 §3.3.3). From
+//! draft-17 on that is RESET_STREAM and STOP_SENDING with CANCELLED on the request's stream;
+//! drafts 14-16, which carry every request on the control stream, spell it as their message
+//! for the request's kind and our role: UNSUBSCRIBE for our SUBSCRIBE (or for the peer's
+//! PUBLISH we accepted), FETCH_CANCEL for a FETCH, PUBLISH_NAMESPACE_DONE for a
+//! PUBLISH_NAMESPACE, UNSUBSCRIBE_NAMESPACE for a SUBSCRIBE_NAMESPACE, PUBLISH_DONE for our
+//! PUBLISH. A request of the peer's is never left unanswered: one whose [`track::Incoming`] is
+//! dropped unanswered is refused with REQUEST_ERROR.
+//!
+//! On the data plane, a stream reader dropped before the stream's end sends STOP_SENDING
+//! ([`track::IncomingSubgroup`], [`track::FetchResponse`]); a stream writer dropped unfinished
+//! resets its stream ([`track::SubgroupSender`], [`track::FetchWriter`]).
 
 mod devcert;
 pub mod endpoint;

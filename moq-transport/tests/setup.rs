@@ -176,3 +176,30 @@ async fn qlog_trace_per_connection() {
     })
     .await;
 }
+
+/// `Session::establish` dropped before SETUP completes closes the session it started: its
+/// tasks hold the connection, which would otherwise stay open until the peer closed it (and
+/// `Client::connect`, which says it is cancel safe, would leak a connection per cancelled
+/// attempt).
+#[tokio::test]
+async fn establish_dropped_before_setup_closes_the_connection() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use moq_transport::transport::{Connection, memory};
+    use moq_transport::{Destination, Session};
+
+    // The server end never answers SETUP.
+    let (client, server) = memory::pair("moqt-19", TransportKind::RawQuic);
+    let conn: Arc<dyn Connection> = Arc::new(client);
+    let establish = Session::establish(
+        conn,
+        Role::Client,
+        SessionConfig::default(),
+        Destination::default(),
+    );
+    let abandoned = tokio::time::timeout(Duration::from_millis(50), establish).await;
+    assert!(abandoned.is_err(), "SETUP cannot complete");
+    // The peer sees the connection close.
+    timeout(server.closed()).await;
+}

@@ -42,7 +42,8 @@ struct Inner {
 /// on the first and `Removed` after the last. A watcher sees the current set and then every
 /// change, in order, so a `Removed` always follows the `Added` (or snapshot entry) for it.
 ///
-/// Cheap to clone; clones share the set.
+/// Cheap to clone; clones share the set. Dropping the last clone drops the set (outstanding
+/// [`NamespaceRegistration`]s and [`NamespaceWatch`]es hold a clone, so it lives while they do).
 ///
 /// ```
 /// # tokio_test_block_on(async {
@@ -179,7 +180,10 @@ fn notify(inner: &mut Inner, ns: &TrackNamespace, event: NamespaceEvent) {
     }
 }
 
-/// Keeps a namespace registered in a [`NamespaceIndex`]; dropping it unregisters.
+/// Keeps a namespace registered in a [`NamespaceIndex`]; dropping it unregisters it (the
+/// index's watchers see [`NamespaceEvent::Removed`] once no other registration of the
+/// namespace is left, and sessions answering SUBSCRIBE_NAMESPACE from the index send
+/// NAMESPACE_DONE).
 #[derive(Debug)]
 pub struct NamespaceRegistration {
     index: NamespaceIndex,
@@ -200,7 +204,8 @@ impl Drop for NamespaceRegistration {
     }
 }
 
-/// Changes under a prefix of a [`NamespaceIndex`]; dropping it stops the watch.
+/// Changes under a prefix of a [`NamespaceIndex`]; dropping it stops the watch (it leaves
+/// the index; nothing is sent anywhere).
 #[derive(Debug)]
 pub struct NamespaceWatch {
     index: NamespaceIndex,

@@ -17,7 +17,9 @@ use crate::session::{GoawayInfo, RequestKind};
 /// While it lives the namespace is registered in the session's
 /// [`crate::Session::namespaces`], so the peer's SUBSCRIBE_NAMESPACE finds it. Dropping it (or
 /// [`PublishedNamespace::withdraw`]) withdraws the announcement by cancelling its request
-/// stream (draft-19 §6.2). The peer can revoke it; [`PublishedNamespace::ended`] tells when.
+/// stream (draft-19 §6.2; PUBLISH_NAMESPACE_DONE on drafts 14-16) and unregisters the
+/// namespace locally. The peer can revoke it; [`PublishedNamespace::ended`] tells when (the
+/// local registration then stays until the handle drops).
 ///
 /// It is `#[must_use]`, like every handle of this crate whose drop cancels a request
 /// ([`crate::namespace::NamespaceSubscription`], [`crate::track::Subscription`],
@@ -69,7 +71,8 @@ impl PublishedNamespace {
     /// Sends REQUEST_UPDATE (for example a fresh AUTHORIZATION_TOKEN) and waits for the answer.
     /// A REQUEST_ERROR ends the announcement (draft-19 §10.9).
     ///
-    /// Cancel safe: dropped early, the update is still sent and its answer discarded.
+    /// Cancel safe: dropped before it resolves, the update is either not sent at all or sent
+    /// with its answer still applied (a refusal still ends the announcement).
     pub async fn update(&self, params: Parameters) -> Result<(), Error> {
         self.request.update(params).await.map(|_| ())
     }

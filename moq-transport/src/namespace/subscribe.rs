@@ -23,8 +23,11 @@ use crate::session::{GoawayInfo, RequestKind};
 /// Yields [`NamespaceEvent::Added`] for each NAMESPACE and [`NamespaceEvent::Removed`] for each
 /// NAMESPACE_DONE, with full namespaces (prefix and suffix joined). If the peer ends the
 /// response stream (FIN or reset) every active namespace is reported removed (draft-19 §10.18)
-/// and the stream ends; if the session ends it yields that error, then ends. Dropping it
-/// cancels the subscription.
+/// and the stream ends; if the session ends it yields that error, then ends.
+///
+/// Dropping it cancels the SUBSCRIBE_NAMESPACE: RESET_STREAM and STOP_SENDING on its request
+/// stream (draft-19 §6.1), UNSUBSCRIBE_NAMESPACE on drafts 14-16. Events queued and not read
+/// are discarded.
 ///
 /// Implements [`futures::Stream`].
 #[derive(Debug)]
@@ -57,7 +60,8 @@ impl NamespaceSubscription {
     /// (draft-19 §10.9.2). On success every namespace under the old prefix is reported removed
     /// and those under the new one follow.
     ///
-    /// Cancel safe: dropped early, the update is still sent and its answer applied.
+    /// Cancel safe: dropped before it resolves, the update is either not sent at all or sent
+    /// with its answer still applied (the events follow the new prefix).
     pub async fn update_prefix(&self, prefix: TrackNamespace) -> Result<(), Error> {
         let params = Parameters {
             track_namespace_prefix: Some(prefix),

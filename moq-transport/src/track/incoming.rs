@@ -24,8 +24,10 @@ use crate::session::SessionCore;
 
 /// A request from the peer for the application to answer.
 ///
-/// Each variant has `accept` and `reject` methods; dropping one unanswered rejects it, so the
-/// peer never waits forever.
+/// Each variant has `accept` and `reject` methods; dropping one unanswered rejects it with
+/// REQUEST_ERROR, so the peer never waits forever: SUBSCRIBE, FETCH and TRACK_STATUS with
+/// INTERNAL_ERROR, PUBLISH with UNINTERESTED, SUBSCRIBE_TRACKS with NOT_SUPPORTED. If the
+/// peer cancels the request first, `accept` fails with [`Error::EndedEarly`].
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Incoming {
@@ -41,7 +43,7 @@ pub enum Incoming {
     SubscribeTracks(IncomingSubscribeTracks),
 }
 
-/// What a publisher answers a SUBSCRIBE with.
+/// What a publisher answers a SUBSCRIBE with. Plain data: dropping it does nothing.
 #[derive(Clone, Debug, Default)]
 pub struct SubscribeResponse {
     /// The Track Alias to use; `None` lets the session choose a fresh one.
@@ -71,6 +73,8 @@ impl std::fmt::Debug for SubscribeDecision {
 }
 
 /// A SUBSCRIBE from the peer, for the application to answer.
+///
+/// Dropping it unanswered refuses the SUBSCRIBE with REQUEST_ERROR (INTERNAL_ERROR).
 #[derive(Debug)]
 pub struct IncomingSubscribe {
     pub(super) request_id: u64,
@@ -98,7 +102,9 @@ impl IncomingSubscribe {
     /// Accepts with SUBSCRIBE_OK; returns the writer for the subscription's objects.
     ///
     /// Not cancel-safe: the answer is sent on the first poll; dropped after that, the
-    /// subscription is accepted and its writer dropped with the future.
+    /// subscription is accepted and its writer dropped with the future, which leaves the
+    /// subscription open with nothing sent on it until the subscriber cancels it or the
+    /// session ends (see [`SubscriptionWriter`]'s drop).
     pub async fn accept(
         mut self,
         response: SubscribeResponse,
@@ -110,7 +116,7 @@ impl IncomingSubscribe {
         rx.await.unwrap_or(Err(Error::EndedEarly))
     }
 
-    /// Rejects with REQUEST_ERROR.
+    /// Rejects with REQUEST_ERROR (then FIN on its request stream).
     pub fn reject(mut self, error: RequestError) {
         if let Some(d) = self.decision.take() {
             let _ = d.send(SubscribeDecision::Reject(error));
@@ -119,6 +125,8 @@ impl IncomingSubscribe {
 }
 
 /// A FETCH from the peer, resolved to a track and a range, for the application to answer.
+///
+/// Dropping it unanswered refuses the FETCH with REQUEST_ERROR (INTERNAL_ERROR).
 #[derive(Debug)]
 pub struct IncomingFetch {
     pub(super) request_id: u64,
@@ -213,7 +221,8 @@ impl IncomingFetch {
     /// Accepts with FETCH_OK; returns the writer for the fetch stream.
     ///
     /// Not cancel-safe: the answer is sent on the first poll; dropped after that, the fetch is
-    /// accepted and its writer dropped with the future.
+    /// accepted and its writer dropped with the future, which resets the fetch stream
+    /// (CANCELLED).
     pub async fn accept(mut self, end: FetchEnd) -> Result<FetchWriter, Error> {
         let d = self.decision.take().ok_or(Error::EndedEarly)?;
         let (tx, rx) = oneshot::channel();
@@ -237,6 +246,9 @@ pub(super) type PublishDecision = (
 );
 
 /// A PUBLISH from the peer, for the application to answer.
+///
+/// Dropping it unanswered refuses the PUBLISH with REQUEST_ERROR (UNINTERESTED); the track's
+/// data streams are then stopped as they arrive.
 #[derive(Debug)]
 pub struct IncomingPublish {
     pub(super) track: FullTrackName,
@@ -265,7 +277,8 @@ impl IncomingPublish {
     /// delivery timeouts, ...). Objects that arrived before are delivered too.
     ///
     /// Not cancel-safe: the answer is sent on the first poll; dropped after that, the PUBLISH is
-    /// accepted and its subscription dropped with the future.
+    /// accepted and its subscription dropped with the future, which unsubscribes at once
+    /// (see [`Subscription`]'s drop).
     pub async fn accept(mut self, params: Parameters) -> Result<Subscription, Error> {
         let d = self.decision.take().ok_or(Error::EndedEarly)?;
         let (tx, rx) = oneshot::channel();
@@ -282,7 +295,7 @@ impl IncomingPublish {
     }
 }
 
-/// A track's state, as TRACK_STATUS_OK carries it.
+/// A track's state, as TRACK_STATUS_OK carries it. Plain data: dropping it does nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TrackStatusInfo {
     /// The largest location published, if any.
@@ -293,7 +306,10 @@ pub struct TrackStatusInfo {
     pub track_properties: Properties,
 }
 
-/// A TRACK_STATUS from the peer, for the application to answer.
+/// A TRACK_STATUS from the peer, for the application to answer. Both answers are sent at
+/// once, followed by FIN (draft-19 §10.14).
+///
+/// Dropping it unanswered refuses the TRACK_STATUS with REQUEST_ERROR (INTERNAL_ERROR).
 #[derive(Debug)]
 pub struct IncomingTrackStatus {
     pub(super) track: FullTrackName,
@@ -328,6 +344,8 @@ impl IncomingTrackStatus {
 }
 
 /// A SUBSCRIBE_TRACKS from the peer, for the application to answer.
+///
+/// Dropping it unanswered refuses the SUBSCRIBE_TRACKS with REQUEST_ERROR (NOT_SUPPORTED).
 #[derive(Debug)]
 pub struct IncomingSubscribeTracks {
     pub(super) prefix: TrackNamespace,
@@ -339,6 +357,10 @@ pub struct IncomingSubscribeTracks {
 /// The publisher's side of an accepted SUBSCRIBE_TRACKS: send PUBLISH for each matching track
 /// with [`crate::Session::publish`] (using [`TracksResponder::defaults`]), and
 /// PUBLISH_SKIPPED for those it will not. Clones share the request.
+///
+/// Dropping it (every clone) does not end the request: the SUBSCRIBE_TRACKS stays accepted,
+/// with its REQUEST_UPDATEs answered, until the subscriber cancels it or the session ends; the
+/// PUBLISHes already sent are subscriptions of their own, unaffected.
 #[derive(Clone, Debug)]
 pub struct TracksResponder {
     pub(super) prefix: watch::Receiver<TrackNamespace>,
@@ -416,7 +438,7 @@ impl IncomingSubscribeTracks {
     /// Accepts with REQUEST_OK.
     ///
     /// Not cancel-safe: the answer is sent on the first poll; dropped after that, the request is
-    /// accepted and its responder dropped with the future.
+    /// accepted and its responder dropped with the future (see [`TracksResponder`]'s drop).
     pub async fn accept(mut self) -> Result<TracksResponder, Error> {
         let d = self.decision.take().ok_or(Error::EndedEarly)?;
         let (tx, rx) = oneshot::channel();
@@ -437,6 +459,11 @@ type Next = Pin<Box<dyn Future<Output = Option<Incoming>> + Send + Sync>>;
 
 /// The stream of [`Incoming`] requests of a session (see [`crate::Session::incoming`]).
 /// Clones share one queue: each request goes to one of them. Ends when the session ends.
+///
+/// Dropping it (every clone) does not refuse anything: requests keep queueing, up to the
+/// queue's capacity (then they are refused with EXCESSIVE_LOAD), for a later
+/// [`crate::Session::incoming`] to take. Dropping a clone in the middle of
+/// [`futures::Stream::poll_next`] loses no request.
 pub struct IncomingRequests {
     rx: Receiver,
     core: Arc<SessionCore>,

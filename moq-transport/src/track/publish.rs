@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::request::Request;
 use crate::session::{RequestKind, SessionCore};
 
-/// How to PUBLISH a track.
+/// How to PUBLISH a track. Plain data: dropping it does nothing.
 #[derive(Clone, Debug, Default)]
 pub struct PublishOptions {
     /// The Track Alias; `None` lets the session choose.
@@ -39,6 +39,10 @@ pub struct PublishOptions {
 }
 
 /// A track we PUBLISHed: its writer, and the subscriber's answer.
+///
+/// Dropping it drops its writer and nothing else: the PUBLISH stays open (see
+/// [`SubscriptionWriter`]'s drop) until the subscriber cancels it or the session ends; end it
+/// with [`SubscriptionWriter::finish`] (after [`PublishedTrack::into_writer`]).
 #[derive(Debug)]
 pub struct PublishedTrack {
     writer: SubscriptionWriter,

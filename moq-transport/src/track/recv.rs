@@ -21,7 +21,8 @@ use crate::error::Error;
 use crate::session::SessionCore;
 use crate::transport::BoxRecvStream;
 
-/// What a subscription delivers.
+/// What a subscription delivers. Dropping a [`TrackEvent::Subgroup`] drops its
+/// [`IncomingSubgroup`] (see there).
 #[derive(Debug)]
 pub enum TrackEvent {
     /// A subgroup stream; read its objects with [`IncomingSubgroup::next_object`].
@@ -433,7 +434,10 @@ impl Drop for Parked<'_> {
 ///
 /// Objects come in Object ID order. The stream ends with `Ok(None)` when the publisher finished
 /// it (every object of the subgroup was delivered), or with [`Error::Cancelled`] if it was
-/// reset (objects may be missing). Dropping it sends STOP_SENDING.
+/// reset (objects may be missing).
+///
+/// Dropping it before the stream's end sends STOP_SENDING (CANCELLED) on it; the
+/// subscription is not affected. Dropped after the end, it does nothing.
 #[derive(Debug)]
 pub struct IncomingSubgroup {
     reader: SubgroupReader,

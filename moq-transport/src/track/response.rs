@@ -32,7 +32,13 @@ pub enum FetchItem {
 /// The answer to a FETCH: FETCH_OK, then its objects in the requested order.
 ///
 /// [`FetchResponse::next`] returns `None` when the publisher finished the fetch stream, or an
-/// error if it was reset or the session ended. Dropping it cancels the fetch.
+/// error if it was reset or the session ended.
+///
+/// Dropping it before the end cancels the FETCH: RESET_STREAM and STOP_SENDING on its request
+/// stream (FETCH_CANCEL on drafts 14-16) and STOP_SENDING on its data stream. Dropped after
+/// [`FetchResponse::next`] returned `None`, it only closes what is left of the request
+/// stream. A fill fetch stream (from [`crate::track::Subscription::take_fill`]) has no request
+/// stream: dropping it stops its data stream only.
 #[derive(Debug)]
 #[must_use = "dropping it cancels the FETCH"]
 pub struct FetchResponse {

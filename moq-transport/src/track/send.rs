@@ -296,6 +296,10 @@ impl WriterShared {
 
 /// A fill the subscriber asked for with FILL_PARAMETERS (draft-21 §3.4, from draft-20): the
 /// range to deliver on a fill fetch stream, and how.
+///
+/// Plain data: dropping it sends nothing. The subscriber waits for the fill fetch stream
+/// until the session ends, so a fill taken is opened with [`SubscriptionWriter::open_fill`],
+/// and reset if it cannot be served.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fill {
     /// The Request ID its FETCH_HEADER carries (the SUBSCRIBE's or the REQUEST_UPDATE's).
@@ -438,6 +442,11 @@ impl WriterShared {
 /// Objects that do not pass the subscription's filters (Forward State, Location Filter, Range
 /// Filters; draft-19 §5.1.4) are skipped, never sent. When the subscriber cancels, or the
 /// session ends, writes fail with that error and [`SubscriptionWriter::cancelled`] resolves.
+///
+/// Dropping a clone does nothing. Dropping the last one does not end the subscription either:
+/// its request stays open, with REQUEST_UPDATEs answered and nothing sent, until the
+/// subscriber cancels it or the session ends. End it with [`SubscriptionWriter::finish`]
+/// (PUBLISH_DONE). Open [`SubgroupSender`]s live on their own.
 #[derive(Debug)]
 pub struct SubscriptionWriter {
     pub(crate) shared: Arc<WriterShared>,
@@ -841,8 +850,10 @@ impl SubscriptionWriter {
     /// PUBLISH_DONE with the exact Stream Count and finishes the request stream
     /// (draft-19 §10.11).
     ///
-    /// Not cancel-safe: dropped before it resolves, the subscription counts as finished but
-    /// PUBLISH_DONE may not have been sent.
+    /// Not cancel-safe: dropped before it resolves, the subscription counts as finished (a
+    /// second `finish` fails) but PUBLISH_DONE may not have been sent; if it was not, it never
+    /// will be, and the subscription stays open until the subscriber cancels it or the session
+    /// ends.
     pub async fn finish(self, status: PublishDoneCode, reason: &str) -> Result<(), Error> {
         let s = &self.shared;
         if s.finished.swap(true, Ordering::Relaxed) {
@@ -1147,7 +1158,7 @@ impl Drop for SubgroupSender {
     }
 }
 
-/// What FETCH_OK said.
+/// What FETCH_OK said. Plain data: dropping it does nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchEnd {
     /// Every object of the track has been published and `end` is the last.

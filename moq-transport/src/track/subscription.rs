@@ -62,8 +62,13 @@ pub enum JoiningStart {
 ///
 /// [`Subscription::next`] yields [`TrackEvent`]s; it returns `None` after the publisher's
 /// PUBLISH_DONE once every stream it counted has arrived, or yields the error (then `None`) if
-/// the subscription was cancelled or the session ended. Dropping it unsubscribes
-/// (STOP_SENDING, draft-19 §5.1).
+/// the subscription was cancelled or the session ended.
+///
+/// Dropping it unsubscribes (draft-19 §5.1): RESET_STREAM and STOP_SENDING on its request
+/// stream, UNSUBSCRIBE on drafts 14-16. Its Track Alias is released, so data streams that
+/// arrive for it afterwards are stopped; [`IncomingSubgroup`](super::IncomingSubgroup)s already
+/// handed out are not affected (each sends STOP_SENDING when it drops). A fill
+/// [`FetchResponse`] taken from it lives on its own.
 #[derive(Debug)]
 #[must_use = "dropping it cancels the subscription (UNSUBSCRIBE)"]
 pub struct Subscription {
@@ -83,6 +88,10 @@ impl Subscription {
     /// [`Subscription::update`] with a FILL_PARAMETERS (draft-21 §3.4, from draft-20): also
     /// returns the fill fetch stream the update asks for (its FETCH_HEADER carries the
     /// REQUEST_UPDATE's Request ID), or `None` if its range is empty or Forward State is 0.
+    ///
+    /// Not cancel-safe: dropped once the REQUEST_UPDATE is queued, the update still applies,
+    /// but the fill fetch stream it asks for is not read: it is held unread until the session
+    /// ends. Use [`Subscription::update`] where the call may be cancelled.
     pub async fn update_with_fill(
         &self,
         params: Parameters,
@@ -206,7 +215,8 @@ impl Subscription {
     /// LARGEST_OBJECT of REQUEST_UPDATE_OK. A failed update ends the subscription
     /// (draft-19 §10.9.1).
     ///
-    /// Cancel safe: dropped early, the update is still sent and its answer applied.
+    /// Cancel safe: dropped before it resolves, the update is either not sent at all or sent
+    /// with its answer still applied (a refusal still ends the subscription).
     pub async fn update(&self, params: Parameters) -> Result<Option<Location>, Error> {
         let ok = self.request.update(params).await?;
         Ok(ok.params.largest_object)

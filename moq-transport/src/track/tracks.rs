@@ -19,8 +19,12 @@ use crate::namespace::NamespaceState;
 use crate::request::{Event, Feed, Request, RequestHandle};
 use crate::session::{GoawayInfo, RequestKind};
 
-/// An accepted SUBSCRIBE_TRACKS, on the subscriber side: the PUBLISH_SKIPPED notices. Dropping
-/// it cancels the request (a relay then sends no further PUBLISH for it).
+/// An accepted SUBSCRIBE_TRACKS, on the subscriber side: the PUBLISH_SKIPPED notices.
+///
+/// Dropping it cancels the request (draft-19 §3.3.3, see
+/// [the crate docs](crate#handles-drop-and-cancel-safety)): a relay then sends no further
+/// PUBLISH for it. The PUBLISHes it already
+/// brought are subscriptions of their own ([`Incoming::Publish`]), unaffected.
 #[derive(Debug)]
 #[must_use = "dropping it cancels the SUBSCRIBE_TRACKS"]
 pub struct TrackSubscription {
@@ -51,6 +55,9 @@ impl TrackSubscription {
     /// Changes the request with REQUEST_UPDATE (draft-19 §10.9): a new prefix
     /// (TRACK_NAMESPACE_PREFIX, §10.9.2) or new defaults for the PUBLISHes still to come
     /// (filters, FORWARD, priority, ...). A refusal ([`Error::Rejected`]) ends the request.
+    ///
+    /// Not cancel-safe: dropped once the REQUEST_UPDATE is queued, the update still goes out
+    /// and applies at the publisher, but [`TrackSubscription::prefix`] keeps the old prefix.
     pub async fn update(&mut self, params: Parameters) -> Result<(), Error> {
         let prefix = params.track_namespace_prefix.clone();
         self.request.update(params).await?;
