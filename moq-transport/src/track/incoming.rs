@@ -462,8 +462,9 @@ type Next = Pin<Box<dyn Future<Output = Option<Incoming>> + Send + Sync>>;
 ///
 /// Dropping it (every clone) does not refuse anything: requests keep queueing, up to the
 /// queue's capacity (then they are refused with EXCESSIVE_LOAD), for a later
-/// [`crate::Session::incoming`] to take. Dropping a clone in the middle of
-/// [`futures::Stream::poll_next`] loses no request.
+/// [`crate::Session::incoming`] to take, and the peer waits for their answers meanwhile. An
+/// application that set [`crate::SessionConfig::accept_requests`] keeps taking them. Dropping
+/// a clone in the middle of [`futures::Stream::poll_next`] loses no request.
 pub struct IncomingRequests {
     rx: Receiver,
     core: Arc<SessionCore>,
