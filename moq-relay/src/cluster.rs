@@ -41,7 +41,7 @@ use moq_transport::{
 };
 use parking_lot::Mutex;
 
-use crate::Metrics;
+use crate::metrics::Metrics;
 
 /// How a relay joins a cluster.
 #[derive(Clone, Debug)]
@@ -503,7 +503,7 @@ impl Links {
             l.failures += 1;
             l.last_error = Some((cause, err.to_string()));
         });
-        self.metrics.link_failure(&link.peer, cause);
+        self.metrics.link_failure(&link.peer, cause.as_str());
         tracing::warn!(
             peer = %link.peer,
             cause = cause.as_str(),
@@ -531,7 +531,7 @@ impl Links {
             tracing::info!(peer = %link.peer, error = %err, "cluster link closed");
             return;
         }
-        self.metrics.link_failure(&link.peer, cause);
+        self.metrics.link_failure(&link.peer, cause.as_str());
         tracing::warn!(
             peer = %link.peer,
             cause = cause.as_str(),
@@ -560,7 +560,7 @@ impl Links {
             l.state = LinkState::Refused;
             l.last_error = Some((cause, err.to_string()));
         });
-        self.metrics.link_failure(&link.peer, cause);
+        self.metrics.link_failure(&link.peer, cause.as_str());
         tracing::warn!(
             peer = %link.peer,
             cause = cause.as_str(),

@@ -346,11 +346,12 @@ impl Metrics {
             .set(if up { 1.0 } else { 0.0 });
     }
 
-    /// A dial of the cluster link to `peer` failed, or the link was lost or refused, for `cause`.
-    pub fn link_failure(&self, peer: &str, cause: crate::cluster::LinkCause) {
+    /// A dial of the cluster link to `peer` failed, or the link was lost or refused, for `cause`
+    /// (`certificate`, `token`, `unreachable`, `closed` or `other`: a cluster link cause's label).
+    pub fn link_failure(&self, peer: &str, cause: &'static str) {
         let labels = vec![
             Label::new("peer", peer.to_string()),
-            Label::new("cause", cause.as_str()),
+            Label::new("cause", cause),
         ];
         self.recorder
             .register_counter(
