@@ -203,3 +203,54 @@ async fn establish_dropped_before_setup_closes_the_connection() {
     // The peer sees the connection close.
     timeout(server.closed()).await;
 }
+
+/// Dropping a `Server` stops accepting: its accept loop ends (no task of the endpoint is left
+/// once nothing else uses it), a new connection is not taken, and a session accepted before
+/// the drop goes on.
+#[tokio::test]
+async fn a_dropped_server_takes_no_new_connection() {
+    use std::time::Duration;
+
+    use moq_transport::endpoint::{Client, ClientConfig, QuicSettings, Server, ServerConfig};
+    use moq_transport::tls::{Certificate, ClientTls};
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    timeout(async {
+        let cert = Certificate::generate(&["localhost".into()]).unwrap();
+        let bind = || ServerConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
+
+        // Alone, a dropped server leaves no task behind (its accept loop and quinn's driver).
+        let idle = alive();
+        let server = Server::bind(bind()).unwrap();
+        assert!(alive() > idle);
+        drop(server);
+        while alive() != idle {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+
+        let server = Server::bind(bind()).unwrap();
+        let port = server.local_addr().unwrap().port();
+        let client = Client::new(ClientConfig {
+            tls: ClientTls::pinned(cert.fingerprint()),
+            quic: QuicSettings::default().with_idle_timeout(Duration::from_secs(1)),
+            ..Default::default()
+        })
+        .unwrap();
+        let url = format!("moqt://localhost:{port}");
+        let (c, s) = tokio::join!(client.connect(&url), server.accept());
+        let (before, accepted) = (c.unwrap(), s.unwrap());
+        drop(server);
+        assert!(
+            client.connect(&url).await.is_err(),
+            "a dropped server completed a new session"
+        );
+        // The session accepted before the drop is still open: closing it from one end reaches
+        // the other.
+        before.close(SessionErrorCode::NO_ERROR, "done");
+        accepted.closed().await;
+    })
+    .await;
+}

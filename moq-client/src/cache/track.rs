@@ -1,50 +1,19 @@
-//! Tracks held in memory: groups, subgroups and objects as they are produced, a bounded cache
-//! of recent groups, and readers that follow it live.
-//!
-//! The same structure serves a publishing application (it writes objects) and a relay (it
-//! writes what arrives from upstream, deduplicating objects that arrive twice).
+//! A track's cache: its groups, the largest location, the track's end, NEW_GROUP_REQUEST, the
+//! subscriptions served from it, and the readers that follow it live.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use moq_core::data::ObjectStatus;
 use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
 use moq_transport::track::{SubscriptionWriter, last_covered};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
-pub(crate) use crate::malformed::Malformed;
-use crate::malformed::{self, Seen};
-
-/// The Subgroup ID under which objects that travel as datagrams are kept; they are served as
-/// datagrams.
-pub const DATAGRAM_SUBGROUP: u64 = u64::MAX;
-
-/// How much of a track is kept in memory. The oldest groups go first; the group being written
-/// is never evicted.
-#[derive(Clone, Copy, Debug)]
-pub struct CacheLimits {
-    /// At most this many groups.
-    pub max_groups: usize,
-    /// At most this many payload bytes.
-    pub max_bytes: usize,
-    /// Groups older than this are dropped (MAX_CACHE_DURATION lowers it).
-    pub max_age: Option<Duration>,
-}
-
-impl Default for CacheLimits {
-    fn default() -> Self {
-        CacheLimits {
-            max_groups: 32,
-            max_bytes: 64 << 20,
-            max_age: Some(Duration::from_secs(60)),
-        }
-    }
-}
+use super::group::{Group, Subgroup};
+use super::object::{CacheLimits, CachedObject, DATAGRAM_SUBGROUP};
+use crate::malformed::{self, Malformed, Seen};
 
 /// An outstanding NEW_GROUP_REQUEST (draft-19 §10.2.18).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,327 +23,6 @@ pub struct NewGroup {
     /// The track's largest group when it was asked; the request is outstanding until a later
     /// group starts.
     pub asked_in: Option<u64>,
-}
-
-/// One object in the cache.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CachedObject {
-    /// Object ID.
-    pub id: u64,
-    /// Normal, End of Group or End of Track.
-    pub status: ObjectStatus,
-    /// Object Properties.
-    pub properties: Properties,
-    /// The payload.
-    pub payload: Bytes,
-    /// When its first byte was produced or received (for delivery timeouts and cache age).
-    pub received: Instant,
-    /// The last object of its group, as a datagram's END_OF_GROUP said (draft-19 §11.3.1);
-    /// kept so that it is forwarded as it came (§9.1: a cache stores every field).
-    pub end_of_group: bool,
-}
-
-impl From<moq_transport::track::Object> for CachedObject {
-    /// The object as received now.
-    fn from(o: moq_transport::track::Object) -> Self {
-        CachedObject {
-            id: o.location.object,
-            status: o.status,
-            properties: o.properties,
-            payload: o.payload,
-            received: Instant::now(),
-            end_of_group: o.end_of_group,
-        }
-    }
-}
-
-/// How a subgroup ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SubgroupEnd {
-    /// Still being written.
-    Open,
-    /// Complete: every object is here.
-    Finished,
-    /// Abandoned: objects may be missing.
-    Reset,
-}
-
-#[derive(Debug)]
-struct SubgroupInner {
-    objects: Vec<CachedObject>,
-    end: SubgroupEnd,
-    /// Ended by a stream's FIN (not completed by inference, see [`Subgroup::complete`]).
-    fin: bool,
-    bytes: usize,
-}
-
-/// One subgroup: objects in increasing Object ID order.
-#[derive(Debug)]
-pub struct Subgroup {
-    /// Group ID.
-    pub group: u64,
-    /// Subgroup ID.
-    pub id: u64,
-    /// Publisher priority.
-    pub priority: u8,
-    /// Whether this subgroup holds the group's last object.
-    pub end_of_group: bool,
-    /// Whether the cache holds it from the first object ever published in it (what a stream
-    /// forwarded from its start says with FIRST_OBJECT, draft-19 §2.2).
-    pub from_first: bool,
-    inner: Mutex<SubgroupInner>,
-    changed: watch::Sender<u64>,
-    /// Streams writing into it now (see [`Subgroup::writing`]).
-    writers: std::sync::atomic::AtomicUsize,
-    /// Its group's final Object ID, shared by the group's subgroups (`u64::MAX`: not known).
-    group_end: Arc<AtomicU64>,
-}
-
-impl Subgroup {
-    fn new(
-        group: u64,
-        id: u64,
-        priority: u8,
-        end_of_group: bool,
-        from_first: bool,
-        group_end: Arc<AtomicU64>,
-    ) -> Self {
-        Subgroup {
-            group_end,
-            group,
-            id,
-            priority,
-            end_of_group,
-            from_first,
-            inner: Mutex::new(SubgroupInner {
-                objects: Vec::new(),
-                end: SubgroupEnd::Open,
-                fin: false,
-                bytes: 0,
-            }),
-            changed: watch::channel(0).0,
-            writers: std::sync::atomic::AtomicUsize::new(0),
-        }
-    }
-
-    /// Counts a stream writing into the subgroup (an upstream's subgroup stream, at a relay)
-    /// for as long as the guard lives.
-    pub fn writing(self: &Arc<Self>) -> Writing {
-        self.writers.fetch_add(1, Ordering::Relaxed);
-        Writing(self.clone())
-    }
-
-    /// Waits until the subgroup holds the objects before `id` as far as another stream can
-    /// tell: its last object is at least `id - 1`, no other stream writes into it (the caller
-    /// holds a [`Writing`] of its own), or it ended. A stream that begins inside the subgroup
-    /// waits here before appending, so that an object another upstream is still delivering is
-    /// not passed over (draft-19 §9.4: a relay never reorders or drops a subgroup's objects).
-    ///
-    /// Cancel safe.
-    pub async fn caught_up(&self, id: u64) {
-        let mut rx = self.changed.subscribe();
-        loop {
-            let done = self.last_id().is_some_and(|l| l.saturating_add(1) >= id)
-                || self.writers.load(Ordering::Relaxed) <= 1
-                || self.state() != SubgroupEnd::Open;
-            if done || rx.changed().await.is_err() {
-                return;
-            }
-        }
-    }
-
-    /// The object at position `i`, or how the subgroup stands if there is none yet.
-    pub fn get(&self, i: usize) -> Result<CachedObject, SubgroupEnd> {
-        let inner = self.inner.lock();
-        inner.objects.get(i).cloned().ok_or(inner.end)
-    }
-
-    /// Waits until there is an object at position `i` or the subgroup ends.
-    ///
-    /// Cancel safe.
-    pub async fn wait(&self, i: usize) -> Result<CachedObject, SubgroupEnd> {
-        let mut rx = self.changed.subscribe();
-        loop {
-            match self.get(i) {
-                Err(SubgroupEnd::Open) => {}
-                other => return other,
-            }
-            if rx.changed().await.is_err() {
-                return self.get(i);
-            }
-        }
-    }
-
-    /// Appends an object. Objects must have increasing IDs; one already present (a duplicate
-    /// from a second upstream) is ignored, and so is anything after the subgroup ended.
-    /// Returns whether it was added.
-    pub fn append(&self, obj: CachedObject) -> bool {
-        let mut inner = self.inner.lock();
-        if inner.end != SubgroupEnd::Open || inner.objects.last().is_some_and(|l| l.id >= obj.id) {
-            return false;
-        }
-        inner.bytes += obj.payload.len();
-        if obj.status == ObjectStatus::EndOfGroup {
-            self.group_end.fetch_min(obj.id, Ordering::Relaxed);
-        }
-        inner.objects.push(obj);
-        drop(inner);
-        self.changed.send_modify(|v| *v += 1);
-        true
-    }
-
-    /// The object with ID `id`, if stored.
-    pub fn find(&self, id: u64) -> Option<CachedObject> {
-        let inner = self.inner.lock();
-        inner
-            .objects
-            .binary_search_by_key(&id, |o| o.id)
-            .ok()
-            .and_then(|i| inner.objects.get(i).cloned())
-    }
-
-    /// Marks the subgroup complete: a stream carrying it ended with FIN (or its producer
-    /// closed it). Its last object is the subgroup's final object (draft-19 §2.4.2).
-    pub fn finish(&self) {
-        self.end(SubgroupEnd::Finished, true);
-    }
-
-    /// Marks the subgroup complete without a stream having ended it (what a FETCH filled in):
-    /// no object after its last is refused for it.
-    pub fn complete(&self) {
-        self.end(SubgroupEnd::Finished, false);
-    }
-
-    /// The subgroup's final object: its last, once a stream's FIN ended it.
-    pub fn final_object(&self) -> Option<u64> {
-        let inner = self.inner.lock();
-        if inner.fin {
-            inner.objects.last().map(|o| o.id)
-        } else {
-            None
-        }
-    }
-
-    /// Marks the subgroup abandoned.
-    pub fn reset(&self) {
-        self.end(SubgroupEnd::Reset, false);
-    }
-
-    fn end(&self, how: SubgroupEnd, fin: bool) {
-        let mut inner = self.inner.lock();
-        if inner.end == SubgroupEnd::Open {
-            inner.end = how;
-            inner.fin = fin;
-            // The last object of a finished subgroup that carries the end of its group.
-            if let (SubgroupEnd::Finished, true, Some(last)) =
-                (how, self.end_of_group, inner.objects.last())
-            {
-                self.group_end.fetch_min(last.id, Ordering::Relaxed);
-            }
-            drop(inner);
-            self.changed.send_modify(|v| *v += 1);
-        }
-    }
-
-    /// How the subgroup stands.
-    pub fn state(&self) -> SubgroupEnd {
-        self.inner.lock().end
-    }
-
-    /// The last Object ID, if any.
-    pub fn last_id(&self) -> Option<u64> {
-        self.inner.lock().objects.last().map(|o| o.id)
-    }
-
-    /// Number of objects.
-    pub fn len(&self) -> usize {
-        self.inner.lock().objects.len()
-    }
-
-    /// True if no object is here yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn bytes(&self) -> usize {
-        self.inner.lock().bytes
-    }
-}
-
-/// A stream writing into a subgroup (see [`Subgroup::writing`]). Dropping it stops counting that
-/// stream as one writing into the subgroup.
-#[derive(Debug)]
-pub struct Writing(Arc<Subgroup>);
-
-impl Drop for Writing {
-    fn drop(&mut self) {
-        self.0.writers.fetch_sub(1, Ordering::Relaxed);
-        self.0.changed.send_modify(|v| *v += 1);
-    }
-}
-
-/// One group: its subgroups, by Subgroup ID. Dropping it does nothing (the track keeps it).
-#[derive(Debug)]
-pub struct Group {
-    /// Group ID.
-    pub id: u64,
-    subgroups: Mutex<BTreeMap<u64, Arc<Subgroup>>>,
-    created: Instant,
-    /// The final Object ID once known (`u64::MAX` until then), kept by its subgroups.
-    end: Arc<AtomicU64>,
-}
-
-impl Group {
-    /// The subgroups, by ID.
-    pub fn subgroups(&self) -> Vec<Arc<Subgroup>> {
-        self.subgroups.lock().values().cloned().collect()
-    }
-
-    /// The subgroup `id`, if present.
-    pub fn subgroup(&self, id: u64) -> Option<Arc<Subgroup>> {
-        self.subgroups.lock().get(&id).cloned()
-    }
-
-    fn bytes(&self) -> usize {
-        self.subgroups.lock().values().map(|s| s.bytes()).sum()
-    }
-
-    /// The group's final Object ID, if known (draft-19 §2.4.2): an END_OF_GROUP status object,
-    /// or the last object of a finished subgroup that carries the end of the group.
-    pub fn final_object(&self) -> Option<u64> {
-        Some(self.end.load(Ordering::Relaxed)).filter(|e| *e != u64::MAX)
-    }
-
-    /// The largest Object ID stored in the group.
-    pub fn largest(&self) -> Option<u64> {
-        self.subgroups
-            .lock()
-            .values()
-            .filter_map(|s| s.last_id())
-            .max()
-    }
-
-    /// True if a subgroup other than `subgroup` holds object `id`.
-    fn holds_elsewhere(&self, subgroup: u64, id: u64) -> bool {
-        self.subgroups
-            .lock()
-            .values()
-            .any(|s| s.id != subgroup && s.find(id).is_some())
-    }
-
-    /// Every object in the group, by Object ID (objects of all subgroups merged).
-    pub fn objects(&self) -> Vec<(Arc<Subgroup>, CachedObject)> {
-        let mut out = Vec::new();
-        for sg in self.subgroups() {
-            let mut i = 0;
-            while let Ok(o) = sg.get(i) {
-                out.push((sg.clone(), o));
-                i += 1;
-            }
-        }
-        out.sort_by_key(|(_, o)| o.id);
-        out
-    }
 }
 
 /// The mutable part of a track.
@@ -589,7 +237,7 @@ impl TrackCache {
         inner
             .groups
             .values()
-            .filter(|g| max_age.is_none_or(|a| now.duration_since(g.created) <= a))
+            .filter(|g| g.within(max_age, now))
             .cloned()
             .collect()
     }
@@ -815,29 +463,12 @@ impl TrackCache {
         let g = inner
             .groups
             .entry(group)
-            .or_insert_with(|| {
-                Arc::new(Group {
-                    id: group,
-                    subgroups: Mutex::new(BTreeMap::new()),
-                    created: Instant::now(),
-                    end: Arc::new(AtomicU64::new(u64::MAX)),
-                })
-            })
+            .or_insert_with(|| Arc::new(Group::new(group)))
             .clone();
-        let mut subs = g.subgroups.lock();
-        if let Some(s) = subs.get(&id) {
-            return Some(s.clone());
+        let (s, created) = g.subgroup_or_insert(id, priority, end_of_group, from_first);
+        if !created {
+            return Some(s);
         }
-        let s = Arc::new(Subgroup::new(
-            group,
-            id,
-            priority,
-            end_of_group,
-            from_first,
-            g.end.clone(),
-        ));
-        subs.insert(id, s.clone());
-        drop(subs);
         inner.log.push((group, id));
         self.evict(&mut inner);
         drop(inner);
@@ -880,7 +511,7 @@ impl TrackCache {
             && inner
                 .groups
                 .iter()
-                .find(|(_, g)| max_age.is_none_or(|a| now.duration_since(g.created) <= a))
+                .find(|(_, g)| g.within(max_age, now))
                 .is_some_and(|(id, _)| *id <= start.group);
         has_start && stored >= last_covered(end).min(largest)
     }
@@ -898,7 +529,7 @@ impl TrackCache {
                 break;
             };
             let bytes: usize = inner.groups.values().map(|g| g.bytes()).sum();
-            let too_old = max_age.is_some_and(|a| now.duration_since(g.created) > a);
+            let too_old = !g.within(max_age, now);
             if n > limits.max_groups || bytes > limits.max_bytes || too_old {
                 inner.groups.remove(&oldest);
                 inner.evicted_below = inner.evicted_below.max(oldest + 1);
@@ -989,134 +620,5 @@ impl TrackReader {
                 return None;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use moq_core::TrackNamespace;
-
-    fn track() -> TrackCache {
-        let name = FullTrackName::new(TrackNamespace::from_strs(["t"]).unwrap(), "x").unwrap();
-        TrackCache::new(
-            name,
-            Properties::new(),
-            CacheLimits {
-                max_groups: 3,
-                ..Default::default()
-            },
-        )
-    }
-
-    fn object(id: u64) -> CachedObject {
-        CachedObject {
-            id,
-            status: ObjectStatus::Normal,
-            properties: Properties::new(),
-            payload: Bytes::from_static(b"x"),
-            received: Instant::now(),
-            end_of_group: false,
-        }
-    }
-
-    /// Writes objects 0..n of a new subgroup 0 of `group`; finished if `finish`.
-    fn write(t: &TrackCache, group: u64, n: u64, finish: bool) {
-        let sg = t.subgroup(group, 0, 128, true, true).unwrap();
-        for id in 0..n {
-            assert!(t.append(&sg, object(id)));
-        }
-        if finish {
-            sg.finish();
-        }
-    }
-
-    /// draft-19 §10.2.18: a NEW_GROUP_REQUEST is taken only for a DYNAMIC_GROUPS track, when it
-    /// is 0 or above the largest group, and not while one as large (or 0) is outstanding,
-    /// which lasts until the largest group moves on.
-    #[test]
-    fn new_group_requests_follow_the_relay_rules() {
-        let t = track();
-        write(&t, 0, 1, true);
-        assert!(!t.request_new_group(0), "no dynamic groups");
-        let dynamic = Properties::new()
-            .with_int(property::DYNAMIC_GROUPS, 1)
-            .unwrap();
-        t.set_properties(dynamic);
-        assert!(t.request_new_group(1));
-        assert!(!t.request_new_group(1), "as large is outstanding");
-        assert!(!t.request_new_group(0), "one is outstanding");
-        assert!(t.request_new_group(2), "larger than the outstanding one");
-        write(&t, 1, 1, true);
-        assert!(!t.request_new_group(1), "not above the largest group");
-        assert!(t.request_new_group(0), "the largest group moved on");
-    }
-
-    /// draft-19 §12.3: MAX_CACHE_DURATION learned after the track was created (a relay gets
-    /// it with SUBSCRIBE_OK) bounds what is served, checked when serving.
-    #[test]
-    fn max_cache_duration_learned_later_bounds_serving() {
-        let t = track();
-        write(&t, 0, 2, true);
-        write(&t, 1, 2, true);
-        assert_eq!(t.groups().len(), 2);
-        let props = Properties::new()
-            .with_int(property::MAX_CACHE_DURATION, 1)
-            .unwrap();
-        t.set_properties(props);
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(t.groups().is_empty(), "every group is older than 1 ms");
-        assert!(!t.covers(Location::new(1, 0), Location::new(1, 2)));
-    }
-
-    #[test]
-    fn covers_only_what_is_stored() {
-        let t = track();
-        assert!(!t.covers(Location::new(0, 0), Location::new(1, 0)));
-        write(&t, 0, 2, true);
-        // Group 0; and a range past the largest location is capped at it.
-        assert!(t.covers(Location::new(0, 0), Location::new(0, 2)));
-        assert!(t.covers(Location::new(0, 1), Location::new(5, 0)));
-        // The upstream announced more than arrived: not covered until it is stored.
-        t.observe_largest(Location::new(2, 0));
-        assert!(!t.covers(Location::new(0, 0), Location::new(2, 1)));
-        assert!(t.covers(Location::new(0, 0), Location::new(0, 2)));
-        write(&t, 2, 1, false);
-        assert!(t.covers(Location::new(0, 0), Location::new(2, 1)));
-    }
-
-    #[tokio::test]
-    async fn readers_follow_live_and_cache_is_bounded() {
-        let t = track();
-        let mut r = t.reader(0);
-        for _ in 0..5 {
-            write(&t, t.next_group_id(), 1, true);
-        }
-        assert_eq!(t.groups().len(), 3);
-        assert_eq!(t.evicted_below(), 2);
-        let first = r.next().await.unwrap();
-        assert_eq!(first.group, 2, "evicted subgroups are skipped");
-        assert_eq!(t.largest(), Some(Location::new(4, 0)));
-        let mut late = t.reader(3);
-        assert_eq!(late.next().await.unwrap().group, 3);
-        t.end();
-        assert_eq!(late.next().await.unwrap().group, 4);
-        assert!(late.next().await.is_none());
-    }
-
-    #[tokio::test]
-    async fn duplicates_are_ignored() {
-        let t = track();
-        let sg = t.subgroup(0, 0, 1, false, true).unwrap();
-        let o = object;
-        assert!(t.append(&sg, o(0)));
-        assert!(t.append(&sg, o(1)));
-        assert!(!t.append(&sg, o(1)), "same object from a second upstream");
-        assert!(!t.append(&sg, o(0)));
-        assert!(t.append(&sg, o(2)));
-        sg.finish();
-        assert!(!t.append(&sg, o(3)), "nothing after the end");
-        assert_eq!(sg.wait(3).await, Err(SubgroupEnd::Finished));
-        assert_eq!(sg.wait(2).await.unwrap().id, 2);
     }
 }

@@ -1,0 +1,130 @@
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use moq_core::data::ObjectStatus;
+use moq_core::{FullTrackName, Location, Properties, TrackNamespace, property};
+
+use super::*;
+
+fn track() -> TrackCache {
+    let name = FullTrackName::new(TrackNamespace::from_strs(["t"]).unwrap(), "x").unwrap();
+    TrackCache::new(
+        name,
+        Properties::new(),
+        CacheLimits {
+            max_groups: 3,
+            ..Default::default()
+        },
+    )
+}
+
+fn object(id: u64) -> CachedObject {
+    CachedObject {
+        id,
+        status: ObjectStatus::Normal,
+        properties: Properties::new(),
+        payload: Bytes::from_static(b"x"),
+        received: Instant::now(),
+        end_of_group: false,
+    }
+}
+
+/// Writes objects 0..n of a new subgroup 0 of `group`; finished if `finish`.
+fn write(t: &TrackCache, group: u64, n: u64, finish: bool) {
+    let sg = t.subgroup(group, 0, 128, true, true).unwrap();
+    for id in 0..n {
+        assert!(t.append(&sg, object(id)));
+    }
+    if finish {
+        sg.finish();
+    }
+}
+
+/// draft-19 §10.2.18: a NEW_GROUP_REQUEST is taken only for a DYNAMIC_GROUPS track, when it
+/// is 0 or above the largest group, and not while one as large (or 0) is outstanding,
+/// which lasts until the largest group moves on.
+#[test]
+fn new_group_requests_follow_the_relay_rules() {
+    let t = track();
+    write(&t, 0, 1, true);
+    assert!(!t.request_new_group(0), "no dynamic groups");
+    let dynamic = Properties::new()
+        .with_int(property::DYNAMIC_GROUPS, 1)
+        .unwrap();
+    t.set_properties(dynamic);
+    assert!(t.request_new_group(1));
+    assert!(!t.request_new_group(1), "as large is outstanding");
+    assert!(!t.request_new_group(0), "one is outstanding");
+    assert!(t.request_new_group(2), "larger than the outstanding one");
+    write(&t, 1, 1, true);
+    assert!(!t.request_new_group(1), "not above the largest group");
+    assert!(t.request_new_group(0), "the largest group moved on");
+}
+
+/// draft-19 §12.3: MAX_CACHE_DURATION learned after the track was created (a relay gets
+/// it with SUBSCRIBE_OK) bounds what is served, checked when serving.
+#[test]
+fn max_cache_duration_learned_later_bounds_serving() {
+    let t = track();
+    write(&t, 0, 2, true);
+    write(&t, 1, 2, true);
+    assert_eq!(t.groups().len(), 2);
+    let props = Properties::new()
+        .with_int(property::MAX_CACHE_DURATION, 1)
+        .unwrap();
+    t.set_properties(props);
+    std::thread::sleep(Duration::from_millis(5));
+    assert!(t.groups().is_empty(), "every group is older than 1 ms");
+    assert!(!t.covers(Location::new(1, 0), Location::new(1, 2)));
+}
+
+#[test]
+fn covers_only_what_is_stored() {
+    let t = track();
+    assert!(!t.covers(Location::new(0, 0), Location::new(1, 0)));
+    write(&t, 0, 2, true);
+    // Group 0; and a range past the largest location is capped at it.
+    assert!(t.covers(Location::new(0, 0), Location::new(0, 2)));
+    assert!(t.covers(Location::new(0, 1), Location::new(5, 0)));
+    // The upstream announced more than arrived: not covered until it is stored.
+    t.observe_largest(Location::new(2, 0));
+    assert!(!t.covers(Location::new(0, 0), Location::new(2, 1)));
+    assert!(t.covers(Location::new(0, 0), Location::new(0, 2)));
+    write(&t, 2, 1, false);
+    assert!(t.covers(Location::new(0, 0), Location::new(2, 1)));
+}
+
+#[tokio::test]
+async fn readers_follow_live_and_cache_is_bounded() {
+    let t = track();
+    let mut r = t.reader(0);
+    for _ in 0..5 {
+        write(&t, t.next_group_id(), 1, true);
+    }
+    assert_eq!(t.groups().len(), 3);
+    assert_eq!(t.evicted_below(), 2);
+    let first = r.next().await.unwrap();
+    assert_eq!(first.group, 2, "evicted subgroups are skipped");
+    assert_eq!(t.largest(), Some(Location::new(4, 0)));
+    let mut late = t.reader(3);
+    assert_eq!(late.next().await.unwrap().group, 3);
+    t.end();
+    assert_eq!(late.next().await.unwrap().group, 4);
+    assert!(late.next().await.is_none());
+}
+
+#[tokio::test]
+async fn duplicates_are_ignored() {
+    let t = track();
+    let sg = t.subgroup(0, 0, 1, false, true).unwrap();
+    let o = object;
+    assert!(t.append(&sg, o(0)));
+    assert!(t.append(&sg, o(1)));
+    assert!(!t.append(&sg, o(1)), "same object from a second upstream");
+    assert!(!t.append(&sg, o(0)));
+    assert!(t.append(&sg, o(2)));
+    sg.finish();
+    assert!(!t.append(&sg, o(3)), "nothing after the end");
+    assert_eq!(sg.wait(3).await, Err(SubgroupEnd::Finished));
+    assert_eq!(sg.wait(2).await.unwrap().id, 2);
+}
