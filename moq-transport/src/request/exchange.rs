@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use moq_core::TrackNamespace;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
@@ -26,6 +27,7 @@ use crate::framing::Frame;
 use crate::session::{
     AuthRequest, GoawayInfo, OpenRequest, RequestKind, ResolvedToken, SessionCore,
 };
+use crate::transport::TransportError;
 
 /// What happened next on an established request.
 #[derive(Debug)]
@@ -86,6 +88,16 @@ struct Pending {
     reply: UpdateReply,
 }
 
+/// What woke a waiting request (see [`Request::next`]).
+enum Wake {
+    /// A command from the application's handle; `None` once the handle is dropped.
+    Command(Option<Command>),
+    /// A frame (or the end) of the peer's half.
+    Frame(Result<Frame, Error>),
+    /// STOP_SENDING on our half, or its end.
+    Stopped(Result<Option<u64>, TransportError>),
+}
+
 /// One request, as the end that sent it (the requester) or the end that answers it.
 /// Whether the peer may learn that a namespace exists, by a request's tokens.
 #[derive(Clone)]
@@ -138,7 +150,9 @@ pub(crate) struct Request {
     goaway: Option<watch::Sender<Option<GoawayInfo>>>,
     pending: VecDeque<Pending>,
     commands: Option<mpsc::Receiver<Command>>,
-    end: EndSlot,
+    /// Made when a handle or a feed first needs it: a peer's PUBLISH_NAMESPACE has neither,
+    /// and a latch is ~120 bytes for the request's life.
+    end: Option<EndSlot>,
     _open: OpenRequest,
 }
 
@@ -208,7 +222,7 @@ impl Request {
             goaway: None,
             pending: VecDeque::new(),
             commands: None,
-            end: EndSlot::default(),
+            end: None,
             _open: core.open_request(),
         }
     }
@@ -313,19 +327,29 @@ impl Request {
             self.id,
             tx,
             self.goaway_tx().subscribe(),
-            self.end.subscribe(),
+            self.end_slot().subscribe(),
         )
     }
 
     /// A queue of `capacity` items for the application, which ends as this request ends.
-    pub(crate) fn feed<T>(&self, capacity: usize) -> (mpsc::Sender<T>, Feed<T>) {
+    pub(crate) fn feed<T>(&mut self, capacity: usize) -> (mpsc::Sender<T>, Feed<T>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (tx, Feed::new(rx, self.end.subscribe(), self.core.clone()))
+        (
+            tx,
+            Feed::new(rx, self.end_slot().subscribe(), self.core.clone()),
+        )
     }
 
-    /// Records how the request ended, for the application's handle and feed.
+    fn end_slot(&mut self) -> &EndSlot {
+        self.end.get_or_insert_with(EndSlot::default)
+    }
+
+    /// Records how the request ended, for the application's handle and feed (none made, no
+    /// one asks).
     pub(crate) fn set_end(&self, end: Result<(), Error>) {
-        self.end.set(end);
+        if let Some(slot) = &self.end {
+            slot.set(end);
+        }
     }
 
     // The responder's side.
@@ -513,43 +537,85 @@ impl Request {
 
     /// The next thing that happens on the request. Cancel safe (an update being sent when the
     /// future is dropped is answered as failed).
+    ///
+    /// On a stream it waits in a `poll_fn` over the halves' poll methods, so the future is a
+    /// few words: a draft-19 request waits here for its whole life (a PUBLISH_NAMESPACE's).
     pub(crate) async fn next(&mut self) -> Event {
         if let Some(m) = self.deferred.take() {
             return Event::Message(*m);
         }
         loop {
-            tokio::select! {
-                c = recv_command(&mut self.commands) => match c {
-                    None => return Event::Dropped,
-                    // Boxed: an update is rare, and its future inline would make every
-                    // request's waiting state as large (draft-19 requests live as long as
-                    // their stream; a PUBLISH_NAMESPACE waits here for its whole life).
-                    Some(Command::Update(params, reply, id)) => {
-                        Box::pin(self.send_update(*params, reply, id)).await
-                    }
+            let virtual_stream = self.stream.reader.is_virtual() || self.stream.writer.is_virtual();
+            // Matched in place, so that nothing of it is kept while an update is sent.
+            let (params, reply, id) = match if virtual_stream {
+                // Boxed: a virtual stream's futures are kept across polls.
+                Box::pin(self.wake_virtual()).await
+            } else {
+                std::future::poll_fn(|cx| self.poll_wake(cx)).await
+            } {
+                Wake::Command(None) => return Event::Dropped,
+                Wake::Command(Some(Command::Update(params, reply, id))) => (*params, reply, id),
+                Wake::Frame(f) => match self.on_frame(f) {
+                    Some(ev) => return ev,
+                    None => continue,
                 },
-                f = self.stream.reader.next_frame(), if self.reader_open => {
-                    if let Some(ev) = self.on_frame(f) {
-                        return ev;
-                    }
+                Wake::Stopped(s) => match self.on_stopped(s) {
+                    Some(ev) => return ev,
+                    None => continue,
+                },
+            };
+            // Boxed: an update is rare, and its future inline would make every request's
+            // waiting state as large.
+            Box::pin(self.send_update(params, reply, id)).await;
+        }
+    }
+
+    /// What wakes a waiting request, on a stream: polled in a fixed order (commands, the
+    /// peer's half, STOP_SENDING on ours).
+    fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
+        if let Some(rx) = &mut self.commands
+            && let Poll::Ready(c) = rx.poll_recv(cx)
+        {
+            return Poll::Ready(Wake::Command(c));
+        }
+        if self.reader_open
+            && let Some(Poll::Ready(f)) = self.stream.reader.poll_next_frame(cx)
+        {
+            return Poll::Ready(Wake::Frame(f));
+        }
+        if self.watch_stop
+            && let Some(Poll::Ready(s)) = self.stream.writer.poll_stopped(cx)
+        {
+            return Poll::Ready(Wake::Stopped(s));
+        }
+        Poll::Pending
+    }
+
+    /// What wakes a waiting request, on a virtual stream.
+    async fn wake_virtual(&mut self) -> Wake {
+        tokio::select! {
+            c = recv_command(&mut self.commands) => Wake::Command(c),
+            f = self.stream.reader.next_frame(), if self.reader_open => Wake::Frame(f),
+            s = self.stream.writer.stopped(), if self.watch_stop => Wake::Stopped(s),
+        }
+    }
+
+    /// STOP_SENDING on our half (or its end).
+    fn on_stopped(&mut self, s: Result<Option<u64>, TransportError>) -> Option<Event> {
+        self.watch_stop = false;
+        match s {
+            Ok(Some(code)) => {
+                let code = StreamResetCode(code);
+                if self.stop_cancels || !self.reader_open {
+                    // draft-19 §3.3.3: cancelled by the peer.
+                    self.cancel(code);
+                    return Some(Event::Ended(Error::Cancelled(code)));
                 }
-                s = self.stream.writer.stopped(), if self.watch_stop => {
-                    self.watch_stop = false;
-                    match s {
-                        Ok(Some(code)) => {
-                            let code = StreamResetCode(code);
-                            if self.stop_cancels || !self.reader_open {
-                                // draft-19 §3.3.3: cancelled by the peer.
-                                self.cancel(code);
-                                return Event::Ended(Error::Cancelled(code));
-                            }
-                            self.stopped = Some(code);
-                        }
-                        Ok(None) => {}
-                        Err(e) => return Event::Ended(self.core.error(e.into())),
-                    }
-                }
+                self.stopped = Some(code);
+                None
             }
+            Ok(None) => None,
+            Err(e) => Some(Event::Ended(self.core.error(e.into()))),
         }
     }
 
