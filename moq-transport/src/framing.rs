@@ -3,6 +3,8 @@
 //! a [`Writer`] encodes them; neither sends a FIN or a reset the caller did not ask for, except
 //! that dropping one unfinished cancels its half.
 
+use std::task::{Context, Poll, ready};
+
 use bytes::Bytes;
 use moq_core::Version;
 use moq_core::codes::StreamResetCode;
@@ -40,6 +42,35 @@ impl Drop for StreamReader {
     fn drop(&mut self) {
         if !self.done {
             self.recv.stop(StreamResetCode::CANCELLED.0);
+        }
+    }
+}
+
+impl StreamReader {
+    /// The next whole frame: one buffered already, else read until one is.
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Result<Frame, Error>> {
+        loop {
+            match self.msgs.next_frame() {
+                Ok(Some(frame)) => return Poll::Ready(Ok(Frame::Bytes(frame))),
+                Ok(None) => {}
+                Err(e) => return Poll::Ready(Err(e.into())),
+            }
+            match ready!(self.recv.poll_read_chunk(cx, READ_CHUNK)) {
+                Ok(Some(chunk)) => self.msgs.push(&chunk),
+                Ok(None) => {
+                    self.done = true;
+                    if self.msgs.buffered() == 0 {
+                        return Poll::Ready(Ok(Frame::Fin));
+                    }
+                    return Poll::Ready(Err(Error::protocol(
+                        "stream ended in the middle of a message",
+                    )));
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Poll::Ready(Err(e.into()));
+                }
+            }
         }
     }
 }
@@ -107,36 +138,32 @@ impl Reader {
 
     /// The next whole frame, undecoded (or decoded already, on a virtual stream).
     pub(crate) async fn next_frame(&mut self) -> Result<Frame, Error> {
-        let s = match &mut self.0 {
-            ReaderKind::Stream(s) => s,
-            ReaderKind::Virtual(v) => {
-                // Boxed: inline, a virtual stream's read would make every request's waiting
-                // state ~200 bytes larger for its whole life, on real streams too.
-                return Ok(match Box::pin(v.next()).await? {
-                    Read::Message(m) => Frame::Message(m),
-                    Read::Fin => Frame::Fin,
-                });
-            }
-        };
-        loop {
-            if let Some(frame) = s.msgs.next_frame()? {
-                return Ok(Frame::Bytes(frame));
-            }
-            match s.recv.read_chunk(READ_CHUNK).await {
-                Ok(Some(chunk)) => s.msgs.push(&chunk),
-                Ok(None) => {
-                    s.done = true;
-                    if s.msgs.buffered() == 0 {
-                        return Ok(Frame::Fin);
-                    }
-                    return Err(Error::protocol("stream ended in the middle of a message"));
-                }
-                Err(e) => {
-                    s.done = true;
-                    return Err(e.into());
-                }
-            }
+        match &mut self.0 {
+            ReaderKind::Stream(s) => std::future::poll_fn(|cx| s.poll_frame(cx)).await,
+            // Boxed: inline, a virtual stream's read would make every request's waiting state
+            // ~200 bytes larger for its whole life, on real streams too.
+            ReaderKind::Virtual(v) => Ok(match Box::pin(v.next()).await? {
+                Read::Message(m) => Frame::Message(m),
+                Read::Fin => Frame::Fin,
+            }),
         }
+    }
+
+    /// [`Reader::next_frame`] without a future, on a stream; `None` on a virtual stream (read
+    /// it with `next_frame`). Cancel safe: what was read is kept in the reader.
+    pub(crate) fn poll_next_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Option<Poll<Result<Frame, Error>>> {
+        match &mut self.0 {
+            ReaderKind::Stream(s) => Some(s.poll_frame(cx)),
+            ReaderKind::Virtual(_) => None,
+        }
+    }
+
+    /// True on a request's virtual stream (drafts 14-16).
+    pub(crate) fn is_virtual(&self) -> bool {
+        matches!(self.0, ReaderKind::Virtual(_))
     }
 
     /// Number of complete frames already buffered and not yet returned.
@@ -292,6 +319,22 @@ impl Writer {
         if let WriterKind::Stream(s) = &mut self.0 {
             s.send.set_priority(p);
         }
+    }
+
+    /// [`Writer::stopped`] without a future, on a stream; `None` on a virtual stream.
+    pub(crate) fn poll_stopped(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Option<Poll<Result<Option<u64>, TransportError>>> {
+        match &mut self.0 {
+            WriterKind::Stream(s) => Some(s.send.poll_stopped(cx)),
+            WriterKind::Virtual(_) => None,
+        }
+    }
+
+    /// True on a request's virtual stream (drafts 14-16).
+    pub(crate) fn is_virtual(&self) -> bool {
+        matches!(self.0, WriterKind::Virtual(_))
     }
 
     /// Resolves when the peer sends STOP_SENDING (with its code) or the stream closes.

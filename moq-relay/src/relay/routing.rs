@@ -85,17 +85,8 @@ impl Inner {
 
     /// Takes away every route to session `id` (it ended).
     pub(super) fn remove_routes_of(&self, id: u64) {
-        let mut routes = self.routes.lock();
-        let mine: Vec<TrackNamespace> = routes
-            .under(&TrackNamespace::empty())
-            .into_iter()
-            .filter(|(_, r)| r.session_id == id)
-            .map(|(ns, _)| ns)
-            .collect();
-        for ns in &mine {
-            routes.remove(ns, id);
-        }
-        drop(routes);
+        // In place: listing every route first cost a namespace per route, all sessions'.
+        let mine = self.routes.lock().remove_where(|_, r| r.session_id == id);
         self.routes_changed.send_modify(|v| *v += 1);
         for ns in &mine {
             self.refresh_export(ns);

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use moq_core::TrackNamespace;
 use moq_core::codes::StreamResetCode;
-use moq_core::message::{ParamContext, Parameters, PublishNamespace, RequestOk};
+use moq_core::message::{ParamContext, Parameters, PublishNamespace, RequestError, RequestOk};
 
-use super::state::NamespaceState;
+use super::state::{AcceptedGuard, NamespaceState};
 use crate::error::Error;
 use crate::index::NamespaceRegistration;
 use crate::request::{Event, Request, RequestHandle};
@@ -150,51 +150,97 @@ async fn published(req: &mut Request) -> Error {
 /// it, or the session ends.
 ///
 /// It takes the namespace alone and the request boxed: an `async fn` keeps its arguments twice
-/// (as captured and as locals) for its whole life, which is the namespace's.
+/// (as captured and as locals) for its whole life, which is the namespace's. It waits in a
+/// state of ~150 bytes: the [`Accepted`] and [`Request::next`]'s few words.
 pub(crate) async fn serve_publish_namespace(
     state: Arc<NamespaceState>,
     ns: TrackNamespace,
-    mut req: Box<Request>,
+    req: Box<Request>,
 ) -> Result<(), Error> {
-    let core = state.core();
-    req.take_updates(ParamContext::UpdatePublishNamespace);
-    // Reserved namespaces (draft-19 §3.2.1-2) are refused by `authorize`.
-    let refusal = state.check_announce_room();
-    if let Err(e) = Box::pin(req.authorize(refusal, RequestKind::PublishNamespace, &ns, None)).await
-    {
-        return Box::pin((*req).refuse(e)).await;
-    }
-    let _registration = core.config().announced.publish(ns.clone());
-    let (_accepted, mut revoke) = state.accept(ns.clone());
     // The one-time and rare steps are boxed: inline, their futures would make the state this
-    // task waits in for the namespace's whole life several times larger.
-    Box::pin(req.send(RequestOk::default())).await?;
-    tracing::debug!(namespace = %ns, "PUBLISH_NAMESPACE accepted");
+    // future waits in for the namespace's whole life several times larger.
+    let Some(mut accepted) = Box::pin(accept_publish_namespace(state, ns, req)).await? else {
+        return Ok(());
+    };
     loop {
         // The update is taken out of the event, so that neither is kept while it is answered.
         let update = tokio::select! {
-            ev = req.next() => match ev {
-                Event::Update(u) => u,
-                Event::Message(m) => return Err(req.unexpected(&m)),
+            ev = accepted.req.next() => match ev {
+                // Only whether it could be taken is kept: an update inline is ~500 bytes.
+                Event::Update(u) => u.map(|_| ()),
+                Event::Message(m) => return Err(accepted.req.unexpected(&m)),
                 // Withdrawn by the publisher (draft-19 §6.2), or the session ended.
                 Event::Ended(_) => return Ok(()),
                 Event::Fin | Event::Dropped | Event::Updated(_) => continue,
             },
-            code = &mut revoke => {
+            code = std::future::poll_fn(|cx| accepted.accepted.poll_revoked(cx)) => {
                 // We revoke our acceptance by cancelling (draft-19 §6.2).
-                req.cancel(code.unwrap_or(StreamResetCode::CANCELLED));
+                accepted.req.cancel(code);
                 return Ok(());
             }
         };
+        if !Box::pin(accepted.answer_update(update)).await? {
+            return Ok(());
+        }
+    }
+}
+
+/// A PUBLISH_NAMESPACE of the peer, accepted: what its serving future keeps while the
+/// namespace is published. Dropped, the namespace leaves the session's `announced` index.
+struct Accepted {
+    req: Box<Request>,
+    /// In the session's accepted PUBLISH_NAMESPACEs, which the application can revoke.
+    accepted: AcceptedGuard,
+    /// In the session's `announced` index; it holds the namespace.
+    registration: NamespaceRegistration,
+}
+
+impl Accepted {
+    /// Answers the peer's REQUEST_UPDATE (`Err`: one that failed at the request level); false
+    /// if the request ended.
+    async fn answer_update(&mut self, update: Result<(), RequestError>) -> Result<bool, Error> {
         // draft-19 §10.9.1: a failed update closes the stream.
         let answer = match update {
-            Ok(_) => Box::pin(req.authorize(None, RequestKind::PublishNamespace, &ns, None))
+            Ok(()) => self
+                .req
+                .authorize(
+                    None,
+                    RequestKind::PublishNamespace,
+                    self.registration.namespace(),
+                    None,
+                )
                 .await
                 .map(|()| RequestOk::default()),
             Err(e) => Err(e),
         };
-        if !Box::pin(req.answer_update(answer)).await? {
-            return Ok(());
-        }
+        self.req.answer_update(answer).await
     }
+}
+
+/// Checks, authorizes and accepts a PUBLISH_NAMESPACE; `None` if it was refused.
+async fn accept_publish_namespace(
+    state: Arc<NamespaceState>,
+    ns: TrackNamespace,
+    mut req: Box<Request>,
+) -> Result<Option<Accepted>, Error> {
+    let core = state.core();
+    req.take_updates(ParamContext::UpdatePublishNamespace);
+    // Reserved namespaces (draft-19 §3.2.1-2) are refused by `authorize`.
+    let refusal = state.check_announce_room();
+    let authorized = req
+        .authorize(refusal, RequestKind::PublishNamespace, &ns, None)
+        .await;
+    if let Err(e) = authorized {
+        (*req).refuse(e).await?;
+        return Ok(None);
+    }
+    let registration = core.config().announced.publish(ns.clone());
+    let accepted = state.accept(ns.clone());
+    req.send(RequestOk::default()).await?;
+    tracing::debug!(namespace = %ns, "PUBLISH_NAMESPACE accepted");
+    Ok(Some(Accepted {
+        req,
+        accepted,
+        registration,
+    }))
 }

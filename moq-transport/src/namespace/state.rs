@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
 
 use moq_core::TrackNamespace;
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
 use moq_core::message::RequestError;
 use parking_lot::Mutex;
-use tokio::sync::oneshot;
 
 use crate::index::PrefixTrie;
 use crate::session::SessionCore;
@@ -98,12 +98,15 @@ impl Drop for Slot<'_> {
     }
 }
 
-/// An accepted PUBLISH_NAMESPACE of the peer, so the application can revoke it.
+/// An accepted PUBLISH_NAMESPACE of the peer, so the application can revoke it. Its serving
+/// future's waker is kept here rather than a channel's (a oneshot is ~80 bytes apart).
 #[derive(Debug)]
 struct Announced {
     namespace: TrackNamespace,
-    /// Taken when revoked.
-    revoke: Option<oneshot::Sender<StreamResetCode>>,
+    /// Set when revoked.
+    revoked: Option<StreamResetCode>,
+    /// The serving future, woken when revoked.
+    waker: Option<Waker>,
 }
 
 /// A session's namespace state.
@@ -151,43 +154,62 @@ impl NamespaceState {
         })
     }
 
-    /// Records an accepted PUBLISH_NAMESPACE until the guard drops; the receiver gets the code
-    /// if the application revokes it.
-    pub(crate) fn accept(
-        &self,
-        namespace: TrackNamespace,
-    ) -> (AcceptedGuard<'_>, oneshot::Receiver<StreamResetCode>) {
-        // A oneshot: an mpsc channel allocates 32 slots up front (~430 B per namespace).
-        let (tx, rx) = oneshot::channel();
+    /// Records an accepted PUBLISH_NAMESPACE until the guard drops; [`AcceptedGuard::poll_revoked`]
+    /// tells if the application revokes it.
+    pub(crate) fn accept(self: &Arc<Self>, namespace: TrackNamespace) -> AcceptedGuard {
         let key = self.keys.fetch_add(1, Ordering::Relaxed);
         self.announced.lock().insert(
             key,
             Announced {
                 namespace,
-                revoke: Some(tx),
+                revoked: None,
+                waker: None,
             },
         );
-        (AcceptedGuard(self, key), rx)
+        AcceptedGuard(self.clone(), key)
     }
 
     /// Revokes every accepted PUBLISH_NAMESPACE of `namespace`; returns how many.
     pub(crate) fn revoke(&self, namespace: &TrackNamespace, code: StreamResetCode) -> usize {
-        self.announced
-            .lock()
-            .values_mut()
-            .filter(|a| &a.namespace == namespace)
-            .filter_map(|a| a.revoke.take())
-            .map(|tx| tx.send(code).is_ok())
-            .filter(|sent| *sent)
-            .count()
+        let mut announced = self.announced.lock();
+        let mut n = 0;
+        for a in announced.values_mut() {
+            if &a.namespace == namespace && a.revoked.is_none() {
+                a.revoked = Some(code);
+                n += 1;
+                if let Some(w) = a.waker.take() {
+                    w.wake();
+                }
+            }
+        }
+        n
     }
 }
 
 /// Forgets an accepted PUBLISH_NAMESPACE when it ends.
 #[derive(Debug)]
-pub(crate) struct AcceptedGuard<'a>(&'a NamespaceState, u64);
+pub(crate) struct AcceptedGuard(Arc<NamespaceState>, u64);
 
-impl Drop for AcceptedGuard<'_> {
+impl AcceptedGuard {
+    /// Ready with the code once the application revoked the announcement.
+    pub(crate) fn poll_revoked(&self, cx: &mut Context<'_>) -> Poll<StreamResetCode> {
+        let mut announced = self.0.announced.lock();
+        let Some(a) = announced.get_mut(&self.1) else {
+            return Poll::Pending;
+        };
+        match a.revoked {
+            Some(code) => Poll::Ready(code),
+            None => {
+                if !a.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    a.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for AcceptedGuard {
     fn drop(&mut self) {
         self.0.announced.lock().remove(&self.1);
     }

@@ -12,20 +12,20 @@ use std::sync::Arc;
 
 use moq_core::TrackNamespace;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
-use moq_core::coding::Vi64;
 use moq_core::message::{
-    ControlMessage, Goaway, Message, ParamContext, Parameters, RequestError, RequestMessage,
-    RequestOk, RequestUpdate, peek_request_id,
+    Goaway, Message, ParamContext, Parameters, RequestError, RequestMessage, RequestOk,
+    RequestUpdate,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::handle::{Command, EndSlot, Feed, RequestHandle, UpdateReply};
 use super::stream::RequestStream;
 use crate::error::Error;
-use crate::framing::Frame;
 use crate::session::{
     AuthRequest, GoawayInfo, OpenRequest, RequestKind, ResolvedToken, SessionCore,
 };
+
+mod wait;
 
 /// What happened next on an established request.
 #[derive(Debug)]
@@ -138,7 +138,9 @@ pub(crate) struct Request {
     goaway: Option<watch::Sender<Option<GoawayInfo>>>,
     pending: VecDeque<Pending>,
     commands: Option<mpsc::Receiver<Command>>,
-    end: EndSlot,
+    /// Made when a handle or a feed first needs it: a peer's PUBLISH_NAMESPACE has neither,
+    /// and a latch is ~120 bytes for the request's life.
+    end: Option<EndSlot>,
     _open: OpenRequest,
 }
 
@@ -208,7 +210,7 @@ impl Request {
             goaway: None,
             pending: VecDeque::new(),
             commands: None,
-            end: EndSlot::default(),
+            end: None,
             _open: core.open_request(),
         }
     }
@@ -313,19 +315,29 @@ impl Request {
             self.id,
             tx,
             self.goaway_tx().subscribe(),
-            self.end.subscribe(),
+            self.end_slot().subscribe(),
         )
     }
 
     /// A queue of `capacity` items for the application, which ends as this request ends.
-    pub(crate) fn feed<T>(&self, capacity: usize) -> (mpsc::Sender<T>, Feed<T>) {
+    pub(crate) fn feed<T>(&mut self, capacity: usize) -> (mpsc::Sender<T>, Feed<T>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (tx, Feed::new(rx, self.end.subscribe(), self.core.clone()))
+        (
+            tx,
+            Feed::new(rx, self.end_slot().subscribe(), self.core.clone()),
+        )
     }
 
-    /// Records how the request ended, for the application's handle and feed.
+    fn end_slot(&mut self) -> &EndSlot {
+        self.end.get_or_insert_with(EndSlot::default)
+    }
+
+    /// Records how the request ended, for the application's handle and feed (none made, no
+    /// one asks).
     pub(crate) fn set_end(&self, end: Result<(), Error>) {
-        self.end.set(end);
+        if let Some(slot) = &self.end {
+            slot.set(end);
+        }
     }
 
     // The responder's side.
@@ -509,76 +521,6 @@ impl Request {
     /// Closes the session with PROTOCOL_VIOLATION.
     pub(crate) fn violation(&self, reason: String) -> Error {
         self.core.fail(Error::protocol(reason))
-    }
-
-    /// The next thing that happens on the request. Cancel safe (an update being sent when the
-    /// future is dropped is answered as failed).
-    pub(crate) async fn next(&mut self) -> Event {
-        if let Some(m) = self.deferred.take() {
-            return Event::Message(*m);
-        }
-        loop {
-            tokio::select! {
-                c = recv_command(&mut self.commands) => match c {
-                    None => return Event::Dropped,
-                    // Boxed: an update is rare, and its future inline would make every
-                    // request's waiting state as large (draft-19 requests live as long as
-                    // their stream; a PUBLISH_NAMESPACE waits here for its whole life).
-                    Some(Command::Update(params, reply, id)) => {
-                        Box::pin(self.send_update(*params, reply, id)).await
-                    }
-                },
-                f = self.stream.reader.next_frame(), if self.reader_open => {
-                    if let Some(ev) = self.on_frame(f) {
-                        return ev;
-                    }
-                }
-                s = self.stream.writer.stopped(), if self.watch_stop => {
-                    self.watch_stop = false;
-                    match s {
-                        Ok(Some(code)) => {
-                            let code = StreamResetCode(code);
-                            if self.stop_cancels || !self.reader_open {
-                                // draft-19 §3.3.3: cancelled by the peer.
-                                self.cancel(code);
-                                return Event::Ended(Error::Cancelled(code));
-                            }
-                            self.stopped = Some(code);
-                        }
-                        Ok(None) => {}
-                        Err(e) => return Event::Ended(self.core.error(e.into())),
-                    }
-                }
-            }
-        }
-    }
-
-    /// Decodes a frame for [`Request::on_message`]; a REQUEST_UPDATE that fails to decode at
-    /// the request level (INVALID_FILTER) is refused, not a session error (draft-19 §5.1.3).
-    fn on_frame(&mut self, f: Result<Frame, Error>) -> Option<Event> {
-        let frame = match f {
-            Ok(Frame::Bytes(b)) => b,
-            Ok(Frame::Fin) => return self.on_message(Ok(None)),
-            Ok(Frame::Message(m)) => return self.on_message(Ok(Some(*m))),
-            Err(e) => return self.on_message(Err(e)),
-        };
-        let v = self.core.version();
-        let e = match Message::decode(&mut frame.clone(), v) {
-            Ok(m) => return self.on_message(Ok(Some(m))),
-            Err(e) => e,
-        };
-        let mut ty: &[u8] = frame.as_ref();
-        let update_id = Vi64::decode(&mut ty)
-            .is_ok_and(|t| t == RequestUpdate::TYPE)
-            .then(|| peek_request_id(&frame, v))
-            .flatten();
-        match (e.request_code(), update_id, self.peer_updates) {
-            (Some(code), Some(id), Some(_)) => Some(match self.core.check_peer_request_id(id) {
-                Ok(()) => Event::Update(Err(RequestError::new(code, e.to_string()))),
-                Err(e) => Event::Ended(e),
-            }),
-            _ => self.on_message(Err(e.into())),
-        }
     }
 
     fn on_message(&mut self, m: Result<Option<Message>, Error>) -> Option<Event> {
@@ -766,14 +708,6 @@ impl Request {
 
     fn goaway_tx(&mut self) -> &watch::Sender<Option<GoawayInfo>> {
         self.goaway.get_or_insert_with(|| watch::channel(None).0)
-    }
-}
-
-/// The next command from the application's handle; never resolves while there is no handle.
-async fn recv_command(commands: &mut Option<mpsc::Receiver<Command>>) -> Option<Command> {
-    match commands {
-        Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
     }
 }
 
