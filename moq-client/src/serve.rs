@@ -418,22 +418,27 @@ pub(crate) async fn serve_subscription(
         );
         started += 1;
     };
-    // The rest of the open subgroups (and fills) are sent before PUBLISH_DONE, unless the
-    // subscriber goes meanwhile.
-    let rest = async {
-        while inflight.next().await.is_some() {}
-        while fills.next().await.is_some() {}
-    };
-    tokio::select! {
-        _ = rest => {}
-        e = writer.cancelled() => return Err(e.into()),
-    }
-    let reason = match track.malformed() {
-        Some(m) => m.to_string(),
-        None if status == PublishDoneCode::TOO_FAR_BEHIND => "subscriber too far behind".into(),
-        None => String::new(),
-    };
-    Ok(writer.finish(status, &reason).await?)
+    // The ending is boxed: inline, its waits sized the state the subscription is served in
+    // for its whole life.
+    Box::pin(async {
+        // The rest of the open subgroups (and fills) are sent before PUBLISH_DONE, unless the
+        // subscriber goes meanwhile.
+        let rest = async {
+            while inflight.next().await.is_some() {}
+            while fills.next().await.is_some() {}
+        };
+        tokio::select! {
+            _ = rest => {}
+            e = writer.cancelled() => return Err(e.into()),
+        }
+        let reason = match track.malformed() {
+            Some(m) => m.to_string(),
+            None if status == PublishDoneCode::TOO_FAR_BEHIND => "subscriber too far behind".into(),
+            None => String::new(),
+        };
+        Ok(writer.finish(status, &reason).await?)
+    })
+    .await
 }
 
 /// A `FuturesUnordered` made at its first push: even empty, one holds a node the size of its
