@@ -192,9 +192,10 @@ impl Session {
         self.core().serve(task);
     }
 
-    /// How many tasks the session runs (its accept loops, those given to [`Session::spawn`],
-    /// and one per open request, which runs as an entry of the session's request table rather
-    /// than a task of its own); zero once it has closed and they have stopped.
+    /// How many tasks the session runs (its accept loops, those given to [`Session::spawn`] or
+    /// [`Session::spawn_light`], and one per open request, which runs as an entry of the
+    /// session's request table rather than a task of its own); zero once it has closed and
+    /// they have stopped.
     pub fn task_count(&self) -> usize {
         self.core().tasks().len()
     }

@@ -301,6 +301,22 @@ mod tests {
         assert!(index.covers(&ns(&["a", "1", "deep"])));
     }
 
+    /// `wait_known` waits while nothing is known, is woken by the first publication, and
+    /// resolves at once while a namespace is known.
+    #[tokio::test]
+    async fn wait_known_resolves_on_the_first_namespace() {
+        let index = NamespaceIndex::new();
+        let waiting = index.wait_known();
+        tokio::pin!(waiting);
+        assert!(futures::poll!(waiting.as_mut()).is_pending());
+        let reg = index.publish(ns(&["x"]));
+        let woken = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await;
+        assert!(woken.is_ok(), "the first publication wakes the waiter");
+        let now = tokio::time::timeout(std::time::Duration::from_secs(5), index.wait_known()).await;
+        assert!(now.is_ok(), "resolves at once while a namespace is known");
+        drop(reg);
+    }
+
     #[tokio::test]
     async fn overflow_ends_the_watch() {
         let index = NamespaceIndex::new();

@@ -130,11 +130,13 @@ pub(crate) fn read_control(core: &Arc<SessionCore>, mut reader: Reader) {
 /// and a task of its own per stream cost about a tenth of the throughput with one stream per
 /// small object (moq-bench section 1).
 ///
-/// The set of handlers is made at the first stream: even empty, it holds a node the size of a
-/// handler, which a session that is sent no data stream (a relay's subscriber) would keep for
-/// nothing.
+/// The set of handlers is made at the first stream, and dropped once that stream is handled
+/// (in draft-17 and later, the peer's control stream): even empty, a set holds a node the size
+/// of a handler, which a session that is sent no data stream (a relay's subscriber) would keep
+/// for nothing. Made again at the next stream, it then stays.
 async fn accept_uni(driver: Arc<Driver>) {
     let mut streams: Option<FuturesUnordered<_>> = None;
+    let mut first = true;
     loop {
         let running = streams.as_ref().is_some_and(|s| !s.is_empty());
         tokio::select! {
@@ -144,7 +146,12 @@ async fn accept_uni(driver: Arc<Driver>) {
                     .push(handle_uni(driver.clone(), recv)),
                 Err(e) => return driver.core.close(e.into()),
             },
-            Some(()) = async { streams.as_mut()?.next().await }, if running => {}
+            Some(()) = async { streams.as_mut()?.next().await }, if running => {
+                if first && streams.as_ref().is_some_and(|s| s.is_empty()) {
+                    first = false;
+                    streams = None;
+                }
+            }
         }
     }
 }
