@@ -250,6 +250,17 @@ impl Drop for Subscribing {
     }
 }
 
+/// An accepted subscription, ready to be served (see [`Directory::on_subscribe`]).
+struct Serving {
+    track: TrackCache,
+    writer: SubscriptionWriter,
+    serve: ServeOptions,
+    fill_with: Option<FillWith>,
+    /// Held while it is served.
+    _subscribing: Subscribing,
+    _hold: Hold,
+}
+
 impl Directory {
     /// An empty directory of its own tracks.
     pub fn new(options: DirectoryOptions) -> Self {
@@ -421,37 +432,68 @@ impl Directory {
             return None;
         };
         // Each answer is the task itself, not wrapped in another future: its memory is per
-        // request.
+        // request. Those that mostly wait (a subscription, a SUBSCRIBE_TRACKS, a status) are
+        // entries of the session's request table rather than tasks of their own.
         let dir = self.clone();
         match request {
-            Incoming::Subscribe(r) => session.spawn(dir.on_subscribe(r, peer.clone())),
+            Incoming::Subscribe(r) => session.spawn_light(dir.on_subscribe(r, peer.clone())),
             Incoming::Fetch(f) => session.spawn(dir.on_fetch(f)),
-            Incoming::TrackStatus(t) => session.spawn(dir.on_track_status(t)),
-            Incoming::SubscribeTracks(r) => session.spawn(dir.on_subscribe_tracks(r, peer.clone())),
+            Incoming::TrackStatus(t) => session.spawn_light(dir.on_track_status(t)),
+            Incoming::SubscribeTracks(r) => {
+                session.spawn_light(dir.on_subscribe_tracks(r, peer.clone()))
+            }
             other => return Some(other),
         }
         None
     }
 
-    async fn on_subscribe(self, req: IncomingSubscribe, peer: Peer) {
+    /// Answers a SUBSCRIBE, then serves the subscription. The answering (finding the track,
+    /// SUBSCRIBE_OK) is boxed with the request and freed once done: an `async fn` keeps its
+    /// arguments for its whole life, and inline, the answering's largest step (waiting for the
+    /// track) sized the state the subscription is served in.
+    fn on_subscribe(
+        self,
+        req: IncomingSubscribe,
+        peer: Peer,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let accept = Box::pin(async move { self.accept_subscribe(req, peer).await });
+        async move {
+            let Some(s) = accept.await else {
+                return;
+            };
+            let Serving {
+                track,
+                writer,
+                serve,
+                fill_with,
+                _subscribing,
+                _hold,
+            } = s;
+            let _ = serve_subscription(track, writer, serve, fill_with).await;
+        }
+    }
+
+    /// Finds what a SUBSCRIBE asks for and accepts it; `None` if it was refused or went away.
+    async fn accept_subscribe(&self, req: IncomingSubscribe, peer: Peer) -> Option<Serving> {
         let name = req.track().clone();
         // draft-19 §9.5: registered before waiting, so a PUBLISH that answers a held SUBSCRIBE
         // is not also forwarded to this session through its SUBSCRIBE_TRACKS.
-        let _subscribing = self.subscribing(&name, peer.key);
+        let subscribing = self.subscribing(&name, peer.key);
         let found = match &self.shared.upstream {
             Some(up) => up.subscribe(peer.key, &name, req.params()).await,
             None => self.resolve(&name, req.params()).await,
         };
         let Source {
             track,
-            hold: _hold,
+            hold,
             largest,
             held,
         } = match found {
             Ok(found) => found,
             Err(e) => {
                 tracing::debug!(track = %name, code = ?e.code, "SUBSCRIBE refused");
-                return req.reject(e);
+                req.reject(e);
+                return None;
             }
         };
         let response = SubscribeResponse {
@@ -460,9 +502,7 @@ impl Directory {
             expires: None,
             track_properties: track.properties(),
         };
-        let Ok(writer) = req.accept(response).await else {
-            return;
-        };
+        let writer = req.accept(response).await.ok()?;
         // Before anything is written: objects the relay receives from now on are the
         // subscriber's, whatever LARGEST_OBJECT said (draft-19 §10.7).
         writer.carry_after(held);
@@ -476,7 +516,14 @@ impl Directory {
         });
         let mut serve = self.shared.options.serve.clone();
         serve.fills |= fill_with.is_some();
-        let _ = serve_subscription(track, writer, serve, fill_with).await;
+        Some(Serving {
+            track,
+            writer,
+            serve,
+            fill_with,
+            _subscribing: subscribing,
+            _hold: hold,
+        })
     }
 
     /// The track a SUBSCRIBE asks for: held now, or added within its RENDEZVOUS_TIMEOUT or (if

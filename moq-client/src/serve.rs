@@ -266,11 +266,10 @@ pub(crate) async fn serve_subscription(
     // their abort handles in that order (the oldest first). Boxed: a `FuturesUnordered`
     // allocates a stub task the size of its future type when it is created, so an idle
     // subscription would otherwise hold a whole subgroup's sending state.
-    let mut inflight: FuturesUnordered<BoxFuture<'static, Result<u64, Aborted>>> =
-        FuturesUnordered::new();
+    let mut inflight: LazySet<BoxFuture<'static, Result<u64, Aborted>>> = LazySet::default();
     let mut aborts: BTreeMap<u64, AbortHandle> = BTreeMap::new();
     let mut started = 0u64;
-    let mut fills = FuturesUnordered::new();
+    let mut fills = LazySet::default();
     let openings = Openings::new(start);
     let backlog = Arc::new(Backlog {
         bytes: AtomicU64::new(0),
@@ -419,22 +418,67 @@ pub(crate) async fn serve_subscription(
         );
         started += 1;
     };
-    // The rest of the open subgroups (and fills) are sent before PUBLISH_DONE, unless the
-    // subscriber goes meanwhile.
-    let rest = async {
-        while inflight.next().await.is_some() {}
-        while fills.next().await.is_some() {}
-    };
-    tokio::select! {
-        _ = rest => {}
-        e = writer.cancelled() => return Err(e.into()),
+    // The ending is boxed: inline, its waits sized the state the subscription is served in
+    // for its whole life.
+    Box::pin(async {
+        // The rest of the open subgroups (and fills) are sent before PUBLISH_DONE, unless the
+        // subscriber goes meanwhile.
+        let rest = async {
+            while inflight.next().await.is_some() {}
+            while fills.next().await.is_some() {}
+        };
+        tokio::select! {
+            _ = rest => {}
+            e = writer.cancelled() => return Err(e.into()),
+        }
+        let reason = match track.malformed() {
+            Some(m) => m.to_string(),
+            None if status == PublishDoneCode::TOO_FAR_BEHIND => "subscriber too far behind".into(),
+            None => String::new(),
+        };
+        Ok(writer.finish(status, &reason).await?)
+    })
+    .await
+}
+
+/// A `FuturesUnordered` made at its first push: even empty, one holds a node the size of its
+/// future type and its queue, which an idle subscription would keep for nothing.
+struct LazySet<F>(Option<FuturesUnordered<F>>);
+
+impl<F> Default for LazySet<F> {
+    fn default() -> Self {
+        LazySet(None)
     }
-    let reason = match track.malformed() {
-        Some(m) => m.to_string(),
-        None if status == PublishDoneCode::TOO_FAR_BEHIND => "subscriber too far behind".into(),
-        None => String::new(),
-    };
-    Ok(writer.finish(status, &reason).await?)
+}
+
+impl<F> LazySet<F> {
+    fn push(&mut self, f: F) {
+        self.0.get_or_insert_with(FuturesUnordered::new).push(f);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(FuturesUnordered::is_empty)
+    }
+
+    fn clear(&mut self) {
+        if let Some(s) = &mut self.0 {
+            s.clear();
+        }
+    }
+}
+
+impl<F: std::future::Future> futures::Stream for LazySet<F> {
+    type Item = F::Output;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<F::Output>> {
+        match &mut self.0 {
+            Some(s) => s.poll_next_unpin(cx),
+            None => std::task::Poll::Ready(None),
+        }
+    }
 }
 
 /// How a subscription's fills are served when not from the cache alone (a relay's upstream,
@@ -471,11 +515,15 @@ enum Control {
 impl Watch {
     fn next(mut self) -> BoxFuture<'static, (Watch, Control)> {
         async move {
+            // `params_changed` also ends with the subscription's cancellation: one wait for
+            // both, not a second one as large beside it.
             let event = tokio::select! {
                 n = self.reader.next() => Control::Next(n),
-                Ok(p) = self.writer.params_changed() => Control::Params(p),
+                p = self.writer.params_changed() => match p {
+                    Ok(p) => Control::Params(p),
+                    Err(e) => Control::Cancelled(e),
+                },
                 f = self.writer.fill_asked(), if self.fills => Control::Fill(f),
-                e = self.writer.cancelled() => Control::Cancelled(e),
                 _ = self.exceeded.cancelled() => Control::Exceeded,
             };
             (self, event)

@@ -32,6 +32,11 @@ impl Mirror {
                 return ev;
             }
             let Some(watch) = &mut self.watch else {
+                if self.known.is_empty() {
+                    // Most sessions announce nothing: their watch (and its queue) is taken
+                    // once there is something to follow.
+                    self.index.wait_known().await;
+                }
                 let (now, watch) = self.index.watch(&TrackNamespace::empty(), 4096);
                 let now: HashSet<TrackNamespace> = now.into_iter().collect();
                 let gone = self

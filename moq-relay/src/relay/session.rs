@@ -37,15 +37,16 @@ impl Inner {
         if let Some((uri, until)) = goaway {
             let left = until.saturating_duration_since(tokio::time::Instant::now());
             let s = session.downgrade();
-            session.spawn(async move {
+            session.spawn_light(async move {
                 if let Some(s) = s.upgrade() {
                     let _ = s.goaway(&uri, left.max(LATE_GOAWAY)).await;
                 }
             });
         }
         tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
-        // The session's own tasks: dropped when it closes.
-        session.spawn(sync_routes(inner.clone(), id, session.clone()));
+        // The session's own tasks: dropped when it closes. Mirroring its announcements waits
+        // for most of its life: an entry of the session's request table, not a task.
+        session.spawn_light(sync_routes(inner.clone(), id, session.clone()));
         if let (Some(Link::Upstream(_)), Some(c)) = (&link, &inner.cluster) {
             session.spawn(announce_upstream(c.local.clone(), session.clone()));
         }

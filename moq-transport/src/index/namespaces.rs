@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use moq_core::TrackNamespace;
 use parking_lot::{Mutex, MutexGuard};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use super::trie::PrefixTrie;
 
@@ -64,7 +64,16 @@ struct Inner {
 #[derive(Clone, Debug, Default)]
 pub struct NamespaceIndex {
     inner: Arc<Mutex<Inner>>,
-    ids: Arc<AtomicU64>,
+    ids: Arc<Ids>,
+}
+
+/// What the index's clones share outside its lock.
+#[derive(Debug, Default)]
+struct Ids {
+    /// The next registration or watcher id.
+    next: AtomicU64,
+    /// Notified whenever a namespace becomes known (see [`NamespaceIndex::wait_known`]).
+    known: Notify,
 }
 
 impl NamespaceIndex {
@@ -78,7 +87,7 @@ impl NamespaceIndex {
     }
 
     fn next_id(&self) -> u64 {
-        self.ids.fetch_add(1, Ordering::Relaxed)
+        self.ids.next.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Registers `ns` as known until the returned guard is dropped.
@@ -89,6 +98,8 @@ impl NamespaceIndex {
         inner.published.insert(&ns, id, ());
         if first {
             notify(&mut inner, &ns, NamespaceEvent::Added(ns.clone()));
+            drop(inner);
+            self.ids.known.notify_waiters();
         }
         NamespaceRegistration {
             index: self.clone(),
@@ -121,6 +132,23 @@ impl NamespaceIndex {
     /// True if no namespace is known.
     pub fn is_empty(&self) -> bool {
         self.lock().published.is_empty()
+    }
+
+    /// Resolves once some namespace is known (at once if one is now): for a follower of the
+    /// whole index that takes its [`NamespaceIndex::watch`] (whose queue is an allocation of
+    /// its own) only once there is something to follow.
+    ///
+    /// Cancel safe.
+    pub async fn wait_known(&self) {
+        loop {
+            let known = self.ids.known.notified();
+            tokio::pin!(known);
+            known.as_mut().enable();
+            if !self.is_empty() {
+                return;
+            }
+            known.await;
+        }
     }
 
     /// The namespaces under `prefix` now, and a watch for every later change. The two are taken
@@ -276,6 +304,22 @@ mod tests {
         assert!(wa.rx.try_recv().is_err());
         assert_eq!(index.matching(&ns(&["a"])), vec![ns(&["a", "1"])]);
         assert!(index.covers(&ns(&["a", "1", "deep"])));
+    }
+
+    /// `wait_known` waits while nothing is known, is woken by the first publication, and
+    /// resolves at once while a namespace is known.
+    #[tokio::test]
+    async fn wait_known_resolves_on_the_first_namespace() {
+        let index = NamespaceIndex::new();
+        let waiting = index.wait_known();
+        tokio::pin!(waiting);
+        assert!(futures::poll!(waiting.as_mut()).is_pending());
+        let reg = index.publish(ns(&["x"]));
+        let woken = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await;
+        assert!(woken.is_ok(), "the first publication wakes the waiter");
+        let now = tokio::time::timeout(std::time::Duration::from_secs(5), index.wait_known()).await;
+        assert!(now.is_ok(), "resolves at once while a namespace is known");
+        drop(reg);
     }
 
     #[tokio::test]

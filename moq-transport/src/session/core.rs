@@ -197,7 +197,8 @@ impl SessionCore {
             open_requests: AtomicUsize::new(0),
         });
         core.tasks.spawn_uncancelled(watch_connection(core.clone()));
-        core.tasks.spawn(watch_finishing(core.clone()));
+        // An entry of the request table, not a task of its own: it waits for most of its life.
+        core.tasks.serve(watch_finishing(core.clone()));
         Ok(core)
     }
 

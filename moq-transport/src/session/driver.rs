@@ -129,15 +129,29 @@ pub(crate) fn read_control(core: &Arc<SessionCore>, mut reader: Reader) {
 /// data stream's handler is short (its header, then a hand-off to a subscription or fetch),
 /// and a task of its own per stream cost about a tenth of the throughput with one stream per
 /// small object (moq-bench section 1).
+///
+/// The set of handlers is made at the first stream, and dropped once that stream is handled
+/// (in draft-17 and later, the peer's control stream): even empty, a set holds a node the size
+/// of a handler, which a session that is sent no data stream (a relay's subscriber) would keep
+/// for nothing. Made again at the next stream, it then stays.
 async fn accept_uni(driver: Arc<Driver>) {
-    let mut streams = FuturesUnordered::new();
+    let mut streams: Option<FuturesUnordered<_>> = None;
+    let mut first = true;
     loop {
+        let running = streams.as_ref().is_some_and(|s| !s.is_empty());
         tokio::select! {
             r = driver.core.conn().accept_uni() => match r {
-                Ok(recv) => streams.push(handle_uni(driver.clone(), recv)),
+                Ok(recv) => streams
+                    .get_or_insert_with(FuturesUnordered::new)
+                    .push(handle_uni(driver.clone(), recv)),
                 Err(e) => return driver.core.close(e.into()),
             },
-            Some(()) = streams.next(), if !streams.is_empty() => {}
+            Some(()) = async { streams.as_mut()?.next().await }, if running => {
+                if first && streams.as_ref().is_some_and(|s| s.is_empty()) {
+                    first = false;
+                    streams = None;
+                }
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ use moq_core::data::{
 };
 use moq_core::{DecodeError, FullTrackName, Location, Version};
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use super::params::{Object, SubscriptionParams};
 use crate::error::Error;
@@ -246,8 +246,9 @@ fn datagram_object(d: &ObjectDatagram, default_priority: u8) -> Object {
 pub(crate) struct RecvState {
     core: Arc<SessionCore>,
     aliases: Mutex<AliasTable>,
-    /// Bumped whenever an alias is registered, so held streams look again.
-    generation: watch::Sender<u64>,
+    /// Notified whenever an alias is registered, so held streams look again. Not a watch
+    /// channel: that is an allocation of ~390 B per session.
+    registered: Notify,
     /// Streams held for an unknown alias.
     parked: AtomicUsize,
 }
@@ -257,7 +258,7 @@ impl RecvState {
         RecvState {
             core,
             aliases: Mutex::new(AliasTable::default()),
-            generation: watch::channel(0).0,
+            registered: Notify::new(),
             parked: AtomicUsize::new(0),
         }
     }
@@ -273,7 +274,7 @@ impl RecvState {
         let request_id = sink.request_id;
         let res = self.aliases.lock().register(alias, track, sink);
         res.map_err(|e| self.core.fail(e))?;
-        self.generation.send_modify(|g| *g += 1);
+        self.registered.notify_waiters();
         Ok(SinkGuard {
             recv: self.clone(),
             alias,
@@ -337,7 +338,10 @@ impl RecvState {
         let deadline = Instant::now() + UNKNOWN_ALIAS_WAIT;
         let mut parked: Option<Parked<'_>> = None;
         let sink = loop {
-            let mut generation = self.generation.subscribe();
+            // Enabled before the table is looked at: a registration after the look wakes it.
+            let registered = self.registered.notified();
+            tokio::pin!(registered);
+            registered.as_mut().enable();
             {
                 let table = self.aliases.lock();
                 if let Some(sink) = table.route(header.track_alias, Location::new(group, 0)) {
@@ -359,7 +363,7 @@ impl RecvState {
                 }
             }
             tokio::select! {
-                _ = generation.changed() => {}
+                _ = registered => {}
                 _ = tokio::time::sleep_until(deadline.into()) => return,
             }
         };

@@ -9,7 +9,7 @@ use moq_core::message::{Message, Parameters, RequestError, Subscribe, SubscribeO
 use super::incoming::{Incoming, IncomingSubscribe, SubscribeDecision};
 use super::params::{SubscriptionParams, answer_properties, millis, ms};
 use super::response::FetchResponse;
-use super::send::{Fill, JoinPoint, JoinRecord};
+use super::send::{Fill, JoinGuard, JoinPoint, JoinRecord};
 use super::state::{Asked, TrackState, no_such_track};
 use super::subscription::{PublisherTask, Subscription, SubscriptionInfo, new_subscription};
 use crate::error::Error;
@@ -77,34 +77,66 @@ pub(crate) async fn subscribe(
     Ok(sub)
 }
 
-/// Answers a SUBSCRIBE: validation and authorization here, the decision by the application.
+/// Answers a SUBSCRIBE: validation and authorization here, the decision by the application;
+/// then serves the subscription until it ends.
 ///
-/// The message and the request come boxed, and the rare steps (refusing, answering) are boxed
-/// when they run: an `async fn` keeps its arguments twice, and the state a subscription waits
-/// in for its whole life would otherwise be as large as its largest step.
+/// The message and the request come boxed, and the answering is boxed too and freed once done
+/// (the message with it): inline, its largest step sized the state the subscription waits in for
+/// its whole life, and an `async fn` keeps its arguments that long.
 pub(crate) async fn serve_subscribe(
     tracks: Arc<TrackState>,
     msg: Box<Subscribe>,
-    mut req: Box<Request>,
+    req: Box<Request>,
 ) -> Result<(), Error> {
+    let Some(Established {
+        mut req,
+        publisher,
+        join,
+        join_guard,
+    }) = Box::pin(answer_subscribe(&tracks, msg, req)).await?
+    else {
+        return Ok(());
+    };
+    let res = publisher.run(&mut req, Some(&join)).await;
+    drop(join_guard);
+    res
+}
+
+/// A SUBSCRIBE answered with SUBSCRIBE_OK, to serve.
+struct Established<'a> {
+    req: Box<Request>,
+    publisher: PublisherTask,
+    /// What a Joining FETCH reads.
+    join: Arc<JoinRecord>,
+    /// Keeps `join` in the session's table while the subscription lives.
+    join_guard: JoinGuard<'a>,
+}
+
+/// Checks and answers a SUBSCRIBE; `None` if it was refused (or its decision-maker went away).
+async fn answer_subscribe(
+    tracks: &TrackState,
+    msg: Box<Subscribe>,
+    mut req: Box<Request>,
+) -> Result<Option<Established<'_>>, Error> {
     let core = tracks.core();
     let id = msg.request_id;
-    let track = msg.track;
-    // The one-time steps are boxed as well (admission, the application's decision, the
-    // publisher's run): inline, the largest would size the whole subscription's state.
+    let track = msg.track.clone();
+    // The one-time steps are boxed as well (admission, the application's decision): inline,
+    // the largest would size the whole answering's state.
     let admitted = Box::pin(tracks.admit(&req, RequestKind::Subscribe, &track, &msg.params, None));
     if let Err(e) = admitted.await {
-        return Box::pin((*req).refuse(e)).await;
+        return Box::pin((*req).refuse(e)).await.map(|()| None);
     }
     let join = JoinRecord::new(track.clone());
     // draft-18 §5.1: at most one subscription per track and role in a session; a second
     // SUBSCRIBE fails with DUPLICATE_SUBSCRIPTION (draft-19 allows several).
-    let Some(_join_guard) = tracks.send.track_join(id, &join) else {
+    let Some(join_guard) = tracks.send.track_join(id, &join) else {
         return Box::pin((*req).refuse(RequestError::new(
             RequestErrorCode::DUPLICATE_SUBSCRIPTION,
             "this session already subscribes to the track",
         )))
-        .await;
+        .await
+        .map(|()| None);
     };
     let make = |decision| {
         Incoming::Subscribe(IncomingSubscribe {
@@ -118,9 +150,9 @@ pub(crate) async fn serve_subscribe(
     {
         Asked::Answer(SubscribeDecision::Accept(r, reply)) => (r, reply),
         Asked::Answer(SubscribeDecision::Reject(e)) | Asked::Refuse(e) => {
-            return Box::pin((*req).refuse(e)).await;
+            return Box::pin((*req).refuse(e)).await.map(|()| None);
         }
-        Asked::Gone => return Ok(()),
+        Asked::Gone => return Ok(None),
     };
     let alias = response
         .track_alias
@@ -166,5 +198,10 @@ pub(crate) async fn serve_subscribe(
         ));
     }
     let _ = reply.send(Ok(publisher.writer()));
-    publisher.run(&mut req, Some(&join)).await
+    Ok(Some(Established {
+        req,
+        publisher,
+        join,
+        join_guard,
+    }))
 }
