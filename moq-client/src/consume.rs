@@ -2,14 +2,13 @@
 //! subgroups where the application asks for them, and objects; FETCH as a stream.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::stream::FuturesUnordered;
+use futures::stream::SelectAll;
 use moq_core::codes::StreamResetCode;
 use moq_core::message::PublishDone;
 use moq_core::{FullTrackName, GroupOrder, Location, Properties};
@@ -147,14 +146,21 @@ enum Part {
     Datagram(Object),
 }
 
-type Reading =
-    Pin<Box<dyn Future<Output = (SubgroupConsumer, Option<Result<Object, Error>>)> + Send>>;
+/// One subgroup's objects as a stream, boxed once per subgroup: a group reading its subgroups
+/// polls these in a `SelectAll`, so an object costs no allocation of the subgroup's reader
+/// (each object used to box a new future holding the whole reader). A subgroup ends after its
+/// first error, and is dropped then (its stream stopped).
+type Reading = futures::stream::BoxStream<'static, Result<Object, Error>>;
 
-fn read(mut s: SubgroupConsumer) -> Reading {
-    Box::pin(async move {
-        let next = s.next_object().await;
-        (s, next)
+fn read(s: SubgroupConsumer) -> Reading {
+    futures::stream::unfold(Some(s), |s| async move {
+        let mut s = s?;
+        match s.next_object().await? {
+            Ok(o) => Some((Ok(o), Some(s))),
+            Err(e) => Some((Err(e), None)),
+        }
     })
+    .boxed()
 }
 
 /// One group of a subscribed track, spanning its subgroups: their objects as they arrive
@@ -169,7 +175,7 @@ pub struct GroupConsumer {
     id: u64,
     parts: mpsc::Receiver<Part>,
     parts_open: bool,
-    reading: FuturesUnordered<Reading>,
+    reading: SelectAll<Reading>,
     end_of_group: bool,
     check: Arc<TrackCheck>,
 }
@@ -210,15 +216,12 @@ impl GroupConsumer {
                     }
                     None => self.parts_open = false,
                 },
-                Some((s, next)) = self.reading.next(), if !self.reading.is_empty() => match next {
-                    Some(Ok(o)) => {
-                        self.reading.push(read(s));
-                        return Some(Ok(o));
+                // `None`: the last subgroup being read is complete.
+                next = self.reading.next(), if !self.reading.is_empty() => {
+                    if let Some(next) = next {
+                        return Some(next);
                     }
-                    Some(Err(e)) => return Some(Err(e)),
-                    // That subgroup is complete.
-                    None => {}
-                },
+                }
             }
         }
     }
@@ -317,7 +320,7 @@ impl Router {
             id: group,
             parts: rx,
             parts_open: true,
-            reading: FuturesUnordered::new(),
+            reading: SelectAll::new(),
             end_of_group: false,
             check: self.check.clone(),
         };

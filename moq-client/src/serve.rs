@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
 use futures::future::{AbortHandle, Abortable, Aborted, Either};
@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 mod fetch;
+mod until;
 
 pub use fetch::{DEFAULT_FILL_TIMEOUT, serve_fetch, serve_fetch_now, serve_fill, serve_fill_now};
 
@@ -97,6 +98,8 @@ struct Backlog {
     limit: u64,
     /// Cancelled once `bytes` passed `limit`: the subscription ends TOO_FAR_BEHIND.
     exceeded: CancellationToken,
+    /// Set just before `exceeded` is cancelled: read for every object, without a lock.
+    over: AtomicBool,
     stats: Option<Arc<ServeStats>>,
 }
 
@@ -108,6 +111,7 @@ impl Backlog {
             s.backlog_peak.fetch_max(now, Ordering::Relaxed);
         }
         if now > self.limit {
+            self.over.store(true, Ordering::Release);
             self.exceeded.cancel();
         }
     }
@@ -275,6 +279,7 @@ pub(crate) async fn serve_subscription(
         bytes: AtomicU64::new(0),
         limit: opts.max_backlog_bytes,
         exceeded: CancellationToken::new(),
+        over: AtomicBool::new(false),
         stats: opts.stats.clone(),
     });
     // Objects are batched into one write only where no delivery timeout can apply (see
@@ -555,12 +560,10 @@ impl Serve {
             backlog,
             ..
         } = &self;
-        let exceeded = backlog.exceeded.clone();
+        let (exceeded, over) = (&backlog.exceeded, &backlog.over);
         if datagrams {
-            tokio::select! {
-                _ = send_datagrams(w, sg, self.start, backlog.stats.as_deref()) => {}
-                _ = exceeded.cancelled() => {}
-            }
+            let send = send_datagrams(w, sg, self.start, backlog.stats.as_deref());
+            until::until_cancelled(send, exceeded, over).await;
             return;
         }
         let mut stream = None;
@@ -568,19 +571,18 @@ impl Serve {
             backlog: backlog.clone(),
             held: 0,
         };
-        tokio::select! {
-            _ = send_subgroup(&self, opening, &mut stream, &mut pending) => {}
-            _ = exceeded.cancelled() => {
-                if let Some(s) = stream.as_mut() {
-                    // draft-21 §12.5: TOO_FAR_BEHIND from draft-17; CANCELLED before.
-                    let code = if w.version().draft() >= 17 {
-                        StreamResetCode::TOO_FAR_BEHIND
-                    } else {
-                        StreamResetCode::CANCELLED
-                    };
-                    s.abort(code);
-                }
-            }
+        let send = send_subgroup(&self, opening, &mut stream, &mut pending);
+        let sent = until::until_cancelled(send, exceeded, over).await;
+        if sent.is_none()
+            && let Some(s) = stream.as_mut()
+        {
+            // draft-21 §12.5: TOO_FAR_BEHIND from draft-17; CANCELLED before.
+            let code = if w.version().draft() >= 17 {
+                StreamResetCode::TOO_FAR_BEHIND
+            } else {
+                StreamResetCode::CANCELLED
+            };
+            s.abort(code);
         }
     }
 }
@@ -719,7 +721,7 @@ async fn send_subgroup(
                 && plain(&n)
                 && batch.len() < MAX_BATCH
                 && bytes + n.payload.len() <= MAX_BATCH_BYTES
-                && !pending.backlog.exceeded.is_cancelled()
+                && !pending.backlog.over.load(Ordering::Acquire)
             {
                 bytes += n.payload.len();
                 i += 1;

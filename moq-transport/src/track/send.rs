@@ -397,6 +397,12 @@ impl WriterShared {
         self.params.lock().value.clone()
     }
 
+    /// Reads the subscription's current parameters in place (no clone: this is done for
+    /// every object a subgroup sender writes).
+    fn with_params<R>(&self, f: impl FnOnce(&SubscriptionParams) -> R) -> R {
+        f(&self.params.lock().value)
+    }
+
     /// Changes the parameters and wakes whoever waits for a change.
     pub(crate) fn modify_params(&self, f: impl FnOnce(&mut SubscriptionParams)) {
         let mut p = self.params.lock();
@@ -757,6 +763,7 @@ impl SubscriptionWriter {
             stream: Some(stream),
             header_sent: false,
             buf: BytesMut::with_capacity(HEADERS_BUFFER),
+            chunks: Vec::new(),
             omitted: false,
             subgroup_id: match subgroup {
                 SubgroupId::FirstObject => None,
@@ -896,6 +903,8 @@ pub struct SubgroupSender {
     header_sent: bool,
     /// Where object headers are encoded, and split off as they are written.
     buf: BytesMut,
+    /// The chunks of a [`SubgroupSender::write_objects`], empty between calls.
+    chunks: Vec<Bytes>,
     omitted: bool,
     subgroup_id: Option<u64>,
     first_properties: Option<Properties>,
@@ -963,7 +972,9 @@ impl SubgroupSender {
         objects: impl IntoIterator<Item = (u64, Bytes)>,
     ) -> Result<(), Error> {
         let none = Properties::new();
-        let mut chunks = Vec::new();
+        // The list of chunks is kept between writes (a relay behind writes a batch per wake).
+        let mut chunks = std::mem::take(&mut self.chunks);
+        chunks.clear();
         for (id, payload) in objects {
             if let Some(header) =
                 self.encode(id, &none, ObjectStatus::Normal, payload.len(), None)?
@@ -974,10 +985,11 @@ impl SubgroupSender {
                 }
             }
         }
-        if chunks.is_empty() {
-            return Ok(());
+        if !chunks.is_empty() {
+            self.stream()?.write_all_chunks(&mut chunks).await?;
         }
-        self.stream()?.write_all_chunks(&mut chunks).await?;
+        chunks.clear();
+        self.chunks = chunks;
         Ok(())
     }
 
@@ -1003,19 +1015,26 @@ impl SubgroupSender {
         let loc = Location::new(self.group(), id);
         self.shared.note_largest(loc);
         let subgroup = self.subgroup_id.or(Some(id));
-        let params = self.shared.params();
-        if !params.forward {
-            self.omitted = true;
-            self.first_object = false;
-            return Ok(None);
-        }
         let meta = ObjectMeta {
             location: loc,
             subgroup,
             priority: self.priority,
             properties,
         };
-        if !params.in_range(loc) || !params.passes_range_filters(meta) {
+        // One lock and no copy of the parameters per object.
+        let (forward, passes, subscriber_timeout) = self.shared.with_params(|p| {
+            (
+                p.forward,
+                p.forward && p.in_range(loc) && p.passes_range_filters(meta),
+                p.object_delivery_timeout,
+            )
+        });
+        if !forward {
+            self.omitted = true;
+            self.first_object = false;
+            return Ok(None);
+        }
+        if !passes {
             // draft-19 §2.2: the stream no longer starts at the subgroup's first object.
             self.first_object = false;
             return Ok(None);
@@ -1026,7 +1045,7 @@ impl SubgroupSender {
         // draft-19 §8: reset with DELIVERY_TIMEOUT an object older than the timeout.
         let timeout = self.shared.timeout(
             property::OBJECT_DELIVERY_TIMEOUT,
-            params.object_delivery_timeout,
+            subscriber_timeout,
             self.first_properties.as_ref(),
         );
         if let (Some(t), Some(at)) = (timeout, first_byte)
