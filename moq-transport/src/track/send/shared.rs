@@ -1,174 +1,28 @@
-//! The publisher's side of a subscription: subgroup streams and datagrams (draft-19 §11).
+//! The state a subscription's writers share, and [`SubscriptionWriter`]: opens subgroup
+//! streams, sends datagrams, ends the subscription with PUBLISH_DONE (draft-19 §11, §10.11).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use moq_core::codes::{PublishDoneCode, StreamResetCode};
+use moq_core::codes::PublishDoneCode;
 use moq_core::data::{
-    self, DatagramBody, ObjectDatagram, ObjectStatus, RangeEnd, SubgroupHeader, SubgroupId,
-    SubgroupWriter,
+    self, DatagramBody, ObjectDatagram, ObjectStatus, SubgroupHeader, SubgroupId,
 };
-use moq_core::{FullTrackName, GroupOrder, Location, Properties, Version, property};
+use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
 
-use super::params::{Object, ObjectMeta, SubscriptionParams, stream_priority};
+use super::fetch::FetchWriter;
+use super::{Finish, written_priority};
 use crate::error::Error;
 use crate::latch::{LatchWatch, Queue, wait_until};
 use crate::session::SessionCore;
+use crate::track::params::{Object, ObjectMeta, SubscriptionParams, stream_priority};
 use crate::transport::BoxSendStream;
-
-/// The publisher's record of a subscription, for Joining FETCH (draft-19 §5.2). Not a
-/// `watch` channel (~420 B per subscription): a mutex, a flag and one `Notify`.
-#[derive(Debug)]
-pub(crate) struct JoinRecord {
-    pub(crate) track: FullTrackName,
-    /// `None` while Pending (subscriber); then the Joining Location if Forward was 1.
-    established: Mutex<Option<JoinPoint>>,
-    /// Set when the subscription's request is over: a FETCH waiting for it gives up.
-    ended: AtomicBool,
-    changed: Notify,
-}
-
-impl JoinRecord {
-    pub(crate) fn new(track: FullTrackName) -> Arc<Self> {
-        Arc::new(JoinRecord {
-            track,
-            established: Mutex::new(None),
-            ended: AtomicBool::new(false),
-            changed: Notify::new(),
-        })
-    }
-
-    /// Records the subscription as established (again when Forward goes from 0 to 1).
-    pub(crate) fn establish(&self, point: JoinPoint) {
-        *self.established.lock() = Some(point);
-        self.changed.notify_waiters();
-    }
-
-    /// The subscription's request is over: a FETCH waiting for it gives up.
-    fn end(&self) {
-        self.ended.store(true, Ordering::Release);
-        self.changed.notify_waiters();
-    }
-
-    /// Resolves once the subscription is established; `None` if it ended first.
-    pub(crate) async fn established(&self) -> Option<JoinPoint> {
-        wait_until(&self.changed, || match *self.established.lock() {
-            Some(p) => Some(Some(p)),
-            None => self.ended.load(Ordering::Acquire).then_some(None),
-        })
-        .await
-    }
-}
-
-/// Where a Joining FETCH joins an established subscription.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct JoinPoint {
-    pub(crate) forward: bool,
-    pub(crate) joining: Option<Location>,
-}
-
-/// The publisher's side of a session's data plane: the Track Aliases it hands out and the
-/// subscriptions a Joining FETCH can name.
-#[derive(Debug)]
-pub(crate) struct SendState {
-    core: Arc<SessionCore>,
-    next_alias: AtomicU64,
-    joins: Mutex<HashMap<u64, Arc<JoinRecord>>>,
-    /// Notified whenever a subscription is recorded in `joins`, so a Joining FETCH that
-    /// overtook its SUBSCRIBE (they travel on separate streams) can wait for it. Not a watch
-    /// channel: that is an allocation of ~390 B per session.
-    joins_changed: Notify,
-}
-
-impl SendState {
-    pub(crate) fn new(core: Arc<SessionCore>) -> Self {
-        SendState {
-            core,
-            next_alias: AtomicU64::new(0),
-            joins: Mutex::new(HashMap::new()),
-            joins_changed: Notify::new(),
-        }
-    }
-
-    /// A fresh Track Alias for a subscription we publish.
-    pub(crate) fn next_track_alias(&self) -> u64 {
-        self.next_alias.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Records a subscription we publish, for Joining FETCH, until the guard drops. `None` if
-    /// the version allows one subscription per track and this session already has one for the
-    /// same track (the caller answers DUPLICATE_SUBSCRIPTION).
-    pub(crate) fn track_join(
-        &self,
-        request_id: u64,
-        record: &Arc<JoinRecord>,
-    ) -> Option<JoinGuard<'_>> {
-        let mut joins = self.joins.lock();
-        if !self.core.version().allows_duplicate_subscriptions()
-            && joins.values().any(|j| j.track == record.track)
-        {
-            return None;
-        }
-        joins.insert(request_id, record.clone());
-        drop(joins);
-        self.joins_changed.notify_waiters();
-        Some(JoinGuard(self, request_id, record.clone()))
-    }
-
-    /// The subscription `request_id` for a Joining FETCH, waiting up to `wait` for a SUBSCRIBE
-    /// whose stream has not arrived yet.
-    pub(crate) async fn join_state_within(
-        &self,
-        request_id: u64,
-        wait: Duration,
-    ) -> Option<Arc<JoinRecord>> {
-        let appeared = async {
-            loop {
-                // Enabled before the table is looked at: a record made after the look wakes it.
-                let changed = self.joins_changed.notified();
-                tokio::pin!(changed);
-                changed.as_mut().enable();
-                if let Some(j) = self.joins.lock().get(&request_id).cloned() {
-                    return Some(j);
-                }
-                changed.await;
-            }
-        };
-        tokio::time::timeout(wait, appeared).await.ok().flatten()
-    }
-}
-
-/// Removes a subscription from the Joining FETCH table when its request ends, and tells a
-/// FETCH still waiting for it.
-#[derive(Debug)]
-pub(crate) struct JoinGuard<'a>(&'a SendState, u64, Arc<JoinRecord>);
-
-impl Drop for JoinGuard<'_> {
-    fn drop(&mut self) {
-        self.0.joins.lock().remove(&self.1);
-        self.2.end();
-    }
-}
-
-/// Why the application ends a subscription: the PUBLISH_DONE it sends.
-#[derive(Debug)]
-pub(crate) struct Finish {
-    pub(crate) status: PublishDoneCode,
-    pub(crate) reason: String,
-    pub(crate) stream_count: u64,
-    pub(crate) sent: oneshot::Sender<Result<(), Error>>,
-}
 
 /// At most this many PUBLISH_STATE_NOTIFY messages wait for the request stream.
 const NOTIFY_QUEUE: usize = 16;
-
-/// The allocation a subgroup stream's object headers are encoded into, a few at a time.
-const HEADERS_BUFFER: usize = 256;
 
 /// State shared by a subscription's writer, its subgroup senders and its request task.
 #[derive(Debug)]
@@ -332,7 +186,8 @@ impl Fill {
         largest: Option<Location>,
         group_order: GroupOrder,
     ) -> Option<Fill> {
-        let (start, end) = super::params::fill_range(fill, subscription.location_filter, largest)?;
+        let (start, end) =
+            crate::track::params::fill_range(fill, subscription.location_filter, largest)?;
         // draft-21 §9.20.16: what FILL_PARAMETERS omits is the subscription's.
         let filters = if fill.range_filters.is_empty() {
             &subscription.range_filters
@@ -358,6 +213,14 @@ impl Fill {
 }
 
 impl WriterShared {
+    /// One of the subscription's subgroup streams ended: the last to end wakes a
+    /// [`SubscriptionWriter::finish`] waiting to send PUBLISH_DONE.
+    pub(super) fn stream_closed(&self) {
+        if self.streams_open.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.streams_closed.notify_waiters();
+        }
+    }
+
     /// The track's Largest Object as this publisher knows it: the larger of what was written
     /// on the subscription and what it was told of the track.
     pub(crate) fn largest_object(&self) -> Option<Location> {
@@ -366,7 +229,7 @@ impl WriterShared {
         written.max(known)
     }
 
-    fn note_largest(&self, loc: Location) {
+    pub(super) fn note_largest(&self, loc: Location) {
         let newer = {
             let mut l = self.largest.lock();
             let newer = l.is_none_or(|x| loc > x);
@@ -399,7 +262,7 @@ impl WriterShared {
 
     /// Reads the subscription's current parameters in place (no clone: this is done for
     /// every object a subgroup sender writes).
-    fn with_params<R>(&self, f: impl FnOnce(&SubscriptionParams) -> R) -> R {
+    pub(super) fn with_params<R>(&self, f: impl FnOnce(&SubscriptionParams) -> R) -> R {
         f(&self.params.lock().value)
     }
 
@@ -412,7 +275,7 @@ impl WriterShared {
         self.params_changed.notify_waiters();
     }
 
-    fn check_open(&self) -> Result<(), Error> {
+    pub(super) fn check_open(&self) -> Result<(), Error> {
         if let Some(e) = self.ended.get() {
             return Err(e);
         }
@@ -428,7 +291,7 @@ impl WriterShared {
     /// The publisher's delivery timeouts: Track Properties, overridden per subgroup by Object
     /// Properties of its first object; the smaller non-zero of publisher and subscriber wins
     /// (draft-19 §8).
-    fn timeout(
+    pub(super) fn timeout(
         &self,
         key: u64,
         subscriber: Option<Duration>,
@@ -456,7 +319,7 @@ impl WriterShared {
 /// Dropping a clone does nothing. Dropping the last one does not end the subscription either:
 /// its request stays open, with REQUEST_UPDATEs answered and nothing sent, until the
 /// subscriber cancels it or the session ends. End it with [`SubscriptionWriter::finish`]
-/// (PUBLISH_DONE). Open [`SubgroupSender`]s live on their own.
+/// (PUBLISH_DONE). Open [`SubgroupSender`](super::SubgroupSender)s live on their own.
 #[derive(Debug)]
 pub struct SubscriptionWriter {
     pub(crate) shared: Arc<WriterShared>,
@@ -712,19 +575,17 @@ impl SubscriptionWriter {
             .unwrap_or_else(|_| self.shared.core.gone())
     }
 
-    /// Opens a subgroup stream (draft-19 §11.4.2). `priority` is the Publisher Priority
-    /// (`None` inherits DEFAULT_PUBLISHER_PRIORITY). The stream's QUIC priority follows the
-    /// draft's scheduling order (§7.2). It claims to start at the subgroup's first object
-    /// (FIRST_OBJECT) unless told otherwise ([`SubgroupSender::set_first_object`]).
+    /// Opens a subgroup's stream and counts it open: what
+    /// [`SubscriptionWriter::open_subgroup`] wraps in a sender.
     ///
     /// Cancel safe: nothing is written to the stream before it resolves.
-    pub async fn open_subgroup(
+    pub(super) async fn open_subgroup_stream(
         &self,
         group: u64,
         subgroup: SubgroupId,
         priority: Option<u8>,
         end_of_group: bool,
-    ) -> Result<SubgroupSender, Error> {
+    ) -> Result<OpenedSubgroup, Error> {
         self.shared.check_open()?;
         let s = &self.shared;
         let params = self.shared.params();
@@ -757,22 +618,21 @@ impl SubscriptionWriter {
             end_of_group,
             first_object: true,
         };
-        Ok(SubgroupSender {
-            shared: s.clone(),
-            writer: SubgroupWriter::new(header, s.core.version()),
-            stream: Some(stream),
-            header_sent: false,
-            buf: BytesMut::with_capacity(HEADERS_BUFFER),
-            chunks: Vec::new(),
-            omitted: false,
-            subgroup_id: match subgroup {
-                SubgroupId::FirstObject => None,
-                _ => Some(explicit),
-            },
-            first_properties: None,
+        let subgroup_id = match subgroup {
+            SubgroupId::FirstObject => None,
+            _ => Some(explicit),
+        };
+        Ok(OpenedSubgroup {
+            stream,
+            header,
+            subgroup_id,
             priority: publisher,
-            first_object: true,
         })
+    }
+
+    /// The state this writer shares with its subscription's other writers and senders.
+    pub(super) fn shared(&self) -> &Arc<WriterShared> {
+        &self.shared
     }
 
     /// Sends one object as a datagram (draft-19 §11.3.1). Returns `false` if it was filtered
@@ -892,265 +752,15 @@ impl SubscriptionWriter {
     }
 }
 
-/// One open subgroup stream. Write objects in increasing Object ID order, then
-/// [`SubgroupSender::finish`] once the subgroup is complete. Dropping it unfinished resets the
-/// stream (draft-19 §11.4.3: FIN only when every object was delivered).
-#[derive(Debug)]
-pub struct SubgroupSender {
-    shared: Arc<WriterShared>,
-    writer: SubgroupWriter,
-    stream: Option<BoxSendStream>,
-    header_sent: bool,
-    /// Where object headers are encoded, and split off as they are written.
-    buf: BytesMut,
-    /// The chunks of a [`SubgroupSender::write_objects`], empty between calls.
-    chunks: Vec<Bytes>,
-    omitted: bool,
-    subgroup_id: Option<u64>,
-    first_properties: Option<Properties>,
-    priority: u8,
-    first_object: bool,
-}
-
-impl SubgroupSender {
-    /// Whether the stream starts at the first object ever published in the subgroup (the
-    /// FIRST_OBJECT bit, draft-19 §2.2): true unless set otherwise. An original publisher
-    /// leaves it; a relay sets `false` when it forwards from the middle of a subgroup. It is
-    /// cleared when an object is filtered out before the first one sent, and has no effect
-    /// once an object was sent.
-    pub fn set_first_object(&mut self, first: bool) {
-        self.first_object = first;
-    }
-
-    /// The group.
-    pub fn group(&self) -> u64 {
-        self.writer.header().group
-    }
-
-    /// The last Object ID written.
-    pub fn last_object(&self) -> Option<u64> {
-        self.writer.last_object()
-    }
-
-    /// Writes one object. `first_byte` is when its first byte was produced or received (for
-    /// OBJECT_DELIVERY_TIMEOUT, draft-19 §8); `None` means now. Objects that do not pass the
-    /// subscription's filters are skipped; if they are skipped because of Forward State the
-    /// stream can no longer be finished and is reset at the end.
-    ///
-    /// Not cancel-safe: dropped before it resolves, part of the object may have been written;
-    /// drop the sender then (it resets the stream) rather than writing on.
-    pub async fn write(
-        &mut self,
-        id: u64,
-        properties: &Properties,
-        status: ObjectStatus,
-        payload: Bytes,
-        first_byte: Option<Instant>,
-    ) -> Result<(), Error> {
-        let Some(header) = self.encode(id, properties, status, payload.len(), first_byte)? else {
-            return Ok(());
-        };
-        let stream = self.stream()?;
-        if payload.is_empty() {
-            stream.write_chunk(header).await?;
-        } else {
-            // Header and payload in one write: each write takes the connection's lock and
-            // wakes its driver, which for small objects costs more than the bytes.
-            stream.write_all_chunks(&mut [header, payload]).await?;
-        }
-        Ok(())
-    }
-
-    /// Writes Normal objects, each `(Object ID, payload)` in order, in one write to the
-    /// stream: for objects that are ready together (a burst, a backlog), one write costs
-    /// less than one per object, which for small objects is most of the cost. Each object
-    /// passes the same checks as with [`SubgroupSender::write`].
-    ///
-    /// Not cancel-safe, like [`SubgroupSender::write`].
-    pub async fn write_objects(
-        &mut self,
-        objects: impl IntoIterator<Item = (u64, Bytes)>,
-    ) -> Result<(), Error> {
-        let none = Properties::new();
-        // The list of chunks is kept between writes (a relay behind writes a batch per wake).
-        let mut chunks = std::mem::take(&mut self.chunks);
-        chunks.clear();
-        for (id, payload) in objects {
-            if let Some(header) =
-                self.encode(id, &none, ObjectStatus::Normal, payload.len(), None)?
-            {
-                chunks.push(header);
-                if !payload.is_empty() {
-                    chunks.push(payload);
-                }
-            }
-        }
-        if !chunks.is_empty() {
-            self.stream()?.write_all_chunks(&mut chunks).await?;
-        }
-        chunks.clear();
-        self.chunks = chunks;
-        Ok(())
-    }
-
-    fn stream(&mut self) -> Result<&mut BoxSendStream, Error> {
-        self.stream
-            .as_mut()
-            .ok_or(Error::Invalid("subgroup stream already closed".into()))
-    }
-
-    /// Checks one object against the subscription and encodes what precedes its payload (the
-    /// stream's header first, if not sent yet); `None` if the object is not sent.
-    fn encode(
-        &mut self,
-        id: u64,
-        properties: &Properties,
-        status: ObjectStatus,
-        payload_len: usize,
-        first_byte: Option<Instant>,
-    ) -> Result<Option<Bytes>, Error> {
-        self.shared
-            .check_open()
-            .inspect_err(|_| self.abort(StreamResetCode::CANCELLED))?;
-        let loc = Location::new(self.group(), id);
-        self.shared.note_largest(loc);
-        let subgroup = self.subgroup_id.or(Some(id));
-        let meta = ObjectMeta {
-            location: loc,
-            subgroup,
-            priority: self.priority,
-            properties,
-        };
-        // One lock and no copy of the parameters per object.
-        let (forward, passes, subscriber_timeout) = self.shared.with_params(|p| {
-            (
-                p.forward,
-                p.forward && p.in_range(loc) && p.passes_range_filters(meta),
-                p.object_delivery_timeout,
-            )
-        });
-        if !forward {
-            self.omitted = true;
-            self.first_object = false;
-            return Ok(None);
-        }
-        if !passes {
-            // draft-19 §2.2: the stream no longer starts at the subgroup's first object.
-            self.first_object = false;
-            return Ok(None);
-        }
-        if self.first_properties.is_none() {
-            self.first_properties = Some(properties.clone());
-        }
-        // draft-19 §8: reset with DELIVERY_TIMEOUT an object older than the timeout.
-        let timeout = self.shared.timeout(
-            property::OBJECT_DELIVERY_TIMEOUT,
-            subscriber_timeout,
-            self.first_properties.as_ref(),
-        );
-        if let (Some(t), Some(at)) = (timeout, first_byte)
-            && at.elapsed() > t
-        {
-            self.abort(StreamResetCode::DELIVERY_TIMEOUT);
-            return Err(Error::Cancelled(StreamResetCode::DELIVERY_TIMEOUT));
-        }
-        self.stream()?;
-        // Headers are encoded one after another into one buffer and split off it, so that
-        // objects share an allocation instead of one each (cleared: a failed encoding may
-        // have left bytes).
-        self.buf.clear();
-        if !self.header_sent {
-            self.encode_stream_header()?;
-            self.header_sent = true;
-        }
-        self.writer.encode_object_header(
-            &mut self.buf,
-            id,
-            properties,
-            status,
-            payload_len as u64,
-        )?;
-        Ok(Some(self.buf.split().freeze()))
-    }
-
-    /// Encodes the stream's header into the buffer. draft-19 §2.2: FIRST_OBJECT only if the
-    /// stream begins at the first object ever published in the subgroup (objects filtered out
-    /// before the first one sent cleared it).
-    fn encode_stream_header(&mut self) -> Result<(), moq_core::coding::EncodeError> {
-        self.writer.header_mut().first_object = self.first_object;
-        self.writer.encode_header(&mut self.buf)
-    }
-
-    /// Writes a Normal object now.
-    ///
-    /// Not cancel-safe, like [`SubgroupSender::write`].
-    pub async fn write_object(&mut self, id: u64, payload: Bytes) -> Result<(), Error> {
-        self.write(id, &Properties::new(), ObjectStatus::Normal, payload, None)
-            .await
-    }
-
-    /// Ends the subgroup: FIN if every object was sent, else a reset (draft-19 §11.4.3). With a
-    /// SUBGROUP_DELIVERY_TIMEOUT the stream is reset if not fully delivered in time (§8).
-    pub fn finish(mut self) {
-        if self.omitted {
-            self.abort(StreamResetCode::CANCELLED);
-            return;
-        }
-        let Some(mut stream) = self.stream.take() else {
-            return;
-        };
-        // An empty subgroup still says it exists: its header alone.
-        let header = (!self.header_sent)
-            .then(|| {
-                self.buf.clear();
-                self.encode_stream_header().ok()?;
-                Some(self.buf.split().freeze())
-            })
-            .flatten();
-        let params = self.shared.params();
-        let timeout = self.shared.timeout(
-            property::SUBGROUP_DELIVERY_TIMEOUT,
-            params.subgroup_delivery_timeout,
-            self.first_properties.as_ref(),
-        );
-        if header.is_none() {
-            let _ = stream.finish();
-            closed(&self.shared);
-            if timeout.is_none() {
-                self.shared.core.finished(stream);
-                return;
-            }
-        }
-        let shared = self.shared.clone();
-        // Watched until the peer acknowledged every byte (draft-19 §8: reset with
-        // DELIVERY_TIMEOUT if that takes longer than the subgroup delivery timeout).
-        self.shared.core.after_finish(async move {
-            if let Some(header) = header {
-                let _ = stream.write_all(&header).await;
-                let _ = stream.finish();
-                closed(&shared);
-            }
-            let acked = async {
-                let _ = stream.stopped().await;
-            };
-            match timeout {
-                Some(t) => {
-                    if tokio::time::timeout(t, acked).await.is_err() {
-                        stream.reset(StreamResetCode::DELIVERY_TIMEOUT.0);
-                    }
-                }
-                None => acked.await,
-            }
-        });
-    }
-
-    /// Resets the stream with `code`.
-    pub fn abort(&mut self, code: StreamResetCode) {
-        if let Some(mut s) = self.stream.take() {
-            s.reset(code.0);
-            closed(&self.shared);
-        }
-    }
+/// A subgroup stream just opened, with the header it starts with: what a
+/// [`SubgroupSender`](super::SubgroupSender) is made of.
+pub(super) struct OpenedSubgroup {
+    pub(super) stream: BoxSendStream,
+    pub(super) header: SubgroupHeader,
+    /// The Subgroup ID when the header names it (not FIRST_OBJECT).
+    pub(super) subgroup_id: Option<u64>,
+    /// The Publisher Priority of its objects.
+    pub(super) priority: u8,
 }
 
 /// Counts a caller of [`SubscriptionWriter::reached`] while it waits.
@@ -1166,159 +776,5 @@ impl<'a> Waiting<'a> {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-fn closed(shared: &WriterShared) {
-    if shared.streams_open.fetch_sub(1, Ordering::AcqRel) == 1 {
-        shared.streams_closed.notify_waiters();
-    }
-}
-
-impl Drop for SubgroupSender {
-    fn drop(&mut self) {
-        self.abort(StreamResetCode::CANCELLED);
-    }
-}
-
-/// What FETCH_OK said. Plain data: dropping it does nothing.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FetchEnd {
-    /// Every object of the track has been published and `end` is the last.
-    pub end_of_track: bool,
-    /// The end of the range served (last object plus one; object 0 = the whole group).
-    pub end: Location,
-    /// The track's properties.
-    pub track_properties: Properties,
-}
-
-/// Writes a fetch response stream: FETCH_HEADER, then objects in the requested order
-/// (draft-19 §11.4.4). [`FetchWriter::finish`] ends it; dropping it unfinished resets it.
-#[derive(Debug)]
-pub struct FetchWriter {
-    stream: Option<BoxSendStream>,
-    /// The FETCH's Range Filters: objects that fail them are not sent (draft-19 §5.1.3).
-    filters: Vec<moq_core::RangeFilterParam>,
-    writer: data::FetchWriter,
-    buf: Vec<u8>,
-    cancelled: LatchWatch<Error>,
-    core: Arc<SessionCore>,
-}
-
-impl FetchWriter {
-    /// A writer on a fetch stream whose FETCH_HEADER was sent, in `order`, for a FETCH with
-    /// Range Filters `filters`; `cancelled` says when the FETCH was cancelled.
-    pub(crate) fn new(
-        core: &Arc<SessionCore>,
-        stream: BoxSendStream,
-        order: GroupOrder,
-        filters: Vec<moq_core::RangeFilterParam>,
-        cancelled: LatchWatch<Error>,
-    ) -> Self {
-        FetchWriter {
-            stream: Some(stream),
-            filters,
-            writer: data::FetchWriter::new(order, core.version()),
-            buf: Vec::new(),
-            cancelled,
-            core: core.clone(),
-        }
-    }
-
-    fn check(&mut self) -> Result<(), Error> {
-        if let Some(e) = self.cancelled.get().or_else(|| self.core.close_reason()) {
-            if let Some(mut s) = self.stream.take() {
-                s.reset(StreamResetCode::CANCELLED.0);
-            }
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    /// Writes one object; one that fails the FETCH's Range Filters is skipped (draft-19
-    /// §5.1.3: only objects passing every filter are delivered).
-    ///
-    /// Not cancel-safe: dropped before it resolves, part of the object may have been written;
-    /// drop the writer then (it resets the stream) rather than writing on.
-    pub async fn write(&mut self, obj: &Object) -> Result<(), Error> {
-        self.check()?;
-        let meta = ObjectMeta {
-            location: obj.location,
-            subgroup: obj.subgroup,
-            priority: obj.priority,
-            properties: &obj.properties,
-        };
-        if !SubscriptionParams::object_passes(&self.filters, meta) {
-            return Ok(());
-        }
-        self.buf.clear();
-        let header = data::FetchObject {
-            location: obj.location,
-            subgroup: obj.subgroup,
-            priority: obj.priority,
-            properties: obj.properties.clone(),
-            payload_len: obj.payload.len() as u64,
-        };
-        self.writer.encode_object(&mut self.buf, &header)?;
-        let s = self.stream.as_mut().ok_or(Error::EndedEarly)?;
-        s.write_all(&self.buf).await?;
-        if !obj.payload.is_empty() {
-            s.write_chunk(obj.payload.clone()).await?;
-        }
-        Ok(())
-    }
-
-    /// Writes an End of Range marker (draft-19 §11.4.4.2). A Timed-Out range is reported as
-    /// Unknown before draft-20, which has no such marker; before draft-16 there are no markers
-    /// at all and the range is left out (the subscriber sees a gap, draft-14 §9.16.3).
-    ///
-    /// Not cancel-safe, like [`FetchWriter::write`].
-    pub async fn end_of_range(&mut self, kind: RangeEnd, location: Location) -> Result<(), Error> {
-        self.check()?;
-        let v = self.core.version();
-        let kind = match kind {
-            _ if !v.fetch_end_of_range() => RangeEnd::NonExistent,
-            RangeEnd::TimedOut if !v.has_fill() => RangeEnd::Unknown,
-            k => k,
-        };
-        self.buf.clear();
-        self.writer
-            .encode_end_of_range(&mut self.buf, kind, location)?;
-        let s = self.stream.as_mut().ok_or(Error::EndedEarly)?;
-        s.write_all(&self.buf).await.map_err(Error::from)
-    }
-
-    /// Ends the fetch stream with a FIN: every object of the range was sent.
-    pub fn finish(mut self) {
-        if let Some(mut s) = self.stream.take() {
-            let _ = s.finish();
-        }
-    }
-
-    /// Resets the fetch stream (e.g. UNKNOWN_OBJECT_STATUS, draft-19 §10.12.3).
-    pub fn abort(mut self, code: StreamResetCode) {
-        if let Some(mut s) = self.stream.take() {
-            s.reset(code.0);
-        }
-    }
-}
-
-impl Drop for FetchWriter {
-    fn drop(&mut self) {
-        if let Some(mut s) = self.stream.take() {
-            s.reset(StreamResetCode::CANCELLED.0);
-        }
-    }
-}
-
-/// The Publisher Priority a subgroup header or datagram carries: `None` inherits the
-/// subscription's (DEFAULT_PRIORITY, from draft-15). Drafts 14-16 always write it: draft-14
-/// has no such form, and Cloudflare's deployed draft-16 stack (moq-transport 0.16.5) refuses the
-/// DEFAULT_PRIORITY types 0x30-0x3D, while the explicit form is valid in every draft.
-fn written_priority(v: Version, priority: Option<u8>, effective: u8) -> Option<u8> {
-    if v.quic_varints() {
-        Some(effective)
-    } else {
-        priority
     }
 }
