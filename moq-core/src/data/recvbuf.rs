@@ -21,6 +21,16 @@ pub trait DecodeBuf {
 
     /// The first contiguous bytes (empty only if there are no bytes at all).
     fn front(&self) -> &[u8];
+
+    /// Takes the next piece of a payload that has `remaining` bytes still to come, without
+    /// copying: the piece, and how many bytes of the payload are left after it. `None` if
+    /// there are no bytes.
+    fn take_payload(&mut self, remaining: u64) -> Option<(Bytes, u64)> {
+        let max = usize::try_from(remaining).unwrap_or(usize::MAX);
+        let data = self.take_front(max)?;
+        let left = remaining.saturating_sub(data.len() as u64);
+        Some((data, left))
+    }
 }
 
 impl DecodeBuf for BytesMut {

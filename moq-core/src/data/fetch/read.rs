@@ -71,11 +71,9 @@ impl FetchReader {
                     return Ok(Some(ev));
                 }
                 State::Payload { remaining } => {
-                    let max = usize::try_from(remaining).unwrap_or(usize::MAX);
-                    let Some(data) = buf.take_front(max) else {
+                    let Some((data, left)) = buf.take_payload(remaining) else {
                         return Ok(None);
                     };
-                    let left = remaining.saturating_sub(data.len() as u64);
                     self.state = if left == 0 {
                         State::Header
                     } else {
