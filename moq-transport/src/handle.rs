@@ -428,9 +428,11 @@ impl Session {
     /// client's must be empty. After `timeout` (if non-zero) a server closes the session, with
     /// GOAWAY_TIMEOUT if requests are still open.
     ///
-    /// Not cancel-safe: GOAWAY counts as sent from the first poll (a second call fails and the
-    /// peer's new requests are refused), and a future dropped while the message is being
-    /// written may leave it unsent or half written on the control stream. Let it complete.
+    /// Cancel safe: on the first poll GOAWAY counts as sent (a second call fails and the
+    /// peer's new requests are refused) and its delivery is the session's, so a future dropped
+    /// after that still sends it whole, and still has a server close after `timeout`; the
+    /// future only waits for the message to be written. Dropped before its first poll,
+    /// nothing happens.
     pub async fn goaway(&self, new_session_uri: &str, timeout: Duration) -> Result<(), Error> {
         self.core().send_goaway(new_session_uri, timeout).await
     }

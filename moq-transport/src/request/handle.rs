@@ -101,16 +101,34 @@ impl RequestHandle {
         params: Parameters,
         id: Option<oneshot::Sender<u64>>,
     ) -> Result<RequestOk, Error> {
-        let (tx, rx) = oneshot::channel();
-        if self
-            .commands
-            .send(Command::Update(Box::new(params), tx, id))
-            .await
-            .is_err()
-        {
+        let answer = self.queue_update(params, id).await?;
+        self.answer(answer).await
+    }
+
+    /// Queues a REQUEST_UPDATE once there is room, and returns where its answer will come
+    /// (for [`RequestHandle::answer`]); `id` is told its Request ID before it is sent.
+    ///
+    /// Cancel safe: nothing is queued until it resolves; once it has, the update goes out
+    /// whether or not the answer is awaited.
+    pub(crate) async fn queue_update(
+        &self,
+        params: Parameters,
+        id: Option<oneshot::Sender<u64>>,
+    ) -> Result<oneshot::Receiver<Result<RequestOk, Error>>, Error> {
+        let Ok(room) = self.commands.reserve().await else {
             return Err(self.end_error());
-        }
-        rx.await.unwrap_or_else(|_| Err(self.end_error()))
+        };
+        let (tx, rx) = oneshot::channel();
+        room.send(Command::Update(Box::new(params), tx, id));
+        Ok(rx)
+    }
+
+    /// The answer to a REQUEST_UPDATE queued with [`RequestHandle::queue_update`]. Cancel safe.
+    pub(crate) async fn answer(
+        &self,
+        answer: oneshot::Receiver<Result<RequestOk, Error>>,
+    ) -> Result<RequestOk, Error> {
+        answer.await.unwrap_or_else(|_| Err(self.end_error()))
     }
 
     /// The GOAWAY the peer sent on this request's stream, if any (draft-19 §10.4).

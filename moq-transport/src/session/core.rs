@@ -16,7 +16,7 @@ use moq_core::codes::{RequestErrorCode, SessionErrorCode};
 use moq_core::message::{Goaway, Parameters, RequestError, RequestType, SetupOptions};
 use moq_core::{AuthToken, TrackNamespace, Version};
 use parking_lot::Mutex;
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, Semaphore, oneshot, watch};
 
 use super::auth::{AuthRequest, ResolvedToken, SessionInfo, TokenCache, unauthorized};
 use super::config::SessionConfig;
@@ -572,13 +572,32 @@ impl SessionCore {
         };
         if let Some(mux) = self.mux.get() {
             mux.send(msg.into())?;
-        } else {
-            let mut w = self.control.lock().await;
-            let w = w
-                .as_mut()
-                .ok_or(Error::Invalid("no control stream".into()))?;
-            w.send(msg).await?;
+            self.close_after(timeout);
+            return Ok(());
         }
+        // Written by a task of the session's, not by this future: a caller that stops waiting
+        // leaves the GOAWAY neither unsent nor half written on the control stream.
+        let (tx, rx) = oneshot::channel();
+        let core = self.clone();
+        self.spawn(async move {
+            let sent = async {
+                let mut w = core.control.lock().await;
+                let w = w
+                    .as_mut()
+                    .ok_or(Error::Invalid("no control stream".into()))?;
+                w.send(msg).await
+            };
+            let sent = sent.await;
+            if sent.is_ok() {
+                core.close_after(timeout);
+            }
+            let _ = tx.send(sent);
+        });
+        rx.await.unwrap_or_else(|_| Err(self.gone()))
+    }
+
+    /// After our GOAWAY: a server closes the session once `timeout` (if non-zero) has passed.
+    fn close_after(self: &Arc<Self>, timeout: Duration) {
         if self.role == Role::Server && !timeout.is_zero() {
             let core = self.clone();
             self.spawn(async move {
@@ -586,7 +605,6 @@ impl SessionCore {
                 core.close_after_goaway();
             });
         }
-        Ok(())
     }
 
     /// The GOAWAY the peer sent on the control stream, if any.

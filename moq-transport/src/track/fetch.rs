@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moq_core::codes::{RequestErrorCode, StreamResetCode};
-use moq_core::data::{FetchHeader, FetchReader};
+use moq_core::data::FetchReader;
 use moq_core::message::{
     Fetch, FetchOk, FetchType, Message, OPEN_END, ParamContext, Parameters, RequestError, RequestOk,
 };
@@ -215,20 +215,16 @@ pub(crate) async fn serve_fetch(
     let mut stream = core.conn().open_uni().await?;
     let priority = msg.params.subscriber_priority.unwrap_or(128);
     stream.set_priority(stream_priority(priority, 128, order, 0, 0));
-    let mut header = Vec::new();
-    FetchHeader {
-        request_id: msg.request_id,
-    }
-    .encode(&mut header, core.version())?;
-    stream.write_all(&header).await?;
     let cancel = Latch::default();
-    let fw = FetchWriter::new(
+    let fw = FetchWriter::start(
         core,
         stream,
+        msg.request_id,
         order,
         msg.params.range_filters.clone(),
         cancel.subscribe(),
-    );
+    )
+    .await?;
     req.send(FetchOk {
         end_of_track: fetch_end.end_of_track,
         end_location: fetch_end.end,

@@ -56,15 +56,19 @@ impl TrackSubscription {
     /// (TRACK_NAMESPACE_PREFIX, §10.9.2) or new defaults for the PUBLISHes still to come
     /// (filters, FORWARD, priority, ...). A refusal ([`Error::Rejected`]) ends the request.
     ///
-    /// Not cancel-safe: dropped once the REQUEST_UPDATE is queued, the update still goes out
-    /// and applies at the publisher, but [`TrackSubscription::prefix`] keeps the old prefix.
+    /// [`TrackSubscription::prefix`] is the prefix last sent: it changes when the
+    /// REQUEST_UPDATE is queued, before the answer (a refusal ends the request anyway).
+    ///
+    /// Cancel safe: dropped before the REQUEST_UPDATE is queued, nothing changes; dropped
+    /// after, the update goes out and applies at the publisher, and `prefix()` already says so.
     pub async fn update(&mut self, params: Parameters) -> Result<(), Error> {
         let prefix = params.track_namespace_prefix.clone();
-        self.request.update(params).await?;
+        let answer = self.request.queue_update(params, None).await?;
+        // Queued: from here it goes out whatever becomes of this future.
         if let Some(p) = prefix {
             self.prefix = p;
         }
-        Ok(())
+        self.request.answer(answer).await.map(drop)
     }
 }
 

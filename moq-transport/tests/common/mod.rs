@@ -176,24 +176,32 @@ impl TestServer {
             .into_iter()
             .find(|v| self.versions.contains(v))
             .expect("no common version");
-        let (c, s) = memory::pair(version.alpn(), TransportKind::RawQuic);
-        let destination = Destination {
-            path: Some("/moq?room=1".into()),
-            authority: Some("localhost".into()),
-        };
-        let (c, s) = tokio::join!(
-            Session::establish(Arc::new(c), Role::Client, session, destination),
-            Session::establish(
-                Arc::new(s),
-                Role::Server,
-                self.session.clone(),
-                Destination::default()
-            ),
-        );
-        let s = s.unwrap();
+        let limits = memory::MemoryLimits::default();
+        let (c, s) = memory_pair_with(version, limits, session, self.session.clone()).await;
         self.sessions.push(s.clone());
-        (c.unwrap(), s)
+        (c, s)
     }
+}
+
+/// Both ends of a session at `version` over an in-memory pair with `limits`, as a raw QUIC
+/// client (`client` its configuration) to `/moq?room=1` and a server (`server`).
+pub async fn memory_pair_with(
+    version: Version,
+    limits: memory::MemoryLimits,
+    client: SessionConfig,
+    server: SessionConfig,
+) -> (Session, Session) {
+    init_tracing();
+    let (c, s) = memory::pair_with(version.alpn(), TransportKind::RawQuic, limits);
+    let destination = Destination {
+        path: Some("/moq?room=1".into()),
+        authority: Some("localhost".into()),
+    };
+    let (c, s) = tokio::join!(
+        Session::establish(Arc::new(c), Role::Client, client, destination),
+        Session::establish(Arc::new(s), Role::Server, server, Destination::default()),
+    );
+    (c.unwrap(), s.unwrap())
 }
 
 /// A connected pair with default configs.

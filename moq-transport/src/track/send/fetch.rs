@@ -37,23 +37,34 @@ pub struct FetchWriter {
 }
 
 impl FetchWriter {
-    /// A writer on a fetch stream whose FETCH_HEADER was sent, in `order`, for a FETCH with
-    /// Range Filters `filters`; `cancelled` says when the FETCH was cancelled.
-    pub(crate) fn new(
+    /// A writer on `stream`, a fetch stream just opened, once its FETCH_HEADER with
+    /// `request_id` is written: objects go in `order`, those failing the FETCH's Range Filters
+    /// `filters` are left out, and `cancelled` says when the FETCH was cancelled.
+    ///
+    /// Not cancel-safe, but never leaves a stream that looks complete: dropped before it
+    /// resolves, or failing, the stream is reset (CANCELLED), not finished. A FIN would tell the
+    /// subscriber the range is whole (draft-21 §3.4.1: FIN once all objects are delivered).
+    pub(crate) async fn start(
         core: &Arc<SessionCore>,
         stream: BoxSendStream,
+        request_id: u64,
         order: GroupOrder,
         filters: Vec<moq_core::RangeFilterParam>,
         cancelled: LatchWatch<Error>,
-    ) -> Self {
-        FetchWriter {
+    ) -> Result<Self, Error> {
+        // Made first, so that its drop resets the stream whatever happens below.
+        let mut w = FetchWriter {
             stream: Some(stream),
             filters,
             writer: data::FetchWriter::new(order, core.version()),
             buf: Vec::new(),
             cancelled,
             core: core.clone(),
-        }
+        };
+        data::FetchHeader { request_id }.encode(&mut w.buf, core.version())?;
+        let s = w.stream.as_mut().ok_or(Error::EndedEarly)?;
+        s.write_all(&w.buf).await?;
+        Ok(w)
     }
 
     fn check(&mut self) -> Result<(), Error> {

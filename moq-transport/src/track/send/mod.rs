@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
 
 mod fetch;
+mod fill;
 mod shared;
 mod subgroup;
 
@@ -18,8 +19,9 @@ use crate::error::Error;
 use crate::latch::wait_until;
 use crate::session::SessionCore;
 pub use fetch::{FetchEnd, FetchWriter};
+pub use fill::Fill;
+pub use shared::SubscriptionWriter;
 pub(crate) use shared::WriterShared;
-pub use shared::{Fill, SubscriptionWriter};
 pub use subgroup::SubgroupSender;
 
 /// The publisher's record of a subscription, for Joining FETCH (draft-19 §5.2). Not a

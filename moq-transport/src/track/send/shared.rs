@@ -6,14 +6,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use moq_core::codes::PublishDoneCode;
-use moq_core::data::{
-    self, DatagramBody, ObjectDatagram, ObjectStatus, SubgroupHeader, SubgroupId,
-};
+use moq_core::data::{DatagramBody, ObjectDatagram, ObjectStatus, SubgroupHeader, SubgroupId};
 use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
 
 use super::fetch::FetchWriter;
+use super::fill::{CountStream, Fill, Owed};
 use super::{Finish, written_priority};
 use crate::error::Error;
 use crate::latch::{LatchWatch, Queue, wait_until};
@@ -120,13 +119,27 @@ impl WriterShared {
         self.params.lock().value.forward
     }
 
-    /// The fill the SUBSCRIBE asked for, set before the writer is handed out.
-    pub(crate) fn set_fill(&self, fill: Option<Fill>) {
-        *self.fill.lock() = fill;
+    /// The fill the SUBSCRIBE asked for, set before the writer is handed out. From here it
+    /// owes the subscriber an answer (see [`Fill`]); one it replaces is answered now.
+    pub(crate) fn set_fill(self: &Arc<Self>, fill: Option<Fill>) {
+        let fill = fill.map(|mut f| {
+            let priority = self.fill_priority(&f);
+            let counter: Arc<dyn CountStream> = self.clone();
+            f.owed = Owed::new(&self.core, Arc::downgrade(&counter), &f, priority);
+            f
+        });
+        let replaced = std::mem::replace(&mut *self.fill.lock(), fill);
+        drop(replaced);
+    }
+
+    /// The priority of `fill`'s stream.
+    fn fill_priority(&self, fill: &Fill) -> i32 {
+        let (subscriber, order) = (fill.subscriber_priority, fill.group_order);
+        stream_priority(subscriber, self.publisher_priority, order, 0, 0)
     }
 
     /// Records the fill a REQUEST_UPDATE asked for and wakes whoever waits for one.
-    pub(crate) fn ask_fill(&self, fill: Fill) {
+    pub(crate) fn ask_fill(self: &Arc<Self>, fill: Fill) {
         self.set_fill(Some(fill));
         self.fill_asked.notify_waiters();
     }
@@ -152,63 +165,9 @@ impl WriterShared {
     }
 }
 
-/// A fill the subscriber asked for with FILL_PARAMETERS (draft-21 §3.4, from draft-20): the
-/// range to deliver on a fill fetch stream, and how.
-///
-/// Plain data: dropping it sends nothing. The subscriber waits for the fill fetch stream
-/// until the session ends, so a fill taken is opened with [`SubscriptionWriter::open_fill`],
-/// and reset if it cannot be served.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fill {
-    /// The Request ID its FETCH_HEADER carries (the SUBSCRIBE's or the REQUEST_UPDATE's).
-    pub request_id: u64,
-    /// The first location of the range.
-    pub start: Location,
-    /// The last location of the range (inclusive).
-    pub end: Location,
-    /// The group order to send it in.
-    pub group_order: GroupOrder,
-    /// The subscriber priority of the fill stream.
-    pub subscriber_priority: u8,
-    /// The Range Filters its objects must pass.
-    pub range_filters: Vec<moq_core::RangeFilterParam>,
-    /// Its FILL_TIMEOUT (ms), if it gave one: a relay's budget for upstream fills.
-    pub fill_timeout: Option<u64>,
-}
-
-impl Fill {
-    /// The fill `fill` (a FILL_PARAMETERS) asks for on a subscription with `subscription`'s
-    /// parameters, given the Largest Object in the answer; `None` if the range is empty.
-    pub(crate) fn new(
-        request_id: u64,
-        fill: &moq_core::message::Parameters,
-        subscription: &moq_core::message::Parameters,
-        largest: Option<Location>,
-        group_order: GroupOrder,
-    ) -> Option<Fill> {
-        let (start, end) =
-            crate::track::params::fill_range(fill, subscription.location_filter, largest)?;
-        // draft-21 §9.20.16: what FILL_PARAMETERS omits is the subscription's.
-        let filters = if fill.range_filters.is_empty() {
-            &subscription.range_filters
-        } else {
-            &fill.range_filters
-        };
-        Some(Fill {
-            request_id,
-            start,
-            end,
-            group_order: fill
-                .group_order
-                .or(subscription.group_order)
-                .unwrap_or(group_order),
-            subscriber_priority: fill
-                .subscriber_priority
-                .or(subscription.subscriber_priority)
-                .unwrap_or(128),
-            range_filters: filters.clone(),
-            fill_timeout: fill.fill_timeout,
-        })
+impl CountStream for WriterShared {
+    fn count_stream(&self) {
+        self.streams_opened.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -414,10 +373,13 @@ impl SubscriptionWriter {
 
     /// Opens the fill fetch stream of `fill`: a FETCH_HEADER with its Request ID and no
     /// FETCH_OK (draft-21 §3.4). Write the range's objects in `fill.group_order`, then finish
-    /// it; a fill that cannot be served is reset. It counts in PUBLISH_DONE's Stream Count.
+    /// it; a fill that cannot be served is aborted (reset), and so is one whose writer is
+    /// dropped unfinished. It counts in PUBLISH_DONE's Stream Count.
     ///
-    /// Not cancel-safe: dropped after the stream was opened and before it resolves, the stream is
-    /// dropped too, half written (the transport finishes a dropped stream).
+    /// Not cancel-safe, but a drop never makes a fill look complete, nor leaves it unanswered:
+    /// dropped before the FETCH_HEADER is written, the stream is reset, not finished (a FIN
+    /// after part of a header, or after a header alone, would say "that's all", draft-21
+    /// §3.4.1), and the fill is still owed: answered when `fill` drops (see [`Fill`]).
     pub async fn open_fill(&self, fill: &Fill) -> Result<FetchWriter, Error> {
         let s = &self.shared;
         s.check_open()?;
@@ -425,27 +387,21 @@ impl SubscriptionWriter {
             r = s.core.conn().open_uni() => r?,
             e = self.cancelled() => return Err(e),
         };
-        stream.set_priority(stream_priority(
-            fill.subscriber_priority,
-            s.publisher_priority,
-            fill.group_order,
-            0,
-            0,
-        ));
-        s.streams_opened.fetch_add(1, Ordering::Relaxed);
-        let mut header = Vec::new();
-        data::FetchHeader {
-            request_id: fill.request_id,
-        }
-        .encode(&mut header, s.core.version())?;
-        stream.write_all(&header).await?;
-        Ok(FetchWriter::new(
+        stream.set_priority(s.fill_priority(fill));
+        let (order, filters) = (fill.group_order, fill.range_filters.clone());
+        let started = FetchWriter::start(
             &s.core,
             stream,
-            fill.group_order,
-            fill.range_filters.clone(),
+            fill.request_id,
+            order,
+            filters,
             s.ended.clone(),
-        ))
+        );
+        let w = started.await?;
+        // The subscriber can tell the stream is this fill's: it answers, with a FIN or a reset.
+        fill.owed.pay();
+        s.count_stream();
+        Ok(w)
     }
 
     /// The subscription's current parameters. [`SubscriptionWriter::params_changed`] then
@@ -730,6 +686,9 @@ impl SubscriptionWriter {
         if s.finished.swap(true, Ordering::Relaxed) {
             return Err(Error::Invalid("already finished".into()));
         }
+        // A fill never taken is answered now (see [`Fill`]), and counted below.
+        let untaken = s.fill.lock().take();
+        drop(untaken);
         // draft-19 §10.11: PUBLISH_DONE only after every stream of the subscription is closed.
         tokio::select! {
             _ = s.all_streams_closed() => {}
