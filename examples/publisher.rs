@@ -65,6 +65,8 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     cli::init_logging("warn");
     let mut connection = args.connect.reconnecting().await?;
+    // Ctrl-C, for the whole run: one seen between two waits is not lost.
+    let mut interrupts = cli::Interrupts::listen();
 
     // Announce the namespace and create its track, in either order: a SUBSCRIBE that arrives
     // in between waits for the track. Both outlive sessions: the namespace is announced again
@@ -79,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::select! {
         r = announced.announced() => r.context("PUBLISH_NAMESPACE refused")?,
         () = cli::print_status(connection.reconnecting()) => return Ok(()),
-        () = cli::interrupted() => return Ok(()),
+        () = interrupts.interrupted() => return Ok(()),
     }
     println!("published namespace {ns}");
     println!(
@@ -93,7 +95,7 @@ async fn main() -> anyhow::Result<()> {
     while args.count.is_none_or(|n| published < n) {
         tokio::select! {
             _ = tick.tick() => {}
-            () = cli::interrupted() => break,
+            () = interrupts.interrupted() => break,
             // Cancel safe: no tick is lost while the status is printed.
             Some(status) = connection.reconnecting().next_status() => {
                 cli::print(&status);

@@ -60,10 +60,11 @@ async fn main() -> anyhow::Result<()> {
     let clock = announce(&session, &["demo", "clock"]).await?;
     let mut rooms: Vec<(moq_client::NamespaceHandle, TrackProducer)> = Vec::new();
     let names = ["alice", "bob", "carol"];
+    let mut interrupts = moq_client::cli::Interrupts::listen();
     let stop = async {
         match args.seconds {
             Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
-            None => moq_client::cli::interrupted().await,
+            None => interrupts.interrupted().await,
         }
     };
     tokio::pin!(stop);

@@ -245,10 +245,11 @@ impl Connection {
     ///
     /// Not cancel safe: dropping the future drops `work` and closes the session at once.
     pub async fn run<F: Future>(mut self, work: F) -> Option<F::Output> {
+        let mut interrupts = Interrupts::listen();
         let out = tokio::select! {
             out = work => Some(out),
             () = print_status(&mut self.reconnecting) => None,
-            () = interrupted() => None,
+            () = interrupts.interrupted() => None,
         };
         self.close().await;
         out
@@ -294,30 +295,53 @@ pub fn print(status: &Status) {
     }
 }
 
-/// Resolves once the process has been interrupted (Ctrl-C, SIGINT), at any time since the
-/// first call. The signal is caught by one task for the whole run, so one that arrives between
-/// two waits is still seen by the next. (After the first call, Ctrl-C no longer ends the
-/// process by itself: the program ends when it sees this resolve.)
+/// Ctrl-C (SIGINT), for the code that runs the program to wait on. It holds the signal
+/// listener itself: no task is spawned, and nothing of it outlives it.
 ///
-/// Cancel safe. The listening task is the process's, not a session's (the only task
-/// moq-client spawns outside a session or handle).
-pub async fn interrupted() {
-    static INTERRUPTED: std::sync::OnceLock<tokio::sync::watch::Receiver<bool>> =
-        std::sync::OnceLock::new();
-    let mut rx = INTERRUPTED
-        .get_or_init(|| {
-            let (tx, rx) = tokio::sync::watch::channel(false);
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    let _ = tx.send(true);
-                }
-                // Keeps the sender: a failed handler means no interruption, not one.
-                std::future::pending::<()>().await
-            });
-            rx
-        })
-        .clone();
-    let _ = rx.wait_for(|i| *i).await;
+/// Once interrupted it stays so: a signal that arrives between two waits is seen by the next,
+/// and every later wait resolves at once. Dropping it stops listening. The first listener
+/// installs tokio's process-wide handler: from then on Ctrl-C no longer ends the process by
+/// itself (the program ends when it sees [`Interrupts::interrupted`] resolve), also after the
+/// listener is dropped.
+#[derive(Debug)]
+pub struct Interrupts {
+    /// The signal's listener; `None` if it could not be installed (no interruption then).
+    #[cfg(unix)]
+    signal: Option<tokio::signal::unix::Signal>,
+    #[cfg(windows)]
+    signal: Option<tokio::signal::windows::CtrlC>,
+    seen: bool,
+}
+
+impl Interrupts {
+    /// Starts listening for Ctrl-C. Call it within a tokio runtime; the listener belongs to
+    /// that runtime.
+    pub fn listen() -> Self {
+        Interrupts {
+            #[cfg(unix)]
+            signal: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok(),
+            #[cfg(windows)]
+            signal: tokio::signal::windows::ctrl_c().ok(),
+            seen: false,
+        }
+    }
+
+    /// Resolves once the process has been interrupted (Ctrl-C, SIGINT) since
+    /// [`Interrupts::listen`]; never if the listener could not be installed.
+    ///
+    /// Cancel safe: a signal is not lost when the future is dropped.
+    pub async fn interrupted(&mut self) {
+        #[cfg(any(unix, windows))]
+        if !self.seen
+            && let Some(s) = &mut self.signal
+            && s.recv().await.is_some()
+        {
+            self.seen = true;
+        }
+        if !self.seen {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// Logs to stderr (coloured when it is a terminal), filtered by `RUST_LOG` (else `default`,

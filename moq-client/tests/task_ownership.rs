@@ -86,3 +86,17 @@ async fn a_closed_reconnecting_client_leaves_no_task() {
     })
     .await;
 }
+
+/// Waiting for Ctrl-C spawns no task: `cli::Interrupts` holds the listener, owned by whoever
+/// waits (issue 35: `cli::interrupted` spawned a process-wide task that outlived everything).
+#[tokio::test]
+async fn waiting_for_ctrl_c_spawns_no_task() {
+    use futures::FutureExt;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    let mut interrupts = moq_client::cli::Interrupts::listen();
+    assert!(interrupts.interrupted().now_or_never().is_none());
+    assert_eq!(metrics.num_alive_tasks(), before, "a task was left");
+    drop(interrupts);
+    assert_eq!(metrics.num_alive_tasks(), before);
+}
