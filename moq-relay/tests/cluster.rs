@@ -10,7 +10,9 @@
 
 use std::time::Duration;
 
-use moq_client::{Client, NamespaceEvent, Publisher, Session, SubscribeOptions, TrackConsumer};
+use moq_client::{
+    CacheLimits, Client, NamespaceEvent, Publisher, Session, SubscribeOptions, TrackConsumer,
+};
 use moq_core::{FullTrackName, Location, TrackNamespace};
 use moq_relay::cluster::{ClusterConfig, LinkCause, LinkState, LinkStatus};
 use moq_relay::{Relay, RelayConfig};
@@ -22,9 +24,20 @@ use common::{case, ns, timeout};
 /// Relays named A, B, C... sharing one certificate, each dialing the peers `links` gives it
 /// (by index), once every relay is bound.
 fn cluster(n: usize, links: &[(usize, usize)], cert: &Certificate) -> Vec<Relay> {
+    cluster_caching(n, links, cert, CacheLimits::default())
+}
+
+/// [`cluster`], each relay caching `cache` of each track.
+fn cluster_caching(
+    n: usize,
+    links: &[(usize, usize)],
+    cert: &Certificate,
+    cache: CacheLimits,
+) -> Vec<Relay> {
     let relays: Vec<Relay> = (0..n)
         .map(|i| {
             let mut config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
+            config.cache = cache;
             let mut c = ClusterConfig::new(((b'A' + i as u8) as char).to_string(), vec![]);
             c.tls = ClientTls::pinned(cert.fingerprint());
             config.cluster = Some(c);
@@ -207,7 +220,16 @@ async fn next_about(found: &mut moq_client::NamespaceStream, namespace: &TrackNa
 async fn a_relay_that_dies_and_comes_back_rejoins() {
     timeout(async {
         let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
-        let mut relays = cluster(3, &[(1, 0), (2, 1)], &cert);
+        // Every group published while B is gone must still be in A's cache when C asks for it
+        // through the new B: how long that takes depends on C's redial backoff (250 ms, then
+        // 500 ms, 1 s) and on the machine's load, so the default 32 groups (640 ms of this
+        // track) do not always cover it (A then answers End of Unknown Range for what it
+        // evicted, rightly). 10,000 groups cover the test's whole timeout.
+        let cache = CacheLimits {
+            max_groups: 10_000,
+            ..CacheLimits::default()
+        };
+        let mut relays = cluster_caching(3, &[(1, 0), (2, 1)], &cert, cache);
         let b = relays.remove(1);
         let (a, c) = (&relays[0], &relays[1]);
         let publisher = connect(a).await;
@@ -258,7 +280,16 @@ async fn a_relay_that_dies_and_comes_back_rejoins() {
 async fn a_restarted_middle_relay_loses_nothing() {
     timeout(async {
         let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
-        let mut relays = cluster(3, &[(1, 0), (2, 1)], &cert);
+        // Every group published while B is gone must still be in A's cache when C asks for it
+        // through the new B: how long that takes depends on C's redial backoff (250 ms, then
+        // 500 ms, 1 s) and on the machine's load, so the default 32 groups (640 ms of this
+        // track) do not always cover it (A then answers End of Unknown Range for what it
+        // evicted, rightly). 10,000 groups cover the test's whole timeout.
+        let cache = CacheLimits {
+            max_groups: 10_000,
+            ..CacheLimits::default()
+        };
+        let mut relays = cluster_caching(3, &[(1, 0), (2, 1)], &cert, cache);
         let b = relays.remove(1);
         let (a, c) = (&relays[0], &relays[1]);
         let publisher = connect(a).await;
@@ -305,8 +336,14 @@ async fn a_restarted_middle_relay_loses_nothing() {
         let b_addr = b.local_addr();
         b.shutdown(Duration::ZERO).await;
         drop(b);
-        // Groups published while B is gone.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Groups published while B is gone: A's subscriber sees 15 more.
+        let gone_at = seen[0].last().copied().unwrap_or(0);
+        loop {
+            let (i, g) = got.recv().await.unwrap();
+            if record(&mut seen, (i, g)) >= gone_at + 15 && i == 0 {
+                break;
+            }
+        }
         let _b2 = restart("B", b_addr, a, &cert).await;
         // C receives through the new B, well past the groups published while B was gone.
         let mut last_on_c = 0;
