@@ -198,7 +198,8 @@ async fn write_range(
 /// Serves the fill fetch stream a subscription asked for (FILL_PARAMETERS, draft-21 §3.4) from
 /// the cache: what it holds of the range, with End of Unknown Range markers for what it lacks.
 ///
-/// Not cancel safe: dropping the future abandons the fill (its stream is reset).
+/// Not cancel safe: dropping the future abandons the fill: its stream is reset once its
+/// FETCH_HEADER is out, else the dropped [`Fill`] answers it (an End of Unknown Range).
 pub async fn serve_fill(
     track: TrackCache,
     writer: SubscriptionWriter,
@@ -211,7 +212,8 @@ pub async fn serve_fill(
 /// 0, or its budget is spent): what the cache lacks is reported as End of Timed-Out Range
 /// (draft-21 §9.20.6).
 ///
-/// Not cancel safe: dropping the future abandons the fill (its stream is reset).
+/// Not cancel safe: dropping the future abandons the fill: its stream is reset once its
+/// FETCH_HEADER is out, else the dropped [`Fill`] answers it (an End of Unknown Range).
 pub async fn serve_fill_now(
     track: TrackCache,
     writer: SubscriptionWriter,
