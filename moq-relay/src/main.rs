@@ -161,6 +161,11 @@ struct Settings {
     /// Congestion control: cubic, new-reno or bbr [default: cubic].
     #[arg(long, env = "MOQ_RELAY_CONGESTION")]
     congestion: Option<String>,
+    /// QUIC ACK frequency asked of peers that support the extension (quinn-based ones): ACK
+    /// after more than this many ack-eliciting packets (or the peer's max ACK delay), or
+    /// `off` to ask nothing [default: 9].
+    #[arg(long, env = "MOQ_RELAY_ACK_THRESHOLD", value_name = "PACKETS|off")]
+    ack_threshold: Option<String>,
     /// Seconds between keep-alive PINGs on an idle connection [default: 2, or a third of
     /// --idle-timeout when that is shorter].
     #[arg(long, env = "MOQ_RELAY_KEEP_ALIVE", value_name = "SECONDS")]
@@ -347,6 +352,15 @@ async fn run(s: Settings) -> anyhow::Result<()> {
     // as the timeout races it), and an explicit --keep-alive still has the last word.
     if let Some(i) = s.idle_timeout {
         config.quic = config.quic.with_idle_timeout(seconds(i, "--idle-timeout")?);
+    }
+    if let Some(a) = &s.ack_threshold {
+        config.quic.ack_eliciting_threshold = match a.as_str() {
+            "off" => None,
+            n => Some(
+                n.parse()
+                    .with_context(|| format!("--ack-threshold {n}: a number of packets, or off"))?,
+            ),
+        };
     }
     if let Some(k) = s.keep_alive {
         config.quic.keep_alive = seconds(k, "--keep-alive")?;

@@ -254,3 +254,83 @@ async fn a_dropped_server_takes_no_new_connection() {
     })
     .await;
 }
+
+/// The ACK frequency extension (draft-ietf-quic-ack-frequency, issue 35): with the default
+/// `QuicSettings` a sender asks its quinn peer (which advertises min_ack_delay) for an
+/// ACK_FREQUENCY, and that peer then ACKs a paced stream of packets well under half as often
+/// as without (once per packet pair, RFC 9000 §13.2.2). Raw quinn endpoints with this crate's
+/// transport config, so what is counted is the config alone.
+#[tokio::test]
+async fn default_quic_settings_ask_quinn_peers_for_fewer_acks() {
+    use moq_transport::endpoint::QuicSettings;
+    let off = QuicSettings {
+        ack_eliciting_threshold: None,
+        ..Default::default()
+    };
+    let without = case("ack frequency off".into(), paced_acks(off)).await;
+    let with = case(
+        "ack frequency default".into(),
+        paced_acks(QuicSettings::default()),
+    )
+    .await;
+    eprintln!(
+        "ACKs for 100 paced packets: {} with, {} without",
+        with.1, without.1
+    );
+    assert_eq!(without.0, 0, "no ACK_FREQUENCY frame when off");
+    assert!(with.0 >= 1, "the default sends ACK_FREQUENCY");
+    assert!(
+        with.1 * 2 < without.1,
+        "ACKs for the same packets: {} with, {} without",
+        with.1,
+        without.1
+    );
+}
+
+/// A server with `settings` sends 100 packets 2 ms apart on a stream to a default client;
+/// returns the ACK_FREQUENCY frames the server sent and the ACK frames the client sent.
+async fn paced_acks(settings: moq_transport::endpoint::QuicSettings) -> (u64, u64) {
+    use moq_transport::endpoint::{QuicSettings, transport_config_with};
+    use moq_transport::tls::{Certificate, ClientTls, server_config};
+    use std::sync::Arc;
+    let cert = Certificate::generate(&["localhost".into()]).unwrap();
+    let tls = server_config(&cert, &["test"]).unwrap();
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
+    let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    server_config.transport_config(Arc::new(transport_config_with(&settings)));
+    let server = quinn::Endpoint::server(server_config, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let tls = ClientTls::pinned(cert.fingerprint())
+        .client_config(&["test"])
+        .unwrap();
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    let mut client_config = quinn::ClientConfig::new(Arc::new(crypto));
+    client_config.transport_config(Arc::new(transport_config_with(&QuicSettings::default())));
+    let mut client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    client.set_default_client_config(client_config);
+    let addr = server.local_addr().unwrap();
+    let (c, s) = tokio::join!(
+        async { client.connect(addr, "localhost").unwrap().await.unwrap() },
+        async { server.accept().await.unwrap().await.unwrap() }
+    );
+    let reading = tokio::spawn({
+        let c = c.clone();
+        async move {
+            let mut stream = c.accept_uni().await.unwrap();
+            stream.read_to_end(1 << 20).await.unwrap().len()
+        }
+    });
+    let mut stream = s.open_uni().await.unwrap();
+    // A sender of paced objects, as a relay is to each subscriber: one packet each.
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(2));
+    for _ in 0..100 {
+        tick.tick().await;
+        stream.write_all(&[7u8; 1000]).await.unwrap();
+    }
+    stream.finish().unwrap();
+    assert_eq!(reading.await.unwrap(), 100_000);
+    let sent = s.stats().frame_tx.ack_frequency;
+    let acks = c.stats().frame_tx.acks;
+    c.close(0u32.into(), b"done");
+    server.wait_idle().await;
+    (sent, acks)
+}

@@ -12,5 +12,6 @@ mod settings;
 pub use client::{Client, ClientConfig};
 pub use server::{PerSession, Server, ServerConfig};
 pub use settings::{
-    Congestion, DEFAULT_UDP_BUFFER, H3_ALPN, QuicSettings, transport_config, transport_config_with,
+    Congestion, DEFAULT_ACK_ELICITING_THRESHOLD, DEFAULT_UDP_BUFFER, H3_ALPN, QuicSettings,
+    transport_config, transport_config_with,
 };
