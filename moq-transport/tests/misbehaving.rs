@@ -1645,3 +1645,49 @@ async fn the_peers_limits_bind_what_we_send() {
     })
     .await;
 }
+
+/// draft-19 §3.3.3: a peer cancels its accepted PUBLISH_NAMESPACE by terminating the directions
+/// still open: RESET_STREAM on its half (with STOP_SENDING on ours), or, after it finished its
+/// half with a FIN, STOP_SENDING alone. Either way our side ends the request and the namespace
+/// leaves the session's `announced` index. (Our side watches STOP_SENDING
+/// only once the peer's half ended: while it is open, the reset is what it reads.)
+#[tokio::test]
+async fn publish_namespace_cancelled_by_reset_or_by_stop_after_fin() {
+    for fin_first in [false, true] {
+        case(format!("fin_first={fin_first}"), async {
+            let (raw, session, _srv) = raw_client(V19).await;
+            let name = ns(&["cancel"]);
+            let (_, mut watch) = session.announced().watch(&name, 8);
+            let first = PublishNamespace {
+                request_id: 0,
+                namespace: name.clone(),
+                params: Default::default(),
+            };
+            let (mut send, mut resp) = raw.open_request(&encode(first, V19)).await;
+            assert!(matches!(resp.expect().await, Message::RequestOk(_)));
+            assert_eq!(
+                watch.next().await,
+                Some(NamespaceEvent::Added(name.clone()))
+            );
+            let code = StreamResetCode::CANCELLED;
+            if fin_first {
+                send.finish().unwrap();
+                // Let the FIN be read before the STOP_SENDING (a FIN alone ends nothing).
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                assert!(
+                    session.announced().contains(&name),
+                    "a FIN alone ends nothing"
+                );
+            } else {
+                send.reset(quic_code(code)).unwrap();
+            }
+            resp.recv.stop(quic_code(code)).unwrap();
+            assert_eq!(
+                watch.next().await,
+                Some(NamespaceEvent::Removed(name.clone()))
+            );
+            assert!(raw.is_open(), "cancelling a request keeps the session");
+        })
+        .await;
+    }
+}

@@ -2,15 +2,14 @@
 //! (exports), what it learns from its links (offers, turned into routes), and the links it
 //! keeps dialing.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use moq_core::TrackNamespace;
 use moq_transport::Session;
-use moq_transport::namespace::{NamespaceEvent, NamespaceIndex, PublishedNamespace};
+use moq_transport::namespace::{NamespaceIndex, PublishedNamespace};
 
-use super::mirror::Mirror;
+use super::mirror::{Change, Mirror};
 use super::state::{ClusterState, Inner, Link, Route};
 use crate::cluster::{self, Offer, ViewEvent};
 
@@ -253,17 +252,15 @@ pub(super) async fn keep_link(inner: Weak<Inner>, peer: String, upstream: bool) 
 /// clients publish, and withdraws each (PUBLISH_NAMESPACE_DONE) when they stop, for as long as
 /// the link lasts. A namespace the upstream refuses stays unannounced there.
 pub(super) async fn announce_upstream(local: NamespaceIndex, session: Session) {
-    let mut held: HashMap<TrackNamespace, Option<PublishedNamespace>> = HashMap::new();
-    let mut mirror = Mirror::new(local);
+    // The mirror holds each namespace's announcement; dropped with its Removed, it is withdrawn.
+    let mut mirror: Mirror<Option<PublishedNamespace>> = Mirror::new(local);
     loop {
         match mirror.next().await {
-            NamespaceEvent::Added(ns) => {
+            Change::Added(ns) => {
                 let published = announce(&session, ns.clone()).await;
-                held.insert(ns, published);
+                mirror.set(&ns, published);
             }
-            NamespaceEvent::Removed(ns) => {
-                held.remove(&ns);
-            }
+            Change::Removed(..) => {}
         }
     }
 }

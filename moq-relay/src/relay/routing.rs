@@ -1,7 +1,7 @@
 //! Routing by namespace: which publisher sessions a track's SUBSCRIBE, FETCH and TRACK_STATUS
 //! go to (draft-19 §9.5), and the relay track a downstream SUBSCRIBE joins.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -16,32 +16,33 @@ use super::state::{Inner, Route};
 use super::track::{RelayTrack, Standing};
 
 impl Inner {
-    /// Routes `ns` to session `id` (its peer announced it), unless a `.session` namespace or
-    /// already routed, and subscribes the new publisher to the tracks waiting under it.
+    /// Routes `ns` to session `id` (its peer announced it), unless a `.session` namespace, and
+    /// subscribes the new publisher to the tracks waiting under it. Returns the namespace's
+    /// registration in the shared index, which the caller keeps while the route lasts.
     pub(super) fn add_route(
         self: &Arc<Self>,
-        registered: &mut HashMap<TrackNamespace, NamespaceRegistration>,
-        ns: TrackNamespace,
+        ns: &TrackNamespace,
         id: u64,
         session: &Session,
-    ) {
-        if ns.is_session_level() || registered.contains_key(&ns) {
-            return;
+    ) -> Option<NamespaceRegistration> {
+        if ns.is_session_level() {
+            return None;
         }
         tracing::debug!(session = id, namespace = %ns, "route added");
         self.routes.lock().insert(
-            &ns,
+            ns,
             id,
             Route {
                 session_id: id,
                 session: session.clone(),
             },
         );
-        registered.insert(ns.clone(), self.index.publish(ns.clone()));
+        let registration = self.index.publish(ns.clone());
         self.routes_changed.send_modify(|v| *v += 1);
         // A namespace a client of this relay publishes: offered to the peers from here.
-        self.refresh_export(&ns);
-        self.subscribe_active(&ns, id, session);
+        self.refresh_export(ns);
+        self.subscribe_active(ns, id, session);
+        Some(registration)
     }
 
     /// draft-19 §9.5: a publisher that arrives for a namespace with active subscriptions gets
@@ -68,19 +69,19 @@ impl Inner {
         }
     }
 
-    /// Takes away the route `ns` to session `id` (its peer withdrew it).
+    /// Takes away the route `ns` to session `id` (its peer withdrew it), and the namespace's
+    /// registration in the shared index that [`Inner::add_route`] returned.
     pub(super) fn remove_route(
         &self,
-        registered: &mut HashMap<TrackNamespace, NamespaceRegistration>,
         ns: &TrackNamespace,
         id: u64,
+        registration: NamespaceRegistration,
     ) {
-        if registered.remove(ns).is_some() {
-            tracing::debug!(session = id, namespace = %ns, "route removed");
-            self.routes.lock().remove(ns, id);
-            self.routes_changed.send_modify(|v| *v += 1);
-            self.refresh_export(ns);
-        }
+        tracing::debug!(session = id, namespace = %ns, "route removed");
+        self.routes.lock().remove(ns, id);
+        drop(registration);
+        self.routes_changed.send_modify(|v| *v += 1);
+        self.refresh_export(ns);
     }
 
     /// Takes away every route to session `id` (it ended).

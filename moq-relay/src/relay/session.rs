@@ -1,19 +1,17 @@
 //! One session's life at the relay: registered, its peer's announcements mirrored into the
 //! routes, its requests answered, and everything it brought taken away when it ends.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use moq_client::model::Peer;
-use moq_core::TrackNamespace;
 use moq_transport::Session;
-use moq_transport::namespace::{NamespaceEvent, NamespaceRegistration};
+use moq_transport::namespace::NamespaceRegistration;
 use moq_transport::track::Incoming;
 
 use super::cluster_glue::announce_upstream;
-use super::mirror::Mirror;
+use super::mirror::{Change, Mirror};
 use super::state::{Inner, Link};
 use crate::cluster;
 
@@ -110,14 +108,19 @@ impl Drop for Registered {
 }
 
 /// Mirrors what a session's peer announces (its accepted PUBLISH_NAMESPACEs) into the routes
-/// and the shared index. `.session` namespaces are never forwarded (draft-19 §3.2.2).
+/// and the shared index. `.session` namespaces are never forwarded (draft-19 §3.2.2). The
+/// mirror keeps each routed namespace's registration in the shared index.
 async fn sync_routes(inner: Arc<Inner>, id: u64, session: Session) {
-    let mut registered: HashMap<TrackNamespace, NamespaceRegistration> = HashMap::new();
-    let mut mirror = Mirror::new(session.announced().clone());
+    let mut mirror: Mirror<Option<NamespaceRegistration>> =
+        Mirror::new(session.announced().clone());
     loop {
         match mirror.next().await {
-            NamespaceEvent::Added(ns) => inner.add_route(&mut registered, ns, id, &session),
-            NamespaceEvent::Removed(ns) => inner.remove_route(&mut registered, &ns, id),
+            Change::Added(ns) => {
+                let registration = inner.add_route(&ns, id, &session);
+                mirror.set(&ns, registration);
+            }
+            Change::Removed(ns, Some(registration)) => inner.remove_route(&ns, id, registration),
+            Change::Removed(_, None) => {}
         }
     }
 }

@@ -63,8 +63,15 @@ struct Inner {
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct NamespaceIndex {
-    inner: Arc<Mutex<Inner>>,
-    ids: Arc<Ids>,
+    /// One pointer: each [`NamespaceRegistration`] holds a clone.
+    shared: Arc<Shared>,
+}
+
+/// What the index's clones share.
+#[derive(Debug, Default)]
+struct Shared {
+    inner: Mutex<Inner>,
+    ids: Ids,
 }
 
 /// What the index's clones share outside its lock.
@@ -83,11 +90,11 @@ impl NamespaceIndex {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock()
+        self.shared.inner.lock()
     }
 
     fn next_id(&self) -> u64 {
-        self.ids.next.fetch_add(1, Ordering::Relaxed)
+        self.shared.ids.next.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Registers `ns` as known until the returned guard is dropped.
@@ -99,7 +106,7 @@ impl NamespaceIndex {
         if first {
             notify(&mut inner, &ns, NamespaceEvent::Added(ns.clone()));
             drop(inner);
-            self.ids.known.notify_waiters();
+            self.shared.ids.known.notify_waiters();
         }
         NamespaceRegistration {
             index: self.clone(),
@@ -141,7 +148,7 @@ impl NamespaceIndex {
     /// Cancel safe.
     pub async fn wait_known(&self) {
         loop {
-            let known = self.ids.known.notified();
+            let known = self.shared.ids.known.notified();
             tokio::pin!(known);
             known.as_mut().enable();
             if !self.is_empty() {

@@ -1,7 +1,6 @@
 //! What a session keeps about namespaces: the two prefix overlap spaces and the peer's accepted
 //! PUBLISH_NAMESPACEs.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
@@ -109,6 +108,53 @@ struct Announced {
     waker: Option<Waker>,
 }
 
+/// The accepted PUBLISH_NAMESPACEs, in slots reused as they free up. A slot is ~48 bytes; a
+/// hash map by key was ~115 bytes an entry at a thousand (it doubles once 7/8 full, and keeps
+/// the key).
+#[derive(Debug, Default)]
+struct AnnouncedSlots {
+    slots: Vec<Option<Announced>>,
+    /// Slots free for reuse.
+    free: Vec<usize>,
+    len: usize,
+}
+
+impl AnnouncedSlots {
+    fn insert(&mut self, a: Announced) -> usize {
+        self.len += 1;
+        match self.free.pop() {
+            Some(i) => {
+                if let Some(slot) = self.slots.get_mut(i) {
+                    *slot = Some(a);
+                }
+                i
+            }
+            None => {
+                self.slots.push(Some(a));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut Announced> {
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    fn remove(&mut self, i: usize) {
+        if self.slots.get_mut(i).and_then(Option::take).is_none() {
+            return;
+        }
+        self.len -= 1;
+        if self.len == 0 {
+            // Nothing accepted any more: give the memory back.
+            self.slots = Vec::new();
+            self.free = Vec::new();
+        } else {
+            self.free.push(i);
+        }
+    }
+}
+
 /// A session's namespace state.
 #[derive(Debug)]
 pub(crate) struct NamespaceState {
@@ -117,8 +163,7 @@ pub(crate) struct NamespaceState {
     pub(crate) subscriptions: OverlapSpace,
     /// The peer's live SUBSCRIBE_TRACKS prefixes.
     pub(crate) track_subscriptions: OverlapSpace,
-    announced: Mutex<HashMap<u64, Announced>>,
-    keys: AtomicU64,
+    announced: Mutex<AnnouncedSlots>,
 }
 
 impl NamespaceState {
@@ -133,8 +178,7 @@ impl NamespaceState {
                 "SUBSCRIBE_TRACKS",
                 limits.max_track_subscriptions,
             ),
-            announced: Mutex::new(HashMap::new()),
-            keys: AtomicU64::new(0),
+            announced: Mutex::new(AnnouncedSlots::default()),
             core,
         }
     }
@@ -146,7 +190,7 @@ impl NamespaceState {
     /// EXCESSIVE_LOAD if the peer already publishes as many namespaces as it may.
     pub(crate) fn check_announce_room(&self) -> Option<RequestError> {
         let max = self.core.config().limits.max_published_namespaces;
-        (self.announced.lock().len() >= max).then(|| {
+        (self.announced.lock().len >= max).then(|| {
             RequestError::new(
                 RequestErrorCode::EXCESSIVE_LOAD,
                 "too many published namespaces",
@@ -157,23 +201,19 @@ impl NamespaceState {
     /// Records an accepted PUBLISH_NAMESPACE until the guard drops; [`AcceptedGuard::poll_revoked`]
     /// tells if the application revokes it.
     pub(crate) fn accept(self: &Arc<Self>, namespace: TrackNamespace) -> AcceptedGuard {
-        let key = self.keys.fetch_add(1, Ordering::Relaxed);
-        self.announced.lock().insert(
-            key,
-            Announced {
-                namespace,
-                revoked: None,
-                waker: None,
-            },
-        );
-        AcceptedGuard(self.clone(), key)
+        let slot = self.announced.lock().insert(Announced {
+            namespace,
+            revoked: None,
+            waker: None,
+        });
+        AcceptedGuard(self.clone(), slot)
     }
 
     /// Revokes every accepted PUBLISH_NAMESPACE of `namespace`; returns how many.
     pub(crate) fn revoke(&self, namespace: &TrackNamespace, code: StreamResetCode) -> usize {
         let mut announced = self.announced.lock();
         let mut n = 0;
-        for a in announced.values_mut() {
+        for a in announced.slots.iter_mut().flatten() {
             if &a.namespace == namespace && a.revoked.is_none() {
                 a.revoked = Some(code);
                 n += 1;
@@ -188,13 +228,13 @@ impl NamespaceState {
 
 /// Forgets an accepted PUBLISH_NAMESPACE when it ends.
 #[derive(Debug)]
-pub(crate) struct AcceptedGuard(Arc<NamespaceState>, u64);
+pub(crate) struct AcceptedGuard(Arc<NamespaceState>, usize);
 
 impl AcceptedGuard {
     /// Ready with the code once the application revoked the announcement.
     pub(crate) fn poll_revoked(&self, cx: &mut Context<'_>) -> Poll<StreamResetCode> {
         let mut announced = self.0.announced.lock();
-        let Some(a) = announced.get_mut(&self.1) else {
+        let Some(a) = announced.get_mut(self.1) else {
             return Poll::Pending;
         };
         match a.revoked {
@@ -211,6 +251,41 @@ impl AcceptedGuard {
 
 impl Drop for AcceptedGuard {
     fn drop(&mut self) {
-        self.0.announced.lock().remove(&self.1);
+        self.0.announced.lock().remove(self.1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn announced(name: &str) -> Announced {
+        Announced {
+            namespace: TrackNamespace::from_strs([name]).unwrap(),
+            revoked: None,
+            waker: None,
+        }
+    }
+
+    /// Freed slots are reused, and the memory is given back once none is in use.
+    #[test]
+    fn slots_reuse_and_free() {
+        let mut s = AnnouncedSlots::default();
+        let a = s.insert(announced("a"));
+        let b = s.insert(announced("b"));
+        assert_eq!((a, b, s.len), (0, 1, 2));
+        s.remove(a);
+        s.remove(a);
+        assert_eq!(s.len, 1, "removing twice counts once");
+        assert!(s.get_mut(a).is_none());
+        assert_eq!(s.insert(announced("c")), a, "the freed slot is reused");
+        assert_eq!(
+            s.get_mut(b).map(|x| x.namespace.clone()),
+            Some(TrackNamespace::from_strs(["b"]).unwrap())
+        );
+        s.remove(a);
+        s.remove(b);
+        assert_eq!(s.len, 0);
+        assert_eq!(s.slots.capacity() + s.free.capacity(), 0);
     }
 }

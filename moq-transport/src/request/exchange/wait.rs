@@ -72,7 +72,12 @@ impl Request {
         {
             return Poll::Ready(Wake::Frame(f));
         }
+        // The responder watches STOP_SENDING on its half only once the peer's half ended: while
+        // the peer's half is open, its cancellation resets that half too (draft-19 §3.3.3), which
+        // reading sees. Watching costs a waiting future and a waker entry in the transport per
+        // stream (~290 bytes on quinn), for the whole life of an accepted PUBLISH_NAMESPACE.
         if self.watch_stop
+            && (!self.stop_cancels || !self.reader_open)
             && let Some(Poll::Ready(s)) = self.stream.writer.poll_stopped(cx)
         {
             return Poll::Ready(Wake::Stopped(s));
