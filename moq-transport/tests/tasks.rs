@@ -167,3 +167,56 @@ async fn requests_are_table_entries_not_tasks() {
         .await;
     }
 }
+
+/// The task that watches finished data streams (those with a delivery timeout) starts at the
+/// first such stream, not with the session, and once: an idle session holds none. Streams
+/// finished then and later are watched until the peer acknowledged them.
+#[tokio::test]
+async fn finished_streams_are_watched_from_the_first() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
+            let mut srv = TestServer::start(SessionConfig::default().with_requests());
+            let (client, server) = srv
+                .connect(transport, vec![Version::Draft19], SessionConfig::default())
+                .await;
+            let params = Parameters {
+                subgroup_delivery_timeout: Some(10_000),
+                ..Default::default()
+            };
+            let track = FullTrackName::new(ns(&["w"]), "t").unwrap();
+            let accept = async {
+                match server.incoming().next().await.unwrap() {
+                    Incoming::Subscribe(r) => r.accept(SubscribeResponse::default()).await.unwrap(),
+                    other => panic!("{other:?}"),
+                }
+            };
+            let (sub, writer) = tokio::join!(client.subscribe(track, params), accept);
+            let mut sub = sub.unwrap();
+            let before = server.task_count();
+            for group in 0..3 {
+                let mut subgroup = writer
+                    .open_subgroup(group, SubgroupId::Zero, None, false)
+                    .await
+                    .unwrap();
+                subgroup
+                    .write_object(0, Bytes::from_static(b"x"))
+                    .await
+                    .unwrap();
+                subgroup.finish();
+                let Some(Ok(TrackEvent::Subgroup(mut stream))) = sub.next().await else {
+                    panic!("no subgroup");
+                };
+                stream.next_object().await.unwrap().unwrap();
+                // Read to its end: acknowledged means read to completion.
+                assert!(stream.next_object().await.unwrap().is_none());
+                server.acknowledged().await;
+                assert_eq!(
+                    server.task_count(),
+                    before + 1,
+                    "{transport:?} group {group}"
+                );
+            }
+        })
+        .await;
+    }
+}
