@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -120,9 +120,6 @@ pub(crate) struct SessionCore {
     /// its signal. Not a channel: an unbounded mpsc allocates ~1 KB up front per session.
     finishing: Mutex<Vec<Finishing>>,
     finishing_queued: Notify,
-    /// Whether the watching task was started: at the first finished stream to watch, so a
-    /// session that never has one (an idle one, a subscriber's) holds no such task.
-    watching: AtomicBool,
     /// How many of them.
     unacked: watch::Sender<usize>,
     /// The other finished data streams, not watched but held until acknowledged.
@@ -173,7 +170,6 @@ impl SessionCore {
         let core = Arc::new(SessionCore {
             finishing: Mutex::new(Vec::new()),
             finishing_queued: Notify::new(),
-            watching: AtomicBool::new(false),
             unacked: watch::channel(0).0,
             finished: Finished::default(),
             conn,
@@ -201,6 +197,8 @@ impl SessionCore {
             open_requests: AtomicUsize::new(0),
         });
         core.tasks.spawn_uncancelled(watch_connection(core.clone()));
+        // An entry of the request table, not a task of its own: it waits for most of its life.
+        core.tasks.serve(watch_finishing(core.clone()));
         Ok(core)
     }
 
@@ -307,20 +305,15 @@ impl SessionCore {
     /// Watches a finished data stream until the peer acknowledged it: `watch` resolves then
     /// (or once the stream was reset). Every such watch of the session runs in one task, so a
     /// stream per object costs no task of its own.
-    pub(crate) fn after_finish(self: &Arc<Self>, watch: impl Future<Output = ()> + Send + 'static) {
+    pub(crate) fn after_finish(&self, watch: impl Future<Output = ()> + Send + 'static) {
         // Once the session ended its watching task is gone (or going): nothing to wait for.
         if self.close_reason().is_some() {
             return;
         }
         self.unacked.send_modify(|n| *n += 1);
         self.finishing.lock().push(Box::pin(watch));
-        // One waiter, the watching task; a permit is kept while it is busy or not started.
+        // One waiter, the watching task; a permit is kept while it is busy.
         self.finishing_queued.notify_one();
-        if !self.watching.swap(true, Ordering::AcqRel) {
-            // An entry of the request table, not a task of its own: it waits for most of
-            // its life.
-            self.tasks.serve(watch_finishing(self.clone()));
-        }
     }
 
     /// Holds a finished data stream until the peer acknowledged it, for
