@@ -16,7 +16,7 @@ use moq_core::codes::{RequestErrorCode, SessionErrorCode};
 use moq_core::message::{Goaway, Parameters, RequestError, RequestType, SetupOptions};
 use moq_core::{AuthToken, TrackNamespace, Version};
 use parking_lot::Mutex;
-use tokio::sync::{Notify, Semaphore, oneshot, watch};
+use tokio::sync::{Notify, Semaphore, oneshot};
 
 use super::auth::{AuthRequest, ResolvedToken, SessionInfo, TokenCache, unauthorized};
 use super::config::SessionConfig;
@@ -25,7 +25,7 @@ use super::ids::PeerRequestIds;
 use super::tasks::TaskSet;
 use crate::error::Error;
 use crate::framing::{Reader, Writer};
-use crate::latch::Latch;
+use crate::latch::{Latch, wait_until};
 use crate::mux::Mux;
 use crate::transport::{BoxSendStream, Connection, TransportKind};
 
@@ -120,8 +120,10 @@ pub(crate) struct SessionCore {
     /// its signal. Not a channel: an unbounded mpsc allocates ~1 KB up front per session.
     finishing: Mutex<Vec<Finishing>>,
     finishing_queued: Notify,
-    /// How many of them.
-    unacked: watch::Sender<usize>,
+    /// How many of them, and the signal that the count fell to zero. Not a `watch` channel:
+    /// that allocates ~400 B per session (its eight receiver notifies).
+    unacked: AtomicUsize,
+    all_acked: Notify,
     /// The other finished data streams, not watched but held until acknowledged.
     finished: Finished,
 }
@@ -170,7 +172,8 @@ impl SessionCore {
         let core = Arc::new(SessionCore {
             finishing: Mutex::new(Vec::new()),
             finishing_queued: Notify::new(),
-            unacked: watch::channel(0).0,
+            unacked: AtomicUsize::new(0),
+            all_acked: Notify::new(),
             finished: Finished::default(),
             conn,
             version,
@@ -310,7 +313,7 @@ impl SessionCore {
         if self.close_reason().is_some() {
             return;
         }
-        self.unacked.send_modify(|n| *n += 1);
+        self.unacked.fetch_add(1, Ordering::AcqRel);
         self.finishing.lock().push(Box::pin(watch));
         // One waiter, the watching task; a permit is kept while it is busy.
         self.finishing_queued.notify_one();
@@ -328,8 +331,10 @@ impl SessionCore {
     /// Cancel safe.
     pub(crate) async fn acknowledged(&self) {
         self.finished.wait().await;
-        let mut rx = self.unacked.subscribe();
-        let _ = rx.wait_for(|n| *n == 0).await;
+        wait_until(&self.all_acked, || {
+            (self.unacked.load(Ordering::Acquire) == 0).then_some(())
+        })
+        .await;
     }
 
     // SETUP.
@@ -688,7 +693,15 @@ async fn watch_finishing(core: Arc<SessionCore>) {
                 watching.extend(queued);
             }
             Some(()) = watching.next(), if !watching.is_empty() => {
-                core.unacked.send_modify(|n| *n = n.saturating_sub(1));
+                let before = core
+                    .unacked
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                        Some(n.saturating_sub(1))
+                    })
+                    .unwrap_or_default();
+                if before <= 1 {
+                    core.all_acked.notify_waiters();
+                }
             }
         }
     }
