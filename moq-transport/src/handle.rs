@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use moq_core::codes::{SessionErrorCode, StreamResetCode};
 use moq_core::data::ObjectDatagram;
 use moq_core::message::{FetchType, Message, Parameters, SetupOptions};
@@ -73,7 +73,7 @@ impl Dispatch for Shared {
         }
     }
 
-    fn data_stream(&self, ty: DataStream, recv: BoxRecvStream, buf: BytesMut) -> Serve {
+    fn data_stream(&self, ty: DataStream, recv: BoxRecvStream, buf: Bytes) -> Serve {
         let state = self.tracks.recv.clone();
         match ty {
             DataStream::Subgroup => Box::pin(async move { state.subgroup_stream(recv, buf).await }),

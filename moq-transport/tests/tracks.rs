@@ -442,6 +442,72 @@ async fn objects_written_together_arrive_and_are_filtered() {
     }
 }
 
+/// Objects of every size class arrive whole and in order, written one by one and together:
+/// small payloads are copied behind their header into shared chunks (one chunk per object,
+/// several per batch up to 64 KiB), larger ones go as chunks of their own.
+#[tokio::test]
+async fn small_and_large_objects_arrive_whole() {
+    let sizes = [0usize, 1, 1000, 4096, 4097, 70_000, 3, 0];
+    let payload = |g: u64, o: u64, n: usize| -> Bytes {
+        (0..n).map(|i| (i as u64 * 7 + g * 31 + o) as u8).collect()
+    };
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
+            let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
+            let filter = LocationFilter::AbsoluteStart(Location::new(0, 0));
+            let (mut sub, writer) = filtered(&client, &server, track("sizes"), filter).await;
+            let mut want = Vec::new();
+            for g in 0..3u64 {
+                let mut s = writer
+                    .open_subgroup(g, SubgroupId::Zero, None, false)
+                    .await
+                    .unwrap();
+                // Group 0 one by one; group 1 in one batch; group 2 a batch of 100 small
+                // objects (more than one 64 KiB chunk) between the sizes.
+                let mut objects: Vec<(u64, Bytes)> = sizes
+                    .iter()
+                    .enumerate()
+                    .map(|(o, &n)| (o as u64, payload(g, o as u64, n)))
+                    .collect();
+                if g == 2 {
+                    let base = objects.len() as u64;
+                    objects.extend((base..base + 100).map(|o| (o, payload(g, o, 1000))));
+                }
+                want.extend(
+                    objects
+                        .iter()
+                        .map(|(o, p)| (Location::new(g, *o), p.clone())),
+                );
+                if g == 0 {
+                    for (o, p) in objects {
+                        s.write_object(o, p).await.unwrap();
+                    }
+                } else {
+                    s.write_objects(objects).await.unwrap();
+                }
+                s.finish();
+            }
+            end(&writer).await;
+            let mut got = Vec::new();
+            while let Some(ev) = sub.next().await {
+                match ev {
+                    Ok(TrackEvent::Subgroup(mut s)) => {
+                        while let Some(o) = s.next_object().await.unwrap() {
+                            got.push((o.location, o.payload));
+                        }
+                    }
+                    Ok(TrackEvent::Datagram(_)) => panic!("no datagrams were sent"),
+                    Err(e) => panic!("{transport:?}: {e:?}"),
+                }
+            }
+            got.sort_by_key(|(l, _)| *l);
+            assert_eq!(got.len(), want.len(), "{transport:?}");
+            assert!(got == want, "{transport:?}: payloads differ");
+        })
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn publish_accepted_and_rejected() {
     for version in Version::ALL {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use moq_core::AuthToken;
@@ -50,7 +50,7 @@ pub(crate) trait Dispatch: Send + Sync + 'static {
     /// for GOAWAY) and its stream.
     fn request(&self, msg: Message, writer: Writer, reader: Reader) -> ServeRequest;
     /// Reads a data stream; `buf` holds what was read past the stream type.
-    fn data_stream(&self, ty: DataStream, recv: BoxRecvStream, buf: BytesMut) -> Serve;
+    fn data_stream(&self, ty: DataStream, recv: BoxRecvStream, buf: Bytes) -> Serve;
     /// Delivers an object datagram.
     fn datagram(&self, datagram: ObjectDatagram);
 }
@@ -168,7 +168,9 @@ async fn accept_bi(driver: Arc<Driver>) {
 async fn handle_uni(driver: Arc<Driver>, mut recv: BoxRecvStream) {
     let core = &driver.core;
     let v = core.version();
-    let mut buf = BytesMut::new();
+    // What was read: the first chunk as it came (no copy; it usually holds the type and more),
+    // chunks joined only when the type spans them.
+    let mut buf = Bytes::new();
     // Read until the stream type is known.
     let ty = loop {
         match StreamType::peek(&buf, v) {
@@ -177,7 +179,13 @@ async fn handle_uni(driver: Arc<Driver>, mut recv: BoxRecvStream) {
             Err(e) => return core.close(e.into()),
         }
         match recv.read_chunk(64 * 1024).await {
-            Ok(Some(c)) => buf.extend_from_slice(&c),
+            Ok(Some(c)) if buf.is_empty() => buf = c,
+            Ok(Some(c)) => {
+                let mut joined = BytesMut::with_capacity(buf.len() + c.len());
+                joined.extend_from_slice(&buf);
+                joined.extend_from_slice(&c);
+                buf = joined.freeze();
+            }
             // A stream that ends or is reset before its type carries nothing.
             Ok(None) | Err(_) => return,
         }
@@ -201,7 +209,7 @@ async fn handle_uni(driver: Arc<Driver>, mut recv: BoxRecvStream) {
 
 impl Driver {
     /// The peer's control stream: SETUP first, handed to the handshake.
-    async fn control_stream(&self, recv: BoxRecvStream, buf: BytesMut) {
+    async fn control_stream(&self, recv: BoxRecvStream, buf: Bytes) {
         // draft-19 §3.3: one control stream per peer.
         if self.control_seen.swap(true, Ordering::Relaxed) {
             return self.core.close(Error::protocol("a second control stream"));

@@ -73,11 +73,14 @@ pub(crate) struct DataRecv {
 }
 
 impl DataRecv {
-    fn new(core: Arc<SessionCore>, recv: BoxRecvStream, buf: BytesMut) -> Self {
+    /// `first` is what was read before the stream's type was known, kept as it came.
+    fn new(core: Arc<SessionCore>, recv: BoxRecvStream, first: Bytes) -> Self {
+        let mut buf = RecvBuf::new();
+        buf.push(first);
         DataRecv {
             core,
             recv: Some(recv),
-            buf: RecvBuf::from(buf),
+            buf,
             fin: false,
         }
     }
@@ -326,7 +329,7 @@ impl RecvState {
 
     /// Routes a subgroup stream to its subscription, waiting briefly (and boundedly) for an
     /// alias that is not known yet.
-    pub(crate) async fn subgroup_stream(&self, recv: BoxRecvStream, buf: BytesMut) {
+    pub(crate) async fn subgroup_stream(&self, recv: BoxRecvStream, buf: Bytes) {
         let mut data = DataRecv::new(self.core.clone(), recv, buf);
         let Some(header) = data
             .header("SUBGROUP_HEADER", |b, v| SubgroupHeader::decode(b, v))
@@ -380,7 +383,7 @@ impl RecvState {
     }
 
     /// Hands a fetch stream to its FETCH, or holds it until the FETCH is registered.
-    pub(crate) async fn fetch_stream(&self, recv: BoxRecvStream, buf: BytesMut) {
+    pub(crate) async fn fetch_stream(&self, recv: BoxRecvStream, buf: Bytes) {
         let mut data = DataRecv::new(self.core.clone(), recv, buf);
         let Some(header) = data
             .header("FETCH_HEADER", |b, v| FetchHeader::decode(b, v))

@@ -15,6 +15,16 @@ use crate::transport::BoxSendStream;
 
 /// The allocation a subgroup stream's object headers are encoded into, a few at a time.
 const HEADERS_BUFFER: usize = 256;
+/// Payloads up to this size are copied behind their header into one chunk, and a batch's
+/// small objects into as few chunks as fit [`COALESCED_CHUNK`]: quinn keeps every written
+/// chunk as a segment of the stream's send buffer and walks the unacknowledged segments for
+/// each packet it builds, so a header and a small payload as two chunks cost more there than
+/// copying the payload does.
+const COALESCE_MAX: usize = 4 * 1024;
+/// The most bytes one coalesced chunk collects.
+const COALESCED_CHUNK: usize = 64 * 1024;
+/// The largest allocation small objects are copied into, several objects to one.
+const COALESCE_BLOCK: usize = 16 * 1024;
 
 impl SubscriptionWriter {
     /// Opens a subgroup stream (draft-19 §11.4.2). `priority` is the Publisher Priority
@@ -117,17 +127,22 @@ impl SubgroupSender {
         payload: Bytes,
         first_byte: Option<Instant>,
     ) -> Result<(), Error> {
-        let Some(header) = self.encode(id, properties, status, payload.len(), first_byte)? else {
+        self.buf.clear();
+        if !self.encode(id, properties, status, payload.len(), first_byte)? {
             return Ok(());
-        };
-        let stream = self.stream()?;
-        if payload.is_empty() {
-            stream.write_chunk(header).await?;
-        } else {
-            // Header and payload in one write: each write takes the connection's lock and
-            // wakes its driver, which for small objects costs more than the bytes.
-            stream.write_all_chunks(&mut [header, payload]).await?;
         }
+        if payload.len() <= COALESCE_MAX {
+            // One chunk (see COALESCE_MAX).
+            self.append(&payload);
+            let chunk = self.buf.split().freeze();
+            return Ok(self.stream()?.write_chunk(chunk).await?);
+        }
+        let header = self.buf.split().freeze();
+        // Header and payload in one write: each write takes the connection's lock and wakes
+        // its driver, which for small objects costs more than the bytes.
+        self.stream()?
+            .write_all_chunks(&mut [header, payload])
+            .await?;
         Ok(())
     }
 
@@ -145,15 +160,26 @@ impl SubgroupSender {
         // The list of chunks is kept between writes (a relay behind writes a batch per wake).
         let mut chunks = std::mem::take(&mut self.chunks);
         chunks.clear();
+        self.buf.clear();
         for (id, payload) in objects {
-            if let Some(header) =
-                self.encode(id, &none, ObjectStatus::Normal, payload.len(), None)?
-            {
-                chunks.push(header);
-                if !payload.is_empty() {
-                    chunks.push(payload);
-                }
+            if !self.encode(id, &none, ObjectStatus::Normal, payload.len(), None)? {
+                continue;
             }
+            // Small objects collect in the buffer, header and payload (see COALESCE_MAX);
+            // a large payload goes as its own chunk after what was collected.
+            if payload.len() <= COALESCE_MAX {
+                self.append(&payload);
+                if self.buf.len() < COALESCED_CHUNK {
+                    continue;
+                }
+                chunks.push(self.buf.split().freeze());
+            } else {
+                chunks.push(self.buf.split().freeze());
+                chunks.push(payload);
+            }
+        }
+        if !self.buf.is_empty() {
+            chunks.push(self.buf.split().freeze());
         }
         if !chunks.is_empty() {
             self.stream()?.write_all_chunks(&mut chunks).await?;
@@ -163,14 +189,28 @@ impl SubgroupSender {
         Ok(())
     }
 
+    /// Copies a small payload behind the header just encoded; when the buffer's allocation is
+    /// full, the next is sized for a few such objects (at most [`COALESCE_BLOCK`]), so that
+    /// objects share allocations rather than take one each.
+    fn append(&mut self, payload: &[u8]) {
+        let need = self.buf.len() + payload.len();
+        if self.buf.capacity() < need {
+            let cap = need.max(need.saturating_mul(4).clamp(HEADERS_BUFFER, COALESCE_BLOCK));
+            let mut buf = BytesMut::with_capacity(cap);
+            buf.extend_from_slice(&self.buf);
+            self.buf = buf;
+        }
+        self.buf.extend_from_slice(payload);
+    }
+
     fn stream(&mut self) -> Result<&mut BoxSendStream, Error> {
         self.stream
             .as_mut()
             .ok_or(Error::Invalid("subgroup stream already closed".into()))
     }
 
-    /// Checks one object against the subscription and encodes what precedes its payload (the
-    /// stream's header first, if not sent yet); `None` if the object is not sent.
+    /// Checks one object against the subscription and appends what precedes its payload to the
+    /// buffer (the stream's header first, if not sent yet); `false` if the object is not sent.
     fn encode(
         &mut self,
         id: u64,
@@ -178,7 +218,7 @@ impl SubgroupSender {
         status: ObjectStatus,
         payload_len: usize,
         first_byte: Option<Instant>,
-    ) -> Result<Option<Bytes>, Error> {
+    ) -> Result<bool, Error> {
         self.shared
             .check_open()
             .inspect_err(|_| self.abort(StreamResetCode::CANCELLED))?;
@@ -202,12 +242,12 @@ impl SubgroupSender {
         if !forward {
             self.omitted = true;
             self.first_object = false;
-            return Ok(None);
+            return Ok(false);
         }
         if !passes {
             // draft-19 §2.2: the stream no longer starts at the subgroup's first object.
             self.first_object = false;
-            return Ok(None);
+            return Ok(false);
         }
         if self.first_properties.is_none() {
             self.first_properties = Some(properties.clone());
@@ -226,9 +266,8 @@ impl SubgroupSender {
         }
         self.stream()?;
         // Headers are encoded one after another into one buffer and split off it, so that
-        // objects share an allocation instead of one each (cleared: a failed encoding may
-        // have left bytes).
-        self.buf.clear();
+        // objects share an allocation instead of one each (the callers clear it first: a
+        // failed encoding may have left bytes).
         if !self.header_sent {
             self.encode_stream_header()?;
             self.header_sent = true;
@@ -240,7 +279,7 @@ impl SubgroupSender {
             status,
             payload_len as u64,
         )?;
-        Ok(Some(self.buf.split().freeze()))
+        Ok(true)
     }
 
     /// Encodes the stream's header into the buffer. draft-19 §2.2: FIRST_OBJECT only if the
