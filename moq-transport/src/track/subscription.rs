@@ -383,8 +383,10 @@ impl SubscriberTask {
 
 /// What [`PublisherTask::run`] waits for next.
 enum Step {
-    /// The application finished the subscription (`None`: it dropped the writer).
+    /// The application finished the subscription (`None`: it dropped every writer).
     Finish(Option<Finish>),
+    /// Every writer was dropped without finishing and every subgroup stream is closed.
+    WritersGone,
     /// A PUBLISH_STATE_NOTIFY to send.
     Notify(Box<Parameters>),
     /// Something on the request stream.
@@ -433,12 +435,20 @@ impl PublisherTask {
         }
     }
 
+    /// A writer of the subscription. The subscription ends once the last one is dropped (see
+    /// [`SubscriptionWriter`]), so one is made only to be handed out.
     pub(crate) fn writer(&self) -> SubscriptionWriter {
+        self.shared.writer_made();
         let seen = self.shared.params_version();
         SubscriptionWriter {
             shared: self.shared.clone(),
             seen: AtomicU64::new(seen),
         }
+    }
+
+    /// The fill the SUBSCRIBE asked for, set before the writer is handed out.
+    pub(crate) fn set_fill(&self, fill: Option<Fill>) {
+        self.shared.set_fill(fill);
     }
 
     /// Ends the subscription before it was established (the PUBLISH was refused): its writers
@@ -470,24 +480,38 @@ impl PublisherTask {
         req.take_updates(ParamContext::UpdateSubscription);
         // The sends and the failed update's ending are rare and boxed: inline, they sized the
         // state a subscription waits in for its whole life (3.3 KB).
+        // Set once every writer was dropped without finishing.
+        let mut writers_gone = false;
         let res = loop {
             // What happened is taken out of the select, and an event boxed, so that neither the
             // select's output nor the event is kept while it is handled.
             let step = tokio::select! {
-                f = &mut self.finish => Step::Finish(f.ok()),
+                f = &mut self.finish, if !writers_gone => Step::Finish(f.ok()),
+                _ = self.shared.all_streams_closed(), if writers_gone => Step::WritersGone,
                 params = self.shared.next_notify() => Step::Notify(params),
                 ev = req.next() => Step::Event(Box::new(ev)),
             };
             match step {
-                Step::Finish(None) => break Ok(()),
+                Step::Finish(None) => writers_gone = true,
+                // draft-19 §10.11: a sender MUST NOT destroy subscription state until it sends
+                // PUBLISH_DONE, and sends it only after every stream it opened is closed. A
+                // publisher that went away without a reason is a generic error: INTERNAL_ERROR
+                // (SUBSCRIPTION_ENDED is for the end of a location filter).
+                Step::WritersGone => {
+                    let done = PublishDone {
+                        status: PublishDoneCode::INTERNAL_ERROR,
+                        stream_count: self.shared.streams_opened(),
+                        reason: "the publisher went away".into(),
+                    };
+                    break Box::pin(send_done(req, done)).await;
+                }
                 Step::Finish(Some(f)) => {
                     let done = PublishDone {
                         status: f.status,
                         stream_count: f.stream_count,
                         reason: f.reason,
                     };
-                    let r = Box::pin(req.send(done)).await;
-                    req.finish();
+                    let r = Box::pin(send_done(req, done)).await;
                     let _ = f.sent.send(r.clone());
                     break r;
                 }
@@ -589,8 +613,13 @@ impl PublisherTask {
             stream_count: self.shared.streams_opened(),
             reason: "update failed".into(),
         };
-        req.send(done).await?;
-        req.finish();
-        Ok(())
+        send_done(req, done).await
     }
+}
+
+/// Sends PUBLISH_DONE and finishes the request stream (draft-19 §10.11).
+async fn send_done(req: &mut Request, done: PublishDone) -> Result<(), Error> {
+    let r = req.send(done).await;
+    req.finish();
+    r
 }
