@@ -308,8 +308,7 @@ pub(crate) async fn serve_subscription(
     {
         fills.push(fill(asked));
     }
-    // What the loop waits for besides its subgroups (see `Watch`), polled only on its own
-    // wake-ups (see `Gated`).
+    // What the loop waits for besides its subgroups (see `Watch` and `Gated`).
     let mut control = Gated::new(
         Watch {
             reader,

@@ -57,8 +57,7 @@ pub(crate) struct WriterShared {
     reached: Notify,
     finish: Mutex<Option<oneshot::Sender<Finish>>>,
     finished: AtomicBool,
-    /// Live [`SubscriptionWriter`]s: the last one dropped drops `finish`, which tells the
-    /// request task that the publisher went away without finishing.
+    /// Live [`SubscriptionWriter`]s; the last one dropped drops `finish` (see its Drop).
     writers: AtomicUsize,
     /// The fill the SUBSCRIBE or the last REQUEST_UPDATE asked for, until the application
     /// takes it (from draft-20), and its signal.
@@ -150,13 +149,11 @@ impl WriterShared {
         self.streams_opened.load(Ordering::Relaxed)
     }
 
-    /// A [`SubscriptionWriter`] was made.
     pub(crate) fn writer_made(&self) {
         self.writers.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A [`SubscriptionWriter`] was dropped: the last one drops the sender of PUBLISH_DONE, so
-    /// that the request task ends the subscription (unless it was finished already).
+    /// The last writer dropped drops PUBLISH_DONE's sender: the request task ends it.
     fn writer_dropped(&self) {
         if self.writers.fetch_sub(1, Ordering::AcqRel) == 1 {
             drop(self.finish.lock().take());
@@ -333,11 +330,9 @@ impl WriterShared {
 /// Filters; draft-19 §5.1.4) are skipped, never sent. When the subscriber cancels, or the
 /// session ends, writes fail with that error and [`SubscriptionWriter::cancelled`] resolves.
 ///
-/// Dropping a clone does nothing. Dropping the last one without
-/// [`SubscriptionWriter::finish`] ends the subscription as a publisher that went away: once
-/// every subgroup stream still open is closed (open [`SubgroupSender`](super::SubgroupSender)s
-/// live on their own), PUBLISH_DONE with INTERNAL_ERROR and the exact Stream Count is sent
-/// (draft-19 §10.11). End it with [`SubscriptionWriter::finish`] to give a status of your own.
+/// Dropping a clone does nothing. Dropping the last one unfinished ends the subscription: once
+/// its open [`SubgroupSender`](super::SubgroupSender)s close, PUBLISH_DONE INTERNAL_ERROR with
+/// the exact Stream Count (draft-19 §10.11). [`SubscriptionWriter::finish`] gives a status.
 #[derive(Debug)]
 pub struct SubscriptionWriter {
     pub(crate) shared: Arc<WriterShared>,
