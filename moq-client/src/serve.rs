@@ -19,9 +19,12 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 mod fetch;
+mod gate;
 mod until;
 
 pub use fetch::{DEFAULT_FILL_TIMEOUT, serve_fetch, serve_fetch_now, serve_fill, serve_fill_now};
+
+use gate::Gated;
 
 use crate::cache::{
     CachedObject, DATAGRAM_SUBGROUP, Subgroup, SubgroupEnd, TrackCache, TrackReader,
@@ -244,7 +247,8 @@ impl Drop for Opening {
 /// dropping this future resets the subscription's open subgroup streams and fill streams.
 ///
 /// Not cancel safe: dropping the future abandons the subscription's streams (reset), with no
-/// PUBLISH_DONE.
+/// PUBLISH_DONE of its own: with its writers gone, the transport ends the subscription with
+/// PUBLISH_DONE INTERNAL_ERROR once those streams are closed.
 ///
 /// Fills (draft-21 §3.4) are served when `opts.fills` is set: by `fill_with` if given (a
 /// relay's upstream), else from the cache. Either way they run in this future and are sent
@@ -304,9 +308,8 @@ pub(crate) async fn serve_subscription(
     {
         fills.push(fill(asked));
     }
-    // What the loop waits for besides its subgroups (see `Watch`).
-    let mut control = FuturesUnordered::new();
-    control.push(
+    // What the loop waits for besides its subgroups (see `Watch` and `Gated`).
+    let mut control = Gated::new(
         Watch {
             reader,
             writer: writer.clone(),
@@ -317,19 +320,19 @@ pub(crate) async fn serve_subscription(
     );
     let status = loop {
         let next = tokio::select! {
-            Some((watch, event)) = control.next() => match event {
+            (watch, event) = &mut control => match event {
                 Control::Next(next) => {
-                    control.push(watch.next());
+                    control.set(watch.next());
                     next
                 }
                 Control::Params(p) => {
                     new_group(p.new_group_request);
-                    control.push(watch.next());
+                    control.set(watch.next());
                     continue;
                 }
                 Control::Fill(asked) => {
                     fills.push(fill(asked));
-                    control.push(watch.next());
+                    control.set(watch.next());
                     continue;
                 }
                 // Dropping the subgroups' futures resets their streams.
@@ -492,7 +495,7 @@ pub(crate) type FillWith =
     Arc<dyn Fn(TrackCache, SubscriptionWriter, Fill) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// What a subscription's serving loop waits for besides its subgroups' progress. One future
-/// waits for all of it, in a set of its own, so that a wake-up for an object polls that
+/// waits for all of it, in a [`Gated`] slot, so that a wake-up for an object polls that
 /// subgroup alone and not these waits (each locks a `Notify`'s waiters when polled); it is
 /// made again after each event.
 struct Watch {

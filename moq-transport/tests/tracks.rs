@@ -1444,3 +1444,66 @@ async fn params_changed_resolves_once_per_update() {
         .await;
     }
 }
+
+/// draft-19 §10.11: a publisher that drops every writer of a subscription without finishing it
+/// still ends it: once its open subgroup streams close, PUBLISH_DONE (INTERNAL_ERROR, the exact
+/// Stream Count) follows, for a SUBSCRIBE and for a PUBLISH, over every transport.
+#[tokio::test]
+async fn dropped_writer_ends_the_subscription() {
+    for transport in transports() {
+        case(format!("{transport:?} SUBSCRIBE"), async {
+            let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
+            let (mut sub, writer) = subscribe_accepted(
+                &client,
+                &server,
+                track("w"),
+                Parameters::default(),
+                SubscribeResponse::default(),
+            )
+            .await;
+            let mut s = writer
+                .open_subgroup(0, SubgroupId::Zero, None, false)
+                .await
+                .unwrap();
+            let clone = writer.clone();
+            drop(writer);
+            drop(clone);
+            // The open subgroup stream lives on, and is delivered before PUBLISH_DONE.
+            s.write_object(0, Bytes::from_static(b"last"))
+                .await
+                .unwrap();
+            s.finish();
+            let (objects, err) = collect(&mut sub).await;
+            assert!(err.is_none(), "{err:?}");
+            assert_eq!(
+                objects,
+                vec![(Location::new(0, 0), Bytes::from_static(b"last"))]
+            );
+            let done = sub.publish_done().expect("PUBLISH_DONE");
+            assert_eq!(done.status, PublishDoneCode::INTERNAL_ERROR);
+            assert_eq!(done.stream_count, 1);
+        })
+        .await;
+        case(format!("{transport:?} PUBLISH"), async {
+            let (client, server, _srv) = pair_with_requests(transport, Version::Draft19).await;
+            let published = client
+                .publish(track("p"), Default::default())
+                .await
+                .unwrap();
+            let incoming = match server.incoming().next().await.unwrap() {
+                Incoming::Publish(p) => p,
+                other => panic!("{other:?}"),
+            };
+            let mut sub = incoming.accept(Parameters::default()).await.unwrap();
+            published.accepted().await.unwrap();
+            drop(published);
+            let (objects, err) = collect(&mut sub).await;
+            assert!(err.is_none(), "{err:?}");
+            assert!(objects.is_empty());
+            let done = sub.publish_done().expect("PUBLISH_DONE");
+            assert_eq!(done.status, PublishDoneCode::INTERNAL_ERROR);
+            assert_eq!(done.stream_count, 0);
+        })
+        .await;
+    }
+}

@@ -189,13 +189,7 @@ async fn answer_subscribe(
     // draft-21 §3.4.1: FILL_PARAMETERS opens a fill fetch stream when Forward State is 1.
     if let Some(fill) = msg.params.fill.as_deref().filter(|_| forward) {
         let order = response.track_properties.publisher_group_order();
-        publisher.writer().shared.set_fill(Fill::new(
-            id,
-            fill,
-            &msg.params,
-            response.largest,
-            order,
-        ));
+        publisher.set_fill(Fill::new(id, fill, &msg.params, response.largest, order));
     }
     let _ = reply.send(Ok(publisher.writer()));
     Ok(Some(Established {

@@ -383,12 +383,24 @@ impl SubscriberTask {
 
 /// What [`PublisherTask::run`] waits for next.
 enum Step {
-    /// The application finished the subscription (`None`: it dropped the writer).
+    /// The application finished the subscription (`None`: it dropped every writer).
     Finish(Option<Finish>),
+    /// Every writer was dropped without finishing and every subgroup stream is closed.
+    WritersGone,
     /// A PUBLISH_STATE_NOTIFY to send.
     Notify(Box<Parameters>),
     /// Something on the request stream.
     Event(Box<Event>),
+}
+
+/// What a step of [`PublisherTask::run`] leaves it to do.
+enum Flow {
+    /// Wait for the next step.
+    Go,
+    /// The subscription is over.
+    Done(Result<(), Error>),
+    /// Sending on the request stream failed.
+    Failed(Error),
 }
 
 /// The publisher's side of one subscription: the state its [`SubscriptionWriter`]s share, and
@@ -397,6 +409,8 @@ pub(crate) struct PublisherTask {
     shared: Arc<WriterShared>,
     ended: Latch<Error>,
     finish: oneshot::Receiver<Finish>,
+    /// Set once every writer was dropped without finishing.
+    writers_gone: bool,
 }
 
 impl PublisherTask {
@@ -430,15 +444,24 @@ impl PublisherTask {
             shared,
             ended,
             finish: finish_rx,
+            writers_gone: false,
         }
     }
 
+    /// A writer of the subscription. The subscription ends once the last one is dropped (see
+    /// [`SubscriptionWriter`]), so one is made only to be handed out.
     pub(crate) fn writer(&self) -> SubscriptionWriter {
+        self.shared.writer_made();
         let seen = self.shared.params_version();
         SubscriptionWriter {
             shared: self.shared.clone(),
             seen: AtomicU64::new(seen),
         }
+    }
+
+    /// The fill the SUBSCRIBE asked for, set before the writer is handed out.
+    pub(crate) fn set_fill(&self, fill: Option<Fill>) {
+        self.shared.set_fill(fill);
     }
 
     /// Ends the subscription before it was established (the PUBLISH was refused): its writers
@@ -468,57 +491,85 @@ impl PublisherTask {
         // draft-19 §5.1: STOP_SENDING from the subscriber ends the subscription.
         req.stop_cancels(true);
         req.take_updates(ParamContext::UpdateSubscription);
-        // The sends and the failed update's ending are rare and boxed: inline, they sized the
-        // state a subscription waits in for its whole life (3.3 KB).
         let res = loop {
-            // What happened is taken out of the select, and an event boxed, so that neither the
-            // select's output nor the event is kept while it is handled.
+            // What happened is taken out of the select and handled by a boxed step, freed once
+            // done: nothing of a step (an update's answer, a PUBLISH_DONE, a send) is kept in
+            // the state a subscription waits in for its whole life.
             let step = tokio::select! {
-                f = &mut self.finish => Step::Finish(f.ok()),
+                f = &mut self.finish, if !self.writers_gone => Step::Finish(f.ok()),
+                _ = self.shared.all_streams_closed(), if self.writers_gone => Step::WritersGone,
                 params = self.shared.next_notify() => Step::Notify(params),
                 ev = req.next() => Step::Event(Box::new(ev)),
             };
-            match step {
-                Step::Finish(None) => break Ok(()),
-                Step::Finish(Some(f)) => {
-                    let done = PublishDone {
-                        status: f.status,
-                        stream_count: f.stream_count,
-                        reason: f.reason,
-                    };
-                    let r = Box::pin(req.send(done)).await;
-                    req.finish();
-                    let _ = f.sent.send(r.clone());
-                    break r;
-                }
-                // draft-21 §9.10: the publisher's state changed.
-                Step::Notify(params) => {
-                    Box::pin(req.send(PublishStateNotify { params: *params })).await?;
-                }
-                Step::Event(ev) => match *ev {
-                    Event::Update(u) => match u.and_then(|u| self.update(&u, join)) {
-                        Ok(ok) => Box::pin(req.send(ok)).await?,
-                        Err(e) => {
-                            Box::pin(req.send(e)).await?;
-                            // draft-19 §10.9.1: a failed update ends the subscription.
-                            break Box::pin(self.update_failed(req)).await;
-                        }
-                    },
-                    Event::Message(m) => break Err(req.unexpected(&m)),
-                    // Unsubscribed (draft-19 §5.1): every stream of the subscription is reset.
-                    Event::Ended(e @ Error::Cancelled(_)) => {
-                        self.ended.set(e);
-                        break Ok(());
-                    }
-                    Event::Ended(e) => break Err(e),
-                    Event::Fin | Event::Dropped | Event::Updated(_) => {}
-                },
+            match Box::pin(self.step(req, step, join)).await {
+                Flow::Go => {}
+                Flow::Done(res) => break res,
+                // A send failed: returned as is, the writers learn of it as the latch drops.
+                Flow::Failed(e) => return Err(e),
             }
         };
         if let Err(e) = &res {
             self.ended.set(e.clone());
         }
         res
+    }
+
+    /// Handles one step of [`PublisherTask::run`].
+    async fn step(&mut self, req: &mut Request, step: Step, join: Option<&JoinRecord>) -> Flow {
+        match step {
+            Step::Finish(None) => self.writers_gone = true,
+            Step::Finish(Some(f)) => {
+                let done = PublishDone {
+                    status: f.status,
+                    stream_count: f.stream_count,
+                    reason: f.reason,
+                };
+                let r = send_done(req, done).await;
+                let _ = f.sent.send(r.clone());
+                return Flow::Done(r);
+            }
+            // draft-19 §10.11: a sender MUST NOT destroy subscription state until it sends
+            // PUBLISH_DONE, and sends it only after every stream it opened is closed. A
+            // publisher that went away without a reason is a generic error: INTERNAL_ERROR
+            // (SUBSCRIPTION_ENDED is for the end of a location filter).
+            Step::WritersGone => {
+                let done = PublishDone {
+                    status: PublishDoneCode::INTERNAL_ERROR,
+                    stream_count: self.shared.streams_opened(),
+                    reason: "the publisher went away".into(),
+                };
+                return Flow::Done(send_done(req, done).await);
+            }
+            // draft-21 §9.10: the publisher's state changed.
+            Step::Notify(params) => {
+                let sent = req.send(PublishStateNotify { params: *params }).await;
+                return sent.map_or_else(Flow::Failed, |()| Flow::Go);
+            }
+            Step::Event(ev) => match *ev {
+                Event::Update(u) => {
+                    let sent = match u.and_then(|u| self.update(&u, join)) {
+                        Ok(ok) => req.send(ok).await,
+                        Err(e) => {
+                            if let Err(e) = req.send(e).await {
+                                return Flow::Failed(e);
+                            }
+                            // draft-19 §10.9.1: a failed update ends the subscription.
+                            return Flow::Done(self.update_failed(req).await);
+                        }
+                    };
+                    return sent.map_or_else(Flow::Failed, |()| Flow::Go);
+                }
+                Event::Message(m) => return Flow::Done(Err(req.unexpected(&m))),
+                // Unsubscribed (draft-19 §5.1): every stream of the subscription is reset.
+                Event::Ended(e @ Error::Cancelled(_)) => {
+                    self.ended.set(e);
+                    return Flow::Done(Ok(()));
+                }
+                Event::Ended(e) => return Flow::Done(Err(e)),
+                Event::Fin | Event::Dropped | Event::Updated(_) => {}
+            },
+        }
+        Flow::Go
     }
 
     /// Applies a REQUEST_UPDATE: REQUEST_OK with the Largest Location, or the refusal.
@@ -589,8 +640,13 @@ impl PublisherTask {
             stream_count: self.shared.streams_opened(),
             reason: "update failed".into(),
         };
-        req.send(done).await?;
-        req.finish();
-        Ok(())
+        send_done(req, done).await
     }
+}
+
+/// Sends PUBLISH_DONE and finishes the request stream (draft-19 §10.11).
+async fn send_done(req: &mut Request, done: PublishDone) -> Result<(), Error> {
+    let r = req.send(done).await;
+    req.finish();
+    r
 }

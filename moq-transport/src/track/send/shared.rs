@@ -56,6 +56,8 @@ pub(crate) struct WriterShared {
     reached: Notify,
     finish: Mutex<Option<oneshot::Sender<Finish>>>,
     finished: AtomicBool,
+    /// Live [`SubscriptionWriter`]s; the last one dropped drops `finish` (see its Drop).
+    writers: AtomicUsize,
     /// The fill the SUBSCRIBE or the last REQUEST_UPDATE asked for, until the application
     /// takes it (from draft-20), and its signal.
     fill: Mutex<Option<Fill>>,
@@ -104,6 +106,7 @@ impl WriterShared {
             reached: Notify::new(),
             finish: Mutex::new(Some(finish)),
             finished: AtomicBool::new(false),
+            writers: AtomicUsize::new(0),
             fill: Mutex::new(None),
             fill_asked: Notify::new(),
         }
@@ -157,6 +160,17 @@ impl WriterShared {
     /// Subgroup and fill streams opened so far (PUBLISH_DONE's Stream Count).
     pub(crate) fn streams_opened(&self) -> u64 {
         self.streams_opened.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn writer_made(&self) {
+        self.writers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The last writer dropped drops PUBLISH_DONE's sender: the request task ends it.
+    fn writer_dropped(&self) {
+        if self.writers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            drop(self.finish.lock().take());
+        }
     }
 
     /// The next PUBLISH_STATE_NOTIFY the application queued.
@@ -275,10 +289,9 @@ impl WriterShared {
 /// Filters; draft-19 §5.1.4) are skipped, never sent. When the subscriber cancels, or the
 /// session ends, writes fail with that error and [`SubscriptionWriter::cancelled`] resolves.
 ///
-/// Dropping a clone does nothing. Dropping the last one does not end the subscription either:
-/// its request stays open, with REQUEST_UPDATEs answered and nothing sent, until the
-/// subscriber cancels it or the session ends. End it with [`SubscriptionWriter::finish`]
-/// (PUBLISH_DONE). Open [`SubgroupSender`](super::SubgroupSender)s live on their own.
+/// Dropping a clone does nothing. Dropping the last one unfinished ends the subscription: once
+/// its open [`SubgroupSender`](super::SubgroupSender)s close, PUBLISH_DONE INTERNAL_ERROR with
+/// the exact Stream Count (draft-19 §10.11). [`SubscriptionWriter::finish`] gives a status.
 #[derive(Debug)]
 pub struct SubscriptionWriter {
     pub(crate) shared: Arc<WriterShared>,
@@ -289,10 +302,17 @@ pub struct SubscriptionWriter {
 
 impl Clone for SubscriptionWriter {
     fn clone(&self) -> Self {
+        self.shared.writer_made();
         SubscriptionWriter {
             shared: self.shared.clone(),
             seen: AtomicU64::new(self.seen.load(Ordering::Relaxed)),
         }
+    }
+}
+
+impl Drop for SubscriptionWriter {
+    fn drop(&mut self) {
+        self.shared.writer_dropped();
     }
 }
 
@@ -678,9 +698,9 @@ impl SubscriptionWriter {
     /// (draft-19 §10.11).
     ///
     /// Not cancel-safe: dropped before it resolves, the subscription counts as finished (a
-    /// second `finish` fails) but PUBLISH_DONE may not have been sent; if it was not, it never
-    /// will be, and the subscription stays open until the subscriber cancels it or the session
-    /// ends.
+    /// second `finish` fails) but PUBLISH_DONE may not have been sent with this status; if it
+    /// was not, the subscription ends as if this writer had been dropped (INTERNAL_ERROR once
+    /// the last writer is gone).
     pub async fn finish(self, status: PublishDoneCode, reason: &str) -> Result<(), Error> {
         let s = &self.shared;
         if s.finished.swap(true, Ordering::Relaxed) {
