@@ -248,7 +248,7 @@ impl Drop for Opening {
 ///
 /// Not cancel safe: dropping the future abandons the subscription's streams (reset), with no
 /// PUBLISH_DONE of its own: with its writers gone, the transport ends the subscription with
-/// PUBLISH_DONE INTERNAL_ERROR once those streams are closed.
+/// PUBLISH_DONE TRACK_ENDED once those streams are closed.
 ///
 /// Fills (draft-21 §3.4) are served when `opts.fills` is set: by `fill_with` if given (a
 /// relay's upstream), else from the cache. Either way they run in this future and are sent

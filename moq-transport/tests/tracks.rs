@@ -1446,7 +1446,7 @@ async fn params_changed_resolves_once_per_update() {
 }
 
 /// draft-19 §10.11: a publisher that drops every writer of a subscription without finishing it
-/// still ends it: once its open subgroup streams close, PUBLISH_DONE (INTERNAL_ERROR, the exact
+/// still ends it: once its open subgroup streams close, PUBLISH_DONE (TRACK_ENDED, the exact
 /// Stream Count) follows, for a SUBSCRIBE and for a PUBLISH, over every transport.
 #[tokio::test]
 async fn dropped_writer_ends_the_subscription() {
@@ -1480,7 +1480,7 @@ async fn dropped_writer_ends_the_subscription() {
                 vec![(Location::new(0, 0), Bytes::from_static(b"last"))]
             );
             let done = sub.publish_done().expect("PUBLISH_DONE");
-            assert_eq!(done.status, PublishDoneCode::INTERNAL_ERROR);
+            assert_eq!(done.status, PublishDoneCode::TRACK_ENDED);
             assert_eq!(done.stream_count, 1);
         })
         .await;
@@ -1501,7 +1501,7 @@ async fn dropped_writer_ends_the_subscription() {
             assert!(err.is_none(), "{err:?}");
             assert!(objects.is_empty());
             let done = sub.publish_done().expect("PUBLISH_DONE");
-            assert_eq!(done.status, PublishDoneCode::INTERNAL_ERROR);
+            assert_eq!(done.status, PublishDoneCode::TRACK_ENDED);
             assert_eq!(done.stream_count, 0);
         })
         .await;

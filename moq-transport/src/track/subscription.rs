@@ -530,11 +530,12 @@ impl PublisherTask {
             }
             // draft-19 §10.11: a sender MUST NOT destroy subscription state until it sends
             // PUBLISH_DONE, and sends it only after every stream it opened is closed. A
-            // publisher that went away without a reason is a generic error: INTERNAL_ERROR
-            // (SUBSCRIPTION_ENDED is for the end of a location filter).
+            // publisher that dropped its last writer no longer publishes the track:
+            // TRACK_ENDED (SUBSCRIPTION_ENDED is for the end of a location filter), the
+            // same end a relay gives a track whose publisher's session closed.
             Step::WritersGone => {
                 let done = PublishDone {
-                    status: PublishDoneCode::INTERNAL_ERROR,
+                    status: PublishDoneCode::TRACK_ENDED,
                     stream_count: self.shared.streams_opened(),
                     reason: "the publisher went away".into(),
                 };

@@ -290,7 +290,7 @@ impl WriterShared {
 /// session ends, writes fail with that error and [`SubscriptionWriter::cancelled`] resolves.
 ///
 /// Dropping a clone does nothing. Dropping the last one unfinished ends the subscription: once
-/// its open [`SubgroupSender`](super::SubgroupSender)s close, PUBLISH_DONE INTERNAL_ERROR with
+/// its open [`SubgroupSender`](super::SubgroupSender)s close, PUBLISH_DONE TRACK_ENDED with
 /// the exact Stream Count (draft-19 §10.11). [`SubscriptionWriter::finish`] gives a status.
 #[derive(Debug)]
 pub struct SubscriptionWriter {
@@ -699,7 +699,7 @@ impl SubscriptionWriter {
     ///
     /// Not cancel-safe: dropped before it resolves, the subscription counts as finished (a
     /// second `finish` fails) but PUBLISH_DONE may not have been sent with this status; if it
-    /// was not, the subscription ends as if this writer had been dropped (INTERNAL_ERROR once
+    /// was not, the subscription ends as if this writer had been dropped (TRACK_ENDED once
     /// the last writer is gone).
     pub async fn finish(self, status: PublishDoneCode, reason: &str) -> Result<(), Error> {
         let s = &self.shared;
