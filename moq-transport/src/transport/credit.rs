@@ -7,13 +7,6 @@
 //! [`INITIAL_UNI_STREAMS`] / [`INITIAL_BIDI_STREAMS`] and the limit doubles, up to
 //! [`MAX_UNI_STREAMS`] / [`MAX_BIDI_STREAMS`], whenever three quarters of it are in use
 //! (streams accepted and not yet dropped by the session).
-//!
-//! The initial limits are sized to quinn's stream maps, which are hash tables of a power of
-//! two of slots, at most seven eighths full: the receive side holds an entry per stream the
-//! peer may open (bidirectional and unidirectional), the send side one per bidirectional
-//! stream the peer may open and per stream we opened. 24 + 32 = 56 entries fill 64 slots, and
-//! 24 bidirectional plus the few streams a session opens fit 32 slots; 32 + 32 took 128 and
-//! 64 slots, ~2.1 KB more per connection, idle or not.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,9 +20,8 @@ use super::{RecvStream, TransportError};
 pub const INITIAL_UNI_STREAMS: u32 = 32;
 /// Unidirectional streams the peer may have open at most.
 pub const MAX_UNI_STREAMS: u32 = 4096;
-/// Bidirectional streams (requests) the peer may open at first (see the module docs for why
-/// 24).
-pub const INITIAL_BIDI_STREAMS: u32 = 24;
+/// Bidirectional streams (requests) the peer may open at first.
+pub const INITIAL_BIDI_STREAMS: u32 = 32;
 /// Bidirectional streams the peer may have open at most.
 pub const MAX_BIDI_STREAMS: u32 = 1024;
 
