@@ -49,7 +49,7 @@ pub enum Error {
     /// The track showed itself malformed (draft-19 §2.4.2): the subscription or fetch that
     /// received it was cancelled.
     #[error(transparent)]
-    Malformed(#[from] crate::Malformed),
+    Malformed(#[from] crate::malformed::Malformed),
     /// A bad argument or configuration.
     #[error("invalid: {0}")]
     Invalid(String),
