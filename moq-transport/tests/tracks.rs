@@ -1507,3 +1507,39 @@ async fn dropped_writer_ends_the_subscription() {
         .await;
     }
 }
+
+/// PUBLISH_SKIPPED after a REQUEST_UPDATE moved the prefix names the track under the new prefix:
+/// its suffix is relative to the prefix in effect (draft-19 §10.20, §10.9.2), on both sides.
+#[tokio::test]
+async fn publish_skipped_after_the_prefix_moved_names_the_new_prefix() {
+    timeout(async {
+        let (client, server, _srv) = pair_with_requests(Transport::Quic, Version::Draft19).await;
+        let old = TrackNamespace::from_strs(["live", "a"]).unwrap();
+        let new = TrackNamespace::from_strs(["live", "b", "c"]).unwrap();
+        let serve = async {
+            match server.incoming().next().await.unwrap() {
+                Incoming::SubscribeTracks(r) => r.accept().await.unwrap(),
+                other => panic!("{other:?}"),
+            }
+        };
+        let (ts, responder) = tokio::join!(
+            client.subscribe_tracks(old.clone(), Parameters::default()),
+            serve
+        );
+        let mut ts = ts.unwrap();
+        let under = |ns: &TrackNamespace, name: &str| {
+            FullTrackName::new(ns.child("x").unwrap(), name.as_bytes().to_vec()).unwrap()
+        };
+        responder.skipped(&under(&old, "1")).await.unwrap();
+        assert_eq!(ts.next_skipped().await.unwrap().unwrap(), under(&old, "1"));
+        let params = Parameters {
+            track_namespace_prefix: Some(new.clone()),
+            ..Default::default()
+        };
+        ts.update(params).await.unwrap();
+        assert_eq!(responder.prefix(), new);
+        responder.skipped(&under(&new, "2")).await.unwrap();
+        assert_eq!(ts.next_skipped().await.unwrap().unwrap(), under(&new, "2"));
+    })
+    .await;
+}

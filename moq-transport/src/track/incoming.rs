@@ -388,16 +388,18 @@ impl TracksResponder {
         self.prefix.borrow().is_prefix_of(&track.namespace) && self.visible.allows(&track.namespace)
     }
 
-    /// Reports with PUBLISH_SKIPPED that `track` will not be published.
+    /// Reports with PUBLISH_SKIPPED that `track` will not be published. The message names the
+    /// track relative to the prefix in effect when it goes out; if a REQUEST_UPDATE moves the
+    /// prefix away from `track` before then, nothing is sent (the subscriber no longer asks
+    /// about it).
     ///
     /// Cancel safe: dropped before it resolves, nothing was queued.
     pub async fn skipped(&self, track: &FullTrackName) -> Result<(), Error> {
-        let suffix = track
-            .namespace
-            .strip_prefix(&self.prefix())
-            .ok_or(Error::Invalid("track not under the prefix".into()))?;
+        if !self.prefix.borrow().is_prefix_of(&track.namespace) {
+            return Err(Error::Invalid("track not under the prefix".into()));
+        }
         self.skipped
-            .send((suffix, track.name.clone()))
+            .send((track.namespace.clone(), track.name.clone()))
             .await
             .map_err(|_| Error::EndedEarly)
     }

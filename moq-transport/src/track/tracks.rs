@@ -93,7 +93,7 @@ pub(crate) async fn subscribe_tracks(
     let (skipped, feed) = req.feed(256);
     let task_prefix = prefix.clone();
     core.serve(async move {
-        let end = skipped_tracks(&mut req, &task_prefix, skipped).await;
+        let end = skipped_tracks(&mut req, task_prefix, skipped).await;
         req.set_end(end);
     });
     Ok(TrackSubscription {
@@ -104,9 +104,13 @@ pub(crate) async fn subscribe_tracks(
 }
 
 /// The subscriber's side of an accepted SUBSCRIBE_TRACKS: PUBLISH_SKIPPED until the end.
+///
+/// `prefix` is the one in effect at the publisher: it moves when the answer to a
+/// REQUEST_UPDATE that moved it arrives, on this same stream, so every PUBLISH_SKIPPED after that
+/// answer is relative to the new prefix (draft-19 §10.20, §10.9.2).
 async fn skipped_tracks(
     req: &mut Request,
-    prefix: &TrackNamespace,
+    mut prefix: TrackNamespace,
     skipped: mpsc::Sender<FullTrackName>,
 ) -> Result<(), Error> {
     loop {
@@ -126,7 +130,12 @@ async fn skipped_tracks(
                 }
             }
             Event::Message(m) => return Err(req.unexpected(&m)),
-            Event::Updated(u) => u.reply(),
+            Event::Updated(u) => {
+                if let (Ok(_), Some(new)) = (&u.answer, &u.params.track_namespace_prefix) {
+                    prefix = new.clone();
+                }
+                u.reply();
+            }
             Event::Fin => {
                 req.finish();
                 return Ok(());
@@ -193,7 +202,15 @@ pub(crate) async fn serve_subscribe_tracks(
     });
     let res = loop {
         tokio::select! {
-            Some((suffix, name)) = skip_rx.recv() => Box::pin(req.send(PublishSkipped { suffix, name })).await?,
+            Some((namespace, name)) = skip_rx.recv() => {
+                // The suffix is taken against the prefix in effect when the message goes out,
+                // not when the application queued it: an update answered in between moved it
+                // (draft-19 §10.20). A track no longer under the prefix is no longer asked about.
+                let suffix = namespace.strip_prefix(&prefix_tx.borrow());
+                if let Some(suffix) = suffix {
+                    Box::pin(req.send(PublishSkipped { suffix, name })).await?;
+                }
+            }
             ev = req.next() => match ev {
                 // draft-19 §10.9.1: a failed update closes the stream.
                 Event::Update(Err(e)) => {
