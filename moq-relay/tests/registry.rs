@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{ns, timeout};
+use common::{Binary, ns, timeout};
 use futures::StreamExt;
 use moq_core::TrackNamespace;
 use moq_relay::registry::{
@@ -53,11 +53,17 @@ fn server_binary() -> Option<PathBuf> {
 struct Store {
     binary: PathBuf,
     port: u16,
+    args: Vec<String>,
     child: Option<Child>,
 }
 
 impl Store {
     fn start() -> Option<Store> {
+        Self::start_with(&[])
+    }
+
+    /// A server with these further arguments (e.g. `--requirepass`).
+    fn start_with(args: &[&str]) -> Option<Store> {
         let binary = server_binary()?;
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -67,6 +73,7 @@ impl Store {
         let mut store = Store {
             binary,
             port,
+            args: args.iter().map(|a| a.to_string()).collect(),
             child: None,
         };
         store.spawn();
@@ -78,6 +85,7 @@ impl Store {
         let mut child = Command::new(&self.binary)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--loglevel", "notice"])
+            .args(&self.args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -467,6 +475,52 @@ async fn heartbeats_list_live_relays() {
             },
         )
         .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_binary_heartbeats_to_the_registry_it_is_given() {
+    let Some(store) = Store::start_with(&["--requirepass", "s3cret"]) else {
+        return;
+    };
+    timeout(async {
+        // The password from MOQ_RELAY_REGISTRY_PASSWORD, the rest from flags.
+        let relay = Binary::start(
+            &[
+                "--tls-generate",
+                "localhost",
+                "--auth-disabled",
+                "--registry",
+                &store.url(),
+                "--relay-id",
+                "relay-x",
+                "--region",
+                "eu-west",
+                "--advertise",
+                "moqt://relay-x.test:4443",
+            ],
+            &[("MOQ_RELAY_REGISTRY_PASSWORD", "s3cret")],
+        );
+        let mut config = RedisRegistryConfig::new(store.url());
+        config.password = Some("s3cret".into());
+        let registry = RedisRegistry::new(config).unwrap();
+        let expected = RelayInfo {
+            relay: RelayRef {
+                id: "relay-x".into(),
+                address: "moqt://relay-x.test:4443".into(),
+            },
+            region: "eu-west".into(),
+            load: 0,
+        };
+        eventually(Duration::from_secs(10), "the relay's heartbeat", || async {
+            registry.relays().await == Ok(vec![expected.clone()])
+        })
+        .await;
+        // Without the password the store refuses, and says so.
+        let refused = RedisRegistry::new(RedisRegistryConfig::new(store.url())).unwrap();
+        assert!(refused.relays().await.is_err());
+        drop(relay);
     })
     .await;
 }
