@@ -37,8 +37,9 @@ use self::watch::watch_task;
 use super::common::{LookupCache, decode_namespace, encode_field, encode_namespace};
 use super::{NamespaceWatch, Origin, Registry, RegistryError, RelayInfo, RelayRef};
 
-/// How a [`RedisRegistry`] reaches its store and keeps its entries.
-#[derive(Clone, Debug)]
+/// How a [`RedisRegistry`] reaches its store and keeps its entries. Its `Debug` shows no
+/// password.
+#[derive(Clone)]
 pub struct RedisRegistryConfig {
     /// The store's URL: `redis://[user][:password@]host[:port][/db]` (Valkey speaks the
     /// same protocol).
@@ -70,6 +71,29 @@ impl RedisRegistryConfig {
             cache_ttl: Duration::from_secs(1),
             cache_capacity: 65_536,
         }
+    }
+}
+
+impl std::fmt::Debug for RedisRegistryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let url = url::Url::parse(&self.url).map_or_else(
+            |_| "(unparsable)".to_string(),
+            |mut u| {
+                if u.password().is_some() {
+                    let _ = u.set_password(Some("***"));
+                }
+                u.to_string()
+            },
+        );
+        f.debug_struct("RedisRegistryConfig")
+            .field("url", &url)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("key_prefix", &self.key_prefix)
+            .field("lease", &self.lease)
+            .field("timeout", &self.timeout)
+            .field("cache_ttl", &self.cache_ttl)
+            .field("cache_capacity", &self.cache_capacity)
+            .finish()
     }
 }
 
@@ -233,7 +257,7 @@ impl RedisRegistry {
         })
     }
 
-    /// Asks the store for a PONG: `Ok` when it answers within the timeout.
+    /// Asks the store for a PONG: `Ok` when it answers within the timeout. Cancel-safe.
     pub async fn ping(&self) -> Result<(), RegistryError> {
         let mut con = self.inner.connection.clone();
         self.inner
@@ -284,7 +308,7 @@ impl Inner {
         let (secs, micros): (u64, u64) = self
             .bounded(async move { redis::cmd("TIME").query_async(&mut con).await })
             .await?;
-        Ok(secs * 1000 + micros / 1000)
+        Ok(secs.saturating_mul(1000).saturating_add(micros / 1000))
     }
 
     /// The live members of the index `idx` that start with `member_prefix`.
@@ -667,6 +691,18 @@ mod tests {
             parse_origin(b"1\ny"),
             Err(RegistryError::Protocol(_))
         ));
+    }
+
+    #[test]
+    fn config_debug_hides_passwords() {
+        let mut config = RedisRegistryConfig::new("redis://:hunter2@127.0.0.1:6379/0");
+        config.password = Some("other-secret".into());
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("other-secret"),
+            "{shown}"
+        );
+        assert!(shown.contains("127.0.0.1:6379"), "{shown}");
     }
 
     #[test]
