@@ -219,7 +219,8 @@ struct Settings {
     #[arg(long, env = "MOQ_RELAY_CLUSTER")]
     cluster: bool,
     /// A route registry on Valkey or Redis (`redis://[:password@]host:port[/db]`): the relay
-    /// heartbeats its id, address, region and load there (routing through it: issue 36).
+    /// heartbeats its id, address, region and load there, and registers the namespaces its
+    /// publishers announce (lookups through it: issue 36).
     #[arg(long, env = "MOQ_RELAY_REGISTRY", value_name = "URL")]
     registry: Option<String>,
     /// The registry's password, when its URL has none.
@@ -456,10 +457,12 @@ async fn run(s: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Heartbeats this relay to the registry at `url` (its sessions are its load) until the relay
-/// stops. The store may be down: heartbeats are tried again, and the relay runs regardless.
+/// Heartbeats this relay to the registry at `url` (its sessions are its load) and registers
+/// the namespaces its publishers announce, until the relay stops. The store may be down: both
+/// are tried again, and the relay runs regardless.
 fn start_registry(s: &Settings, url: &str, relay: &Relay, bind: SocketAddr) -> anyhow::Result<()> {
-    use moq_relay::registry::{RedisRegistry, RedisRegistryConfig, RelayRef, heartbeat_loop};
+    use moq_relay::registry::{RedisRegistry, RedisRegistryConfig, Registry, RelayRef};
+    use moq_relay::registry::{heartbeat_loop, register_local_namespaces};
     let mut config = RedisRegistryConfig::new(url);
     config.password = s.registry_password.clone();
     let registry = RedisRegistry::new(config).context("--registry")?;
@@ -474,9 +477,20 @@ fn start_registry(s: &Settings, url: &str, relay: &Relay, bind: SocketAddr) -> a
         host.unwrap_or_default()
     );
     let me = RelayRef { id, address };
+    let registry: Arc<dyn Registry> = Arc::new(registry);
+    // A flooded cluster's learned namespaces share the relay's index: register only a relay's
+    // own, so only outside such a cluster.
+    if s.cluster || !s.cluster_peer.is_empty() || !s.cluster_upstream.is_empty() {
+        tracing::warn!(
+            "--registry with a --cluster*: namespaces are not registered, only heartbeats"
+        );
+    } else {
+        let glue = register_local_namespaces(relay.clone(), registry.clone(), me.clone());
+        relay.spawn_task(glue);
+    }
     let load = relay.clone();
     relay.spawn_task(heartbeat_loop(
-        Arc::new(registry),
+        registry,
         me,
         s.region.clone().unwrap_or_default(),
         move || load.sessions() as u64,

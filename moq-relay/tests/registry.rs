@@ -16,12 +16,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Binary, ns, timeout};
+use common::{Binary, dev_relay, ns, timeout};
 use futures::StreamExt;
 use moq_core::TrackNamespace;
 use moq_relay::registry::{
     NamespaceChange, NamespaceWatch, RedisRegistry, RedisRegistryConfig, Registration,
-    RegistrationState, Registry, RegistryError, RelayInfo, RelayRef,
+    RegistrationState, Registry, RegistryError, RelayInfo, RelayRef, register_local_namespaces,
 };
 
 /// The store's server binary, or `None` when the tests are told to skip.
@@ -480,7 +480,7 @@ async fn heartbeats_list_live_relays() {
 }
 
 #[tokio::test]
-async fn the_binary_heartbeats_to_the_registry_it_is_given() {
+async fn the_binary_heartbeats_and_registers_what_it_is_announced() {
     let Some(store) = Store::start_with(&["--requirepass", "s3cret"]) else {
         return;
     };
@@ -517,10 +517,98 @@ async fn the_binary_heartbeats_to_the_registry_it_is_given() {
             registry.relays().await == Ok(vec![expected.clone()])
         })
         .await;
+        // What a publisher of the relay announces is registered as the relay's.
+        let session = common::client(&relay.fingerprint)
+            .connect(&format!("moqt://localhost:{}/", relay.port))
+            .await
+            .unwrap();
+        let announced = session
+            .publisher()
+            .publish_namespace(ns("bin/room"))
+            .unwrap();
+        announced.announced().await.unwrap();
+        eventually(
+            Duration::from_secs(10),
+            "the announced namespace",
+            || async {
+                matches!(
+                    registry.lookup(&ns("bin/room")).await,
+                    Ok(Some(o)) if o.relay == expected.relay
+                )
+            },
+        )
+        .await;
         // Without the password the store refuses, and says so.
         let refused = RedisRegistry::new(RedisRegistryConfig::new(store.url())).unwrap();
         assert!(refused.relays().await.is_err());
         drop(relay);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_relays_own_publishers_are_registered_across_an_outage() {
+    let Some(mut store) = Store::start() else {
+        return;
+    };
+    timeout(async {
+        let me = relay("relay-p");
+        let relay = dev_relay();
+        let registry = Arc::new(store.registry(400));
+        relay.spawn_task(register_local_namespaces(
+            relay.clone(),
+            registry.clone(),
+            me.clone(),
+        ));
+        let session = common::client(&relay.fingerprint())
+            .connect(&format!("moqt://localhost:{}/", relay.local_addr().port()))
+            .await
+            .unwrap();
+        let announce = |path: &str| {
+            let handle = session
+                .publisher()
+                .publish_namespace(ns(path))
+                .unwrap();
+            async move {
+                handle.announced().await.unwrap();
+                handle
+            }
+        };
+        let registered = |path: &'static str| {
+            let registry = registry.clone();
+            let me = me.clone();
+            move || {
+                let registry = registry.clone();
+                let me = me.clone();
+                async move {
+                    matches!(registry.lookup(&ns(path)).await, Ok(Some(o)) if o.relay == me)
+                }
+            }
+        };
+        let gone = |path: &'static str| {
+            let registry = registry.clone();
+            move || {
+                let registry = registry.clone();
+                async move { registry.lookup(&ns(path)).await == Ok(None) }
+            }
+        };
+        let kept = announce("pub/kept").await;
+        let brief = announce("pub/brief").await;
+        let step = Duration::from_secs(5);
+        eventually(step, "pub/kept registered", registered("pub/kept")).await;
+        eventually(step, "pub/brief registered", registered("pub/brief")).await;
+        // Withdrawn by its publisher: unregistered.
+        drop(brief);
+        eventually(step, "pub/brief unregistered", gone("pub/brief")).await;
+
+        // The store goes away (and comes back empty): what was announced meanwhile and what
+        // was registered before are registered again.
+        store.stop();
+        let late = announce("pub/late").await;
+        store.spawn();
+        eventually(step, "pub/late registered", registered("pub/late")).await;
+        eventually(step, "pub/kept registered again", registered("pub/kept")).await;
+        drop((kept, late));
     })
     .await;
 }
