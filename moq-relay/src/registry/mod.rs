@@ -326,7 +326,8 @@ async fn refresh_loop(
         let state = match registry.refresh(&namespace, &origin).await {
             Ok(()) => RegistrationState::Active(origin.clone()),
             Err(RegistryError::Moved(Some(to))) => {
-                tracing::info!(%namespace, relay = %to.relay.id, epoch = to.epoch, "registry: namespace moved to another relay");
+                let (relay, epoch) = (&to.relay.id, to.epoch);
+                tracing::info!(%namespace, %relay, epoch, "registry: namespace moved to another relay");
                 let _ = tx.send(RegistrationState::Moved(to));
                 return;
             }
