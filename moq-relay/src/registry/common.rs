@@ -13,7 +13,13 @@ use super::Origin;
 pub(crate) struct LookupCache {
     ttl: Duration,
     capacity: usize,
-    entries: Mutex<HashMap<TrackNamespace, (Instant, Option<Origin>)>>,
+    entries: Mutex<Entries>,
+}
+
+struct Entries {
+    map: HashMap<TrackNamespace, (Instant, Option<Origin>)>,
+    /// When stale answers were last swept out (at most once a ttl: a sweep reads them all).
+    swept: Instant,
 }
 
 impl LookupCache {
@@ -21,14 +27,17 @@ impl LookupCache {
         LookupCache {
             ttl,
             capacity,
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries {
+                map: HashMap::new(),
+                swept: Instant::now(),
+            }),
         }
     }
 
     /// The cached answer for `namespace`, if one is fresh.
     pub(crate) fn get(&self, namespace: &TrackNamespace) -> Option<Option<Origin>> {
         let entries = self.entries.lock();
-        let (at, origin) = entries.get(namespace)?;
+        let (at, origin) = entries.map.get(namespace)?;
         (at.elapsed() < self.ttl).then(|| origin.clone())
     }
 
@@ -37,26 +46,30 @@ impl LookupCache {
             return;
         }
         let mut entries = self.entries.lock();
-        if entries.len() >= self.capacity && !entries.contains_key(namespace) {
+        let Entries { map, swept } = &mut *entries;
+        if map.len() >= self.capacity && !map.contains_key(namespace) {
             let ttl = self.ttl;
-            entries.retain(|_, (at, _)| at.elapsed() < ttl);
-            if entries.len() >= self.capacity {
-                // Still full of fresh answers: drop one (any; they all expire within the ttl).
-                if let Some(victim) = entries.keys().next().cloned() {
-                    entries.remove(&victim);
+            if swept.elapsed() >= ttl {
+                map.retain(|_, (at, _)| at.elapsed() < ttl);
+                *swept = Instant::now();
+            }
+            if map.len() >= self.capacity {
+                // Full of fresh answers: drop one (any; they all expire within the ttl).
+                if let Some(victim) = map.keys().next().cloned() {
+                    map.remove(&victim);
                 }
             }
         }
-        entries.insert(namespace.clone(), (Instant::now(), origin));
+        map.insert(namespace.clone(), (Instant::now(), origin));
     }
 
     pub(crate) fn forget(&self, namespace: &TrackNamespace) {
-        self.entries.lock().remove(namespace);
+        self.entries.lock().map.remove(namespace);
     }
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.entries.lock().len()
+        self.entries.lock().map.len()
     }
 }
 
