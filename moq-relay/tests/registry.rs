@@ -612,3 +612,58 @@ async fn a_relays_own_publishers_are_registered_across_an_outage() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn two_relays_with_one_namespace_the_last_serves_and_the_other_takes_over() {
+    let Some(store) = Store::start() else { return };
+    timeout(async {
+        let registry = Arc::new(store.registry(400));
+        let mut sessions = Vec::new();
+        for id in ["relay-1", "relay-2"] {
+            let me = relay(id);
+            let server = dev_relay();
+            server.spawn_task(register_local_namespaces(
+                server.clone(),
+                registry.clone(),
+                me,
+            ));
+            let session = common::client(&server.fingerprint())
+                .connect(&format!("moqt://localhost:{}/", server.local_addr().port()))
+                .await
+                .unwrap();
+            sessions.push((server, session));
+        }
+        let origin_is = |id: &'static str| {
+            let registry = registry.clone();
+            move || {
+                let registry = registry.clone();
+                async move {
+                    matches!(registry.lookup(&ns("shared/room")).await, Ok(Some(o)) if o.relay.id == id)
+                }
+            }
+        };
+        let announce = |session: &moq_client::Session| {
+            let handle = session
+                .publisher()
+                .publish_namespace(ns("shared/room"))
+                .unwrap();
+            async move {
+                handle.announced().await.unwrap();
+                handle
+            }
+        };
+        let step = Duration::from_secs(5);
+        let first = announce(&sessions[0].1).await;
+        eventually(step, "relay-1 serves it", origin_is("relay-1")).await;
+        let second = announce(&sessions[1].1).await;
+        eventually(step, "relay-2 took it over", origin_is("relay-2")).await;
+        // Held for a few refreshes: relay-1 stands by and does not take it back.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(origin_is("relay-2")().await);
+        // relay-2's publisher leaves: relay-1 serves it again.
+        drop(second);
+        eventually(step, "relay-1 took it back", origin_is("relay-1")).await;
+        drop(first);
+    })
+    .await;
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use moq_core::TrackNamespace;
 use moq_transport::namespace::NamespaceEvent;
 
-use super::{Registration, Registry, RegistryError, RelayRef};
+use super::{Registration, RegistrationState, Registry, RegistryError, RelayRef};
 use crate::Relay;
 
 /// Events the relay's index may queue for this follower before it starts over.
@@ -16,7 +16,9 @@ const QUEUE: usize = 4096;
 
 /// Registers in `registry`, as `me`, every namespace a publisher of `relay` announces, and
 /// keeps each registered (see [`Registration`]) until its last publisher withdraws. While the
-/// store is unreachable, what could not be registered is tried again every half lease.
+/// store is unreachable, what could not be registered is tried again every half lease. A
+/// namespace that another relay registered since (a publisher of it there) is left to that
+/// relay, and registered here again within half a lease once that relay unregisters it.
 ///
 /// For a relay that is not also in a flooded cluster (`--cluster-peer`): a cluster's learned
 /// namespaces share the relay's index and would be registered as this relay's. Entries of the
@@ -33,14 +35,12 @@ pub async fn register_local_namespaces(relay: Relay, registry: Arc<dyn Registry>
             .collect();
         loop {
             held.retain(|ns, _| wanted.contains(ns));
-            let pending = reconcile(&registry, &me, &wanted, &mut held).await;
-            let event = if pending {
-                match tokio::time::timeout(retry, watch.next()).await {
-                    Ok(event) => event,
-                    Err(_) => continue,
-                }
-            } else {
-                watch.next().await
+            // Every half lease at least: a registration may have moved since (it learns so at
+            // its refresh), or the store may be back.
+            reconcile(&registry, &me, &wanted, &mut held).await;
+            let event = match tokio::time::timeout(retry, watch.next()).await {
+                Ok(event) => event,
+                Err(_) => continue,
             };
             match event {
                 Some(NamespaceEvent::Added(ns)) if !relay.is_cluster_view(&ns) => {
@@ -58,13 +58,28 @@ pub async fn register_local_namespaces(relay: Relay, registry: Arc<dyn Registry>
 }
 
 /// Registers what is wanted and not held, stopping at the first sign that the store is down.
-/// True when something is left to register.
+/// A namespace another relay took over is taken back once that relay let it go (two relays
+/// with publishers of one namespace: the last to register serves it, the other stands by).
 async fn reconcile(
     registry: &Arc<dyn Registry>,
     me: &RelayRef,
     wanted: &BTreeSet<TrackNamespace>,
     held: &mut HashMap<TrackNamespace, Registration>,
-) -> bool {
+) {
+    let moved: Vec<TrackNamespace> = held
+        .iter()
+        .filter(|(_, r)| matches!(r.state(), RegistrationState::Moved(_)))
+        .map(|(ns, _)| ns.clone())
+        .collect();
+    for ns in moved {
+        match registry.lookup(&ns).await {
+            Ok(None) => {
+                held.remove(&ns);
+            }
+            Ok(Some(_)) => {}
+            Err(_) => return,
+        }
+    }
     for ns in wanted {
         if held.contains_key(ns) {
             continue;
@@ -75,7 +90,7 @@ async fn reconcile(
             }
             Err(RegistryError::Unavailable(e)) => {
                 tracing::warn!(namespace = %ns, error = %e, "registry: cannot register yet");
-                return true;
+                return;
             }
             Err(e) => {
                 // Not storable (cannot happen for an announced namespace): tried again at the
@@ -84,5 +99,4 @@ async fn reconcile(
             }
         }
     }
-    false
 }
