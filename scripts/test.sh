@@ -17,6 +17,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "ffmpeg and ffprobe for the media tests (Debian's package, apt-get when missing)"
 scripts/install-media.sh
+scripts/install-redis.sh  # the route registry's tests start their own redis-server
 
 step "cargo test (unit and integration tests, all targets)"
 cargo test --workspace --all-targets

@@ -30,8 +30,9 @@
 //! | `http` | `moq_relay::http`: the HTTP side (`/certificate.sha256`, `/metrics`, `/health`, `/announced`, the page); implies `auth` and `prometheus` | axum, hyper |
 //! | `cli` | the `moq-relay` binary (flags, TOML settings, log output, signals); implies `http` | clap, toml, tracing-subscriber |
 //! | `qlog` | [`RelayConfig::qlog_dir`] traces | moq-transport's `qlog` |
+//! | `registry-redis` | `registry::RedisRegistry`: the route registry on a Valkey or Redis server | redis (tokio, connection manager) |
 //!
-//! Default: `cli` and `qlog`.
+//! Default: `cli`, `qlog` and `registry-redis`.
 
 #[cfg(feature = "auth")]
 pub mod auth;
@@ -40,6 +41,7 @@ mod config;
 #[cfg(feature = "http")]
 pub mod http;
 mod metrics;
+pub mod registry;
 mod relay;
 
 pub use config::RelayConfig;

@@ -218,6 +218,23 @@ struct Settings {
     /// Join a cluster without dialing anyone (peers dial this relay).
     #[arg(long, env = "MOQ_RELAY_CLUSTER")]
     cluster: bool,
+    /// A route registry on Valkey or Redis (`redis://[:password@]host:port[/db]`): the relay
+    /// heartbeats its id, address, region and load there, and registers the namespaces its
+    /// publishers announce (lookups through it: issue 36).
+    #[arg(long, env = "MOQ_RELAY_REGISTRY", value_name = "URL")]
+    registry: Option<String>,
+    /// The registry's password, when its URL has none.
+    #[arg(long, env = "MOQ_RELAY_REGISTRY_PASSWORD", hide_env_values = true)]
+    registry_password: Option<String>,
+    /// This relay's id in the registry [default: --cluster-node, else the bind address].
+    #[arg(long, env = "MOQ_RELAY_RELAY_ID")]
+    relay_id: Option<String>,
+    /// This relay's region tag in the registry (for choosing a successor nearby).
+    #[arg(long, env = "MOQ_RELAY_REGION")]
+    region: Option<String>,
+    /// The URL other relays dial to reach this one [default: moqt://<bind address>].
+    #[arg(long, env = "MOQ_RELAY_ADVERTISE", value_name = "URL")]
+    advertise: Option<String>,
     /// A relay of another implementation to take namespaces from, as a client
     /// (`moqt://host:port`; repeatable): what it announces is routed to it.
     #[arg(long, env = "MOQ_RELAY_CLUSTER_UPSTREAM", value_delimiter = ',')]
@@ -422,6 +439,9 @@ async fn run(s: Settings) -> anyhow::Result<()> {
             }
         });
     }
+    if let Some(url) = &s.registry {
+        start_registry(&s, url, &relay, bind)?;
+    }
     if let (Some(cert), Some(key)) = (s.tls_cert.clone(), s.tls_key.clone()) {
         relay.spawn_task(reload_certificates(relay.clone(), cert, key));
     }
@@ -434,6 +454,47 @@ async fn run(s: Settings) -> anyhow::Result<()> {
             relay.shutdown(drain).await;
         }
     }
+    Ok(())
+}
+
+/// Heartbeats this relay to the registry at `url` (its sessions are its load) and registers
+/// the namespaces its publishers announce, until the relay stops. The store may be down: both
+/// are tried again, and the relay runs regardless.
+fn start_registry(s: &Settings, url: &str, relay: &Relay, bind: SocketAddr) -> anyhow::Result<()> {
+    use moq_relay::registry::{RedisRegistry, RedisRegistryConfig, Registry, RelayRef};
+    use moq_relay::registry::{heartbeat_loop, register_local_namespaces};
+    let mut config = RedisRegistryConfig::new(url);
+    config.password = s.registry_password.clone();
+    let registry = RedisRegistry::new(config).context("--registry")?;
+    let id =
+        (s.relay_id.clone().or_else(|| s.cluster_node.clone())).unwrap_or_else(|| bind.to_string());
+    let address = (s.advertise.clone()).unwrap_or_else(|| format!("moqt://{bind}"));
+    let host = url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string));
+    println!(
+        "registry at {}: relay {id} ({address})",
+        host.unwrap_or_default()
+    );
+    let me = RelayRef { id, address };
+    let registry: Arc<dyn Registry> = Arc::new(registry);
+    // A flooded cluster's learned namespaces share the relay's index: register only a relay's
+    // own, so only outside such a cluster.
+    if s.cluster || !s.cluster_peer.is_empty() || !s.cluster_upstream.is_empty() {
+        tracing::warn!(
+            "--registry with a --cluster*: namespaces are not registered, only heartbeats"
+        );
+    } else {
+        let glue = register_local_namespaces(relay.clone(), registry.clone(), me.clone());
+        relay.spawn_task(glue);
+    }
+    let load = relay.clone();
+    relay.spawn_task(heartbeat_loop(
+        registry,
+        me,
+        s.region.clone().unwrap_or_default(),
+        move || load.sessions() as u64,
+    ));
     Ok(())
 }
 

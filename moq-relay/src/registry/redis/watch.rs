@@ -1,0 +1,152 @@
+//! A watch's task: one pub/sub connection, the changes it carries, pruning of expired leases,
+//! and reconnection with a resync after the store was lost.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use moq_core::TrackNamespace;
+use redis::aio::PubSub;
+use tokio::sync::mpsc;
+
+use super::{Inner, PRUNE_MIN};
+use crate::registry::NamespaceChange;
+use crate::registry::common::decode_namespace;
+
+/// Follows the changes under `prefix` until `tx`'s reader goes away, reconnecting (and
+/// reporting what changed meanwhile) whenever the store is lost.
+pub(super) async fn watch_task(
+    inner: Arc<Inner>,
+    prefix: TrackNamespace,
+    pubsub: PubSub,
+    tx: mpsc::Sender<NamespaceChange>,
+) {
+    let mut known: HashSet<TrackNamespace> = HashSet::new();
+    let mut next = Some(pubsub);
+    let prune_every = (inner.config.lease / 4).max(PRUNE_MIN);
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let pubsub = match next.take() {
+            Some(pubsub) => Some(pubsub),
+            None => inner.subscribe(&prefix).await.ok(),
+        };
+        // Subscribed first, then scanned: a change between the two is seen twice at worst,
+        // and `known` drops the repeat.
+        let synced = match pubsub {
+            Some(pubsub) => match inner.scan(&prefix).await {
+                Ok(now) => Some((pubsub, now)),
+                Err(_) => None,
+            },
+            None => None,
+        };
+        let Some((pubsub, now)) = synced else {
+            tokio::select! {
+                _ = tx.closed() => return,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(inner.config.lease.max(Duration::from_millis(100)));
+            continue;
+        };
+        backoff = Duration::from_millis(50);
+        let now: HashSet<TrackNamespace> = now.into_iter().collect();
+        let gone: Vec<TrackNamespace> = known.difference(&now).cloned().collect();
+        for namespace in gone {
+            if !apply(&mut known, NamespaceChange::Removed(namespace), &tx).await {
+                return;
+            }
+        }
+        let mut added: Vec<TrackNamespace> = now.into_iter().collect();
+        added.sort_by(|a, b| a.fields().cmp(b.fields()));
+        for namespace in added {
+            if !apply(&mut known, NamespaceChange::Added(namespace), &tx).await {
+                return;
+            }
+        }
+        let (mut sink, mut messages) = pubsub.split();
+        let mut prune_at = tokio::time::Instant::now();
+        let mut pruned = prune_at;
+        loop {
+            tokio::select! {
+                _ = tx.closed() => return,
+                message = messages.next() => {
+                    // None: the connection is gone.
+                    let Some(message) = message else { break };
+                    let Some(change) = parse_change(message.get_payload_bytes()) else { continue };
+                    let namespace = match &change {
+                        NamespaceChange::Added(n) | NamespaceChange::Removed(n) => n,
+                    };
+                    if !prefix.is_prefix_of(namespace) {
+                        continue;
+                    }
+                    // A new lease may end before the next prune: prune soon to learn when.
+                    if matches!(change, NamespaceChange::Added(_)) {
+                        prune_at = prune_at.min(pruned + PRUNE_MIN);
+                    }
+                    if !apply(&mut known, change, &tx).await {
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep_until(prune_at) => {
+                    // A silent connection is a lost one.
+                    if inner.bounded(sink.ping::<redis::Value>()).await.is_err() {
+                        break;
+                    }
+                    // Prune again when the next lease ends, or after a quarter lease (to
+                    // check the connection), at most every PRUNE_MIN.
+                    let wait = match inner.prune(&prefix).await {
+                        Ok(next) => next.map_or(prune_every, |n| n.min(prune_every)),
+                        Err(e) => {
+                            tracing::debug!(%prefix, error = %e, "registry: prune failed");
+                            prune_every
+                        }
+                    };
+                    pruned = tokio::time::Instant::now();
+                    prune_at = pruned + wait.max(PRUNE_MIN);
+                }
+            }
+        }
+        tracing::warn!(%prefix, "registry: watch lost its store connection; reconnecting");
+    }
+}
+
+/// Sends `change` if it changes `known`; false once the reader is gone.
+async fn apply(
+    known: &mut HashSet<TrackNamespace>,
+    change: NamespaceChange,
+    tx: &mpsc::Sender<NamespaceChange>,
+) -> bool {
+    let new = match &change {
+        NamespaceChange::Added(n) => known.insert(n.clone()),
+        NamespaceChange::Removed(n) => known.remove(n),
+    };
+    !new || tx.send(change).await.is_ok()
+}
+
+/// `+<ns>` or `-<ns>` from a channel.
+fn parse_change(payload: &[u8]) -> Option<NamespaceChange> {
+    let (sign, member) = payload.split_first()?;
+    let namespace = decode_namespace(member)?;
+    match sign {
+        b'+' => Some(NamespaceChange::Added(namespace)),
+        b'-' => Some(NamespaceChange::Removed(namespace)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_parse() {
+        let a = TrackNamespace::from_strs(["a"]).unwrap();
+        assert_eq!(
+            parse_change(b"+61."),
+            Some(NamespaceChange::Added(a.clone()))
+        );
+        assert_eq!(parse_change(b"-61."), Some(NamespaceChange::Removed(a)));
+        assert_eq!(parse_change(b"*61."), None);
+        assert_eq!(parse_change(b""), None);
+    }
+}
