@@ -16,7 +16,7 @@ use tokio::sync::{Notify, oneshot, watch};
 use super::params::{SubscriptionParams, ranges_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::response::FetchResponse;
-use super::send::{Fill, Finish, JoinPoint, JoinRecord, SubscriptionWriter, WriterShared};
+use super::send::{Fill, JoinPoint, JoinRecord, SubscriptionWriter, TaskStep, WriterShared};
 use crate::error::Error;
 use crate::latch::Latch;
 use crate::request::{Event, Feed, Request, RequestHandle};
@@ -383,12 +383,8 @@ impl SubscriberTask {
 
 /// What [`PublisherTask::run`] waits for next.
 enum Step {
-    /// The application finished the subscription (`None`: it dropped every writer).
-    Finish(Option<Finish>),
-    /// Every writer was dropped without finishing and every subgroup stream is closed.
-    WritersGone,
-    /// A PUBLISH_STATE_NOTIFY to send.
-    Notify(Box<Parameters>),
+    /// What the writers asked for.
+    Task(TaskStep),
     /// Something on the request stream.
     Event(Box<Event>),
 }
@@ -405,12 +401,19 @@ enum Flow {
 
 /// The publisher's side of one subscription: the state its [`SubscriptionWriter`]s share, and
 /// the task that answers the subscriber on the request stream.
+///
+/// Dropping it tells the writers the subscription is over (their waits end).
 pub(crate) struct PublisherTask {
     shared: Arc<WriterShared>,
     ended: Latch<Error>,
-    finish: oneshot::Receiver<Finish>,
-    /// Set once every writer was dropped without finishing.
-    writers_gone: bool,
+}
+
+impl Drop for PublisherTask {
+    fn drop(&mut self) {
+        // The latch drops after this: abandoned first, so the woken waits see it.
+        self.ended.abandon();
+        self.shared.wake();
+    }
 }
 
 impl PublisherTask {
@@ -428,7 +431,6 @@ impl PublisherTask {
         // (§10.2.16 LARGEST_OBJECT in REQUEST_UPDATE_OK).
         params.established = largest;
         let ended = Latch::default();
-        let (finish_tx, finish_rx) = oneshot::channel();
         let shared = Arc::new(WriterShared::new(
             core.clone(),
             request_id,
@@ -438,14 +440,8 @@ impl PublisherTask {
             params,
             largest,
             ended.subscribe(),
-            finish_tx,
         ));
-        PublisherTask {
-            shared,
-            ended,
-            finish: finish_rx,
-            writers_gone: false,
-        }
+        PublisherTask { shared, ended }
     }
 
     /// A writer of the subscription. The subscription ends once the last one is dropped (see
@@ -467,7 +463,13 @@ impl PublisherTask {
     /// Ends the subscription before it was established (the PUBLISH was refused): its writers
     /// fail with `e` and send nothing more (draft-19 §5.1.1).
     pub(crate) fn refused(self, e: Error) {
+        self.end(e);
+    }
+
+    /// Ends the subscription with `e` for its writers, and wakes their waits.
+    fn end(&self, e: Error) {
         self.ended.set(e);
+        self.shared.wake();
     }
 
     /// Whether objects are forwarded now (Forward State).
@@ -484,7 +486,7 @@ impl PublisherTask {
     /// Serves REQUEST_UPDATE and cancellation until PUBLISH_DONE is sent or the subscription is
     /// cancelled. `join` is the record a Joining FETCH reads.
     pub(crate) async fn run(
-        mut self,
+        self,
         req: &mut Request,
         join: Option<&JoinRecord>,
     ) -> Result<(), Error> {
@@ -496,9 +498,7 @@ impl PublisherTask {
             // done: nothing of a step (an update's answer, a PUBLISH_DONE, a send) is kept in
             // the state a subscription waits in for its whole life.
             let step = tokio::select! {
-                f = &mut self.finish, if !self.writers_gone => Step::Finish(f.ok()),
-                _ = self.shared.all_streams_closed(), if self.writers_gone => Step::WritersGone,
-                params = self.shared.next_notify() => Step::Notify(params),
+                t = self.shared.next_task_step() => Step::Task(t),
                 ev = req.next() => Step::Event(Box::new(ev)),
             };
             match Box::pin(self.step(req, step, join)).await {
@@ -509,16 +509,15 @@ impl PublisherTask {
             }
         };
         if let Err(e) = &res {
-            self.ended.set(e.clone());
+            self.end(e.clone());
         }
         res
     }
 
     /// Handles one step of [`PublisherTask::run`].
-    async fn step(&mut self, req: &mut Request, step: Step, join: Option<&JoinRecord>) -> Flow {
+    async fn step(&self, req: &mut Request, step: Step, join: Option<&JoinRecord>) -> Flow {
         match step {
-            Step::Finish(None) => self.writers_gone = true,
-            Step::Finish(Some(f)) => {
+            Step::Task(TaskStep::Finish(f)) => {
                 let done = PublishDone {
                     status: f.status,
                     stream_count: f.stream_count,
@@ -533,7 +532,7 @@ impl PublisherTask {
             // publisher that dropped its last writer no longer publishes the track:
             // TRACK_ENDED (SUBSCRIPTION_ENDED is for the end of a location filter), the
             // same end a relay gives a track whose publisher's session closed.
-            Step::WritersGone => {
+            Step::Task(TaskStep::WritersGone) => {
                 let done = PublishDone {
                     status: PublishDoneCode::TRACK_ENDED,
                     stream_count: self.shared.streams_opened(),
@@ -542,7 +541,7 @@ impl PublisherTask {
                 return Flow::Done(send_done(req, done).await);
             }
             // draft-21 §9.10: the publisher's state changed.
-            Step::Notify(params) => {
+            Step::Task(TaskStep::Notify(params)) => {
                 let sent = req.send(PublishStateNotify { params: *params }).await;
                 return sent.map_or_else(Flow::Failed, |()| Flow::Go);
             }
@@ -563,7 +562,7 @@ impl PublisherTask {
                 Event::Message(m) => return Flow::Done(Err(req.unexpected(&m))),
                 // Unsubscribed (draft-19 §5.1): every stream of the subscription is reset.
                 Event::Ended(e @ Error::Cancelled(_)) => {
-                    self.ended.set(e);
+                    self.end(e);
                     return Flow::Done(Ok(()));
                 }
                 Event::Ended(e) => return Flow::Done(Err(e)),
@@ -633,7 +632,7 @@ impl PublisherTask {
     /// After a refused update: the streams are reset, then PUBLISH_DONE (UPDATE_FAILED) with
     /// their count, then FIN (draft-19 §10.9.1, §10.11).
     async fn update_failed(&self, req: &mut Request) -> Result<(), Error> {
-        self.ended.set(Error::Cancelled(StreamResetCode::CANCELLED));
+        self.end(Error::Cancelled(StreamResetCode::CANCELLED));
         let _ =
             tokio::time::timeout(Duration::from_secs(2), self.shared.all_streams_closed()).await;
         let done = PublishDone {
