@@ -5,6 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
 use moq_core::message::{
     FetchType, Message, ParamContext, Parameters, PublishDone, PublishStateNotify, RequestError,
@@ -493,25 +496,56 @@ impl PublisherTask {
         // draft-19 §5.1: STOP_SENDING from the subscriber ends the subscription.
         req.stop_cancels(true);
         req.take_updates(ParamContext::UpdateSubscription);
+        // The answers of fills dropped unopened being sent (see [`Fill`]); made at the first.
+        let mut answers: Option<Answers> = None;
         let res = loop {
             // What happened is taken out of the select and handled by a boxed step, freed once
             // done: nothing of a step (an update's answer, a PUBLISH_DONE, a send) is kept in
             // the state a subscription waits in for its whole life.
             let step = tokio::select! {
-                t = self.shared.next_task_step() => Step::Task(t),
+                t = self.shared.next_task_step() => match t {
+                    TaskStep::Answer(a) => {
+                        let core = self.shared.core().clone();
+                        answers.get_or_insert_with(Answers::new).push(a.send(core).boxed());
+                        continue;
+                    }
+                    t => Step::Task(t),
+                },
                 ev = req.next() => Step::Event(Box::new(ev)),
+                Some(()) = next_answer(&mut answers) => continue,
             };
             match Box::pin(self.step(req, step, join)).await {
                 Flow::Go => {}
+                Flow::Done(Err(e)) => {
+                    self.end(e.clone());
+                    break Err(e);
+                }
                 Flow::Done(res) => break res,
                 // A send failed: returned as is, the writers learn of it as the latch drops.
-                Flow::Failed(e) => return Err(e),
+                Flow::Failed(e) => break Err(e),
             }
         };
-        if let Err(e) = &res {
-            self.end(e.clone());
-        }
+        // Boxed: its waits would size the state the subscription waits in.
+        Box::pin(self.answer_owed(answers)).await;
         res
+    }
+
+    /// After the subscription's end: answers every fill still owed (the untaken one too, and
+    /// one the application drops later) before the task ends.
+    async fn answer_owed(&self, mut answers: Option<Answers>) {
+        loop {
+            tokio::select! {
+                a = self.shared.next_owed() => match a {
+                    Some(a) => {
+                        let core = self.shared.core().clone();
+                        answers.get_or_insert_with(Answers::new).push(a.send(core).boxed());
+                    }
+                    None => break,
+                },
+                Some(()) = next_answer(&mut answers) => {}
+            }
+        }
+        while next_answer(&mut answers).await.is_some() {}
     }
 
     /// Handles one step of [`PublisherTask::run`].
@@ -532,6 +566,8 @@ impl PublisherTask {
             // publisher that dropped its last writer no longer publishes the track:
             // TRACK_ENDED (SUBSCRIPTION_ENDED is for the end of a location filter), the
             // same end a relay gives a track whose publisher's session closed.
+            // `run` sends these beside its steps; one that came here is sent in turn.
+            Step::Task(TaskStep::Answer(a)) => a.send(self.shared.core().clone()).await,
             Step::Task(TaskStep::WritersGone) => {
                 let done = PublishDone {
                     status: PublishDoneCode::TRACK_ENDED,
@@ -642,6 +678,16 @@ impl PublisherTask {
         };
         send_done(req, done).await
     }
+}
+
+/// The answers of fills dropped unopened being sent by a subscription's request task.
+type Answers = FuturesUnordered<BoxFuture<'static, ()>>;
+
+/// The next answer sent; `None` if none is being sent.
+///
+/// Cancel safe.
+async fn next_answer(answers: &mut Option<Answers>) -> Option<()> {
+    answers.as_mut()?.next().await
 }
 
 /// Sends PUBLISH_DONE and finishes the request stream (draft-19 §10.11).

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
 
 use super::fetch::FetchWriter;
-use super::fill::{CountStream, Fill, Owed};
+use super::fill::{Fill, FillOwner, Owed, Unpaid};
 use super::{Finish, written_priority};
 use crate::error::Error;
 use crate::latch::{LatchWatch, wait_until};
@@ -84,12 +84,18 @@ struct Rare {
     finish: Option<Finish>,
     /// PUBLISH_STATE_NOTIFYs for the request task to send (at most [`NOTIFY_QUEUE`]).
     notify: VecDeque<Box<moq_core::message::Parameters>>,
+    /// Fills made and neither opened nor answered yet.
+    debts: usize,
+    /// Fills dropped unopened, for the request task to answer.
+    unpaid: Vec<Unpaid>,
 }
 
 /// What the request task of a subscription is asked to do next (see
 /// [`WriterShared::next_task_step`]).
 #[derive(Debug)]
 pub(crate) enum TaskStep {
+    /// A fill dropped unopened to answer (first: its stream opens before PUBLISH_DONE).
+    Answer(Unpaid),
     /// The application finished the subscription.
     Finish(Finish),
     /// Every writer was dropped without finishing and every subgroup stream is closed.
@@ -183,8 +189,8 @@ impl WriterShared {
     pub(crate) fn set_fill(self: &Arc<Self>, fill: Option<Fill>) {
         let fill = fill.map(|mut f| {
             let priority = self.fill_priority(&f);
-            let counter: Arc<dyn CountStream> = self.clone();
-            f.owed = Owed::new(&self.core, Arc::downgrade(&counter), &f, priority);
+            let owner: Arc<dyn FillOwner> = self.clone();
+            f.owed = Owed::new(&owner, &f, priority);
             f
         });
         let replaced = match fill {
@@ -245,9 +251,8 @@ impl WriterShared {
     pub(crate) async fn next_task_step(&self) -> TaskStep {
         wait_until(&self.changed, || {
             if let Some(step) = self.take_rare(|r| {
-                r.finish
-                    .take()
-                    .map(TaskStep::Finish)
+                (r.unpaid.pop().map(TaskStep::Answer))
+                    .or_else(|| r.finish.take().map(TaskStep::Finish))
                     .or_else(|| r.notify.pop_front().map(TaskStep::Notify))
             }) {
                 return Some(step);
@@ -259,11 +264,48 @@ impl WriterShared {
         })
         .await
     }
+
+    /// After the subscription's end: the next fill dropped unopened to answer, or `None` once
+    /// every fill was opened or answered. The untaken fill, if any, is dropped first (and so
+    /// answered).
+    ///
+    /// Cancel safe.
+    pub(crate) async fn next_owed(&self) -> Option<Unpaid> {
+        drop(self.take_fill());
+        wait_until(&self.changed, || {
+            let mut rare = self.rare.lock();
+            let Some(r) = rare.as_deref_mut() else {
+                return Some(None);
+            };
+            match r.unpaid.pop() {
+                Some(a) => Some(Some(a)),
+                None => (r.debts == 0).then_some(None),
+            }
+        })
+        .await
+    }
 }
 
-impl CountStream for WriterShared {
+impl FillOwner for WriterShared {
     fn count_stream(&self) {
         self.streams_opened.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn owe(&self) {
+        self.with_rare(|r| r.debts += 1);
+    }
+
+    fn paid(&self) {
+        self.with_rare(|r| r.debts = r.debts.saturating_sub(1));
+        self.wake();
+    }
+
+    fn unpaid(&self, answer: Unpaid) {
+        self.with_rare(|r| {
+            r.debts = r.debts.saturating_sub(1);
+            r.unpaid.push(answer);
+        });
+        self.wake();
     }
 }
 
