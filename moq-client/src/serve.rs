@@ -220,7 +220,8 @@ pub(crate) async fn serve_subscription(
     let mut aborts: BTreeMap<u64, AbortHandle> = BTreeMap::new();
     let mut started = 0u64;
     let mut fills = LazySet::default();
-    let openings = Openings::new(start);
+    // Made with the first subgroup sent on a stream: an idle subscription holds none.
+    let mut openings: Option<Arc<Openings>> = None;
     let backlog = Backlog::new(opts.max_backlog_bytes, opts.stats.clone());
     // Objects are batched into one write only where no delivery timeout can apply (see
     // `send_subgroup`); the track's own OBJECT_DELIVERY_TIMEOUT is one.
@@ -345,7 +346,11 @@ pub(crate) async fn serve_subscription(
         let datagrams = opts.datagrams || sg.id == DATAGRAM_SUBGROUP;
         let serve = Serve {
             writer: writer.clone(),
-            opening: (!datagrams).then(|| openings.add(sg.clone())),
+            opening: (!datagrams).then(|| {
+                openings
+                    .get_or_insert_with(|| Openings::new(start))
+                    .add(sg.clone())
+            }),
             sg,
             start,
             default_priority: track.default_priority(),

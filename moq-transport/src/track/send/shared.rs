@@ -104,7 +104,8 @@ pub(crate) enum TaskStep {
     Notify(Box<moq_core::message::Parameters>),
 }
 
-/// What [`SubscriptionWriter::changed`] saw.
+/// What [`SubscriptionWriter::changed`] saw. Dropping it drops what it carries: a [`Fill`]
+/// dropped unopened is answered (see [`Fill`]).
 #[derive(Debug)]
 pub enum WriterChange {
     /// The subscriber changed the parameters (REQUEST_UPDATE): the new ones.
