@@ -21,7 +21,6 @@ use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::response::FetchResponse;
 use super::send::{Fill, JoinPoint, JoinRecord, SubscriptionWriter, TaskStep, WriterShared};
 use crate::error::Error;
-use crate::latch::Latch;
 use crate::request::{Event, Feed, Request, RequestHandle};
 use crate::session::{GoawayInfo, SessionCore};
 
@@ -408,14 +407,11 @@ enum Flow {
 /// Dropping it tells the writers the subscription is over (their waits end).
 pub(crate) struct PublisherTask {
     shared: Arc<WriterShared>,
-    ended: Latch<Error>,
 }
 
 impl Drop for PublisherTask {
     fn drop(&mut self) {
-        // The latch drops after this: abandoned first, so the woken waits see it.
-        self.ended.abandon();
-        self.shared.wake();
+        self.shared.abandon();
     }
 }
 
@@ -433,7 +429,6 @@ impl PublisherTask {
         // with are not its own; and it is the subscription's largest until more is written
         // (§10.2.16 LARGEST_OBJECT in REQUEST_UPDATE_OK).
         params.established = largest;
-        let ended = Latch::default();
         let shared = Arc::new(WriterShared::new(
             core.clone(),
             request_id,
@@ -442,9 +437,8 @@ impl PublisherTask {
             track_properties,
             params,
             largest,
-            ended.subscribe(),
         ));
-        PublisherTask { shared, ended }
+        PublisherTask { shared }
     }
 
     /// A writer of the subscription. The subscription ends once the last one is dropped (see
@@ -471,8 +465,7 @@ impl PublisherTask {
 
     /// Ends the subscription with `e` for its writers, and wakes their waits.
     fn end(&self, e: Error) {
-        self.ended.set(e);
-        self.shared.wake();
+        self.shared.end(e);
     }
 
     /// Whether objects are forwarded now (Forward State).

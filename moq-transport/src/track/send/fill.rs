@@ -8,7 +8,6 @@ use moq_core::data::RangeEnd;
 use moq_core::{GroupOrder, Location};
 
 use super::fetch::FetchWriter;
-use crate::latch::Latch;
 use crate::session::SessionCore;
 
 /// A fill the subscriber asked for with FILL_PARAMETERS (draft-21 §3.4, from draft-20): the
@@ -189,15 +188,8 @@ impl Unpaid {
             return;
         };
         stream.set_priority(self.priority);
-        let cancelled = Latch::default().subscribe();
-        let started = FetchWriter::start(
-            &core,
-            stream,
-            self.request_id,
-            self.order,
-            Vec::new(),
-            cancelled,
-        );
+        let started =
+            FetchWriter::start(&core, stream, self.request_id, self.order, Vec::new(), None);
         let Ok(mut w) = started.await else {
             return;
         };

@@ -2,8 +2,8 @@
 //! streams, sends datagrams, ends the subscription with PUBLISH_DONE (draft-19 §11, §10.11).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use moq_core::codes::PublishDoneCode;
@@ -12,11 +12,11 @@ use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
 
-use super::fetch::FetchWriter;
+use super::fetch::{Ended, FetchWriter};
 use super::fill::{Fill, FillOwner, Owed, Unpaid};
 use super::{Finish, written_priority};
 use crate::error::Error;
-use crate::latch::{LatchWatch, wait_until};
+use crate::latch::wait_until;
 use crate::session::SessionCore;
 use crate::track::params::{Object, ObjectMeta, SubscriptionParams, stream_priority};
 use crate::transport::BoxSendStream;
@@ -42,9 +42,11 @@ pub(crate) struct WriterShared {
     /// The subscription's parameters as the subscriber last set them, and how many times they
     /// changed. Not a `watch` channel (~520 B per subscription).
     params: Mutex<Versioned<SubscriptionParams>>,
-    /// Set when the subscription ends for any reason other than our own PUBLISH_DONE; whoever
-    /// sets it (the request task) also wakes `changed`.
-    ended: LatchWatch<Error>,
+    /// Set (by the request task) when the subscription ends for any reason other than our own
+    /// PUBLISH_DONE; boxed, as it rarely is. Not a `Latch` of its own (~110 B).
+    ended: OnceLock<Box<Error>>,
+    /// Set once the request task is gone, whether or not it set `ended`.
+    abandoned: AtomicBool,
     streams_opened: AtomicU64,
     streams_open: AtomicUsize,
     /// The largest location written or observed, and the largest of the track the publisher
@@ -119,8 +121,7 @@ pub enum WriterChange {
 
 impl WriterShared {
     /// The state of a subscription answered with `params` and `largest` (the Largest Location
-    /// it was established with, draft-19 §10.7); `ended` is set when the subscription ends
-    /// other than by our PUBLISH_DONE.
+    /// it was established with, draft-19 §10.7).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         core: Arc<SessionCore>,
@@ -130,7 +131,6 @@ impl WriterShared {
         track_properties: &Properties,
         params: SubscriptionParams,
         largest: Option<Location>,
-        ended: LatchWatch<Error>,
     ) -> Self {
         WriterShared {
             core,
@@ -144,7 +144,8 @@ impl WriterShared {
                 value: params,
                 version: 0,
             }),
-            ended,
+            ended: OnceLock::new(),
+            abandoned: AtomicBool::new(false),
             streams_opened: AtomicU64::new(0),
             streams_open: AtomicUsize::new(0),
             largest: Mutex::new(Largest {
@@ -159,10 +160,37 @@ impl WriterShared {
         }
     }
 
-    /// Wakes every wait on this state: something changed (the request task calls it after it
-    /// set `ended`, or dropped it).
+    /// Wakes every wait on this state: something changed.
     pub(crate) fn wake(&self) {
         self.changed.notify_waiters();
+    }
+
+    /// The subscription ended for its writers with `e` (the first end wins), other than by our
+    /// PUBLISH_DONE.
+    pub(crate) fn end(&self, e: Error) {
+        if self.ended.set(Box::new(e)).is_ok() {
+            self.wake();
+        }
+    }
+
+    /// The request task is gone: a subscription it did not end ends for the writers too
+    /// (with the session's error).
+    pub(crate) fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    /// Why the subscription ended for its writers, if it did.
+    fn end_reason(&self) -> Option<Error> {
+        if let Some(e) = self.ended.get() {
+            return Some((**e).clone());
+        }
+        // No reason given: the subscription's task went with the session.
+        self.abandoned.load(Ordering::Acquire).then(|| {
+            self.ended
+                .get()
+                .map_or_else(|| self.core.gone(), |e| (**e).clone())
+        })
     }
 
     /// Changes the rare part, made if needed.
@@ -287,6 +315,12 @@ impl WriterShared {
     }
 }
 
+impl Ended for WriterShared {
+    fn ended(&self) -> Option<Error> {
+        self.end_reason()
+    }
+}
+
 impl FillOwner for WriterShared {
     fn count_stream(&self) {
         self.streams_opened.fetch_add(1, Ordering::Relaxed);
@@ -371,7 +405,7 @@ impl WriterShared {
 
     pub(super) fn check_open(&self) -> Result<(), Error> {
         if let Some(e) = self.ended.get() {
-            return Err(e);
+            return Err((**e).clone());
         }
         if let Some(e) = self.core.close_reason() {
             return Err(e);
@@ -536,7 +570,7 @@ impl SubscriptionWriter {
             fill.request_id,
             order,
             filters,
-            s.ended.clone(),
+            Some(s.clone() as Arc<dyn Ended>),
         );
         let w = started.await?;
         // The subscriber can tell the stream is this fill's: it answers, with a FIN or a reset.
@@ -592,12 +626,7 @@ impl SubscriptionWriter {
         if fills && let Some(f) = self.take_fill() {
             return Some(WriterChange::Fill(f));
         }
-        match s.ended.state() {
-            Ok(Some(e)) => Some(WriterChange::Cancelled(e)),
-            Ok(None) => None,
-            // No reason given: the subscription's task went with the session.
-            Err(_) => Some(WriterChange::Cancelled(s.core.gone())),
-        }
+        s.end_reason().map(WriterChange::Cancelled)
     }
 
     /// The group order objects are prioritized in: the subscriber's, else the track's.
@@ -630,7 +659,7 @@ impl SubscriptionWriter {
         let _waiting = Waiting::new(&s.reaching);
         wait_until(&s.changed, || {
             let reached = s.largest.lock().written.is_some_and(|l| l >= loc);
-            (reached || !matches!(s.ended.state(), Ok(None))).then_some(())
+            (reached || s.end_reason().is_some()).then_some(())
         })
         .await
     }
@@ -686,12 +715,7 @@ impl SubscriptionWriter {
     ///
     /// Cancel safe.
     pub async fn cancelled(&self) -> Error {
-        // No reason given: the subscription's task went with the session.
-        self.shared
-            .ended
-            .wait()
-            .await
-            .unwrap_or_else(|_| self.shared.core.gone())
+        wait_until(&self.shared.changed, || self.shared.end_reason()).await
     }
 
     /// Opens a subgroup's stream and counts it open: what
