@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
 use futures::future::{AbortHandle, Abortable, Aborted, Either};
@@ -13,17 +13,20 @@ use futures::{FutureExt, StreamExt};
 use moq_core::codes::{PublishDoneCode, StreamResetCode};
 use moq_core::data::{ObjectStatus, SubgroupId};
 use moq_core::{Location, property};
-use moq_transport::track::{Fill, Object, SubgroupSender, SubscriptionParams, SubscriptionWriter};
+use moq_transport::track::{
+    Fill, Object, SubgroupSender, SubscriptionParams, SubscriptionWriter, WriterChange,
+};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
+mod backlog;
 mod fetch;
 mod gate;
 mod until;
 
 pub use fetch::{DEFAULT_FILL_TIMEOUT, serve_fetch, serve_fetch_now, serve_fill, serve_fill_now};
 
+use backlog::{Backlog, Pending};
 use gate::Gated;
 
 use crate::cache::{
@@ -92,67 +95,6 @@ impl Default for ServeOptions {
 
 /// The default [`ServeOptions::max_backlog_bytes`]: 32 MiB.
 pub const DEFAULT_MAX_BACKLOG_BYTES: u64 = 32 * 1024 * 1024;
-
-/// What one subscription's subgroup streams still have to send, and the signal that it passed
-/// its bound.
-#[derive(Debug)]
-struct Backlog {
-    bytes: AtomicU64,
-    limit: u64,
-    /// Cancelled once `bytes` passed `limit`: the subscription ends TOO_FAR_BEHIND.
-    exceeded: CancellationToken,
-    /// Set just before `exceeded` is cancelled: read for every object, without a lock.
-    over: AtomicBool,
-    stats: Option<Arc<ServeStats>>,
-}
-
-impl Backlog {
-    fn add(&self, n: u64) {
-        let now = self.bytes.fetch_add(n, Ordering::Relaxed).saturating_add(n);
-        if let Some(s) = &self.stats {
-            s.backlog.fetch_add(n, Ordering::Relaxed);
-            s.backlog_peak.fetch_max(now, Ordering::Relaxed);
-        }
-        if now > self.limit {
-            self.over.store(true, Ordering::Release);
-            self.exceeded.cancel();
-        }
-    }
-
-    fn sub(&self, n: u64) {
-        self.bytes.fetch_sub(n, Ordering::Relaxed);
-        if let Some(s) = &self.stats {
-            s.backlog.fetch_sub(n, Ordering::Relaxed);
-        }
-    }
-}
-
-/// One subgroup stream's share of its subscription's [`Backlog`], given back when it is
-/// dropped (the stream finished, was reset, or its task was aborted).
-struct Pending {
-    backlog: Arc<Backlog>,
-    held: u64,
-}
-
-impl Pending {
-    fn add(&mut self, n: usize) {
-        let n = n as u64;
-        self.held += n;
-        self.backlog.add(n);
-    }
-
-    fn sub(&mut self, n: usize) {
-        let n = (n as u64).min(self.held);
-        self.held -= n;
-        self.backlog.sub(n);
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        self.backlog.sub(self.held);
-    }
-}
 
 /// The order a subscription's subgroups open their streams in: the order their first objects
 /// were published. The subscriber takes the streams in the order they were opened (their
@@ -278,14 +220,9 @@ pub(crate) async fn serve_subscription(
     let mut aborts: BTreeMap<u64, AbortHandle> = BTreeMap::new();
     let mut started = 0u64;
     let mut fills = LazySet::default();
-    let openings = Openings::new(start);
-    let backlog = Arc::new(Backlog {
-        bytes: AtomicU64::new(0),
-        limit: opts.max_backlog_bytes,
-        exceeded: CancellationToken::new(),
-        over: AtomicBool::new(false),
-        stats: opts.stats.clone(),
-    });
+    // Made with the first subgroup sent on a stream: an idle subscription holds none.
+    let mut openings: Option<Arc<Openings>> = None;
+    let backlog = Backlog::new(opts.max_backlog_bytes, opts.stats.clone());
     // Objects are batched into one write only where no delivery timeout can apply (see
     // `send_subgroup`); the track's own OBJECT_DELIVERY_TIMEOUT is one.
     let track_timed = track
@@ -313,7 +250,7 @@ pub(crate) async fn serve_subscription(
         Watch {
             reader,
             writer: writer.clone(),
-            exceeded: backlog.exceeded.clone(),
+            backlog: backlog.clone(),
             fills: opts.fills,
         }
         .next(),
@@ -409,7 +346,11 @@ pub(crate) async fn serve_subscription(
         let datagrams = opts.datagrams || sg.id == DATAGRAM_SUBGROUP;
         let serve = Serve {
             writer: writer.clone(),
-            opening: (!datagrams).then(|| openings.add(sg.clone())),
+            opening: (!datagrams).then(|| {
+                openings
+                    .get_or_insert_with(|| Openings::new(start))
+                    .add(sg.clone())
+            }),
             sg,
             start,
             default_priority: track.default_priority(),
@@ -501,7 +442,8 @@ pub(crate) type FillWith =
 struct Watch {
     reader: TrackReader,
     writer: SubscriptionWriter,
-    exceeded: CancellationToken,
+    /// Its end once it passed its bound.
+    backlog: Arc<Backlog>,
     /// Whether fills the subscriber asks for are served.
     fills: bool,
 }
@@ -523,16 +465,16 @@ enum Control {
 impl Watch {
     fn next(mut self) -> BoxFuture<'static, (Watch, Control)> {
         async move {
-            // `params_changed` also ends with the subscription's cancellation: one wait for
-            // both, not a second one as large beside it.
+            // One wait for the subscription's changes, its fills and its cancellation, not
+            // one as large beside it for each.
             let event = tokio::select! {
                 n = self.reader.next() => Control::Next(n),
-                p = self.writer.params_changed() => match p {
-                    Ok(p) => Control::Params(p),
-                    Err(e) => Control::Cancelled(e),
+                c = self.writer.changed(self.fills) => match c {
+                    WriterChange::Params(p) => Control::Params(p),
+                    WriterChange::Fill(f) => Control::Fill(f),
+                    WriterChange::Cancelled(e) => Control::Cancelled(e),
                 },
-                f = self.writer.fill_asked(), if self.fills => Control::Fill(f),
-                _ = self.exceeded.cancelled() => Control::Exceeded,
+                () = self.backlog.exceeded() => Control::Exceeded,
             };
             (self, event)
         }
@@ -563,19 +505,15 @@ impl Serve {
             backlog,
             ..
         } = &self;
-        let (exceeded, over) = (&backlog.exceeded, &backlog.over);
         if datagrams {
             let send = send_datagrams(w, sg, self.start, backlog.stats.as_deref());
-            until::until_cancelled(send, exceeded, over).await;
+            until::until_cancelled(send, backlog).await;
             return;
         }
         let mut stream = None;
-        let mut pending = Pending {
-            backlog: backlog.clone(),
-            held: 0,
-        };
+        let mut pending = Pending::new(backlog.clone());
         let send = send_subgroup(&self, opening, &mut stream, &mut pending);
-        let sent = until::until_cancelled(send, exceeded, over).await;
+        let sent = until::until_cancelled(send, backlog).await;
         if sent.is_none()
             && let Some(s) = stream.as_mut()
         {
@@ -655,7 +593,7 @@ async fn send_subgroup(
         SubgroupId::Explicit(sg.id)
     };
     let priority = (sg.priority != serve.default_priority).then_some(sg.priority);
-    let stats = pending.backlog.stats.clone();
+    let stats = pending.backlog().stats.clone();
     // Objects 0..counted are counted in `pending` (or were skipped by the filter).
     let mut counted = 0;
     let mut i = 0;
@@ -724,7 +662,7 @@ async fn send_subgroup(
                 && plain(&n)
                 && batch.len() < MAX_BATCH
                 && bytes + n.payload.len() <= MAX_BATCH_BYTES
-                && !pending.backlog.over.load(Ordering::Acquire)
+                && !pending.backlog().is_over()
             {
                 bytes += n.payload.len();
                 i += 1;

@@ -58,10 +58,18 @@ impl<T> Latch<T> {
     }
 }
 
-impl<T> Drop for Latch<T> {
-    fn drop(&mut self) {
+impl<T> Latch<T> {
+    /// Tells the readers it will never be set (unless it was): what its drop does, for an
+    /// owner that must see it done before it drops.
+    pub(crate) fn abandon(&self) {
         self.0.abandoned.store(true, Ordering::Release);
         self.0.changed.notify_waiters();
+    }
+}
+
+impl<T> Drop for Latch<T> {
+    fn drop(&mut self) {
+        self.abandon();
     }
 }
 

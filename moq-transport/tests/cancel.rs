@@ -143,6 +143,40 @@ async fn open_fill_dropped_mid_header_resets_and_the_fill_is_still_answered() {
     .await;
 }
 
+/// Nothing spawns from a drop (issue 35): a `Fill` dropped unopened is answered by its
+/// subscription's request task, not by a task of its own (the session's task count does not
+/// move), and the answer is the same; so is one held after the subscription was finished.
+#[tokio::test]
+async fn a_dropped_fill_spawns_no_task_and_is_answered_by_its_request() {
+    timeout(async {
+        let config = SessionConfig::default().with_requests();
+        let (client, server) = memory_pair_with(
+            Version::Draft22,
+            MemoryLimits::default(),
+            config.clone(),
+            config,
+        )
+        .await;
+        let (mut sub, writer) = subscribed_with_fill(&client, &server, "nospawn").await;
+        let fill = writer.take_fill().expect("a fill");
+        let tasks = server.task_count();
+        drop(fill);
+        assert_eq!(server.task_count(), tasks, "the drop spawned a task");
+        assert_unknown_range(sub.take_fill().expect("a fill fetch stream")).await;
+        // Held past the subscription's PUBLISH_DONE: the request task waits for it.
+        let (mut sub, writer) = subscribed_with_fill(&client, &server, "held").await;
+        let fill = writer.take_fill().expect("a fill");
+        writer
+            .finish(moq_core::codes::PublishDoneCode::TRACK_ENDED, "")
+            .await
+            .unwrap();
+        drop(fill);
+        assert_unknown_range(sub.take_fill().expect("a fill fetch stream")).await;
+        while sub.next().await.is_some() {}
+    })
+    .await;
+}
+
 /// `TrackSubscription::update` dropped once its REQUEST_UPDATE is queued: the update goes out
 /// and moves the prefix at the publisher (draft-19 §10.9.2), and `prefix()` says so too.
 #[tokio::test]

@@ -222,7 +222,7 @@ pub(crate) async fn serve_fetch(
         msg.request_id,
         order,
         msg.params.range_filters.clone(),
-        cancel.subscribe(),
+        Some(Arc::new(cancel.subscribe())),
     )
     .await?;
     req.send(FetchOk {

@@ -5,6 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use moq_core::codes::{PublishDoneCode, RequestErrorCode, StreamResetCode};
 use moq_core::message::{
     FetchType, Message, ParamContext, Parameters, PublishDone, PublishStateNotify, RequestError,
@@ -16,9 +19,8 @@ use tokio::sync::{Notify, oneshot, watch};
 use super::params::{SubscriptionParams, ranges_budget};
 use super::recv::{RecvState, Sink, SinkGuard, TrackEvent};
 use super::response::FetchResponse;
-use super::send::{Fill, Finish, JoinPoint, JoinRecord, SubscriptionWriter, WriterShared};
+use super::send::{Fill, JoinPoint, JoinRecord, SubscriptionWriter, TaskStep, WriterShared};
 use crate::error::Error;
-use crate::latch::Latch;
 use crate::request::{Event, Feed, Request, RequestHandle};
 use crate::session::{GoawayInfo, SessionCore};
 
@@ -383,12 +385,8 @@ impl SubscriberTask {
 
 /// What [`PublisherTask::run`] waits for next.
 enum Step {
-    /// The application finished the subscription (`None`: it dropped every writer).
-    Finish(Option<Finish>),
-    /// Every writer was dropped without finishing and every subgroup stream is closed.
-    WritersGone,
-    /// A PUBLISH_STATE_NOTIFY to send.
-    Notify(Box<Parameters>),
+    /// What the writers asked for.
+    Task(TaskStep),
     /// Something on the request stream.
     Event(Box<Event>),
 }
@@ -405,12 +403,16 @@ enum Flow {
 
 /// The publisher's side of one subscription: the state its [`SubscriptionWriter`]s share, and
 /// the task that answers the subscriber on the request stream.
+///
+/// Dropping it tells the writers the subscription is over (their waits end).
 pub(crate) struct PublisherTask {
     shared: Arc<WriterShared>,
-    ended: Latch<Error>,
-    finish: oneshot::Receiver<Finish>,
-    /// Set once every writer was dropped without finishing.
-    writers_gone: bool,
+}
+
+impl Drop for PublisherTask {
+    fn drop(&mut self) {
+        self.shared.abandon();
+    }
 }
 
 impl PublisherTask {
@@ -427,8 +429,6 @@ impl PublisherTask {
         // with are not its own; and it is the subscription's largest until more is written
         // (§10.2.16 LARGEST_OBJECT in REQUEST_UPDATE_OK).
         params.established = largest;
-        let ended = Latch::default();
-        let (finish_tx, finish_rx) = oneshot::channel();
         let shared = Arc::new(WriterShared::new(
             core.clone(),
             request_id,
@@ -437,15 +437,8 @@ impl PublisherTask {
             track_properties,
             params,
             largest,
-            ended.subscribe(),
-            finish_tx,
         ));
-        PublisherTask {
-            shared,
-            ended,
-            finish: finish_rx,
-            writers_gone: false,
-        }
+        PublisherTask { shared }
     }
 
     /// A writer of the subscription. The subscription ends once the last one is dropped (see
@@ -467,7 +460,12 @@ impl PublisherTask {
     /// Ends the subscription before it was established (the PUBLISH was refused): its writers
     /// fail with `e` and send nothing more (draft-19 §5.1.1).
     pub(crate) fn refused(self, e: Error) {
-        self.ended.set(e);
+        self.end(e);
+    }
+
+    /// Ends the subscription with `e` for its writers, and wakes their waits.
+    fn end(&self, e: Error) {
+        self.shared.end(e);
     }
 
     /// Whether objects are forwarded now (Forward State).
@@ -484,41 +482,69 @@ impl PublisherTask {
     /// Serves REQUEST_UPDATE and cancellation until PUBLISH_DONE is sent or the subscription is
     /// cancelled. `join` is the record a Joining FETCH reads.
     pub(crate) async fn run(
-        mut self,
+        self,
         req: &mut Request,
         join: Option<&JoinRecord>,
     ) -> Result<(), Error> {
         // draft-19 §5.1: STOP_SENDING from the subscriber ends the subscription.
         req.stop_cancels(true);
         req.take_updates(ParamContext::UpdateSubscription);
+        // The answers of fills dropped unopened being sent (see [`Fill`]); made at the first.
+        let mut answers: Option<Answers> = None;
         let res = loop {
             // What happened is taken out of the select and handled by a boxed step, freed once
             // done: nothing of a step (an update's answer, a PUBLISH_DONE, a send) is kept in
             // the state a subscription waits in for its whole life.
             let step = tokio::select! {
-                f = &mut self.finish, if !self.writers_gone => Step::Finish(f.ok()),
-                _ = self.shared.all_streams_closed(), if self.writers_gone => Step::WritersGone,
-                params = self.shared.next_notify() => Step::Notify(params),
+                t = self.shared.next_task_step() => match t {
+                    TaskStep::Answer(a) => {
+                        let core = self.shared.core().clone();
+                        answers.get_or_insert_with(Answers::new).push(a.send(core).boxed());
+                        continue;
+                    }
+                    t => Step::Task(t),
+                },
                 ev = req.next() => Step::Event(Box::new(ev)),
+                Some(()) = next_answer(&mut answers) => continue,
             };
             match Box::pin(self.step(req, step, join)).await {
                 Flow::Go => {}
+                Flow::Done(Err(e)) => {
+                    self.end(e.clone());
+                    break Err(e);
+                }
                 Flow::Done(res) => break res,
                 // A send failed: returned as is, the writers learn of it as the latch drops.
-                Flow::Failed(e) => return Err(e),
+                Flow::Failed(e) => break Err(e),
             }
         };
-        if let Err(e) = &res {
-            self.ended.set(e.clone());
-        }
+        // Boxed: its waits would size the state the subscription waits in.
+        Box::pin(self.answer_owed(answers)).await;
         res
     }
 
+    /// After the subscription's end: answers every fill still owed (the untaken one too, and
+    /// one the application drops later) before the task ends.
+    async fn answer_owed(&self, mut answers: Option<Answers>) {
+        loop {
+            tokio::select! {
+                a = self.shared.next_owed() => match a {
+                    Some(a) => {
+                        let core = self.shared.core().clone();
+                        answers.get_or_insert_with(Answers::new).push(a.send(core).boxed());
+                    }
+                    None => break,
+                },
+                Some(()) = next_answer(&mut answers) => {}
+            }
+        }
+        while next_answer(&mut answers).await.is_some() {}
+    }
+
     /// Handles one step of [`PublisherTask::run`].
-    async fn step(&mut self, req: &mut Request, step: Step, join: Option<&JoinRecord>) -> Flow {
+    async fn step(&self, req: &mut Request, step: Step, join: Option<&JoinRecord>) -> Flow {
         match step {
-            Step::Finish(None) => self.writers_gone = true,
-            Step::Finish(Some(f)) => {
+            Step::Task(TaskStep::Finish(f)) => {
                 let done = PublishDone {
                     status: f.status,
                     stream_count: f.stream_count,
@@ -533,7 +559,9 @@ impl PublisherTask {
             // publisher that dropped its last writer no longer publishes the track:
             // TRACK_ENDED (SUBSCRIPTION_ENDED is for the end of a location filter), the
             // same end a relay gives a track whose publisher's session closed.
-            Step::WritersGone => {
+            // `run` sends these beside its steps; one that came here is sent in turn.
+            Step::Task(TaskStep::Answer(a)) => a.send(self.shared.core().clone()).await,
+            Step::Task(TaskStep::WritersGone) => {
                 let done = PublishDone {
                     status: PublishDoneCode::TRACK_ENDED,
                     stream_count: self.shared.streams_opened(),
@@ -542,7 +570,7 @@ impl PublisherTask {
                 return Flow::Done(send_done(req, done).await);
             }
             // draft-21 §9.10: the publisher's state changed.
-            Step::Notify(params) => {
+            Step::Task(TaskStep::Notify(params)) => {
                 let sent = req.send(PublishStateNotify { params: *params }).await;
                 return sent.map_or_else(Flow::Failed, |()| Flow::Go);
             }
@@ -563,7 +591,7 @@ impl PublisherTask {
                 Event::Message(m) => return Flow::Done(Err(req.unexpected(&m))),
                 // Unsubscribed (draft-19 §5.1): every stream of the subscription is reset.
                 Event::Ended(e @ Error::Cancelled(_)) => {
-                    self.ended.set(e);
+                    self.end(e);
                     return Flow::Done(Ok(()));
                 }
                 Event::Ended(e) => return Flow::Done(Err(e)),
@@ -633,7 +661,7 @@ impl PublisherTask {
     /// After a refused update: the streams are reset, then PUBLISH_DONE (UPDATE_FAILED) with
     /// their count, then FIN (draft-19 §10.9.1, §10.11).
     async fn update_failed(&self, req: &mut Request) -> Result<(), Error> {
-        self.ended.set(Error::Cancelled(StreamResetCode::CANCELLED));
+        self.end(Error::Cancelled(StreamResetCode::CANCELLED));
         let _ =
             tokio::time::timeout(Duration::from_secs(2), self.shared.all_streams_closed()).await;
         let done = PublishDone {
@@ -643,6 +671,16 @@ impl PublisherTask {
         };
         send_done(req, done).await
     }
+}
+
+/// The answers of fills dropped unopened being sent by a subscription's request task.
+type Answers = FuturesUnordered<BoxFuture<'static, ()>>;
+
+/// The next answer sent; `None` if none is being sent.
+///
+/// Cancel safe.
+async fn next_answer(answers: &mut Option<Answers>) -> Option<()> {
+    answers.as_mut()?.next().await
 }
 
 /// Sends PUBLISH_DONE and finishes the request stream (draft-19 §10.11).

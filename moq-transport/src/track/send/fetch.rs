@@ -23,6 +23,18 @@ pub struct FetchEnd {
     pub track_properties: Properties,
 }
 
+/// What ends a fetch stream's writes early: its FETCH's end, or its subscription's (a fill).
+pub(crate) trait Ended: Send + Sync + std::fmt::Debug {
+    /// Why it ended, if it did.
+    fn ended(&self) -> Option<Error>;
+}
+
+impl Ended for LatchWatch<Error> {
+    fn ended(&self) -> Option<Error> {
+        self.get()
+    }
+}
+
 /// Writes a fetch response stream: FETCH_HEADER, then objects in the requested order
 /// (draft-19 §11.4.4). [`FetchWriter::finish`] ends it; dropping it unfinished resets it.
 #[derive(Debug)]
@@ -32,7 +44,8 @@ pub struct FetchWriter {
     filters: Vec<moq_core::RangeFilterParam>,
     writer: data::FetchWriter,
     buf: Vec<u8>,
-    cancelled: LatchWatch<Error>,
+    /// What ends it early besides the session, if anything.
+    cancelled: Option<Arc<dyn Ended>>,
     core: Arc<SessionCore>,
 }
 
@@ -50,7 +63,7 @@ impl FetchWriter {
         request_id: u64,
         order: GroupOrder,
         filters: Vec<moq_core::RangeFilterParam>,
-        cancelled: LatchWatch<Error>,
+        cancelled: Option<Arc<dyn Ended>>,
     ) -> Result<Self, Error> {
         // Made first, so that its drop resets the stream whatever happens below.
         let mut w = FetchWriter {
@@ -68,7 +81,8 @@ impl FetchWriter {
     }
 
     fn check(&mut self) -> Result<(), Error> {
-        if let Some(e) = self.cancelled.get().or_else(|| self.core.close_reason()) {
+        let ended = self.cancelled.as_ref().and_then(|c| c.ended());
+        if let Some(e) = ended.or_else(|| self.core.close_reason()) {
             if let Some(mut s) = self.stream.take() {
                 s.reset(StreamResetCode::CANCELLED.0);
             }

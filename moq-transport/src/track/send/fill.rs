@@ -8,7 +8,6 @@ use moq_core::data::RangeEnd;
 use moq_core::{GroupOrder, Location};
 
 use super::fetch::FetchWriter;
-use crate::latch::Latch;
 use crate::session::SessionCore;
 
 /// A fill the subscriber asked for with FILL_PARAMETERS (draft-21 §3.4, from draft-20): the
@@ -16,10 +15,12 @@ use crate::session::SessionCore;
 ///
 /// Deliver it with [`SubscriptionWriter::open_fill`](super::SubscriptionWriter::open_fill).
 /// Every fill gets an answer: dropped without having been opened (the last of its clones; or
-/// never taken, when the subscription is finished or its state dropped), its fill fetch stream is
-/// opened at once with one End of Unknown Range marker over the whole range and a FIN, so the
-/// subscriber does not wait for it until the session ends, and learns that none of the range
-/// was delivered. Clones share that one answer.
+/// never taken, when the subscription is finished or its request ends), the subscription's
+/// request task opens its fill fetch stream at once with one End of Unknown Range marker over
+/// the whole range and a FIN, so the subscriber does not wait for it until the session ends,
+/// and learns that none of the range was delivered. Clones share that one answer. The request
+/// task stays until every fill of the subscription is opened or answered (or the session
+/// ends): a fill held after its subscription ended is answered when it drops.
 ///
 /// Not a reset (draft-21 §3.4.1's signal for a failed fill): without RESET_STREAM_AT, which
 /// this transport layer does not have, a reset discards the FETCH_HEADER when it is not sent
@@ -83,14 +84,22 @@ impl Fill {
     }
 }
 
-/// Counts a stream in the subscription's PUBLISH_DONE Stream Count.
-pub(super) trait CountStream: Send + Sync + std::fmt::Debug {
+/// The subscription a received [`Fill`] belongs to: it counts the fill's stream in
+/// PUBLISH_DONE's Stream Count, and its request task answers a fill dropped unopened.
+pub(super) trait FillOwner: Send + Sync + std::fmt::Debug {
     /// One more stream was opened for the subscription.
     fn count_stream(&self);
+    /// A fill that owes an answer was made.
+    fn owe(&self);
+    /// A fill was opened: it owes nothing more.
+    fn paid(&self);
+    /// A fill was dropped unopened: the request task sends `answer`.
+    fn unpaid(&self, answer: Unpaid);
 }
 
 /// The answer a received [`Fill`] owes the subscriber, shared by the fill's clones: opening
-/// the fill pays it; if none of them did, the last one's drop sends it.
+/// the fill pays it; if none of them did, the last one's drop hands it to the subscription's
+/// request task, which sends it (nothing is spawned from a drop).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Owed(Option<Arc<Debt>>);
 
@@ -104,79 +113,90 @@ impl PartialEq for Owed {
 impl Eq for Owed {}
 
 impl Owed {
-    /// The answer owed for the fill with `request_id` on `core`, whose stream would have
-    /// `priority`; `counter` counts the stream if the subscription is still there.
-    pub(super) fn new(
-        core: &Arc<SessionCore>,
-        counter: Weak<dyn CountStream>,
-        fill: &Fill,
-        priority: i32,
-    ) -> Owed {
+    /// The answer owed for `fill` on the subscription `owner`, whose stream would have
+    /// `priority`.
+    pub(super) fn new(owner: &Arc<dyn FillOwner>, fill: &Fill, priority: i32) -> Owed {
+        owner.owe();
         Owed(Some(Arc::new(Debt {
-            core: core.clone(),
-            counter,
-            request_id: fill.request_id,
-            order: fill.group_order,
-            // A marker covers what follows the previous entry up to its location: the
-            // range's last object in ascending order, its first group in descending order.
-            marker: match fill.group_order {
-                GroupOrder::Descending => Location::new(fill.start.group, 0),
-                _ => fill.end,
+            owner: Arc::downgrade(owner),
+            answer: Unpaid {
+                request_id: fill.request_id,
+                order: fill.group_order,
+                // A marker covers what follows the previous entry up to its location: the
+                // range's last object in ascending order, its first group in descending
+                // order.
+                marker: match fill.group_order {
+                    GroupOrder::Descending => Location::new(fill.start.group, 0),
+                    _ => fill.end,
+                },
+                priority,
             },
-            priority,
             paid: AtomicBool::new(false),
         })))
     }
 
     /// The fill's stream is opened: it answers the subscriber, whatever comes of it.
     pub(super) fn pay(&self) {
-        if let Some(d) = &self.0 {
-            d.paid.store(true, Ordering::Relaxed);
+        if let Some(d) = &self.0
+            && !d.paid.swap(true, Ordering::AcqRel)
+            && let Some(owner) = d.owner.upgrade()
+        {
+            owner.paid();
         }
     }
 }
 
 #[derive(Debug)]
 pub(super) struct Debt {
-    core: Arc<SessionCore>,
-    counter: Weak<dyn CountStream>,
-    request_id: u64,
-    order: GroupOrder,
-    marker: Location,
-    priority: i32,
+    owner: Weak<dyn FillOwner>,
+    answer: Unpaid,
     paid: AtomicBool,
 }
 
 impl Drop for Debt {
     fn drop(&mut self) {
-        // A session's tasks need its runtime; without one the session is gone too.
-        if self.paid.load(Ordering::Relaxed) || tokio::runtime::Handle::try_current().is_err() {
+        if self.paid.load(Ordering::Acquire) {
             return;
         }
+        // Gone with its subscription's state: its request task is over, and took the untaken
+        // fill out before it ended (see `PublisherTask::run`).
+        let Some(owner) = self.owner.upgrade() else {
+            return;
+        };
         // It counts in PUBLISH_DONE's Stream Count, as the subscriber counts it.
-        if let Some(c) = self.counter.upgrade() {
-            c.count_stream();
+        owner.count_stream();
+        owner.unpaid(self.answer.clone());
+    }
+}
+
+/// The answer of a fill dropped unopened: its fill fetch stream with one End of Unknown Range
+/// marker over the whole range, then a FIN (see [`Fill`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Unpaid {
+    request_id: u64,
+    order: GroupOrder,
+    marker: Location,
+    priority: i32,
+}
+
+impl Unpaid {
+    /// Opens the answer's stream on `core` and sends it; nothing if the session closed.
+    ///
+    /// Not cancel-safe: dropped once the stream is open, the stream is reset.
+    pub(crate) async fn send(self, core: Arc<SessionCore>) {
+        let Ok(mut stream) = core.conn().open_uni().await else {
+            return;
+        };
+        stream.set_priority(self.priority);
+        let started =
+            FetchWriter::start(&core, stream, self.request_id, self.order, Vec::new(), None);
+        let Ok(mut w) = started.await else {
+            return;
+        };
+        // draft-21 §11.4.1: End of Unknown Range, the publisher does not say what the range
+        // holds; then the FIN (§3.4.1), which now claims no object.
+        if w.end_of_range(RangeEnd::Unknown, self.marker).await.is_ok() {
+            w.finish();
         }
-        let core = self.core.clone();
-        let (request_id, order, marker) = (self.request_id, self.order, self.marker);
-        let priority = self.priority;
-        // A task of the session's: dropped with it, and nothing to do once it is closed.
-        self.core.spawn(async move {
-            let Ok(mut stream) = core.conn().open_uni().await else {
-                return;
-            };
-            stream.set_priority(priority);
-            let cancelled = Latch::default().subscribe();
-            let started =
-                FetchWriter::start(&core, stream, request_id, order, Vec::new(), cancelled);
-            let Ok(mut w) = started.await else {
-                return;
-            };
-            // draft-21 §11.4.1: End of Unknown Range, the publisher does not say what the range
-            // holds; then the FIN (§3.4.1), which now claims no object.
-            if w.end_of_range(RangeEnd::Unknown, marker).await.is_ok() {
-                w.finish();
-            }
-        });
     }
 }

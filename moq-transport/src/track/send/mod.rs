@@ -20,8 +20,8 @@ use crate::latch::wait_until;
 use crate::session::SessionCore;
 pub use fetch::{FetchEnd, FetchWriter};
 pub use fill::Fill;
-pub use shared::SubscriptionWriter;
-pub(crate) use shared::WriterShared;
+pub use shared::{SubscriptionWriter, WriterChange};
+pub(crate) use shared::{TaskStep, WriterShared};
 pub use subgroup::SubgroupSender;
 
 /// The publisher's record of a subscription, for Joining FETCH (draft-19 §5.2). Not a

@@ -1,8 +1,9 @@
 //! The state a subscription's writers share, and [`SubscriptionWriter`]: opens subgroup
 //! streams, sends datagrams, ends the subscription with PUBLISH_DONE (draft-19 §11, §10.11).
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use moq_core::codes::PublishDoneCode;
@@ -11,11 +12,11 @@ use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, oneshot};
 
-use super::fetch::FetchWriter;
-use super::fill::{CountStream, Fill, Owed};
+use super::fetch::{Ended, FetchWriter};
+use super::fill::{Fill, FillOwner, Owed, Unpaid};
 use super::{Finish, written_priority};
 use crate::error::Error;
-use crate::latch::{LatchWatch, Queue, wait_until};
+use crate::latch::wait_until;
 use crate::session::SessionCore;
 use crate::track::params::{Object, ObjectMeta, SubscriptionParams, stream_priority};
 use crate::transport::BoxSendStream;
@@ -24,6 +25,11 @@ use crate::transport::BoxSendStream;
 const NOTIFY_QUEUE: usize = 16;
 
 /// State shared by a subscription's writer, its subgroup senders and its request task.
+///
+/// One `Notify` wakes every wait on it (a parameters change, a fill asked for, the end, the
+/// last stream closed, a location reached, PUBLISH_DONE asked for, a PUBLISH_STATE_NOTIFY
+/// queued): each is rare, and a wait checks its own condition again, so a wake-up meant for
+/// another costs one check. Four `Notify`s and a oneshot were ~230 bytes per subscription.
 #[derive(Debug)]
 pub(crate) struct WriterShared {
     core: Arc<SessionCore>,
@@ -34,42 +40,88 @@ pub(crate) struct WriterShared {
     group_order: GroupOrder,
     track_properties: Properties,
     /// The subscription's parameters as the subscriber last set them, and how many times they
-    /// changed; `params_changed` wakes whoever waits for the next change. Not a `watch`
-    /// channel (~520 B per subscription).
+    /// changed. Not a `watch` channel (~520 B per subscription).
     params: Mutex<Versioned<SubscriptionParams>>,
-    params_changed: Notify,
-    /// Set when the subscription ends for any reason other than our own PUBLISH_DONE.
-    ended: LatchWatch<Error>,
+    /// Set (by the request task) when the subscription ends for any reason other than our own
+    /// PUBLISH_DONE; boxed, as it rarely is. Not a `Latch` of its own (~110 B).
+    ended: OnceLock<Box<Error>>,
+    /// Set once the request task is gone, whether or not it set `ended`.
+    abandoned: AtomicBool,
     streams_opened: AtomicU64,
     streams_open: AtomicUsize,
-    streams_closed: Notify,
-    /// The largest location written or observed. A mutex, not a watch: it changes with every
-    /// object, and waking a watch's receivers costs more than an object when nobody waits.
-    largest: Mutex<Option<Location>>,
-    /// The largest location of the track the publisher knows of, written on this subscription
-    /// or not (a relay's cache received it while the subscription did not forward): what
-    /// LARGEST_OBJECT reports (draft-19 §10.2.16), not what [`SubscriptionWriter::reached`]
-    /// waits for.
-    track_largest: Mutex<Option<Location>>,
-    /// Callers of [`SubscriptionWriter::reached`] waiting, and their wake-up.
+    /// The largest location written or observed, and the largest of the track the publisher
+    /// knows of, written on this subscription or not (a relay's cache received it while the
+    /// subscription did not forward): what LARGEST_OBJECT reports (draft-19 §10.2.16), not
+    /// what [`SubscriptionWriter::reached`] waits for. A mutex, not a watch: it changes with
+    /// every object, and waking a watch's receivers costs more than an object when nobody
+    /// waits.
+    largest: Mutex<Largest>,
+    /// Callers of [`SubscriptionWriter::reached`] waiting: `changed` is woken for a new
+    /// location only while there are some.
     reaching: AtomicUsize,
-    reached: Notify,
-    finish: Mutex<Option<oneshot::Sender<Finish>>>,
+    /// Wakes every wait on this state (see the type's docs).
+    changed: Notify,
     finished: AtomicBool,
-    /// Live [`SubscriptionWriter`]s; the last one dropped drops `finish` (see its Drop).
+    /// Live [`SubscriptionWriter`]s; the last one dropped unfinished ends the subscription
+    /// (see its Drop).
     writers: AtomicUsize,
+    /// What most subscriptions never use, made when first needed.
+    rare: Mutex<Option<Box<Rare>>>,
+}
+
+/// The locations [`WriterShared`] tracks.
+#[derive(Debug, Default)]
+struct Largest {
+    written: Option<Location>,
+    track: Option<Location>,
+}
+
+/// The rarely used part of [`WriterShared`].
+#[derive(Debug, Default)]
+struct Rare {
     /// The fill the SUBSCRIBE or the last REQUEST_UPDATE asked for, until the application
-    /// takes it (from draft-20), and its signal.
-    fill: Mutex<Option<Fill>>,
-    fill_asked: Notify,
+    /// takes it (from draft-20).
+    fill: Option<Fill>,
+    /// The PUBLISH_DONE the application asked for, until the request task takes it.
+    finish: Option<Finish>,
     /// PUBLISH_STATE_NOTIFYs for the request task to send (at most [`NOTIFY_QUEUE`]).
-    notify: Queue<Box<moq_core::message::Parameters>>,
+    notify: VecDeque<Box<moq_core::message::Parameters>>,
+    /// Fills made and neither opened nor answered yet.
+    debts: usize,
+    /// Fills dropped unopened, for the request task to answer.
+    unpaid: Vec<Unpaid>,
+}
+
+/// What the request task of a subscription is asked to do next (see
+/// [`WriterShared::next_task_step`]).
+#[derive(Debug)]
+pub(crate) enum TaskStep {
+    /// A fill dropped unopened to answer (first: its stream opens before PUBLISH_DONE).
+    Answer(Unpaid),
+    /// The application finished the subscription.
+    Finish(Finish),
+    /// Every writer was dropped without finishing and every subgroup stream is closed.
+    WritersGone,
+    /// A PUBLISH_STATE_NOTIFY to send.
+    Notify(Box<moq_core::message::Parameters>),
+}
+
+/// What [`SubscriptionWriter::changed`] saw. Dropping it drops what it carries: a [`Fill`]
+/// dropped unopened is answered (see [`Fill`]).
+#[derive(Debug)]
+pub enum WriterChange {
+    /// The subscriber changed the parameters (REQUEST_UPDATE): the new ones.
+    Params(SubscriptionParams),
+    /// The subscriber asked for a fill (REQUEST_UPDATE with FILL_PARAMETERS, from draft-20).
+    Fill(Fill),
+    /// The subscription ended without our PUBLISH_DONE (see
+    /// [`SubscriptionWriter::cancelled`]).
+    Cancelled(Error),
 }
 
 impl WriterShared {
     /// The state of a subscription answered with `params` and `largest` (the Largest Location
-    /// it was established with, draft-19 §10.7); `ended` is set when the subscription ends
-    /// other than by our PUBLISH_DONE, `finish` carries that PUBLISH_DONE to the request task.
+    /// it was established with, draft-19 §10.7).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         core: Arc<SessionCore>,
@@ -79,11 +131,8 @@ impl WriterShared {
         track_properties: &Properties,
         params: SubscriptionParams,
         largest: Option<Location>,
-        ended: LatchWatch<Error>,
-        finish: oneshot::Sender<Finish>,
     ) -> Self {
         WriterShared {
-            notify: Queue::new(NOTIFY_QUEUE),
             core,
             request_id,
             track_alias,
@@ -95,21 +144,63 @@ impl WriterShared {
                 value: params,
                 version: 0,
             }),
-            params_changed: Notify::new(),
-            ended,
+            ended: OnceLock::new(),
+            abandoned: AtomicBool::new(false),
             streams_opened: AtomicU64::new(0),
             streams_open: AtomicUsize::new(0),
-            streams_closed: Notify::new(),
-            largest: Mutex::new(largest),
-            track_largest: Mutex::new(None),
+            largest: Mutex::new(Largest {
+                written: largest,
+                track: None,
+            }),
             reaching: AtomicUsize::new(0),
-            reached: Notify::new(),
-            finish: Mutex::new(Some(finish)),
+            changed: Notify::new(),
             finished: AtomicBool::new(false),
             writers: AtomicUsize::new(0),
-            fill: Mutex::new(None),
-            fill_asked: Notify::new(),
+            rare: Mutex::new(None),
         }
+    }
+
+    /// Wakes every wait on this state: something changed.
+    pub(crate) fn wake(&self) {
+        self.changed.notify_waiters();
+    }
+
+    /// The subscription ended for its writers with `e` (the first end wins), other than by our
+    /// PUBLISH_DONE.
+    pub(crate) fn end(&self, e: Error) {
+        if self.ended.set(Box::new(e)).is_ok() {
+            self.wake();
+        }
+    }
+
+    /// The request task is gone: a subscription it did not end ends for the writers too
+    /// (with the session's error).
+    pub(crate) fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    /// Why the subscription ended for its writers, if it did.
+    fn end_reason(&self) -> Option<Error> {
+        if let Some(e) = self.ended.get() {
+            return Some((**e).clone());
+        }
+        // No reason given: the subscription's task went with the session.
+        self.abandoned.load(Ordering::Acquire).then(|| {
+            self.ended
+                .get()
+                .map_or_else(|| self.core.gone(), |e| (**e).clone())
+        })
+    }
+
+    /// Changes the rare part, made if needed.
+    fn with_rare<R>(&self, f: impl FnOnce(&mut Rare) -> R) -> R {
+        f(self.rare.lock().get_or_insert_with(Box::default))
+    }
+
+    /// Takes something out of the rare part, if it was ever made.
+    fn take_rare<R>(&self, f: impl FnOnce(&mut Rare) -> Option<R>) -> Option<R> {
+        self.rare.lock().as_deref_mut().and_then(f)
     }
 
     /// How many times the subscriber changed the parameters.
@@ -127,12 +218,20 @@ impl WriterShared {
     pub(crate) fn set_fill(self: &Arc<Self>, fill: Option<Fill>) {
         let fill = fill.map(|mut f| {
             let priority = self.fill_priority(&f);
-            let counter: Arc<dyn CountStream> = self.clone();
-            f.owed = Owed::new(&self.core, Arc::downgrade(&counter), &f, priority);
+            let owner: Arc<dyn FillOwner> = self.clone();
+            f.owed = Owed::new(&owner, &f, priority);
             f
         });
-        let replaced = std::mem::replace(&mut *self.fill.lock(), fill);
+        let replaced = match fill {
+            Some(f) => self.with_rare(|r| r.fill.replace(f)),
+            None => self.take_rare(|r| r.fill.take()),
+        };
         drop(replaced);
+    }
+
+    /// The fill the SUBSCRIBE or the last REQUEST_UPDATE asked for, once.
+    fn take_fill(&self) -> Option<Fill> {
+        self.take_rare(|r| r.fill.take())
     }
 
     /// The priority of `fill`'s stream.
@@ -144,7 +243,7 @@ impl WriterShared {
     /// Records the fill a REQUEST_UPDATE asked for and wakes whoever waits for one.
     pub(crate) fn ask_fill(self: &Arc<Self>, fill: Fill) {
         self.set_fill(Some(fill));
-        self.fill_asked.notify_waiters();
+        self.wake();
     }
 
     /// The session the subscription belongs to.
@@ -166,22 +265,82 @@ impl WriterShared {
         self.writers.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The last writer dropped drops PUBLISH_DONE's sender: the request task ends it.
+    /// The last writer dropped: the request task ends the subscription.
     fn writer_dropped(&self) {
         if self.writers.fetch_sub(1, Ordering::AcqRel) == 1 {
-            drop(self.finish.lock().take());
+            self.wake();
         }
     }
 
-    /// The next PUBLISH_STATE_NOTIFY the application queued.
-    pub(crate) async fn next_notify(&self) -> Box<moq_core::message::Parameters> {
-        self.notify.next().await
+    /// Resolves with what the request task is asked to do next: PUBLISH_DONE the application
+    /// asked for, the end once every writer is gone (and every stream closed), or a
+    /// PUBLISH_STATE_NOTIFY to send.
+    ///
+    /// Cancel safe: what it returns is taken only by the poll that returns it.
+    pub(crate) async fn next_task_step(&self) -> TaskStep {
+        wait_until(&self.changed, || {
+            if let Some(step) = self.take_rare(|r| {
+                (r.unpaid.pop().map(TaskStep::Answer))
+                    .or_else(|| r.finish.take().map(TaskStep::Finish))
+                    .or_else(|| r.notify.pop_front().map(TaskStep::Notify))
+            }) {
+                return Some(step);
+            }
+            let gone = self.writers.load(Ordering::Acquire) == 0
+                && !self.finished.load(Ordering::Acquire)
+                && self.streams_open.load(Ordering::Acquire) == 0;
+            gone.then_some(TaskStep::WritersGone)
+        })
+        .await
+    }
+
+    /// After the subscription's end: the next fill dropped unopened to answer, or `None` once
+    /// every fill was opened or answered. The untaken fill, if any, is dropped first (and so
+    /// answered).
+    ///
+    /// Cancel safe.
+    pub(crate) async fn next_owed(&self) -> Option<Unpaid> {
+        drop(self.take_fill());
+        wait_until(&self.changed, || {
+            let mut rare = self.rare.lock();
+            let Some(r) = rare.as_deref_mut() else {
+                return Some(None);
+            };
+            match r.unpaid.pop() {
+                Some(a) => Some(Some(a)),
+                None => (r.debts == 0).then_some(None),
+            }
+        })
+        .await
     }
 }
 
-impl CountStream for WriterShared {
+impl Ended for WriterShared {
+    fn ended(&self) -> Option<Error> {
+        self.end_reason()
+    }
+}
+
+impl FillOwner for WriterShared {
     fn count_stream(&self) {
         self.streams_opened.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn owe(&self) {
+        self.with_rare(|r| r.debts += 1);
+    }
+
+    fn paid(&self) {
+        self.with_rare(|r| r.debts = r.debts.saturating_sub(1));
+        self.wake();
+    }
+
+    fn unpaid(&self, answer: Unpaid) {
+        self.with_rare(|r| {
+            r.debts = r.debts.saturating_sub(1);
+            r.unpaid.push(answer);
+        });
+        self.wake();
     }
 }
 
@@ -190,42 +349,38 @@ impl WriterShared {
     /// [`SubscriptionWriter::finish`] waiting to send PUBLISH_DONE.
     pub(super) fn stream_closed(&self) {
         if self.streams_open.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.streams_closed.notify_waiters();
+            self.wake();
         }
     }
 
     /// The track's Largest Object as this publisher knows it: the larger of what was written
     /// on the subscription and what it was told of the track.
     pub(crate) fn largest_object(&self) -> Option<Location> {
-        let written = *self.largest.lock();
-        let known = *self.track_largest.lock();
-        written.max(known)
+        let l = self.largest.lock();
+        l.written.max(l.track)
     }
 
     pub(super) fn note_largest(&self, loc: Location) {
         let newer = {
             let mut l = self.largest.lock();
-            let newer = l.is_none_or(|x| loc > x);
+            let newer = l.written.is_none_or(|x| loc > x);
             if newer {
-                *l = Some(loc);
+                l.written = Some(loc);
             }
             newer
         };
         // SeqCst with `reached`: either it sees the new location, or this sees it waiting.
         if newer && self.reaching.load(Ordering::SeqCst) > 0 {
-            self.reached.notify_waiters();
+            self.wake();
         }
     }
 
     /// Resolves once every subgroup stream of the subscription is closed.
     pub(crate) async fn all_streams_closed(&self) {
-        while self.streams_open.load(Ordering::Acquire) > 0 {
-            let closed = self.streams_closed.notified();
-            if self.streams_open.load(Ordering::Acquire) == 0 {
-                break;
-            }
-            closed.await;
-        }
+        wait_until(&self.changed, || {
+            (self.streams_open.load(Ordering::Acquire) == 0).then_some(())
+        })
+        .await
     }
 
     /// The subscription's current parameters.
@@ -245,12 +400,12 @@ impl WriterShared {
         f(&mut p.value);
         p.version += 1;
         drop(p);
-        self.params_changed.notify_waiters();
+        self.wake();
     }
 
     pub(super) fn check_open(&self) -> Result<(), Error> {
         if let Some(e) = self.ended.get() {
-            return Err(e);
+            return Err((**e).clone());
         }
         if let Some(e) = self.core.close_reason() {
             return Err(e);
@@ -348,7 +503,7 @@ impl SubscriptionWriter {
     /// `None` if it asked for none, the range is empty, or Forward State was 0. Deliver it with
     /// [`SubscriptionWriter::open_fill`].
     pub fn take_fill(&self) -> Option<Fill> {
-        self.shared.fill.lock().take()
+        self.shared.take_fill()
     }
 
     /// Tells the subscriber that the subscription's state changed for a reason of the
@@ -372,9 +527,15 @@ impl SubscriptionWriter {
                 s.core.version(),
             )
             .map_err(|e| Error::Invalid(e.to_string()))?;
-        s.notify
-            .push(Box::new(params))
-            .map_err(|_| Error::Invalid("too many state notifications queued".into()))
+        s.with_rare(|r| {
+            if r.notify.len() >= NOTIFY_QUEUE {
+                return Err(Error::Invalid("too many state notifications queued".into()));
+            }
+            r.notify.push_back(Box::new(params));
+            Ok(())
+        })?;
+        s.wake();
+        Ok(())
     }
 
     /// Resolves with the next fill a REQUEST_UPDATE asks for (the SUBSCRIBE's is taken with
@@ -382,13 +543,7 @@ impl SubscriptionWriter {
     ///
     /// Cancel safe.
     pub async fn fill_asked(&self) -> Fill {
-        loop {
-            let asked = self.shared.fill_asked.notified();
-            if let Some(f) = self.take_fill() {
-                return f;
-            }
-            asked.await;
-        }
+        wait_until(&self.shared.changed, || self.take_fill()).await
     }
 
     /// Opens the fill fetch stream of `fill`: a FETCH_HEADER with its Request ID and no
@@ -415,7 +570,7 @@ impl SubscriptionWriter {
             fill.request_id,
             order,
             filters,
-            s.ended.clone(),
+            Some(s.clone() as Arc<dyn Ended>),
         );
         let w = started.await?;
         // The subscriber can tell the stream is this fill's: it answers, with a FIN or a reset.
@@ -439,15 +594,39 @@ impl SubscriptionWriter {
     ///
     /// Cancel safe.
     pub async fn params_changed(&self) -> Result<SubscriptionParams, Error> {
-        let changed = wait_until(&self.shared.params_changed, || {
-            let p = self.shared.params.lock();
-            let seen = self.seen.swap(p.version, Ordering::Relaxed);
-            (p.version != seen).then(|| p.value.clone())
-        });
-        tokio::select! {
-            p = changed => Ok(p),
-            e = self.cancelled() => Err(e),
+        match self.changed(false).await {
+            WriterChange::Params(p) => Ok(p),
+            WriterChange::Cancelled(e) => Err(e),
+            // Not asked for.
+            WriterChange::Fill(_) => Err(Error::EndedEarly),
         }
+    }
+
+    /// Resolves with the next change of the subscription: new parameters (as
+    /// [`SubscriptionWriter::params_changed`] returns them), the fill a REQUEST_UPDATE asked
+    /// for (as [`SubscriptionWriter::fill_asked`], only if `fills`), or the error that ended
+    /// the subscription. One wait for all three, where a `select!` over the three calls holds
+    /// three.
+    ///
+    /// Cancel safe.
+    pub async fn changed(&self, fills: bool) -> WriterChange {
+        wait_until(&self.shared.changed, || self.change(fills)).await
+    }
+
+    /// The change [`SubscriptionWriter::changed`] returns now, if any.
+    fn change(&self, fills: bool) -> Option<WriterChange> {
+        let s = &self.shared;
+        {
+            let p = s.params.lock();
+            let seen = self.seen.swap(p.version, Ordering::Relaxed);
+            if p.version != seen {
+                return Some(WriterChange::Params(p.value.clone()));
+            }
+        }
+        if fills && let Some(f) = self.take_fill() {
+            return Some(WriterChange::Fill(f));
+        }
+        s.end_reason().map(WriterChange::Cancelled)
     }
 
     /// The group order objects are prioritized in: the subscriber's, else the track's.
@@ -468,7 +647,7 @@ impl SubscriptionWriter {
 
     /// The largest location written so far.
     pub fn largest(&self) -> Option<Location> {
-        *self.shared.largest.lock()
+        self.shared.largest.lock().written
     }
 
     /// Resolves once an object at `loc` or later has been written (or observed), or the
@@ -478,18 +657,11 @@ impl SubscriptionWriter {
     pub async fn reached(&self, loc: Location) {
         let s = &self.shared;
         let _waiting = Waiting::new(&s.reaching);
-        loop {
-            let notified = s.reached.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if s.largest.lock().is_some_and(|l| l >= loc) {
-                return;
-            }
-            tokio::select! {
-                _ = notified => {}
-                _ = self.cancelled() => return,
-            }
-        }
+        wait_until(&s.changed, || {
+            let reached = s.largest.lock().written.is_some_and(|l| l >= loc);
+            (reached || s.end_reason().is_some()).then_some(())
+        })
+        .await
     }
 
     /// Resolves once the peer has acknowledged every data stream of the session finished before
@@ -517,9 +689,9 @@ impl SubscriptionWriter {
     /// what was written (draft-19 §10.2.16). Unlike [`SubscriptionWriter::observe`],
     /// [`SubscriptionWriter::reached`] does not count it as written.
     pub fn observe_track(&self, loc: Location) {
-        let mut l = self.shared.track_largest.lock();
-        if l.is_none_or(|x| loc > x) {
-            *l = Some(loc);
+        let mut l = self.shared.largest.lock();
+        if l.track.is_none_or(|x| loc > x) {
+            l.track = Some(loc);
         }
     }
 
@@ -543,12 +715,7 @@ impl SubscriptionWriter {
     ///
     /// Cancel safe.
     pub async fn cancelled(&self) -> Error {
-        // No reason given: the subscription's task went with the session.
-        self.shared
-            .ended
-            .wait()
-            .await
-            .unwrap_or_else(|_| self.shared.core.gone())
+        wait_until(&self.shared.changed, || self.shared.end_reason()).await
     }
 
     /// Opens a subgroup's stream and counts it open: what
@@ -707,7 +874,7 @@ impl SubscriptionWriter {
             return Err(Error::Invalid("already finished".into()));
         }
         // A fill never taken is answered now (see [`Fill`]), and counted below.
-        let untaken = s.fill.lock().take();
+        let untaken = s.take_fill();
         drop(untaken);
         // draft-19 §10.11: PUBLISH_DONE only after every stream of the subscription is closed.
         tokio::select! {
@@ -721,13 +888,15 @@ impl SubscriptionWriter {
             stream_count: s.streams_opened.load(Ordering::Relaxed),
             sent: tx,
         };
-        let sender = s
-            .finish
-            .lock()
-            .take()
-            .ok_or(Error::Invalid("already finished".into()))?;
-        sender.send(finish).map_err(|_| Error::EndedEarly)?;
-        rx.await.unwrap_or(Err(Error::EndedEarly))
+        s.with_rare(|r| r.finish = Some(finish));
+        s.wake();
+        // The request task answers before it ends; ended without taking it, the subscription
+        // ended early.
+        tokio::select! {
+            biased;
+            r = rx => r.unwrap_or(Err(Error::EndedEarly)),
+            _ = self.cancelled() => Err(Error::EndedEarly),
+        }
     }
 }
 
