@@ -133,7 +133,7 @@ impl Request {
                     self.cancel(code);
                     return Some(Event::Ended(Error::Cancelled(code)));
                 }
-                self.stopped = Some(code);
+                self.stopped = Some(Box::new(code));
                 None
             }
             Ok(None) => None,
