@@ -253,12 +253,13 @@ pub(super) async fn keep_link(inner: Weak<Inner>, peer: String, upstream: bool) 
 /// the link lasts. A namespace the upstream refuses stays unannounced there.
 pub(super) async fn announce_upstream(local: NamespaceIndex, session: Session) {
     // The mirror holds each namespace's announcement; dropped with its Removed, it is withdrawn.
-    let mut mirror: Mirror<Option<PublishedNamespace>> = Mirror::new(local);
+    let mut mirror: Mirror<PublishedNamespace> = Mirror::new(local);
     loop {
         match mirror.next().await {
             Change::Added(ns) => {
-                let published = announce(&session, ns.clone()).await;
-                mirror.set(&ns, published);
+                if let Some(published) = announce(&session, ns.clone()).await {
+                    mirror.set(published);
+                }
             }
             Change::Removed(..) => {}
         }

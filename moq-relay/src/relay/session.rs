@@ -111,13 +111,13 @@ impl Drop for Registered {
 /// and the shared index. `.session` namespaces are never forwarded (draft-19 §3.2.2). The
 /// mirror keeps each routed namespace's registration in the shared index.
 async fn sync_routes(inner: Arc<Inner>, id: u64, session: Session) {
-    let mut mirror: Mirror<Option<NamespaceRegistration>> =
-        Mirror::new(session.announced().clone());
+    let mut mirror: Mirror<NamespaceRegistration> = Mirror::new(session.announced().clone());
     loop {
         match mirror.next().await {
             Change::Added(ns) => {
-                let registration = inner.add_route(&ns, id, &session);
-                mirror.set(&ns, registration);
+                if let Some(registration) = inner.add_route(&ns, id, &session) {
+                    mirror.set(registration);
+                }
             }
             Change::Removed(ns, Some(registration)) => inner.remove_route(&ns, id, registration),
             Change::Removed(_, None) => {}

@@ -7,7 +7,6 @@
 //! FIN and cancellation, tokens and authorization, and waiting for the application's decision
 //! while the peer may give up.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use moq_core::TrackNamespace;
@@ -21,9 +20,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::handle::{Command, EndSlot, Feed, RequestHandle, UpdateReply};
 use super::stream::RequestStream;
 use crate::error::Error;
-use crate::session::{
-    AuthRequest, GoawayInfo, OpenRequest, RequestKind, ResolvedToken, SessionCore,
-};
+use crate::session::{AuthRequest, GoawayInfo, RequestKind, ResolvedToken, SessionCore};
 
 mod wait;
 
@@ -115,12 +112,13 @@ pub(crate) struct Request {
     /// What our own REQUEST_UPDATEs are checked against.
     our_updates: Option<ParamContext>,
     /// The request's AUTHORIZATION_TOKENs, resolved (the responder's view).
-    tokens: Vec<ResolvedToken>,
+    tokens: Box<[ResolvedToken]>,
     /// The responder's end of a peer's request not answered yet: its answer is reported to
     /// the session's observer.
     unanswered: bool,
     /// When the request was sent or arrived.
-    opened: std::time::Instant,
+    /// As [`since_base`] gives it: 8 bytes, where an `Instant` is 16.
+    opened: u64,
     /// True until the peer finishes or resets its half.
     reader_open: bool,
     /// True until STOP_SENDING (or the end of our half) was seen.
@@ -128,20 +126,30 @@ pub(crate) struct Request {
     /// Whether the peer's STOP_SENDING on our half cancels the request at once; otherwise
     /// reading goes on until its half ends, so what it sent before still counts.
     stop_cancels: bool,
-    /// STOP_SENDING seen while reading goes on.
-    stopped: Option<StreamResetCode>,
+    /// STOP_SENDING seen while reading goes on. Boxed: rare, and inline it is 16 bytes for
+    /// every request's life.
+    stopped: Option<Box<StreamResetCode>>,
     /// A message that arrived before the answer, handed to the kind after it.
     /// Boxed: rare, and a message inline is ~280 bytes for the request's life.
     deferred: Option<Box<Message>>,
     /// Made when a handle or a GOAWAY first needs it: most requests see neither, and a watch
     /// channel is ~390 bytes for the request's life.
     goaway: Option<watch::Sender<Option<GoawayInfo>>>,
-    pending: VecDeque<Pending>,
+    /// A `Vec`: a few at most (MAX_REQUEST_UPDATES), and 8 bytes smaller than a `VecDeque`.
+    pending: Vec<Pending>,
     commands: Option<mpsc::Receiver<Command>>,
     /// Made when a handle or a feed first needs it: a peer's PUBLISH_NAMESPACE has neither,
     /// and a latch is ~120 bytes for the request's life.
     end: Option<EndSlot>,
-    _open: OpenRequest,
+}
+
+/// Counts a live request for GOAWAY_TIMEOUT (draft-19 §3.6) while it lives, as
+/// [`SessionCore::open_request`] counted it (in `Drop`: a guard would be another pointer to the
+/// core).
+impl Drop for Request {
+    fn drop(&mut self) {
+        self.core.close_request();
+    }
 }
 
 impl Request {
@@ -181,7 +189,7 @@ impl Request {
             Err(e) => return Some(Err(e)),
         };
         let mut req = Request::new(core, stream, msg.name(), id, false);
-        req.tokens = tokens;
+        req.tokens = tokens.into_boxed_slice();
         Some(Ok(req))
     }
 
@@ -192,6 +200,7 @@ impl Request {
         id: u64,
         requester: bool,
     ) -> Request {
+        core.open_request();
         Request {
             core: core.clone(),
             stream,
@@ -199,19 +208,18 @@ impl Request {
             id,
             peer_updates: None,
             our_updates: None,
-            tokens: Vec::new(),
+            tokens: Box::default(),
             unanswered: !requester,
-            opened: std::time::Instant::now(),
+            opened: since_base(),
             reader_open: true,
             watch_stop: true,
             stop_cancels: !requester,
             stopped: None,
             deferred: None,
             goaway: None,
-            pending: VecDeque::new(),
+            pending: Vec::new(),
             commands: None,
             end: None,
-            _open: core.open_request(),
         }
     }
 
@@ -492,7 +500,7 @@ impl Request {
                 self.core.version(),
                 self.name,
                 outcome,
-                self.opened.elapsed(),
+                std::time::Duration::from_nanos(since_base().saturating_sub(self.opened)),
             );
         }
     }
@@ -534,7 +542,7 @@ impl Request {
                 None => Event::Ended(self.unexpected(&Message::RequestUpdate(u))),
             }),
             Ok(Some(Message::RequestOk(ok))) => {
-                let Some(p) = self.pending.pop_front() else {
+                let Some(p) = (!self.pending.is_empty()).then(|| self.pending.remove(0)) else {
                     return Some(Event::Ended(self.violation(format!(
                         "second REQUEST_OK for {} (no REQUEST_UPDATE outstanding)",
                         self.name
@@ -553,7 +561,7 @@ impl Request {
                 if let Err(violation) = self.check_redirect(&e) {
                     return Some(Event::Ended(violation));
                 }
-                let Some(p) = self.pending.pop_front() else {
+                let Some(p) = (!self.pending.is_empty()).then(|| self.pending.remove(0)) else {
                     return Some(Event::Ended(self.violation(format!(
                         "REQUEST_ERROR after {} was accepted",
                         self.name
@@ -569,7 +577,7 @@ impl Request {
             Ok(Some(m)) => Some(Event::Message(m)),
             Ok(None) => {
                 self.reader_open = false;
-                match self.stopped {
+                match self.stopped.as_deref().copied() {
                     // The peer stopped our half and has ended its own: cancelled.
                     Some(code) => {
                         self.stream.reset(code);
@@ -615,7 +623,7 @@ impl Request {
         // request's tokens stand unless the update brings new ones.
         let tokens = core.resolve_tokens(&u.params.authorization_tokens)?;
         if !tokens.is_empty() {
-            self.tokens = tokens;
+            self.tokens = tokens.into_boxed_slice();
         }
         Ok(())
     }
@@ -657,7 +665,7 @@ impl Request {
                 if let Some(id) = id {
                     let _ = id.send(update_id);
                 }
-                self.pending.push_back(Pending { params, reply })
+                self.pending.push(Pending { params, reply })
             }
             Err(e) => {
                 let _ = reply.send(Err(e));
@@ -748,4 +756,14 @@ pub(crate) fn reserved(
         ));
     }
     None
+}
+
+/// Nanoseconds since a fixed instant of the process (the first call), for timing a request.
+fn since_base() -> u64 {
+    static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let nanos = BASE
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos();
+    u64::try_from(nanos).unwrap_or(u64::MAX)
 }

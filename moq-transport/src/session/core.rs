@@ -141,16 +141,6 @@ impl std::fmt::Debug for SessionCore {
     }
 }
 
-/// Counts a live request for GOAWAY_TIMEOUT (draft-19 §3.6) while it lives.
-#[derive(Debug)]
-pub(crate) struct OpenRequest(Arc<SessionCore>);
-
-impl Drop for OpenRequest {
-    fn drop(&mut self) {
-        self.0.open_requests.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 impl SessionCore {
     /// The core of a session on `conn`, whose version is the protocol the connection
     /// negotiated (ALPN or `WT-Protocol`). Starts the task that watches the connection.
@@ -472,10 +462,15 @@ impl SessionCore {
 
     // Requests.
 
-    /// Counts a live request until the guard drops.
-    pub(crate) fn open_request(self: &Arc<Self>) -> OpenRequest {
+    /// Counts a live request (for GOAWAY_TIMEOUT, draft-19 §3.6) until
+    /// [`SessionCore::close_request`].
+    pub(crate) fn open_request(&self) {
         self.open_requests.fetch_add(1, Ordering::Relaxed);
-        OpenRequest(self.clone())
+    }
+
+    /// A request counted by [`SessionCore::open_request`] ended.
+    pub(crate) fn close_request(&self) {
+        self.open_requests.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Closes the session as the end of a GOAWAY's timeout does: with GOAWAY_TIMEOUT if

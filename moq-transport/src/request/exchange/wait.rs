@@ -59,6 +59,34 @@ impl Request {
         }
     }
 
+    /// [`Request::next`] without a future, for a request on a stream that no application
+    /// handle sends updates on (a peer's accepted PUBLISH_NAMESPACE waits here for its whole
+    /// life, in the few words of its caller's state). `None` where a future is needed: on a
+    /// virtual stream, or with a handle; read those with `next`. Cancel safe.
+    pub(crate) fn poll_event(&mut self, cx: &mut Context<'_>) -> Option<Poll<Event>> {
+        if self.commands.is_some()
+            || self.stream.reader.is_virtual()
+            || self.stream.writer.is_virtual()
+        {
+            return None;
+        }
+        if let Some(m) = self.deferred.take() {
+            return Some(Poll::Ready(Event::Message(*m)));
+        }
+        loop {
+            let ev = match self.poll_wake(cx) {
+                Poll::Pending => return Some(Poll::Pending),
+                // Without a handle there are no commands: as if it were dropped.
+                Poll::Ready(Wake::Command(_)) => Some(Event::Dropped),
+                Poll::Ready(Wake::Frame(f)) => self.on_frame(f),
+                Poll::Ready(Wake::Stopped(s)) => self.on_stopped(s),
+            };
+            if let Some(ev) = ev {
+                return Some(Poll::Ready(ev));
+            }
+        }
+    }
+
     /// What wakes a waiting request, on a stream: polled in a fixed order (commands, the
     /// peer's half, STOP_SENDING on ours).
     fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
@@ -105,7 +133,7 @@ impl Request {
                     self.cancel(code);
                     return Some(Event::Ended(Error::Cancelled(code)));
                 }
-                self.stopped = Some(code);
+                self.stopped = Some(Box::new(code));
                 None
             }
             Ok(None) => None,
