@@ -1,12 +1,11 @@
 //! [`Outbox`]: a subgroup stream and the bytes written to it that the transport has not taken
 //! yet, so that many small writes become few transport writes.
 //!
-//! The rule: a stream's first write (its header and first object) and large payloads go to
-//! the transport from the writer, as without coalescing. Later small objects are appended to
-//! one buffer and a flusher task hands it over; it runs as soon as a worker is free (the
-//! writer's task yields, or the other worker is idle), so a lone object leaves without any
-//! further write or flush, a task hop later. While the flusher is behind (the transport's flow
-//! control, its send window, or simply the writer writing faster than one hand-over), later
+//! The rule: a write goes to the transport from the writer, as without coalescing, when it is
+//! the stream's first, when it comes more than [`DIRECT_GAP`] after the previous write (a live
+//! object leaves with its write) or when it carries a large payload. Small objects written
+//! back to back are appended to one buffer that a flusher task hands over as soon as a worker
+//! is free (no further write or flush is needed for them to leave); while it is behind, later
 //! writes append to the buffer, which the transport then sees as one chunk, until
 //! [`HOLD_MAX`] bytes are held, when the writer waits.
 //!
@@ -17,6 +16,7 @@
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker, ready};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -31,6 +31,10 @@ pub(super) const HOLD_MAX: usize = 64 * 1024;
 /// The allocation small objects are copied into while the transport takes them as written
 /// (several objects share one).
 const DIRECT_BLOCK: usize = 16 * 1024;
+/// A write this long after the previous one goes to the transport from the writer: a live
+/// stream's objects (milliseconds apart) leave with their write, never a task hop later;
+/// objects written back to back are coalesced.
+const DIRECT_GAP: Duration = Duration::from_micros(100);
 /// The smallest allocation for headers alone.
 const MIN_BLOCK: usize = 256;
 
@@ -49,8 +53,8 @@ struct Inner {
     open: BytesMut,
     /// A flusher task owns handing the held bytes over.
     flushing: bool,
-    /// The stream had its first write.
-    started: bool,
+    /// When the writer last called [`Outbox::send`] (`None` before the first write).
+    last_send: Option<Instant>,
     /// A large payload is held: the writer waits until the transport took everything, as
     /// large objects gain nothing from being held.
     large: bool,
@@ -81,17 +85,25 @@ impl Inner {
         }
     }
 
-    /// Copies `bytes` behind what `open` holds. When its allocation is full the next is sized
+    /// Copies `parts` (a header and a small payload) behind what `open` holds, in one
+    /// allocation. When its allocation is full the next is sized
     /// for several such objects: after the stream's first write, up to [`HOLD_MAX`], so that
     /// the transport sees large chunks.
-    fn append(&mut self, bytes: &[u8]) {
-        if self.open.capacity() - self.open.len() < bytes.len() {
+    fn append(&mut self, parts: [&[u8]; 2]) {
+        let need = parts[0].len() + parts[1].len();
+        if self.open.capacity() - self.open.len() < need {
             self.seal();
-            let block = if self.started { HOLD_MAX } else { DIRECT_BLOCK };
-            let cap = bytes.len().saturating_mul(4).clamp(MIN_BLOCK, block);
-            self.open = BytesMut::with_capacity(cap.max(bytes.len()));
+            let block = if self.last_send.is_some() {
+                HOLD_MAX
+            } else {
+                DIRECT_BLOCK
+            };
+            let cap = need.saturating_mul(4).clamp(MIN_BLOCK, block);
+            self.open = BytesMut::with_capacity(cap.max(need));
         }
-        self.open.extend_from_slice(bytes);
+        for p in parts {
+            self.open.extend_from_slice(p);
+        }
     }
 
     /// Hands held bytes to the stream until all are taken (`Ready(Ok)`) or it cannot take more
@@ -142,7 +154,7 @@ impl Outbox {
             queued_len: 0,
             open: BytesMut::new(),
             flushing: false,
-            started: false,
+            last_send: None,
             large: false,
             error: None,
             waiter: None,
@@ -158,10 +170,10 @@ impl Outbox {
     /// large one as a chunk of its own. Nothing goes to the stream until [`Outbox::send`].
     pub(super) fn stage(&self, header: &[u8], payload: Bytes) {
         let mut inner = self.0.lock();
-        inner.append(header);
         if payload.len() <= COALESCE_MAX {
-            inner.append(&payload);
+            inner.append([header, &payload]);
         } else {
+            inner.append([header, &[]]);
             inner.seal();
             inner.push(payload);
             inner.large = true;
@@ -184,11 +196,16 @@ impl Outbox {
                 inner.discard();
                 return Poll::Ready(Err(e));
             }
+            let now = Instant::now();
+            let paused = inner
+                .last_send
+                .is_none_or(|t| now.duration_since(t) > DIRECT_GAP);
+            inner.last_send = Some(now);
             if !inner.flushing {
                 // The stream's first write (its header and first object: a stream per object
-                // pays no task) and large payloads go to the transport from here.
-                if !inner.started || inner.large {
-                    inner.started = true;
+                // pays no task), a write after a pause (a live object) and large payloads go
+                // to the transport from here.
+                if paused || inner.large {
                     if let Poll::Ready(r) = inner.poll_drain(cx) {
                         if r.is_err() {
                             inner.discard();

@@ -42,15 +42,15 @@ impl SubscriptionWriter {
 /// stream (draft-19 §11.4.3: FIN only when every object was delivered), discarding any bytes
 /// still held for the transport (as a reset discards the transport's unsent bytes).
 ///
-/// Writes are coalesced: the stream's first write and payloads over 4 KiB go to the
-/// transport from the write, as without coalescing (their write resolves once the transport
-/// took them). Later small objects are appended to one buffer that a task hands to the
-/// transport as soon as a worker is free (a task hop: no further write or
-/// [`SubgroupSender::flush`] is needed for them to leave); objects written meanwhile join it,
-/// so the transport sees one chunk rather than one per object. Such a write waits only while
-/// 64 KiB or more are held, so its resolving means the object was accepted, not that the
-/// transport took it; errors the transport reports for held bytes come back from the next
-/// write or [`SubgroupSender::flush`].
+/// Writes are coalesced: the stream's first write, a write more than 100 µs after the
+/// previous one (a live object) and payloads over 4 KiB go to the transport from the write, as
+/// without coalescing (their write resolves once the transport took them). Small objects
+/// written back to back are appended to one buffer that a task hands to the transport as soon
+/// as a worker is free (no further write or [`SubgroupSender::flush`] is needed for them to
+/// leave); objects written meanwhile join it, so the transport sees one chunk rather than one
+/// per object. Such a write waits only while 64 KiB or more are held, so its resolving means
+/// the object was accepted, not that the transport took it; errors the transport reports for
+/// held bytes come back from the next write or [`SubgroupSender::flush`].
 #[derive(Debug)]
 pub struct SubgroupSender {
     shared: Arc<WriterShared>,
