@@ -66,6 +66,10 @@ struct Args {
     /// Section 1: object sizes in bytes.
     #[arg(long, value_delimiter = ',')]
     raw_sizes: Option<Vec<usize>>,
+    /// Section 1: only these cases (for profiling one; the others print 0): raw,
+    /// raw-stream-per-object, raw-object-writes, one-subgroup, batched, stream-per-object.
+    #[arg(long, value_delimiter = ',')]
+    raw_cases: Option<Vec<RawCase>>,
     /// Section 2: objects per second.
     #[arg(long)]
     rate: Option<u32>,
@@ -151,6 +155,30 @@ enum Section {
     Workers,
 }
 
+/// Section 1's cases, as [`throughput::Case`].
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum RawCase {
+    Raw,
+    RawStreamPerObject,
+    RawObjectWrites,
+    OneSubgroup,
+    Batched,
+    StreamPerObject,
+}
+
+impl From<RawCase> for throughput::Case {
+    fn from(c: RawCase) -> Self {
+        match c {
+            RawCase::Raw => throughput::Case::Raw,
+            RawCase::RawStreamPerObject => throughput::Case::RawStreamPerObject,
+            RawCase::RawObjectWrites => throughput::Case::RawObjectWrites,
+            RawCase::OneSubgroup => throughput::Case::OneSubgroup,
+            RawCase::Batched => throughput::Case::Batched,
+            RawCase::StreamPerObject => throughput::Case::StreamPerObject,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum Model {
     Namespace,
@@ -211,11 +239,16 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
         if let Some(s) = &args.raw_sizes {
             cfg.sizes = s.clone();
         }
+        if let Some(c) = &args.raw_cases {
+            cfg.cases = Some(c.iter().map(|&c| c.into()).collect());
+        }
         heading("1. Throughput against raw quinn (loopback)");
         let report = throughput::run(&cfg).await?;
         print!("{}", report.render());
-        let rounds = if args.quick { 5 } else { 50 };
-        print!("{}", ready::run(rounds, version).await?.render());
+        if args.raw_cases.is_none() {
+            let rounds = if args.quick { 5 } else { 50 };
+            print!("{}", ready::run(rounds, version).await?.render());
+        }
         took(t);
     }
 

@@ -36,9 +36,32 @@ pub struct ThroughputConfig {
     pub sizes: Vec<usize>,
     /// The draft our session speaks.
     pub version: Version,
+    /// The cases to run (`None`: all); the others report 0 (for profiling one case).
+    pub cases: Option<Vec<Case>>,
+}
+
+/// One case of section 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Case {
+    /// Raw quinn, one stream, 64 KiB writes (the baseline every ratio divides by).
+    Raw,
+    /// Raw quinn, one stream per object-sized chunk.
+    RawStreamPerObject,
+    /// Raw quinn, one stream written in object-sized chunks.
+    RawObjectWrites,
+    /// Ours, one object per `write_object` on one subgroup.
+    OneSubgroup,
+    /// Ours, [`BATCH`] objects per `write_objects` on one subgroup.
+    Batched,
+    /// Ours, one subgroup stream per object.
+    StreamPerObject,
 }
 
 impl ThroughputConfig {
+    fn runs(&self, case: Case) -> bool {
+        self.cases.as_ref().is_none_or(|c| c.contains(&case))
+    }
+
     /// The default run: 1 KiB, 16 KiB and 64 KiB, draft-19; 3 rounds of 1 s per case.
     pub fn full() -> Self {
         ThroughputConfig {
@@ -46,6 +69,7 @@ impl ThroughputConfig {
             repeats: 3,
             sizes: vec![1024, 16 * 1024, 64 * 1024],
             version: Version::Draft19,
+            cases: None,
         }
     }
 
@@ -193,39 +217,55 @@ pub async fn run(cfg: &ThroughputConfig) -> Result<ThroughputReport> {
     let mut ours: Vec<Rounds> = cfg.sizes.iter().map(|_| Default::default()).collect();
     let mut case = 0u64;
     for _ in 0..cfg.repeats.max(1) {
-        raw.push(
-            raw_quinn(cfg.duration, RawShape::OneStream(64 * 1024))
-                .await
-                .context("raw quinn stream")?,
-        );
+        if cfg.runs(Case::Raw) {
+            raw.push(
+                raw_quinn(cfg.duration, RawShape::OneStream(64 * 1024))
+                    .await
+                    .context("raw quinn stream")?,
+            );
+        }
         for (&size, (one, batched, per, raw_per, raw_writes)) in
             cfg.sizes.iter().zip(ours.iter_mut())
         {
-            raw_per.push(
-                raw_quinn(cfg.duration, RawShape::StreamPer(size))
-                    .await
-                    .with_context(|| format!("raw quinn, {} per stream", size_label(size)))?,
-            );
-            raw_writes.push(
-                raw_quinn(cfg.duration, RawShape::OneStream(size))
-                    .await
-                    .with_context(|| format!("raw quinn, {} writes", size_label(size)))?,
-            );
-            one.push(
-                pair.transfer(case, size, Shape::OneSubgroup(1), cfg.duration)
-                    .await
-                    .with_context(|| format!("{} objects on one subgroup", size_label(size)))?,
-            );
-            batched.push(
-                pair.transfer(case + 1, size, Shape::OneSubgroup(BATCH), cfg.duration)
-                    .await
-                    .with_context(|| format!("{} objects, {BATCH} per write", size_label(size)))?,
-            );
-            per.push(
-                pair.transfer(case + 2, size, Shape::StreamPerObject, cfg.duration)
-                    .await
-                    .with_context(|| format!("{} objects, one stream each", size_label(size)))?,
-            );
+            if cfg.runs(Case::RawStreamPerObject) {
+                raw_per.push(
+                    raw_quinn(cfg.duration, RawShape::StreamPer(size))
+                        .await
+                        .with_context(|| format!("raw quinn, {} per stream", size_label(size)))?,
+                );
+            }
+            if cfg.runs(Case::RawObjectWrites) {
+                raw_writes.push(
+                    raw_quinn(cfg.duration, RawShape::OneStream(size))
+                        .await
+                        .with_context(|| format!("raw quinn, {} writes", size_label(size)))?,
+                );
+            }
+            if cfg.runs(Case::OneSubgroup) {
+                one.push(
+                    pair.transfer(case, size, Shape::OneSubgroup(1), cfg.duration)
+                        .await
+                        .with_context(|| format!("{} objects on one subgroup", size_label(size)))?,
+                );
+            }
+            if cfg.runs(Case::Batched) {
+                batched.push(
+                    pair.transfer(case + 1, size, Shape::OneSubgroup(BATCH), cfg.duration)
+                        .await
+                        .with_context(|| {
+                            format!("{} objects, {BATCH} per write", size_label(size))
+                        })?,
+                );
+            }
+            if cfg.runs(Case::StreamPerObject) {
+                per.push(
+                    pair.transfer(case + 2, size, Shape::StreamPerObject, cfg.duration)
+                        .await
+                        .with_context(|| {
+                            format!("{} objects, one stream each", size_label(size))
+                        })?,
+                );
+            }
             case += 3;
         }
     }

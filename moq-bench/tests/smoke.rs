@@ -24,6 +24,7 @@ async fn throughput_quick_reports_rates() {
             repeats: 1,
             sizes: vec![1024, 16 * 1024],
             version: Version::Draft18,
+            cases: None,
         };
         let report = throughput::run(&cfg).await.unwrap();
         assert!(report.raw.bytes > 0 && report.raw.mb_per_s() > 0.0);

@@ -12,6 +12,7 @@ use tokio::sync::{Notify, oneshot};
 
 mod fetch;
 mod fill;
+mod outbox;
 mod shared;
 mod subgroup;
 

@@ -8,23 +8,13 @@ use moq_core::codes::StreamResetCode;
 use moq_core::data::{ObjectStatus, SubgroupId, SubgroupWriter};
 use moq_core::{Location, Properties, property};
 
+use super::outbox::Outbox;
 use super::shared::{OpenedSubgroup, SubscriptionWriter, WriterShared};
 use crate::error::Error;
 use crate::track::params::ObjectMeta;
-use crate::transport::BoxSendStream;
 
-/// The allocation a subgroup stream's object headers are encoded into, a few at a time.
-const HEADERS_BUFFER: usize = 256;
-/// Payloads up to this size are copied behind their header into one chunk, and a batch's
-/// small objects into as few chunks as fit [`COALESCED_CHUNK`]: quinn keeps every written
-/// chunk as a segment of the stream's send buffer and walks the unacknowledged segments for
-/// each packet it builds, so a header and a small payload as two chunks cost more there than
-/// copying the payload does.
-const COALESCE_MAX: usize = 4 * 1024;
-/// The most bytes one coalesced chunk collects.
-const COALESCED_CHUNK: usize = 64 * 1024;
-/// The largest allocation small objects are copied into, several objects to one.
-const COALESCE_BLOCK: usize = 16 * 1024;
+/// The allocation a subgroup stream's object headers are encoded into.
+const HEADERS_BUFFER: usize = 64;
 
 impl SubscriptionWriter {
     /// Opens a subgroup stream (draft-19 §11.4.2). `priority` is the Publisher Priority
@@ -49,17 +39,26 @@ impl SubscriptionWriter {
 
 /// One open subgroup stream. Write objects in increasing Object ID order, then
 /// [`SubgroupSender::finish`] once the subgroup is complete. Dropping it unfinished resets the
-/// stream (draft-19 §11.4.3: FIN only when every object was delivered).
+/// stream (draft-19 §11.4.3: FIN only when every object was delivered), discarding any bytes
+/// still held for the transport (as a reset discards the transport's unsent bytes).
+///
+/// Writes are coalesced: the stream's first write, a write more than 100 µs after the
+/// previous one (a live object) and payloads over 4 KiB go to the transport from the write, as
+/// without coalescing (their write resolves once the transport took them). Small objects
+/// written back to back are appended to one buffer that a task hands to the transport as soon
+/// as a worker is free (no further write or [`SubgroupSender::flush`] is needed for them to
+/// leave); objects written meanwhile join it, so the transport sees one chunk rather than one
+/// per object. Such a write waits only while 64 KiB or more are held, so its resolving means
+/// the object was accepted, not that the transport took it; errors the transport reports for
+/// held bytes come back from the next write or [`SubgroupSender::flush`].
 #[derive(Debug)]
 pub struct SubgroupSender {
     shared: Arc<WriterShared>,
     writer: SubgroupWriter,
-    stream: Option<BoxSendStream>,
+    out: Outbox,
     header_sent: bool,
-    /// Where object headers are encoded, and split off as they are written.
+    /// Where object headers are encoded, then copied to the outbox.
     buf: BytesMut,
-    /// The chunks of a [`SubgroupSender::write_objects`], empty between calls.
-    chunks: Vec<Bytes>,
     omitted: bool,
     subgroup_id: Option<u64>,
     first_properties: Option<Properties>,
@@ -81,10 +80,9 @@ impl SubgroupSender {
         SubgroupSender {
             shared,
             writer: SubgroupWriter::new(header, version),
-            stream: Some(stream),
+            out: Outbox::new(stream),
             header_sent: false,
             buf: BytesMut::with_capacity(HEADERS_BUFFER),
-            chunks: Vec::new(),
             omitted: false,
             subgroup_id,
             first_properties: None,
@@ -115,10 +113,15 @@ impl SubgroupSender {
     /// Writes one object. `first_byte` is when its first byte was produced or received (for
     /// OBJECT_DELIVERY_TIMEOUT, draft-19 §8); `None` means now. Objects that do not pass the
     /// subscription's filters are skipped; if they are skipped because of Forward State the
-    /// stream can no longer be finished and is reset at the end.
+    /// stream can no longer be finished and is reset at the end. Resolves once the object is
+    /// accepted (see [`SubgroupSender`] on coalescing): handed to the transport, or, up to
+    /// 4 KiB, held behind bytes it has not taken yet, which a task hands over without further
+    /// calls.
     ///
-    /// Not cancel-safe: dropped before it resolves, part of the object may have been written;
-    /// drop the sender then (it resets the stream) rather than writing on.
+    /// Cancel-safe once polled for a payload up to 4 KiB: the object is taken whole on the
+    /// first poll, and dropping the future only stops waiting for room. Not for a larger one:
+    /// dropped before it resolves, its rest waits for the next write, flush or finish; drop
+    /// the sender then (it resets the stream) rather than writing on.
     pub async fn write(
         &mut self,
         id: u64,
@@ -131,82 +134,37 @@ impl SubgroupSender {
         if !self.encode(id, properties, status, payload.len(), first_byte)? {
             return Ok(());
         }
-        if payload.len() <= COALESCE_MAX {
-            // One chunk (see COALESCE_MAX).
-            self.append(&payload);
-            let chunk = self.buf.split().freeze();
-            return Ok(self.stream()?.write_chunk(chunk).await?);
-        }
-        let header = self.buf.split().freeze();
-        // Header and payload in one write: each write takes the connection's lock and wakes
-        // its driver, which for small objects costs more than the bytes.
-        self.stream()?
-            .write_all_chunks(&mut [header, payload])
-            .await?;
-        Ok(())
+        self.out.stage(&self.buf, payload);
+        Ok(self.out.send().await?)
     }
 
-    /// Writes Normal objects, each `(Object ID, payload)` in order, in one write to the
+    /// Writes Normal objects, each `(Object ID, payload)` in order, in one hand-over to the
     /// stream: for objects that are ready together (a burst, a backlog), one write costs
     /// less than one per object, which for small objects is most of the cost. Each object
     /// passes the same checks as with [`SubgroupSender::write`].
     ///
-    /// Not cancel-safe, like [`SubgroupSender::write`].
+    /// Cancel safety as with [`SubgroupSender::write`] (any payload over 4 KiB makes it not
+    /// cancel-safe).
     pub async fn write_objects(
         &mut self,
         objects: impl IntoIterator<Item = (u64, Bytes)>,
     ) -> Result<(), Error> {
         let none = Properties::new();
-        // The list of chunks is kept between writes (a relay behind writes a batch per wake).
-        let mut chunks = std::mem::take(&mut self.chunks);
-        chunks.clear();
-        self.buf.clear();
         for (id, payload) in objects {
+            self.buf.clear();
             if !self.encode(id, &none, ObjectStatus::Normal, payload.len(), None)? {
                 continue;
             }
-            // Small objects collect in the buffer, header and payload (see COALESCE_MAX);
-            // a large payload goes as its own chunk after what was collected.
-            if payload.len() <= COALESCE_MAX {
-                self.append(&payload);
-                if self.buf.len() < COALESCED_CHUNK {
-                    continue;
-                }
-                chunks.push(self.buf.split().freeze());
-            } else {
-                chunks.push(self.buf.split().freeze());
-                chunks.push(payload);
-            }
+            self.out.stage(&self.buf, payload);
         }
-        if !self.buf.is_empty() {
-            chunks.push(self.buf.split().freeze());
-        }
-        if !chunks.is_empty() {
-            self.stream()?.write_all_chunks(&mut chunks).await?;
-        }
-        chunks.clear();
-        self.chunks = chunks;
-        Ok(())
+        Ok(self.out.send().await?)
     }
 
-    /// Copies a small payload behind the header just encoded; when the buffer's allocation is
-    /// full, the next is sized for a few such objects (at most [`COALESCE_BLOCK`]), so that
-    /// objects share allocations rather than take one each.
-    fn append(&mut self, payload: &[u8]) {
-        let need = self.buf.len() + payload.len();
-        if self.buf.capacity() < need {
-            let cap = need.max(need.saturating_mul(4).clamp(HEADERS_BUFFER, COALESCE_BLOCK));
-            let mut buf = BytesMut::with_capacity(cap);
-            buf.extend_from_slice(&self.buf);
-            self.buf = buf;
-        }
-        self.buf.extend_from_slice(payload);
-    }
-
-    fn stream(&mut self) -> Result<&mut BoxSendStream, Error> {
-        self.stream
-            .as_mut()
-            .ok_or(Error::Invalid("subgroup stream already closed".into()))
+    /// Resolves once the transport took every byte written so far (nothing is held).
+    ///
+    /// Cancel-safe.
+    pub async fn flush(&mut self) -> Result<(), Error> {
+        Ok(self.out.flush().await?)
     }
 
     /// Checks one object against the subscription and appends what precedes its payload to the
@@ -264,10 +222,10 @@ impl SubgroupSender {
             self.abort(StreamResetCode::DELIVERY_TIMEOUT);
             return Err(Error::Cancelled(StreamResetCode::DELIVERY_TIMEOUT));
         }
-        self.stream()?;
-        // Headers are encoded one after another into one buffer and split off it, so that
-        // objects share an allocation instead of one each (the callers clear it first: a
-        // failed encoding may have left bytes).
+        if !self.out.is_open() {
+            return Err(Error::Invalid("subgroup stream already closed".into()));
+        }
+        // The callers clear the buffer first: a failed encoding may have left bytes.
         if !self.header_sent {
             self.encode_stream_header()?;
             self.header_sent = true;
@@ -290,9 +248,9 @@ impl SubgroupSender {
         self.writer.encode_header(&mut self.buf)
     }
 
-    /// Writes a Normal object now.
+    /// Writes a Normal object now (see [`SubgroupSender::write`]).
     ///
-    /// Not cancel-safe, like [`SubgroupSender::write`].
+    /// Cancel safety as with [`SubgroupSender::write`].
     pub async fn write_object(&mut self, id: u64, payload: Bytes) -> Result<(), Error> {
         self.write(id, &Properties::new(), ObjectStatus::Normal, payload, None)
             .await
@@ -305,24 +263,23 @@ impl SubgroupSender {
             self.abort(StreamResetCode::CANCELLED);
             return;
         }
-        let Some(mut stream) = self.stream.take() else {
+        let Some((mut stream, mut held)) = self.out.take() else {
             return;
         };
         // An empty subgroup still says it exists: its header alone.
-        let header = (!self.header_sent)
-            .then(|| {
-                self.buf.clear();
-                self.encode_stream_header().ok()?;
-                Some(self.buf.split().freeze())
-            })
-            .flatten();
+        if !self.header_sent {
+            self.buf.clear();
+            if self.encode_stream_header().is_ok() {
+                held.push(self.buf.split().freeze());
+            }
+        }
         let params = self.shared.params();
         let timeout = self.shared.timeout(
             property::SUBGROUP_DELIVERY_TIMEOUT,
             params.subgroup_delivery_timeout,
             self.first_properties.as_ref(),
         );
-        if header.is_none() {
+        if held.is_empty() {
             let _ = stream.finish();
             self.shared.stream_closed();
             if timeout.is_none() {
@@ -334,8 +291,9 @@ impl SubgroupSender {
         // Watched until the peer acknowledged every byte (draft-19 §8: reset with
         // DELIVERY_TIMEOUT if that takes longer than the subgroup delivery timeout).
         self.shared.core().after_finish(async move {
-            if let Some(header) = header {
-                let _ = stream.write_all(&header).await;
+            // What the transport had not taken yet (or the lone header), then FIN.
+            if !held.is_empty() {
+                let _ = stream.write_all_chunks(&mut held).await;
                 let _ = stream.finish();
                 shared.stream_closed();
             }
@@ -355,8 +313,7 @@ impl SubgroupSender {
 
     /// Resets the stream with `code`.
     pub fn abort(&mut self, code: StreamResetCode) {
-        if let Some(mut s) = self.stream.take() {
-            s.reset(code.0);
+        if self.out.reset(code.0) {
             self.shared.stream_closed();
         }
     }

@@ -1,0 +1,95 @@
+//! Coalesced subgroup writes (`SubgroupSender`): bytes the transport could not take at once
+//! are held and handed over without any further write, flush or finish, so live latency does
+//! not depend on the next write; a lone object on an idle stream leaves with its write.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use bytes::Bytes;
+use common::{TestServer, case, transports};
+use moq_core::data::SubgroupId;
+use moq_core::message::Parameters;
+use moq_core::{FullTrackName, TrackNamespace, Version};
+use moq_transport::SessionConfig;
+use moq_transport::track::{Incoming, SubscribeResponse, TrackEvent};
+
+fn track(name: &str) -> FullTrackName {
+    FullTrackName::new(
+        TrackNamespace::from_strs(["live", "coalesce"]).unwrap(),
+        name.as_bytes().to_vec(),
+    )
+    .unwrap()
+}
+
+/// 4 MiB of 1 KiB objects written as fast as the writes resolve (faster than the transport
+/// takes them, so bytes are held), then nothing: the subscriber reads every object while the
+/// sender is kept open, unfinished and unflushed. Then a lone object
+/// after the backlog drained arrives on its own too, and `flush` resolves.
+#[tokio::test]
+async fn held_bytes_leave_without_a_further_write() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
+            let mut srv = TestServer::start(SessionConfig::default().with_requests());
+            let (client, server) = srv
+                .connect(
+                    transport,
+                    vec![Version::Draft19],
+                    SessionConfig::default().with_requests(),
+                )
+                .await;
+            let accept = async {
+                match server.incoming().next().await.expect("no request") {
+                    Incoming::Subscribe(r) => r.accept(SubscribeResponse::default()).await,
+                    other => panic!("expected SUBSCRIBE, got {other:?}"),
+                }
+            };
+            let (sub, writer) =
+                tokio::join!(client.subscribe(track("t"), Parameters::default()), accept);
+            let (mut sub, writer) = (sub.unwrap(), writer.unwrap());
+
+            const N: u64 = 4096;
+            let mut sg = writer
+                .open_subgroup(0, SubgroupId::Zero, None, true)
+                .await
+                .unwrap();
+            let payload = Bytes::from(vec![7u8; 1024]);
+            let write = async {
+                for id in 0..N {
+                    sg.write_object(id, payload.clone()).await.unwrap();
+                }
+                // Neither finished nor flushed nor dropped after this: held bytes must still
+                // arrive.
+            };
+            let read = async {
+                let Some(Ok(TrackEvent::Subgroup(mut s))) = sub.next().await else {
+                    panic!("no subgroup");
+                };
+                for id in 0..N {
+                    let o = s.next_object().await.unwrap().expect("stream ended early");
+                    assert_eq!(o.location.object, id);
+                    assert_eq!(o.payload.len(), 1024);
+                }
+                s
+            };
+            let ((), mut s) = tokio::join!(write, read);
+            // The backlog is gone: a lone object leaves with its write.
+            sg.write_object(N, Bytes::from_static(b"lone"))
+                .await
+                .unwrap();
+            let o = s.next_object().await.unwrap().expect("stream ended early");
+            assert_eq!((o.location.object, &o.payload[..]), (N, &b"lone"[..]));
+            sg.flush().await.unwrap();
+            sg.finish();
+            assert!(
+                s.next_object().await.unwrap().is_none(),
+                "FIN after the objects"
+            );
+        })
+        .await;
+    }
+}
