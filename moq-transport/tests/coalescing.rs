@@ -93,3 +93,67 @@ async fn held_bytes_leave_without_a_further_write() {
         .await;
     }
 }
+
+/// The subscriber stops reading and the session closes while small objects are held: the
+/// writer's writes and `flush` end with an error, none waits for ever (the flusher is a task
+/// of the session's set, cancelled with it, and its end fails the held bytes).
+#[tokio::test]
+async fn held_bytes_end_with_an_error_when_the_session_closes() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
+            let mut srv = TestServer::start(SessionConfig::default().with_requests());
+            let (client, server) = srv
+                .connect(
+                    transport,
+                    vec![Version::Draft19],
+                    SessionConfig::default().with_requests(),
+                )
+                .await;
+            let accept = async {
+                match server.incoming().next().await.expect("no request") {
+                    Incoming::Subscribe(r) => r.accept(SubscribeResponse::default()).await,
+                    other => panic!("expected SUBSCRIBE, got {other:?}"),
+                }
+            };
+            let (sub, writer) =
+                tokio::join!(client.subscribe(track("t"), Parameters::default()), accept);
+            let (_sub, writer) = (sub.unwrap(), writer.unwrap());
+            let mut sg = writer
+                .open_subgroup(0, SubgroupId::Zero, None, true)
+                .await
+                .unwrap();
+            let payload = Bytes::from(vec![7u8; 1024]);
+            // Nobody reads: the stream's flow control fills and writes start to wait.
+            let mut failed = false;
+            for id in 0..100_000u64 {
+                let w = tokio::time::timeout(
+                    std::time::Duration::from_millis(200),
+                    sg.write_object(id, payload.clone()),
+                )
+                .await;
+                match w {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => {
+                        failed = true;
+                        break;
+                    }
+                    // Blocked on held bytes: close the session under it.
+                    Err(_) => break,
+                }
+            }
+            assert!(!failed, "no write fails while the session is open");
+            server.close(moq_core::codes::SessionErrorCode::NO_ERROR, "bye");
+            let mut ended = false;
+            for id in 0..100_000u64 {
+                if sg.write_object(id, payload.clone()).await.is_err() {
+                    ended = true;
+                    break;
+                }
+            }
+            assert!(ended, "writes end with an error once the session is closed");
+            let f = sg.flush().await;
+            assert!(f.is_err(), "flush too: {f:?}");
+        })
+        .await;
+    }
+}

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 
+use crate::session::SessionCore;
 use crate::transport::{BoxSendStream, TransportError};
 
 /// Payloads up to this size are copied behind their header into one buffer; larger ones are
@@ -58,7 +59,8 @@ struct Inner {
     /// A large payload is held: the writer waits until the transport took everything, as
     /// large objects gain nothing from being held.
     large: bool,
-    /// What the flusher's last write failed with, for the next write.
+    /// What a write to the stream failed with: every later call fails with it (the stream
+    /// is dead).
     error: Option<TransportError>,
     /// The writer, waiting for the held bytes to drop below [`HOLD_MAX`] or to be flushed.
     waiter: Option<Waker>,
@@ -183,16 +185,16 @@ impl Outbox {
     /// Hands what was staged to the stream: at once if it takes it without waiting, else to a
     /// flusher task that does as soon as it can. Waits only while [`HOLD_MAX`] bytes or more
     /// are held, or, when a payload larger than [`COALESCE_MAX`] was staged, until the
-    /// transport took everything (as without coalescing). Fails with what the stream failed
-    /// with, here or in the flusher since the last call.
+    /// transport took everything (as without coalescing). Once the stream failed, here or in
+    /// the flusher, this and every later call fail with that error.
     ///
     /// Cancel-safe when only small payloads were staged: they are sent whether or not this
     /// resolves. With a large one, dropped before it resolves, the rest waits for the next
     /// call.
-    pub(super) async fn send(&self) -> Result<(), TransportError> {
+    pub(super) async fn send(&self, session: &SessionCore) -> Result<(), TransportError> {
         poll_fn(|cx| {
             let mut inner = self.0.lock();
-            if let Some(e) = inner.error.take() {
+            if let Some(e) = inner.error.clone() {
                 inner.discard();
                 return Poll::Ready(Err(e));
             }
@@ -207,8 +209,9 @@ impl Outbox {
                 // to the transport from here.
                 if paused || inner.large {
                     if let Poll::Ready(r) = inner.poll_drain(cx) {
-                        if r.is_err() {
+                        if let Err(e) = &r {
                             inner.discard();
+                            inner.error = Some(e.clone());
                         }
                         return Poll::Ready(r);
                     }
@@ -220,8 +223,10 @@ impl Outbox {
                 // A flusher hands the bytes over as soon as the writer's task lets a worker
                 // run it (it yields, or the other worker is free), or the transport takes
                 // data; meanwhile later writes append to them.
+                // The flusher is a task of the session's own set: cancelled when the session
+                // ends, like every task of ours.
                 inner.flushing = true;
-                tokio::spawn(flush_task(self.0.clone()));
+                session.spawn(flush_task(Flusher(self.0.clone())));
             }
             if !inner.large && inner.held() < HOLD_MAX {
                 return Poll::Ready(Ok(()));
@@ -235,12 +240,16 @@ impl Outbox {
     /// Resolves once the stream took every byte written so far.
     ///
     /// Cancel-safe.
-    pub(super) async fn flush(&self) -> Result<(), TransportError> {
-        self.send().await?;
+    pub(super) async fn flush(&self, session: &SessionCore) -> Result<(), TransportError> {
+        self.send(session).await?;
         poll_fn(|cx| {
             let mut inner = self.0.lock();
-            if let Some(e) = inner.error.take() {
+            if let Some(e) = inner.error.clone() {
                 return Poll::Ready(Err(e));
+            }
+            if inner.stream.is_none() {
+                // Reset: what was held is gone.
+                return Poll::Ready(Err(TransportError::StreamClosed));
             }
             if !inner.flushing {
                 return Poll::Ready(Ok(()));
@@ -275,11 +284,31 @@ impl Outbox {
     }
 }
 
+/// The flusher's hold on an outbox. Dropped before the flusher finished (the session's task
+/// set was cancelled, or refused it because the session had ended), it fails the outbox so
+/// that a writer waiting for held bytes to leave wakes with an error rather than waiting for
+/// ever.
+struct Flusher(Arc<Mutex<Inner>>);
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        let mut inner = self.0.lock();
+        if inner.flushing {
+            inner.flushing = false;
+            inner.discard();
+            if inner.error.is_none() {
+                inner.error = Some(TransportError::ClosedLocally);
+            }
+            inner.wake();
+        }
+    }
+}
+
 /// Hands held bytes to the stream as it takes them, until none are held, the stream failed
 /// (kept for the writer's next call) or it was taken or reset.
-async fn flush_task(out: Arc<Mutex<Inner>>) {
+async fn flush_task(out: Flusher) {
     poll_fn(|cx| {
-        let mut inner = out.lock();
+        let mut inner = out.0.lock();
         if inner.stream.is_none() {
             inner.flushing = false;
             inner.wake();

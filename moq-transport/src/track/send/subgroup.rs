@@ -135,7 +135,7 @@ impl SubgroupSender {
             return Ok(());
         }
         self.out.stage(&self.buf, payload);
-        Ok(self.out.send().await?)
+        Ok(self.out.send(self.shared.core()).await?)
     }
 
     /// Writes Normal objects, each `(Object ID, payload)` in order, in one hand-over to the
@@ -157,14 +157,17 @@ impl SubgroupSender {
             }
             self.out.stage(&self.buf, payload);
         }
-        Ok(self.out.send().await?)
+        Ok(self.out.send(self.shared.core()).await?)
     }
 
     /// Resolves once the transport took every byte written so far (nothing is held).
     ///
     /// Cancel-safe.
     pub async fn flush(&mut self) -> Result<(), Error> {
-        Ok(self.out.flush().await?)
+        self.shared
+            .check_open()
+            .inspect_err(|_| self.abort(StreamResetCode::CANCELLED))?;
+        Ok(self.out.flush(self.shared.core()).await?)
     }
 
     /// Checks one object against the subscription and appends what precedes its payload to the
