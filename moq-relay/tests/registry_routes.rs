@@ -15,10 +15,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Binary, ns, timeout};
+use common::{Binary, case, ns, timeout};
 use moq_client::{Client, Publisher, Session, SubscribeOptions};
-use moq_core::FullTrackName;
 use moq_core::codes::RequestErrorCode;
+use moq_core::{FullTrackName, Location};
 use moq_relay::registry::{
     RedisRegistry, RedisRegistryConfig, Registry, RelayRef, register_local_namespaces,
 };
@@ -142,6 +142,17 @@ fn relay(
     registry: &Arc<RedisRegistry>,
     pins: Vec<[u8; 32]>,
 ) -> Relay {
+    relay_on("moqt", id, cert, registry, pins)
+}
+
+/// [`relay`], registered with an address of `scheme` (`moqt` raw QUIC, `https` WebTransport).
+fn relay_on(
+    scheme: &str,
+    id: &str,
+    cert: &Certificate,
+    registry: &Arc<RedisRegistry>,
+    pins: Vec<[u8; 32]>,
+) -> Relay {
     let mut config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
     config.quic.keep_alive = Duration::from_millis(200);
     config.quic.idle_timeout = Duration::from_millis(1500);
@@ -149,7 +160,7 @@ fn relay(
     let r = Relay::bind(config).unwrap();
     let me = RelayRef {
         id: id.into(),
-        address: format!("moqt://localhost:{}", r.local_addr().port()),
+        address: format!("{scheme}://localhost:{}/", r.local_addr().port()),
     };
     let registry: Arc<dyn Registry> = registry.clone();
     r.spawn_task(register_local_namespaces(
@@ -380,4 +391,57 @@ async fn killing_the_origin_relay_ends_subscriptions_elsewhere() {
         drop((h, producer));
     })
     .await;
+}
+
+/// TRACK_STATUS on C and FETCH on E find A's track through the registry, over raw QUIC and
+/// over WebTransport links (the scheme of the address A registered).
+#[tokio::test]
+async fn fetch_and_track_status_find_the_origin() {
+    let Some(store) = Store::start() else { return };
+    let registry = Arc::new(store.registry(2000));
+    let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+    let pins = vec![cert.fingerprint()];
+    for scheme in ["moqt", "https"] {
+        case(scheme.to_string(), async {
+            let [a, c, e] = ["A", "C", "E"].map(|id| {
+                relay_on(
+                    scheme,
+                    &format!("{id}-{scheme}"),
+                    &cert,
+                    &registry,
+                    pins.clone(),
+                )
+            });
+            let fp = a.fingerprint();
+            let publisher = connect(a.local_addr().port(), &fp).await;
+            let path = format!("vod-{scheme}/room");
+            let h = publisher.publisher().publish_namespace(ns(&path)).unwrap();
+            h.announced().await.unwrap();
+            registered(&registry, &path, &format!("A-{scheme}")).await;
+            let track = FullTrackName::new(ns(&path), "t").unwrap();
+            let producer = publisher.publisher().create_track(track.clone()).unwrap();
+            for g in 0..4 {
+                let mut w = producer.append_group().unwrap();
+                w.write(format!("g{g}")).unwrap();
+                w.finish().unwrap();
+            }
+            let s = connect(c.local_addr().port(), &fp).await;
+            let info = s.subscriber().track_status(track.clone()).await.unwrap();
+            assert_eq!(info.largest.map(|l| l.group), Some(3), "{scheme}");
+            let s = connect(e.local_addr().port(), &fp).await;
+            let mut f = s
+                .subscriber()
+                .fetch(track.clone(), Location::new(1, 0), Location::new(2, 0))
+                .await
+                .unwrap();
+            let mut groups = Vec::new();
+            while let Some(o) = f.next_object().await {
+                groups.push(o.unwrap().location.group);
+            }
+            assert_eq!(groups, vec![1, 2], "{scheme}");
+            assert_eq!((c.origin_links(), e.origin_links()), (1, 1), "{scheme}");
+            drop((h, producer));
+        })
+        .await;
+    }
 }
