@@ -445,3 +445,64 @@ async fn fetch_and_track_status_find_the_origin() {
         .await;
     }
 }
+
+/// A namespace that moved from A to B while C's link to A stays in use (another track over
+/// it): C stops routing it through A within an idle period and finds B by a new lookup.
+#[tokio::test]
+async fn a_namespace_that_moved_is_looked_up_again() {
+    let Some(store) = Store::start() else { return };
+    timeout(async {
+        let registry = Arc::new(store.registry(2000));
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let pins = vec![cert.fingerprint()];
+        let [a, b, c] = ["A", "B", "C"].map(|id| relay(id, &cert, &registry, pins.clone()));
+        let fp = a.fingerprint();
+        let pa = connect(a.local_addr().port(), &fp).await;
+        let keep = pa.publisher().publish_namespace(ns("mv/keep")).unwrap();
+        keep.announced().await.unwrap();
+        let room_a = pa.publisher().publish_namespace(ns("mv/room")).unwrap();
+        room_a.announced().await.unwrap();
+        registered(&registry, "mv/keep", "A").await;
+        registered(&registry, "mv/room", "A").await;
+        let kept = FullTrackName::new(ns("mv/keep"), "t").unwrap();
+        let _kept_producer = pa.publisher().create_track(kept.clone()).unwrap();
+        let first = FullTrackName::new(ns("mv/room"), "t1").unwrap();
+        let first_producer = pa.publisher().create_track(first.clone()).unwrap();
+        let s = connect(c.local_addr().port(), &fp).await;
+        let subscribe = |t: &FullTrackName| {
+            s.subscriber()
+                .subscribe(t.clone(), SubscribeOptions::default())
+        };
+        // The link to A stays in use for mv/keep; mv/room is routed through it too.
+        let _kept_sub = subscribe(&kept).await.unwrap();
+        drop(subscribe(&first).await.unwrap());
+        assert_eq!(c.origin_links(), 1);
+        // mv/room moves to B.
+        drop((room_a, first_producer));
+        let pb = connect(b.local_addr().port(), &fp).await;
+        let room_b = pb.publisher().publish_namespace(ns("mv/room")).unwrap();
+        room_b.announced().await.unwrap();
+        registered(&registry, "mv/room", "B").await;
+        let second = FullTrackName::new(ns("mv/room"), "t2").unwrap();
+        let producer = pb.publisher().create_track(second.clone()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut sub = loop {
+            let sub = subscribe(&second).await;
+            if c.origin_links() == 2 {
+                break sub.unwrap();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "C still routes mv/room through A only"
+            );
+            // C re-checks its links' routes once an idle period (500 ms): nothing to await.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let mut g = producer.append_group().unwrap();
+        g.write("from B").unwrap();
+        g.finish().unwrap();
+        assert_eq!(common::read_objects(&mut sub, 1).await[0].1, "from B");
+        drop((keep, room_b));
+    })
+    .await;
+}

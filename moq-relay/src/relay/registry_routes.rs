@@ -184,6 +184,7 @@ impl Inner {
                 slot: slot.clone(),
                 session: session.clone(),
                 id,
+                relay: origin.relay.id.clone(),
             };
             self.tasks.spawn(watched.run(cfg.idle));
             *link = Some(OriginLink {
@@ -263,6 +264,8 @@ struct Watched {
     slot: Slot,
     session: Session,
     id: u64,
+    /// The origin relay's id.
+    relay: String,
 }
 
 impl Watched {
@@ -277,6 +280,7 @@ impl Watched {
                 _ = self.session.closed() => break,
                 _ = tick.tick() => {
                     let Some(i) = self.inner.upgrade() else { return };
+                    self.forget_moved(&i).await;
                     let used = i.link_in_use(self.id);
                     if !used && unused {
                         break;
@@ -290,5 +294,40 @@ impl Watched {
         };
         let mut link = self.slot.lock().await;
         i.drop_link(&mut link, self.id);
+    }
+
+    /// Stops routing through this link the namespaces the registry no longer names its relay
+    /// the origin of (moved to another relay, or gone), so the next request for them looks
+    /// them up again; subscriptions already made stay. A store that does not answer changes
+    /// nothing.
+    async fn forget_moved(&self, inner: &Arc<Inner>) {
+        let Some(cfg) = inner.origins.config.get() else {
+            return;
+        };
+        let namespaces: Vec<TrackNamespace> = match self.slot.try_lock() {
+            Ok(l) => (l.iter())
+                .filter(|l| l.id == self.id)
+                .flat_map(|l| l.namespaces.iter().cloned())
+                .collect(),
+            Err(_) => return,
+        };
+        for ns in namespaces {
+            let moved = match cfg.registry.lookup(&ns).await {
+                Ok(Some(o)) => o.relay.id != self.relay,
+                Ok(None) => true,
+                Err(_) => false,
+            };
+            if !moved {
+                continue;
+            }
+            if let Ok(mut l) = self.slot.try_lock()
+                && let Some(l) = l.as_mut().filter(|l| l.id == self.id)
+                && l.namespaces.remove(&ns)
+            {
+                inner.routes.lock().remove(&ns, self.id);
+                inner.routes_changed.send_modify(|v| *v += 1);
+                tracing::debug!(namespace = %ns, relay = %self.relay, "origin moved; route dropped");
+            }
+        }
     }
 }
