@@ -399,17 +399,7 @@ async fn run(s: Settings) -> anyhow::Result<()> {
         let mut c = moq_relay::cluster::ClusterConfig::new(node, s.cluster_peer.clone());
         c.token = s.cluster_token.clone();
         c.upstreams = s.cluster_upstream.clone();
-        if !s.cluster_fingerprint.is_empty() {
-            let pins = s
-                .cluster_fingerprint
-                .iter()
-                .map(|f| moq_transport::tls::parse_fingerprint(f))
-                .collect::<Result<Vec<_>, _>>()?;
-            c.tls = moq_transport::tls::ClientTls {
-                fingerprints: pins,
-                ..Default::default()
-            };
-        }
+        c.tls = link_tls(&s)?;
         config.cluster = Some(c);
     }
     let auth = authorizer(&s)?;
@@ -457,6 +447,23 @@ async fn run(s: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How links (cluster peers, origin relays found through the registry) trust certificates:
+/// the `--cluster-fingerprint` pins, else the system roots.
+fn link_tls(s: &Settings) -> anyhow::Result<moq_transport::tls::ClientTls> {
+    if s.cluster_fingerprint.is_empty() {
+        return Ok(Default::default());
+    }
+    let pins = s
+        .cluster_fingerprint
+        .iter()
+        .map(|f| moq_transport::tls::parse_fingerprint(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(moq_transport::tls::ClientTls {
+        fingerprints: pins,
+        ..Default::default()
+    })
+}
+
 /// Heartbeats this relay to the registry at `url` (its sessions are its load) and registers
 /// the namespaces its publishers announce, until the relay stops. The store may be down: both
 /// are tried again, and the relay runs regardless.
@@ -487,6 +494,11 @@ fn start_registry(s: &Settings, url: &str, relay: &Relay, bind: SocketAddr) -> a
     } else {
         let glue = register_local_namespaces(relay.clone(), registry.clone(), me.clone());
         relay.spawn_task(glue);
+        // What no local publisher has is looked up there and taken from its origin relay.
+        let mut routing = moq_relay::RegistryRouting::new(registry.clone(), me.clone());
+        routing.token = s.cluster_token.clone();
+        routing.tls = link_tls(s)?;
+        relay.route_through_registry(routing);
     }
     let load = relay.clone();
     relay.spawn_task(heartbeat_loop(

@@ -14,6 +14,7 @@
 mod cluster_glue;
 mod lifecycle;
 mod mirror;
+mod registry_routes;
 mod requests;
 mod routing;
 mod session;
@@ -42,6 +43,7 @@ use tokio::task::JoinHandle;
 
 use self::cluster_glue::keep_link;
 use self::lifecycle::run_timers;
+pub use self::registry_routes::RegistryRouting;
 use self::requests::RelayUpstream;
 use self::state::{ClusterState, Inner, Link};
 use self::tasks::TaskSet;
@@ -138,6 +140,7 @@ impl Relay {
             }),
             tasks,
             timers,
+            origins: Default::default(),
         });
         inner.tasks.spawn(run_timers(Arc::downgrade(&inner), due));
         Ok(Relay {

@@ -59,6 +59,7 @@ impl Upstream for RelayUpstream {
         params: &Parameters,
     ) -> Result<Source, RequestError> {
         let inner = self.inner()?;
+        inner.route_from_registry(&name.namespace).await?;
         let rendezvous = params
             .rendezvous_timeout
             .filter(|t| *t > 0)
@@ -103,6 +104,7 @@ impl Upstream for RelayUpstream {
         _held: Option<TrackCache>,
     ) -> Result<TrackStatusInfo, RequestError> {
         let inner = self.inner()?;
+        inner.route_from_registry(&name.namespace).await?;
         track_status(&inner, name).await
     }
 
@@ -121,6 +123,10 @@ impl Upstream for RelayUpstream {
 /// FETCH: from the cache when it holds the whole range, else from one publisher.
 async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
     let name = f.track().clone();
+    if let Err(e) = inner.route_from_registry(&name.namespace).await {
+        f.reject(e);
+        return;
+    }
     let cached = inner.tracks.lock().get(&name).cloned();
     let mut budget = fill_budget(f.params().fill_timeout);
     // A track whose publisher ended it is served from its cache while that holds objects

@@ -60,6 +60,8 @@ pub(super) struct Inner {
     /// The timers of the relay's tracks (`lifecycle::run_timers`): set from `Drop`, which
     /// spawns nothing.
     pub(super) timers: mpsc::UnboundedSender<Timer>,
+    /// Origins found through a route registry, and the links to them.
+    pub(super) origins: super::registry_routes::Origins,
 }
 
 /// What the relay knows of its cluster.

@@ -1,0 +1,333 @@
+//! Origins found on demand through the route registry (issue 36): a SUBSCRIBE, FETCH or
+//! TRACK_STATUS for a namespace no session here publishes asks the registry for its origin
+//! relay, dials it (one link per origin relay, reused, closed once idle) and routes the
+//! namespace through that link, so the relay's usual machinery subscribes upstream there (one
+//! upstream subscription per track and link, however many local subscribers).
+//!
+//! Lookup rule: the longest registered prefix of the track's namespace (field-wise, the
+//! namespace itself first), the same rule the relay's own routes follow for PUBLISH_NAMESPACE.
+//! Only a miss waits on the store: a namespace routed through a link is served from the
+//! relay's routes until the link closes.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use moq_core::TrackNamespace;
+use moq_core::codes::{RequestErrorCode, SessionErrorCode};
+use moq_core::message::RequestError;
+use moq_transport::endpoint::{Client, ClientConfig};
+use moq_transport::tls::ClientTls;
+use moq_transport::{Session, SessionConfig};
+use parking_lot::Mutex;
+
+use super::Relay;
+use super::state::{Inner, Route};
+use crate::registry::{Origin, Registry, RegistryError, RelayRef};
+
+/// How a relay finds origins through a registry ([`Relay::route_through_registry`]).
+#[derive(Clone)]
+pub struct RegistryRouting {
+    /// The registry the cluster's relays register their namespaces in.
+    pub registry: Arc<dyn Registry>,
+    /// This relay as the registry names it (an origin that is this relay is not dialed).
+    pub me: RelayRef,
+    /// The token a link presents to an origin relay (`?jwt=`, like a cluster link's); it must
+    /// grant subscribe on what is looked up.
+    pub token: Option<String>,
+    /// How links trust the origin relays' certificates.
+    pub tls: ClientTls,
+    /// A link with no upstream subscription over it for this long (checked every `idle`,
+    /// so between one and two times it) is closed.
+    pub idle: Duration,
+    /// How long dialing an origin relay may take before the request is refused.
+    pub connect_timeout: Duration,
+}
+
+impl RegistryRouting {
+    /// Routing through `registry` as `me`, with no token, default TLS, links closed after
+    /// 30 s idle and dials given 5 s.
+    pub fn new(registry: Arc<dyn Registry>, me: RelayRef) -> Self {
+        RegistryRouting {
+            registry,
+            me,
+            token: None,
+            tls: ClientTls::default(),
+            idle: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl fmt::Debug for RegistryRouting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryRouting")
+            .field("me", &self.me)
+            .field("idle", &self.idle)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A link to an origin relay: its route id and session, and the namespaces routed through it.
+struct OriginLink {
+    id: u64,
+    session: Session,
+    namespaces: HashSet<TrackNamespace>,
+}
+
+/// A slot per origin relay id: dials to one relay are made one at a time.
+type Slot = Arc<tokio::sync::Mutex<Option<OriginLink>>>;
+
+/// The relay's registry routing: its configuration once set, and its links by origin relay id.
+#[derive(Default)]
+pub(super) struct Origins {
+    config: std::sync::OnceLock<RegistryRouting>,
+    links: Mutex<HashMap<String, Slot>>,
+}
+
+impl fmt::Debug for Origins {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Origins")
+            .field("config", &self.config.get())
+            .field("links", &self.links.lock().len())
+            .finish()
+    }
+}
+
+impl Relay {
+    /// Finds the origin of what no local publisher has through `routing`'s registry: a
+    /// SUBSCRIBE, FETCH or TRACK_STATUS for such a namespace looks up its longest registered
+    /// prefix and subscribes upstream at the origin relay over a link kept per origin relay.
+    /// With no origin registered the request is refused with DOES_NOT_EXIST, with the store
+    /// unreachable with INTERNAL_ERROR. Returns false (and changes nothing) if routing was
+    /// already set.
+    pub fn route_through_registry(&self, routing: RegistryRouting) -> bool {
+        self.inner.origins.config.set(routing).is_ok()
+    }
+
+    /// The number of links to origin relays found through the registry open now.
+    pub fn origin_links(&self) -> usize {
+        let slots: Vec<Slot> = self.inner.origins.links.lock().values().cloned().collect();
+        slots
+            .iter()
+            .filter(|s| s.try_lock().map(|l| l.is_some()).unwrap_or(true))
+            .count()
+    }
+}
+
+/// The origin of `ns`'s longest registered prefix (the namespace itself first), if any.
+async fn lookup_longest(
+    registry: &dyn Registry,
+    ns: &TrackNamespace,
+) -> Result<Option<(TrackNamespace, Origin)>, RegistryError> {
+    for n in (1..=ns.len()).rev() {
+        let fields = ns.fields().iter().take(n).cloned();
+        let Ok(prefix) = TrackNamespace::new(fields) else {
+            continue;
+        };
+        if let Some(origin) = registry.lookup(&prefix).await? {
+            return Ok(Some((prefix, origin)));
+        }
+    }
+    Ok(None)
+}
+
+impl Inner {
+    /// Routes `ns` through its origin relay when the relay is routing through a registry and
+    /// no route reaches `ns` now. Ok with no route added when nobody registered it (the
+    /// request then finds no publisher: DOES_NOT_EXIST); an error to answer the request with
+    /// when the store or the origin cannot be reached. Cancel-safe: dropped midway, a link
+    /// being dialed is dropped and nothing is routed.
+    pub(super) async fn route_from_registry(
+        self: &Arc<Self>,
+        ns: &TrackNamespace,
+    ) -> Result<(), RequestError> {
+        let Some(cfg) = self.origins.config.get() else {
+            return Ok(());
+        };
+        if !self.routes_for(ns).is_empty() || ns.is_empty() {
+            return Ok(());
+        }
+        let internal = |why: String| RequestError::new(RequestErrorCode::INTERNAL_ERROR, why);
+        let found = lookup_longest(&*cfg.registry, ns)
+            .await
+            .map_err(|e| internal(format!("route registry: {e}")))?;
+        let Some((prefix, origin)) = found else {
+            return Ok(());
+        };
+        if origin.relay.id == cfg.me.id {
+            // Registered as this relay's but no publisher is here (it just left): none.
+            return Ok(());
+        }
+        let slot = (self.origins.links.lock())
+            .entry(origin.relay.id.clone())
+            .or_default()
+            .clone();
+        let mut link = slot.lock().await;
+        if link
+            .as_ref()
+            .is_some_and(|l| l.session.close_reason().is_some())
+        {
+            *link = None;
+        }
+        if link.is_none() {
+            let session = self
+                .dial_origin(cfg, &origin.relay)
+                .await
+                .map_err(|e| internal(format!("origin relay {}: {e}", origin.relay.id)))?;
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(relay = %origin.relay.id, address = %origin.relay.address, "link to an origin relay up");
+            let watched = Watched {
+                inner: Arc::downgrade(self),
+                slot: slot.clone(),
+                session: session.clone(),
+                id,
+                relay: origin.relay.id.clone(),
+            };
+            self.tasks.spawn(watched.run(cfg.idle));
+            *link = Some(OriginLink {
+                id,
+                session,
+                namespaces: HashSet::new(),
+            });
+        }
+        let Some(l) = link.as_mut() else {
+            return Ok(());
+        };
+        if l.namespaces.insert(prefix.clone()) {
+            let route = Route {
+                session_id: l.id,
+                session: l.session.clone(),
+            };
+            self.routes.lock().insert(&prefix, l.id, route);
+            self.routes_changed.send_modify(|v| *v += 1);
+        }
+        Ok(())
+    }
+
+    /// Dials `relay` for a link: a plain subscriber session presenting the routing's token.
+    async fn dial_origin(
+        &self,
+        cfg: &RegistryRouting,
+        relay: &RelayRef,
+    ) -> Result<Session, moq_transport::Error> {
+        let client = Client::new(ClientConfig {
+            tls: cfg.tls.clone(),
+            versions: self.config.versions.clone(),
+            session: SessionConfig::default(),
+            share_indexes: false,
+            quic: self.config.quic,
+            udp_buffer: self.config.udp_buffer,
+        })?;
+        let base = relay.address.trim_end_matches('/');
+        let url = match &cfg.token {
+            Some(t) => format!("{base}/?jwt={t}"),
+            None => base.to_string(),
+        };
+        match tokio::time::timeout(cfg.connect_timeout, client.connect(&url)).await {
+            Ok(r) => r,
+            Err(_) => Err(moq_transport::Error::Timeout("dialing the origin relay")),
+        }
+    }
+
+    /// Whether a track has a running upstream subscription over route `id`.
+    fn link_in_use(&self, id: u64) -> bool {
+        let tracks: Vec<_> = self.tracks.lock().values().cloned().collect();
+        tracks.iter().any(|t| {
+            t.upstreams
+                .lock()
+                .get(&id)
+                .is_some_and(|h| !h.is_finished())
+        })
+    }
+
+    /// Removes link `id`'s routes and closes it, if `link` still holds it.
+    fn drop_link(&self, link: &mut Option<OriginLink>, id: u64) {
+        let Some(l) = link.take_if(|l| l.id == id) else {
+            return;
+        };
+        let mut routes = self.routes.lock();
+        for ns in &l.namespaces {
+            routes.remove(ns, id);
+        }
+        drop(routes);
+        l.session.close(SessionErrorCode::NO_ERROR, "idle");
+        self.routes_changed.send_modify(|v| *v += 1);
+    }
+}
+
+/// A link being watched ([`Watched::run`]).
+struct Watched {
+    inner: std::sync::Weak<Inner>,
+    slot: Slot,
+    session: Session,
+    id: u64,
+    /// The origin relay's id.
+    relay: String,
+}
+
+impl Watched {
+    /// Removes the link's routes when its session ends, and closes it once no upstream
+    /// subscription used it for a whole `idle` period.
+    async fn run(self, idle: Duration) {
+        let mut tick = tokio::time::interval(idle);
+        tick.tick().await;
+        let mut unused = false;
+        loop {
+            tokio::select! {
+                _ = self.session.closed() => break,
+                _ = tick.tick() => {
+                    let Some(i) = self.inner.upgrade() else { return };
+                    self.forget_moved(&i).await;
+                    let used = i.link_in_use(self.id);
+                    if !used && unused {
+                        break;
+                    }
+                    unused = !used;
+                }
+            }
+        }
+        let Some(i) = self.inner.upgrade() else {
+            return;
+        };
+        let mut link = self.slot.lock().await;
+        i.drop_link(&mut link, self.id);
+    }
+
+    /// Stops routing through this link the namespaces the registry no longer names its relay
+    /// the origin of (moved to another relay, or gone), so the next request for them looks
+    /// them up again; subscriptions already made stay. A store that does not answer changes
+    /// nothing.
+    async fn forget_moved(&self, inner: &Arc<Inner>) {
+        let Some(cfg) = inner.origins.config.get() else {
+            return;
+        };
+        let namespaces: Vec<TrackNamespace> = match self.slot.try_lock() {
+            Ok(l) => (l.iter())
+                .filter(|l| l.id == self.id)
+                .flat_map(|l| l.namespaces.iter().cloned())
+                .collect(),
+            Err(_) => return,
+        };
+        for ns in namespaces {
+            let moved = match cfg.registry.lookup(&ns).await {
+                Ok(Some(o)) => o.relay.id != self.relay,
+                Ok(None) => true,
+                Err(_) => false,
+            };
+            if !moved {
+                continue;
+            }
+            if let Ok(mut l) = self.slot.try_lock()
+                && let Some(l) = l.as_mut().filter(|l| l.id == self.id)
+                && l.namespaces.remove(&ns)
+            {
+                inner.routes.lock().remove(&ns, self.id);
+                inner.routes_changed.send_modify(|v| *v += 1);
+                tracing::debug!(namespace = %ns, relay = %self.relay, "origin moved; route dropped");
+            }
+        }
+    }
+}
