@@ -226,7 +226,10 @@ impl Outbox {
                 // The flusher is a task of the session's own set: cancelled when the session
                 // ends, like every task of ours.
                 inner.flushing = true;
-                session.spawn(flush_task(Flusher(self.0.clone())));
+                session.spawn(flush_task(Flusher {
+                    out: self.0.clone(),
+                    done: false,
+                }));
             }
             if !inner.large && inner.held() < HOLD_MAX {
                 return Poll::Ready(Ok(()));
@@ -288,30 +291,37 @@ impl Outbox {
 /// set was cancelled, or refused it because the session had ended), it fails the outbox so
 /// that a writer waiting for held bytes to leave wakes with an error rather than waiting for
 /// ever.
-struct Flusher(Arc<Mutex<Inner>>);
+struct Flusher {
+    out: Arc<Mutex<Inner>>,
+    /// It ended by itself (the outbox's `flushing` is no longer its own: a later write may
+    /// already have started the next flusher).
+    done: bool,
+}
 
 impl Drop for Flusher {
     fn drop(&mut self) {
-        let mut inner = self.0.lock();
-        if inner.flushing {
-            inner.flushing = false;
-            inner.discard();
-            if inner.error.is_none() {
-                inner.error = Some(TransportError::ClosedLocally);
-            }
-            inner.wake();
+        if self.done {
+            return;
         }
+        let mut inner = self.out.lock();
+        inner.flushing = false;
+        inner.discard();
+        if inner.error.is_none() {
+            inner.error = Some(TransportError::ClosedLocally);
+        }
+        inner.wake();
     }
 }
 
 /// Hands held bytes to the stream as it takes them, until none are held, the stream failed
 /// (kept for the writer's next call) or it was taken or reset.
-async fn flush_task(out: Flusher) {
+async fn flush_task(mut flusher: Flusher) {
     poll_fn(|cx| {
-        let mut inner = out.0.lock();
+        let mut inner = flusher.out.lock();
         if inner.stream.is_none() {
             inner.flushing = false;
             inner.wake();
+            flusher.done = true;
             return Poll::Ready(());
         }
         let r = inner.poll_drain(cx);
@@ -322,6 +332,7 @@ async fn flush_task(out: Flusher) {
             }
             inner.flushing = false;
             inner.wake();
+            flusher.done = true;
             return Poll::Ready(());
         }
         if inner.held() < HOLD_MAX {
