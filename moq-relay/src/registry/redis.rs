@@ -31,7 +31,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use moq_core::TrackNamespace;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSub};
-use redis::{AsyncCommands, Client, RedisError, Script};
+use redis::{AsyncCommands, Client, FromRedisValue, RedisError, Script, ScriptInvocation};
 use tokio::sync::mpsc;
 
 mod watch;
@@ -297,6 +297,23 @@ impl Inner {
     }
 
     /// `call`, failing with [`RegistryError::Unavailable`] after the timeout.
+    /// Runs one of the per-namespace scripts: the namespace's own key first, then what `more`
+    /// adds given the namespace's encoded first field and member; bounded like every call.
+    async fn on_namespace<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        namespace: &TrackNamespace,
+        more: impl FnOnce(&mut ScriptInvocation<'_>, &str, &str),
+    ) -> Result<T, RegistryError> {
+        let first = Inner::first(namespace)?;
+        let member = encode_namespace(namespace);
+        let mut con = self.connection.clone();
+        let mut call = script.key(self.key("ns", &member));
+        more(&mut call, &first, &member);
+        self.bounded(async move { call.invoke_async(&mut con).await })
+            .await
+    }
+
     async fn bounded<T>(
         &self,
         call: impl Future<Output = Result<T, RedisError>>,
@@ -519,20 +536,17 @@ impl Registry for RedisRegistry {
         check_text("relay id", &relay.id, false)?;
         check_text("relay address", &relay.address, false)?;
         let inner = &self.inner;
-        let first = Inner::first(namespace)?;
-        let member = encode_namespace(namespace);
-        let mut con = inner.connection.clone();
-        let mut call = inner.register.key(inner.key("ns", &member));
-        call.key(format!("{}epoch", inner.config.key_prefix))
-            .key(inner.key("idx", &first))
-            .key(inner.key("lex", &first))
-            .arg(&relay.id)
-            .arg(&relay.address)
-            .arg(inner.lease_ms())
-            .arg(&member)
-            .arg(inner.key("ch", &first));
         let value: Vec<u8> = inner
-            .bounded(async move { call.invoke_async(&mut con).await })
+            .on_namespace(&inner.register, namespace, |call, first, member| {
+                call.key(format!("{}epoch", inner.config.key_prefix))
+                    .key(inner.key("idx", first))
+                    .key(inner.key("lex", first))
+                    .arg(&relay.id)
+                    .arg(&relay.address)
+                    .arg(inner.lease_ms())
+                    .arg(member)
+                    .arg(inner.key("ch", first));
+            })
             .await?;
         inner.cache.forget(namespace);
         parse_origin(&value)
@@ -544,16 +558,13 @@ impl Registry for RedisRegistry {
         origin: &Origin,
     ) -> Result<(), RegistryError> {
         let inner = &self.inner;
-        let first = Inner::first(namespace)?;
-        let member = encode_namespace(namespace);
-        let mut con = inner.connection.clone();
-        let mut call = inner.refresh.key(inner.key("ns", &member));
-        call.key(inner.key("idx", &first))
-            .arg(origin_value(origin))
-            .arg(inner.lease_ms())
-            .arg(&member);
         let (ok, current): (i64, Vec<u8>) = inner
-            .bounded(async move { call.invoke_async(&mut con).await })
+            .on_namespace(&inner.refresh, namespace, |call, first, member| {
+                call.key(inner.key("idx", first))
+                    .arg(origin_value(origin))
+                    .arg(inner.lease_ms())
+                    .arg(member);
+            })
             .await?;
         if ok == 1 {
             return Ok(());
@@ -573,17 +584,14 @@ impl Registry for RedisRegistry {
         origin: &Origin,
     ) -> Result<(), RegistryError> {
         let inner = &self.inner;
-        let first = Inner::first(namespace)?;
-        let member = encode_namespace(namespace);
-        let mut con = inner.connection.clone();
-        let mut call = inner.unregister.key(inner.key("ns", &member));
-        call.key(inner.key("idx", &first))
-            .key(inner.key("lex", &first))
-            .arg(origin_value(origin))
-            .arg(&member)
-            .arg(inner.key("ch", &first));
         inner
-            .bounded(async move { call.invoke_async::<i64>(&mut con).await })
+            .on_namespace::<i64>(&inner.unregister, namespace, |call, first, member| {
+                call.key(inner.key("idx", first))
+                    .key(inner.key("lex", first))
+                    .arg(origin_value(origin))
+                    .arg(member)
+                    .arg(inner.key("ch", first));
+            })
             .await?;
         inner.cache.forget(namespace);
         Ok(())
