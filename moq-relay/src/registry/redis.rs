@@ -297,6 +297,28 @@ impl Inner {
     }
 
     /// `call`, failing with [`RegistryError::Unavailable`] after the timeout.
+    /// One page of a cursor scan matching `pattern`: `ZSCAN` of the sorted set `key`, or
+    /// `SCAN` of the key space when there is none.
+    async fn scan_page(
+        &self,
+        key: Option<&str>,
+        cursor: u64,
+        pattern: &str,
+    ) -> Result<(u64, Vec<String>), RegistryError> {
+        let mut cmd = redis::cmd(if key.is_some() { "ZSCAN" } else { "SCAN" });
+        if let Some(key) = key {
+            cmd.arg(key);
+        }
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000);
+        let mut con = self.connection.clone();
+        self.bounded(async move { cmd.query_async(&mut con).await })
+            .await
+    }
+
     /// Runs one of the per-namespace scripts: the namespace's own key first, then what `more`
     /// adds given the namespace's encoded first field and member; bounded like every call.
     async fn on_namespace<T: FromRedisValue>(
@@ -348,18 +370,7 @@ impl Inner {
         let pattern = format!("{}*", glob_escape(member_prefix));
         let mut cursor = 0u64;
         loop {
-            let mut con = self.connection.clone();
-            let cmd = redis::cmd("ZSCAN")
-                .arg(idx)
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .clone();
-            let (next, page): (u64, Vec<String>) = self
-                .bounded(async move { cmd.query_async(&mut con).await })
-                .await?;
+            let (next, page) = self.scan_page(Some(idx), cursor, &pattern).await?;
             for pair in page.chunks(2) {
                 if let [member, score] = pair
                     && score.parse::<f64>().is_ok_and(|s| s > now as f64)
@@ -431,17 +442,7 @@ impl Inner {
         let mut keys = BTreeSet::new();
         let mut cursor = 0u64;
         loop {
-            let mut con = self.connection.clone();
-            let cmd = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .clone();
-            let (next, page): (u64, Vec<String>) = self
-                .bounded(async move { cmd.query_async(&mut con).await })
-                .await?;
+            let (next, page) = self.scan_page(None, cursor, &pattern).await?;
             keys.extend(page);
             if next == 0 {
                 return Ok(keys.into_iter().collect());
