@@ -69,7 +69,7 @@ struct Args {
     /// Section 1: only these cases (for profiling one; the others print 0): raw,
     /// raw-stream-per-object, raw-object-writes, one-subgroup, batched, stream-per-object.
     #[arg(long, value_delimiter = ',')]
-    raw_cases: Option<Vec<RawCase>>,
+    raw_cases: Option<Vec<throughput::Case>>,
     /// Section 2: objects per second.
     #[arg(long)]
     rate: Option<u32>,
@@ -155,30 +155,6 @@ enum Section {
     Workers,
 }
 
-/// Section 1's cases, as [`throughput::Case`].
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum RawCase {
-    Raw,
-    RawStreamPerObject,
-    RawObjectWrites,
-    OneSubgroup,
-    Batched,
-    StreamPerObject,
-}
-
-impl From<RawCase> for throughput::Case {
-    fn from(c: RawCase) -> Self {
-        match c {
-            RawCase::Raw => throughput::Case::Raw,
-            RawCase::RawStreamPerObject => throughput::Case::RawStreamPerObject,
-            RawCase::RawObjectWrites => throughput::Case::RawObjectWrites,
-            RawCase::OneSubgroup => throughput::Case::OneSubgroup,
-            RawCase::Batched => throughput::Case::Batched,
-            RawCase::StreamPerObject => throughput::Case::StreamPerObject,
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum Model {
     Namespace,
@@ -240,7 +216,7 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
             cfg.sizes = s.clone();
         }
         if let Some(c) = &args.raw_cases {
-            cfg.cases = Some(c.iter().map(|&c| c.into()).collect());
+            cfg.cases = Some(c.clone());
         }
         heading("1. Throughput against raw quinn (loopback)");
         let report = throughput::run(&cfg).await?;

@@ -40,8 +40,8 @@ pub struct ThroughputConfig {
     pub cases: Option<Vec<Case>>,
 }
 
-/// One case of section 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One case of section 1 (`--raw-cases` names them in kebab case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Case {
     /// Raw quinn, one stream, 64 KiB writes (the baseline every ratio divides by).
     Raw,
