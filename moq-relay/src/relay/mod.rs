@@ -14,6 +14,7 @@
 mod cluster_glue;
 mod lifecycle;
 mod mirror;
+mod origins;
 mod registry_routes;
 mod requests;
 mod routing;
@@ -43,7 +44,7 @@ use tokio::task::JoinHandle;
 
 use self::cluster_glue::keep_link;
 use self::lifecycle::run_timers;
-pub use self::registry_routes::RegistryRouting;
+pub use self::origins::RegistryRouting;
 use self::requests::RelayUpstream;
 use self::state::{ClusterState, Inner, Link};
 use self::tasks::TaskSet;

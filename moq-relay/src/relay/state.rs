@@ -12,6 +12,7 @@ use moq_transport::{Session, SessionConfig};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
+use super::origins::Origins;
 use super::tasks::TaskSet;
 use super::track::{RelayTrack, Timer};
 use crate::cluster::{ClusterConfig, Links, Offers};
@@ -61,7 +62,7 @@ pub(super) struct Inner {
     /// spawns nothing.
     pub(super) timers: mpsc::UnboundedSender<Timer>,
     /// Origins found through a route registry, and the links to them.
-    pub(super) origins: super::registry_routes::Origins,
+    pub(super) origins: Origins,
 }
 
 /// What the relay knows of its cluster.
