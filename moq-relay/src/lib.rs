@@ -46,6 +46,6 @@ mod relay;
 
 pub use config::RelayConfig;
 pub use metrics::{Metrics, Received, SessionGauge};
-pub use relay::{RegistryRouting, Relay};
+pub use relay::{RegistryRouting, Relay, register_local_namespaces};
 
 pub use moq_transport::Error;

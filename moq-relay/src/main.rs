@@ -468,8 +468,9 @@ fn link_tls(s: &Settings) -> anyhow::Result<moq_transport::tls::ClientTls> {
 /// the namespaces its publishers announce, until the relay stops. The store may be down: both
 /// are tried again, and the relay runs regardless.
 fn start_registry(s: &Settings, url: &str, relay: &Relay, bind: SocketAddr) -> anyhow::Result<()> {
+    use moq_relay::register_local_namespaces;
+    use moq_relay::registry::heartbeat_loop;
     use moq_relay::registry::{RedisRegistry, RedisRegistryConfig, Registry, RelayRef};
-    use moq_relay::registry::{heartbeat_loop, register_local_namespaces};
     let mut config = RedisRegistryConfig::new(url);
     config.password = s.registry_password.clone();
     let registry = RedisRegistry::new(config).context("--registry")?;

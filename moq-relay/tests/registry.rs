@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 use common::{Binary, dev_relay, ns, timeout};
 use futures::StreamExt;
 use moq_core::TrackNamespace;
+use moq_relay::register_local_namespaces;
 use moq_relay::registry::{
     NamespaceChange, NamespaceWatch, RedisRegistry, RedisRegistryConfig, Registration,
-    RegistrationState, Registry, RegistryError, RelayInfo, RelayRef, register_local_namespaces,
+    RegistrationState, Registry, RegistryError, RelayInfo, RelayRef,
 };
 
 /// The store's server binary, or `None` when the tests are told to skip.

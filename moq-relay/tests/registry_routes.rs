@@ -19,9 +19,8 @@ use common::{Binary, case, ns, timeout};
 use moq_client::{Client, Publisher, Session, SubscribeOptions};
 use moq_core::codes::RequestErrorCode;
 use moq_core::{FullTrackName, Location};
-use moq_relay::registry::{
-    RedisRegistry, RedisRegistryConfig, Registry, RelayRef, register_local_namespaces,
-};
+use moq_relay::register_local_namespaces;
+use moq_relay::registry::{RedisRegistry, RedisRegistryConfig, Registry, RelayRef};
 use moq_relay::{RegistryRouting, Relay, RelayConfig};
 use moq_transport::tls::{Certificate, ClientTls};
 

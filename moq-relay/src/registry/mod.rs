@@ -10,7 +10,7 @@
 //!
 //! The store is behind the [`Registry`] trait; `RedisRegistry` (feature `registry-redis`,
 //! on by default) keeps it on a Valkey or Redis server. Of the relay's routing, only this is
-//! wired so far: [`register_local_namespaces`] registers what the relay's own publishers
+//! wired so far: [`crate::register_local_namespaces`] registers what the relay's own publishers
 //! announce (the binary's `--registry`); lookups and discovery through the registry are not.
 //!
 //! # Leases and fencing
@@ -41,13 +41,10 @@ use tokio::sync::{mpsc, watch};
 
 #[cfg(any(feature = "registry-redis", test))]
 mod common;
-mod glue;
 #[cfg(feature = "registry-redis")]
 mod redis;
 #[cfg(feature = "registry-redis")]
 pub use self::redis::{RedisRegistry, RedisRegistryConfig};
-
-pub use self::glue::register_local_namespaces;
 
 /// A relay as the registry names it: its id (unique in the cluster) and the address other
 /// relays dial to reach it (for example `moqt://relay-a.example:4443`).

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 
 use crate::registry::{Registry, RelayRef};
 
-/// How a relay finds origins through a registry ([`Relay::route_through_registry`]).
+/// How a relay finds origins through a registry ([`crate::Relay::route_through_registry`]).
 #[derive(Clone)]
 pub struct RegistryRouting {
     /// The registry the cluster's relays register their namespaces in.

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use moq_core::TrackNamespace;
 use moq_transport::namespace::NamespaceEvent;
 
-use super::{Registration, RegistrationState, Registry, RegistryError, RelayRef};
-use crate::Relay;
+use super::Relay;
+use crate::registry::{Registration, RegistrationState, Registry, RegistryError, RelayRef};
 
 /// Events the relay's index may queue for this follower before it starts over.
 const QUEUE: usize = 4096;
