@@ -8,130 +8,19 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::store::Store;
 use common::{Binary, case, ns, timeout};
 use moq_client::{Client, Publisher, Session, SubscribeOptions};
 use moq_core::codes::RequestErrorCode;
 use moq_core::{FullTrackName, Location};
 use moq_relay::register_local_namespaces;
-use moq_relay::registry::{RedisRegistry, RedisRegistryConfig, Registry, RelayRef};
+use moq_relay::registry::{RedisRegistry, Registry, RelayRef};
 use moq_relay::{RegistryRouting, Relay, RelayConfig};
 use moq_transport::tls::{Certificate, ClientTls};
-
-/// The store's server binary, or `None` when the tests are told to skip.
-fn server_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("MOQ_REDIS_SERVER") {
-        return Some(PathBuf::from(path));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for name in ["valkey-server", "redis-server"] {
-        for dir in std::env::split_paths(&path) {
-            let candidate = dir.join(name);
-            if candidate.is_file() {
-                return Some(candidate);
-            }
-        }
-    }
-    if std::env::var("MOQ_SKIP_REGISTRY_TESTS").as_deref() == Ok("1") {
-        eprintln!("MOQ_SKIP_REGISTRY_TESTS=1 and no redis-server: registry test skipped");
-        return None;
-    }
-    panic!(
-        "no valkey-server or redis-server on PATH: the registry tests need one \
-         (scripts/install-redis.sh, apt-get install redis-server, or MOQ_REDIS_SERVER=/path); \
-         MOQ_SKIP_REGISTRY_TESTS=1 skips them"
-    );
-}
-
-/// A store server of this test's own; killed when dropped.
-struct Store {
-    binary: PathBuf,
-    port: u16,
-    args: Vec<String>,
-    child: Option<Child>,
-}
-
-impl Store {
-    fn start() -> Option<Store> {
-        Self::start_with(&[])
-    }
-
-    /// A server with these further arguments (e.g. `--requirepass`).
-    fn start_with(args: &[&str]) -> Option<Store> {
-        let binary = server_binary()?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut store = Store {
-            binary,
-            port,
-            args: args.iter().map(|a| a.to_string()).collect(),
-            child: None,
-        };
-        store.spawn();
-        Some(store)
-    }
-
-    /// Starts the server and returns once it says it accepts connections.
-    fn spawn(&mut self) {
-        let mut child = Command::new(&self.binary)
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--loglevel", "notice"])
-            .args(&self.args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{}: {e}", self.binary.display()));
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        // The server's own signal that it is ready; its output ends if it exits instead.
-        let ready = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .any(|line| line.contains("Ready to accept connections"));
-        assert!(
-            ready,
-            "{} exited before accepting connections",
-            self.binary.display()
-        );
-        // Keep draining its output so it never blocks on a full pipe.
-        std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
-        self.child = Some(child);
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn registry(&self, lease_ms: u64) -> RedisRegistry {
-        let mut config = RedisRegistryConfig::new(self.url());
-        config.lease = Duration::from_millis(lease_ms);
-        config.timeout = Duration::from_millis(500);
-        config.cache_ttl = Duration::ZERO;
-        RedisRegistry::new(config).unwrap()
-    }
-}
-
-impl Drop for Store {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 /// Relay `id` on an ephemeral port presenting `cert`, registering its publishers' namespaces
 /// in `registry` and finding the rest there, trusting `pins` on its links.

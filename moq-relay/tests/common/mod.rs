@@ -4,6 +4,8 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub(crate) mod proxy;
+#[cfg(feature = "registry-redis")]
+pub(crate) mod store;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
