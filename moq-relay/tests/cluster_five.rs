@@ -12,7 +12,9 @@
 //!   its region in GOAWAY, in each client's scheme, and none when the store is down.
 //!
 //! The harness ([`Cluster`], [`Node::publisher`], [`Node::subscriber`], [`Node::discovery`])
-//! is what a discovery case (SUBSCRIBE_NAMESPACE on E across A and B) would use too.
+//! is what a discovery case (SUBSCRIBE_NAMESPACE on E across A and B) would use too. The
+//! relays log at `warn` into [`Binary::log_lines`]; `RELAY_LOG=debug` (a `RUST_LOG` filter)
+//! asks them for more.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -399,6 +401,10 @@ async fn killing_a_ends_the_subscriptions_on_c_and_e_within_the_lease() {
                     "{scheme}: a subscription still open {:?} after the kill",
                     killed.elapsed()
                 );
+                eprintln!(
+                    "{scheme}: a subscription ended {:?} after the kill",
+                    killed.elapsed()
+                );
             }
             drop(publisher);
         })
@@ -456,6 +462,7 @@ async fn restarting_the_store_loses_no_established_flow() {
                 assert_eq!(got, (0..GROUPS).collect::<Vec<_>>(), "{scheme}: {id}");
                 let gap = arrivals.windows(2).map(|w| w[1].1 - w[0].1).max().unwrap();
                 assert!(gap < MAX_GAP, "{scheme}: {id} waited {gap:?} for a group");
+                eprintln!("{scheme}: {id} got every group; longest wait {gap:?}");
             }
             // New lookups work again once A registered its namespace anew.
             cluster.registered(&path, "A").await;
