@@ -179,7 +179,11 @@ impl Inner {
             .collect();
         let mut found = None;
         for (relay, slot) in slots {
-            let link = slot.lock().await;
+            // A slot held for long is being dialed, so it holds no link that was up (its id
+            // would be new); one that is up is held only for a moment (a route added).
+            let Ok(link) = tokio::time::timeout(SLOT_WAIT, slot.lock()).await else {
+                continue;
+            };
             let Some(l) = link.as_ref().filter(|l| l.id == id) else {
                 continue;
             };
@@ -241,6 +245,9 @@ impl Inner {
         self.routes_changed.send_modify(|v| *v += 1);
     }
 }
+
+/// The longest [`Inner::origin_moved`] waits for a slot held by another task.
+const SLOT_WAIT: Duration = Duration::from_millis(100);
 
 /// A link being watched ([`Watched::run`]).
 struct Watched {
