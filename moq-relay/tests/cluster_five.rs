@@ -520,7 +520,8 @@ async fn a_moved_publisher_reaches_c_without_duplicates() {
                 match tokio::time::timeout(Duration::from_millis(300), t.next_group()).await {
                     Ok(Some(Ok(mut g))) => {
                         // A group C fetched from B when it subscribed there (written before)
-                        // may not be known to be complete: the next group is read regardless.
+                        // is complete at C only once B sends a later one (upstream.rs,
+                        // `Continuing`), which this loop writes next: do not wait for its end.
                         let quiet = Duration::from_millis(300);
                         while let Ok(Some(o)) = tokio::time::timeout(quiet, g.next_object()).await {
                             seen.push(o.unwrap().location.group);
