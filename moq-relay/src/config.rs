@@ -49,8 +49,10 @@ pub struct RelayConfig {
     /// Join a cluster of relays (see [`crate::cluster`]).
     pub cluster: Option<ClusterConfig>,
     /// The URI a draining relay names in GOAWAY, so its clients reconnect there (draft-19
-    /// §10.4: the new session URI). Unset, a relay of a cluster names its first peer, and a
-    /// relay alone names none (clients reconnect to the same URI).
+    /// §10.4: the new session URI), as it is. Unset, a relay given a registry
+    /// ([`crate::Relay::successor_from_registry`]) names the relay the registry chooses, else
+    /// a relay of a cluster names its first peer, and a relay alone names none (clients
+    /// reconnect to the same URI).
     pub successor: Option<String>,
 }
 

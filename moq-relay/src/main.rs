@@ -155,7 +155,8 @@ struct Settings {
     #[arg(long, env = "MOQ_RELAY_DRAIN", value_name = "SECONDS")]
     drain: Option<f64>,
     /// The URI named in GOAWAY when draining, where clients should reconnect (another relay)
-    /// [default: the first --cluster-peer, else none: the same URI].
+    /// [default: with --registry the least loaded live relay of --region (else of any
+    /// region), else the first --cluster-peer, else none: the same URI].
     #[arg(long, env = "MOQ_RELAY_SUCCESSOR", value_name = "URL")]
     successor: Option<String>,
     /// Congestion control: cubic, new-reno or bbr [default: cubic].
@@ -226,13 +227,23 @@ struct Settings {
     /// The registry's password, when its URL has none.
     #[arg(long, env = "MOQ_RELAY_REGISTRY_PASSWORD", hide_env_values = true)]
     registry_password: Option<String>,
+    /// Seconds a registration or heartbeat lasts in the registry without a refresh (each is
+    /// refreshed at half of it); a dead relay's namespaces go within it [default: 10].
+    #[arg(long, env = "MOQ_RELAY_REGISTRY_LEASE", value_name = "SECONDS")]
+    registry_lease: Option<f64>,
+    /// Seconds a registry call may wait for the store before it fails [default: 2].
+    #[arg(long, env = "MOQ_RELAY_REGISTRY_TIMEOUT", value_name = "SECONDS")]
+    registry_timeout: Option<f64>,
     /// This relay's id in the registry [default: --cluster-node, else the bind address].
     #[arg(long, env = "MOQ_RELAY_RELAY_ID")]
     relay_id: Option<String>,
-    /// This relay's region tag in the registry (for choosing a successor nearby).
+    /// This relay's region tag in the registry: a draining relay names the least loaded live
+    /// relay of its region in GOAWAY.
     #[arg(long, env = "MOQ_RELAY_REGION")]
     region: Option<String>,
-    /// The URL other relays dial to reach this one [default: moqt://<bind address>].
+    /// The URL other relays dial to reach this one, and a draining relay names in GOAWAY
+    /// (`https://` for WebTransport clients: the same host, port and path)
+    /// [default: moqt://<bind address>].
     #[arg(long, env = "MOQ_RELAY_ADVERTISE", value_name = "URL")]
     advertise: Option<String>,
     /// A relay of another implementation to take namespaces from, as a client
@@ -473,6 +484,12 @@ fn start_registry(s: &Settings, url: &str, relay: &Relay, bind: SocketAddr) -> a
     use moq_relay::registry::{RedisRegistry, RedisRegistryConfig, Registry, RelayRef};
     let mut config = RedisRegistryConfig::new(url);
     config.password = s.registry_password.clone();
+    if let Some(l) = s.registry_lease {
+        config.lease = seconds(l, "--registry-lease")?;
+    }
+    if let Some(t) = s.registry_timeout {
+        config.timeout = seconds(t, "--registry-timeout")?;
+    }
     let registry = RedisRegistry::new(config).context("--registry")?;
     let id =
         (s.relay_id.clone().or_else(|| s.cluster_node.clone())).unwrap_or_else(|| bind.to_string());
@@ -501,13 +518,13 @@ fn start_registry(s: &Settings, url: &str, relay: &Relay, bind: SocketAddr) -> a
         routing.tls = link_tls(s)?;
         relay.route_through_registry(routing);
     }
+    // Draining without --successor, GOAWAY names the least loaded live relay of the region.
+    let region = s.region.clone().unwrap_or_default();
+    relay.successor_from_registry(registry.clone(), me.clone(), region.clone());
     let load = relay.clone();
-    relay.spawn_task(heartbeat_loop(
-        registry,
-        me,
-        s.region.clone().unwrap_or_default(),
-        move || load.sessions() as u64,
-    ));
+    relay.spawn_task(heartbeat_loop(registry, me, region, move || {
+        load.registry_load()
+    }));
     Ok(())
 }
 

@@ -43,8 +43,10 @@ use tokio::sync::{mpsc, watch};
 mod common;
 #[cfg(feature = "registry-redis")]
 mod redis;
+mod successor;
 #[cfg(feature = "registry-redis")]
 pub use self::redis::{RedisRegistry, RedisRegistryConfig};
+pub use self::successor::{DRAINING_LOAD, choose_successor};
 
 /// A relay as the registry names it: its id (unique in the cluster) and the address other
 /// relays dial to reach it (for example `moqt://relay-a.example:4443`).

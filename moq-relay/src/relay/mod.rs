@@ -21,6 +21,7 @@ mod requests;
 mod routing;
 mod session;
 mod state;
+mod successor;
 mod tasks;
 mod track;
 mod upstream;
@@ -49,10 +50,12 @@ pub use self::origins::RegistryRouting;
 pub use self::registry_glue::register_local_namespaces;
 use self::requests::RelayUpstream;
 use self::state::{ClusterState, Inner, Link};
+use self::successor::{NewUri, SuccessorSource};
 use self::tasks::TaskSet;
 use crate::cluster::{self, ClusterAuth, LinkStatus, Links, Offers};
 use crate::config::RelayConfig;
 use crate::metrics::Metrics;
+use crate::registry::{Registry, RelayRef};
 
 /// A running relay. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -131,6 +134,7 @@ impl Relay {
             next_id: AtomicU64::new(1),
             draining: Default::default(),
             goaway: Mutex::new(None),
+            successor: Default::default(),
             session_config: session,
             cluster: cluster.map(|config| ClusterState {
                 config,
@@ -272,15 +276,20 @@ impl Relay {
     /// Sends GOAWAY to every session (draft-19 §10.4): clients reconnect to `new_uri` (or the
     /// same URI if empty) and sessions still open after `timeout` are closed.
     pub async fn goaway(&self, new_uri: &str, timeout: Duration) {
+        self.send_goaway(NewUri::Exact(new_uri.to_string()), timeout)
+            .await
+    }
+
+    async fn send_goaway(&self, new_uri: NewUri, timeout: Duration) {
         // Recorded before the sessions are listed: one registered later sees it (serve_session).
-        *self.inner.goaway.lock() =
-            Some((new_uri.to_string(), tokio::time::Instant::now() + timeout));
+        *self.inner.goaway.lock() = Some((new_uri.clone(), tokio::time::Instant::now() + timeout));
         let sessions: Vec<Session> = self.inner.sessions.lock().values().cloned().collect();
         // All at once: one peer slow to read its control stream delays no other. Each a task
         // of its own (counted by the relay's), aborted if this is dropped first.
         let mut sent = tokio::task::JoinSet::new();
         for s in sessions {
-            let uri = new_uri.to_string();
+            // draft-19 §10.4: the new session URI SHOULD use the same scheme as the current one.
+            let uri = new_uri.for_transport(s.transport());
             sent.spawn(self.inner.tasks.track(async move {
                 let _ = s.goaway(&uri, timeout).await;
             }));
@@ -288,8 +297,56 @@ impl Relay {
         sent.join_all().await;
     }
 
-    /// Drains: refuses new sessions, GOAWAY to everyone (naming the first cluster peer, if
-    /// any), waits up to `grace` for sessions to leave, then closes the endpoint (the sessions
+    /// Has a draining relay with no configured [`RelayConfig::successor`] name in GOAWAY the
+    /// relay `registry` chooses ([`crate::registry::choose_successor`]: the least loaded live
+    /// relay of `region`, else of any region, never `me`), by the address it advertises, in
+    /// each session's scheme (`moqt://` raw QUIC, `https://` WebTransport). When draining, the
+    /// relay first heartbeats `me` as draining ([`crate::registry::DRAINING_LOAD`]); a store
+    /// that does not answer within its timeout (or the drain's grace) leaves the rule without a
+    /// registry: the first cluster peer, else none. Returns false (and changes nothing) if a
+    /// registry was already given.
+    pub fn successor_from_registry(
+        &self,
+        registry: Arc<dyn Registry>,
+        me: RelayRef,
+        region: String,
+    ) -> bool {
+        let source = SuccessorSource {
+            registry,
+            me,
+            region,
+        };
+        self.inner.successor.set(source).is_ok()
+    }
+
+    /// The load this relay reports in its registry heartbeats: its open sessions, or
+    /// [`crate::registry::DRAINING_LOAD`] once it began draining.
+    pub fn registry_load(&self) -> u64 {
+        match self.is_accepting() {
+            true => self.sessions() as u64,
+            false => crate::registry::DRAINING_LOAD,
+        }
+    }
+
+    /// Whom GOAWAY names when draining: the configured successor, else the registry's choice
+    /// (asked for no longer than until `deadline`), else the first cluster peer, else none.
+    async fn successor(&self, deadline: tokio::time::Instant) -> NewUri {
+        if let Some(uri) = &self.inner.config.successor {
+            return NewUri::Exact(uri.clone());
+        }
+        if let Some(source) = self.inner.successor.get() {
+            let limit = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if let Some(address) = source.choose(limit).await {
+                return NewUri::Relay(address);
+            }
+        }
+        let peer = self.inner.cluster.as_ref();
+        let peer = peer.and_then(|c| c.config.peers.first().cloned());
+        NewUri::Exact(peer.unwrap_or_default())
+    }
+
+    /// Drains: refuses new sessions, GOAWAY to everyone (naming the configured successor, else
+    /// the registry's choice, else the first cluster peer, if any), waits up to `grace` for sessions to leave, then closes the endpoint (the sessions
     /// still open with it; at most one more second for the peers to be told), and [`Relay::run`]
     /// returns. Last it cancels every task of the relay ([`Relay::task_count`]) and waits for
     /// them and each session's tasks to stop.
@@ -303,20 +360,13 @@ impl Relay {
         self.inner.draining.store(true, Ordering::Relaxed);
         let deadline = tokio::time::Instant::now() + grace;
         let mut open = self.inner.session_count.subscribe();
-        // Clients are sent to the configured successor, else to a peer of the cluster
-        // (draft-19 §10.4: the new session URI); with neither, back to the same URI.
-        let next = self
-            .inner
-            .config
-            .successor
-            .clone()
-            .or_else(|| {
-                let c = self.inner.cluster.as_ref()?;
-                c.config.peers.first().cloned()
-            })
-            .unwrap_or_default();
+        // Clients are sent to the configured successor, else to the relay the registry
+        // chooses, else to a peer of the cluster (draft-19 §10.4: the new session URI); with
+        // none, back to the same URI. Asking the registry takes from the grace, never more.
+        let next = self.successor(deadline).await;
         let drained = async {
-            self.goaway(&next, grace).await;
+            let grace = deadline.saturating_duration_since(tokio::time::Instant::now());
+            self.send_goaway(next, grace).await;
             let _ = open.wait_for(|n| *n == 0).await;
         };
         let _ = tokio::time::timeout_at(deadline, drained).await;

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use moq_core::TrackNamespace;
 use moq_core::codes::{RequestErrorCode, SessionErrorCode};
 use moq_core::message::RequestError;
+use moq_core::{FullTrackName, TrackNamespace};
 use moq_transport::endpoint::{Client, ClientConfig};
 use moq_transport::{Session, SessionConfig};
 
@@ -161,6 +161,65 @@ impl Inner {
         }
     }
 
+    /// After the upstream subscription for `track` over origin link `id` ended as if its
+    /// publisher ended the track (PUBLISH_DONE TRACK_ENDED): when the registry now names
+    /// another relay the origin of the namespace routed through that link (the publisher moved
+    /// there before it left), routes the namespace through the new origin instead and returns
+    /// that route, for the track to subscribe there and go on. `None` (the track ends)
+    /// otherwise: not an origin link, the same or no origin registered, or the store or the
+    /// new origin not answering (each bounded by its timeout). Cancel-safe.
+    pub(super) async fn origin_moved(
+        self: &Arc<Self>,
+        track: &FullTrackName,
+        id: u64,
+    ) -> Option<Route> {
+        let cfg = self.origins.config.get()?;
+        let slots: Vec<(String, Slot)> = (self.origins.links.lock().iter())
+            .map(|(relay, slot)| (relay.clone(), slot.clone()))
+            .collect();
+        let mut found = None;
+        for (relay, slot) in slots {
+            // A slot held for long is being dialed, so it holds no link that was up (its id
+            // would be new); one that is up is held only for a moment (a route added).
+            let Ok(link) = tokio::time::timeout(SLOT_WAIT, slot.lock()).await else {
+                continue;
+            };
+            let Some(l) = link.as_ref().filter(|l| l.id == id) else {
+                continue;
+            };
+            // The namespace the track was routed by: the longest routed through the link.
+            let prefix = (l.namespaces.iter())
+                .filter(|ns| ns.is_prefix_of(&track.namespace))
+                .max_by_key(|ns| ns.len())
+                .cloned();
+            found = prefix.map(|p| (relay, slot.clone(), p));
+            break;
+        }
+        let (relay, slot, prefix) = found?;
+        let now = cfg.registry.lookup(&prefix).await.ok()??;
+        if now.relay.id == relay || now.relay.id == cfg.me.id {
+            return None;
+        }
+        tracing::info!(namespace = %prefix, from = %relay, to = %now.relay.id, "origin moved; upstream follows");
+        self.unroute(&mut *slot.lock().await, id, &prefix);
+        self.route_from_registry(&track.namespace).await.ok()?;
+        let routes = self.routes_for(&track.namespace);
+        routes.into_iter().find(|r| r.session_id != id)
+    }
+
+    /// Stops routing `ns` through origin link `id`, if `link` holds it; true if it did.
+    fn unroute(&self, link: &mut Option<OriginLink>, id: u64, ns: &TrackNamespace) -> bool {
+        let Some(l) = link.as_mut().filter(|l| l.id == id) else {
+            return false;
+        };
+        if !l.namespaces.remove(ns) {
+            return false;
+        }
+        self.routes.lock().remove(ns, id);
+        self.routes_changed.send_modify(|v| *v += 1);
+        true
+    }
+
     /// Whether a track has a running upstream subscription over route `id`.
     fn link_in_use(&self, id: u64) -> bool {
         let tracks: Vec<_> = self.tracks.lock().values().cloned().collect();
@@ -186,6 +245,9 @@ impl Inner {
         self.routes_changed.send_modify(|v| *v += 1);
     }
 }
+
+/// The longest [`Inner::origin_moved`] waits for a slot held by another task.
+const SLOT_WAIT: Duration = Duration::from_millis(100);
 
 /// A link being watched ([`Watched::run`]).
 struct Watched {
@@ -250,11 +312,8 @@ impl Watched {
                 continue;
             }
             if let Ok(mut l) = self.slot.try_lock()
-                && let Some(l) = l.as_mut().filter(|l| l.id == self.id)
-                && l.namespaces.remove(&ns)
+                && inner.unroute(&mut l, self.id, &ns)
             {
-                inner.routes.lock().remove(&ns, self.id);
-                inner.routes_changed.send_modify(|v| *v += 1);
                 tracing::debug!(namespace = %ns, relay = %self.relay, "origin moved; route dropped");
             }
         }

@@ -35,6 +35,7 @@ impl Inner {
         if let Some((uri, until)) = goaway {
             let left = until.saturating_duration_since(tokio::time::Instant::now());
             let s = session.downgrade();
+            let uri = uri.for_transport(session.transport());
             session.spawn_light(async move {
                 if let Some(s) = s.upgrade() {
                     let _ = s.goaway(&uri, left.max(LATE_GOAWAY)).await;

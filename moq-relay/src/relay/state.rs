@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
 use super::origins::Origins;
+use super::successor::{NewUri, SuccessorSource};
 use super::tasks::TaskSet;
 use super::track::{RelayTrack, Timer};
 use crate::cluster::{ClusterConfig, Links, Offers};
@@ -51,7 +52,9 @@ pub(super) struct Inner {
     pub(super) draining: AtomicBool,
     /// The GOAWAY every session gets once the relay sent one (the new session URI and when
     /// the sessions will be closed): a session set up after it was sent gets it too.
-    pub(super) goaway: Mutex<Option<(String, tokio::time::Instant)>>,
+    pub(super) goaway: Mutex<Option<(NewUri, tokio::time::Instant)>>,
+    /// Where a draining relay with no configured successor looks for one.
+    pub(super) successor: std::sync::OnceLock<SuccessorSource>,
     /// Every session's configuration (links dial with it too).
     pub(super) session_config: SessionConfig,
     /// Cluster state, when the relay is in a cluster.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use moq_client::model::{CachedObject, DATAGRAM_SUBGROUP, Malformed, Subgroup, SubgroupEnd};
-use moq_core::codes::{RequestErrorCode, SessionErrorCode};
+use moq_core::codes::{PublishDoneCode, RequestErrorCode, SessionErrorCode};
 use moq_core::message::{Parameters, RequestError};
 use moq_transport::track::{
     FetchItem, IncomingPublish, IncomingSubgroup, JoiningStart, Object, Subscription, TrackEvent,
@@ -74,6 +74,16 @@ impl Inner {
                     let continuing = fill_from_upstream(&t, &session, &sub, &metrics).await;
                     live.status = ingest(&tasks, &t, sub, &metrics, continuing, floor).await;
                     t.delivering.lock().remove(&session_id);
+                    // An origin found through the registry that ended the track may have moved
+                    // to another relay: the track follows it there instead of ending.
+                    if live.status == UpstreamEnd::Done(PublishDoneCode::TRACK_ENDED)
+                        && t.downstreams.load(Ordering::Relaxed) > 0
+                        && let Some(inner) = weak.upgrade()
+                        && let Some(route) = inner.origin_moved(&t.name, session_id).await
+                    {
+                        inner.start_upstream(&t, route.session_id, route.session);
+                        live.status = UpstreamEnd::Lost;
+                    }
                 }
                 Err(e) => {
                     tracing::debug!(track = %t.name, error = %e, "upstream SUBSCRIBE failed");
