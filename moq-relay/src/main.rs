@@ -223,6 +223,11 @@ struct Settings {
     /// publishers announce (lookups through it: issue 36).
     #[arg(long, env = "MOQ_RELAY_REGISTRY", value_name = "URL")]
     registry: Option<String>,
+    /// How long a registration or heartbeat in the registry lasts without a refresh: a relay
+    /// that dies drops out of the cluster (its namespaces, its subscriptions elsewhere)
+    /// within it. Every relay of a cluster should use the same [default: 10].
+    #[arg(long, env = "MOQ_RELAY_REGISTRY_LEASE", value_name = "SECONDS")]
+    registry_lease: Option<f64>,
     /// The registry's password, when its URL has none.
     #[arg(long, env = "MOQ_RELAY_REGISTRY_PASSWORD", hide_env_values = true)]
     registry_password: Option<String>,
@@ -473,6 +478,9 @@ fn start_registry(s: &Settings, url: &str, relay: &Relay, bind: SocketAddr) -> a
     use moq_relay::registry::{RedisRegistry, RedisRegistryConfig, Registry, RelayRef};
     let mut config = RedisRegistryConfig::new(url);
     config.password = s.registry_password.clone();
+    if let Some(lease) = s.registry_lease {
+        config.lease = seconds(lease, "--registry-lease")?;
+    }
     let registry = RedisRegistry::new(config).context("--registry")?;
     let id =
         (s.relay_id.clone().or_else(|| s.cluster_node.clone())).unwrap_or_else(|| bind.to_string());
