@@ -325,3 +325,71 @@ async fn killing_a_relay_ends_its_discovery_entries_and_subscriptions_within_the
     })
     .await;
 }
+
+/// The store restarted (empty) mid-run: E's discovery keeps its entries while the store is
+/// down, and once it is back reports the removal that happened meanwhile (B's publisher left)
+/// and ends with what the relays registered again (A's), each announced at most once at a
+/// time.
+#[tokio::test]
+async fn a_store_restart_keeps_entries_and_reports_what_changed_meanwhile() {
+    case("store restart".into(), async {
+        let Some(mut store) = Store::start() else {
+            return;
+        };
+        let registry = Arc::new(store.registry(LEASE.as_millis() as u64));
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let pins = vec![cert.fingerprint()];
+        let [a, e] = ["A", "E"].map(|id| relay("moqt", id, &cert, &registry, pins.clone()));
+        let fp = a.fingerprint();
+        let watcher = connect("moqt", e.local_addr().port(), &fp).await;
+        let mut found = watcher
+            .subscriber()
+            .subscribe_namespace(ns("out"))
+            .await
+            .unwrap();
+        follows(&e, &["out"]).await;
+        let on_a = connect("moqt", a.local_addr().port(), &fp).await;
+        let keep = on_a.publisher().publish_namespace(ns("out/a")).unwrap();
+        let leave = on_a.publisher().publish_namespace(ns("out/b")).unwrap();
+        keep.announced().await.unwrap();
+        leave.announced().await.unwrap();
+        let mut known = std::collections::BTreeSet::new();
+        for _ in 0..2 {
+            match next_event(&mut found, Duration::from_secs(5)).await {
+                NamespaceEvent::Added(n) => assert!(known.insert(n.to_string())),
+                ev => panic!("unexpected {ev:?}"),
+            }
+        }
+        store.stop();
+        // B's publisher leaves while the store is down (its unregister cannot reach it).
+        leave.withdraw(Duration::from_secs(2)).await.unwrap();
+        // The entries stay while the store is down.
+        let quiet = tokio::time::timeout(LEASE, found.next()).await;
+        assert!(quiet.is_err(), "during the outage: {quiet:?}");
+        store.spawn();
+        // Back: out/b is reported gone; out/a stays or comes back (the store lost it until
+        // A registers it again). Each event changes the set (no duplicate).
+        let deadline = Instant::now() + 3 * LEASE;
+        while known != ["out/a".to_string()].into() || Instant::now() < deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ev = match tokio::time::timeout(left.max(Duration::from_millis(1)), found.next())
+                .await
+            {
+                Ok(Some(Ok(ev))) => ev,
+                Ok(other) => panic!("discovery ended: {other:?}"),
+                Err(_) if Instant::now() >= deadline => break,
+                Err(_) => continue,
+            };
+            eprintln!("after the restart: {ev:?}");
+            match ev {
+                NamespaceEvent::Added(n) => assert!(known.insert(n.to_string()), "{n} twice"),
+                NamespaceEvent::Removed(n) => {
+                    assert!(known.remove(&n.to_string()), "{n} not known")
+                }
+            }
+        }
+        assert_eq!(known, ["out/a".to_string()].into());
+        drop((keep, on_a, found, watcher));
+    })
+    .await;
+}
