@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 use common::store::Store;
 use common::{Binary, case, ns};
 use moq_client::{Client, NamespaceEvent, NamespaceStream, Publisher, Session, SubscribeOptions};
-use moq_core::{FullTrackName, TrackNamespace};
+use moq_core::{FullTrackName, TrackNamespace, Version};
 use moq_relay::register_local_namespaces;
 use moq_relay::registry::{RedisRegistry, Registry, RelayRef};
 use moq_relay::{RegistryRouting, Relay, RelayConfig};
+use moq_transport::namespace::NamespaceEvent as TransportEvent;
 use moq_transport::tls::{Certificate, ClientTls};
 
 /// The registry's lease in these tests.
@@ -392,4 +393,44 @@ async fn a_store_restart_keeps_entries_and_reports_what_changed_meanwhile() {
         drop((keep, on_a, found, watcher));
     })
     .await;
+}
+
+/// Subscribers at drafts 14 and 15 (PUBLISH_NAMESPACE answers SUBSCRIBE_NAMESPACE) and 16
+/// (NAMESPACE) on E learn a namespace announced on A through the registry, and its end.
+#[tokio::test]
+async fn older_drafts_learn_registry_namespaces_too() {
+    let Some(store) = Store::start() else { return };
+    let registry = Arc::new(store.registry(LEASE.as_millis() as u64));
+    let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+    let pins = vec![cert.fingerprint()];
+    let (a, e) = case("relays".into(), async {
+        let [a, e] = ["A", "E"].map(|id| relay("moqt", id, &cert, &registry, pins.clone()));
+        (a, e)
+    })
+    .await;
+    for version in [Version::Draft14, Version::Draft15, Version::Draft16] {
+        case(format!("draft {}", version.draft()), async {
+            let path = format!("old{}/a", version.draft());
+            let watcher = common::raw_session(&e, version).await;
+            let prefix = ns(&format!("old{}", version.draft()));
+            let mut found = watcher.subscribe_namespace(prefix.clone()).await.unwrap();
+            follows(&e, &[&prefix.to_string()]).await;
+            let on_a = connect("moqt", a.local_addr().port(), &a.fingerprint()).await;
+            let h = on_a.publisher().publish_namespace(ns(&path)).unwrap();
+            h.announced().await.unwrap();
+            let ev = tokio::time::timeout(Duration::from_secs(5), found.next()).await;
+            assert!(
+                matches!(&ev, Ok(Some(Ok(TransportEvent::Added(n)))) if *n == ns(&path)),
+                "{ev:?}"
+            );
+            h.withdraw(Duration::from_secs(2)).await.unwrap();
+            let ev = tokio::time::timeout(Duration::from_secs(5), found.next()).await;
+            assert!(
+                matches!(&ev, Ok(Some(Ok(TransportEvent::Removed(n)))) if *n == ns(&path)),
+                "{ev:?}"
+            );
+            drop((found, watcher, on_a));
+        })
+        .await;
+    }
 }
