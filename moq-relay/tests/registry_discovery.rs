@@ -434,3 +434,51 @@ async fn older_drafts_learn_registry_namespaces_too() {
         .await;
     }
 }
+
+/// A namespace E knows from the registry (A's) that a publisher on E then announces too: E
+/// registers it as its own within half a lease (the index reported no change), serves it when
+/// A's publisher leaves, and ends it (NAMESPACE_DONE) within the lease once E's leaves too.
+#[tokio::test]
+async fn a_publisher_here_of_a_namespace_known_from_the_registry_is_registered() {
+    case("taken over here".into(), async {
+        let Some(store) = Store::start() else { return };
+        let registry = Arc::new(store.registry(LEASE.as_millis() as u64));
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let pins = vec![cert.fingerprint()];
+        let [a, e] = ["A", "E"].map(|id| relay("moqt", id, &cert, &registry, pins.clone()));
+        let fp = a.fingerprint();
+        let watcher = connect("moqt", e.local_addr().port(), &fp).await;
+        let mut found = (watcher.subscriber())
+            .subscribe_namespace(ns("mv"))
+            .await
+            .unwrap();
+        follows(&e, &["mv"]).await;
+        let on_a = connect("moqt", a.local_addr().port(), &fp).await;
+        let there = on_a.publisher().publish_namespace(ns("mv/x")).unwrap();
+        there.announced().await.unwrap();
+        match next_event(&mut found, Duration::from_secs(5)).await {
+            NamespaceEvent::Added(n) => assert_eq!(n, ns("mv/x")),
+            ev => panic!("unexpected {ev:?}"),
+        }
+        assert!(e.is_remote(&ns("mv/x")));
+        let on_e = connect("moqt", e.local_addr().port(), &fp).await;
+        let here = on_e.publisher().publish_namespace(ns("mv/x")).unwrap();
+        here.announced().await.unwrap();
+        assert!(!e.is_remote(&ns("mv/x")));
+        registered(&registry, "mv/x", "E").await;
+        there.withdraw(Duration::from_secs(2)).await.unwrap();
+        here.withdraw(Duration::from_secs(2)).await.unwrap();
+        let left = Instant::now();
+        match next_event(&mut found, 2 * LEASE).await {
+            NamespaceEvent::Removed(n) => assert_eq!(n, ns("mv/x")),
+            ev => panic!("unexpected {ev:?}"),
+        }
+        let after = left.elapsed();
+        assert!(
+            after <= LEASE,
+            "NAMESPACE_DONE {after:?} after the last publisher left"
+        );
+        drop((on_a, on_e, found, watcher));
+    })
+    .await;
+}
