@@ -228,7 +228,9 @@ struct Settings {
     #[arg(long, env = "MOQ_RELAY_REGISTRY_PASSWORD", hide_env_values = true)]
     registry_password: Option<String>,
     /// Seconds a registration or heartbeat lasts in the registry without a refresh (each is
-    /// refreshed at half of it); a dead relay's namespaces go within it [default: 10].
+    /// refreshed at half of it): a relay that dies drops out of the cluster (its namespaces,
+    /// its subscriptions elsewhere) within it. Every relay of a cluster should use the same
+    /// [default: 10].
     #[arg(long, env = "MOQ_RELAY_REGISTRY_LEASE", value_name = "SECONDS")]
     registry_lease: Option<f64>,
     /// Seconds a registry call may wait for the store before it fails [default: 2].

@@ -9,9 +9,10 @@
 //! so a draining relay can name the least loaded live relay as its successor.
 //!
 //! The store is behind the [`Registry`] trait; `RedisRegistry` (feature `registry-redis`,
-//! on by default) keeps it on a Valkey or Redis server. Of the relay's routing, only this is
-//! wired so far: [`crate::register_local_namespaces`] registers what the relay's own publishers
-//! announce (the binary's `--registry`); lookups and discovery through the registry are not.
+//! on by default) keeps it on a Valkey or Redis server. The relay registers what its own
+//! publishers announce ([`crate::register_local_namespaces`]), and with
+//! [`crate::Relay::route_through_registry`] looks origins up on a miss and answers its
+//! subscribers' SUBSCRIBE_NAMESPACE from scans and watches of the prefixes they ask about.
 //!
 //! # Leases and fencing
 //!

@@ -15,6 +15,7 @@ mod cluster_glue;
 mod lifecycle;
 mod mirror;
 mod origins;
+mod registry_discovery;
 mod registry_glue;
 mod registry_routes;
 mod requests;
@@ -81,7 +82,12 @@ impl Relay {
             None => config.authorizer.clone(),
         };
         session.limits = config.limits.clone();
-        session.observer = Some(metrics.clone());
+        // The metrics, and the hook that learns the prefixes subscribers discover under.
+        let discovery = Arc::new(registry_discovery::Discovery::default());
+        session.observer = Some(Arc::new(registry_discovery::Observer {
+            metrics: metrics.clone(),
+            discovery: discovery.clone(),
+        }));
         let mut server = ServerConfig::new(config.bind, config.certificate.clone());
         server.versions = config.versions.clone();
         server.session = session.clone();
@@ -148,7 +154,9 @@ impl Relay {
             tasks,
             timers,
             origins: Default::default(),
+            discovery,
         });
+        inner.discovery.attach(Arc::downgrade(&inner));
         inner.tasks.spawn(run_timers(Arc::downgrade(&inner), due));
         Ok(Relay {
             inner,

@@ -1,6 +1,7 @@
 //! The relay's side of the registry, first step: the namespaces its own publishers announce
 //! are registered as this relay's, and unregistered when the last publisher of one withdraws.
-//! (Lookups on a SUBSCRIBE miss and discovery through [`Registry::watch`] come later.)
+//! (Lookups on a SUBSCRIBE miss are `registry_routes.rs`, discovery through
+//! [`Registry::watch`] is `registry_discovery.rs`.)
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -22,28 +23,31 @@ const QUEUE: usize = 4096;
 ///
 /// For a relay that is not also in a flooded cluster (`--cluster-peer`): a cluster's learned
 /// namespaces share the relay's index and would be registered as this relay's. Entries of the
-/// cluster view itself are skipped. Never ends; drop it (or the task running it) to stop, and
-/// the registrations are dropped (unregistered) with it. Cancel-safe.
+/// cluster view itself, and namespaces known only from the registry (discovery for this
+/// relay's subscribers, [`Relay::is_remote`]), are skipped. Never ends; drop it (or the task
+/// running it) to stop, and the registrations are dropped (unregistered) with it.
+/// Cancel-safe.
 pub async fn register_local_namespaces(relay: Relay, registry: Arc<dyn Registry>, me: RelayRef) {
     let mut held: HashMap<TrackNamespace, Registration> = HashMap::new();
     let retry = registry.lease() / 2;
     loop {
         let (now, mut watch) = relay.namespaces().watch(&TrackNamespace::empty(), QUEUE);
-        let mut wanted: BTreeSet<TrackNamespace> = now
-            .into_iter()
-            .filter(|ns| !relay.is_cluster_view(ns))
-            .collect();
+        let mut wanted: BTreeSet<TrackNamespace> =
+            now.into_iter().filter(|ns| !relay.is_remote(ns)).collect();
+        // The index's state is taken again every half lease: a namespace known from the
+        // registry that a publisher here took over (or let go) changes no count it reports.
+        let look_again = tokio::time::Instant::now() + retry;
         loop {
             held.retain(|ns, _| wanted.contains(ns));
             // Every half lease at least: a registration may have moved since (it learns so at
             // its refresh), or the store may be back.
             reconcile(&registry, &me, &wanted, &mut held).await;
-            let event = match tokio::time::timeout(retry, watch.next()).await {
+            let event = match tokio::time::timeout_at(look_again, watch.next()).await {
                 Ok(event) => event,
-                Err(_) => continue,
+                Err(_) => break,
             };
             match event {
-                Some(NamespaceEvent::Added(ns)) if !relay.is_cluster_view(&ns) => {
+                Some(NamespaceEvent::Added(ns)) if !relay.is_remote(&ns) => {
                     wanted.insert(ns);
                 }
                 Some(NamespaceEvent::Removed(ns)) => {

@@ -22,6 +22,7 @@ use moq_transport::{Session, SessionConfig};
 
 use super::Relay;
 use super::origins::{OriginLink, RegistryRouting, Slot};
+use super::registry_discovery::origin_link_quic;
 use super::state::{Inner, Route};
 use crate::registry::{Origin, Registry, RegistryError, RelayRef};
 
@@ -147,7 +148,7 @@ impl Inner {
             versions: self.config.versions.clone(),
             session: SessionConfig::default(),
             share_indexes: false,
-            quic: self.config.quic,
+            quic: origin_link_quic(self.config.quic, cfg.registry.lease()),
             udp_buffer: self.config.udp_buffer,
         })?;
         let base = relay.address.trim_end_matches('/');

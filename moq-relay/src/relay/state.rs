@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::origins::Origins;
 use super::successor::{NewUri, SuccessorSource};
+use super::registry_discovery::Discovery;
 use super::tasks::TaskSet;
 use super::track::{RelayTrack, Timer};
 use crate::cluster::{ClusterConfig, Links, Offers};
@@ -66,6 +67,8 @@ pub(super) struct Inner {
     pub(super) timers: mpsc::UnboundedSender<Timer>,
     /// Origins found through a route registry, and the links to them.
     pub(super) origins: Origins,
+    /// The prefixes followed in the route registry for the sessions' discovery.
+    pub(super) discovery: Arc<Discovery>,
 }
 
 /// What the relay knows of its cluster.

@@ -259,6 +259,9 @@ pub(crate) async fn serve_subscribe_namespace(
     };
     let index = &core.config().namespaces;
     let queue = core.config().limits.namespace_queue;
+    let observer = core.config().observer.as_ref();
+    // Held while the subscription lives on `prefix` (RequestObserver::discovering).
+    let mut _discovering = observer.and_then(|o| o.discovering(&prefix));
     let (now, mut watch) = index.watch(&prefix, queue);
     // draft-19 §10.18: REQUEST_OK first, then a NAMESPACE for each known match.
     Box::pin(req.send(RequestOk::default())).await?;
@@ -307,6 +310,7 @@ pub(crate) async fn serve_subscribe_namespace(
                     }
                     if new_prefix != prefix {
                         prefix = new_prefix;
+                        _discovering = observer.and_then(|o| o.discovering(&prefix));
                         let (now, w) = index.watch(&prefix, queue);
                         watch = w;
                         Box::pin(send_snapshot(&mut req, &prefix, now)).await?;

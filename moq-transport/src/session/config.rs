@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use moq_core::codes::RequestErrorCode;
-use moq_core::{AuthToken, Version};
+use moq_core::{AuthToken, TrackNamespace, Version};
 
 use super::auth::{AllowAll, Authorizer};
 use crate::index::NamespaceIndex;
@@ -111,6 +111,16 @@ pub trait RequestObserver: Send + Sync + 'static {
         outcome: Result<(), RequestErrorCode>,
         elapsed: Duration,
     );
+
+    /// The peer's SUBSCRIBE_NAMESPACE for `prefix` was accepted and is answered from
+    /// [`SessionConfig::namespaces`]: what this returns is held while the subscription lives
+    /// on that prefix, and dropped when it ends or a REQUEST_UPDATE moves it to another
+    /// prefix (this is then asked about the new one). A relay uses it to learn the prefixes
+    /// its subscribers ask about, and feeds the index from other sources under them while
+    /// the guard is held. The default holds nothing.
+    fn discovering(&self, _prefix: &TrackNamespace) -> Option<Box<dyn Send + Sync>> {
+        None
+    }
 }
 
 impl Default for SessionConfig {
