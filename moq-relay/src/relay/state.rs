@@ -13,8 +13,8 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
 use super::origins::Origins;
-use super::successor::{NewUri, SuccessorSource};
 use super::registry_discovery::Discovery;
+use super::successor::{NewUri, SuccessorSource};
 use super::tasks::TaskSet;
 use super::track::{RelayTrack, Timer};
 use crate::cluster::{ClusterConfig, Links, Offers};
