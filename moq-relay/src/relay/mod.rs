@@ -64,6 +64,9 @@ pub struct Relay {
     inner: Arc<Inner>,
     server: Arc<Server>,
     addr: SocketAddr,
+    /// The prefixes followed in the route registry for the sessions' discovery (held here,
+    /// not in [`Inner`], which it refers to).
+    discovery: Arc<registry_discovery::Discovery>,
 }
 
 impl Relay {
@@ -154,14 +157,14 @@ impl Relay {
             tasks,
             timers,
             origins: Default::default(),
-            discovery,
         });
-        inner.discovery.attach(Arc::downgrade(&inner));
+        discovery.attach(Arc::downgrade(&inner));
         inner.tasks.spawn(run_timers(Arc::downgrade(&inner), due));
         Ok(Relay {
             inner,
             server: Arc::new(server),
             addr,
+            discovery,
         })
     }
 

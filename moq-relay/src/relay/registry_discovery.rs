@@ -272,9 +272,7 @@ impl Relay {
     /// per distinct SUBSCRIBE_NAMESPACE prefix in use, empty prefix excepted), sorted. Empty
     /// unless the relay routes through a registry ([`Relay::route_through_registry`]).
     pub fn discovery_prefixes(&self) -> Vec<TrackNamespace> {
-        let mut v: Vec<TrackNamespace> = (self.inner.discovery.followed.lock().keys())
-            .cloned()
-            .collect();
+        let mut v: Vec<TrackNamespace> = (self.discovery.followed.lock().keys()).cloned().collect();
         v.sort();
         v
     }
@@ -287,7 +285,7 @@ impl Relay {
         if self.is_cluster_view(ns) {
             return true;
         }
-        let held = (self.inner.discovery.followed.lock().values()).any(|f| f.held.contains_key(ns));
+        let held = (self.discovery.followed.lock().values()).any(|f| f.held.contains_key(ns));
         held && !published_here(&self.inner, ns)
     }
 }

@@ -13,7 +13,6 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
 use super::origins::Origins;
-use super::registry_discovery::Discovery;
 use super::successor::{NewUri, SuccessorSource};
 use super::tasks::TaskSet;
 use super::track::{RelayTrack, Timer};
@@ -67,8 +66,6 @@ pub(super) struct Inner {
     pub(super) timers: mpsc::UnboundedSender<Timer>,
     /// Origins found through a route registry, and the links to them.
     pub(super) origins: Origins,
-    /// The prefixes followed in the route registry for the sessions' discovery.
-    pub(super) discovery: Arc<Discovery>,
 }
 
 /// What the relay knows of its cluster.
