@@ -14,6 +14,8 @@ use crate::types::namespace::TrackNamespace;
 use crate::types::token::AuthToken;
 use crate::{FilterEncoding, Version};
 
+use super::cluster::HopPath;
+
 /// Message Parameter types (draft-19 §15.7).
 pub mod param {
     /// OBJECT_DELIVERY_TIMEOUT (varint ms).
@@ -46,6 +48,10 @@ pub mod param {
     pub const TRACK_NAMESPACE_PREFIX: u64 = 0x34;
     /// INCLUDE_PROPERTIES (uint8, 0 or 1; from draft-20).
     pub const INCLUDE_PROPERTIES: u64 = 0x35;
+    /// HOP_PATH (length-prefixed Hop IDs; MoQ Cluster extension, draft-17 on).
+    pub const HOP_PATH: u64 = super::super::cluster::HOP_PATH;
+    /// ROUTE_COST (varint; MoQ Cluster extension, draft-17 on).
+    pub const ROUTE_COST: u64 = super::super::cluster::ROUTE_COST;
 }
 
 /// The message (or textual alias) a parameter block belongs to. The table of draft-19 §10.2 is
@@ -103,6 +109,8 @@ pub enum ParamContext {
     PublishStateNotify,
     /// Inside FILL_PARAMETERS: a scope of its own (draft-21 §9.20.16).
     Fill,
+    /// The extended NAMESPACE of a session that negotiated the MoQ Cluster extension.
+    Namespace,
 }
 
 impl ParamContext {
@@ -130,6 +138,7 @@ impl ParamContext {
             ParamContext::RequestUpdateOk => 1 << 19,
             ParamContext::PublishStateNotify => 1 << 20,
             ParamContext::Fill => 1 << 21,
+            ParamContext::Namespace => 1 << 22,
             ParamContext::AnyRequestOk => {
                 ParamContext::PublishOk.bit()
                     | ParamContext::TrackStatusOk.bit()
@@ -175,6 +184,7 @@ impl ParamContext {
             ParamContext::AnyRequestUpdate => "REQUEST_UPDATE",
             ParamContext::PublishStateNotify => "PUBLISH_STATE_NOTIFY",
             ParamContext::Fill => "FILL_PARAMETERS",
+            ParamContext::Namespace => "NAMESPACE",
         }
     }
 }
@@ -290,6 +300,11 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
         }
         param::INCLUDE_PROPERTIES if v.has_fill() => {
             C::Subscribe.bit() | C::TrackStatus.bit() | C::Fetch.bit() | C::SubscribeTracks.bit()
+        }
+        // draft-lcurley-moq-cluster: on every advertisement (PUBLISH_NAMESPACE, the extended
+        // NAMESPACE) and on the REQUEST_UPDATE that re-routes a PUBLISH_NAMESPACE.
+        param::HOP_PATH | param::ROUTE_COST if v.has_cluster_extension() => {
+            C::PublishNamespace.bit() | C::UpdatePublishNamespace.bit() | C::Namespace.bit()
         }
         _ => 0,
     }
@@ -496,6 +511,12 @@ pub struct Parameters {
     pub fill: Option<Box<Parameters>>,
     /// INCLUDE_PROPERTIES (0x35, from draft-20): whether the answer carries Track Properties.
     pub include_properties: Option<bool>,
+    /// HOP_PATH (0x40B57, MoQ Cluster extension, draft-17 on): the relays an advertisement
+    /// went through, publisher first.
+    pub hop_path: Option<HopPath>,
+    /// ROUTE_COST (0x40B58, MoQ Cluster extension, draft-17 on): the path's accumulated
+    /// cost; absent on an advertisement means 0.
+    pub route_cost: Option<u64>,
 }
 
 impl Parameters {
@@ -534,6 +555,8 @@ impl Parameters {
         keep(&mut self.group_order, &update.group_order);
         keep(&mut self.new_group_request, &update.new_group_request);
         keep(&mut self.include_properties, &update.include_properties);
+        keep(&mut self.hop_path, &update.hop_path);
+        keep(&mut self.route_cost, &update.route_cost);
         keep(
             &mut self.track_namespace_prefix,
             &update.track_namespace_prefix,
@@ -579,6 +602,8 @@ impl Parameters {
                 param::TRACK_NAMESPACE_PREFIX,
             ),
             (self.include_properties.is_some(), param::INCLUDE_PROPERTIES),
+            (self.hop_path.is_some(), param::HOP_PATH),
+            (self.route_cost.is_some(), param::ROUTE_COST),
         ];
         let mut out: Vec<u64> = singles
             .iter()
@@ -986,6 +1011,12 @@ impl Parameters {
                     self.track_namespace_prefix = Some(TrackNamespace::decode(buf, v)?)
                 }
             }
+            param::HOP_PATH => {
+                self.hop_path = Some(exact(buf, v, "HOP_PATH", |b| {
+                    HopPath::decode_entries(b, v)
+                })?)
+            }
+            param::ROUTE_COST => self.route_cost = Some(buf.get_varint(v)?),
             _ => {
                 let Some(kind) = RangeFilterKind::from_param_type(ty) else {
                     return Err(DecodeError::UnknownParameter(ty));
@@ -1099,6 +1130,17 @@ impl Parameters {
         if let Some(x) = self.include_properties {
             put_type(buf, param::INCLUDE_PROPERTIES);
             buf.put_u8(x.into());
+        }
+        if let Some(x) = &self.hop_path {
+            put_type(buf, param::HOP_PATH);
+            prefixed(buf, v, |b| {
+                x.encode_entries(b, v);
+                Ok(())
+            })?;
+        }
+        if let Some(x) = self.route_cost {
+            put_type(buf, param::ROUTE_COST);
+            buf.put_varint(x, v);
         }
         Ok(())
     }

@@ -265,6 +265,12 @@ pub fn restrict(p: &mut Parameters, ctx: ParamContext, v: Version) {
     if !ok(param::TRACK_NAMESPACE_PREFIX) {
         p.track_namespace_prefix = None;
     }
+    if !ok(param::HOP_PATH) {
+        p.hop_path = None;
+    }
+    if !ok(param::ROUTE_COST) {
+        p.route_cost = None;
+    }
     p.range_filters.retain(|f| ok(f.kind.param_type()));
     p.range_filters.sort_by_key(|f| f.kind);
     let mut seen = Vec::new();
@@ -299,8 +305,13 @@ pub fn parameters(ctx: ParamContext, v: Version) -> BoxedStrategy<Parameters> {
         opt(varint()),
         opt(small_namespace()),
     );
-    (a, b)
-        .prop_map(move |(a, b)| {
+    // MoQ Cluster: a HOP_PATH of distinct hops (HopPath::new refuses a repeat), a ROUTE_COST.
+    let c = (
+        opt(vec(varint(), 1..4)).prop_map(|h| h.and_then(moq_core::message::cluster::HopPath::new)),
+        opt(varint()),
+    );
+    (a, b, c)
+        .prop_map(move |(a, b, c)| {
             let mut p = Parameters {
                 object_delivery_timeout: a.0,
                 authorization_tokens: a.1,
@@ -318,6 +329,8 @@ pub fn parameters(ctx: ParamContext, v: Version) -> BoxedStrategy<Parameters> {
                 track_namespace_prefix: b.5,
                 fill: None,
                 include_properties: None,
+                hop_path: c.0,
+                route_cost: c.1,
             };
             restrict(&mut p, ctx, v);
             p
@@ -345,6 +358,8 @@ pub fn unknown_setup_option(v: Version) -> impl Strategy<Value = KeyValuePair> {
                 | setup_option::MOQT_IMPLEMENTATION
         ) || (v.has_range_filters() && *k == setup_option::MAX_FILTER_RANGES)
             || (v.has_max_request_updates() && *k == setup_option::MAX_REQUEST_UPDATES)
+            || (v.has_cluster_extension()
+                && matches!(*k, setup_option::HOP_ID | setup_option::RELAY_COST))
     };
     prop_oneof![0u64..16, Just(0x9D), Just(0x11C), varint()]
         .prop_filter("known option", move |k| !known(k))
@@ -408,6 +423,7 @@ pub fn setup(v: Version) -> impl Strategy<Value = Setup> {
                         implementation,
                         max_request_updates,
                         unknown,
+                        ..Default::default()
                     },
                 }
             },

@@ -34,6 +34,8 @@ pub(crate) fn local_setup(
         implementation: config.implementation.clone(),
         max_request_updates: Some(config.max_request_updates)
             .filter(|x| *x > 0 && version.has_max_request_updates()),
+        hop_id: None,
+        relay_cost: None,
         unknown: Vec::new(),
     };
     Setup { options }
