@@ -136,11 +136,10 @@ fn setup_options_before_draft_17_are_unknown_ones() {
 
 #[test]
 fn hop_path_and_route_cost_on_publish_namespace() {
-    let params = Parameters {
-        hop_path: HopPath::new(vec![7, 0, 300, 0x3FFF_FFFF_FFFF_FFFF]),
-        route_cost: Some(2),
-        ..Default::default()
-    };
+    let params = Parameters::default().with_cluster(
+        HopPath::new(vec![7, 0, 300, 0x3FFF_FFFF_FFFF_FFFF]),
+        Some(2),
+    );
     for v in with_cluster() {
         let msg: Message = PublishNamespace {
             request_id: 2,
@@ -176,10 +175,7 @@ fn hop_path_and_route_cost_on_publish_namespace() {
 fn hop_path_wire_shape_has_no_count() {
     // One parameter: type delta 0x40B57 (draft-19's 3-byte varint), Length 3, the three
     // one-byte hops.
-    let params = Parameters {
-        hop_path: HopPath::new(vec![1, 2, 3]),
-        ..Default::default()
-    };
+    let params = Parameters::default().with_cluster(HopPath::new(vec![1, 2, 3]), None);
     let mut buf = Vec::new();
     params
         .encode(&mut buf, ParamContext::PublishNamespace, Version::Draft19)
@@ -201,8 +197,8 @@ fn decode_hop_path(body: &[u8]) -> Result<Parameters, DecodeError> {
 #[test]
 fn malformed_hop_paths_are_refused() {
     assert_eq!(
-        decode_hop_path(&[4, 8]).unwrap().hop_path,
-        HopPath::new(vec![4, 8])
+        decode_hop_path(&[4, 8]).unwrap().hop_path(),
+        HopPath::new(vec![4, 8]).as_ref()
     );
     // Empty, a repeated non-zero hop, a varint cut by the Length: each a violation.
     assert!(matches!(
@@ -229,11 +225,7 @@ fn hop_path_loop_and_append() {
 
 #[test]
 fn extended_namespace_round_trips() {
-    let params = Parameters {
-        hop_path: HopPath::new(vec![9]),
-        route_cost: Some(4),
-        ..Default::default()
-    };
+    let params = Parameters::default().with_cluster(HopPath::new(vec![9]), Some(4));
     let msg = Namespace {
         suffix: ns(&["room"]),
     };

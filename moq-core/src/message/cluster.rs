@@ -11,8 +11,9 @@
 //! [`Version::has_cluster_extension`]); earlier drafts keep the options as unknown ones.
 //!
 //! Where the rows live: the Setup Options in [`super::SetupOptions`] (`hop_id`,
-//! `relay_cost`), the Message Parameters in [`super::Parameters`] (`hop_path`,
-//! `route_cost`) with their rows in the parameter table, and the extended NAMESPACE here.
+//! `relay_cost`), the Message Parameters in [`super::Parameters`] (`cluster`, read with
+//! `hop_path()` / `route_cost()`) with their rows in the parameter table, and the extended
+//! NAMESPACE here.
 
 use bytes::{Buf, Bytes};
 
@@ -36,6 +37,15 @@ pub const ROUTE_COST: u64 = 0x40B58;
 pub const DEFAULT_COST: u64 = 1;
 /// The Hop ID that names no hop (a bridge from a peer that does not speak the extension).
 pub const UNKNOWN_HOP: u64 = 0;
+
+/// The MoQ Cluster Message Parameters of one message ([`Parameters::cluster`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ClusterParams {
+    /// HOP_PATH (0x40B57): the relays an advertisement went through, publisher first.
+    pub hop_path: Option<HopPath>,
+    /// ROUTE_COST (0x40B58): the path's accumulated cost; absent on an advertisement means 0.
+    pub route_cost: Option<u64>,
+}
 
 /// The ordered Hop IDs an advertisement traversed, the original publisher first.
 ///

@@ -14,7 +14,7 @@ use crate::types::namespace::TrackNamespace;
 use crate::types::token::AuthToken;
 use crate::{FilterEncoding, Version};
 
-use super::cluster::HopPath;
+use super::cluster::{ClusterParams, HopPath};
 
 /// Message Parameter types (draft-19 §15.7).
 pub mod param {
@@ -511,12 +511,10 @@ pub struct Parameters {
     pub fill: Option<Box<Parameters>>,
     /// INCLUDE_PROPERTIES (0x35, from draft-20): whether the answer carries Track Properties.
     pub include_properties: Option<bool>,
-    /// HOP_PATH (0x40B57, MoQ Cluster extension, draft-17 on): the relays an advertisement
-    /// went through, publisher first.
-    pub hop_path: Option<HopPath>,
-    /// ROUTE_COST (0x40B58, MoQ Cluster extension, draft-17 on): the path's accumulated
-    /// cost; absent on an advertisement means 0.
-    pub route_cost: Option<u64>,
+    /// HOP_PATH (0x40B57) and ROUTE_COST (0x40B58), the MoQ Cluster extension's (draft-17
+    /// on); boxed, as they are rare and every message holds a `Parameters`. `None` when both
+    /// are absent. [`Parameters::hop_path`] and [`Parameters::route_cost`] read them.
+    pub cluster: Option<Box<ClusterParams>>,
 }
 
 impl Parameters {
@@ -555,8 +553,11 @@ impl Parameters {
         keep(&mut self.group_order, &update.group_order);
         keep(&mut self.new_group_request, &update.new_group_request);
         keep(&mut self.include_properties, &update.include_properties);
-        keep(&mut self.hop_path, &update.hop_path);
-        keep(&mut self.route_cost, &update.route_cost);
+        if let Some(u) = &update.cluster {
+            let mine = self.cluster.get_or_insert_default();
+            keep(&mut mine.hop_path, &u.hop_path);
+            keep(&mut mine.route_cost, &u.route_cost);
+        }
         keep(
             &mut self.track_namespace_prefix,
             &update.track_namespace_prefix,
@@ -566,6 +567,33 @@ impl Parameters {
                 .clone_from(&update.authorization_tokens);
         }
         RangeFilterParam::apply_update(&mut self.range_filters, &update.range_filters);
+    }
+
+    /// HOP_PATH (MoQ Cluster extension), if present.
+    pub fn hop_path(&self) -> Option<&HopPath> {
+        self.cluster.as_ref().and_then(|c| c.hop_path.as_ref())
+    }
+
+    /// ROUTE_COST (MoQ Cluster extension), if present.
+    pub fn route_cost(&self) -> Option<u64> {
+        self.cluster.as_ref().and_then(|c| c.route_cost)
+    }
+
+    /// Sets HOP_PATH and ROUTE_COST (MoQ Cluster extension); both `None` removes them.
+    ///
+    /// ```
+    /// use moq_core::message::{Parameters, cluster::HopPath};
+    /// let p = Parameters::default().with_cluster(HopPath::new(vec![7]), Some(1));
+    /// assert_eq!((p.hop_path().map(|h| h.hops().to_vec()), p.route_cost()), (Some(vec![7]), Some(1)));
+    /// ```
+    pub fn with_cluster(mut self, hop_path: Option<HopPath>, route_cost: Option<u64>) -> Self {
+        self.cluster = (hop_path.is_some() || route_cost.is_some()).then(|| {
+            Box::new(ClusterParams {
+                hop_path,
+                route_cost,
+            })
+        });
+        self
     }
 
     /// True if no parameter is present.
@@ -602,8 +630,8 @@ impl Parameters {
                 param::TRACK_NAMESPACE_PREFIX,
             ),
             (self.include_properties.is_some(), param::INCLUDE_PROPERTIES),
-            (self.hop_path.is_some(), param::HOP_PATH),
-            (self.route_cost.is_some(), param::ROUTE_COST),
+            (self.hop_path().is_some(), param::HOP_PATH),
+            (self.route_cost().is_some(), param::ROUTE_COST),
         ];
         let mut out: Vec<u64> = singles
             .iter()
@@ -1012,11 +1040,12 @@ impl Parameters {
                 }
             }
             param::HOP_PATH => {
-                self.hop_path = Some(exact(buf, v, "HOP_PATH", |b| {
-                    HopPath::decode_entries(b, v)
-                })?)
+                let path = exact(buf, v, "HOP_PATH", |b| HopPath::decode_entries(b, v))?;
+                self.cluster.get_or_insert_default().hop_path = Some(path);
             }
-            param::ROUTE_COST => self.route_cost = Some(buf.get_varint(v)?),
+            param::ROUTE_COST => {
+                self.cluster.get_or_insert_default().route_cost = Some(buf.get_varint(v)?)
+            }
             _ => {
                 let Some(kind) = RangeFilterKind::from_param_type(ty) else {
                     return Err(DecodeError::UnknownParameter(ty));
@@ -1131,14 +1160,14 @@ impl Parameters {
             put_type(buf, param::INCLUDE_PROPERTIES);
             buf.put_u8(x.into());
         }
-        if let Some(x) = &self.hop_path {
+        if let Some(x) = self.hop_path() {
             put_type(buf, param::HOP_PATH);
             prefixed(buf, v, |b| {
                 x.encode_entries(b, v);
                 Ok(())
             })?;
         }
-        if let Some(x) = self.route_cost {
+        if let Some(x) = self.route_cost() {
             put_type(buf, param::ROUTE_COST);
             buf.put_varint(x, v);
         }

@@ -265,11 +265,9 @@ pub fn restrict(p: &mut Parameters, ctx: ParamContext, v: Version) {
     if !ok(param::TRACK_NAMESPACE_PREFIX) {
         p.track_namespace_prefix = None;
     }
+    // HOP_PATH and ROUTE_COST share their places (the MoQ Cluster rows).
     if !ok(param::HOP_PATH) {
-        p.hop_path = None;
-    }
-    if !ok(param::ROUTE_COST) {
-        p.route_cost = None;
+        p.cluster = None;
     }
     p.range_filters.retain(|f| ok(f.kind.param_type()));
     p.range_filters.sort_by_key(|f| f.kind);
@@ -329,9 +327,9 @@ pub fn parameters(ctx: ParamContext, v: Version) -> BoxedStrategy<Parameters> {
                 track_namespace_prefix: b.5,
                 fill: None,
                 include_properties: None,
-                hop_path: c.0,
-                route_cost: c.1,
+                cluster: None,
             };
+            p = p.with_cluster(c.0, c.1);
             restrict(&mut p, ctx, v);
             p
         })

@@ -23,6 +23,7 @@ use moq_transport::{Session, SessionConfig};
 use super::Relay;
 use super::origins::{OriginLink, RegistryRouting, Slot};
 use super::state::{Inner, Route};
+use crate::cluster_ext;
 use crate::registry::{Origin, Registry, RegistryError, RelayRef};
 
 impl Relay {
@@ -65,18 +66,33 @@ async fn lookup_longest(
 
 impl Inner {
     /// Routes `ns` through its origin relay when the relay is routing through a registry and
-    /// no route reaches `ns` now. Ok with no route added when nobody registered it (the
-    /// request then finds no publisher: DOES_NOT_EXIST); an error to answer the request with
-    /// when the store or the origin cannot be reached. Cancel-safe: dropped midway, a link
-    /// being dialed is dropped and nothing is routed.
+    /// no route reaches `ns` now, for a request from session `peer`. Ok with no route added
+    /// when nobody registered it, or when `peer` is a relay (its SETUP declared a HOP_ID):
+    /// the request then finds no publisher (DOES_NOT_EXIST). An error to answer the request
+    /// with when the store or the origin cannot be reached. Cancel-safe: dropped midway, a
+    /// link being dialed is dropped and nothing is routed.
     pub(super) async fn route_from_registry(
         self: &Arc<Self>,
         ns: &TrackNamespace,
+        peer: u64,
     ) -> Result<(), RequestError> {
         let Some(cfg) = self.origins.config.get() else {
             return Ok(());
         };
         if !self.routes_for(ns).is_empty() || ns.is_empty() {
+            return Ok(());
+        }
+        // One hop: what another relay asks of this one (it found this relay through the
+        // registry, or is a cluster peer speaking the extension) is served from here or
+        // refused, never looked up and sent on to a third relay: no relay-to-relay chains, no
+        // loops. The peer's HOP_ID (draft-lcurley-moq-cluster) is the mark.
+        let from_relay = self
+            .sessions
+            .lock()
+            .get(&peer)
+            .and_then(cluster_ext::peer_hop);
+        if let Some(hop) = from_relay {
+            tracing::debug!(namespace = %ns, session = peer, hop, "request from a relay: not routed through the registry");
             return Ok(());
         }
         let internal = |why: String| RequestError::new(RequestErrorCode::INTERNAL_ERROR, why);
@@ -145,7 +161,12 @@ impl Inner {
         let client = Client::new(ClientConfig {
             tls: cfg.tls.clone(),
             versions: self.config.versions.clone(),
-            session: SessionConfig::default(),
+            // draft-lcurley-moq-cluster: declare this relay's Hop ID, so the origin relay
+            // serves the link one hop (from draft-17; below, no mark is sent).
+            session: SessionConfig {
+                cluster_hop: Some(cluster_ext::hop_id(&cfg.me.id)),
+                ..SessionConfig::default()
+            },
             share_indexes: false,
             quic: self.config.quic,
             udp_buffer: self.config.udp_buffer,
