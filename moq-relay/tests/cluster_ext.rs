@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::{case, ns};
 use moq_client::{Client, Publisher, Session, SubscribeOptions};
-use moq_core::{FullTrackName, TrackNamespace, Version};
+use moq_core::{FullTrackName, Location, TrackNamespace, Version};
 use moq_relay::cluster_ext::hop_id;
 use moq_relay::registry::{NamespaceWatch, Origin, Registry, RegistryError, RelayInfo, RelayRef};
 use moq_relay::{RegistryRouting, Relay, RelayConfig};
@@ -104,8 +104,8 @@ async fn connect(r: &Relay, version: Version) -> Session {
 /// Three relays: B has the publisher; A's registry names B the origin, C's names A (A's view
 /// is newer: the publisher moved from A to B). A client's SUBSCRIBE on A is routed to B; the
 /// same SUBSCRIBE on C reaches A over an origin link that declared C's Hop ID, and A refuses
-/// it rather than send it on to B (no C -> A -> B chain). Draft-17 on, where SETUP carries
-/// HOP_ID.
+/// it rather than send it on to B (no C -> A -> B chain), also once A has its own link to B
+/// (SUBSCRIBE, TRACK_STATUS, FETCH). Draft-17 on, where SETUP carries HOP_ID.
 #[tokio::test]
 async fn a_request_from_an_origin_link_is_not_routed_through_the_registry_again() {
     for v in [Version::Draft17, Version::Draft19, Version::Draft22] {
@@ -150,6 +150,24 @@ async fn a_request_from_an_origin_link_is_not_routed_through_the_registry_again(
             g.finish().unwrap();
             assert_eq!(common::read_objects(&mut t, 1).await[0].1, "hello");
             assert_eq!(a.origin_links(), 1, "A linked to B for its own client");
+
+            // A now has a route to B, over its origin link: C's requests still stop at A.
+            let again = on_c
+                .subscriber()
+                .subscribe(track.clone(), SubscribeOptions::default())
+                .await;
+            assert!(
+                again.is_err(),
+                "{v:?}: C -> A -> B over A's link served the subscription"
+            );
+            let status = on_c.subscriber().track_status(track.clone()).await;
+            assert!(status.is_err(), "{v:?}: C -> A -> B answered TRACK_STATUS");
+            let fetched = on_c
+                .subscriber()
+                .fetch(track.clone(), Location::new(0, 0), Location::new(1, 0))
+                .await;
+            assert!(fetched.is_err(), "{v:?}: C -> A -> B served the FETCH");
+            assert_eq!(a.origin_links(), 1, "A opened no other link for C");
         })
         .await;
     }

@@ -68,9 +68,10 @@ impl Inner {
     /// Routes `ns` through its origin relay when the relay is routing through a registry and
     /// no route reaches `ns` now, for a request from session `peer`. Ok with no route added
     /// when nobody registered it, or when `peer` is a relay (its SETUP declared a HOP_ID):
-    /// the request then finds no publisher (DOES_NOT_EXIST). An error to answer the request
-    /// with when the store or the origin cannot be reached. Cancel-safe: dropped midway, a
-    /// link being dialed is dropped and nothing is routed.
+    /// the request then finds no publisher (DOES_NOT_EXIST); a relay's request that only an
+    /// origin link reaches is refused (DOES_NOT_EXIST). An error to answer the request with
+    /// when the store or the origin cannot be reached. Cancel-safe: dropped midway, a link
+    /// being dialed is dropped and nothing is routed.
     pub(super) async fn route_from_registry(
         self: &Arc<Self>,
         ns: &TrackNamespace,
@@ -79,20 +80,33 @@ impl Inner {
         let Some(cfg) = self.origins.config.get() else {
             return Ok(());
         };
-        if !self.routes_for(ns).is_empty() || ns.is_empty() {
-            return Ok(());
-        }
         // One hop: what another relay asks of this one (it found this relay through the
         // registry, or is a cluster peer speaking the extension) is served from here or
-        // refused, never looked up and sent on to a third relay: no relay-to-relay chains, no
-        // loops. The peer's HOP_ID (draft-lcurley-moq-cluster) is the mark.
+        // refused, never looked up and sent on to a third relay, nor over a link this relay
+        // opened to one: no relay-to-relay chains, no loops. The peer's HOP_ID
+        // (draft-lcurley-moq-cluster) is the mark.
         let from_relay = self
             .sessions
             .lock()
             .get(&peer)
             .and_then(cluster_ext::peer_hop);
         if let Some(hop) = from_relay {
-            tracing::debug!(namespace = %ns, session = peer, hop, "request from a relay: not routed through the registry");
+            let routes = self.routes_for(ns);
+            // Origin links are not sessions the relay serves; its publishers and mesh links are.
+            let only_origin_links = {
+                let sessions = self.sessions.lock();
+                !routes.is_empty() && routes.iter().all(|r| !sessions.contains_key(&r.session_id))
+            };
+            tracing::debug!(namespace = %ns, session = peer, hop, only_origin_links, "request from a relay: served one hop");
+            if only_origin_links {
+                return Err(RequestError::new(
+                    RequestErrorCode::DOES_NOT_EXIST,
+                    "served one hop: another relay's request is not sent on to a third relay",
+                ));
+            }
+            return Ok(());
+        }
+        if !self.routes_for(ns).is_empty() || ns.is_empty() {
             return Ok(());
         }
         let internal = |why: String| RequestError::new(RequestErrorCode::INTERNAL_ERROR, why);
