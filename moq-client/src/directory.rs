@@ -75,13 +75,15 @@ pub trait Upstream: Send + Sync + 'static {
         params: &Parameters,
     ) -> Result<Source, RequestError>;
 
-    /// A FETCH; `held` is the directory's track of that name, if any. Answer it from the
-    /// cache with [`serve_fetch`] or forward it.
-    async fn fetch(&self, fetch: IncomingFetch, held: Option<TrackCache>);
+    /// A FETCH from session `peer`; `held` is the directory's track of that name, if any.
+    /// Answer it from the cache with [`serve_fetch`] or forward it.
+    async fn fetch(&self, peer: u64, fetch: IncomingFetch, held: Option<TrackCache>);
 
-    /// A TRACK_STATUS; `held` is the directory's track of that name, if any.
+    /// A TRACK_STATUS from session `peer`; `held` is the directory's track of that name, if
+    /// any.
     async fn track_status(
         &self,
+        peer: u64,
         name: &FullTrackName,
         held: Option<TrackCache>,
     ) -> Result<TrackStatusInfo, RequestError>;
@@ -437,8 +439,8 @@ impl Directory {
         let dir = self.clone();
         match request {
             Incoming::Subscribe(r) => session.spawn_light(dir.on_subscribe(r, peer.clone())),
-            Incoming::Fetch(f) => session.spawn(dir.on_fetch(f)),
-            Incoming::TrackStatus(t) => session.spawn_light(dir.on_track_status(t)),
+            Incoming::Fetch(f) => session.spawn(dir.on_fetch(f, peer.key)),
+            Incoming::TrackStatus(t) => session.spawn_light(dir.on_track_status(t, peer.key)),
             Incoming::SubscribeTracks(r) => {
                 session.spawn_light(dir.on_subscribe_tracks(r, peer.clone()))
             }
@@ -558,10 +560,10 @@ impl Directory {
         })
     }
 
-    async fn on_fetch(self, f: IncomingFetch) {
+    async fn on_fetch(self, f: IncomingFetch, peer: u64) {
         let held = self.get(f.track());
         match (&self.shared.upstream, held) {
-            (Some(up), held) => up.fetch(f, held).await,
+            (Some(up), held) => up.fetch(peer, f, held).await,
             (None, Some(t)) => {
                 let _ = serve_fetch(&t, f).await;
             }
@@ -572,10 +574,10 @@ impl Directory {
         }
     }
 
-    async fn on_track_status(self, t: IncomingTrackStatus) {
+    async fn on_track_status(self, t: IncomingTrackStatus, peer: u64) {
         let held = self.get(t.track());
         let answer = match &self.shared.upstream {
-            Some(up) => up.track_status(t.track(), held).await,
+            Some(up) => up.track_status(peer, t.track(), held).await,
             None => held.map(|h| status_of(&h)).ok_or_else(|| {
                 RequestError::new(RequestErrorCode::DOES_NOT_EXIST, "no such track")
             }),

@@ -135,6 +135,13 @@ impl Version {
         self.draft() <= n
     }
 
+    /// The MoQ Cluster extension (draft-lcurley-moq-cluster) can be negotiated: its HOP_ID
+    /// option needs the Key-Value-Pair SETUP of draft-17 on; earlier drafts keep its options
+    /// as unknown ones and its parameters do not exist.
+    pub const fn has_cluster_extension(self) -> bool {
+        self.from(17)
+    }
+
     /// Range Filter parameters (0x25-0x29), MAX_FILTER_RANGES, CONFLICTING_FILTERS and
     /// INVALID_FILTER exist (from draft-19).
     pub const fn has_range_filters(self) -> bool {

@@ -37,6 +37,7 @@
 #[cfg(feature = "auth")]
 pub mod auth;
 pub mod cluster;
+pub mod cluster_ext;
 mod config;
 #[cfg(feature = "http")]
 pub mod http;

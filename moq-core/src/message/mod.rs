@@ -15,6 +15,7 @@
 //! assert_eq!(Message::decode(&mut buf, v).unwrap(), msg);
 //! ```
 
+pub mod cluster;
 mod fetch;
 mod namespace;
 mod params;

@@ -14,6 +14,8 @@ use crate::types::namespace::TrackNamespace;
 use crate::types::token::AuthToken;
 use crate::{FilterEncoding, Version};
 
+use super::cluster::{ClusterParams, HopPath};
+
 /// Message Parameter types (draft-19 §15.7).
 pub mod param {
     /// OBJECT_DELIVERY_TIMEOUT (varint ms).
@@ -46,6 +48,10 @@ pub mod param {
     pub const TRACK_NAMESPACE_PREFIX: u64 = 0x34;
     /// INCLUDE_PROPERTIES (uint8, 0 or 1; from draft-20).
     pub const INCLUDE_PROPERTIES: u64 = 0x35;
+    /// HOP_PATH (length-prefixed Hop IDs; MoQ Cluster extension, draft-17 on).
+    pub const HOP_PATH: u64 = super::super::cluster::HOP_PATH;
+    /// ROUTE_COST (varint; MoQ Cluster extension, draft-17 on).
+    pub const ROUTE_COST: u64 = super::super::cluster::ROUTE_COST;
 }
 
 /// The message (or textual alias) a parameter block belongs to. The table of draft-19 §10.2 is
@@ -103,6 +109,8 @@ pub enum ParamContext {
     PublishStateNotify,
     /// Inside FILL_PARAMETERS: a scope of its own (draft-21 §9.20.16).
     Fill,
+    /// The extended NAMESPACE of a session that negotiated the MoQ Cluster extension.
+    Namespace,
 }
 
 impl ParamContext {
@@ -130,6 +138,7 @@ impl ParamContext {
             ParamContext::RequestUpdateOk => 1 << 19,
             ParamContext::PublishStateNotify => 1 << 20,
             ParamContext::Fill => 1 << 21,
+            ParamContext::Namespace => 1 << 22,
             ParamContext::AnyRequestOk => {
                 ParamContext::PublishOk.bit()
                     | ParamContext::TrackStatusOk.bit()
@@ -175,6 +184,7 @@ impl ParamContext {
             ParamContext::AnyRequestUpdate => "REQUEST_UPDATE",
             ParamContext::PublishStateNotify => "PUBLISH_STATE_NOTIFY",
             ParamContext::Fill => "FILL_PARAMETERS",
+            ParamContext::Namespace => "NAMESPACE",
         }
     }
 }
@@ -290,6 +300,11 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
         }
         param::INCLUDE_PROPERTIES if v.has_fill() => {
             C::Subscribe.bit() | C::TrackStatus.bit() | C::Fetch.bit() | C::SubscribeTracks.bit()
+        }
+        // draft-lcurley-moq-cluster: on every advertisement (PUBLISH_NAMESPACE, the extended
+        // NAMESPACE) and on the REQUEST_UPDATE that re-routes a PUBLISH_NAMESPACE.
+        param::HOP_PATH | param::ROUTE_COST if v.has_cluster_extension() => {
+            C::PublishNamespace.bit() | C::UpdatePublishNamespace.bit() | C::Namespace.bit()
         }
         _ => 0,
     }
@@ -496,6 +511,10 @@ pub struct Parameters {
     pub fill: Option<Box<Parameters>>,
     /// INCLUDE_PROPERTIES (0x35, from draft-20): whether the answer carries Track Properties.
     pub include_properties: Option<bool>,
+    /// HOP_PATH (0x40B57) and ROUTE_COST (0x40B58), the MoQ Cluster extension's (draft-17
+    /// on); boxed, as they are rare and every message holds a `Parameters`. `None` when both
+    /// are absent. [`Parameters::hop_path`] and [`Parameters::route_cost`] read them.
+    pub cluster: Option<Box<ClusterParams>>,
 }
 
 impl Parameters {
@@ -534,6 +553,11 @@ impl Parameters {
         keep(&mut self.group_order, &update.group_order);
         keep(&mut self.new_group_request, &update.new_group_request);
         keep(&mut self.include_properties, &update.include_properties);
+        if let Some(u) = &update.cluster {
+            let mine = self.cluster.get_or_insert_default();
+            keep(&mut mine.hop_path, &u.hop_path);
+            keep(&mut mine.route_cost, &u.route_cost);
+        }
         keep(
             &mut self.track_namespace_prefix,
             &update.track_namespace_prefix,
@@ -543,6 +567,33 @@ impl Parameters {
                 .clone_from(&update.authorization_tokens);
         }
         RangeFilterParam::apply_update(&mut self.range_filters, &update.range_filters);
+    }
+
+    /// HOP_PATH (MoQ Cluster extension), if present.
+    pub fn hop_path(&self) -> Option<&HopPath> {
+        self.cluster.as_ref().and_then(|c| c.hop_path.as_ref())
+    }
+
+    /// ROUTE_COST (MoQ Cluster extension), if present.
+    pub fn route_cost(&self) -> Option<u64> {
+        self.cluster.as_ref().and_then(|c| c.route_cost)
+    }
+
+    /// Sets HOP_PATH and ROUTE_COST (MoQ Cluster extension); both `None` removes them.
+    ///
+    /// ```
+    /// use moq_core::message::{Parameters, cluster::HopPath};
+    /// let p = Parameters::default().with_cluster(HopPath::new(vec![7]), Some(1));
+    /// assert_eq!((p.hop_path().map(|h| h.hops().to_vec()), p.route_cost()), (Some(vec![7]), Some(1)));
+    /// ```
+    pub fn with_cluster(mut self, hop_path: Option<HopPath>, route_cost: Option<u64>) -> Self {
+        self.cluster = (hop_path.is_some() || route_cost.is_some()).then(|| {
+            Box::new(ClusterParams {
+                hop_path,
+                route_cost,
+            })
+        });
+        self
     }
 
     /// True if no parameter is present.
@@ -579,6 +630,8 @@ impl Parameters {
                 param::TRACK_NAMESPACE_PREFIX,
             ),
             (self.include_properties.is_some(), param::INCLUDE_PROPERTIES),
+            (self.hop_path().is_some(), param::HOP_PATH),
+            (self.route_cost().is_some(), param::ROUTE_COST),
         ];
         let mut out: Vec<u64> = singles
             .iter()
@@ -986,6 +1039,13 @@ impl Parameters {
                     self.track_namespace_prefix = Some(TrackNamespace::decode(buf, v)?)
                 }
             }
+            param::HOP_PATH => {
+                let path = exact(buf, v, "HOP_PATH", |b| HopPath::decode_entries(b, v))?;
+                self.cluster.get_or_insert_default().hop_path = Some(path);
+            }
+            param::ROUTE_COST => {
+                self.cluster.get_or_insert_default().route_cost = Some(buf.get_varint(v)?)
+            }
             _ => {
                 let Some(kind) = RangeFilterKind::from_param_type(ty) else {
                     return Err(DecodeError::UnknownParameter(ty));
@@ -1099,6 +1159,17 @@ impl Parameters {
         if let Some(x) = self.include_properties {
             put_type(buf, param::INCLUDE_PROPERTIES);
             buf.put_u8(x.into());
+        }
+        if let Some(x) = self.hop_path() {
+            put_type(buf, param::HOP_PATH);
+            prefixed(buf, v, |b| {
+                x.encode_entries(b, v);
+                Ok(())
+            })?;
+        }
+        if let Some(x) = self.route_cost() {
+            put_type(buf, param::ROUTE_COST);
+            buf.put_varint(x, v);
         }
         Ok(())
     }

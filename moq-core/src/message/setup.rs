@@ -26,6 +26,10 @@ pub mod setup_option {
     pub const MOQT_IMPLEMENTATION: u64 = 0x07;
     /// MAX_REQUEST_UPDATES (varint; draft-19).
     pub const MAX_REQUEST_UPDATES: u64 = 0x08;
+    /// HOP_ID (varint; MoQ Cluster extension, draft-17 on): see [`super::cluster`].
+    pub const HOP_ID: u64 = super::super::cluster::HOP_ID;
+    /// RELAY_COST (varint; MoQ Cluster extension, draft-17 on).
+    pub const RELAY_COST: u64 = super::super::cluster::RELAY_COST;
 }
 
 /// The Setup Options of a SETUP message, typed; unknown options (GREASE among them) are kept in
@@ -46,6 +50,12 @@ pub struct SetupOptions {
     pub implementation: Option<String>,
     /// MAX_REQUEST_UPDATES (0x08, draft-19); absent or 0 means unlimited.
     pub max_request_updates: Option<u64>,
+    /// HOP_ID (0x40B54, MoQ Cluster extension, draft-17 on): the sender's Hop ID; present
+    /// means the sender speaks the extension (0: it names no hop).
+    pub hop_id: Option<u64>,
+    /// RELAY_COST (0x40B56, MoQ Cluster extension, draft-17 on): what pulling from the
+    /// sender costs; absent means [`super::cluster::DEFAULT_COST`].
+    pub relay_cost: Option<u64>,
     /// Options this crate does not understand, including GREASE.
     pub unknown: Vec<KeyValuePair>,
 }
@@ -100,6 +110,8 @@ impl SetupOptions {
                 MAX_REQUEST_ID => v.has_max_request_id(),
                 setup_option::MAX_FILTER_RANGES => v.has_range_filters(),
                 setup_option::MAX_REQUEST_UPDATES => v.has_max_request_updates(),
+                // Before draft-17 the cluster options are unknown ones (kept, ignored).
+                setup_option::HOP_ID | setup_option::RELAY_COST => v.has_cluster_extension(),
                 setup_option::PATH
                 | setup_option::AUTHORIZATION_TOKEN
                 | setup_option::MAX_AUTH_TOKEN_CACHE_SIZE
@@ -138,6 +150,8 @@ impl SetupOptions {
                 (setup_option::MAX_REQUEST_UPDATES, KvpValue::Int(x)) => {
                     o.max_request_updates = Some(x)
                 }
+                (setup_option::HOP_ID, KvpValue::Int(x)) => o.hop_id = Some(x),
+                (setup_option::RELAY_COST, KvpValue::Int(x)) => o.relay_cost = Some(x),
                 (MAX_REQUEST_ID, KvpValue::Int(x)) => max_request_id = Some(x),
                 // Parity fixes the shape, so a known key cannot carry the other shape.
                 _ => return Err(DecodeError::KeyValueFormatting("setup option")),
@@ -209,6 +223,17 @@ impl SetupOptions {
                 return Err(EncodeError::NotInVersion("MAX_REQUEST_UPDATES", v));
             }
             pairs.push(KeyValuePair::int(setup_option::MAX_REQUEST_UPDATES, x)?);
+        }
+        for (x, key, name) in [
+            (o.hop_id, setup_option::HOP_ID, "HOP_ID"),
+            (o.relay_cost, setup_option::RELAY_COST, "RELAY_COST"),
+        ] {
+            if let Some(x) = x {
+                if !v.has_cluster_extension() {
+                    return Err(EncodeError::NotInVersion(name, v));
+                }
+                pairs.push(KeyValuePair::int(key, x)?);
+            }
         }
         pairs.extend(o.unknown.iter().cloned());
         pairs.sort_by_key(|p| p.key);

@@ -265,6 +265,10 @@ pub fn restrict(p: &mut Parameters, ctx: ParamContext, v: Version) {
     if !ok(param::TRACK_NAMESPACE_PREFIX) {
         p.track_namespace_prefix = None;
     }
+    // HOP_PATH and ROUTE_COST share their places (the MoQ Cluster rows).
+    if !ok(param::HOP_PATH) {
+        p.cluster = None;
+    }
     p.range_filters.retain(|f| ok(f.kind.param_type()));
     p.range_filters.sort_by_key(|f| f.kind);
     let mut seen = Vec::new();
@@ -299,8 +303,13 @@ pub fn parameters(ctx: ParamContext, v: Version) -> BoxedStrategy<Parameters> {
         opt(varint()),
         opt(small_namespace()),
     );
-    (a, b)
-        .prop_map(move |(a, b)| {
+    // MoQ Cluster: a HOP_PATH of distinct hops (HopPath::new refuses a repeat), a ROUTE_COST.
+    let c = (
+        opt(vec(varint(), 1..4)).prop_map(|h| h.and_then(moq_core::message::cluster::HopPath::new)),
+        opt(varint()),
+    );
+    (a, b, c)
+        .prop_map(move |(a, b, c)| {
             let mut p = Parameters {
                 object_delivery_timeout: a.0,
                 authorization_tokens: a.1,
@@ -318,7 +327,9 @@ pub fn parameters(ctx: ParamContext, v: Version) -> BoxedStrategy<Parameters> {
                 track_namespace_prefix: b.5,
                 fill: None,
                 include_properties: None,
+                cluster: None,
             };
+            p = p.with_cluster(c.0, c.1);
             restrict(&mut p, ctx, v);
             p
         })
@@ -345,6 +356,8 @@ pub fn unknown_setup_option(v: Version) -> impl Strategy<Value = KeyValuePair> {
                 | setup_option::MOQT_IMPLEMENTATION
         ) || (v.has_range_filters() && *k == setup_option::MAX_FILTER_RANGES)
             || (v.has_max_request_updates() && *k == setup_option::MAX_REQUEST_UPDATES)
+            || (v.has_cluster_extension()
+                && matches!(*k, setup_option::HOP_ID | setup_option::RELAY_COST))
     };
     prop_oneof![0u64..16, Just(0x9D), Just(0x11C), varint()]
         .prop_filter("known option", move |k| !known(k))
@@ -408,6 +421,7 @@ pub fn setup(v: Version) -> impl Strategy<Value = Setup> {
                         implementation,
                         max_request_updates,
                         unknown,
+                        ..Default::default()
                     },
                 }
             },

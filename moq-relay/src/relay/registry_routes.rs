@@ -24,6 +24,7 @@ use super::Relay;
 use super::origins::{OriginLink, RegistryRouting, Slot};
 use super::registry_discovery::origin_link_quic;
 use super::state::{Inner, Route};
+use crate::cluster_ext;
 use crate::registry::{Origin, Registry, RegistryError, RelayRef};
 
 impl Relay {
@@ -66,17 +67,44 @@ async fn lookup_longest(
 
 impl Inner {
     /// Routes `ns` through its origin relay when the relay is routing through a registry and
-    /// no route reaches `ns` now. Ok with no route added when nobody registered it (the
-    /// request then finds no publisher: DOES_NOT_EXIST); an error to answer the request with
+    /// no route reaches `ns` now, for a request from session `peer` (`None`: for the relay's
+    /// own upstream, as when an origin moved). Ok with no route added
+    /// when nobody registered it, or when `peer` is a relay (its SETUP declared a HOP_ID):
+    /// the request then finds no publisher (DOES_NOT_EXIST); a relay's request that only an
+    /// origin link reaches is refused (DOES_NOT_EXIST). An error to answer the request with
     /// when the store or the origin cannot be reached. Cancel-safe: dropped midway, a link
     /// being dialed is dropped and nothing is routed.
     pub(super) async fn route_from_registry(
         self: &Arc<Self>,
         ns: &TrackNamespace,
+        peer: Option<u64>,
     ) -> Result<(), RequestError> {
         let Some(cfg) = self.origins.config.get() else {
             return Ok(());
         };
+        // One hop: what another relay asks of this one (it found this relay through the
+        // registry, or is a cluster peer speaking the extension) is served from here or
+        // refused, never looked up and sent on to a third relay, nor over a link this relay
+        // opened to one: no relay-to-relay chains, no loops. The peer's HOP_ID
+        // (draft-lcurley-moq-cluster) is the mark.
+        let from_relay =
+            peer.and_then(|p| self.sessions.lock().get(&p).and_then(cluster_ext::peer_hop));
+        if let Some(hop) = from_relay {
+            let routes = self.routes_for(ns);
+            // Origin links are not sessions the relay serves; its publishers and mesh links are.
+            let only_origin_links = {
+                let sessions = self.sessions.lock();
+                !routes.is_empty() && routes.iter().all(|r| !sessions.contains_key(&r.session_id))
+            };
+            tracing::debug!(namespace = %ns, session = peer, hop, only_origin_links, "request from a relay: served one hop");
+            if only_origin_links {
+                return Err(RequestError::new(
+                    RequestErrorCode::DOES_NOT_EXIST,
+                    "served one hop: another relay's request is not sent on to a third relay",
+                ));
+            }
+            return Ok(());
+        }
         if !self.routes_for(ns).is_empty() || ns.is_empty() {
             return Ok(());
         }
@@ -146,7 +174,12 @@ impl Inner {
         let client = Client::new(ClientConfig {
             tls: cfg.tls.clone(),
             versions: self.config.versions.clone(),
-            session: SessionConfig::default(),
+            // draft-lcurley-moq-cluster: declare this relay's Hop ID, so the origin relay
+            // serves the link one hop (from draft-17; below, no mark is sent).
+            session: SessionConfig {
+                cluster_hop: Some(cluster_ext::hop_id(&cfg.me.id)),
+                ..SessionConfig::default()
+            },
             share_indexes: false,
             quic: origin_link_quic(self.config.quic, cfg.registry.lease()),
             udp_buffer: self.config.udp_buffer,
@@ -203,7 +236,9 @@ impl Inner {
         }
         tracing::info!(namespace = %prefix, from = %relay, to = %now.relay.id, "origin moved; upstream follows");
         self.unroute(&mut *slot.lock().await, id, &prefix);
-        self.route_from_registry(&track.namespace).await.ok()?;
+        self.route_from_registry(&track.namespace, None)
+            .await
+            .ok()?;
         let routes = self.routes_for(&track.namespace);
         routes.into_iter().find(|r| r.session_id != id)
     }

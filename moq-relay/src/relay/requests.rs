@@ -54,12 +54,14 @@ impl Upstream for RelayUpstream {
 
     async fn subscribe(
         &self,
-        _peer: u64,
+        peer: u64,
         name: &FullTrackName,
         params: &Parameters,
     ) -> Result<Source, RequestError> {
         let inner = self.inner()?;
-        inner.route_from_registry(&name.namespace).await?;
+        inner
+            .route_from_registry(&name.namespace, Some(peer))
+            .await?;
         let rendezvous = params
             .rendezvous_timeout
             .filter(|t| *t > 0)
@@ -93,18 +95,21 @@ impl Upstream for RelayUpstream {
         })
     }
 
-    async fn fetch(&self, f: IncomingFetch, _held: Option<TrackCache>) {
+    async fn fetch(&self, peer: u64, f: IncomingFetch, _held: Option<TrackCache>) {
         let Ok(inner) = self.inner() else { return };
-        on_fetch(inner, f).await;
+        on_fetch(inner, peer, f).await;
     }
 
     async fn track_status(
         &self,
+        peer: u64,
         name: &FullTrackName,
         _held: Option<TrackCache>,
     ) -> Result<TrackStatusInfo, RequestError> {
         let inner = self.inner()?;
-        inner.route_from_registry(&name.namespace).await?;
+        inner
+            .route_from_registry(&name.namespace, Some(peer))
+            .await?;
         track_status(&inner, name).await
     }
 
@@ -121,9 +126,9 @@ impl Upstream for RelayUpstream {
 }
 
 /// FETCH: from the cache when it holds the whole range, else from one publisher.
-async fn on_fetch(inner: Arc<Inner>, f: IncomingFetch) {
+async fn on_fetch(inner: Arc<Inner>, peer: u64, f: IncomingFetch) {
     let name = f.track().clone();
-    if let Err(e) = inner.route_from_registry(&name.namespace).await {
+    if let Err(e) = inner.route_from_registry(&name.namespace, Some(peer)).await {
         f.reject(e);
         return;
     }

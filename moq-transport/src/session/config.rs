@@ -97,6 +97,13 @@ pub struct SessionConfig {
     pub limits: Limits,
     /// Told how each of the peer's requests was answered, if set (a relay's metrics).
     pub observer: Option<Arc<dyn RequestObserver>>,
+    /// HOP_ID to send in SETUP (MoQ Cluster extension, draft-lcurley-moq-cluster; sent from
+    /// draft-17 only): this endpoint's Hop ID, declaring it a relay of a cluster. `None` sends
+    /// nothing. The session does not yet use the extension's extended NAMESPACE, so only set
+    /// it toward a peer that will not SUBSCRIBE_NAMESPACE expecting it (a relay of ours).
+    pub cluster_hop: Option<u64>,
+    /// RELAY_COST to send with HOP_ID: what pulling from this endpoint costs.
+    pub relay_cost: Option<u64>,
 }
 
 /// Sees how the peer's requests are answered: once per request, with the first answer.
@@ -138,6 +145,8 @@ impl Default for SessionConfig {
             request_queue: 64,
             limits: Limits::default(),
             observer: None,
+            cluster_hop: None,
+            relay_cost: None,
         }
     }
 }
