@@ -8,266 +8,29 @@
 //!   them within the lease and a margin; restarting the store loses no established flow and
 //!   lookups work again after it; a publisher that moves from A to B reaches C's subscriber
 //!   without a duplicate object;
+//! - the same five, discovery (`cluster_five/discovery.rs`): SUBSCRIBE_NAMESPACE under a
+//!   prefix on E sees what A and B announce under it and its removal; killing A ends E's entry
+//!   of A's namespace and C's and E's subscriptions within the lease;
 //! - three relays of regions x, x, y: a draining relay names the least loaded live relay of
 //!   its region in GOAWAY, in each client's scheme, and none when the store is down.
 //!
-//! The harness ([`Cluster`], [`Node::publisher`], [`Node::subscriber`], [`Node::discovery`])
-//! is what a discovery case (SUBSCRIBE_NAMESPACE on E across A and B) would use too. The
-//! relays log at `warn` into [`Binary::log_lines`]; `RELAY_LOG=debug` (a `RUST_LOG` filter)
-//! asks them for more.
+//! The harness (`cluster_five/harness.rs`: `Cluster`, `Node::publisher`, `Node::announce`,
+//! `Node::subscriber`, `Node::discovery`) starts the binaries and reaches them. The relays
+//! log at `warn` into `Binary::log_lines`; `RELAY_LOG=debug` (a `RUST_LOG` filter) asks them
+//! for more.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+#[path = "cluster_five/discovery.rs"]
+mod discovery;
+#[path = "cluster_five/harness.rs"]
+mod harness;
 
-use std::net::UdpSocket;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::store::Store;
-use common::{Binary, case, ns, workdir};
-use moq_client::{Client, NamespaceStream, Publisher, Session, SubscribeOptions, TrackConsumer};
+use common::{case, ns};
+use harness::{Cluster, LEASE, SCHEMES, ends_within, groups};
 use moq_core::FullTrackName;
-use moq_relay::registry::{RedisRegistry, Registry};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// The lease every relay of these tests registers and heartbeats with.
-const LEASE: Duration = Duration::from_secs(2);
-
-/// The client transports every case runs over.
-const SCHEMES: [&str; 2] = ["moqt", "https"];
-
-/// One relay binary of a [`Cluster`].
-struct Node {
-    id: String,
-    bin: Binary,
-}
-
-impl Node {
-    fn port(&self) -> u16 {
-        self.bin.port
-    }
-
-    /// The URL a client reaches this relay at over `scheme`.
-    fn url(&self, scheme: &str) -> String {
-        format!("{scheme}://localhost:{}/", self.port())
-    }
-
-    /// A client session to this relay over `scheme`, able to publish.
-    async fn connect(&self, scheme: &str) -> Session {
-        Client::builder()
-            .fingerprint(&self.bin.fingerprint)
-            .unwrap()
-            .publisher(Publisher::default())
-            .build()
-            .unwrap()
-            .connect(&self.url(scheme))
-            .await
-            .unwrap()
-    }
-
-    /// A publisher of `track` on this relay over `scheme`, its namespace announced.
-    async fn publisher(&self, scheme: &str, track: &FullTrackName) -> Publishing {
-        let session = self.connect(scheme).await;
-        let namespace = session
-            .publisher()
-            .publish_namespace(track.namespace.clone())
-            .unwrap();
-        namespace.announced().await.unwrap();
-        let producer = session.publisher().create_track(track.clone()).unwrap();
-        Publishing {
-            _namespace: namespace,
-            producer,
-            _session: session,
-        }
-    }
-
-    /// A subscriber of `track` on this relay over `scheme`.
-    async fn subscriber(&self, scheme: &str, track: &FullTrackName) -> (Session, TrackConsumer) {
-        let session = self.connect(scheme).await;
-        let consumer = session
-            .subscriber()
-            .subscribe(track.clone(), SubscribeOptions::default())
-            .await
-            .unwrap();
-        (session, consumer)
-    }
-
-    /// SUBSCRIBE_NAMESPACE under `prefix` on this relay over `scheme` (for discovery across
-    /// the cluster).
-    #[allow(dead_code)] // the discovery case is another change's
-    async fn discovery(&self, scheme: &str, prefix: &str) -> (Session, NamespaceStream) {
-        let session = self.connect(scheme).await;
-        let stream = session
-            .subscriber()
-            .subscribe_namespace(ns(prefix))
-            .await
-            .unwrap();
-        (session, stream)
-    }
-
-    /// The value of the gauge `name` (no labels) in this relay's `/metrics`.
-    async fn gauge(&self, name: &str) -> u64 {
-        let http = self.bin.http.as_deref().unwrap();
-        let addr = http.strip_prefix("http://").unwrap();
-        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        tcp.write_all(request.as_bytes()).await.unwrap();
-        let mut body = String::new();
-        tcp.read_to_string(&mut body).await.unwrap();
-        body.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .map(|v| v.trim().parse::<f64>().unwrap() as u64)
-            .unwrap_or_else(|| panic!("{}: no {name} in /metrics", self.id))
-    }
-}
-
-/// A publisher's session, its announced namespace and its track.
-struct Publishing {
-    _namespace: moq_client::NamespaceHandle,
-    producer: moq_client::TrackProducer,
-    _session: Session,
-}
-
-impl Publishing {
-    /// Writes group `group` of one object.
-    fn group(&self, group: u64) {
-        let mut g = self.producer.create_group(group).unwrap();
-        g.write(format!("g{group}")).unwrap();
-        g.finish().unwrap();
-    }
-}
-
-/// Relay binaries sharing a store, each with `/metrics` and a short lease.
-struct Cluster {
-    store: Store,
-    nodes: Vec<Node>,
-    /// The test's own view of the registry.
-    registry: RedisRegistry,
-}
-
-impl Cluster {
-    /// One relay binary per `(id, region)`, all sharing one certificate (so each links to the
-    /// others by one pinned fingerprint) and the store. `None` when the registry tests are
-    /// skipped (no redis-server, `MOQ_SKIP_REGISTRY_TESTS=1`).
-    fn start(relays: &[(&str, &str)]) -> Option<Cluster> {
-        let store = Store::start()?;
-        // A directory of the cluster's own: the tests of this file run at once.
-        static CLUSTERS: AtomicUsize = AtomicUsize::new(0);
-        let n = CLUSTERS.fetch_add(1, Ordering::Relaxed);
-        let dir = workdir(&format!("cluster-five-{n}"));
-        let fingerprint = common::write_cert(&dir);
-        let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
-        let (cert, key, url) = (path("cert.pem"), path("key.pem"), store.url());
-        let lease = LEASE.as_secs_f64().to_string();
-        let nodes = relays
-            .iter()
-            .map(|(id, region)| {
-                // The relay advertises its port: chosen here, bound by the relay.
-                let port = UdpSocket::bind("127.0.0.1:0")
-                    .unwrap()
-                    .local_addr()
-                    .unwrap()
-                    .port();
-                let advertise = format!("moqt://localhost:{port}");
-                let args = [
-                    "--tls-cert",
-                    &cert,
-                    "--tls-key",
-                    &key,
-                    "--auth-disabled",
-                    "--http",
-                    "127.0.0.1:0",
-                    "--registry",
-                    &url,
-                    "--registry-lease",
-                    &lease,
-                    "--registry-timeout",
-                    "0.5",
-                    "--relay-id",
-                    id,
-                    "--region",
-                    region,
-                    "--advertise",
-                    &advertise,
-                    "--cluster-fingerprint",
-                    &fingerprint,
-                    // A dead link is noticed within the lease; a dead publisher's track waits
-                    // briefly; a drain is short.
-                    "--idle-timeout",
-                    "1.5",
-                    "--keep-alive",
-                    "0.3",
-                    "--publisher-wait",
-                    "0.2",
-                    "--drain",
-                    "1",
-                ];
-                let log = std::env::var("RELAY_LOG").unwrap_or_else(|_| "warn".into());
-                let bin =
-                    Binary::start_on(&format!("127.0.0.1:{port}"), &args, &[("RUST_LOG", &log)]);
-                Node {
-                    id: id.to_string(),
-                    bin,
-                }
-            })
-            .collect();
-        let registry = store.registry(LEASE.as_millis() as u64);
-        Some(Cluster {
-            store,
-            nodes,
-            registry,
-        })
-    }
-
-    /// The five relays A-E, all of region `r`.
-    fn five() -> Option<Cluster> {
-        Self::start(&[("A", "r"), ("B", "r"), ("C", "r"), ("D", "r"), ("E", "r")])
-    }
-
-    fn node(&self, id: &str) -> &Node {
-        self.nodes.iter().find(|n| n.id == id).unwrap()
-    }
-
-    fn node_mut(&mut self, id: &str) -> &mut Node {
-        self.nodes.iter_mut().find(|n| n.id == id).unwrap()
-    }
-
-    /// Waits until the registry names `id` the origin of `path`.
-    async fn registered(&self, path: &str, id: &str) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if matches!(self.registry.lookup(&ns(path)).await, Ok(Some(o)) if o.relay.id == id) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{path} not registered as {id}'s");
-            // The store has no signal to wait on from here.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Waits until relay `id`'s heartbeat reports a load of at least `load`.
-    async fn load_reported(&self, id: &str, load: u64) {
-        let deadline = Instant::now() + 3 * LEASE;
-        loop {
-            let relays = self.registry.relays().await.unwrap_or_default();
-            if relays.iter().any(|r| r.relay.id == id && r.load >= load) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{id} never reported load {load}");
-            // Heartbeats come every half lease: nothing to await from here.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-/// The groups of the next `n` objects of `t` (one object per group here).
-async fn groups(t: &mut TrackConsumer, n: usize) -> Vec<u64> {
-    common::read_objects(t, n)
-        .await
-        .into_iter()
-        .map(|(g, _)| g)
-        .collect()
-}
 
 /// Draining B (region x) names A (region x) in GOAWAY, though C (region y) is less loaded:
 /// the region first, then the load. A raw QUIC client gets `moqt://`, a WebTransport client
@@ -358,15 +121,6 @@ async fn a_publisher_on_a_reaches_c_and_e_with_one_upstream_per_relay() {
         })
         .await;
     }
-}
-
-/// Waits until `t` ends (PUBLISH_DONE or an error), at most `limit`; false if it did not.
-async fn ends_within(t: &mut TrackConsumer, limit: Duration) -> bool {
-    tokio::time::timeout(limit, async {
-        while let Some(Ok(_)) = t.next_group().await {}
-    })
-    .await
-    .is_ok()
 }
 
 /// (b) Killing A (SIGKILL) ends the subscriptions on C and E within the lease and a margin:
@@ -509,7 +263,7 @@ async fn a_moved_publisher_reaches_c_without_duplicates() {
             // C's answer to its lookup is reused for 1 s (the binary's lookup cache): a move
             // within it is not seen, and the track would end. A clock, not an event.
             tokio::time::sleep_until((looked_up + LOOKUP_CACHE).into()).await;
-            on_a._session.close();
+            on_a.session.close();
             drop(on_a);
             let deadline = Instant::now() + Duration::from_secs(10);
             let mut next = 3;

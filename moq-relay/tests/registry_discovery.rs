@@ -11,9 +11,9 @@ use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::store::Store;
-use common::{Binary, case, ns};
-use moq_client::{Client, NamespaceEvent, NamespaceStream, Publisher, Session, SubscribeOptions};
+use common::store::{Store, registered};
+use common::{Binary, case, next_event, ns};
+use moq_client::{Client, NamespaceEvent, Publisher, Session, SubscribeOptions};
 use moq_core::{FullTrackName, TrackNamespace, Version};
 use moq_relay::register_local_namespaces;
 use moq_relay::registry::{RedisRegistry, Registry, RelayRef};
@@ -65,28 +65,6 @@ async fn connect(scheme: &str, port: u16, fingerprint: &str) -> Session {
         .connect(&format!("{scheme}://localhost:{port}/"))
         .await
         .unwrap()
-}
-
-/// Waits until the registry names `id` as the origin of `path`.
-async fn registered(registry: &RedisRegistry, path: &str, id: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if matches!(registry.lookup(&ns(path)).await, Ok(Some(o)) if o.relay.id == id) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{path} not registered as {id}'s");
-        // The store has no signal to wait on from here.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// The next discovery event, within `limit`.
-async fn next_event(stream: &mut NamespaceStream, limit: Duration) -> NamespaceEvent {
-    match tokio::time::timeout(limit, stream.next()).await {
-        Ok(Some(Ok(ev))) => ev,
-        Ok(other) => panic!("discovery ended: {other:?}"),
-        Err(_) => panic!("no discovery event within {limit:?}"),
-    }
 }
 
 /// Waits until `relay` follows exactly `prefixes` in the registry.

@@ -12,7 +12,7 @@ use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::store::Store;
+use common::store::{Store, registered};
 use common::{Binary, case, ns, timeout};
 use moq_client::{Client, Publisher, Session, SubscribeOptions};
 use moq_core::codes::RequestErrorCode;
@@ -77,19 +77,6 @@ async fn connect(port: u16, fingerprint: &str) -> Session {
         .connect(&format!("moqt://localhost:{port}/"))
         .await
         .unwrap()
-}
-
-/// Waits until the registry names `id` as the origin of `path`.
-async fn registered(registry: &RedisRegistry, path: &str, id: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if matches!(registry.lookup(&ns(path)).await, Ok(Some(o)) if o.relay.id == id) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{path} not registered as {id}'s");
-        // The store has no signal to wait on from here.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]

@@ -294,3 +294,16 @@ impl Drop for Binary {
         let _ = self.child.wait();
     }
 }
+
+/// The next event of a discovery (SUBSCRIBE_NAMESPACE) stream, within `limit`; panics if the
+/// stream ends or fails first.
+pub(crate) async fn next_event(
+    stream: &mut moq_client::NamespaceStream,
+    limit: Duration,
+) -> moq_client::NamespaceEvent {
+    match tokio::time::timeout(limit, stream.next()).await {
+        Ok(Some(Ok(ev))) => ev,
+        Ok(other) => panic!("discovery ended: {other:?}"),
+        Err(_) => panic!("no discovery event within {limit:?}"),
+    }
+}

@@ -5,9 +5,12 @@ use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use moq_relay::registry::{RedisRegistry, RedisRegistryConfig};
+use moq_relay::registry::{RedisRegistry, RedisRegistryConfig, Registry};
+
+use super::ns;
+
 /// The store's server binary, or `None` when the tests are told to skip.
 pub(crate) fn server_binary() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("MOQ_REDIS_SERVER") {
@@ -114,5 +117,18 @@ impl Store {
 impl Drop for Store {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Waits until `registry` names relay `id` the origin of the namespace of `path` (5 s at most).
+pub(crate) async fn registered(registry: &RedisRegistry, path: &str, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if matches!(registry.lookup(&ns(path)).await, Ok(Some(o)) if o.relay.id == id) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{path} not registered as {id}'s");
+        // The store has no signal to wait on from here.
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
