@@ -5,9 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use bytes::Bytes;
-use moq_core::message::cluster::{
-    self, HopPath, decode_namespace_extended, encode_namespace_extended,
-};
+use moq_core::message::cluster::{self, HopPath};
 use moq_core::message::{
     ClientSetup, Message, Namespace, ParamContext, Parameters, PublishNamespace, Setup,
     SetupOptions, param_allowed,
@@ -231,8 +229,8 @@ fn extended_namespace_round_trips() {
     };
     for v in with_cluster() {
         let mut buf = Vec::new();
-        encode_namespace_extended(&msg, &params, &mut buf, v).unwrap();
-        let (back, back_params) = decode_namespace_extended(&mut Bytes::from(buf), v).unwrap();
+        msg.encode_extended(&params, &mut buf, v).unwrap();
+        let (back, back_params) = Namespace::decode_extended(&mut Bytes::from(buf), v).unwrap();
         assert_eq!((back, back_params), (msg.clone(), params.clone()), "{v:?}");
         // The base form (what a session that did not negotiate uses) is unchanged.
         let base = roundtrip(&msg.clone().into(), v);
@@ -240,6 +238,6 @@ fn extended_namespace_round_trips() {
     }
     for v in without_cluster() {
         let mut buf = Vec::new();
-        assert!(encode_namespace_extended(&msg, &params, &mut buf, v).is_err());
+        assert!(msg.encode_extended(&params, &mut buf, v).is_err());
     }
 }

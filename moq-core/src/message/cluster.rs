@@ -18,8 +18,6 @@
 use bytes::{Buf, Bytes};
 
 use super::body_done;
-use super::namespace::Namespace;
-use super::params::{ParamContext, Parameters};
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
 use crate::types::namespace::TrackNamespace;
@@ -38,7 +36,7 @@ pub const DEFAULT_COST: u64 = 1;
 /// The Hop ID that names no hop (a bridge from a peer that does not speak the extension).
 pub const UNKNOWN_HOP: u64 = 0;
 
-/// The MoQ Cluster Message Parameters of one message ([`Parameters::cluster`]).
+/// The MoQ Cluster Message Parameters of one message ([`super::Parameters::cluster`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ClusterParams {
     /// HOP_PATH (0x40B57): the relays an advertisement went through, publisher first.
@@ -126,36 +124,4 @@ fn first_repeat(hops: &[u64]) -> Option<u64> {
     hops.iter().enumerate().find_map(|(i, h)| {
         (*h != UNKNOWN_HOP && hops.get(i + 1..).is_some_and(|rest| rest.contains(h))).then_some(*h)
     })
-}
-
-/// Reads the body of a NAMESPACE in the extended form a session that negotiated the
-/// extension uses: the suffix, then Message Parameters (HOP_PATH, ROUTE_COST).
-pub fn decode_namespace_extended(
-    buf: &mut Bytes,
-    v: Version,
-) -> Result<(Namespace, Parameters), DecodeError> {
-    if !v.has_cluster_extension() {
-        return Err(DecodeError::InvalidValue {
-            field: "extended NAMESPACE before draft-17",
-            value: v.draft().into(),
-        });
-    }
-    let suffix = TrackNamespace::decode_prefix(buf, v)?;
-    let params = Parameters::decode(buf, ParamContext::Namespace, v)?;
-    body_done(buf, "NAMESPACE")?;
-    Ok((Namespace { suffix }, params))
-}
-
-/// Writes the body of an extended NAMESPACE (see [`decode_namespace_extended`]).
-pub fn encode_namespace_extended(
-    ns: &Namespace,
-    params: &Parameters,
-    buf: &mut Vec<u8>,
-    v: Version,
-) -> Result<(), EncodeError> {
-    if !v.has_cluster_extension() {
-        return Err(EncodeError::NotInVersion("extended NAMESPACE", v));
-    }
-    ns.suffix.encode_prefix(buf, v)?;
-    params.encode(buf, ParamContext::Namespace, v)
 }

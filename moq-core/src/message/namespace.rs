@@ -64,6 +64,41 @@ pub struct Namespace {
     pub suffix: TrackNamespace,
 }
 
+impl Namespace {
+    /// Reads the body of a NAMESPACE in the extended form that a session which negotiated the
+    /// MoQ Cluster extension (draft-lcurley-moq-cluster, draft-17 on) uses: the suffix, then
+    /// Message Parameters (HOP_PATH, ROUTE_COST; see [`super::cluster`]).
+    pub fn decode_extended(
+        buf: &mut Bytes,
+        v: Version,
+    ) -> Result<(Namespace, Parameters), DecodeError> {
+        if !v.has_cluster_extension() {
+            return Err(DecodeError::InvalidValue {
+                field: "extended NAMESPACE before draft-17",
+                value: v.draft().into(),
+            });
+        }
+        let suffix = TrackNamespace::decode_prefix(buf, v)?;
+        let params = Parameters::decode(buf, ParamContext::Namespace, v)?;
+        body_done(buf, "NAMESPACE")?;
+        Ok((Namespace { suffix }, params))
+    }
+
+    /// Writes the body of an extended NAMESPACE (see [`Namespace::decode_extended`]).
+    pub fn encode_extended(
+        &self,
+        params: &Parameters,
+        buf: &mut Vec<u8>,
+        v: Version,
+    ) -> Result<(), EncodeError> {
+        if !v.has_cluster_extension() {
+            return Err(EncodeError::NotInVersion("extended NAMESPACE", v));
+        }
+        self.suffix.encode_prefix(buf, v)?;
+        params.encode(buf, ParamContext::Namespace, v)
+    }
+}
+
 impl ControlMessage for Namespace {
     const TYPE: u64 = 0x08;
     const NAME: &'static str = "NAMESPACE";
