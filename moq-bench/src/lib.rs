@@ -13,7 +13,9 @@
 //!    1000 subscribers with no loss and p99 latency under 100 ms;
 //! 7. [`media`]: a 720p30 broadcast ingested from fMP4 through a relay to N subscribers
 //!    (ingest-to-frame latency, relay CPU per second of video);
-//! 8. [`workers`]: our relay with 1 and 2 tokio worker threads (CPU per object, capacity).
+//! 8. [`workers`]: our relay with 1 and 2 tokio worker threads (CPU per object, capacity);
+//! 9. [`cluster_scale`] (opt-in): the route registry at 1k, 100k and 1M namespaces (lookup and
+//!    discovery times, store memory per namespace, a relay's memory).
 //!
 //! Sections 2, 6 and 8 pin the relay to one CPU and the bench to another ([`pin`]).
 //!
@@ -21,6 +23,7 @@
 
 pub mod capacity;
 pub mod cluster;
+pub mod cluster_scale;
 pub mod discovery;
 pub mod fanout;
 pub mod latency;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use moq_bench::capacity::CapacityConfig;
+use moq_bench::cluster_scale::ClusterScaleConfig;
 use moq_bench::discovery::{DiscoveryConfig, RelayTarget};
 use moq_bench::fanout::{FanoutConfig, PublishModel};
 use moq_bench::media::{self, MediaConfig};
@@ -34,7 +35,8 @@ use moq_core::Version;
 #[command(version, about)]
 struct Args {
     /// Sections to run: raw, fanout, discovery, memory, cluster, capacity, media, workers
-    /// (comma-separated; default all).
+    /// (comma-separated; default all of these), and cluster-scale (opt-in: needs a
+    /// redis-server or valkey-server).
     #[arg(long, value_delimiter = ',')]
     sections: Option<Vec<Section>>,
     /// Small sizes: the whole run takes seconds (a smoke test, not a measurement).
@@ -137,6 +139,9 @@ struct Args {
     /// relay runs on the first usable CPU, this process on the second).
     #[arg(long)]
     no_pin: bool,
+    /// Section 9: namespace counts (default 1000,100000,1000000).
+    #[arg(long, value_delimiter = ',')]
+    cluster_scale_sizes: Option<Vec<usize>>,
     /// Internal: serve the moq_relay library on this address (used when the moq-relay binary
     /// was not built).
     #[arg(long, hide = true)]
@@ -153,6 +158,8 @@ enum Section {
     Capacity,
     Media,
     Workers,
+    /// Opt-in (not in the default list): needs a redis-server or valkey-server.
+    ClusterScale,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -401,6 +408,29 @@ async fn run(args: &Args, sections: &[Section], version: Version, workdir: &Path
                 "8. skipped: needs the moq-relay binary (cargo build --release -p moq-relay)"
             ),
         }
+        took(t);
+    }
+    if sections.contains(&Section::ClusterScale) {
+        let t = Instant::now();
+        let ours = relays
+            .iter()
+            .find(|r| r.kind == RelayKind::Ours && !r.self_hosted)
+            .cloned();
+        let mut cfg = if args.quick {
+            ClusterScaleConfig::quick(ours, workdir.to_path_buf())
+        } else {
+            ClusterScaleConfig::full(ours, workdir.to_path_buf())
+        };
+        if let Some(v) = &args.cluster_scale_sizes {
+            cfg.sizes = v.clone();
+        }
+        heading("9. The route registry at cluster scale");
+        if cfg.relay.is_none() {
+            println!(
+                "(no relay column: needs the moq-relay binary, cargo build --release -p moq-relay)"
+            );
+        }
+        print!("{}", moq_bench::cluster_scale::run(&cfg).await?.render());
         took(t);
     }
     println!("\ntotal {:.0} s", started.elapsed().as_secs_f64());

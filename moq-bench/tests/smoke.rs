@@ -165,3 +165,35 @@ async fn cluster_of_three_delivers_with_one_upstream_per_track() {
     assert!(m.latency.p50_ms > 0.0 && m.latency.p99_ms >= m.latency.p50_ms);
     assert!(text.contains("upstream subscriptions per relay"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_scale_quick_reports_figures() {
+    use moq_bench::cluster_scale::{self, ClusterScaleConfig};
+    // Needs a redis-server or valkey-server (scripts/install-redis.sh); skipped without one.
+    let on_path = std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p)
+            .any(|d| d.join("redis-server").is_file() || d.join("valkey-server").is_file())
+    });
+    if !on_path && std::env::var_os("MOQ_REDIS_SERVER").is_none() {
+        eprintln!("no redis-server: cluster-scale smoke test skipped");
+        return;
+    }
+    timeout(async {
+        let mut cfg = ClusterScaleConfig::quick(None, std::env::temp_dir());
+        cfg.sizes = vec![1_000, 2_000];
+        cfg.origins = 100;
+        cfg.lookups = 50;
+        cfg.discoveries = 2;
+        let report = cluster_scale::run(&cfg).await.unwrap();
+        assert_eq!(report.rows.len(), 2, "{:?}", report.error);
+        assert!(
+            report
+                .rows
+                .iter()
+                .all(|r| r.lookup_ms.0 > 0.0 && r.store_bytes > 0.0)
+        );
+        let text = report.render();
+        assert!(text.contains("2000/1000: lookup p50"), "{text}");
+    })
+    .await;
+}

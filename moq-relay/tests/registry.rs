@@ -556,3 +556,137 @@ async fn two_relays_with_one_namespace_the_last_serves_and_the_other_takes_over(
     })
     .await;
 }
+
+/// How many scripts the store ran since the last call (its `INFO commandstats`, reset).
+async fn scripts_run(url: &str) -> u64 {
+    let client = redis::Client::open(url).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn a_relays_registrations_share_one_refresh() {
+    let Some(store) = Store::start() else { return };
+    timeout(async {
+        // 40 namespaces of one relay, lease 200 ms: refreshed per namespace, that would be
+        // 40 calls every 100 ms; riding on the relay's lease, one.
+        let registry: Arc<dyn Registry> = Arc::new(store.registry(200));
+        let mut held = Vec::new();
+        for i in 0..40 {
+            let name = ns(&format!("many/{i}"));
+            held.push(
+                Registration::start(registry.clone(), name, relay("r"))
+                    .await
+                    .unwrap(),
+            );
+        }
+        // Past the first round (which checks each registration once).
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        scripts_run(&store.url()).await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let calls = scripts_run(&store.url()).await;
+        eprintln!("{calls} store calls in 1 s for 40 namespaces of one relay (lease 200 ms)");
+        assert!(
+            (5..=20).contains(&calls),
+            "{calls} store calls in 1 s for 40 namespaces (lease 200 ms)"
+        );
+        // And they are all still there, live.
+        assert_eq!(registry.scan(&ns("many")).await.unwrap().len(), 40);
+        for registration in &held {
+            assert!(
+                matches!(registration.state(), RegistrationState::Active(_)),
+                "{registration:?}"
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_dead_relays_namespaces_go_with_its_lease() {
+    let Some(store) = Store::start() else { return };
+    timeout(async {
+        let long = store.registry(10_000);
+        let short = store.registry(400);
+        let mut watch = long.watch(&ns("d")).await.unwrap();
+        let kept = long.register(&ns("d/kept"), &relay("alive")).await.unwrap();
+        for i in 0..25 {
+            short
+                .register(&ns(&format!("d/gone/{i}")), &relay("dead"))
+                .await
+                .unwrap();
+        }
+        let registered = Instant::now();
+        let mut added = 0;
+        while added < 26 {
+            match next_change(&mut watch, Duration::from_secs(3)).await {
+                NamespaceChange::Added(_) => added += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(long.scan(&ns("d")).await.unwrap().len(), 26);
+        // Nobody refreshes relay "dead": every one of its namespaces is reported removed
+        // shortly after its lease ends; lookups and scans skip them.
+        let mut removed = std::collections::BTreeSet::new();
+        while removed.len() < 25 {
+            match next_change(&mut watch, Duration::from_secs(3)).await {
+                NamespaceChange::Removed(n) => assert!(removed.insert(n)),
+                other => panic!("{other:?}"),
+            }
+        }
+        let seen = registered.elapsed();
+        assert!(
+            seen >= Duration::from_millis(350) && seen < Duration::from_millis(1500),
+            "removals seen after {seen:?} (lease 400 ms)"
+        );
+        assert_eq!(long.lookup(&ns("d/gone/3")).await, Ok(None));
+        assert_eq!(long.scan(&ns("d")).await, Ok(vec![ns("d/kept")]));
+        assert_eq!(long.lookup(&ns("d/kept")).await, Ok(Some(kept)));
+
+        // A relay back with the same id starts a new lease: its old namespaces stay dead.
+        let back = store.registry(400);
+        let old = back
+            .register(&ns("e/old"), &relay("phoenix"))
+            .await
+            .unwrap();
+        assert_eq!(back.lookup(&ns("e/old")).await, Ok(Some(old.clone())));
+        eventually(Duration::from_secs(3), "phoenix's lease ends", || async {
+            back.lookup(&ns("e/old")).await == Ok(None)
+        })
+        .await;
+        back.heartbeat(&RelayInfo {
+            relay: relay("phoenix"),
+            region: String::new(),
+            load: 0,
+        })
+        .await
+        .unwrap();
+        assert_eq!(back.lookup(&ns("e/old")).await, Ok(None));
+        assert_eq!(back.scan(&ns("e")).await, Ok(vec![]));
+        assert_eq!(
+            back.refresh(&ns("e/old"), &old).await,
+            Err(RegistryError::Moved(None))
+        );
+    })
+    .await;
+}

@@ -17,10 +17,8 @@
 
 use bytes::{Buf, Bytes};
 
-use super::body_done;
 use crate::Version;
-use crate::coding::{BufExt, BufMutExt, DecodeError, EncodeError};
-use crate::types::namespace::TrackNamespace;
+use crate::coding::{BufExt, BufMutExt, DecodeError};
 
 /// HOP_ID Setup Option (even: a varint): the sender's own Hop ID; sending it is what
 /// negotiates the extension. 0 speaks the extension but names no hop.

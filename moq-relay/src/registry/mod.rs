@@ -17,11 +17,14 @@
 //! # Leases and fencing
 //!
 //! A registration holds a lease of [`Registry::lease`]; [`Registration`] refreshes it at half
-//! the lease. A registration of a namespace that is already registered takes it over: it gets
-//! a higher *epoch* (epochs only grow, store-wide), and the previous owner's next refresh fails
-//! with [`RegistryError::Moved`] naming the new owner, so no two relays serve one namespace as
-//! its origin for longer than one refresh interval. An owner that stops refreshing (its relay
-//! died) loses the namespace when the lease runs out, and watchers see it removed.
+//! the lease. A registry may keep one lease per relay that all its namespaces ride on
+//! ([`Registry::refresh_relay`]; `RedisRegistry` does): the registrations of one relay then
+//! share one refresher, one store call per half lease for the relay, however many namespaces
+//! it holds. A registration of a namespace that is already registered takes it over: it gets
+//! a higher *epoch* (epochs only grow, store-wide), and the previous owner's next refresh
+//! reports [`RegistryError::Moved`] naming the new owner, so no two relays serve one namespace
+//! as its origin for longer than one refresh interval. An owner that stops refreshing (its
+//! relay died) loses its namespaces when the lease runs out, and watchers see them removed.
 //!
 //! # Outage
 //!
@@ -38,7 +41,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::Stream;
 use moq_core::TrackNamespace;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 #[cfg(any(feature = "registry-redis", test))]
 mod common;
@@ -48,6 +51,8 @@ mod successor;
 #[cfg(feature = "registry-redis")]
 pub use self::redis::{RedisRegistry, RedisRegistryConfig};
 pub use self::successor::{DRAINING_LOAD, choose_successor};
+mod registration;
+pub use self::registration::{Registration, RegistrationState};
 
 /// A relay as the registry names it: its id (unique in the cluster) and the address other
 /// relays dial to reach it (for example `moqt://relay-a.example:4443`).
@@ -78,6 +83,18 @@ pub struct RelayInfo {
     pub region: String,
     /// The relay's load, in a unit the cluster agrees on (for example sessions served).
     pub load: u64,
+}
+
+/// What [`Registry::refresh_relay`] answers: the relay's lease, extended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayLease {
+    /// Names this lease of the relay (opaque). It changes when the lease starts anew (it ran
+    /// out, or the store lost it): the registrations made under an earlier one are lost, and
+    /// each must be checked with [`Registry::refresh`] (and registered again).
+    pub generation: String,
+    /// The relay's namespaces taken over (above the call's `seen`), each with its new origin,
+    /// oldest first.
+    pub moved: Vec<(TrackNamespace, Origin)>,
 }
 
 /// A change under a watched prefix.
@@ -136,6 +153,22 @@ pub trait Registry: Send + Sync + 'static {
         origin: &Origin,
     ) -> Result<(), RegistryError>;
 
+    /// Extends `relay`'s own lease, on which every namespace it registered rides, and lists
+    /// the takeovers of its namespaces with an epoch above `seen`: the highest epoch among the
+    /// takeovers the caller has already handled under the lease `generation` (0 and `None` at
+    /// first; under another lease, all are listed). Those at or below it are forgotten. For registries that keep one lease per relay; `None` (the default) means
+    /// this registry keeps a lease per registration: [`refresh`](Registry::refresh) each
+    /// instead. Cancel-safe: a takeover is listed again until a call's `seen` covers it.
+    async fn refresh_relay(
+        &self,
+        relay: &RelayRef,
+        generation: Option<&str>,
+        seen: u64,
+    ) -> Result<Option<RelayLease>, RegistryError> {
+        let _ = (relay, generation, seen);
+        Ok(None)
+    }
+
     /// Removes `origin`'s registration of `namespace`; a registration that is no longer
     /// `origin`'s (moved or expired) is left alone, and that is not an error.
     async fn unregister(
@@ -193,159 +226,6 @@ impl Stream for NamespaceWatch {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.rx.poll_recv(cx)
-    }
-}
-
-/// Where a [`Registration`] stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RegistrationState {
-    /// Registered and refreshed, as this origin.
-    Active(Origin),
-    /// The last refresh could not reach the store; it is tried again. The lease may still
-    /// hold (if the store returns within it) or be lost.
-    Unreachable(RegistryError),
-    /// Another relay took the namespace over: this registration stopped refreshing.
-    Moved(Origin),
-}
-
-/// A namespace registered by this relay, kept alive by a task that refreshes it at half the
-/// lease. A lease that ran out while the store was unreachable (and nobody else took the
-/// namespace) is registered again with a new epoch; a takeover by another relay ends the
-/// refreshing and shows as [`RegistrationState::Moved`].
-///
-/// Dropping it stops the refreshing and unregisters the namespace in the background (best
-/// effort: if the store is down, the lease runs out instead). [`Registration::unregister`]
-/// does the same and waits for it.
-pub struct Registration {
-    namespace: TrackNamespace,
-    state: watch::Receiver<RegistrationState>,
-    task: Option<tokio::task::JoinHandle<()>>,
-    registry: Arc<dyn Registry>,
-}
-
-impl Registration {
-    /// Registers `namespace` for `relay` and starts refreshing it. Must be called within a
-    /// Tokio runtime. Cancel-safe: if dropped before it returns, the namespace may be
-    /// registered and not refreshed, and its lease runs out.
-    pub async fn start(
-        registry: Arc<dyn Registry>,
-        namespace: TrackNamespace,
-        relay: RelayRef,
-    ) -> Result<Registration, RegistryError> {
-        let origin = registry.register(&namespace, &relay).await?;
-        let (tx, state) = watch::channel(RegistrationState::Active(origin.clone()));
-        let task = tokio::spawn(refresh_loop(
-            registry.clone(),
-            namespace.clone(),
-            relay,
-            origin,
-            tx,
-        ));
-        Ok(Registration {
-            namespace,
-            state,
-            task: Some(task),
-            registry,
-        })
-    }
-
-    /// The namespace.
-    pub fn namespace(&self) -> &TrackNamespace {
-        &self.namespace
-    }
-
-    /// Where the registration stands now.
-    pub fn state(&self) -> RegistrationState {
-        self.state.borrow().clone()
-    }
-
-    /// Waits until the namespace moves to another relay and returns its new origin.
-    /// Cancel-safe.
-    pub async fn moved(&mut self) -> Origin {
-        loop {
-            if let RegistrationState::Moved(origin) = &*self.state.borrow_and_update() {
-                return origin.clone();
-            }
-            if self.state.changed().await.is_err() {
-                // The task ended without a takeover (it cannot, but do not spin).
-                std::future::pending::<()>().await;
-            }
-        }
-    }
-
-    /// Stops refreshing and unregisters the namespace (if it is still this relay's). Not
-    /// cancel-safe: dropped midway, the refreshing has stopped and the lease runs out.
-    pub async fn unregister(mut self) -> Result<(), RegistryError> {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-        match self.state() {
-            RegistrationState::Active(origin) => {
-                self.registry.unregister(&self.namespace, &origin).await
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        let Some(task) = self.task.take() else { return };
-        task.abort();
-        if let RegistrationState::Active(origin) = self.state() {
-            let registry = self.registry.clone();
-            let namespace = self.namespace.clone();
-            if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                handle.spawn(async move {
-                    let _ = registry.unregister(&namespace, &origin).await;
-                });
-            }
-        }
-    }
-}
-
-impl fmt::Debug for Registration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Registration")
-            .field("namespace", &self.namespace)
-            .field("state", &*self.state.borrow())
-            .finish_non_exhaustive()
-    }
-}
-
-async fn refresh_loop(
-    registry: Arc<dyn Registry>,
-    namespace: TrackNamespace,
-    relay: RelayRef,
-    mut origin: Origin,
-    tx: watch::Sender<RegistrationState>,
-) {
-    let every = registry.lease() / 2;
-    loop {
-        tokio::time::sleep(every).await;
-        let state = match registry.refresh(&namespace, &origin).await {
-            Ok(()) => RegistrationState::Active(origin.clone()),
-            Err(RegistryError::Moved(Some(to))) => {
-                let (relay, epoch) = (&to.relay.id, to.epoch);
-                tracing::info!(%namespace, %relay, epoch, "registry: namespace moved to another relay");
-                let _ = tx.send(RegistrationState::Moved(to));
-                return;
-            }
-            // The lease ran out (the store was away for longer than it) and nobody took the
-            // namespace: register it again.
-            Err(RegistryError::Moved(None)) => match registry.register(&namespace, &relay).await {
-                Ok(again) => {
-                    origin = again;
-                    RegistrationState::Active(origin.clone())
-                }
-                Err(e) => RegistrationState::Unreachable(e),
-            },
-            Err(e) => {
-                tracing::warn!(%namespace, error = %e, "registry: refresh failed");
-                RegistrationState::Unreachable(e)
-            }
-        };
-        let _ = tx.send(state);
     }
 }
 

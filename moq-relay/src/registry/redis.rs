@@ -1,27 +1,58 @@
 //! The route registry on a Valkey or Redis server (one node; the two speak the same protocol).
 //!
-//! What is stored, under a key prefix (`moq:` by default), with `<ns>` a namespace encoded as
-//! each field's hex followed by `.` and `<f>` its first field so encoded:
+//! # Namespaces ride on their relay's lease
+//!
+//! A relay holds one lease, `relay:<id>`, and each namespace it registers is valid while that
+//! lease is live and is the one it was registered under: a relay refreshes one key per half
+//! lease ([`Registry::refresh_relay`], through the one [`Registration`] refresher it shares
+//! across its registrations, or its heartbeat), not one per namespace. At a million
+//! namespaces over a thousand relays and a 10 s lease that is about 200 refreshes a second
+//! (a thousand relays every 5 s) instead of 200,000.
+//!
+//! Each lease has an identity, `<born>`: the store's clock in µs when it began. A lease that
+//! runs out and starts again (a relay back after a partition, or a restarted relay with the
+//! same id) gets a new one, so the namespaces of the old one stay dead. What is stored, under
+//! a key prefix (`moq:` by default), with `<ns>` a namespace encoded as each field's hex
+//! followed by `.` and `<f>` its first field so encoded:
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `ns:<ns>` | string, expires with the lease | `<epoch>\n<relay id>\n<address>` |
-//! | `idx:<f>` | sorted set | `<ns>` scored by its lease's end (ms, the store's clock) |
+//! | `ns:<ns>` | string, no expiry | `<epoch>\n<born>\n<relay id>\n<address>` |
 //! | `lex:<f>` | sorted set | `<ns>` scored 0, for prefix ranges (`ZRANGE BYLEX`) |
 //! | `epoch` | integer | the last epoch handed out (`INCR`) |
-//! | `relay:<id>` | string, expires with the lease | `<address>\n<region>\n<load>` |
-//! | `relays` | sorted set | relay ids scored by their lease's end |
+//! | `relay:<id>` | string, expires with the lease | `<born>\n<address>\n<region>\n<load>` |
+//! | `leases` | sorted set | `<born>:<id>` scored by that lease's end (ms), for the sweep |
+//! | `rns:<born>:<id>` | set | the `<ns>` registered under that lease |
+//! | `moved:<born>:<id>` | list | `<ns> <new value>` for each taken over from that lease |
+//! | `relays` | sorted set | relay ids scored by their last heartbeat's lease end |
 //!
 //! and the channel `ch:<f>` carries `+<ns>` and `-<ns>` for every registration and removal
-//! under `<f>`. A namespace costs its `ns:` key and one member of each of its `idx:` and
-//! `lex:` sets: 566 bytes of the store's memory for a three-field name (tests/registry_scale.rs;
-//! 406 without `lex:`, whose prefix scans read the whole first field: 0.46 ms instead of
-//! 190-310 ms for one room among 100,000). Every write is one Lua script, so it is atomic,
-//! and every script takes the time from the store (`TIME`), so leases do not depend on the
-//! relays' clocks. A lease that runs out takes the `ns:` key with it; the `idx:` and `lex:`
-//! members stay until a watcher prunes them, which publishes its removal. A watcher prunes when the earliest lease in
-//! its index ends (at most every 25 ms, at least every quarter of its own lease), so watchers
-//! see an expiry within a few tens of milliseconds of the lease's end.
+//! under `<f>`. A namespace is live when its `ns:` value's `<born>` is its relay's current
+//! lease: `lookup` and `scan` check that (in one script each), so a namespace of a relay whose
+//! lease ran out is never answered, even before it is swept.
+//!
+//! - **Register** creates the relay's lease if there is none (so registering needs no
+//!   heartbeat first) or extends it, hands out a higher epoch, and writes the namespace. A
+//!   previous owner whose lease is live is fenced: the namespace leaves its `rns:` set and is
+//!   appended to its `moved:` list.
+//! - **Refresh**: the relay's one call, `REFRESH_RELAY`, extends (or recreates) its lease and
+//!   takes its `moved:` list: the registrations named there learn `Moved` with their new
+//!   origin. When the lease's `<born>` differs from the one the refresher saw last (the lease
+//!   ran out, or the store lost everything), each of the relay's registrations is checked on
+//!   its own (`refresh(namespace, origin)`), and the lost ones are registered again.
+//! - **Sweep**: a relay whose lease ended has its `rns:` set emptied (at most 1,000 a call):
+//!   each namespace still under that lease is deleted and its removal published, so watchers
+//!   see `Removed` for every namespace of a relay that died. Watchers sweep, when the earliest
+//!   lease in `leases` ends (at most every 25 ms, at least every quarter of their own lease),
+//!   so they see a relay's death within tens of milliseconds of its lease's end.
+//!
+//! Every write is one Lua script, so it is atomic, and every script takes the time from the
+//! store (`TIME`), so leases do not depend on the relays' clocks. The scripts derive a
+//! namespace's relay keys from its value, so they touch keys they were not passed: fine on one
+//! node; a sharded store would need a relay's keys and its namespaces in one slot.
+//!
+//! A namespace costs its `ns:` key (no expiry), one member of `lex:<f>` and one of its
+//! relay's `rns:` set (the figure per namespace is in docs/benchmarks.md, "Cluster scale").
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -31,14 +62,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 use moq_core::TrackNamespace;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSub};
-use redis::{AsyncCommands, Client, FromRedisValue, RedisError, Script, ScriptInvocation};
+use redis::{AsyncCommands, Client, FromRedisValue, RedisError, Script};
 use tokio::sync::mpsc;
 
+mod scripts;
 mod watch;
 
 use self::watch::watch_task;
+#[cfg(doc)]
+use super::Registration;
 use super::common::{LookupCache, decode_namespace, encode_field, encode_namespace};
-use super::{NamespaceWatch, Origin, Registry, RegistryError, RelayInfo, RelayRef};
+use super::{NamespaceWatch, Origin, Registry, RegistryError, RelayInfo, RelayLease, RelayRef};
 
 /// How a [`RedisRegistry`] reaches its store and keeps its entries. Its `Debug` shows no
 /// password.
@@ -100,91 +134,12 @@ impl std::fmt::Debug for RedisRegistryConfig {
     }
 }
 
-/// The store's clock in milliseconds, as `now`, at the top of every script.
-macro_rules! script {
-    ($body:literal) => {
-        concat!(
-            "local t = redis.call('TIME')\n",
-            "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n",
-            $body
-        )
-    };
-}
-
-// KEYS: ns key, epoch counter, index, lex index. ARGV: relay id, address, lease ms, member,
-// channel.
-const REGISTER: &str = script!(
-    "local epoch = redis.call('INCR', KEYS[2])
-local value = epoch .. '\\n' .. ARGV[1] .. '\\n' .. ARGV[2]
-local existed = redis.call('EXISTS', KEYS[1])
-redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[4])
-redis.call('ZADD', KEYS[4], 0, ARGV[4])
-if existed == 0 then redis.call('PUBLISH', ARGV[5], '+' .. ARGV[4]) end
-return value"
-);
-
-// KEYS: ns key, index. ARGV: the registration's value, lease ms, member.
-// Returns {1, ''} when extended, {0, current value or ''} when the registration is not ours.
-const REFRESH: &str = script!(
-    "local current = redis.call('GET', KEYS[1])
-if current ~= ARGV[1] then return {0, current or ''} end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
-return {1, ''}"
-);
-
-// KEYS: ns key, index, lex index. ARGV: the registration's value, member, channel.
-const UNREGISTER: &str = script!(
-    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[2])
-redis.call('ZREM', KEYS[3], ARGV[2])
-redis.call('PUBLISH', ARGV[3], '-' .. ARGV[2])
-return 1"
-);
-
-// KEYS: index, lex index. ARGV: channel, at most this many, the ns key prefix.
-// Removes the members whose lease ended and publishes their removal; returns how many, and
-// the ms until the next lease in the index ends (-1: none).
-const PRUNE: &str = script!(
-    "local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
-local n = 0
-for _, member in ipairs(gone) do
-  local left = redis.call('PTTL', ARGV[3] .. member)
-  if left > 0 then
-    redis.call('ZADD', KEYS[1], now + left, member)
-  else
-    redis.call('ZREM', KEYS[1], member)
-    redis.call('ZREM', KEYS[2], member)
-    redis.call('PUBLISH', ARGV[1], '-' .. member)
-    n = n + 1
-  end
-end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if #first == 0 then return {n, -1} end
-return {n, math.max(0, tonumber(first[2]) - now)}"
-);
-
-// KEYS: relay key, relays set. ARGV: relay id, value, lease ms.
-const HEARTBEAT: &str = script!(
-    "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])
-return 1"
-);
-
-// KEYS: relays set. Drops the relays whose lease ended; returns the others' ids.
-const LIVE_RELAYS: &str = script!(
-    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-return redis.call('ZRANGE', KEYS[1], 0, -1)"
-);
-
-/// A watch prunes its indexes at most this often.
+/// A watch sweeps at most this often.
 const PRUNE_MIN: Duration = Duration::from_millis(25);
 /// Namespaces read per round trip of a scan.
 const SCAN_PAGE: usize = 1000;
-/// How many expired members one prune removes at most.
-const PRUNE_BATCH: usize = 1000;
+/// How many namespaces of dead relays one sweep removes at most.
+const SWEEP_BATCH: usize = 1000;
 /// Changes queued for a watch's reader.
 const WATCH_QUEUE: usize = 1024;
 
@@ -199,17 +154,25 @@ pub struct RedisRegistry {
     inner: Arc<Inner>,
 }
 
+struct Scripts {
+    register: Script,
+    register_many: Script,
+    refresh: Script,
+    refresh_relay: Script,
+    unregister: Script,
+    lookup: Script,
+    scan_range: Script,
+    sweep: Script,
+    heartbeat: Script,
+    live_relays: Script,
+}
+
 struct Inner {
     config: RedisRegistryConfig,
     client: Client,
     connection: ConnectionManager,
     cache: LookupCache,
-    register: Script,
-    refresh: Script,
-    unregister: Script,
-    prune: Script,
-    heartbeat: Script,
-    live_relays: Script,
+    scripts: Scripts,
 }
 
 impl std::fmt::Debug for RedisRegistry {
@@ -256,12 +219,18 @@ impl RedisRegistry {
                 config,
                 client,
                 connection,
-                register: Script::new(REGISTER),
-                refresh: Script::new(REFRESH),
-                unregister: Script::new(UNREGISTER),
-                prune: Script::new(PRUNE),
-                heartbeat: Script::new(HEARTBEAT),
-                live_relays: Script::new(LIVE_RELAYS),
+                scripts: Scripts {
+                    register: Script::new(scripts::REGISTER),
+                    register_many: Script::new(scripts::REGISTER_MANY),
+                    refresh: Script::new(scripts::REFRESH),
+                    refresh_relay: Script::new(scripts::REFRESH_RELAY),
+                    unregister: Script::new(scripts::UNREGISTER),
+                    lookup: Script::new(scripts::LOOKUP),
+                    scan_range: Script::new(scripts::SCAN_RANGE),
+                    sweep: Script::new(scripts::SWEEP),
+                    heartbeat: Script::new(scripts::HEARTBEAT),
+                    live_relays: Script::new(scripts::LIVE_RELAYS),
+                },
             }),
         })
     }
@@ -273,6 +242,35 @@ impl RedisRegistry {
             .bounded(async move { redis::cmd("PING").query_async::<String>(&mut con).await })
             .await
             .map(drop)
+    }
+
+    /// For benchmarks (moq-bench's `cluster-scale` section), not a relay: registers every one
+    /// of `namespaces` as `relay`'s in one script call (as many [`Registry::register`] calls
+    /// would, with their epochs and notifications, but without their answers). Keep a batch
+    /// to a few thousand: the store does nothing else while it runs. Cancel-safe like every
+    /// call (one atomic step).
+    #[doc(hidden)]
+    pub async fn register_many(
+        &self,
+        namespaces: &[TrackNamespace],
+        relay: &RelayRef,
+    ) -> Result<usize, RegistryError> {
+        check_relay(relay)?;
+        let inner = &self.inner;
+        let mut call = inner.scripts.register_many.prepare_invoke();
+        call.arg(&inner.config.key_prefix)
+            .arg(&relay.id)
+            .arg(&relay.address)
+            .arg(inner.lease_ms());
+        for namespace in namespaces {
+            Inner::first(namespace)?;
+            call.arg(encode_namespace(namespace));
+        }
+        let n: usize = inner.invoke(call).await?;
+        for namespace in namespaces {
+            inner.cache.forget(namespace);
+        }
+        Ok(n)
     }
 }
 
@@ -296,46 +294,24 @@ impl Inner {
         Ok(out)
     }
 
-    /// `call`, failing with [`RegistryError::Unavailable`] after the timeout.
-    /// One page of a cursor scan matching `pattern`: `ZSCAN` of the sorted set `key`, or
-    /// `SCAN` of the key space when there is none.
-    async fn scan_page(
-        &self,
-        key: Option<&str>,
-        cursor: u64,
-        pattern: &str,
-    ) -> Result<(u64, Vec<String>), RegistryError> {
-        let mut cmd = redis::cmd(if key.is_some() { "ZSCAN" } else { "SCAN" });
-        if let Some(key) = key {
-            cmd.arg(key);
-        }
-        cmd.arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1000);
-        let mut con = self.connection.clone();
-        self.bounded(async move { cmd.query_async(&mut con).await })
-            .await
+    /// `script` with the key prefix as its first argument, ready for the rest.
+    fn script<'a>(&self, script: &'a Script) -> redis::ScriptInvocation<'a> {
+        let mut call = script.prepare_invoke();
+        call.arg(&self.config.key_prefix);
+        call
     }
 
-    /// Runs one of the per-namespace scripts: the namespace's own key first, then what `more`
-    /// adds given the namespace's encoded first field and member; bounded like every call.
-    async fn on_namespace<T: FromRedisValue>(
+    /// Runs a prepared script, bounded like every call.
+    async fn invoke<T: FromRedisValue>(
         &self,
-        script: &Script,
-        namespace: &TrackNamespace,
-        more: impl FnOnce(&mut ScriptInvocation<'_>, &str, &str),
+        call: redis::ScriptInvocation<'_>,
     ) -> Result<T, RegistryError> {
-        let first = Inner::first(namespace)?;
-        let member = encode_namespace(namespace);
         let mut con = self.connection.clone();
-        let mut call = script.key(self.key("ns", &member));
-        more(&mut call, &first, &member);
         self.bounded(async move { call.invoke_async(&mut con).await })
             .await
     }
 
+    /// `call`, failing with [`RegistryError::Unavailable`] after the timeout.
     async fn bounded<T>(
         &self,
         call: impl Future<Output = Result<T, RedisError>>,
@@ -350,117 +326,71 @@ impl Inner {
         }
     }
 
-    /// The store's clock, in ms.
-    async fn now_ms(&self) -> Result<u64, RegistryError> {
-        let mut con = self.connection.clone();
-        let (secs, micros): (u64, u64) = self
-            .bounded(async move { redis::cmd("TIME").query_async(&mut con).await })
-            .await?;
-        Ok(secs.saturating_mul(1000).saturating_add(micros / 1000))
-    }
-
-    /// The live members of the index `idx` that start with `member_prefix`.
-    async fn scan_index(
-        &self,
-        idx: &str,
-        member_prefix: &str,
-        now: u64,
-        out: &mut BTreeSet<String>,
-    ) -> Result<(), RegistryError> {
-        let pattern = format!("{}*", glob_escape(member_prefix));
-        let mut cursor = 0u64;
-        loop {
-            let (next, page) = self.scan_page(Some(idx), cursor, &pattern).await?;
-            for pair in page.chunks(2) {
-                if let [member, score] = pair
-                    && score.parse::<f64>().is_ok_and(|s| s > now as f64)
-                {
-                    out.insert(member.clone());
-                }
-            }
-            if next == 0 {
-                return Ok(());
-            }
-            cursor = next;
-        }
-    }
-
-    /// The live members of the first field `first`'s indexes that start with `member_prefix`:
-    /// a range of the lex index (O(log N + M), so a narrow prefix is cheap however many
-    /// namespaces share its first field), each checked against the expiry index.
+    /// The live namespaces of the first field `first` that start with `member_prefix`: a
+    /// range of the lex index (O(log N + M), so a narrow prefix is cheap however many
+    /// namespaces share its first field), each checked against its relay's lease in the
+    /// script that reads the page.
     async fn scan_range(
         &self,
         first: &str,
         member_prefix: &str,
-        now: u64,
         out: &mut BTreeSet<String>,
     ) -> Result<(), RegistryError> {
-        let lex = self.key("lex", first);
-        let idx = self.key("idx", first);
         // Members are ASCII: every one under the prefix sorts below prefix + 0xff.
         let mut max = format!("({member_prefix}").into_bytes();
         max.push(0xff);
         let mut min = format!("[{member_prefix}").into_bytes();
         loop {
-            let mut con = self.connection.clone();
-            let cmd = redis::cmd("ZRANGE")
-                .arg(&lex)
-                .arg(&min)
-                .arg(&max)
-                .arg("BYLEX")
-                .arg("LIMIT")
-                .arg(0)
-                .arg(SCAN_PAGE)
-                .clone();
-            let page: Vec<String> = self
-                .bounded(async move { cmd.query_async(&mut con).await })
-                .await?;
-            let Some(last) = page.last() else {
+            let mut call = self.script(&self.scripts.scan_range);
+            call.arg(first).arg(&min).arg(&max).arg(SCAN_PAGE);
+            let (read, last, live): (usize, String, Vec<String>) = self.invoke(call).await?;
+            out.extend(live);
+            if read < SCAN_PAGE {
                 return Ok(());
-            };
+            }
             min = format!("({last}").into_bytes();
-            let mut con = self.connection.clone();
-            let cmd = redis::cmd("ZMSCORE").arg(&idx).arg(&page).clone();
-            let scores: Vec<Option<f64>> = self
-                .bounded(async move { cmd.query_async(&mut con).await })
-                .await?;
-            let full = page.len() >= SCAN_PAGE;
-            for (member, score) in page.into_iter().zip(scores) {
-                if score.is_some_and(|s| s > now as f64) {
-                    out.insert(member);
-                }
-            }
-            if !full {
-                return Ok(());
-            }
         }
     }
 
-    /// Every index key (for the empty prefix).
-    async fn index_keys(&self) -> Result<Vec<String>, RegistryError> {
-        let pattern = format!("{}*", glob_escape(&self.key("idx", "")));
-        let mut keys = BTreeSet::new();
+    /// Every first field with a lex index (for the empty prefix).
+    async fn first_fields(&self) -> Result<Vec<String>, RegistryError> {
+        let lex = self.key("lex", "");
+        let pattern = format!("{}*", glob_escape(&lex));
+        let mut firsts = BTreeSet::new();
         let mut cursor = 0u64;
         loop {
-            let (next, page) = self.scan_page(None, cursor, &pattern).await?;
-            keys.extend(page);
+            let mut con = self.connection.clone();
+            let cmd = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .clone();
+            let (next, page): (u64, Vec<String>) = self
+                .bounded(async move { cmd.query_async(&mut con).await })
+                .await?;
+            firsts.extend(
+                page.iter()
+                    .filter_map(|k| k.strip_prefix(&lex))
+                    .map(str::to_string),
+            );
             if next == 0 {
-                return Ok(keys.into_iter().collect());
+                return Ok(firsts.into_iter().collect());
             }
             cursor = next;
         }
     }
 
     async fn scan(&self, prefix: &TrackNamespace) -> Result<Vec<TrackNamespace>, RegistryError> {
-        let now = self.now_ms().await?;
         let mut members = BTreeSet::new();
         if prefix.is_empty() {
-            for idx in self.index_keys().await? {
-                self.scan_index(&idx, "", now, &mut members).await?;
+            for first in self.first_fields().await? {
+                self.scan_range(&first, "", &mut members).await?;
             }
         } else {
             let first = Self::first(prefix)?;
-            self.scan_range(&first, &encode_namespace(prefix), now, &mut members)
+            self.scan_range(&first, &encode_namespace(prefix), &mut members)
                 .await?;
         }
         let mut out: Vec<TrackNamespace> = members
@@ -471,42 +401,13 @@ impl Inner {
         Ok(out)
     }
 
-    /// Removes expired members of the indexes a watch of `prefix` covers, publishing each.
-    /// Returns how long until the next lease there ends, if one does.
-    async fn prune(&self, prefix: &TrackNamespace) -> Result<Option<Duration>, RegistryError> {
-        let firsts = if prefix.is_empty() {
-            let idx_prefix = self.key("idx", "");
-            self.index_keys()
-                .await?
-                .into_iter()
-                .filter_map(|k| k.strip_prefix(&idx_prefix).map(str::to_string))
-                .collect()
-        } else {
-            vec![Self::first(prefix)?]
-        };
-        let mut next: Option<Duration> = None;
-        for first in firsts {
-            let mut con = self.connection.clone();
-            let mut call = self.prune.key(self.key("idx", &first));
-            call.key(self.key("lex", &first))
-                .arg(self.key("ch", &first))
-                .arg(PRUNE_BATCH)
-                .arg(self.key("ns", ""));
-            let (removed, wait): (u64, i64) = self
-                .bounded(async move { call.invoke_async(&mut con).await })
-                .await?;
-            // A full batch: more may be waiting.
-            let wait = if removed >= PRUNE_BATCH as u64 {
-                0
-            } else {
-                wait
-            };
-            if let Ok(ms) = u64::try_from(wait) {
-                let wait = Duration::from_millis(ms);
-                next = Some(next.map_or(wait, |n| n.min(wait)));
-            }
-        }
-        Ok(next)
+    /// Removes the namespaces of relays whose lease ended (publishing each removal). Returns
+    /// how long until the next relay lease ends, if one does (zero: more to sweep).
+    async fn sweep(&self) -> Result<Option<Duration>, RegistryError> {
+        let mut call = self.script(&self.scripts.sweep);
+        call.arg(SWEEP_BATCH);
+        let (_removed, wait): (u64, i64) = self.invoke(call).await?;
+        Ok(u64::try_from(wait).ok().map(Duration::from_millis))
     }
 
     /// A pub/sub connection subscribed to the channels a watch of `prefix` covers.
@@ -521,6 +422,14 @@ impl Inner {
         }
         Ok(pubsub)
     }
+
+    /// The live registration of `namespace`, or `None`, uncached.
+    async fn lookup(&self, namespace: &TrackNamespace) -> Result<Option<Origin>, RegistryError> {
+        let mut call = self.script(&self.scripts.lookup);
+        call.arg(encode_namespace(namespace));
+        let value: Option<Vec<u8>> = self.invoke(call).await?;
+        value.map(|v| parse_origin(&v)).transpose()
+    }
 }
 
 #[async_trait]
@@ -534,21 +443,15 @@ impl Registry for RedisRegistry {
         namespace: &TrackNamespace,
         relay: &RelayRef,
     ) -> Result<Origin, RegistryError> {
-        check_text("relay id", &relay.id, false)?;
-        check_text("relay address", &relay.address, false)?;
+        check_relay(relay)?;
+        Inner::first(namespace)?;
         let inner = &self.inner;
-        let value: Vec<u8> = inner
-            .on_namespace(&inner.register, namespace, |call, first, member| {
-                call.key(format!("{}epoch", inner.config.key_prefix))
-                    .key(inner.key("idx", first))
-                    .key(inner.key("lex", first))
-                    .arg(&relay.id)
-                    .arg(&relay.address)
-                    .arg(inner.lease_ms())
-                    .arg(member)
-                    .arg(inner.key("ch", first));
-            })
-            .await?;
+        let mut call = inner.script(&inner.scripts.register);
+        call.arg(&relay.id)
+            .arg(&relay.address)
+            .arg(inner.lease_ms())
+            .arg(encode_namespace(namespace));
+        let value: Vec<u8> = inner.invoke(call).await?;
         inner.cache.forget(namespace);
         parse_origin(&value)
     }
@@ -558,15 +461,14 @@ impl Registry for RedisRegistry {
         namespace: &TrackNamespace,
         origin: &Origin,
     ) -> Result<(), RegistryError> {
+        Inner::first(namespace)?;
         let inner = &self.inner;
-        let (ok, current): (i64, Vec<u8>) = inner
-            .on_namespace(&inner.refresh, namespace, |call, first, member| {
-                call.key(inner.key("idx", first))
-                    .arg(origin_value(origin))
-                    .arg(inner.lease_ms())
-                    .arg(member);
-            })
-            .await?;
+        let mut call = inner.script(&inner.scripts.refresh);
+        call.arg(origin.epoch)
+            .arg(&origin.relay.id)
+            .arg(inner.lease_ms())
+            .arg(encode_namespace(namespace));
+        let (ok, current): (i64, Vec<u8>) = inner.invoke(call).await?;
         if ok == 1 {
             return Ok(());
         }
@@ -579,21 +481,49 @@ impl Registry for RedisRegistry {
         Err(RegistryError::Moved(current))
     }
 
+    async fn refresh_relay(
+        &self,
+        relay: &RelayRef,
+        generation: Option<&str>,
+        seen: u64,
+    ) -> Result<Option<RelayLease>, RegistryError> {
+        check_relay(relay)?;
+        let inner = &self.inner;
+        let mut call = inner.script(&inner.scripts.refresh_relay);
+        call.arg(&relay.id)
+            .arg(&relay.address)
+            .arg(inner.lease_ms())
+            .arg(seen)
+            .arg(generation.unwrap_or_default());
+        let (generation, moved): (String, Vec<Vec<u8>>) = inner.invoke(call).await?;
+        let mut out = Vec::with_capacity(moved.len());
+        for entry in moved {
+            let bad = || RegistryError::Protocol("a moved entry".into());
+            let at = entry.iter().position(|b| *b == b' ').ok_or_else(bad)?;
+            let (member, value) = entry.split_at(at);
+            let namespace = decode_namespace(member).ok_or_else(bad)?;
+            let origin = parse_origin(value.get(1..).unwrap_or_default())?;
+            inner.cache.forget(&namespace);
+            out.push((namespace, origin));
+        }
+        Ok(Some(RelayLease {
+            generation,
+            moved: out,
+        }))
+    }
+
     async fn unregister(
         &self,
         namespace: &TrackNamespace,
         origin: &Origin,
     ) -> Result<(), RegistryError> {
+        Inner::first(namespace)?;
         let inner = &self.inner;
-        inner
-            .on_namespace::<i64>(&inner.unregister, namespace, |call, first, member| {
-                call.key(inner.key("idx", first))
-                    .key(inner.key("lex", first))
-                    .arg(origin_value(origin))
-                    .arg(member)
-                    .arg(inner.key("ch", first));
-            })
-            .await?;
+        let mut call = inner.script(&inner.scripts.unregister);
+        call.arg(origin.epoch)
+            .arg(&origin.relay.id)
+            .arg(encode_namespace(namespace));
+        inner.invoke::<i64>(call).await?;
         inner.cache.forget(namespace);
         Ok(())
     }
@@ -606,10 +536,7 @@ impl Registry for RedisRegistry {
         if namespace.is_empty() {
             return Ok(None);
         }
-        let key = inner.key("ns", &encode_namespace(namespace));
-        let mut con = inner.connection.clone();
-        let value: Option<Vec<u8>> = inner.bounded(async move { con.get(key).await }).await?;
-        let origin = value.map(|v| parse_origin(&v)).transpose()?;
+        let origin = inner.lookup(namespace).await?;
         inner.cache.put(namespace, origin.clone());
         Ok(origin)
     }
@@ -626,31 +553,22 @@ impl Registry for RedisRegistry {
     }
 
     async fn heartbeat(&self, relay: &RelayInfo) -> Result<(), RegistryError> {
-        check_text("relay id", &relay.relay.id, false)?;
-        check_text("relay address", &relay.relay.address, false)?;
+        check_relay(&relay.relay)?;
         check_text("region", &relay.region, true)?;
         let inner = &self.inner;
-        let value = format!("{}\n{}\n{}", relay.relay.address, relay.region, relay.load);
-        let mut con = inner.connection.clone();
-        let mut call = inner.heartbeat.key(inner.key("relay", &relay.relay.id));
-        call.key(format!("{}relays", inner.config.key_prefix))
-            .arg(&relay.relay.id)
-            .arg(value)
+        let mut call = inner.script(&inner.scripts.heartbeat);
+        call.arg(&relay.relay.id)
+            .arg(&relay.relay.address)
+            .arg(&relay.region)
+            .arg(relay.load)
             .arg(inner.lease_ms());
-        inner
-            .bounded(async move { call.invoke_async::<i64>(&mut con).await })
-            .await
-            .map(drop)
+        inner.invoke::<i64>(call).await.map(drop)
     }
 
     async fn relays(&self) -> Result<Vec<RelayInfo>, RegistryError> {
         let inner = &self.inner;
-        let mut con = inner.connection.clone();
-        let call = inner
-            .live_relays
-            .key(format!("{}relays", inner.config.key_prefix));
         let ids: Vec<String> = inner
-            .bounded(async move { call.invoke_async(&mut con).await })
+            .invoke(inner.script(&inner.scripts.live_relays))
             .await?;
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -663,9 +581,9 @@ impl Registry for RedisRegistry {
         for (id, value) in ids.into_iter().zip(values) {
             // A relay whose key expired since the set was pruned is not live.
             let Some(value) = value else { continue };
-            let mut parts = value.splitn(3, '\n');
-            let (Some(address), Some(region), Some(load)) =
-                (parts.next(), parts.next(), parts.next())
+            let mut parts = value.splitn(4, '\n');
+            let (Some(_born), Some(address), Some(region), Some(load)) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
             else {
                 return Err(RegistryError::Protocol(format!("relay entry {value:?}")));
             };
@@ -686,20 +604,15 @@ impl Registry for RedisRegistry {
     }
 }
 
-/// What an `ns:` key holds for `origin`.
-fn origin_value(origin: &Origin) -> String {
-    format!(
-        "{}\n{}\n{}",
-        origin.epoch, origin.relay.id, origin.relay.address
-    )
-}
-
+/// An `ns:` value, `<epoch>\n<born>\n<relay id>\n<address>`, as the origin it names.
 fn parse_origin(value: &[u8]) -> Result<Origin, RegistryError> {
     let bad =
         || RegistryError::Protocol(format!("origin entry {:?}", String::from_utf8_lossy(value)));
     let text = std::str::from_utf8(value).map_err(|_| bad())?;
-    let mut parts = text.splitn(3, '\n');
-    let (Some(epoch), Some(id), Some(address)) = (parts.next(), parts.next(), parts.next()) else {
+    let mut parts = text.splitn(4, '\n');
+    let (Some(epoch), Some(_born), Some(id), Some(address)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
         return Err(bad());
     };
     Ok(Origin {
@@ -709,6 +622,12 @@ fn parse_origin(value: &[u8]) -> Result<Origin, RegistryError> {
         },
         epoch: epoch.parse().map_err(|_| bad())?,
     })
+}
+
+/// A relay's id and address, as the store keeps them.
+fn check_relay(relay: &RelayRef) -> Result<(), RegistryError> {
+    check_text("relay id", &relay.id, false)?;
+    check_text("relay address", &relay.address, false)
 }
 
 /// Relay ids, addresses and regions are stored newline-separated.
@@ -746,7 +665,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn origin_values_round_trip() {
+    fn origin_values_parse() {
         let origin = Origin {
             relay: RelayRef {
                 id: "relay-a".into(),
@@ -754,13 +673,16 @@ mod tests {
             },
             epoch: 7,
         };
-        assert_eq!(parse_origin(origin_value(&origin).as_bytes()), Ok(origin));
+        assert_eq!(
+            parse_origin(b"7\n1765000000000000\nrelay-a\nmoqt://a:4443"),
+            Ok(origin)
+        );
         assert!(matches!(
-            parse_origin(b"x\ny\nz"),
+            parse_origin(b"x\n1\ny\nz"),
             Err(RegistryError::Protocol(_))
         ));
         assert!(matches!(
-            parse_origin(b"1\ny"),
+            parse_origin(b"1\n2\ny"),
             Err(RegistryError::Protocol(_))
         ));
     }

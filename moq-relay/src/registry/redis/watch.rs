@@ -1,5 +1,5 @@
-//! A watch's task: one pub/sub connection, the changes it carries, pruning of expired leases,
-//! and reconnection with a resync after the store was lost.
+//! A watch's task: one pub/sub connection, the changes it carries, sweeping the namespaces of
+//! relays whose lease ended, and reconnection with a resync after the store was lost.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -79,7 +79,7 @@ pub(super) async fn watch_task(
                     if !prefix.is_prefix_of(namespace) {
                         continue;
                     }
-                    // A new lease may end before the next prune: prune soon to learn when.
+                    // A new relay lease may end before the next sweep: sweep soon to learn when.
                     if matches!(change, NamespaceChange::Added(_)) {
                         prune_at = prune_at.min(pruned + PRUNE_MIN);
                     }
@@ -92,12 +92,12 @@ pub(super) async fn watch_task(
                     if inner.bounded(sink.ping::<redis::Value>()).await.is_err() {
                         break;
                     }
-                    // Prune again when the next lease ends, or after a quarter lease (to
-                    // check the connection), at most every PRUNE_MIN.
-                    let wait = match inner.prune(&prefix).await {
+                    // Sweep again when the next relay lease ends, or after a quarter lease
+                    // (to check the connection), at most every PRUNE_MIN.
+                    let wait = match inner.sweep().await {
                         Ok(next) => next.map_or(prune_every, |n| n.min(prune_every)),
                         Err(e) => {
-                            tracing::debug!(%prefix, error = %e, "registry: prune failed");
+                            tracing::debug!(%prefix, error = %e, "registry: sweep failed");
                             prune_every
                         }
                     };
