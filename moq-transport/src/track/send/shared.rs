@@ -4,8 +4,10 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use futures::task::AtomicWaker;
 use moq_core::codes::PublishDoneCode;
 use moq_core::data::{DatagramBody, ObjectDatagram, ObjectStatus, SubgroupHeader, SubgroupId};
 use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
@@ -61,6 +63,9 @@ pub(crate) struct WriterShared {
     reaching: AtomicUsize,
     /// Wakes every wait on this state (see the type's docs).
     changed: Notify,
+    /// The task of the last [`SubscriptionWriter::poll_changed`], woken with `changed`: a
+    /// poll has no `Notified` to keep between polls.
+    task: AtomicWaker,
     finished: AtomicBool,
     /// Live [`SubscriptionWriter`]s; the last one dropped unfinished ends the subscription
     /// (see its Drop).
@@ -154,6 +159,7 @@ impl WriterShared {
             }),
             reaching: AtomicUsize::new(0),
             changed: Notify::new(),
+            task: AtomicWaker::new(),
             finished: AtomicBool::new(false),
             writers: AtomicUsize::new(0),
             rare: Mutex::new(None),
@@ -163,6 +169,7 @@ impl WriterShared {
     /// Wakes every wait on this state: something changed.
     pub(crate) fn wake(&self) {
         self.changed.notify_waiters();
+        self.task.wake();
     }
 
     /// The subscription ended for its writers with `e` (the first end wins), other than by our
@@ -611,6 +618,19 @@ impl SubscriptionWriter {
     /// Cancel safe.
     pub async fn changed(&self, fills: bool) -> WriterChange {
         wait_until(&self.shared.changed, || self.change(fills)).await
+    }
+
+    /// [`SubscriptionWriter::changed`] as a poll function, for a hand-written future that
+    /// keeps no `Notified` between polls: `Ready` with the change, or `Pending` with the task
+    /// of `cx` to be woken at the next one. One slot: only the task of the last call is woken,
+    /// so it is meant for one loop serving the subscription, not for several at once (they
+    /// use [`SubscriptionWriter::changed`]).
+    ///
+    /// Cancel safe: a change is taken only when it is returned.
+    pub fn poll_changed(&self, cx: &mut Context<'_>, fills: bool) -> Poll<WriterChange> {
+        // Registered before the check: a change made after it wakes the task.
+        self.shared.task.register(cx.waker());
+        self.change(fills).map_or(Poll::Pending, Poll::Ready)
     }
 
     /// The change [`SubscriptionWriter::changed`] returns now, if any.
