@@ -15,15 +15,17 @@ mod fill;
 mod outbox;
 mod shared;
 mod subgroup;
+mod writer;
 
 use crate::error::Error;
 use crate::latch::wait_until;
 use crate::session::SessionCore;
 pub use fetch::{FetchEnd, FetchWriter};
 pub use fill::Fill;
-pub use shared::{SubscriptionWriter, WriterChange};
+pub use shared::WriterChange;
 pub(crate) use shared::{TaskStep, WriterShared};
 pub use subgroup::SubgroupSender;
+pub use writer::SubscriptionWriter;
 
 /// The publisher's record of a subscription, for Joining FETCH (draft-19 §5.2). Not a
 /// `watch` channel (~420 B per subscription), and no `Notify` of its own (~70 B): a FETCH
