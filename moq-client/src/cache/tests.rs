@@ -113,6 +113,57 @@ async fn readers_follow_live_and_cache_is_bounded() {
     assert!(late.next().await.is_none());
 }
 
+/// Counts its wake-ups.
+#[derive(Default)]
+struct Wakes(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for Wakes {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Wakes {
+    fn count(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// `TrackReader::poll_next` (the serving loop's poll, issue 35): pending until a subgroup
+/// appears, then woken once for it and for the track's end; a dropped reader's slot is reused
+/// and wakes nobody.
+#[test]
+fn a_polled_reader_is_woken_by_a_new_subgroup_and_by_the_end() {
+    use std::task::{Context, Poll, Waker};
+    let t = track();
+    let wakes = std::sync::Arc::new(Wakes::default());
+    let waker = Waker::from(wakes.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut r = t.reader(0);
+    assert!(r.poll_next(&mut cx).is_pending());
+    // Another reader's slot, freed and taken again.
+    let mut gone = t.reader(0);
+    assert!(gone.poll_next(&mut cx).is_pending());
+    drop(gone);
+    let mut again = t.reader(1);
+    assert_eq!(wakes.count(), 0);
+    write(&t, 0, 1, false);
+    assert_eq!(wakes.count(), 1, "the one waiting reader is woken");
+    let first = r.poll_next(&mut cx);
+    assert!(matches!(&first, Poll::Ready(Some(sg)) if sg.group == 0));
+    assert!(r.poll_next(&mut cx).is_pending());
+    // Before its start group: not returned, still waiting.
+    assert!(again.poll_next(&mut cx).is_pending());
+    t.end();
+    assert_eq!(
+        wakes.count(),
+        3,
+        "both waiting readers are woken by the end"
+    );
+    assert!(matches!(r.poll_next(&mut cx), Poll::Ready(None)));
+    assert!(matches!(again.poll_next(&mut cx), Poll::Ready(None)));
+}
+
 #[tokio::test]
 async fn duplicates_are_ignored() {
     let t = track();

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use moq_core::data::ObjectStatus;
@@ -46,6 +47,8 @@ struct TrackInner {
     /// [`TrackCache::supersede`]).
     superseded: bool,
     evicted_below: u64,
+    /// The readers waiting for a change (a new subgroup, the end).
+    readers: ReaderWakers,
     /// Groups below this one were published before the cache joined the track (a relay's
     /// cache of a track it subscribed to): their objects' status is unknown to it.
     joined_at: u64,
@@ -64,7 +67,6 @@ struct TrackState {
     properties: Mutex<Properties>,
     limits: CacheLimits,
     inner: Mutex<TrackInner>,
-    changed: watch::Sender<usize>,
     /// An outstanding NEW_GROUP_REQUEST (draft-19 §10.2.18): its value, until the largest
     /// group passes the group it was asked in.
     new_group: watch::Sender<Option<NewGroup>>,
@@ -94,9 +96,9 @@ impl TrackCache {
                     malformed: None,
                     superseded: false,
                     evicted_below: 0,
+                    readers: ReaderWakers::default(),
                     joined_at: 0,
                 }),
-                changed: watch::channel(0).0,
                 new_group: watch::channel(None).0,
                 subscribers: watch::channel(0).0,
                 serving: Mutex::new(HashMap::new()),
@@ -398,8 +400,9 @@ impl TrackCache {
         let mut inner = self.state.inner.lock();
         inner.malformed.get_or_insert(why);
         inner.ended = true;
+        let readers = inner.readers.take();
         drop(inner);
-        self.state.changed.send_modify(|g| *g += 1);
+        wake_all(readers);
     }
 
     /// Why the track is malformed, if it is.
@@ -432,6 +435,7 @@ impl TrackCache {
         inner.ended = true;
         inner.superseded |= superseded;
         let groups: Vec<Arc<Group>> = inner.groups.values().cloned().collect();
+        let readers = inner.readers.take();
         drop(inner);
         // Objects that came as datagrams have no stream whose end ends their subgroup: the
         // track's end does, so that a subscription serving them ends too, with PUBLISH_DONE
@@ -442,7 +446,7 @@ impl TrackCache {
                 sg.complete();
             }
         }
-        self.state.changed.send_modify(|g| *g += 1);
+        wake_all(readers);
     }
 
     /// The subgroup (`group`, `id`), created if absent (a group older than the eviction point
@@ -471,8 +475,9 @@ impl TrackCache {
         }
         inner.log.push((group, id));
         self.evict(&mut inner);
+        let readers = inner.readers.take();
         drop(inner);
-        self.state.changed.send_modify(|g| *g += 1);
+        wake_all(readers);
         Some(s)
     }
 
@@ -550,11 +555,12 @@ impl TrackCache {
     /// A reader of subgroups in groups at or after `start_group`, first those already cached,
     /// then each new one as it appears.
     pub fn reader(&self, start_group: u64) -> TrackReader {
+        let slot = self.state.inner.lock().readers.add();
         TrackReader {
             track: self.clone(),
             next: 0,
             start_group,
-            rx: self.state.changed.subscribe(),
+            slot,
         }
     }
 
@@ -587,7 +593,8 @@ pub struct TrackReader {
     track: TrackCache,
     next: usize,
     start_group: u64,
-    rx: watch::Receiver<usize>,
+    /// Its waker's slot in the track's [`ReaderWakers`].
+    slot: usize,
 }
 
 impl TrackReader {
@@ -596,29 +603,85 @@ impl TrackReader {
     ///
     /// Cancel safe.
     pub async fn next(&mut self) -> Option<Arc<Subgroup>> {
-        loop {
-            {
-                let inner = self.track.state.inner.lock();
-                if self.next < inner.log_base {
-                    // Subgroups we had not reached were evicted; skip them.
-                    self.next = inner.log_base;
-                }
-                while let Some(&(g, s)) = inner.log.get(self.next - inner.log_base) {
-                    self.next += 1;
-                    if g < self.start_group {
-                        continue;
-                    }
-                    if let Some(sg) = inner.groups.get(&g).and_then(|grp| grp.subgroup(s)) {
-                        return Some(sg);
-                    }
-                }
-                if inner.ended {
-                    return None;
-                }
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// [`TrackReader::next`] as a poll function, for a hand-written future: `Pending` with
+    /// the task of `cx` to be woken when the track changes (the last call's task only).
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Arc<Subgroup>>> {
+        let mut inner = self.track.state.inner.lock();
+        if self.next < inner.log_base {
+            // Subgroups we had not reached were evicted; skip them.
+            self.next = inner.log_base;
+        }
+        while let Some(&(g, s)) = inner.log.get(self.next - inner.log_base) {
+            self.next += 1;
+            if g < self.start_group {
+                continue;
             }
-            if self.rx.changed().await.is_err() {
-                return None;
+            if let Some(sg) = inner.groups.get(&g).and_then(|grp| grp.subgroup(s)) {
+                return Poll::Ready(Some(sg));
             }
         }
+        if inner.ended {
+            return Poll::Ready(None);
+        }
+        // Under the lock a change is made under: the change after this check wakes it.
+        inner.readers.register(self.slot, cx.waker());
+        Poll::Pending
+    }
+}
+
+impl Drop for TrackReader {
+    fn drop(&mut self) {
+        self.track.state.inner.lock().readers.remove(self.slot);
+    }
+}
+
+/// The wakers of a track's readers waiting for a change, one slot each: not a `watch`
+/// channel, whose `changed()` future a poll function could not keep between polls.
+#[derive(Debug, Default)]
+struct ReaderWakers {
+    slots: Vec<Option<Waker>>,
+    /// Slots of dropped readers, to reuse.
+    free: Vec<usize>,
+}
+
+impl ReaderWakers {
+    /// A slot for a new reader.
+    fn add(&mut self) -> usize {
+        self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        })
+    }
+
+    /// Frees a dropped reader's slot.
+    fn remove(&mut self, slot: usize) {
+        if let Some(w) = self.slots.get_mut(slot) {
+            *w = None;
+            self.free.push(slot);
+        }
+    }
+
+    /// Wakes `waker` at the next change.
+    fn register(&mut self, slot: usize, waker: &Waker) {
+        if let Some(w) = self.slots.get_mut(slot)
+            && !w.as_ref().is_some_and(|w| w.will_wake(waker))
+        {
+            *w = Some(waker.clone());
+        }
+    }
+
+    /// The wakers to wake for a change (woken once the track's lock is released).
+    fn take(&mut self) -> Vec<Waker> {
+        self.slots.iter_mut().filter_map(Option::take).collect()
+    }
+}
+
+/// Wakes the readers [`ReaderWakers::take`] returned.
+fn wake_all(readers: Vec<Waker>) {
+    for w in readers {
+        w.wake();
     }
 }

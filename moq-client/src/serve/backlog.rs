@@ -4,6 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use std::task::{Context, Poll};
+
+use futures::task::AtomicWaker;
 use tokio::sync::Notify;
 
 use super::ServeStats;
@@ -20,6 +23,8 @@ pub(super) struct Backlog {
     over: AtomicBool,
     /// Woken once `over` is set.
     exceeded: Notify,
+    /// The task of the last [`Backlog::poll_exceeded`], woken with `exceeded`.
+    task: AtomicWaker,
     pub(super) stats: Option<Arc<ServeStats>>,
 }
 
@@ -31,6 +36,7 @@ impl Backlog {
             limit,
             over: AtomicBool::new(false),
             exceeded: Notify::new(),
+            task: AtomicWaker::new(),
             stats,
         })
     }
@@ -43,6 +49,7 @@ impl Backlog {
         }
         if now > self.limit && !self.over.swap(true, Ordering::AcqRel) {
             self.exceeded.notify_waiters();
+            self.task.wake();
         }
     }
 
@@ -64,18 +71,15 @@ impl Backlog {
         self.exceeded.notified()
     }
 
-    /// Resolves once the backlog passed its bound.
-    ///
-    /// Cancel safe.
-    pub(super) async fn exceeded(&self) {
-        loop {
-            let wait = self.exceeded.notified();
-            tokio::pin!(wait);
-            wait.as_mut().enable();
-            if self.is_over() {
-                return;
-            }
-            wait.await;
+    /// `Ready` once the backlog passed its bound; else `Pending`, with the task of `cx` (the
+    /// last call's only) to be woken when it does.
+    pub(super) fn poll_exceeded(&self, cx: &mut Context<'_>) -> Poll<()> {
+        // Registered before the read: a bound passed after it wakes the task.
+        self.task.register(cx.waker());
+        if self.is_over() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
     }
 }

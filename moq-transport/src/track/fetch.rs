@@ -139,7 +139,8 @@ async fn resolve(
         ));
     };
     // A Pending subscription: wait until it is established (draft-19 §10.12.2).
-    let established = tokio::time::timeout(Duration::from_secs(5), record.established()).await;
+    let established =
+        tokio::time::timeout(Duration::from_secs(5), tracks.send.established(&record)).await;
     let Ok(Some(JoinPoint { forward, joining })) = established else {
         // Not established in time, or its request ended first.
         return Err(refuse(

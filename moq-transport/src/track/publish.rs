@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::incoming::{Incoming, IncomingPublish};
 use super::params::{SubscriptionParams, millis, ms};
-use super::send::{JoinPoint, JoinRecord, SubscriptionWriter};
+use super::send::{JoinPoint, SubscriptionWriter};
 use super::state::{Asked, TrackState};
 use super::subscription::{PublisherTask, SubscriptionInfo, new_subscription};
 use crate::error::Error;
@@ -131,18 +131,19 @@ pub(crate) async fn publish(
     let name = track_name;
     core.serve(async move {
         // draft-19 §5.1, §10.12.2: a Joining FETCH may name the PUBLISH's Request ID.
-        let join = JoinRecord::new(name);
-        let _join_guard = tracks.send.track_join(req.id(), &join);
+        let join = tracks.send.track_join(req.id(), name);
         match req.request_ok(ParamContext::PublishOk).await {
             Ok(ok) => {
                 publisher.apply(&ok.params);
                 let forward = publisher.forwarding();
-                join.establish(JoinPoint {
-                    forward,
-                    joining: largest.filter(|_| forward),
-                });
+                if let Some(join) = &join {
+                    join.establish(JoinPoint {
+                        forward,
+                        joining: largest.filter(|_| forward),
+                    });
+                }
                 answer_tx.send_replace(Some(Ok(())));
-                let _ = publisher.run(&mut req, Some(&join)).await;
+                let _ = publisher.run(&mut req, join.as_ref()).await;
             }
             Err(e) => {
                 // draft-19 §5.1.1: nothing more is sent for a refused PUBLISH.

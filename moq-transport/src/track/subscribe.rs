@@ -9,7 +9,7 @@ use moq_core::message::{Message, Parameters, RequestError, Subscribe, SubscribeO
 use super::incoming::{Incoming, IncomingSubscribe, SubscribeDecision};
 use super::params::{SubscriptionParams, answer_properties, millis, ms};
 use super::response::FetchResponse;
-use super::send::{Fill, JoinGuard, JoinPoint, JoinRecord};
+use super::send::{Fill, JoinGuard, JoinPoint};
 use super::state::{Asked, TrackState, no_such_track};
 use super::subscription::{PublisherTask, Subscription, SubscriptionInfo, new_subscription};
 use crate::error::Error;
@@ -92,13 +92,12 @@ pub(crate) async fn serve_subscribe(
         mut req,
         publisher,
         join,
-        join_guard,
     }) = Box::pin(answer_subscribe(&tracks, msg, req)).await?
     else {
         return Ok(());
     };
     let res = publisher.run(&mut req, Some(&join)).await;
-    drop(join_guard);
+    drop(join);
     res
 }
 
@@ -106,10 +105,8 @@ pub(crate) async fn serve_subscribe(
 struct Established<'a> {
     req: Box<Request>,
     publisher: PublisherTask,
-    /// What a Joining FETCH reads.
-    join: Arc<JoinRecord>,
-    /// Keeps `join` in the session's table while the subscription lives.
-    join_guard: JoinGuard<'a>,
+    /// What a Joining FETCH reads, in the session's table while the subscription lives.
+    join: JoinGuard<'a>,
 }
 
 /// Checks and answers a SUBSCRIBE; `None` if it was refused (or its decision-maker went away).
@@ -127,10 +124,9 @@ async fn answer_subscribe(
     if let Err(e) = admitted.await {
         return Box::pin((*req).refuse(e)).await.map(|()| None);
     }
-    let join = JoinRecord::new(track.clone());
     // draft-18 §5.1: at most one subscription per track and role in a session; a second
     // SUBSCRIBE fails with DUPLICATE_SUBSCRIPTION (draft-19 allows several).
-    let Some(join_guard) = tracks.send.track_join(id, &join) else {
+    let Some(join) = tracks.send.track_join(id, track.clone()) else {
         return Box::pin((*req).refuse(RequestError::new(
             RequestErrorCode::DUPLICATE_SUBSCRIPTION,
             "this session already subscribes to the track",
@@ -196,6 +192,5 @@ async fn answer_subscribe(
         req,
         publisher,
         join,
-        join_guard,
     }))
 }

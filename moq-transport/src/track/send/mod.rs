@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use moq_core::codes::PublishDoneCode;
@@ -15,57 +15,48 @@ mod fill;
 mod outbox;
 mod shared;
 mod subgroup;
+mod writer;
 
 use crate::error::Error;
 use crate::latch::wait_until;
 use crate::session::SessionCore;
 pub use fetch::{FetchEnd, FetchWriter};
 pub use fill::Fill;
-pub use shared::{SubscriptionWriter, WriterChange};
+pub use shared::WriterChange;
 pub(crate) use shared::{TaskStep, WriterShared};
 pub use subgroup::SubgroupSender;
+pub use writer::SubscriptionWriter;
 
 /// The publisher's record of a subscription, for Joining FETCH (draft-19 §5.2). Not a
-/// `watch` channel (~420 B per subscription): a mutex, a flag and one `Notify`.
+/// `watch` channel (~420 B per subscription), and no `Notify` of its own (~70 B): a FETCH
+/// waiting for it is woken through the session's [`SendState`], by the [`JoinGuard`] that
+/// changes it.
 #[derive(Debug)]
 pub(crate) struct JoinRecord {
     pub(crate) track: FullTrackName,
-    /// `None` while Pending (subscriber); then the Joining Location if Forward was 1.
-    established: Mutex<Option<JoinPoint>>,
-    /// Set when the subscription's request is over: a FETCH waiting for it gives up.
-    ended: AtomicBool,
-    changed: Notify,
+    state: Mutex<JoinState>,
+}
+
+/// Where a subscription a Joining FETCH can name stands.
+#[derive(Clone, Copy, Debug)]
+enum JoinState {
+    /// Not answered yet (draft-19 §5.1: Pending, for the subscriber).
+    Pending,
+    /// Established; again when Forward went from 0 to 1.
+    Established(JoinPoint),
+    /// The subscription's request is over: a FETCH waiting for it gives up.
+    Ended,
 }
 
 impl JoinRecord {
-    pub(crate) fn new(track: FullTrackName) -> Arc<Self> {
-        Arc::new(JoinRecord {
-            track,
-            established: Mutex::new(None),
-            ended: AtomicBool::new(false),
-            changed: Notify::new(),
-        })
-    }
-
-    /// Records the subscription as established (again when Forward goes from 0 to 1).
-    pub(crate) fn establish(&self, point: JoinPoint) {
-        *self.established.lock() = Some(point);
-        self.changed.notify_waiters();
-    }
-
-    /// The subscription's request is over: a FETCH waiting for it gives up.
-    fn end(&self) {
-        self.ended.store(true, Ordering::Release);
-        self.changed.notify_waiters();
-    }
-
-    /// Resolves once the subscription is established; `None` if it ended first.
-    pub(crate) async fn established(&self) -> Option<JoinPoint> {
-        wait_until(&self.changed, || match *self.established.lock() {
-            Some(p) => Some(Some(p)),
-            None => self.ended.load(Ordering::Acquire).then_some(None),
-        })
-        .await
+    /// `Some(point)` once the subscription is established, `Some(None)` if it ended first,
+    /// `None` while Pending.
+    fn established_now(&self) -> Option<Option<JoinPoint>> {
+        match *self.state.lock() {
+            JoinState::Pending => None,
+            JoinState::Established(p) => Some(Some(p)),
+            JoinState::Ended => Some(None),
+        }
     }
 }
 
@@ -84,7 +75,8 @@ pub(crate) struct SendState {
     next_alias: AtomicU64,
     joins: Mutex<HashMap<u64, Arc<JoinRecord>>>,
     /// Notified whenever a subscription is recorded in `joins`, so a Joining FETCH that
-    /// overtook its SUBSCRIBE (they travel on separate streams) can wait for it. Not a watch
+    /// overtook its SUBSCRIBE (they travel on separate streams) can wait for it, and whenever
+    /// a record changes (established, ended), so one can wait for that. Not a watch
     /// channel: that is an allocation of ~390 B per session.
     joins_changed: Notify,
 }
@@ -110,18 +102,31 @@ impl SendState {
     pub(crate) fn track_join(
         &self,
         request_id: u64,
-        record: &Arc<JoinRecord>,
+        track: FullTrackName,
     ) -> Option<JoinGuard<'_>> {
         let mut joins = self.joins.lock();
+        // draft-18 §5.1: at most one subscription per track and role in a session.
         if !self.core.version().allows_duplicate_subscriptions()
-            && joins.values().any(|j| j.track == record.track)
+            && joins.values().any(|j| j.track == track)
         {
             return None;
         }
+        let record = Arc::new(JoinRecord {
+            track,
+            state: Mutex::new(JoinState::Pending),
+        });
         joins.insert(request_id, record.clone());
         drop(joins);
         self.joins_changed.notify_waiters();
-        Some(JoinGuard(self, request_id, record.clone()))
+        Some(JoinGuard(self, request_id, record))
+    }
+
+    /// Resolves once the subscription `record` is established; `None` if its request ended
+    /// first.
+    ///
+    /// Cancel safe.
+    pub(crate) async fn established(&self, record: &JoinRecord) -> Option<JoinPoint> {
+        wait_until(&self.joins_changed, || record.established_now()).await
     }
 
     /// The subscription `request_id` for a Joining FETCH, waiting up to `wait` for a SUBSCRIBE
@@ -147,15 +152,28 @@ impl SendState {
     }
 }
 
-/// Removes a subscription from the Joining FETCH table when its request ends, and tells a
-/// FETCH still waiting for it.
+/// A subscription's entry in the Joining FETCH table: changes its record and wakes a FETCH
+/// waiting for it. Dropping it (the subscription's request ended) removes the entry, and a
+/// FETCH still waiting for it gives up.
 #[derive(Debug)]
 pub(crate) struct JoinGuard<'a>(&'a SendState, u64, Arc<JoinRecord>);
+
+impl JoinGuard<'_> {
+    /// Records the subscription as established (again when Forward goes from 0 to 1).
+    pub(crate) fn establish(&self, point: JoinPoint) {
+        self.set(JoinState::Established(point));
+    }
+
+    fn set(&self, state: JoinState) {
+        *self.2.state.lock() = state;
+        self.0.joins_changed.notify_waiters();
+    }
+}
 
 impl Drop for JoinGuard<'_> {
     fn drop(&mut self) {
         self.0.joins.lock().remove(&self.1);
-        self.2.end();
+        self.set(JoinState::Ended);
     }
 }
 

@@ -9,7 +9,8 @@ use moq_core::data::{ObjectStatus, SubgroupId, SubgroupWriter};
 use moq_core::{Location, Properties, property};
 
 use super::outbox::Outbox;
-use super::shared::{OpenedSubgroup, SubscriptionWriter, WriterShared};
+use super::shared::WriterShared;
+use super::writer::{OpenedSubgroup, SubscriptionWriter};
 use crate::error::Error;
 use crate::track::params::ObjectMeta;
 
