@@ -329,10 +329,7 @@ impl Directory {
                 }
             }
             for (depth, id) in lagged {
-                let fields = name.namespace.fields().get(..depth).unwrap_or_default();
-                if let Ok(prefix) = TrackNamespace::new(fields.iter().cloned()) {
-                    state.watchers.remove(&prefix, id);
-                }
+                state.watchers.remove(&name.namespace.prefix(depth), id);
             }
         }
         for waiter in state.waiters.remove(&name).into_iter().flatten() {

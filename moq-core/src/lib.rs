@@ -31,6 +31,7 @@ mod types;
 mod version;
 
 pub use coding::{Decode, DecodeError, Encode, EncodeError};
+pub use types::fields::Fields;
 pub use types::filter::{
     FilterRange, LocationFilter, RangeFilter, RangeFilterKind, RangeFilterParam,
 };

@@ -102,7 +102,7 @@ pub(crate) fn is_link(prefix: &str, info: &SessionInfo) -> bool {
 
 /// Whether `ns` is an entry of the cluster view under `prefix` (not a client's namespace).
 pub(crate) fn in_view(prefix: &str, ns: &TrackNamespace) -> bool {
-    ns.fields().first().map(|f| &f[..]) == Some(prefix.as_bytes())
+    ns.field(0) == Some(prefix.as_bytes())
 }
 
 /// The cluster-view entry for `ns` reached through `path`.
@@ -119,10 +119,9 @@ pub(crate) fn unwrap(
     if !in_view(prefix, entry) {
         return None;
     }
-    let fields = entry.fields();
-    let path = std::str::from_utf8(fields.get(1)?).ok()?;
+    let path = std::str::from_utf8(entry.field(1)?).ok()?;
     let path: Vec<String> = path.split(',').map(str::to_string).collect();
-    let ns = TrackNamespace::new(fields.get(2..)?.iter().cloned()).ok()?;
+    let ns = TrackNamespace::new(entry.fields().skip(2)).ok()?;
     (!ns.is_empty()).then_some((path, ns))
 }
 

@@ -162,7 +162,6 @@ async fn announced(
         })
         .map(|ns| {
             ns.fields()
-                .iter()
                 .map(|f| String::from_utf8_lossy(f).into_owned())
                 .collect()
         })

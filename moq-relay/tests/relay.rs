@@ -1519,11 +1519,7 @@ struct Policy;
 impl Policy {
     fn decide(req: &AuthRequest<'_>) -> Result<(), RequestError> {
         let has = |t: &[u8]| req.tokens.iter().any(|x| &x.value[..] == t);
-        let private = req
-            .namespace
-            .fields()
-            .first()
-            .is_some_and(|f| &f[..] == b"private");
+        let private = req.namespace.field(0).is_some_and(|f| f == b"private");
         let ok = match req.kind {
             RequestKind::PublishNamespace => has(b"pub"),
             RequestKind::Publish => has(b"pub") && req.track_name == Some(&b"allowed"[..]),

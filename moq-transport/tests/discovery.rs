@@ -328,11 +328,7 @@ struct Policy;
 #[async_trait]
 impl Authorizer for Policy {
     async fn authorize(&self, _s: &SessionInfo, req: &AuthRequest<'_>) -> Result<(), RequestError> {
-        let secret = req
-            .namespace
-            .fields()
-            .first()
-            .is_some_and(|f| &f[..] == b"secret");
+        let secret = req.namespace.field(0).is_some_and(|f| f == b"secret");
         match req.kind {
             RequestKind::SubscribeNamespace if secret => Err(RequestError::new(
                 RequestErrorCode::UNAUTHORIZED,

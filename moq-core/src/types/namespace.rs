@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes};
 
+use super::fields::{self, Fields, Packer};
 use crate::Version;
 use crate::coding::{BufExt, BufMutExt, Decode, DecodeError, Encode, EncodeError};
 
@@ -54,8 +55,8 @@ impl From<NameError> for DecodeError {
 
 /// An ordered tuple of 0 to 32 non-empty byte fields, at most 4096 bytes in all.
 ///
-/// Comparison is field by field and byte-exact. A namespace is cheap to clone: each field is a
-/// reference-counted [`Bytes`].
+/// Comparison is field by field and byte-exact. A namespace is cheap to clone: its fields are
+/// one reference-counted allocation.
 ///
 /// # The path form
 ///
@@ -83,9 +84,11 @@ impl From<NameError> for DecodeError {
 /// ```
 ///
 /// The fields are shared: a clone is a reference count, not a copy (a relay clones a namespace
-/// into each index, route and discovery answer that holds it).
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TrackNamespace(Arc<[Bytes]>);
+/// into each index, route and discovery answer that holds it). They are kept in one
+/// allocation (count, ends, bytes), copied out of the frame they were read from. Ordered field
+/// by field (its `Ord` is beside [`Fields`]).
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct TrackNamespace(Arc<[u8]>);
 
 impl TrackNamespace {
     /// At most this many fields (draft-19 §2.4.1).
@@ -97,11 +100,18 @@ impl TrackNamespace {
     pub fn new<I, F>(fields: I) -> Result<Self, NameError>
     where
         I: IntoIterator<Item = F>,
-        F: Into<Bytes>,
+        F: AsRef<[u8]>,
     {
-        let ns = TrackNamespace(fields.into_iter().map(Into::into).collect());
-        ns.check()?;
-        Ok(ns)
+        let fields: Vec<F> = fields.into_iter().collect();
+        Self::check(fields.iter().map(AsRef::as_ref))?;
+        Ok(Self::pack(fields.iter().map(AsRef::as_ref)))
+    }
+
+    /// Packs fields already checked.
+    fn pack<'a>(fields: impl ExactSizeIterator<Item = &'a [u8]> + Clone) -> Self {
+        let mut p = Packer::new(fields.len(), fields.clone().map(<[u8]>::len).sum());
+        fields.for_each(|f| p.push(f));
+        TrackNamespace(p.finish())
     }
 
     /// A namespace from UTF-8 fields.
@@ -122,15 +132,15 @@ impl TrackNamespace {
         TrackNamespace::default()
     }
 
-    fn check(&self) -> Result<(), NameError> {
+    fn check<'a>(fields: impl ExactSizeIterator<Item = &'a [u8]> + Clone) -> Result<(), NameError> {
         // draft-19 §2.4.1: 0..=32 fields, each at least one byte, at most 4096 bytes in all.
-        if self.0.len() > Self::MAX_FIELDS {
-            return Err(NameError::TooManyFields(self.0.len()));
+        if fields.len() > Self::MAX_FIELDS {
+            return Err(NameError::TooManyFields(fields.len()));
         }
-        if let Some(i) = self.0.iter().position(|f| f.is_empty()) {
+        if let Some(i) = fields.clone().position(<[u8]>::is_empty) {
             return Err(NameError::EmptyField(i));
         }
-        let len = self.byte_len();
+        let len: usize = fields.map(<[u8]>::len).sum();
         if len > Self::MAX_LEN {
             return Err(NameError::TooLong {
                 what: "track namespace",
@@ -140,31 +150,44 @@ impl TrackNamespace {
         Ok(())
     }
 
-    /// The fields.
-    pub fn fields(&self) -> &[Bytes] {
-        &self.0
+    /// The fields, first to last.
+    pub fn fields(&self) -> Fields<'_> {
+        Fields::new(&self.0)
+    }
+
+    /// Field `i` (from 0), if there is one.
+    pub fn field(&self, i: usize) -> Option<&[u8]> {
+        (i < self.len()).then(|| fields::field(&self.0, i))
+    }
+
+    /// The first `n` fields (all of them if there are fewer).
+    pub fn prefix(&self, n: usize) -> TrackNamespace {
+        if n >= self.len() {
+            return self.clone();
+        }
+        Self::pack(self.fields().take(n))
     }
 
     /// Number of fields.
     pub fn len(&self) -> usize {
-        self.0.len()
+        fields::count(&self.0)
     }
 
     /// True for the zero-field namespace.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 
     /// Sum of the field lengths.
     pub fn byte_len(&self) -> usize {
-        self.0.iter().map(Bytes::len).sum()
+        self.fields().map(<[u8]>::len).sum()
     }
 
     /// Namespace Prefix Matching (draft-19 §9.5): true if every field of `self` equals the field
     /// at the same position of `other`, whole-field and byte-exact. `(a)` is a prefix of `(a, b)`
     /// but not of `(ab)`; every namespace is a prefix of itself.
     pub fn is_prefix_of(&self, other: &TrackNamespace) -> bool {
-        self.0.len() <= other.0.len() && self.0.iter().zip(other.0.iter()).all(|(a, b)| a == b)
+        self.len() <= other.len() && self.fields().zip(other.fields()).all(|(a, b)| a == b)
     }
 
     /// True if one of the two is a field-wise prefix of the other (the PREFIX_OVERLAP test).
@@ -177,42 +200,35 @@ impl TrackNamespace {
         if !prefix.is_prefix_of(self) {
             return None;
         }
-        Some(TrackNamespace(self.0.get(prefix.len()..)?.into()))
+        Some(Self::pack(self.fields().skip(prefix.len())))
     }
 
     /// `self` followed by the fields of `suffix`, checked against the limits.
     pub fn join(&self, suffix: &TrackNamespace) -> Result<TrackNamespace, NameError> {
-        let ns = TrackNamespace(self.0.iter().chain(suffix.0.iter()).cloned().collect());
-        ns.check()?;
-        Ok(ns)
+        let all: Vec<&[u8]> = self.fields().chain(suffix.fields()).collect();
+        Self::check(all.iter().copied())?;
+        Ok(Self::pack(all.into_iter()))
     }
 
     /// `self` with one more field appended.
     pub fn child(&self, field: impl Into<Bytes>) -> Result<TrackNamespace, NameError> {
-        let ns = TrackNamespace(
-            self.0
-                .iter()
-                .cloned()
-                .chain(std::iter::once(field.into()))
-                .collect(),
-        );
-        ns.check()?;
-        Ok(ns)
+        let field = field.into();
+        Self::new(self.fields().chain(std::iter::once(&field[..])))
     }
 
     /// The first field starts with "." (draft-19 §3.2.1: reserved).
     pub fn is_reserved(&self) -> bool {
-        self.0.first().is_some_and(|f| f.first() == Some(&b'.'))
+        self.field(0).is_some_and(|f| f.first() == Some(&b'.'))
     }
 
     /// The first field is exactly "." (draft-19 §3.2.1: never used; requests get DOES_NOT_EXIST).
     pub fn is_dot(&self) -> bool {
-        self.0.first().is_some_and(|f| f.as_ref() == b".")
+        self.field(0) == Some(b".")
     }
 
     /// The first field is ".session" (draft-19 §3.2.2: session-level, never forwarded).
     pub fn is_session_level(&self) -> bool {
-        self.0.first().is_some_and(|f| f.as_ref() == b".session")
+        self.field(0) == Some(b".session")
     }
 
     /// The rendered form of draft-19 §1.5 (fields joined by `-`, bytes other than
@@ -357,7 +373,7 @@ pub struct Rendered<'a> {
 
 impl fmt::Display for Rendered<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, field) in self.namespace.0.iter().enumerate() {
+        for (i, field) in self.namespace.fields().enumerate() {
             if i > 0 {
                 f.write_str("-")?;
             }
@@ -374,7 +390,7 @@ impl fmt::Display for Rendered<'_> {
 impl fmt::Display for TrackNamespace {
     /// The path form: `chat/room1` (see [`TrackNamespace`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, field) in self.0.iter().enumerate() {
+        for (i, field) in self.fields().enumerate() {
             if i > 0 {
                 f.write_str("/")?;
             }
@@ -440,7 +456,7 @@ impl TrackNamespace {
                 "track namespace with 0 fields",
             ));
         }
-        let mut fields = Vec::with_capacity(n as usize);
+        let mut fields = Packer::new(n as usize, 0);
         let mut total = 0usize;
         for i in 0..n as usize {
             let field = buf.get_len_prefixed(v, "track namespace field", Self::MAX_LEN as u64)?;
@@ -455,9 +471,9 @@ impl TrackNamespace {
                     len: total,
                 });
             }
-            fields.push(field);
+            fields.push(&field);
         }
-        Ok(TrackNamespace(fields.into()))
+        Ok(TrackNamespace(fields.finish()))
     }
 
     fn encode_fields<B: BufMut>(
@@ -466,14 +482,14 @@ impl TrackNamespace {
         v: Version,
         allow_empty: bool,
     ) -> Result<(), EncodeError> {
-        if self.0.is_empty() && !allow_empty {
+        if self.is_empty() && !allow_empty {
             return Err(EncodeError::NotInVersion(
                 "a track namespace of 0 fields",
                 v,
             ));
         }
-        buf.put_varint(self.0.len() as u64, v);
-        for f in self.0.iter() {
+        buf.put_varint(self.len() as u64, v);
+        for f in self.fields() {
             buf.put_len_prefixed(f, v, "track namespace field", Self::MAX_LEN)?;
         }
         Ok(())

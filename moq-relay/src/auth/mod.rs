@@ -95,7 +95,7 @@ impl TokenError {
 
 /// The namespace as a path: its fields.
 fn path(ns: &TrackNamespace) -> Vec<&[u8]> {
-    ns.fields().iter().map(|f| &f[..]).collect()
+    ns.fields().collect()
 }
 
 /// The `jwt` query parameter of a session's path, if any.

@@ -78,7 +78,7 @@ impl fmt::Display for Pattern {
 /// form.
 fn decode(text: &str) -> Result<Vec<u8>, moq_core::NameError> {
     let one = moq_core::TrackNamespace::parse_path(text)?;
-    Ok(one.fields().first().map(|f| f.to_vec()).unwrap_or_default())
+    Ok(one.field(0).map(|f| f.to_vec()).unwrap_or_default())
 }
 
 /// The segments of a `/`-separated path, leading and trailing `/` ignored.

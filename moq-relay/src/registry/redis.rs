@@ -286,8 +286,7 @@ impl Inner {
     /// The first field of `namespace`, encoded (the index and channel it belongs to).
     fn first(namespace: &TrackNamespace) -> Result<String, RegistryError> {
         let field = namespace
-            .fields()
-            .first()
+            .field(0)
             .ok_or_else(|| RegistryError::Invalid("the empty namespace".into()))?;
         let mut out = String::new();
         encode_field(field, &mut out);

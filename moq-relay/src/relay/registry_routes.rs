@@ -54,7 +54,7 @@ async fn lookup_longest(
     ns: &TrackNamespace,
 ) -> Result<Option<(TrackNamespace, Origin)>, RegistryError> {
     for n in (1..=ns.len()).rev() {
-        let fields = ns.fields().iter().take(n).cloned();
+        let fields = ns.fields().take(n);
         let Ok(prefix) = TrackNamespace::new(fields) else {
             continue;
         };

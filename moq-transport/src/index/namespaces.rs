@@ -208,10 +208,7 @@ fn notify(inner: &mut Inner, ns: &TrackNamespace, event: NamespaceEvent) {
         }
     }
     for (depth, id) in lagged {
-        let fields = ns.fields().get(..depth).unwrap_or_default();
-        if let Ok(prefix) = TrackNamespace::new(fields.iter().cloned()) {
-            inner.watchers.remove(&prefix, id);
-        }
+        inner.watchers.remove(&ns.prefix(depth), id);
     }
 }
 

@@ -1,9 +1,10 @@
 //! A trie keyed by namespace fields, so that prefix questions cost in proportion to the path and
 //! the matches, never to everything stored.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
-use bytes::Bytes;
 use moq_core::TrackNamespace;
 use smallvec::SmallVec;
 
@@ -33,7 +34,48 @@ pub struct PrefixTrie<V> {
     root: Node<V>,
 }
 
-/// A node; a namespace's leaf is one entry of its parent's map (its field and this), ~80 bytes
+/// A node's field, as the key of its parent's map: the namespace that made the node and the
+/// field's index in it, so the bytes are not copied (24 bytes, a `Bytes` was 32). Hashed and
+/// compared as the field's bytes, which the map is searched by.
+#[derive(Debug)]
+struct Field {
+    ns: TrackNamespace,
+    i: usize,
+}
+
+impl Field {
+    fn bytes(&self) -> &[u8] {
+        self.ns.field(self.i).unwrap_or_default()
+    }
+
+    /// The namespace from the root to this field, if it is the one that made the node (then it
+    /// is shared, not built again).
+    fn whole(&self) -> Option<&TrackNamespace> {
+        (self.ns.len() == self.i + 1).then_some(&self.ns)
+    }
+}
+
+impl Hash for Field {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.bytes().hash(state);
+    }
+}
+
+impl PartialEq for Field {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for Field {}
+
+impl Borrow<[u8]> for Field {
+    fn borrow(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+/// A node; a namespace's leaf is one entry of its parent's map (its field and this), ~72 bytes
 /// with the value inline, where a map and a vector inline and the values apart were ~110 bytes
 /// and an allocation more.
 #[derive(Debug)]
@@ -41,7 +83,7 @@ struct Node<V> {
     /// Boxed, and made with the first child: most nodes are leaves, and an empty map inline is
     /// 48 bytes where the box is 8.
     #[allow(clippy::box_collection)]
-    children: Option<Box<HashMap<Bytes, Node<V>>>>,
+    children: Option<Box<HashMap<Field, Node<V>>>>,
     /// Inline while there is one: most namespaces hold one value.
     values: SmallVec<[(u64, V); 1]>,
     /// Number of values in this node and below.
@@ -59,15 +101,15 @@ impl<V> Default for Node<V> {
 }
 
 impl<V> Node<V> {
-    fn child(&self, field: &Bytes) -> Option<&Node<V>> {
+    fn child(&self, field: &[u8]) -> Option<&Node<V>> {
         self.children.as_ref()?.get(field)
     }
 
-    fn child_mut(&mut self, field: &Bytes) -> Option<&mut Node<V>> {
+    fn child_mut(&mut self, field: &[u8]) -> Option<&mut Node<V>> {
         self.children.as_mut()?.get_mut(field)
     }
 
-    fn children(&self) -> impl Iterator<Item = (&Bytes, &Node<V>)> {
+    fn children(&self) -> impl Iterator<Item = (&Field, &Node<V>)> {
         self.children.iter().flat_map(|c| c.iter())
     }
 }
@@ -100,11 +142,11 @@ impl<V> PrefixTrie<V> {
     pub fn insert(&mut self, ns: &TrackNamespace, id: u64, value: V) {
         let mut node = &mut self.root;
         node.count += 1;
-        for field in ns.fields() {
+        for i in 0..ns.len() {
             node = node
                 .children
                 .get_or_insert_with(Box::default)
-                .entry(field.clone())
+                .entry(Field { ns: ns.clone(), i })
                 .or_default();
             node.count += 1;
         }
@@ -113,15 +155,15 @@ impl<V> PrefixTrie<V> {
 
     /// Removes the value stored at `ns` under `id`, pruning empty nodes.
     pub fn remove(&mut self, ns: &TrackNamespace, id: u64) -> Option<V> {
-        fn go<V>(node: &mut Node<V>, fields: &[Bytes], id: u64) -> Option<V> {
-            let removed = match fields.split_first() {
+        fn go<V>(node: &mut Node<V>, ns: &TrackNamespace, depth: usize, id: u64) -> Option<V> {
+            let removed = match ns.field(depth) {
                 None => {
                     let i = node.values.iter().position(|(k, _)| *k == id)?;
                     Some(node.values.swap_remove(i).1)
                 }
-                Some((first, rest)) => {
+                Some(first) => {
                     let child = node.child_mut(first)?;
-                    let v = go(child, rest, id)?;
+                    let v = go(child, ns, depth + 1, id)?;
                     if child.count == 0
                         && let Some(children) = &mut node.children
                     {
@@ -138,7 +180,7 @@ impl<V> PrefixTrie<V> {
             }
             removed
         }
-        go(&mut self.root, ns.fields(), id)
+        go(&mut self.root, ns, 0, id)
     }
 
     /// The values stored exactly at `ns`.
@@ -179,12 +221,11 @@ impl<V> PrefixTrie<V> {
     ) -> impl Iterator<Item = (usize, u64, &'a V)> + 'a {
         let mut node = Some(&self.root);
         let mut depth = 0usize;
-        let fields = ns.fields();
         std::iter::from_fn(move || {
             let n = node?;
             let d = depth;
             let here = n.values.iter().map(move |(id, v)| (d, *id, v));
-            node = fields.get(depth).and_then(|f| n.child(f));
+            node = ns.field(depth).and_then(|f| n.child(f));
             depth += 1;
             Some(here)
         })
@@ -197,25 +238,29 @@ impl<V> PrefixTrie<V> {
         let Some(start) = self.node(prefix) else {
             return out;
         };
-        let mut path: Vec<Bytes> = prefix.fields().to_vec();
         fn walk<'a, V>(
             node: &'a Node<V>,
-            path: &mut Vec<Bytes>,
+            prefix: &TrackNamespace,
+            here: Option<&TrackNamespace>,
+            path: &mut Vec<&'a [u8]>,
             out: &mut Vec<(TrackNamespace, &'a V)>,
         ) {
             if !node.values.is_empty() {
                 // Stored namespaces were valid when inserted, so rebuilding them cannot fail.
-                if let Ok(ns) = TrackNamespace::new(path.iter().cloned()) {
+                let ns = here.cloned().or_else(|| {
+                    TrackNamespace::new(prefix.fields().chain(path.iter().copied())).ok()
+                });
+                if let Some(ns) = ns {
                     out.extend(node.values.iter().map(|(_, v)| (ns.clone(), v)));
                 }
             }
             for (field, child) in node.children() {
-                path.push(field.clone());
-                walk(child, path, out);
+                path.push(field.bytes());
+                walk(child, prefix, field.whole(), path, out);
                 path.pop();
             }
         }
-        walk(start, &mut path, &mut out);
+        walk(start, prefix, Some(prefix), &mut Vec::new(), &mut out);
         out
     }
 
@@ -225,7 +270,7 @@ impl<V> PrefixTrie<V> {
     pub fn remove_where(&mut self, mut remove: impl FnMut(u64, &V) -> bool) -> Vec<TrackNamespace> {
         fn go<V>(
             node: &mut Node<V>,
-            path: &mut Vec<Bytes>,
+            path: &mut Vec<Field>,
             remove: &mut impl FnMut(u64, &V) -> bool,
             out: &mut Vec<TrackNamespace>,
         ) -> usize {
@@ -233,14 +278,21 @@ impl<V> PrefixTrie<V> {
             node.values.retain(|(id, v)| !remove(*id, v));
             let mut removed = before - node.values.len();
             // Stored namespaces were valid when inserted, so rebuilding them cannot fail.
+            let ns = || match path.last().and_then(Field::whole) {
+                Some(ns) => Some(ns.clone()),
+                None => TrackNamespace::new(path.iter().map(Field::bytes)).ok(),
+            };
             if removed > 0
-                && let Ok(ns) = TrackNamespace::new(path.iter().cloned())
+                && let Some(ns) = ns()
             {
                 out.extend(std::iter::repeat_n(ns, removed));
             }
             if let Some(children) = &mut node.children {
                 children.retain(|field, child| {
-                    path.push(field.clone());
+                    path.push(Field {
+                        ns: field.ns.clone(),
+                        i: field.i,
+                    });
                     removed += go(child, path, remove, out);
                     path.pop();
                     child.count > 0
