@@ -97,7 +97,7 @@ async fn main() -> anyhow::Result<()> {
             let who = handle
                 .namespace()
                 .fields()
-                .last()
+                .next_back()
                 .map(|f| String::from_utf8_lossy(f).into_owned());
             group.write(format!(
                 "{} says it is second {second}",
