@@ -67,7 +67,7 @@ pub struct Namespace {
 impl Namespace {
     /// Reads the body of a NAMESPACE in the extended form that a session which negotiated the
     /// MoQ Cluster extension (draft-lcurley-moq-cluster, draft-17 on) uses: the suffix, then
-    /// Message Parameters (HOP_PATH, ROUTE_COST; see [`super::cluster`]).
+    /// Message Parameters (HOP_PATH, ROUTE_COST; see [`crate::message::cluster`]).
     pub fn decode_extended(
         buf: &mut Bytes,
         v: Version,

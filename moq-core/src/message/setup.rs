@@ -26,7 +26,7 @@ pub mod setup_option {
     pub const MOQT_IMPLEMENTATION: u64 = 0x07;
     /// MAX_REQUEST_UPDATES (varint; draft-19).
     pub const MAX_REQUEST_UPDATES: u64 = 0x08;
-    /// HOP_ID (varint; MoQ Cluster extension, draft-17 on): see [`super::cluster`].
+    /// HOP_ID (varint; MoQ Cluster extension, draft-17 on): see [`crate::message::cluster`].
     pub const HOP_ID: u64 = super::super::cluster::HOP_ID;
     /// RELAY_COST (varint; MoQ Cluster extension, draft-17 on).
     pub const RELAY_COST: u64 = super::super::cluster::RELAY_COST;
