@@ -36,6 +36,17 @@ fn relay(
 ) -> Relay {
     let mut config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
     config.publisher_wait = Duration::from_millis(200);
+    relay_with(config, scheme, id, registry, pins)
+}
+
+/// [`relay`] with `config` (its address and certificate as there).
+fn relay_with(
+    config: RelayConfig,
+    scheme: &str,
+    id: &str,
+    registry: &Arc<RedisRegistry>,
+    pins: Vec<[u8; 32]>,
+) -> Relay {
     let r = Relay::bind(config).unwrap();
     let me = RelayRef {
         id: id.into(),
@@ -197,113 +208,132 @@ async fn one_follower_per_prefix_dropped_with_its_last_subscriber() {
 
 /// Relay A (the binary, lease 2 s) is killed with SIGKILL: C's and E's discovery entries of
 /// A's namespace get NAMESPACE_DONE, and their subscriptions to A's track end, within the
-/// lease (C and E keep QUIC's default 9 s idle timeout: their links to A use at most three
-/// quarters of the lease).
+/// lease (C and E keep QUIC's default 9 s idle timeout: their links to A use at most half
+/// the lease, the wait for a new publisher after them at most a quarter).
 #[tokio::test]
 async fn killing_a_relay_ends_its_discovery_entries_and_subscriptions_within_the_lease() {
-    case("sigkill".into(), async {
-        let Some(store) = Store::start() else { return };
-        let registry = Arc::new(store.registry(LEASE.as_millis() as u64));
-        let port = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let advertise = format!("moqt://localhost:{port}");
-        let mut a = Binary::start_on(
-            &format!("127.0.0.1:{port}"),
-            &[
-                "--tls-generate",
-                "localhost",
-                "--auth-disabled",
-                "--registry",
-                &store.url(),
-                "--registry-lease",
-                "2",
-                "--relay-id",
-                "A",
-                "--advertise",
-                &advertise,
-            ],
-            &[],
-        );
-        let a_pin = moq_transport::tls::parse_fingerprint(&a.fingerprint).unwrap();
-        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
-        let [c, e] = ["C", "E"].map(|id| relay("moqt", id, &cert, &registry, vec![a_pin]));
-        let publisher = connect("moqt", a.port, &a.fingerprint).await;
-        let h = publisher
-            .publisher()
-            .publish_namespace(ns("kill/room"))
-            .unwrap();
-        h.announced().await.unwrap();
-        registered(&registry, "kill/room", "A").await;
-        let track = FullTrackName::new(ns("kill/room"), "t").unwrap();
-        let producer = publisher.publisher().create_track(track.clone()).unwrap();
-        let mut subs = Vec::new();
-        let mut found = Vec::new();
-        for r in [&c, &e] {
-            let s = connect("moqt", r.local_addr().port(), &c.fingerprint()).await;
-            let mut d = s
-                .subscriber()
-                .subscribe_namespace(ns("kill"))
-                .await
-                .unwrap();
-            match next_event(&mut d, Duration::from_secs(5)).await {
-                NamespaceEvent::Added(n) => assert_eq!(n, ns("kill/room")),
-                ev => panic!("unexpected {ev:?}"),
-            }
-            let t = s
-                .subscriber()
-                .subscribe(track.clone(), SubscribeOptions::default())
-                .await
-                .unwrap();
-            subs.push((s, t));
-            found.push(d);
-        }
-        let mut g = producer.append_group().unwrap();
-        g.write("before").unwrap();
-        g.finish().unwrap();
-        for (_, t) in subs.iter_mut() {
-            assert_eq!(common::read_objects(t, 1).await.len(), 1);
-        }
-        a.signal("KILL");
-        let killed = Instant::now();
-        a.exited_within(Duration::from_secs(5)).await;
-        // The lease, and a little for the prune (25 ms at most), the messages on loopback and
-        // a machine shared with other builds.
-        let within = LEASE + Duration::from_millis(300);
-        // Each measured on its own, all at once.
-        let dones = found.iter_mut().map(|d| async move {
-            match next_event(d, Duration::from_secs(10)).await {
-                NamespaceEvent::Removed(n) => assert_eq!(n, ns("kill/room")),
-                ev => panic!("unexpected {ev:?}"),
-            }
-            ("NAMESPACE_DONE", killed.elapsed())
-        });
-        let ends = subs.iter_mut().map(|(_, t)| async move {
-            let ended = tokio::time::timeout(Duration::from_secs(10), async {
-                loop {
-                    match t.next_group().await {
-                        Some(Ok(_)) => {}
-                        _ => return,
-                    }
-                }
-            })
-            .await;
-            assert!(ended.is_ok(), "subscription still open 10 s after the kill");
-            ("subscription ended", killed.elapsed())
-        });
-        let (dones, ends) = tokio::join!(
-            futures::future::join_all(dones),
-            futures::future::join_all(ends)
-        );
-        for (what, after) in dones.into_iter().chain(ends) {
-            eprintln!("{what} {after:?} after the kill");
-            assert!(after <= within, "{what} {after:?} after the kill");
-        }
-        drop((h, producer));
-    })
+    case(
+        "sigkill".into(),
+        kill_origin(Some(Duration::from_millis(200))),
+    )
     .await;
+}
+
+/// Issue 36: as above with C's and E's default `publisher_wait` (10 s, longer than the
+/// lease): the subscriptions over their links to the dead A still end within the lease.
+#[tokio::test]
+async fn killing_a_relay_ends_its_subscriptions_within_the_lease_with_the_default_publisher_wait() {
+    case("sigkill default wait".into(), kill_origin(None)).await;
+}
+
+/// The SIGKILL case: C and E wait `publisher_wait` for a new publisher (`None`: the default).
+async fn kill_origin(publisher_wait: Option<Duration>) {
+    let Some(store) = Store::start() else { return };
+    let registry = Arc::new(store.registry(LEASE.as_millis() as u64));
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let advertise = format!("moqt://localhost:{port}");
+    let mut a = Binary::start_on(
+        &format!("127.0.0.1:{port}"),
+        &[
+            "--tls-generate",
+            "localhost",
+            "--auth-disabled",
+            "--registry",
+            &store.url(),
+            "--registry-lease",
+            "2",
+            "--relay-id",
+            "A",
+            "--advertise",
+            &advertise,
+        ],
+        &[],
+    );
+    let a_pin = moq_transport::tls::parse_fingerprint(&a.fingerprint).unwrap();
+    let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+    let [c, e] = ["C", "E"].map(|id| {
+        let mut config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
+        if let Some(w) = publisher_wait {
+            config.publisher_wait = w;
+        }
+        relay_with(config, "moqt", id, &registry, vec![a_pin])
+    });
+    let publisher = connect("moqt", a.port, &a.fingerprint).await;
+    let h = publisher
+        .publisher()
+        .publish_namespace(ns("kill/room"))
+        .unwrap();
+    h.announced().await.unwrap();
+    registered(&registry, "kill/room", "A").await;
+    let track = FullTrackName::new(ns("kill/room"), "t").unwrap();
+    let producer = publisher.publisher().create_track(track.clone()).unwrap();
+    let mut subs = Vec::new();
+    let mut found = Vec::new();
+    for r in [&c, &e] {
+        let s = connect("moqt", r.local_addr().port(), &c.fingerprint()).await;
+        let mut d = s
+            .subscriber()
+            .subscribe_namespace(ns("kill"))
+            .await
+            .unwrap();
+        match next_event(&mut d, Duration::from_secs(5)).await {
+            NamespaceEvent::Added(n) => assert_eq!(n, ns("kill/room")),
+            ev => panic!("unexpected {ev:?}"),
+        }
+        let t = s
+            .subscriber()
+            .subscribe(track.clone(), SubscribeOptions::default())
+            .await
+            .unwrap();
+        subs.push((s, t));
+        found.push(d);
+    }
+    let mut g = producer.append_group().unwrap();
+    g.write("before").unwrap();
+    g.finish().unwrap();
+    for (_, t) in subs.iter_mut() {
+        assert_eq!(common::read_objects(t, 1).await.len(), 1);
+    }
+    a.signal("KILL");
+    let killed = Instant::now();
+    a.exited_within(Duration::from_secs(5)).await;
+    // The lease, and a little for the prune (25 ms at most), the messages on loopback and
+    // a machine shared with other builds.
+    let within = LEASE + Duration::from_millis(300);
+    // Each measured on its own, all at once.
+    let dones = found.iter_mut().map(|d| async move {
+        match next_event(d, Duration::from_secs(10)).await {
+            NamespaceEvent::Removed(n) => assert_eq!(n, ns("kill/room")),
+            ev => panic!("unexpected {ev:?}"),
+        }
+        ("NAMESPACE_DONE", killed.elapsed())
+    });
+    let ends = subs.iter_mut().map(|(_, t)| async move {
+        let ended = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match t.next_group().await {
+                    Some(Ok(_)) => {}
+                    _ => return,
+                }
+            }
+        })
+        .await;
+        assert!(ended.is_ok(), "subscription still open 10 s after the kill");
+        ("subscription ended", killed.elapsed())
+    });
+    let (dones, ends) = tokio::join!(
+        futures::future::join_all(dones),
+        futures::future::join_all(ends)
+    );
+    for (what, after) in dones.into_iter().chain(ends) {
+        eprintln!("{what} {after:?} after the kill");
+        assert!(after <= within, "{what} {after:?} after the kill");
+    }
+    drop((h, producer));
 }
 
 /// The store restarted (empty) mid-run: E's discovery keeps its entries while the store is

@@ -78,6 +78,9 @@ pub(super) struct LiveUpstream {
     track: Arc<RelayTrack>,
     /// How it ended, once it did.
     pub(super) status: UpstreamEnd,
+    /// The most the track waits for a new publisher after this one, if less than
+    /// `RelayConfig::publisher_wait` may be (an upstream over an origin link, issue 36).
+    pub(super) wait: Option<Duration>,
 }
 
 impl LiveUpstream {
@@ -94,6 +97,7 @@ impl LiveUpstream {
             inner: inner.clone(),
             track: track.clone(),
             status: UpstreamEnd::Lost,
+            wait: None,
         }
     }
 }
@@ -128,7 +132,7 @@ impl Drop for LiveUpstream {
         if (last && finished) || (ended && t.published) {
             end_track(&self.inner, t);
         } else if last {
-            await_publisher(self.inner.clone(), t.clone());
+            await_publisher(self.inner.clone(), t.clone(), self.wait);
         }
         // Last, so that whoever sees the count drop sees the track gone.
         self.metrics.upstreams(-1.0);
@@ -226,14 +230,14 @@ impl Inner {
 }
 
 /// The last publisher of `t` went away without ending it: ends it unless a new upstream goes
-/// live within `RelayConfig::publisher_wait`.
-fn await_publisher(inner: Weak<Inner>, t: Arc<RelayTrack>) {
+/// live within `RelayConfig::publisher_wait` (at most `bound`, if given).
+fn await_publisher(inner: Weak<Inner>, t: Arc<RelayTrack>, bound: Option<Duration>) {
     let Some(i) = inner.upgrade() else {
         return t.cache.end();
     };
     let generation = t.generation.load(Ordering::Relaxed);
-    let timer = Timer::AwaitPublisher(t, generation);
-    if let Err(mpsc::error::SendError(Timer::AwaitPublisher(t, _))) = i.timers.send(timer) {
+    let timer = Timer::AwaitPublisher(t, generation, bound);
+    if let Err(mpsc::error::SendError(Timer::AwaitPublisher(t, ..))) = i.timers.send(timer) {
         // The relay shut down: no publisher comes back.
         end_track(&inner, &t);
     }
@@ -258,7 +262,10 @@ pub(super) async fn run_timers(inner: Weak<Inner>, mut set: mpsc::UnboundedRecei
 async fn fire(inner: Weak<Inner>, timer: Timer) {
     let Some(wait) = inner.upgrade().map(|i| match &timer {
         Timer::Linger(_) => i.config.upstream_linger,
-        Timer::AwaitPublisher(..) => i.config.publisher_wait,
+        Timer::AwaitPublisher(_, _, bound) => {
+            let wait = i.config.publisher_wait;
+            bound.map_or(wait, |b| b.min(wait))
+        }
     }) else {
         return;
     };
@@ -275,7 +282,7 @@ async fn fire(inner: Weak<Inner>, timer: Timer) {
             }
             tracing::debug!(track = %track.name, "upstream released");
         }
-        Timer::AwaitPublisher(t, generation) => {
+        Timer::AwaitPublisher(t, generation, _) => {
             if t.generation.load(Ordering::Relaxed) == generation
                 && t.live_upstreams.load(Ordering::Relaxed) == 0
             {

@@ -72,6 +72,9 @@ pub(super) type Slot = Arc<tokio::sync::Mutex<Option<OriginLink>>>;
 pub(super) struct Origins {
     pub(super) config: std::sync::OnceLock<RegistryRouting>,
     pub(super) links: Mutex<HashMap<String, Slot>>,
+    /// The route ids of the links up now (a link's id leaves when its watcher drops it), so
+    /// that an upstream can tell it goes over an origin link (`Inner::origin_wait`).
+    pub(super) link_ids: Mutex<HashSet<u64>>,
 }
 
 impl fmt::Debug for Origins {

@@ -257,8 +257,9 @@ impl RequestObserver for Observer {
 /// The QUIC settings of a link to an origin relay: the relay's, with an idle timeout of at
 /// most half the registry's lease (and keep-alives at a third of it), so the subscriptions
 /// over a link to a relay that died end within the lease, as its namespaces do (the link
-/// closes at its idle timeout; the tracks over it end after `RelayConfig::publisher_wait`
-/// unless a new origin takes them over).
+/// closes at its idle timeout; the tracks over it end after `RelayConfig::publisher_wait`,
+/// at most a quarter of the lease (`Inner::origin_wait`), unless a new origin takes them
+/// over).
 pub(super) fn origin_link_quic(quic: QuicSettings, lease: Duration) -> QuicSettings {
     let most = lease / 2;
     match quic.idle_timeout > most {

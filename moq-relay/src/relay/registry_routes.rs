@@ -145,6 +145,7 @@ impl Inner {
                 relay: origin.relay.id.clone(),
             };
             self.tasks.spawn(watched.run(cfg.idle));
+            self.origins.link_ids.lock().insert(id);
             *link = Some(OriginLink {
                 id,
                 session,
@@ -256,6 +257,19 @@ impl Inner {
         true
     }
 
+    /// The longest a track waits for a new publisher after its upstream over route `id` ended
+    /// without ending the track, if `id` is a link to an origin relay: a quarter of the
+    /// registry's lease. Issue 36: the link to a relay that died closes at its QUIC idle
+    /// timeout, at most half the lease (`origin_link_quic`); with this wait after it, the
+    /// tracks over it end within the lease, as the dead relay's namespaces do, whatever
+    /// `RelayConfig::publisher_wait` is. `None` for any other route (a local publisher, a mesh
+    /// link): those wait `publisher_wait`.
+    pub(super) fn origin_wait(&self, id: u64) -> Option<Duration> {
+        let cfg = self.origins.config.get()?;
+        let link = self.origins.link_ids.lock().contains(&id);
+        link.then(|| cfg.registry.lease() / 4)
+    }
+
     /// Whether a track has a running upstream subscription over route `id`.
     fn link_in_use(&self, id: u64) -> bool {
         let tracks: Vec<_> = self.tracks.lock().values().cloned().collect();
@@ -269,6 +283,7 @@ impl Inner {
 
     /// Removes link `id`'s routes and closes it, if `link` still holds it.
     fn drop_link(&self, link: &mut Option<OriginLink>, id: u64) {
+        self.origins.link_ids.lock().remove(&id);
         let Some(l) = link.take_if(|l| l.id == id) else {
             return;
         };

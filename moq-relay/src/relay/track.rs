@@ -3,6 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use moq_client::model::{CacheLimits, TrackCache};
 use moq_core::message::RequestError;
@@ -129,6 +130,7 @@ pub(super) enum Timer {
     /// The track's last downstream subscription left: after `RelayConfig::upstream_linger`,
     /// its upstreams go unless a subscriber came back.
     Linger(Arc<RelayTrack>),
-    /// The track's last publisher went away at this generation (`await_publisher`).
-    AwaitPublisher(Arc<RelayTrack>, u64),
+    /// The track's last publisher went away at this generation (`await_publisher`); the
+    /// wait is `RelayConfig::publisher_wait`, at most the bound given (an origin link's).
+    AwaitPublisher(Arc<RelayTrack>, u64, Option<Duration>),
 }

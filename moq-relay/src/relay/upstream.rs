@@ -35,6 +35,8 @@ impl Inner {
             return;
         }
         let pending = PendingUpstream::new(track);
+        // Over a link to an origin relay, the wait after the upstream ends is bounded (issue 36).
+        let wait = self.origin_wait(session_id);
         let t = track.clone();
         let metrics = self.metrics.clone();
         let weak = Arc::downgrade(self);
@@ -70,6 +72,7 @@ impl Inner {
                     }
                     t.answer.send_replace(Some(Ok(Standing::of(&t.cache))));
                     let mut live = LiveUpstream::new(&metrics, &weak, &t);
+                    live.wait = wait;
                     t.delivering.lock().insert(session_id);
                     let continuing = fill_from_upstream(&t, &session, &sub, &metrics).await;
                     live.status = ingest(&tasks, &t, sub, &metrics, continuing, floor).await;
