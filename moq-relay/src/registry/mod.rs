@@ -156,9 +156,9 @@ pub trait Registry: Send + Sync + 'static {
     /// Extends `relay`'s own lease, on which every namespace it registered rides, and lists
     /// the takeovers of its namespaces with an epoch above `seen`: the highest epoch among the
     /// takeovers the caller has already handled under the lease `generation` (0 and `None` at
-    /// first; under another lease, all are listed). Those at or below it are forgotten. For registries that keep one lease per relay; `None` (the default) means
-    /// this registry keeps a lease per registration: [`refresh`](Registry::refresh) each
-    /// instead. Cancel-safe: a takeover is listed again until a call's `seen` covers it.
+    /// first; under another lease, all are listed). Those at or below it are forgotten. For
+    /// registries that keep one lease per relay; `None` (the default) means this registry
+    /// keeps a lease per registration: [`refresh`](Registry::refresh) each instead. Cancel-safe: a takeover is listed again until a call's `seen` covers it.
     async fn refresh_relay(
         &self,
         relay: &RelayRef,
