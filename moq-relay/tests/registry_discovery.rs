@@ -7,12 +7,11 @@
 
 mod common;
 
-use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::store::{Store, registered};
-use common::{Binary, case, next_event, ns};
+use common::{case, next_event, ns};
 use moq_client::{Client, NamespaceEvent, Publisher, Session, SubscribeOptions};
 use moq_core::{FullTrackName, TrackNamespace, Version};
 use moq_relay::register_local_namespaces;
@@ -230,29 +229,7 @@ async fn killing_a_relay_ends_its_subscriptions_within_the_lease_with_the_defaul
 async fn kill_origin(publisher_wait: Option<Duration>) {
     let Some(store) = Store::start() else { return };
     let registry = Arc::new(store.registry(LEASE.as_millis() as u64));
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let advertise = format!("moqt://localhost:{port}");
-    let mut a = Binary::start_on(
-        &format!("127.0.0.1:{port}"),
-        &[
-            "--tls-generate",
-            "localhost",
-            "--auth-disabled",
-            "--registry",
-            &store.url(),
-            "--registry-lease",
-            "2",
-            "--relay-id",
-            "A",
-            "--advertise",
-            &advertise,
-        ],
-        &[],
-    );
+    let mut a = store.origin_binary("A", &["--registry-lease", "2"]);
     let a_pin = moq_transport::tls::parse_fingerprint(&a.fingerprint).unwrap();
     let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
     let [c, e] = ["C", "E"].map(|id| {

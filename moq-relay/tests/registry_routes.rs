@@ -8,12 +8,11 @@
 
 mod common;
 
-use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::store::{Store, registered};
-use common::{Binary, case, ns, timeout};
+use common::{case, ns, timeout};
 use moq_client::{Client, Publisher, Session, SubscribeOptions};
 use moq_core::codes::RequestErrorCode;
 use moq_core::{FullTrackName, Location};
@@ -193,27 +192,7 @@ async fn killing_the_origin_relay_ends_subscriptions_elsewhere() {
     timeout(async {
         let registry = Arc::new(store.registry(2000));
         // A is the binary on a port known in advance (it advertises it).
-        let port = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let advertise = format!("moqt://localhost:{port}");
-        let mut a = Binary::start_on(
-            &format!("127.0.0.1:{port}"),
-            &[
-                "--tls-generate",
-                "localhost",
-                "--auth-disabled",
-                "--registry",
-                &store.url(),
-                "--relay-id",
-                "A",
-                "--advertise",
-                &advertise,
-            ],
-            &[],
-        );
+        let mut a = store.origin_binary("A", &[]);
         let a_pin = moq_transport::tls::parse_fingerprint(&a.fingerprint).unwrap();
         let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
         let [c, e] = ["C", "E"].map(|id| relay(id, &cert, &registry, vec![a_pin]));

@@ -1,11 +1,10 @@
 //! The harness of `cluster_five.rs`: relay binaries sharing one `redis-server`, each
 //! reached by clients over raw QUIC or WebTransport, and what the cases read from them.
 
-use std::net::UdpSocket;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::common::store::Store;
+use crate::common::store::{Store, free_port};
 use crate::common::{self, Binary, ns, workdir};
 use moq_client::{
     Client, NamespaceHandle, NamespaceStream, Publisher, Session, SubscribeOptions, TrackConsumer,
@@ -155,11 +154,7 @@ impl Cluster {
             .iter()
             .map(|(id, region)| {
                 // The relay advertises its port: chosen here, bound by the relay.
-                let port = UdpSocket::bind("127.0.0.1:0")
-                    .unwrap()
-                    .local_addr()
-                    .unwrap()
-                    .port();
+                let port = free_port();
                 let advertise = format!("moqt://localhost:{port}");
                 let args = [
                     "--tls-cert",

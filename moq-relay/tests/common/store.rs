@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use moq_relay::registry::{RedisRegistry, RedisRegistryConfig, Registry};
 
-use super::ns;
+use super::{Binary, ns};
 
 /// The store's server binary, or `None` when the tests are told to skip.
 pub(crate) fn server_binary() -> Option<PathBuf> {
@@ -130,5 +130,38 @@ pub(crate) async fn registered(registry: &RedisRegistry, path: &str, id: &str) {
         assert!(Instant::now() < deadline, "{path} not registered as {id}'s");
         // The store has no signal to wait on from here.
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A UDP port free on loopback now, for a relay binary that must advertise its port before it
+/// binds it.
+pub(crate) fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Store {
+    /// The relay binary as origin relay `id` of this store's cluster: a generated certificate,
+    /// no auth, a port of its own that it advertises; `extra` arguments after those.
+    pub(crate) fn origin_binary(&self, id: &str, extra: &[&str]) -> Binary {
+        let port = free_port();
+        let advertise = format!("moqt://localhost:{port}");
+        let url = self.url();
+        let mut args = vec![
+            "--tls-generate",
+            "localhost",
+            "--auth-disabled",
+            "--registry",
+            &url,
+            "--relay-id",
+            id,
+            "--advertise",
+            &advertise,
+        ];
+        args.extend_from_slice(extra);
+        Binary::start_on(&format!("127.0.0.1:{port}"), &args, &[])
     }
 }
