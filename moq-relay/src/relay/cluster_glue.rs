@@ -10,7 +10,7 @@ use moq_transport::Session;
 use moq_transport::namespace::{NamespaceIndex, PublishedNamespace};
 
 use super::mirror::{Change, Mirror};
-use super::state::{ClusterState, Inner, Link, Route};
+use super::state::{ClusterState, Inner, Link, Route, owner_id};
 use crate::cluster::{self, Offer, ViewEvent};
 
 /// `path` with `node` appended.
@@ -31,12 +31,7 @@ impl Inner {
             let offers = c.offers.lock();
             (offers.best_of(ns), offers.sessions(ns))
         };
-        let local = self
-            .routes
-            .lock()
-            .at(ns)
-            .iter()
-            .any(|(id, _)| !offered.contains(id));
+        let local = self.route_ids_at(ns).iter().any(|id| !offered.contains(id));
         {
             let mut regs = c.local_regs.lock();
             match local {
@@ -206,10 +201,11 @@ pub(super) async fn keep_link(inner: Weak<Inner>, peer: String, upstream: bool) 
         let client = moq_transport::endpoint::Client::new(moq_transport::endpoint::ClientConfig {
             tls: c.config.tls.clone(),
             versions: c.config.versions.clone(),
+            // The link's announcements are routes like a client's (`Inner::serve_session`).
             session: i
                 .session_config
                 .clone()
-                .with_announced(NamespaceIndex::new()),
+                .with_announced(i.index.owned_by(owner_id(&i.next_id))),
             share_indexes: true,
             quic: i.config.quic,
             udp_buffer: i.config.udp_buffer,

@@ -32,8 +32,9 @@ impl Named for PublishedNamespace {
 pub(super) enum Change<V> {
     /// The namespace became known; [`Mirror::set`] attaches the caller's value to it.
     Added(TrackNamespace),
-    /// The namespace is no longer known, with the value the caller attached, if any.
-    Removed(TrackNamespace, Option<V>),
+    /// The namespace is no longer known, with the value the caller attached, if any (which
+    /// holds the namespace).
+    Removed(Option<V>),
 }
 
 /// A namespace [`Mirror`] reported, with the caller's value once attached: one entry of its
@@ -53,8 +54,8 @@ impl<V: Named> Known<V> {
 
     fn into_change(self) -> Change<V> {
         match self {
-            Known::Bare(ns) => Change::Removed(ns, None),
-            Known::Set(v) => Change::Removed(v.namespace().clone(), Some(v)),
+            Known::Bare(_) => Change::Removed(None),
+            Known::Set(v) => Change::Removed(Some(v)),
         }
     }
 }
@@ -156,7 +157,7 @@ impl<V: Named> Mirror<V> {
     fn removed(&mut self, ns: TrackNamespace) -> Change<V> {
         match self.known.take(&ns) {
             Some(k) => k.into_change(),
-            None => Change::Removed(ns, None),
+            None => Change::Removed(None),
         }
     }
 
@@ -209,10 +210,10 @@ mod tests {
             mirror.set(shared.publish(a.clone()));
             assert!(shared.contains(&a));
             drop(reg);
-            let Change::Removed(ns, Some(value)) = mirror.next().await else {
+            let Change::Removed(Some(value)) = mirror.next().await else {
                 panic!("not Removed with the value");
             };
-            assert_eq!((&ns, value.namespace()), (&a, &a));
+            assert_eq!(value.namespace(), &a);
             drop(value);
             assert!(!shared.contains(&a));
         })

@@ -50,7 +50,7 @@ use self::lifecycle::run_timers;
 pub use self::origins::RegistryRouting;
 pub use self::registry_glue::register_local_namespaces;
 use self::requests::RelayUpstream;
-use self::state::{ClusterState, Inner, Link};
+use self::state::{ClusterState, Inner, Link, owner_id};
 use self::successor::{NewUri, SuccessorSource};
 use self::tasks::TaskSet;
 use crate::cluster::{self, ClusterAuth, LinkStatus, Links, Offers};
@@ -97,10 +97,13 @@ impl Relay {
         server.qlog_dir = config.qlog_dir.clone();
         server.quic = config.quic;
         server.udp_buffer = config.udp_buffer;
-        // Each session registers what its peer announces in its own index, which the relay
-        // mirrors into its routes and the shared index.
-        server.per_session = Some(Arc::new(|c: SessionConfig| {
-            c.with_announced(NamespaceIndex::new())
+        // Each session registers what its peer announces in the shared index through a view
+        // owned by the session's id: one entry per namespace, which is also its route
+        // (`Inner::route_changed`, `Inner::routes_for`).
+        let ids = Arc::new(AtomicU64::new(1));
+        let (views, view_ids) = (index.clone(), ids.clone());
+        server.per_session = Some(Arc::new(move |c: SessionConfig| {
+            c.with_announced(views.owned_by(owner_id(&view_ids)))
         }));
         let server = Server::bind(server)?;
         let addr = server.local_addr()?;
@@ -140,7 +143,7 @@ impl Relay {
             sessions: Mutex::new(HashMap::new()),
             session_count: watch::channel(0).0,
             metrics,
-            next_id: AtomicU64::new(1),
+            next_id: ids,
             draining: Default::default(),
             goaway: Mutex::new(None),
             successor: Default::default(),
@@ -159,6 +162,12 @@ impl Relay {
             origins: Default::default(),
         });
         discovery.attach(Arc::downgrade(&inner));
+        let weak = Arc::downgrade(&inner);
+        inner.index.on_owned_change(move |ns, owner, added| {
+            if let Some(inner) = weak.upgrade() {
+                inner.route_changed(ns, owner.get(), added);
+            }
+        });
         inner.tasks.spawn(run_timers(Arc::downgrade(&inner), due));
         Ok(Relay {
             inner,

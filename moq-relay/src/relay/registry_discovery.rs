@@ -152,9 +152,7 @@ impl Drop for Interest {
 /// Whether a session of the relay (not a link) publishes `ns` itself.
 fn published_here(inner: &Inner, ns: &TrackNamespace) -> bool {
     // One lock at a time.
-    let ids: Vec<u64> = (inner.routes.lock().at(ns).iter())
-        .map(|(id, _)| *id)
-        .collect();
+    let ids = inner.route_ids_at(ns);
     let sessions = inner.sessions.lock();
     ids.iter().any(|id| sessions.contains_key(id))
 }

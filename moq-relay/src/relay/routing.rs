@@ -10,39 +10,50 @@ use moq_core::codes::RequestErrorCode;
 use moq_core::message::RequestError;
 use moq_core::{FullTrackName, TrackNamespace};
 use moq_transport::Session;
-use moq_transport::namespace::NamespaceRegistration;
 
 use super::state::{Inner, Route};
 use super::track::{RelayTrack, Standing};
 
 impl Inner {
-    /// Routes `ns` to session `id` (its peer announced it), unless a `.session` namespace, and
-    /// subscribes the new publisher to the tracks waiting under it. Returns the namespace's
-    /// registration in the shared index, which the caller keeps while the route lasts.
-    pub(super) fn add_route(
-        self: &Arc<Self>,
-        ns: &TrackNamespace,
-        id: u64,
-        session: &Session,
-    ) -> Option<NamespaceRegistration> {
-        if ns.is_session_level() {
-            return None;
-        }
-        tracing::debug!(session = id, namespace = %ns, "route added");
-        self.routes.lock().insert(
-            ns,
-            id,
-            Route {
-                session_id: id,
-                session: session.clone(),
-            },
-        );
-        let registration = self.index.publish(ns.clone());
+    /// A namespace session `id`'s peer announced was registered in the shared index through
+    /// the session's owner view (`added`), or its registration ended: the route it is
+    /// changed. Added, the new publisher is subscribed to the tracks waiting under it (once
+    /// the session is registered: [`Inner::subscribe_registered`] covers those announced
+    /// before). `.session` namespaces are never routed (draft-19 §3.2.2): the view keeps them
+    /// out of the index.
+    ///
+    /// Called by the index's listener, outside its lock; on removal from the registration's
+    /// drop, so it spawns nothing then.
+    pub(super) fn route_changed(self: &Arc<Self>, ns: &TrackNamespace, id: u64, added: bool) {
+        tracing::debug!(session = id, namespace = %ns, added, "route changed");
         self.routes_changed.send_modify(|v| *v += 1);
         // A namespace a client of this relay publishes: offered to the peers from here.
         self.refresh_export(ns);
-        self.subscribe_active(ns, id, session);
-        Some(registration)
+        if added {
+            let session = self.sessions.lock().get(&id).cloned();
+            if let Some(session) = session {
+                self.subscribe_active(ns, id, &session);
+            }
+        }
+    }
+
+    /// Subscribes session `id`, registered just now, to the tracks waiting under what its peer
+    /// announced before it was (a PUBLISH_NAMESPACE may be accepted before the relay
+    /// registers the session: [`Inner::route_changed`] then found no session to subscribe).
+    pub(super) fn subscribe_registered(self: &Arc<Self>, id: u64, session: &Session) {
+        let tracks: Vec<Arc<RelayTrack>> = self
+            .tracks
+            .lock()
+            .values()
+            .filter(|t| !t.published && t.downstreams.load(Ordering::Relaxed) > 0)
+            .cloned()
+            .collect();
+        for t in tracks {
+            let owners = self.index.owners_on_path(&t.name.namespace);
+            if owners.iter().any(|o| o.get() == id) {
+                self.start_upstream(&t, id, session.clone());
+            }
+        }
     }
 
     /// draft-19 §9.5: a publisher that arrives for a namespace with active subscriptions gets
@@ -69,22 +80,8 @@ impl Inner {
         }
     }
 
-    /// Takes away the route `ns` to session `id` (its peer withdrew it), and the namespace's
-    /// registration in the shared index that [`Inner::add_route`] returned.
-    pub(super) fn remove_route(
-        &self,
-        ns: &TrackNamespace,
-        id: u64,
-        registration: NamespaceRegistration,
-    ) {
-        tracing::debug!(session = id, namespace = %ns, "route removed");
-        self.routes.lock().remove(ns, id);
-        drop(registration);
-        self.routes_changed.send_modify(|v| *v += 1);
-        self.refresh_export(ns);
-    }
-
-    /// Takes away every route to session `id` (it ended).
+    /// Takes away every route to session `id` (it ended) held apart from the index (a link's
+    /// cluster offers); what its peer announced leaves the index with its registrations.
     pub(super) fn remove_routes_of(&self, id: u64) {
         // In place: listing every route first cost a namespace per route, all sessions'.
         let mine = self.routes.lock().remove_where(|_, r| r.session_id == id);
@@ -94,15 +91,51 @@ impl Inner {
         }
     }
 
-    /// Every publisher session whose announced namespace is a prefix of `ns` (draft-19 §9.5).
+    /// Every publisher session whose announced namespace is a prefix of `ns` (draft-19 §9.5):
+    /// the sessions whose peers announced it (owners of the shared index's entries, while the
+    /// session is registered) and the routes held apart (cluster offers, origin links).
     pub(super) fn routes_for(&self, ns: &TrackNamespace) -> Vec<Route> {
-        let routes = self.routes.lock();
+        // One lock at a time.
+        let owners = self.index.owners_on_path(ns);
         let mut seen = HashSet::new();
-        routes
+        let mut out: Vec<Route> = self
+            .routes
+            .lock()
             .prefixes_of(ns)
             .map(|(_, r)| r.clone())
             .filter(|r| seen.insert(r.session_id))
-            .collect()
+            .collect();
+        if !owners.is_empty() {
+            let sessions = self.sessions.lock();
+            out.extend(
+                owners
+                    .into_iter()
+                    .map(|o| o.get())
+                    .filter(|id| seen.insert(*id))
+                    .filter_map(|id| {
+                        sessions.get(&id).map(|s| Route {
+                            session_id: id,
+                            session: s.clone(),
+                        })
+                    }),
+            );
+        }
+        out
+    }
+
+    /// The ids of the sessions routing `ns` itself: owners of its entries in the shared index
+    /// and routes held apart, each once.
+    pub(super) fn route_ids_at(&self, ns: &TrackNamespace) -> Vec<u64> {
+        let mut ids: Vec<u64> = self
+            .index
+            .owners_at(ns)
+            .into_iter()
+            .map(|o| o.get())
+            .collect();
+        ids.extend(self.routes.lock().at(ns).iter().map(|(id, _)| *id));
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
 
     /// The publisher a FETCH (or TRACK_STATUS) of `name` goes to: one whose upstream subscription

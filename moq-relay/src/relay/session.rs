@@ -1,5 +1,6 @@
-//! One session's life at the relay: registered, its peer's announcements mirrored into the
-//! routes, its requests answered, and everything it brought taken away when it ends.
+//! One session's life at the relay: registered (its peer's announcements are routes through
+//! its owner view of the shared index), its requests answered, and everything it brought
+//! taken away when it ends.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -7,11 +8,9 @@ use std::time::Duration;
 
 use moq_client::model::Peer;
 use moq_transport::Session;
-use moq_transport::namespace::NamespaceRegistration;
 use moq_transport::track::Incoming;
 
 use super::cluster_glue::announce_upstream;
-use super::mirror::{Change, Mirror};
 use super::state::{Inner, Link};
 use crate::cluster;
 
@@ -23,7 +22,13 @@ impl Inner {
     /// away what it brought: its routes, what it offered as a link, its registration.
     pub(super) async fn serve_session(self: Arc<Self>, session: Session, link: Option<Link>) {
         let inner = self;
-        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        // Every session the relay serves registers what its peer announces through an owner
+        // view of the shared index (accepted: `Relay::bind`'s per-session configuration;
+        // dialed: `keep_link`), whose owner is the session's id.
+        let id = match session.announced().owner() {
+            Some(owner) => owner.get(),
+            None => inner.next_id.fetch_add(1, Ordering::Relaxed),
+        };
         let _gauge = inner
             .metrics
             .session(session.version(), session.transport());
@@ -43,9 +48,7 @@ impl Inner {
             });
         }
         tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
-        // The session's own tasks: dropped when it closes. Mirroring its announcements waits
-        // for most of its life: an entry of the session's request table, not a task.
-        session.spawn_light(sync_routes(inner.clone(), id, session.clone()));
+        // The session's own tasks: dropped when it closes.
         if let (Some(Link::Upstream(_)), Some(c)) = (&link, &inner.cluster) {
             session.spawn(announce_upstream(c.local.clone(), session.clone()));
         }
@@ -84,9 +87,13 @@ struct Registered {
 
 impl Registered {
     fn new(inner: &Arc<Inner>, id: u64, session: &Session) -> Self {
-        let mut sessions = inner.sessions.lock();
-        sessions.insert(id, session.clone());
-        inner.session_count.send_replace(sessions.len());
+        {
+            let mut sessions = inner.sessions.lock();
+            sessions.insert(id, session.clone());
+            inner.session_count.send_replace(sessions.len());
+        }
+        // What its peer announced before now routes from here on.
+        inner.subscribe_registered(id, session);
         Registered {
             inner: inner.clone(),
             id,
@@ -105,23 +112,5 @@ impl Drop for Registered {
             inner.session_count.send_replace(sessions.len());
         }
         tracing::info!(session = id, "session ended");
-    }
-}
-
-/// Mirrors what a session's peer announces (its accepted PUBLISH_NAMESPACEs) into the routes
-/// and the shared index. `.session` namespaces are never forwarded (draft-19 §3.2.2). The
-/// mirror keeps each routed namespace's registration in the shared index.
-async fn sync_routes(inner: Arc<Inner>, id: u64, session: Session) {
-    let mut mirror: Mirror<NamespaceRegistration> = Mirror::new(session.announced().clone());
-    loop {
-        match mirror.next().await {
-            Change::Added(ns) => {
-                if let Some(registration) = inner.add_route(&ns, id, &session) {
-                    mirror.set(registration);
-                }
-            }
-            Change::Removed(ns, Some(registration)) => inner.remove_route(&ns, id, registration),
-            Change::Removed(_, None) => {}
-        }
     }
 }

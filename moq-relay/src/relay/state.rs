@@ -2,8 +2,9 @@
 //! methods the other files of this module give [`Inner`].
 
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use moq_client::model::{Directory, TrackCache};
 use moq_core::{FullTrackName, TrackNamespace};
@@ -47,7 +48,9 @@ pub(super) struct Inner {
     /// The number of open sessions, for a drain to wait on.
     pub(super) session_count: watch::Sender<usize>,
     pub(super) metrics: Arc<Metrics>,
-    pub(super) next_id: AtomicU64,
+    /// Ids of sessions and links; shared with the per-session configuration, which takes each
+    /// accepted session's id before the session exists ([`owner_id`]).
+    pub(super) next_id: Arc<AtomicU64>,
     /// Set when the relay began draining.
     pub(super) draining: AtomicBool,
     /// The GOAWAY every session gets once the relay sent one (the new session URI and when
@@ -66,6 +69,12 @@ pub(super) struct Inner {
     pub(super) timers: mpsc::UnboundedSender<Timer>,
     /// Origins found through a route registry, and the links to them.
     pub(super) origins: Origins,
+}
+
+/// A new session id from `ids`, as the owner of the session's view of the shared index
+/// (`NamespaceIndex::owned_by`): ids start at 1.
+pub(super) fn owner_id(ids: &AtomicU64) -> NonZeroU64 {
+    NonZeroU64::new(ids.fetch_add(1, Ordering::Relaxed)).unwrap_or(NonZeroU64::MAX)
 }
 
 /// What the relay knows of its cluster.

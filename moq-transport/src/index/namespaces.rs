@@ -1,7 +1,8 @@
 //! The set of namespaces an endpoint "knows" (draft-19 §6.1), with live watchers per prefix.
 
-use std::sync::Arc;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use moq_core::TrackNamespace;
 use parking_lot::{Mutex, MutexGuard};
@@ -29,8 +30,9 @@ impl NamespaceEvent {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// Registrations; a namespace is known while it has at least one.
-    published: PrefixTrie<()>,
+    /// Registrations, each with the owner of the view it was made through (see
+    /// [`NamespaceIndex::owned_by`]); a namespace is known while it has at least one.
+    published: PrefixTrie<Option<NonZeroU64>>,
     /// Watchers, stored at their prefix.
     watchers: PrefixTrie<mpsc::Sender<NamespaceEvent>>,
 }
@@ -63,16 +65,64 @@ struct Inner {
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct NamespaceIndex {
-    /// One pointer: each [`NamespaceRegistration`] holds a clone.
+    /// Each [`NamespaceRegistration`] holds a clone of it.
     shared: Arc<Shared>,
+    /// The owner this view registers for ([`NamespaceIndex::owned_by`]); `None`: the index's
+    /// own registrations.
+    owner: Option<NonZeroU64>,
 }
 
+/// Told of each registration made through an owner's view, as it is made and as it ends:
+/// the namespace, the owner, and `true` for added.
+type OwnedListener = Box<dyn Fn(&TrackNamespace, NonZeroU64, bool) + Send + Sync>;
+
 /// What the index's clones share.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Shared {
     inner: Mutex<Inner>,
     ids: Ids,
+    /// Set once by [`NamespaceIndex::on_owned_change`].
+    listener: OnceLock<OwnedListener>,
 }
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("inner", &self.inner)
+            .field("listener", &self.listener.get().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock()
+    }
+
+    /// Tells the listener of an owned registration's change (never under the lock: it may
+    /// register or unregister in turn).
+    fn owned_change(&self, ns: &TrackNamespace, owner: Option<NonZeroU64>, added: bool) {
+        if let (Some(owner), Some(listener)) = (owner, self.listener.get()) {
+            listener(ns, owner, added);
+        }
+    }
+
+    fn unpublish(&self, ns: &TrackNamespace, id: u64) {
+        let mut inner = self.lock();
+        let Some(owner) = inner.published.remove(ns, id) else {
+            return;
+        };
+        if inner.published.at(ns).is_empty() {
+            notify(&mut inner, ns, NamespaceEvent::Removed(ns.clone()));
+        }
+        drop(inner);
+        self.owned_change(ns, owner, false);
+    }
+}
+
+/// The id of a registration kept out of the index (a `.session` namespace through an
+/// owner's view): no entry has it, so its removal finds nothing.
+const UNREGISTERED: u64 = u64::MAX;
 
 /// What the index's clones share outside its lock.
 #[derive(Debug, Default)]
@@ -90,26 +140,95 @@ impl NamespaceIndex {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.shared.inner.lock()
+        self.shared.lock()
     }
 
     fn next_id(&self) -> u64 {
         self.shared.ids.next.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// A view of this index whose registrations ([`NamespaceIndex::publish`]) are marked as
+    /// `owner`'s: the same set, watchers and lookups, one entry per registration. A relay
+    /// gives each session such a view as its [`crate::SessionConfig::announced`], so what a
+    /// peer announces is one entry of the shared index that also says which session routes it
+    /// ([`NamespaceIndex::owners_on_path`]), told to [`NamespaceIndex::on_owned_change`].
+    ///
+    /// A view stands for a peer session: a `.session` namespace through it is that session's
+    /// own (draft-19 §3.2.2) and is not registered in the shared set.
+    pub fn owned_by(&self, owner: NonZeroU64) -> NamespaceIndex {
+        NamespaceIndex {
+            shared: self.shared.clone(),
+            owner: Some(owner),
+        }
+    }
+
+    /// The owner this view registers for, if it is an owner's view.
+    pub fn owner(&self) -> Option<NonZeroU64> {
+        self.owner
+    }
+
+    /// Calls `listener` with each registration made through an owner's view: the namespace,
+    /// the owner and `true` as it is made, `false` as it ends (its guard dropped). It runs on
+    /// the registering or dropping thread, outside the index's lock (it may use the index);
+    /// it must not block. Only one listener can be set: false if one was.
+    pub fn on_owned_change(
+        &self,
+        listener: impl Fn(&TrackNamespace, NonZeroU64, bool) + Send + Sync + 'static,
+    ) -> bool {
+        self.shared.listener.set(Box::new(listener)).is_ok()
+    }
+
+    /// The owners with a registration of `ns` itself, each once.
+    pub fn owners_at(&self, ns: &TrackNamespace) -> Vec<NonZeroU64> {
+        let inner = self.lock();
+        let mut owners: Vec<NonZeroU64> = inner
+            .published
+            .at(ns)
+            .iter()
+            .filter_map(|(_, o)| *o)
+            .collect();
+        owners.sort();
+        owners.dedup();
+        owners
+    }
+
+    /// The owners with a registration of `ns` or of a field-wise prefix of it (whose
+    /// sessions could hold `ns`'s tracks), each once. Cost: the path length.
+    pub fn owners_on_path(&self, ns: &TrackNamespace) -> Vec<NonZeroU64> {
+        let inner = self.lock();
+        let mut owners: Vec<NonZeroU64> = inner
+            .published
+            .prefixes_of(ns)
+            .filter_map(|(_, o)| *o)
+            .collect();
+        owners.sort();
+        owners.dedup();
+        owners
+    }
+
     /// Registers `ns` as known until the returned guard is dropped.
     pub fn publish(&self, ns: TrackNamespace) -> NamespaceRegistration {
+        if self.owner.is_some() && ns.is_session_level() {
+            return NamespaceRegistration {
+                shared: self.shared.clone(),
+                ns,
+                id: UNREGISTERED,
+            };
+        }
         let id = self.next_id();
         let mut inner = self.lock();
         let first = inner.published.at(&ns).is_empty();
-        inner.published.insert(&ns, id, ());
+        inner.published.insert(&ns, id, self.owner);
         if first {
             notify(&mut inner, &ns, NamespaceEvent::Added(ns.clone()));
-            drop(inner);
+        }
+        drop(inner);
+        if first {
             self.shared.ids.known.notify_waiters();
         }
+        self.shared.owned_change(&ns, self.owner, true);
         NamespaceRegistration {
-            index: self.clone(),
+            shared: self.shared.clone(),
             ns,
             id,
         }
@@ -182,13 +301,6 @@ impl NamespaceIndex {
             },
         )
     }
-
-    fn unpublish(&self, ns: &TrackNamespace, id: u64) {
-        let mut inner = self.lock();
-        if inner.published.remove(ns, id).is_some() && inner.published.at(ns).is_empty() {
-            notify(&mut inner, ns, NamespaceEvent::Removed(ns.clone()));
-        }
-    }
 }
 
 fn dedup(it: impl Iterator<Item = TrackNamespace>) -> Vec<TrackNamespace> {
@@ -218,7 +330,8 @@ fn notify(inner: &mut Inner, ns: &TrackNamespace, event: NamespaceEvent) {
 /// NAMESPACE_DONE).
 #[derive(Debug)]
 pub struct NamespaceRegistration {
-    index: NamespaceIndex,
+    /// The index's shared part alone (not a view): 8 bytes less in every registration.
+    shared: Arc<Shared>,
     ns: TrackNamespace,
     id: u64,
 }
@@ -232,7 +345,7 @@ impl NamespaceRegistration {
 
 impl Drop for NamespaceRegistration {
     fn drop(&mut self) {
-        self.index.unpublish(&self.ns, self.id);
+        self.shared.unpublish(&self.ns, self.id);
     }
 }
 
@@ -324,6 +437,48 @@ mod tests {
         let now = tokio::time::timeout(std::time::Duration::from_secs(5), index.wait_known()).await;
         assert!(now.is_ok(), "resolves at once while a namespace is known");
         drop(reg);
+    }
+
+    /// An owner's view registers in the shared set, marked with its owner; the listener hears
+    /// of each owned registration as it is made and as it ends, and a `.session` namespace
+    /// through a view is not registered.
+    #[test]
+    fn owner_views_share_one_entry() {
+        use std::sync::Arc;
+        let index = NamespaceIndex::new();
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let log = heard.clone();
+        assert!(index.on_owned_change(move |ns, owner, added| {
+            log.lock().push((ns.clone(), owner.get(), added));
+        }));
+        assert!(!index.on_owned_change(|_, _, _| {}), "one listener");
+        let one = NonZeroU64::MIN;
+        let two = one.saturating_add(1);
+        let a = index.owned_by(one).publish(ns(&["a"]));
+        let b = index.owned_by(two).publish(ns(&["a", "b"]));
+        let plain = index.publish(ns(&["a", "b"]));
+        assert_eq!(index.owned_by(one).owner(), Some(one));
+        assert_eq!(index.owner(), None);
+        assert_eq!(index.owners_on_path(&ns(&["a", "b", "c"])), vec![one, two]);
+        assert_eq!(index.owners_at(&ns(&["a", "b"])), vec![two]);
+        assert_eq!(index.len(), 2);
+        let session = index.owned_by(one).publish(ns(&[".session", "x"]));
+        assert!(!index.contains(&ns(&[".session", "x"])));
+        drop(session);
+        drop(plain);
+        drop(b);
+        assert!(index.owners_on_path(&ns(&["a", "b"])) == vec![one]);
+        drop(a);
+        assert!(index.is_empty());
+        assert_eq!(
+            *heard.lock(),
+            vec![
+                (ns(&["a"]), 1, true),
+                (ns(&["a", "b"]), 2, true),
+                (ns(&["a", "b"]), 2, false),
+                (ns(&["a"]), 1, false),
+            ]
+        );
     }
 
     #[tokio::test]
