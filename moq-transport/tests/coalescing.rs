@@ -157,3 +157,84 @@ async fn held_bytes_end_with_an_error_when_the_session_closes() {
         .await;
     }
 }
+
+/// A subgroup stream's first write goes to the transport as its header and payload, not copied
+/// into a coalescing buffer: streams whose first write is one object (empty, small, over
+/// 4 KiB) or a batch of objects (the first as chunks, the rest appended behind it) arrive
+/// whole and in order, over every transport.
+#[tokio::test]
+async fn a_streams_first_write_arrives_whole_and_in_order() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
+            let mut srv = TestServer::start(SessionConfig::default().with_requests());
+            let (client, server) = srv
+                .connect(
+                    transport,
+                    vec![Version::Draft19],
+                    SessionConfig::default().with_requests(),
+                )
+                .await;
+            let accept = async {
+                match server.incoming().next().await.expect("no request") {
+                    Incoming::Subscribe(r) => r.accept(SubscribeResponse::default()).await,
+                    other => panic!("expected SUBSCRIBE, got {other:?}"),
+                }
+            };
+            let (sub, writer) = tokio::join!(
+                client.subscribe(track("first"), Parameters::default()),
+                accept
+            );
+            let (mut sub, writer) = (sub.unwrap(), writer.unwrap());
+            let payload = |group: u64, id: u64, len: usize| {
+                Bytes::from(
+                    (0..len)
+                        .map(|i| (i as u64 + group * 7 + id) as u8)
+                        .collect::<Vec<_>>(),
+                )
+            };
+            // Per group (stream): the payload sizes of its objects; the last group's first
+            // write is a batch.
+            let groups: [&[usize]; 4] = [&[0], &[1024], &[20_000], &[1024, 300, 5_000, 1024]];
+            for (g, sizes) in groups.iter().enumerate() {
+                let g = g as u64;
+                let mut sg = writer
+                    .open_subgroup(g, SubgroupId::Zero, None, true)
+                    .await
+                    .unwrap();
+                if sizes.len() == 1 {
+                    sg.write_object(0, payload(g, 0, sizes[0])).await.unwrap();
+                } else {
+                    let objects = sizes
+                        .iter()
+                        .enumerate()
+                        .map(|(id, &len)| (id as u64, payload(g, id as u64, len)));
+                    sg.write_objects(objects).await.unwrap();
+                }
+                sg.finish();
+            }
+            // Streams may be handed over in any order: each is checked by its group.
+            let mut seen = Vec::new();
+            for _ in 0..groups.len() {
+                let Some(Ok(TrackEvent::Subgroup(mut s))) = sub.next().await else {
+                    panic!("no subgroup");
+                };
+                let g = s.group();
+                let sizes = groups[g as usize];
+                for (id, &len) in sizes.iter().enumerate() {
+                    let id = id as u64;
+                    let o = s.next_object().await.unwrap().expect("stream ended early");
+                    assert_eq!(o.location.object, id);
+                    assert_eq!(o.payload, payload(g, id, len), "group {g} object {id}");
+                }
+                assert!(
+                    s.next_object().await.unwrap().is_none(),
+                    "FIN after the objects"
+                );
+                seen.push(g);
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, [0, 1, 2, 3]);
+        })
+        .await;
+    }
+}
