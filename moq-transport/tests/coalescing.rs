@@ -11,12 +11,14 @@
 mod common;
 
 use bytes::Bytes;
-use common::{TestServer, case, transports};
+use common::{TestServer, Transport, case, transports};
 use moq_core::data::SubgroupId;
 use moq_core::message::Parameters;
 use moq_core::{FullTrackName, TrackNamespace, Version};
-use moq_transport::SessionConfig;
-use moq_transport::track::{Incoming, SubscribeResponse, TrackEvent};
+use moq_transport::track::{
+    Incoming, SubscribeResponse, Subscription, SubscriptionWriter, TrackEvent,
+};
+use moq_transport::{Session, SessionConfig};
 
 fn track(name: &str) -> FullTrackName {
     FullTrackName::new(
@@ -24,6 +26,31 @@ fn track(name: &str) -> FullTrackName {
         name.as_bytes().to_vec(),
     )
     .unwrap()
+}
+
+/// A Draft-19 session pair over `transport` and one accepted subscription to `name`: the
+/// test server and the client and server sessions (kept by the caller: dropping a session
+/// closes it), the subscription and its writer.
+async fn subscribed(
+    transport: Transport,
+    name: &str,
+) -> (TestServer, [Session; 2], Subscription, SubscriptionWriter) {
+    let mut srv = TestServer::start(SessionConfig::default().with_requests());
+    let (client, server) = srv
+        .connect(
+            transport,
+            vec![Version::Draft19],
+            SessionConfig::default().with_requests(),
+        )
+        .await;
+    let accept = async {
+        match server.incoming().next().await.expect("no request") {
+            Incoming::Subscribe(r) => r.accept(SubscribeResponse::default()).await,
+            other => panic!("expected SUBSCRIBE, got {other:?}"),
+        }
+    };
+    let (sub, writer) = tokio::join!(client.subscribe(track(name), Parameters::default()), accept);
+    (srv, [client, server], sub.unwrap(), writer.unwrap())
 }
 
 /// 4 MiB of 1 KiB objects written as fast as the writes resolve (faster than the transport
@@ -34,23 +61,7 @@ fn track(name: &str) -> FullTrackName {
 async fn held_bytes_leave_without_a_further_write() {
     for transport in transports() {
         case(format!("{transport:?}"), async {
-            let mut srv = TestServer::start(SessionConfig::default().with_requests());
-            let (client, server) = srv
-                .connect(
-                    transport,
-                    vec![Version::Draft19],
-                    SessionConfig::default().with_requests(),
-                )
-                .await;
-            let accept = async {
-                match server.incoming().next().await.expect("no request") {
-                    Incoming::Subscribe(r) => r.accept(SubscribeResponse::default()).await,
-                    other => panic!("expected SUBSCRIBE, got {other:?}"),
-                }
-            };
-            let (sub, writer) =
-                tokio::join!(client.subscribe(track("t"), Parameters::default()), accept);
-            let (mut sub, writer) = (sub.unwrap(), writer.unwrap());
+            let (_srv, _sessions, mut sub, writer) = subscribed(transport, "t").await;
 
             const N: u64 = 4096;
             let mut sg = writer
@@ -101,23 +112,7 @@ async fn held_bytes_leave_without_a_further_write() {
 async fn held_bytes_end_with_an_error_when_the_session_closes() {
     for transport in transports() {
         case(format!("{transport:?}"), async {
-            let mut srv = TestServer::start(SessionConfig::default().with_requests());
-            let (client, server) = srv
-                .connect(
-                    transport,
-                    vec![Version::Draft19],
-                    SessionConfig::default().with_requests(),
-                )
-                .await;
-            let accept = async {
-                match server.incoming().next().await.expect("no request") {
-                    Incoming::Subscribe(r) => r.accept(SubscribeResponse::default()).await,
-                    other => panic!("expected SUBSCRIBE, got {other:?}"),
-                }
-            };
-            let (sub, writer) =
-                tokio::join!(client.subscribe(track("t"), Parameters::default()), accept);
-            let (_sub, writer) = (sub.unwrap(), writer.unwrap());
+            let (_srv, [_client, server], _sub, writer) = subscribed(transport, "t").await;
             let mut sg = writer
                 .open_subgroup(0, SubgroupId::Zero, None, true)
                 .await
@@ -166,25 +161,7 @@ async fn held_bytes_end_with_an_error_when_the_session_closes() {
 async fn a_streams_first_write_arrives_whole_and_in_order() {
     for transport in transports() {
         case(format!("{transport:?}"), async {
-            let mut srv = TestServer::start(SessionConfig::default().with_requests());
-            let (client, server) = srv
-                .connect(
-                    transport,
-                    vec![Version::Draft19],
-                    SessionConfig::default().with_requests(),
-                )
-                .await;
-            let accept = async {
-                match server.incoming().next().await.expect("no request") {
-                    Incoming::Subscribe(r) => r.accept(SubscribeResponse::default()).await,
-                    other => panic!("expected SUBSCRIBE, got {other:?}"),
-                }
-            };
-            let (sub, writer) = tokio::join!(
-                client.subscribe(track("first"), Parameters::default()),
-                accept
-            );
-            let (mut sub, writer) = (sub.unwrap(), writer.unwrap());
+            let (_srv, _sessions, mut sub, writer) = subscribed(transport, "first").await;
             let payload = |group: u64, id: u64, len: usize| {
                 Bytes::from(
                     (0..len)
