@@ -11,12 +11,14 @@
 mod common;
 
 use bytes::Bytes;
-use common::{TestServer, case, transports};
+use common::{TestServer, Transport, case, transports};
 use moq_core::data::SubgroupId;
 use moq_core::message::Parameters;
 use moq_core::{FullTrackName, TrackNamespace, Version};
-use moq_transport::SessionConfig;
-use moq_transport::track::{Incoming, SubscribeResponse, TrackEvent};
+use moq_transport::track::{
+    Incoming, SubscribeResponse, Subscription, SubscriptionWriter, TrackEvent,
+};
+use moq_transport::{Session, SessionConfig};
 
 fn track(name: &str) -> FullTrackName {
     FullTrackName::new(
@@ -24,6 +26,31 @@ fn track(name: &str) -> FullTrackName {
         name.as_bytes().to_vec(),
     )
     .unwrap()
+}
+
+/// A Draft-19 session pair over `transport` and one accepted subscription to `name`: the
+/// test server and the client and server sessions (kept by the caller: dropping a session
+/// closes it), the subscription and its writer.
+async fn subscribed(
+    transport: Transport,
+    name: &str,
+) -> (TestServer, [Session; 2], Subscription, SubscriptionWriter) {
+    let mut srv = TestServer::start(SessionConfig::default().with_requests());
+    let (client, server) = srv
+        .connect(
+            transport,
+            vec![Version::Draft19],
+            SessionConfig::default().with_requests(),
+        )
+        .await;
+    let accept = async {
+        match server.incoming().next().await.expect("no request") {
+            Incoming::Subscribe(r) => r.accept(SubscribeResponse::default()).await,
+            other => panic!("expected SUBSCRIBE, got {other:?}"),
+        }
+    };
+    let (sub, writer) = tokio::join!(client.subscribe(track(name), Parameters::default()), accept);
+    (srv, [client, server], sub.unwrap(), writer.unwrap())
 }
 
 /// 4 MiB of 1 KiB objects written as fast as the writes resolve (faster than the transport
@@ -34,23 +61,7 @@ fn track(name: &str) -> FullTrackName {
 async fn held_bytes_leave_without_a_further_write() {
     for transport in transports() {
         case(format!("{transport:?}"), async {
-            let mut srv = TestServer::start(SessionConfig::default().with_requests());
-            let (client, server) = srv
-                .connect(
-                    transport,
-                    vec![Version::Draft19],
-                    SessionConfig::default().with_requests(),
-                )
-                .await;
-            let accept = async {
-                match server.incoming().next().await.expect("no request") {
-                    Incoming::Subscribe(r) => r.accept(SubscribeResponse::default()).await,
-                    other => panic!("expected SUBSCRIBE, got {other:?}"),
-                }
-            };
-            let (sub, writer) =
-                tokio::join!(client.subscribe(track("t"), Parameters::default()), accept);
-            let (mut sub, writer) = (sub.unwrap(), writer.unwrap());
+            let (_srv, _sessions, mut sub, writer) = subscribed(transport, "t").await;
 
             const N: u64 = 4096;
             let mut sg = writer
@@ -101,23 +112,7 @@ async fn held_bytes_leave_without_a_further_write() {
 async fn held_bytes_end_with_an_error_when_the_session_closes() {
     for transport in transports() {
         case(format!("{transport:?}"), async {
-            let mut srv = TestServer::start(SessionConfig::default().with_requests());
-            let (client, server) = srv
-                .connect(
-                    transport,
-                    vec![Version::Draft19],
-                    SessionConfig::default().with_requests(),
-                )
-                .await;
-            let accept = async {
-                match server.incoming().next().await.expect("no request") {
-                    Incoming::Subscribe(r) => r.accept(SubscribeResponse::default()).await,
-                    other => panic!("expected SUBSCRIBE, got {other:?}"),
-                }
-            };
-            let (sub, writer) =
-                tokio::join!(client.subscribe(track("t"), Parameters::default()), accept);
-            let (_sub, writer) = (sub.unwrap(), writer.unwrap());
+            let (_srv, [_client, server], _sub, writer) = subscribed(transport, "t").await;
             let mut sg = writer
                 .open_subgroup(0, SubgroupId::Zero, None, true)
                 .await
@@ -153,6 +148,69 @@ async fn held_bytes_end_with_an_error_when_the_session_closes() {
             assert!(ended, "writes end with an error once the session is closed");
             let f = sg.flush().await;
             assert!(f.is_err(), "flush too: {f:?}");
+        })
+        .await;
+    }
+}
+
+/// A subgroup stream's first write goes to the transport as its header and payload, not copied
+/// into a coalescing buffer: streams whose first write is one object (empty, small, over
+/// 4 KiB) or a batch of objects (the first as chunks, the rest appended behind it) arrive
+/// whole and in order, over every transport.
+#[tokio::test]
+async fn a_streams_first_write_arrives_whole_and_in_order() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
+            let (_srv, _sessions, mut sub, writer) = subscribed(transport, "first").await;
+            let payload = |group: u64, id: u64, len: usize| {
+                Bytes::from(
+                    (0..len)
+                        .map(|i| (i as u64 + group * 7 + id) as u8)
+                        .collect::<Vec<_>>(),
+                )
+            };
+            // Per group (stream): the payload sizes of its objects; the last group's first
+            // write is a batch.
+            let groups: [&[usize]; 4] = [&[0], &[1024], &[20_000], &[1024, 300, 5_000, 1024]];
+            for (g, sizes) in groups.iter().enumerate() {
+                let g = g as u64;
+                let mut sg = writer
+                    .open_subgroup(g, SubgroupId::Zero, None, true)
+                    .await
+                    .unwrap();
+                if sizes.len() == 1 {
+                    sg.write_object(0, payload(g, 0, sizes[0])).await.unwrap();
+                } else {
+                    let objects = sizes
+                        .iter()
+                        .enumerate()
+                        .map(|(id, &len)| (id as u64, payload(g, id as u64, len)));
+                    sg.write_objects(objects).await.unwrap();
+                }
+                sg.finish();
+            }
+            // Streams may be handed over in any order: each is checked by its group.
+            let mut seen = Vec::new();
+            for _ in 0..groups.len() {
+                let Some(Ok(TrackEvent::Subgroup(mut s))) = sub.next().await else {
+                    panic!("no subgroup");
+                };
+                let g = s.group();
+                let sizes = groups[g as usize];
+                for (id, &len) in sizes.iter().enumerate() {
+                    let id = id as u64;
+                    let o = s.next_object().await.unwrap().expect("stream ended early");
+                    assert_eq!(o.location.object, id);
+                    assert_eq!(o.payload, payload(g, id, len), "group {g} object {id}");
+                }
+                assert!(
+                    s.next_object().await.unwrap().is_none(),
+                    "FIN after the objects"
+                );
+                seen.push(g);
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, [0, 1, 2, 3]);
         })
         .await;
     }

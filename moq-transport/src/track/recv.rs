@@ -338,39 +338,18 @@ impl RecvState {
             return;
         };
         let group = header.group;
-        let deadline = Instant::now() + UNKNOWN_ALIAS_WAIT;
-        let mut parked: Option<Parked<'_>> = None;
-        let sink = loop {
-            // Enabled before the table is looked at: a registration after the look wakes it.
-            let registered = self.registered.notified();
-            tokio::pin!(registered);
-            registered.as_mut().enable();
-            {
-                let table = self.aliases.lock();
-                if let Some(sink) = table.route(header.track_alias, Location::new(group, 0)) {
-                    break sink;
-                }
-                if table.ended.contains_key(&header.track_alias) {
-                    // Late data for an ended subscription.
-                    return;
-                }
-            }
-            // draft-19 §11.4.2: hold a stream for an unknown alias briefly, and boundedly.
-            if parked.is_none() {
-                match Parked::new(self) {
-                    Some(p) => parked = Some(p),
-                    None => {
-                        data.stop(StreamResetCode::EXCESSIVE_LOAD);
-                        return;
-                    }
-                }
-            }
-            tokio::select! {
-                _ = registered => {}
-                _ = tokio::time::sleep_until(deadline.into()) => return,
-            }
+        // Most streams' alias is known: routed without registering for a registration.
+        let known = self
+            .aliases
+            .lock()
+            .route(header.track_alias, Location::new(group, 0));
+        let sink = match known {
+            Some(sink) => sink,
+            None => match self.wait_for_alias(&mut data, &header).await {
+                Some(sink) => sink,
+                None => return,
+            },
         };
-        drop(parked);
         sink.streams.fetch_add(1, Ordering::Relaxed);
         sink.stream_arrived.notify_waiters();
         let incoming = IncomingSubgroup {
@@ -380,6 +359,49 @@ impl RecvState {
             pending: None,
         };
         let _ = sink.tx.send(TrackEvent::Subgroup(incoming)).await;
+    }
+
+    /// The subscription of a stream whose Track Alias was not known when it arrived: waits
+    /// briefly (and boundedly) for it to be registered; `None` if it is not, or names an
+    /// ended subscription.
+    async fn wait_for_alias(
+        &self,
+        data: &mut DataRecv,
+        header: &SubgroupHeader,
+    ) -> Option<Arc<Sink>> {
+        let group = header.group;
+        let deadline = Instant::now() + UNKNOWN_ALIAS_WAIT;
+        let mut parked: Option<Parked<'_>> = None;
+        loop {
+            // Enabled before the table is looked at: a registration after the look wakes it.
+            let registered = self.registered.notified();
+            tokio::pin!(registered);
+            registered.as_mut().enable();
+            {
+                let table = self.aliases.lock();
+                if let Some(sink) = table.route(header.track_alias, Location::new(group, 0)) {
+                    return Some(sink);
+                }
+                if table.ended.contains_key(&header.track_alias) {
+                    // Late data for an ended subscription.
+                    return None;
+                }
+            }
+            // draft-19 §11.4.2: hold a stream for an unknown alias briefly, and boundedly.
+            if parked.is_none() {
+                match Parked::new(self) {
+                    Some(p) => parked = Some(p),
+                    None => {
+                        data.stop(StreamResetCode::EXCESSIVE_LOAD);
+                        return None;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = registered => {}
+                _ = tokio::time::sleep_until(deadline.into()) => return None,
+            }
+        }
     }
 
     /// Hands a fetch stream to its FETCH, or holds it until the FETCH is registered.

@@ -168,14 +168,23 @@ impl Outbox {
         self.0.lock().stream.is_some()
     }
 
-    /// Appends one object's header and payload: a small payload copied behind its header, a
-    /// large one as a chunk of its own. Nothing goes to the stream until [`Outbox::send`].
-    pub(super) fn stage(&self, header: &[u8], payload: Bytes) {
+    /// Appends one object's header (taken out of `header`) and payload: a small payload copied
+    /// behind its header, a large one as a chunk of its own. The stream's first object is not
+    /// copied: it goes to the transport from the write (see [`Outbox::send`]), so with one
+    /// stream per object nothing is copied or allocated for coalescing. Nothing goes to the
+    /// stream until [`Outbox::send`].
+    pub(super) fn stage(&self, header: &mut BytesMut, payload: Bytes) {
         let mut inner = self.0.lock();
-        if payload.len() <= COALESCE_MAX {
-            inner.append([header, &payload]);
+        if inner.last_send.is_none() && inner.held() == 0 {
+            // Two chunks in one transport write, the header's allocation shared with the
+            // sender's buffer.
+            inner.push(header.split().freeze());
+            inner.large = payload.len() > COALESCE_MAX;
+            inner.push(payload);
+        } else if payload.len() <= COALESCE_MAX {
+            inner.append([&header[..], &payload]);
         } else {
-            inner.append([header, &[]]);
+            inner.append([&header[..], &[]]);
             inner.seal();
             inner.push(payload);
             inner.large = true;

@@ -135,7 +135,7 @@ impl SubgroupSender {
         if !self.encode(id, properties, status, payload.len(), first_byte)? {
             return Ok(());
         }
-        self.out.stage(&self.buf, payload);
+        self.out.stage(&mut self.buf, payload);
         Ok(self.out.send(self.shared.core()).await?)
     }
 
@@ -156,7 +156,7 @@ impl SubgroupSender {
             if !self.encode(id, &none, ObjectStatus::Normal, payload.len(), None)? {
                 continue;
             }
-            self.out.stage(&self.buf, payload);
+            self.out.stage(&mut self.buf, payload);
         }
         Ok(self.out.send(self.shared.core()).await?)
     }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use futures::FutureExt;
 use moq_core::codes::PublishDoneCode;
 use moq_core::data::{DatagramBody, ObjectDatagram, ObjectStatus, SubgroupHeader, SubgroupId};
 use moq_core::{FullTrackName, GroupOrder, Location, property};
@@ -134,10 +135,7 @@ impl SubscriptionWriter {
     pub async fn open_fill(&self, fill: &Fill) -> Result<FetchWriter, Error> {
         let s = &self.shared;
         s.check_open()?;
-        let mut stream = tokio::select! {
-            r = s.core.conn().open_uni() => r?,
-            e = self.cancelled() => return Err(e),
-        };
+        let mut stream = self.open_uni().await?;
         stream.set_priority(s.fill_priority(fill));
         let (order, filters) = (fill.group_order, fill.range_filters.clone());
         let started = FetchWriter::start(
@@ -307,6 +305,22 @@ impl SubscriptionWriter {
         wait_until(&self.shared.changed, || self.shared.end_reason()).await
     }
 
+    /// Opens a unidirectional stream, or fails once the subscription ends first.
+    ///
+    /// Cancel safe: nothing is written to the stream before it resolves.
+    async fn open_uni(&self) -> Result<BoxSendStream, Error> {
+        // A stream is usually available at once: only when it is not does the open also wait
+        // for the subscription's end (registering for that costs a lock per stream).
+        let mut open = self.shared.core.conn().open_uni();
+        Ok(match (&mut open).now_or_never() {
+            Some(r) => r?,
+            None => tokio::select! {
+                r = open => r?,
+                e = self.cancelled() => return Err(e),
+            },
+        })
+    }
+
     /// Opens a subgroup's stream and counts it open: what
     /// [`SubscriptionWriter::open_subgroup`] wraps in a sender.
     ///
@@ -328,10 +342,7 @@ impl SubscriptionWriter {
             SubgroupId::FirstObject => 0,
             SubgroupId::Explicit(id) => id,
         };
-        let mut stream = tokio::select! {
-            r = s.core.conn().open_uni() => r?,
-            e = self.cancelled() => return Err(e),
-        };
+        let mut stream = self.open_uni().await?;
         stream.set_priority(stream_priority(
             params.subscriber_priority,
             publisher,
