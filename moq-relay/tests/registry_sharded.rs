@@ -5,7 +5,12 @@
 //! are seen from every shard, a lookup is one script on one node, and the relays' refreshes
 //! keep namespaces in several shards alive. Skipped like the other registry tests when there
 //! is no server and `MOQ_SKIP_REGISTRY_TESTS=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 mod common;
 

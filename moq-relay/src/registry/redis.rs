@@ -168,7 +168,7 @@ impl RedisRegistry {
             )));
         }
         let address = Address::parse(&config)?;
-        let store = address.connect(config.timeout)?;
+        let store = Store::connect(&address, config.timeout)?;
         Ok(RedisRegistry {
             inner: Arc::new(Inner {
                 cache: LookupCache::new(config.cache_ttl, config.cache_capacity),
@@ -235,14 +235,7 @@ impl RedisRegistry {
             inner.note_shard(&relay.id, shard);
             let base = inner.base(shard);
             let mut call = inner.scripts.register_many.prepare_invoke();
-            call.key(format!("{base}lex"))
-                .key(format!("{base}epoch"))
-                .key(format!("{base}lease:{}", relay.id))
-                .key(format!("{base}leases"))
-                .arg(&base)
-                .arg(&relay.id)
-                .arg(&relay.address)
-                .arg(inner.lease_ms());
+            inner.registering(&mut call, &base, relay);
             for member in members {
                 call.arg(member);
             }
@@ -306,6 +299,19 @@ impl Inner {
         } else {
             all.insert(relay.to_string(), BTreeSet::from([shard]));
         }
+    }
+
+    /// A registering script's shard keys (after any of its own) and first arguments: the
+    /// shard's base, `relay`'s id and address, the lease.
+    fn registering(&self, call: &mut redis::ScriptInvocation<'_>, base: &str, relay: &RelayRef) {
+        call.key(format!("{base}lex"))
+            .key(format!("{base}epoch"))
+            .key(format!("{base}lease:{}", relay.id))
+            .key(format!("{base}leases"))
+            .arg(base)
+            .arg(&relay.id)
+            .arg(&relay.address)
+            .arg(self.lease_ms());
     }
 
     /// Runs a prepared script, bounded like every call.
@@ -495,16 +501,9 @@ impl Registry for RedisRegistry {
         let (base, member) = (inner.base(shard), encode_namespace(namespace));
         inner.note_shard(&relay.id, shard);
         let mut call = inner.scripts.register.prepare_invoke();
-        call.key(format!("{base}ns:{member}"))
-            .key(format!("{base}lex"))
-            .key(format!("{base}epoch"))
-            .key(format!("{base}lease:{}", relay.id))
-            .key(format!("{base}leases"))
-            .arg(&base)
-            .arg(&relay.id)
-            .arg(&relay.address)
-            .arg(inner.lease_ms())
-            .arg(&member);
+        call.key(format!("{base}ns:{member}"));
+        inner.registering(&mut call, &base, relay);
+        call.arg(&member);
         let value: Vec<u8> = inner.invoke(call).await?;
         inner.cache.forget(namespace);
         parse_origin(&value)

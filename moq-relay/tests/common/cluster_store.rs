@@ -1,16 +1,16 @@
 //! A real three-master Redis Cluster on loopback per test (the same `redis-server` as
 //! [`super::store`], each node with `--cluster-enabled yes`, joined by
 //! `redis-cli --cluster create`), killed and its files removed when its guard drops.
+#![allow(clippy::indexing_slicing)]
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use moq_relay::registry::{RedisRegistry, RedisRegistryConfig};
 
-use super::store::server_binary;
+use super::store::{script_calls, server_binary, spawn_server};
 
 /// Three master nodes of one cluster, every slot assigned; killed when dropped.
 pub(crate) struct ClusterStore {
@@ -58,29 +58,17 @@ impl ClusterStore {
         };
         for _ in 0..3 {
             let port = cluster_port();
-            let mut child = Command::new(&binary)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no", "--loglevel", "notice"])
-                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
-                .arg("--cluster-config-file")
-                .arg(cluster.dir.join(format!("nodes-{port}.conf")))
-                .arg("--dir")
-                .arg(&cluster.dir)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
-            let stdout = child.stdout.take().unwrap();
-            let mut lines = BufReader::new(stdout).lines();
-            let ready = lines
-                .by_ref()
-                .map_while(Result::ok)
-                .any(|line| line.contains("Ready to accept connections"));
-            assert!(
-                ready,
-                "cluster node {port} exited before accepting connections"
-            );
-            std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
+            let mut args: Vec<String> = ["--port", &port.to_string()]
+                .into_iter()
+                .chain(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
+                .map(str::to_string)
+                .collect();
+            let conf = cluster.dir.join(format!("nodes-{port}.conf"));
+            args.push("--cluster-config-file".into());
+            args.push(conf.display().to_string());
+            args.push("--dir".into());
+            args.push(cluster.dir.display().to_string());
+            let child = spawn_server(&binary, &args);
             cluster.ports.push(port);
             cluster.children.push(child);
         }
@@ -183,18 +171,7 @@ impl ClusterStore {
                     .arg("RESETSTAT")
                     .query(&mut con)
                     .unwrap();
-                let calls = info
-                    .lines()
-                    .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-                    .filter_map(|l| {
-                        l.split("calls=")
-                            .nth(1)?
-                            .split(',')
-                            .next()?
-                            .parse::<u64>()
-                            .ok()
-                    })
-                    .sum();
+                let calls = script_calls(&info);
                 (port, calls)
             })
             .collect()

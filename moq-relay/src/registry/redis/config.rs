@@ -3,11 +3,6 @@
 
 use std::time::Duration;
 
-use redis::Client;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::{ClusterClientBuilder, ClusterConfig};
-
-use super::store::Store;
 use crate::registry::RegistryError;
 
 /// The URL scheme of a Redis Cluster: `redis+cluster://[user][:password@]host:port[,host:port...]`.
@@ -133,34 +128,6 @@ impl Address {
             nodes.push(url);
         }
         Ok(Address { nodes, cluster })
-    }
-
-    /// The connection for scripts, connecting lazily (and again by itself after a loss).
-    pub(super) fn connect(&self, timeout: Duration) -> Result<Store, RegistryError> {
-        let invalid = |e: redis::RedisError| RegistryError::Invalid(format!("registry: {e}"));
-        if self.cluster {
-            let seeds: Vec<String> = self.nodes.iter().map(url::Url::to_string).collect();
-            let client = ClusterClientBuilder::new(seeds)
-                .retries(1)
-                .build()
-                .map_err(invalid)?;
-            let config = ClusterConfig::new()
-                .set_connection_timeout(timeout)
-                .set_response_timeout(timeout);
-            return Ok(Store::Cluster(
-                client.get_pending_async_connection_with_config(config),
-            ));
-        }
-        let client = Client::open(self.nodes[0].as_str()).map_err(invalid)?;
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(Duration::from_millis(500));
-        let connection =
-            ConnectionManager::new_lazy_with_config(client, manager).map_err(invalid)?;
-        Ok(Store::Single(connection))
     }
 
     /// The URL of node `host:port` (a cluster's redirection names one), with the seeds'

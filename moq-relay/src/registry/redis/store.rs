@@ -8,12 +8,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
+use redis::aio::{
+    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
+};
+use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, PushInfo, PushKind, RedisFuture, Value};
 use tokio::sync::mpsc;
 
 use super::config::Address;
+use crate::registry::RegistryError;
 
 /// The connection every registry call goes through: to one node, or to a cluster (which routes
 /// each script to the node of its keys' slot and follows the cluster's changes).
@@ -21,6 +25,38 @@ use super::config::Address;
 pub(super) enum Store {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+}
+
+impl Store {
+    /// The connection for scripts, connecting lazily (and again by itself after a loss).
+    pub(super) fn connect(address: &Address, timeout: Duration) -> Result<Store, RegistryError> {
+        let invalid = |e: redis::RedisError| RegistryError::Invalid(format!("registry: {e}"));
+        if address.cluster {
+            let seeds: Vec<String> = address.nodes.iter().map(url::Url::to_string).collect();
+            let client = ClusterClientBuilder::new(seeds)
+                .retries(1)
+                .build()
+                .map_err(invalid)?;
+            let config = ClusterConfig::new()
+                .set_connection_timeout(timeout)
+                .set_response_timeout(timeout);
+            return Ok(Store::Cluster(
+                client.get_pending_async_connection_with_config(config),
+            ));
+        }
+        let node = (address.nodes.first())
+            .ok_or_else(|| RegistryError::Invalid("registry URL: no node".into()))?;
+        let client = Client::open(node.as_str()).map_err(invalid)?;
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(500));
+        let connection =
+            ConnectionManager::new_lazy_with_config(client, manager).map_err(invalid)?;
+        Ok(Store::Single(connection))
+    }
 }
 
 impl ConnectionLike for Store {
