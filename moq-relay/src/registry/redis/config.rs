@@ -8,8 +8,8 @@ use crate::registry::RegistryError;
 /// The URL scheme of a Redis Cluster: `redis+cluster://[user][:password@]host:port[,host:port...]`.
 pub(super) const CLUSTER_SCHEME: &str = "redis+cluster://";
 
-/// How a [`RedisRegistry`] reaches its store and keeps its entries. Its `Debug` shows no
-/// password.
+/// How a [`RedisRegistry`](super::RedisRegistry) reaches its store and keeps its entries.
+/// Its `Debug` shows no password.
 #[derive(Clone)]
 pub struct RedisRegistryConfig {
     /// The store's URL: `redis://[user][:password@]host[:port][/db]` for one node (Valkey
