@@ -219,9 +219,10 @@ struct Settings {
     /// Join a cluster without dialing anyone (peers dial this relay).
     #[arg(long, env = "MOQ_RELAY_CLUSTER")]
     cluster: bool,
-    /// A route registry on Valkey or Redis (`redis://[:password@]host:port[/db]`): the relay
-    /// heartbeats its id, address, region and load there, and registers the namespaces its
-    /// publishers announce (lookups through it: issue 36).
+    /// A route registry on Valkey or Redis (`redis://[:password@]host:port[/db]`), or on a
+    /// Redis Cluster (`redis+cluster://[:password@]host:port[,host:port...]`, one or more of
+    /// its nodes): the relay heartbeats its id, address, region and load there, and registers
+    /// the namespaces its publishers announce (lookups through it: issue 36).
     #[arg(long, env = "MOQ_RELAY_REGISTRY", value_name = "URL")]
     registry: Option<String>,
     /// The registry's password, when its URL has none.
@@ -236,6 +237,11 @@ struct Settings {
     /// Seconds a registry call may wait for the store before it fails [default: 2].
     #[arg(long, env = "MOQ_RELAY_REGISTRY_TIMEOUT", value_name = "SECONDS")]
     registry_timeout: Option<f64>,
+    /// How many shards (hash slots of a cluster) the registry's entries are spread over, from
+    /// 1 to 1024; every relay of a cluster must use the same [default: 1, with a
+    /// `redis+cluster://` registry 16].
+    #[arg(long, env = "MOQ_RELAY_REGISTRY_SHARDS", value_name = "N")]
+    registry_shards: Option<u16>,
     /// This relay's id in the registry [default: --cluster-node, else the bind address].
     #[arg(long, env = "MOQ_RELAY_RELAY_ID")]
     relay_id: Option<String>,
@@ -492,17 +498,18 @@ fn start_registry(s: &Settings, url: &str, relay: &Relay, bind: SocketAddr) -> a
     if let Some(t) = s.registry_timeout {
         config.timeout = seconds(t, "--registry-timeout")?;
     }
+    if let Some(n) = s.registry_shards {
+        config.shards = n;
+    }
     let registry = RedisRegistry::new(config).context("--registry")?;
     let id =
         (s.relay_id.clone().or_else(|| s.cluster_node.clone())).unwrap_or_else(|| bind.to_string());
     let address = (s.advertise.clone()).unwrap_or_else(|| format!("moqt://{bind}"));
-    let host = url::Url::parse(url)
-        .ok()
-        .and_then(|u| u.host_str().map(str::to_string));
-    println!(
-        "registry at {}: relay {id} ({address})",
-        host.unwrap_or_default()
-    );
+    // The node(s) only: what is before an `@` may hold a password.
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let hosts = rest.rsplit_once('@').map_or(rest, |(_, hosts)| hosts);
+    let hosts = hosts.split('/').next().unwrap_or_default();
+    println!("registry at {hosts}: relay {id} ({address})");
     let me = RelayRef { id, address };
     let registry: Arc<dyn Registry> = Arc::new(registry);
     // A flooded cluster's learned namespaces share the relay's index: register only a relay's

@@ -571,17 +571,7 @@ async fn scripts_run(url: &str) -> u64 {
         .query_async(&mut con)
         .await
         .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
+    common::store::script_calls(&info)
 }
 
 #[tokio::test]

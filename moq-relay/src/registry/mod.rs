@@ -9,7 +9,7 @@
 //! so a draining relay can name the least loaded live relay as its successor.
 //!
 //! The store is behind the [`Registry`] trait; `RedisRegistry` (feature `registry-redis`,
-//! on by default) keeps it on a Valkey or Redis server. The relay registers what its own
+//! on by default) keeps it on a Valkey or Redis server, or sharded over a Redis Cluster. The relay registers what its own
 //! publishers announce ([`crate::register_local_namespaces`]), and with
 //! [`crate::Relay::route_through_registry`] looks origins up on a miss and answers its
 //! subscribers' SUBSCRIBE_NAMESPACE from scans and watches of the prefixes they ask about.
@@ -21,7 +21,7 @@
 //! ([`Registry::refresh_relay`]; `RedisRegistry` does): the registrations of one relay then
 //! share one refresher, one store call per half lease for the relay, however many namespaces
 //! it holds. A registration of a namespace that is already registered takes it over: it gets
-//! a higher *epoch* (epochs only grow, store-wide), and the previous owner's next refresh
+//! a higher *epoch* (a namespace's epochs only grow), and the previous owner's next refresh
 //! reports [`RegistryError::Moved`] naming the new owner, so no two relays serve one namespace
 //! as its origin for longer than one refresh interval. An owner that stops refreshing (its
 //! relay died) loses its namespaces when the lease runs out, and watchers see them removed.
@@ -89,12 +89,16 @@ pub struct RelayInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RelayLease {
     /// Names this lease of the relay (opaque). It changes when the lease starts anew (it ran
-    /// out, or the store lost it): the registrations made under an earlier one are lost, and
-    /// each must be checked with [`Registry::refresh`] (and registered again).
+    /// out, or the store lost it) or, in a sharded store, when the relay has a lease in a
+    /// shard more: the registrations made under an earlier one may be lost, and each must be
+    /// checked with [`Registry::refresh`] (and registered again).
     pub generation: String,
-    /// The relay's namespaces taken over (above the call's `seen`), each with its new origin,
-    /// oldest first.
+    /// The relay's namespaces taken over (not covered by the call's `seen`), each with its
+    /// new origin, oldest first.
     pub moved: Vec<(TrackNamespace, Origin)>,
+    /// What covers `moved` and every takeover listed before (opaque): pass it as the next
+    /// call's `seen` once `moved` is handled.
+    pub seen: String,
 }
 
 /// A change under a watched prefix.
@@ -153,17 +157,19 @@ pub trait Registry: Send + Sync + 'static {
         origin: &Origin,
     ) -> Result<(), RegistryError>;
 
-    /// Extends `relay`'s own lease, on which every namespace it registered rides, and lists
-    /// the takeovers of its namespaces with an epoch above `seen`: the highest epoch among the
-    /// takeovers the caller has already handled under the lease `generation` (0 and `None` at
-    /// first; under another lease, all are listed). Those at or below it are forgotten. For
-    /// registries that keep one lease per relay; `None` (the default) means this registry
-    /// keeps a lease per registration: [`refresh`](Registry::refresh) each instead. Cancel-safe: a takeover is listed again until a call's `seen` covers it.
+    /// Extends `relay`'s own lease (or leases: one per shard of a sharded store), on which
+    /// every namespace it registered rides, and lists the takeovers of its namespaces that
+    /// `seen` does not cover: `seen` is the [`RelayLease::seen`] of the last answer whose
+    /// `moved` the caller handled (empty at first), and `generation` that answer's
+    /// [`RelayLease::generation`] (`None` at first). Takeovers `seen` covers are forgotten.
+    /// For registries that keep one lease per relay; `None` (the default) means this registry
+    /// keeps a lease per registration: [`refresh`](Registry::refresh) each instead.
+    /// Cancel-safe: a takeover is listed again until a call's `seen` covers it.
     async fn refresh_relay(
         &self,
         relay: &RelayRef,
         generation: Option<&str>,
-        seen: u64,
+        seen: &str,
     ) -> Result<Option<RelayLease>, RegistryError> {
         let _ = (relay, generation, seen);
         Ok(None)

@@ -1,138 +1,102 @@
-//! The route registry on a Valkey or Redis server (one node; the two speak the same protocol).
+//! The route registry on Valkey or Redis: one node, or a Redis Cluster (the two speak the
+//! same protocol; Redis 7.0 or later, Valkey 7.2 or later: sharded pub/sub).
+//!
+//! # Shards
+//!
+//! Every key lives in one of `shards` shards (`RedisRegistryConfig::shards`: 1 on one node,
+//! 16 by default on a cluster), named by a hash tag, `<prefix>{s<k>}:`, so a shard's keys are
+//! in one slot of a cluster and every script runs on one node. A namespace belongs to the
+//! shard of its first field (FNV-1a of the field, modulo `shards`): its entry, the prefix index
+//! it is in, its channel and the lease of the relay that registered it are all there, so a
+//! lookup is one script on one node (one round trip), a scan of a prefix reads one shard
+//! (the empty prefix reads each), and a watch follows one sharded channel (the empty prefix
+//! one per shard, on whichever nodes hold them).
 //!
 //! # Namespaces ride on their relay's lease
 //!
-//! A relay holds one lease, `relay:<id>`, and each namespace it registers is valid while that
-//! lease is live and is the one it was registered under: a relay refreshes one key per half
-//! lease ([`Registry::refresh_relay`], through the one [`Registration`] refresher it shares
-//! across its registrations, or its heartbeat), not one per namespace. At a million
-//! namespaces over a thousand relays and a 10 s lease that is about 200 refreshes a second
-//! (a thousand relays every 5 s) instead of 200,000.
+//! A relay holds a lease in each shard it registered in, `lease:<id>`, and each namespace it
+//! registers there is valid while that lease is live and is the one it was registered under:
+//! a relay refreshes one key per shard per half lease ([`Registry::refresh_relay`], through
+//! the one [`Registration`] refresher it shares across its registrations), not one per
+//! namespace: at most `shards` calls, sent together, however many namespaces it holds. On one
+//! node (one shard), a million namespaces over a thousand relays and a 10 s lease is about 200
+//! refreshes a second (a thousand relays every 5 s) instead of 200,000.
 //!
 //! Each lease has an identity, `<born>`: the store's clock in µs when it began. A lease that
 //! runs out and starts again (a relay back after a partition, or a restarted relay with the
-//! same id) gets a new one, so the namespaces of the old one stay dead. What is stored, under
-//! a key prefix (`moq:` by default), with `<ns>` a namespace encoded as each field's hex
-//! followed by `.` and `<f>` its first field so encoded:
+//! same id) gets a new one, so the namespaces of the old one stay dead. What is stored, with
+//! `<T>` a shard's base (`<prefix>{s<k>}:`, prefix `moq:` by default), `<ns>` a namespace
+//! encoded as each field's hex followed by `.` and `<f>` its first field so encoded:
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `ns:<ns>` | string, no expiry | `<epoch>\n<born>\n<relay id>\n<address>` |
-//! | `lex:<f>` | sorted set | `<ns>` scored 0, for prefix ranges (`ZRANGE BYLEX`) |
-//! | `epoch` | integer | the last epoch handed out (`INCR`) |
-//! | `relay:<id>` | string, expires with the lease | `<born>\n<address>\n<region>\n<load>` |
-//! | `leases` | sorted set | `<born>:<id>` scored by that lease's end (ms), for the sweep |
-//! | `rns:<born>:<id>` | set | the `<ns>` registered under that lease |
-//! | `moved:<born>:<id>` | list | `<ns> <new value>` for each taken over from that lease |
-//! | `relays` | sorted set | relay ids scored by their last heartbeat's lease end |
+//! | `<T>ns:<ns>` | string, no expiry | `<epoch>\n<born>\n<relay id>\n<address>` |
+//! | `<T>lex` | sorted set | the shard's `<ns>` scored 0, for prefix ranges (`ZRANGE BYLEX`) |
+//! | `<T>epoch` | integer | the shard's last epoch handed out (`INCR`) |
+//! | `<T>lease:<id>` | string, expires with the lease | `<born>` |
+//! | `<T>leases` | sorted set | `<born>:<id>` scored by that lease's end (ms), for the sweep |
+//! | `<T>rns:<born>:<id>` | set | the `<ns>` registered under that lease |
+//! | `<T>moved:<born>:<id>` | list | `<ns> <new value>` for each taken over from that lease |
+//! | `<prefix>{relays}:relay:<id>` | string, expires with the lease | `<address>\n<region>\n<load>` |
+//! | `<prefix>{relays}:relays` | sorted set | relay ids scored by their last heartbeat's lease end |
 //!
-//! and the channel `ch:<f>` carries `+<ns>` and `-<ns>` for every registration and removal
-//! under `<f>`. A namespace is live when its `ns:` value's `<born>` is its relay's current
-//! lease: `lookup` and `scan` check that (in one script each), so a namespace of a relay whose
+//! and the sharded channels (`SPUBLISH`) `<T>ch:<f>` and `<T>ch` carry `+<ns>` and `-<ns>` for
+//! every registration and removal under `<f>` (the second, every one of the shard). A
+//! namespace is live when its `ns:` value's `<born>` is its relay's current lease in its
+//! shard: `lookup` and `scan` check that (in one script each), so a namespace of a relay whose
 //! lease ran out is never answered, even before it is swept.
 //!
-//! - **Register** creates the relay's lease if there is none (so registering needs no
-//!   heartbeat first) or extends it, hands out a higher epoch, and writes the namespace. A
-//!   previous owner whose lease is live is fenced: the namespace leaves its `rns:` set and is
-//!   appended to its `moved:` list.
-//! - **Refresh**: the relay's one call, `REFRESH_RELAY`, extends (or recreates) its lease and
-//!   takes its `moved:` list: the registrations named there learn `Moved` with their new
-//!   origin. When the lease's `<born>` differs from the one the refresher saw last (the lease
-//!   ran out, or the store lost everything), each of the relay's registrations is checked on
-//!   its own (`refresh(namespace, origin)`), and the lost ones are registered again.
-//! - **Sweep**: a relay whose lease ended has its `rns:` set emptied (at most 1,000 a call):
-//!   each namespace still under that lease is deleted and its removal published, so watchers
-//!   see `Removed` for every namespace of a relay that died. Watchers sweep, when the earliest
-//!   lease in `leases` ends (at most every 25 ms, at least every quarter of their own lease),
-//!   so they see a relay's death within tens of milliseconds of its lease's end.
+//! - **Register** creates the relay's lease in the namespace's shard if there is none (so
+//!   registering needs no heartbeat first) or extends it, hands out a higher epoch (epochs
+//!   grow per shard, so a namespace's only grow), and writes the namespace. A previous owner
+//!   whose lease is live is fenced: the namespace leaves its `rns:` set and is appended to its
+//!   `moved:` list.
+//! - **Refresh**: the relay's one call, `REFRESH_RELAY` in each of its shards, extends (or
+//!   recreates) its lease there and takes its `moved:` list: the registrations named there
+//!   learn `Moved` with their new origin. When a lease's `<born>` differs from the one the
+//!   refresher saw last (the lease ran out, or the store lost it), each of the relay's
+//!   registrations is checked on its own (`refresh(namespace, origin)`), and the lost ones are
+//!   registered again.
+//! - **Sweep**: a relay whose lease in a shard ended has its `rns:` set there emptied (at most
+//!   1,000 a call): each namespace still under that lease is deleted and its removal
+//!   published, so watchers see `Removed` for every namespace of a relay that died. Watchers
+//!   sweep the shards they follow, when the earliest lease in `leases` ends (at most every 25
+//!   ms, at least every quarter of their own lease), so they see a relay's death within tens of
+//!   milliseconds of its lease's end.
 //!
 //! Every write is one Lua script, so it is atomic, and every script takes the time from the
-//! store (`TIME`), so leases do not depend on the relays' clocks. The scripts derive a
-//! namespace's relay keys from its value, so they touch keys they were not passed: fine on one
-//! node; a sharded store would need a relay's keys and its namespaces in one slot.
+//! store (`TIME`), so leases do not depend on the relays' clocks. A script's keys are passed
+//! in `KEYS` where it can name them before it runs; the rest (a previous owner's, a dead
+//! lease's) it builds from its shard's base, so they share the slot (`redis/scripts.rs`).
 //!
-//! A namespace costs its `ns:` key (no expiry), one member of `lex:<f>` and one of its
+//! A namespace costs its `ns:` key (no expiry), one member of its shard's `lex` and one of its
 //! relay's `rns:` set (the figure per namespace is in docs/benchmarks.md, "Cluster scale").
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::try_join_all;
 use moq_core::TrackNamespace;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSub};
-use redis::{AsyncCommands, Client, FromRedisValue, RedisError, Script};
+use parking_lot::Mutex;
+use redis::{AsyncCommands, FromRedisValue, RedisError, Script};
 use tokio::sync::mpsc;
 
+mod config;
 mod scripts;
+mod store;
 mod watch;
 
+pub use self::config::RedisRegistryConfig;
+use self::config::{Address, MAX_SHARDS};
+use self::store::{Store, Subscription};
 use self::watch::watch_task;
 #[cfg(doc)]
 use super::Registration;
 use super::common::{LookupCache, decode_namespace, encode_field, encode_namespace};
 use super::{NamespaceWatch, Origin, Registry, RegistryError, RelayInfo, RelayLease, RelayRef};
-
-/// How a [`RedisRegistry`] reaches its store and keeps its entries. Its `Debug` shows no
-/// password.
-#[derive(Clone)]
-pub struct RedisRegistryConfig {
-    /// The store's URL: `redis://[user][:password@]host[:port][/db]` (Valkey speaks the
-    /// same protocol).
-    pub url: String,
-    /// A password used when the URL has none.
-    pub password: Option<String>,
-    /// Put before every key and channel, so several clusters can share a store.
-    pub key_prefix: String,
-    /// How long a registration or heartbeat lasts without a refresh.
-    pub lease: Duration,
-    /// The longest a call waits for the store (each round trip of a scan has its own).
-    pub timeout: Duration,
-    /// How long a lookup's answer is reused; zero disables the cache.
-    pub cache_ttl: Duration,
-    /// At most this many lookups are cached.
-    pub cache_capacity: usize,
-}
-
-impl RedisRegistryConfig {
-    /// The defaults for a store at `url`: prefix `moq:`, a 10 s lease, a 2 s timeout, lookups
-    /// cached 1 s, at most 65,536 of them.
-    pub fn new(url: impl Into<String>) -> Self {
-        RedisRegistryConfig {
-            url: url.into(),
-            password: None,
-            key_prefix: "moq:".to_string(),
-            lease: Duration::from_secs(10),
-            timeout: Duration::from_secs(2),
-            cache_ttl: Duration::from_secs(1),
-            cache_capacity: 65_536,
-        }
-    }
-}
-
-impl std::fmt::Debug for RedisRegistryConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let url = url::Url::parse(&self.url).map_or_else(
-            |_| "(unparsable)".to_string(),
-            |mut u| {
-                if u.password().is_some() {
-                    let _ = u.set_password(Some("***"));
-                }
-                u.to_string()
-            },
-        );
-        f.debug_struct("RedisRegistryConfig")
-            .field("url", &url)
-            .field("password", &self.password.as_ref().map(|_| "***"))
-            .field("key_prefix", &self.key_prefix)
-            .field("lease", &self.lease)
-            .field("timeout", &self.timeout)
-            .field("cache_ttl", &self.cache_ttl)
-            .field("cache_capacity", &self.cache_capacity)
-            .finish()
-    }
-}
 
 /// A watch sweeps at most this often.
 const PRUNE_MIN: Duration = Duration::from_millis(25);
@@ -140,10 +104,10 @@ const PRUNE_MIN: Duration = Duration::from_millis(25);
 const SCAN_PAGE: usize = 1000;
 /// How many namespaces of dead relays one sweep removes at most.
 const SWEEP_BATCH: usize = 1000;
-/// Changes queued for a watch's reader.
+/// Changes queued for a watch's reader, and messages queued for its task.
 const WATCH_QUEUE: usize = 1024;
 
-/// A [`Registry`] on a Valkey or Redis server.
+/// A [`Registry`] on a Valkey or Redis server, or a Redis Cluster.
 ///
 /// A cheap `Clone`: clones share one connection, which is made again by itself after the
 /// store went away (each call meanwhile fails with [`RegistryError::Unavailable`] within the
@@ -169,16 +133,19 @@ struct Scripts {
 
 struct Inner {
     config: RedisRegistryConfig,
-    client: Client,
-    connection: ConnectionManager,
+    address: Address,
+    store: Store,
     cache: LookupCache,
     scripts: Scripts,
+    /// The shards each relay registered in through this registry: where its leases are.
+    relay_shards: Mutex<HashMap<String, BTreeSet<u16>>>,
 }
 
 impl std::fmt::Debug for RedisRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisRegistry")
             .field("key_prefix", &self.inner.config.key_prefix)
+            .field("shards", &self.inner.config.shards)
             .field("lease", &self.inner.config.lease)
             .finish_non_exhaustive()
     }
@@ -194,31 +161,21 @@ impl RedisRegistry {
                 "the lease must be at least 10 ms and the timeout above zero".into(),
             ));
         }
-        let mut url = url::Url::parse(&config.url)
-            .map_err(|e| RegistryError::Invalid(format!("registry URL {}: {e}", config.url)))?;
-        if let Some(password) = &config.password
-            && url.password().is_none()
-        {
-            url.set_password(Some(password)).map_err(|()| {
-                RegistryError::Invalid("the registry URL takes no password".into())
-            })?;
+        if !(1..=MAX_SHARDS).contains(&config.shards) {
+            return Err(RegistryError::Invalid(format!(
+                "{} shards: from 1 to {MAX_SHARDS}",
+                config.shards
+            )));
         }
-        let client = Client::open(url.as_str())
-            .map_err(|e| RegistryError::Invalid(format!("registry URL: {e}")))?;
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.timeout))
-            .set_response_timeout(Some(config.timeout))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client.clone(), manager)
-            .map_err(|e| RegistryError::Invalid(format!("registry connection: {e}")))?;
+        let address = Address::parse(&config)?;
+        let store = Store::connect(&address, config.timeout)?;
         Ok(RedisRegistry {
             inner: Arc::new(Inner {
                 cache: LookupCache::new(config.cache_ttl, config.cache_capacity),
                 config,
-                client,
-                connection,
+                address,
+                store,
+                relay_shards: Mutex::new(HashMap::new()),
                 scripts: Scripts {
                     register: Script::new(scripts::REGISTER),
                     register_many: Script::new(scripts::REGISTER_MANY),
@@ -235,20 +192,28 @@ impl RedisRegistry {
         })
     }
 
-    /// Asks the store for a PONG: `Ok` when it answers within the timeout. Cancel-safe.
+    /// Asks the store for a PONG (each node of a cluster): `Ok` when it answers within the
+    /// timeout. Cancel-safe.
     pub async fn ping(&self) -> Result<(), RegistryError> {
-        let mut con = self.inner.connection.clone();
+        let mut con = self.inner.store.clone();
         self.inner
-            .bounded(async move { redis::cmd("PING").query_async::<String>(&mut con).await })
+            .bounded(async move { redis::cmd("PING").exec_async(&mut con).await })
             .await
-            .map(drop)
+    }
+
+    /// The key of `namespace`'s entry: for tests and operators, to see which slot (and node)
+    /// of a cluster holds it (`CLUSTER KEYSLOT`).
+    #[doc(hidden)]
+    pub fn entry_key(&self, namespace: &TrackNamespace) -> Result<String, RegistryError> {
+        let (base, member) = self.inner.place(namespace)?;
+        Ok(format!("{base}ns:{member}"))
     }
 
     /// For benchmarks (moq-bench's `cluster-scale` section), not a relay: registers every one
-    /// of `namespaces` as `relay`'s in one script call (as many [`Registry::register`] calls
-    /// would, with their epochs and notifications, but without their answers). Keep a batch
-    /// to a few thousand: the store does nothing else while it runs. Cancel-safe like every
-    /// call (one atomic step).
+    /// of `namespaces` as `relay`'s with one script call per shard (as many
+    /// [`Registry::register`] calls would, with their epochs and notifications, but without
+    /// their answers). Keep a batch to a few thousand: a node does nothing else while it
+    /// runs. Not cancel-safe across shards: dropped midway, some shards' part is registered.
     #[doc(hidden)]
     pub async fn register_many(
         &self,
@@ -257,16 +222,25 @@ impl RedisRegistry {
     ) -> Result<usize, RegistryError> {
         check_relay(relay)?;
         let inner = &self.inner;
-        let mut call = inner.scripts.register_many.prepare_invoke();
-        call.arg(&inner.config.key_prefix)
-            .arg(&relay.id)
-            .arg(&relay.address)
-            .arg(inner.lease_ms());
+        let mut by_shard: BTreeMap<u16, Vec<String>> = BTreeMap::new();
         for namespace in namespaces {
-            Inner::first(namespace)?;
-            call.arg(encode_namespace(namespace));
+            let shard = inner.shard(&Inner::first(namespace)?);
+            by_shard
+                .entry(shard)
+                .or_default()
+                .push(encode_namespace(namespace));
         }
-        let n: usize = inner.invoke(call).await?;
+        let mut n = 0;
+        for (shard, members) in by_shard {
+            inner.note_shard(&relay.id, shard);
+            let base = inner.base(shard);
+            let mut call = inner.scripts.register_many.prepare_invoke();
+            inner.registering(&mut call, &base, relay);
+            for member in members {
+                call.arg(member);
+            }
+            n += inner.invoke::<usize>(call).await?;
+        }
         for namespace in namespaces {
             inner.cache.forget(namespace);
         }
@@ -274,16 +248,19 @@ impl RedisRegistry {
     }
 }
 
-impl Inner {
-    fn key(&self, kind: &str, rest: &str) -> String {
-        format!("{}{kind}:{rest}", self.config.key_prefix)
-    }
+/// FNV-1a (32 bits): a hash every relay computes alike, whatever its build.
+fn fnv1a(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    })
+}
 
+impl Inner {
     fn lease_ms(&self) -> u64 {
         u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// The first field of `namespace`, encoded (the index and channel it belongs to).
+    /// The first field of `namespace`, encoded (the shard and channel it belongs to).
     fn first(namespace: &TrackNamespace) -> Result<String, RegistryError> {
         let field = namespace
             .field(0)
@@ -293,11 +270,48 @@ impl Inner {
         Ok(out)
     }
 
-    /// `script` with the key prefix as its first argument, ready for the rest.
-    fn script<'a>(&self, script: &'a Script) -> redis::ScriptInvocation<'a> {
-        let mut call = script.prepare_invoke();
-        call.arg(&self.config.key_prefix);
-        call
+    /// The shard of the encoded first field `first`.
+    fn shard(&self, first: &str) -> u16 {
+        u16::try_from(fnv1a(first) % u32::from(self.config.shards)).unwrap_or(0)
+    }
+
+    /// Shard `shard`'s key base: the prefix and the shard's hash tag.
+    fn base(&self, shard: u16) -> String {
+        format!("{}{{s{shard}}}:", self.config.key_prefix)
+    }
+
+    /// The relay list's key base (one slot of its own).
+    fn relays_base(&self) -> String {
+        format!("{}{{relays}}:", self.config.key_prefix)
+    }
+
+    /// `namespace`'s shard base and its encoding.
+    fn place(&self, namespace: &TrackNamespace) -> Result<(String, String), RegistryError> {
+        let shard = self.shard(&Self::first(namespace)?);
+        Ok((self.base(shard), encode_namespace(namespace)))
+    }
+
+    /// Remembers that `relay` has a lease in `shard`, for its refreshes.
+    fn note_shard(&self, relay: &str, shard: u16) {
+        let mut all = self.relay_shards.lock();
+        if let Some(shards) = all.get_mut(relay) {
+            shards.insert(shard);
+        } else {
+            all.insert(relay.to_string(), BTreeSet::from([shard]));
+        }
+    }
+
+    /// A registering script's shard keys (after any of its own) and first arguments: the
+    /// shard's base, `relay`'s id and address, the lease.
+    fn registering(&self, call: &mut redis::ScriptInvocation<'_>, base: &str, relay: &RelayRef) {
+        call.key(format!("{base}lex"))
+            .key(format!("{base}epoch"))
+            .key(format!("{base}lease:{}", relay.id))
+            .key(format!("{base}leases"))
+            .arg(base)
+            .arg(&relay.id)
+            .arg(&relay.address)
+            .arg(self.lease_ms());
     }
 
     /// Runs a prepared script, bounded like every call.
@@ -305,7 +319,7 @@ impl Inner {
         &self,
         call: redis::ScriptInvocation<'_>,
     ) -> Result<T, RegistryError> {
-        let mut con = self.connection.clone();
+        let mut con = self.store.clone();
         self.bounded(async move { call.invoke_async(&mut con).await })
             .await
     }
@@ -325,23 +339,27 @@ impl Inner {
         }
     }
 
-    /// The live namespaces of the first field `first` that start with `member_prefix`: a
-    /// range of the lex index (O(log N + M), so a narrow prefix is cheap however many
-    /// namespaces share its first field), each checked against its relay's lease in the
-    /// script that reads the page.
+    /// The live namespaces of shard `shard` that start with `member_prefix`: a range of its
+    /// lex index (O(log N + M), so a narrow prefix is cheap however many namespaces share the
+    /// shard), each checked against its relay's lease in the script that reads the page.
     async fn scan_range(
         &self,
-        first: &str,
+        shard: u16,
         member_prefix: &str,
         out: &mut BTreeSet<String>,
     ) -> Result<(), RegistryError> {
+        let base = self.base(shard);
         // Members are ASCII: every one under the prefix sorts below prefix + 0xff.
         let mut max = format!("({member_prefix}").into_bytes();
         max.push(0xff);
         let mut min = format!("[{member_prefix}").into_bytes();
         loop {
-            let mut call = self.script(&self.scripts.scan_range);
-            call.arg(first).arg(&min).arg(&max).arg(SCAN_PAGE);
+            let mut call = self.scripts.scan_range.prepare_invoke();
+            call.key(format!("{base}lex"))
+                .arg(&base)
+                .arg(&min)
+                .arg(&max)
+                .arg(SCAN_PAGE);
             let (read, last, live): (usize, String, Vec<String>) = self.invoke(call).await?;
             out.extend(live);
             if read < SCAN_PAGE {
@@ -351,46 +369,20 @@ impl Inner {
         }
     }
 
-    /// Every first field with a lex index (for the empty prefix).
-    async fn first_fields(&self) -> Result<Vec<String>, RegistryError> {
-        let lex = self.key("lex", "");
-        let pattern = format!("{}*", glob_escape(&lex));
-        let mut firsts = BTreeSet::new();
-        let mut cursor = 0u64;
-        loop {
-            let mut con = self.connection.clone();
-            let cmd = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .clone();
-            let (next, page): (u64, Vec<String>) = self
-                .bounded(async move { cmd.query_async(&mut con).await })
-                .await?;
-            firsts.extend(
-                page.iter()
-                    .filter_map(|k| k.strip_prefix(&lex))
-                    .map(str::to_string),
-            );
-            if next == 0 {
-                return Ok(firsts.into_iter().collect());
-            }
-            cursor = next;
+    /// The shards a watch or scan of `prefix` covers: its first field's, or all.
+    fn shards_of(&self, prefix: &TrackNamespace) -> Result<Vec<u16>, RegistryError> {
+        if prefix.is_empty() {
+            Ok((0..self.config.shards).collect())
+        } else {
+            Ok(vec![self.shard(&Self::first(prefix)?)])
         }
     }
 
     async fn scan(&self, prefix: &TrackNamespace) -> Result<Vec<TrackNamespace>, RegistryError> {
+        let member_prefix = encode_namespace(prefix);
         let mut members = BTreeSet::new();
-        if prefix.is_empty() {
-            for first in self.first_fields().await? {
-                self.scan_range(&first, "", &mut members).await?;
-            }
-        } else {
-            let first = Self::first(prefix)?;
-            self.scan_range(&first, &encode_namespace(prefix), &mut members)
-                .await?;
+        for shard in self.shards_of(prefix)? {
+            self.scan_range(shard, &member_prefix, &mut members).await?;
         }
         let mut out: Vec<TrackNamespace> = members
             .iter()
@@ -400,35 +392,96 @@ impl Inner {
         Ok(out)
     }
 
-    /// Removes the namespaces of relays whose lease ended (publishing each removal). Returns
-    /// how long until the next relay lease ends, if one does (zero: more to sweep).
-    async fn sweep(&self) -> Result<Option<Duration>, RegistryError> {
-        let mut call = self.script(&self.scripts.sweep);
-        call.arg(SWEEP_BATCH);
-        let (_removed, wait): (u64, i64) = self.invoke(call).await?;
-        Ok(u64::try_from(wait).ok().map(Duration::from_millis))
+    /// Removes the namespaces in `shards` of relays whose lease there ended (publishing each
+    /// removal). Returns how long until the next relay lease there ends, if one does (zero:
+    /// more to sweep).
+    async fn sweep(&self, shards: &[u16]) -> Result<Option<Duration>, RegistryError> {
+        let calls = shards.iter().map(|&shard| {
+            let base = self.base(shard);
+            let mut call = self.scripts.sweep.prepare_invoke();
+            call.key(format!("{base}leases"))
+                .key(format!("{base}lex"))
+                .arg(&base)
+                .arg(SWEEP_BATCH);
+            self.invoke::<(u64, i64)>(call)
+        });
+        let waits = try_join_all(calls).await?;
+        Ok(waits
+            .into_iter()
+            .filter_map(|(_removed, wait)| u64::try_from(wait).ok())
+            .min()
+            .map(Duration::from_millis))
     }
 
-    /// A pub/sub connection subscribed to the channels a watch of `prefix` covers.
-    async fn subscribe(&self, prefix: &TrackNamespace) -> Result<PubSub, RegistryError> {
-        let mut pubsub = self.bounded(self.client.get_async_pubsub()).await?;
+    /// The sharded channels a watch of `prefix` follows: its first field's, or every shard's.
+    fn channels(&self, prefix: &TrackNamespace) -> Result<Vec<String>, RegistryError> {
         if prefix.is_empty() {
-            let pattern = format!("{}*", glob_escape(&self.key("ch", "")));
-            self.bounded(pubsub.psubscribe(pattern)).await?;
+            Ok((0..self.config.shards)
+                .map(|shard| format!("{}ch", self.base(shard)))
+                .collect())
         } else {
-            let channel = self.key("ch", &Self::first(prefix)?);
-            self.bounded(pubsub.subscribe(channel)).await?;
+            let first = Self::first(prefix)?;
+            Ok(vec![format!("{}ch:{first}", self.base(self.shard(&first)))])
         }
-        Ok(pubsub)
     }
 
-    /// The live registration of `namespace`, or `None`, uncached.
+    /// Subscriptions to the channels a watch of `prefix` covers.
+    async fn subscribe(&self, prefix: &TrackNamespace) -> Result<Subscription, RegistryError> {
+        let channels = self.channels(prefix)?;
+        let timeout = self.config.timeout;
+        self.bounded(Subscription::open(
+            &self.address,
+            &channels,
+            timeout,
+            WATCH_QUEUE,
+        ))
+        .await
+    }
+
+    /// The live registration of `namespace`, or `None`, uncached: one script on one node.
     async fn lookup(&self, namespace: &TrackNamespace) -> Result<Option<Origin>, RegistryError> {
-        let mut call = self.script(&self.scripts.lookup);
-        call.arg(encode_namespace(namespace));
+        let (base, member) = self.place(namespace)?;
+        let mut call = self.scripts.lookup.prepare_invoke();
+        call.key(format!("{base}ns:{member}"))
+            .arg(&base)
+            .arg(&member);
         let value: Option<Vec<u8>> = self.invoke(call).await?;
         value.map(|v| parse_origin(&v)).transpose()
     }
+
+    /// Extends `relay`'s lease in `shard` and reads the takeovers there above `seen` (the
+    /// highest epoch seen under the lease `born`): (born, takeovers).
+    async fn refresh_shard(
+        &self,
+        relay: &RelayRef,
+        shard: u16,
+        seen: (&str, u64),
+    ) -> Result<(String, Vec<Vec<u8>>), RegistryError> {
+        let base = self.base(shard);
+        let mut call = self.scripts.refresh_relay.prepare_invoke();
+        call.key(format!("{base}lease:{}", relay.id))
+            .key(format!("{base}leases"))
+            .arg(&base)
+            .arg(&relay.id)
+            .arg(self.lease_ms())
+            .arg(seen.1)
+            .arg(seen.0);
+        self.invoke(call).await
+    }
+}
+
+/// What `refresh_relay` answers as `seen`: per shard `<shard>:<born>:<epoch>`, comma-separated:
+/// the highest takeover epoch listed under that lease.
+fn parse_seen(seen: &str) -> HashMap<u16, (&str, u64)> {
+    seen.split(',')
+        .filter_map(|entry| {
+            let mut parts = entry.splitn(3, ':');
+            let shard = parts.next()?.parse().ok()?;
+            let born = parts.next()?;
+            let epoch = parts.next()?.parse().ok()?;
+            Some((shard, (born, epoch)))
+        })
+        .collect()
 }
 
 #[async_trait]
@@ -443,13 +496,14 @@ impl Registry for RedisRegistry {
         relay: &RelayRef,
     ) -> Result<Origin, RegistryError> {
         check_relay(relay)?;
-        Inner::first(namespace)?;
         let inner = &self.inner;
-        let mut call = inner.script(&inner.scripts.register);
-        call.arg(&relay.id)
-            .arg(&relay.address)
-            .arg(inner.lease_ms())
-            .arg(encode_namespace(namespace));
+        let shard = inner.shard(&Inner::first(namespace)?);
+        let (base, member) = (inner.base(shard), encode_namespace(namespace));
+        inner.note_shard(&relay.id, shard);
+        let mut call = inner.scripts.register.prepare_invoke();
+        call.key(format!("{base}ns:{member}"));
+        inner.registering(&mut call, &base, relay);
+        call.arg(&member);
         let value: Vec<u8> = inner.invoke(call).await?;
         inner.cache.forget(namespace);
         parse_origin(&value)
@@ -460,13 +514,17 @@ impl Registry for RedisRegistry {
         namespace: &TrackNamespace,
         origin: &Origin,
     ) -> Result<(), RegistryError> {
-        Inner::first(namespace)?;
         let inner = &self.inner;
-        let mut call = inner.script(&inner.scripts.refresh);
-        call.arg(origin.epoch)
+        let (base, member) = inner.place(namespace)?;
+        let mut call = inner.scripts.refresh.prepare_invoke();
+        call.key(format!("{base}ns:{member}"))
+            .key(format!("{base}lease:{}", origin.relay.id))
+            .key(format!("{base}leases"))
+            .arg(&base)
+            .arg(origin.epoch)
             .arg(&origin.relay.id)
             .arg(inner.lease_ms())
-            .arg(encode_namespace(namespace));
+            .arg(&member);
         let (ok, current): (i64, Vec<u8>) = inner.invoke(call).await?;
         if ok == 1 {
             return Ok(());
@@ -484,30 +542,45 @@ impl Registry for RedisRegistry {
         &self,
         relay: &RelayRef,
         generation: Option<&str>,
-        seen: u64,
+        seen: &str,
     ) -> Result<Option<RelayLease>, RegistryError> {
         check_relay(relay)?;
+        let _ = generation;
         let inner = &self.inner;
-        let mut call = inner.script(&inner.scripts.refresh_relay);
-        call.arg(&relay.id)
-            .arg(&relay.address)
-            .arg(inner.lease_ms())
-            .arg(seen)
-            .arg(generation.unwrap_or_default());
-        let (generation, moved): (String, Vec<Vec<u8>>) = inner.invoke(call).await?;
-        let mut out = Vec::with_capacity(moved.len());
-        for entry in moved {
-            let bad = || RegistryError::Protocol("a moved entry".into());
-            let at = entry.iter().position(|b| *b == b' ').ok_or_else(bad)?;
-            let (member, value) = entry.split_at(at);
-            let namespace = decode_namespace(member).ok_or_else(bad)?;
-            let origin = parse_origin(value.get(1..).unwrap_or_default())?;
-            inner.cache.forget(&namespace);
-            out.push((namespace, origin));
+        let shards: Vec<u16> = (inner.relay_shards.lock().get(&relay.id))
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        let seen = parse_seen(seen);
+        // One script per shard the relay has a lease in, all sent at once.
+        let answers = try_join_all(shards.iter().map(|&shard| {
+            let seen = seen.get(&shard).copied().unwrap_or(("", 0));
+            inner.refresh_shard(relay, shard, seen)
+        }))
+        .await?;
+        let (mut generation, mut acked) = (Vec::new(), Vec::new());
+        let mut out = Vec::new();
+        for (&shard, (born, moved)) in shards.iter().zip(answers) {
+            let mut high = match seen.get(&shard) {
+                Some((b, epoch)) if *b == born => *epoch,
+                _ => 0,
+            };
+            for entry in moved {
+                let bad = || RegistryError::Protocol("a moved entry".into());
+                let at = entry.iter().position(|b| *b == b' ').ok_or_else(bad)?;
+                let (member, value) = entry.split_at(at);
+                let namespace = decode_namespace(member).ok_or_else(bad)?;
+                let origin = parse_origin(value.get(1..).unwrap_or_default())?;
+                inner.cache.forget(&namespace);
+                high = high.max(origin.epoch);
+                out.push((namespace, origin));
+            }
+            generation.push(format!("{shard}:{born}"));
+            acked.push(format!("{shard}:{born}:{high}"));
         }
         Ok(Some(RelayLease {
-            generation,
+            generation: generation.join(","),
             moved: out,
+            seen: acked.join(","),
         }))
     }
 
@@ -516,12 +589,15 @@ impl Registry for RedisRegistry {
         namespace: &TrackNamespace,
         origin: &Origin,
     ) -> Result<(), RegistryError> {
-        Inner::first(namespace)?;
         let inner = &self.inner;
-        let mut call = inner.script(&inner.scripts.unregister);
-        call.arg(origin.epoch)
+        let (base, member) = inner.place(namespace)?;
+        let mut call = inner.scripts.unregister.prepare_invoke();
+        call.key(format!("{base}ns:{member}"))
+            .key(format!("{base}lex"))
+            .arg(&base)
+            .arg(origin.epoch)
             .arg(&origin.relay.id)
-            .arg(encode_namespace(namespace));
+            .arg(&member);
         inner.invoke::<i64>(call).await?;
         inner.cache.forget(namespace);
         Ok(())
@@ -545,9 +621,14 @@ impl Registry for RedisRegistry {
     }
 
     async fn watch(&self, prefix: &TrackNamespace) -> Result<NamespaceWatch, RegistryError> {
-        let pubsub = self.inner.subscribe(prefix).await?;
+        let subscription = self.inner.subscribe(prefix).await?;
         let (tx, rx) = mpsc::channel(WATCH_QUEUE);
-        tokio::spawn(watch_task(self.inner.clone(), prefix.clone(), pubsub, tx));
+        tokio::spawn(watch_task(
+            self.inner.clone(),
+            prefix.clone(),
+            subscription,
+            tx,
+        ));
         Ok(NamespaceWatch::new(rx))
     }
 
@@ -555,8 +636,12 @@ impl Registry for RedisRegistry {
         check_relay(&relay.relay)?;
         check_text("region", &relay.region, true)?;
         let inner = &self.inner;
-        let mut call = inner.script(&inner.scripts.heartbeat);
-        call.arg(&relay.relay.id)
+        let base = inner.relays_base();
+        let mut call = inner.scripts.heartbeat.prepare_invoke();
+        call.key(format!("{base}relay:{}", relay.relay.id))
+            .key(format!("{base}relays"))
+            .arg(&base)
+            .arg(&relay.relay.id)
             .arg(&relay.relay.address)
             .arg(&relay.region)
             .arg(relay.load)
@@ -566,23 +651,25 @@ impl Registry for RedisRegistry {
 
     async fn relays(&self) -> Result<Vec<RelayInfo>, RegistryError> {
         let inner = &self.inner;
-        let ids: Vec<String> = inner
-            .invoke(inner.script(&inner.scripts.live_relays))
-            .await?;
+        let base = inner.relays_base();
+        let mut call = inner.scripts.live_relays.prepare_invoke();
+        call.key(format!("{base}relays")).arg(&base);
+        let ids: Vec<String> = inner.invoke(call).await?;
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let keys: Vec<String> = ids.iter().map(|id| inner.key("relay", id)).collect();
-        let mut con = inner.connection.clone();
+        // One slot (`{relays}`): one MGET, on a cluster too.
+        let keys: Vec<String> = ids.iter().map(|id| format!("{base}relay:{id}")).collect();
+        let mut con = inner.store.clone();
         let values: Vec<Option<String>> =
             inner.bounded(async move { con.mget(keys).await }).await?;
         let mut out = Vec::with_capacity(ids.len());
         for (id, value) in ids.into_iter().zip(values) {
             // A relay whose key expired since the set was pruned is not live.
             let Some(value) = value else { continue };
-            let mut parts = value.splitn(4, '\n');
-            let (Some(_born), Some(address), Some(region), Some(load)) =
-                (parts.next(), parts.next(), parts.next(), parts.next())
+            let mut parts = value.splitn(3, '\n');
+            let (Some(address), Some(region), Some(load)) =
+                (parts.next(), parts.next(), parts.next())
             else {
                 return Err(RegistryError::Protocol(format!("relay entry {value:?}")));
             };
@@ -639,20 +726,14 @@ fn check_text(what: &str, text: &str, may_be_empty: bool) -> Result<(), Registry
     Ok(())
 }
 
-/// `text` with the store's glob characters escaped, for MATCH and PSUBSCRIBE patterns.
-fn glob_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
 fn store_error(e: RedisError) -> RegistryError {
-    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+    // A cluster that is failing over or resharding answers CLUSTERDOWN, TRYAGAIN, MASTERDOWN.
+    if e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_cluster_error()
+    {
         RegistryError::Unavailable(e.to_string())
     } else {
         RegistryError::Protocol(e.to_string())
@@ -687,22 +768,17 @@ mod tests {
     }
 
     #[test]
-    fn config_debug_hides_passwords() {
-        let mut config = RedisRegistryConfig::new("redis://:hunter2@127.0.0.1:6379/0");
-        config.password = Some("other-secret".into());
-        let shown = format!("{config:?}");
-        assert!(
-            !shown.contains("hunter2") && !shown.contains("other-secret"),
-            "{shown}"
-        );
-        assert!(shown.contains("127.0.0.1:6379"), "{shown}");
-    }
-
-    #[test]
-    fn globs_and_texts() {
-        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+    fn texts_shards_and_seen() {
         assert!(check_text("id", "a\nb", false).is_err());
         assert!(check_text("id", "", false).is_err());
         assert!(check_text("region", "", true).is_ok());
+        // The shard of a first field must not change between builds: relays agree on it.
+        assert_eq!(fnv1a(""), 0x811c_9dc5);
+        assert_eq!(fnv1a("61."), 0x7099_72f2);
+        let seen = parse_seen("3:1765:7,0:1766:0,bad,4:x");
+        assert_eq!(seen.get(&3), Some(&("1765", 7)));
+        assert_eq!(seen.get(&0), Some(&("1766", 0)));
+        assert_eq!(seen.len(), 2);
+        assert!(parse_seen("").is_empty());
     }
 }

@@ -231,7 +231,7 @@ impl Refresher {
     }
 
     /// One round: the relay's lease (or each registration's), and what moved.
-    async fn refresh(&self, generation: &mut Option<String>, seen: &mut u64) {
+    async fn refresh(&self, generation: &mut Option<String>, seen: &mut String) {
         let held: Vec<(u64, TrackNamespace, Origin)> = (self.held.lock().iter())
             .map(|(id, h)| (*id, h.namespace.clone(), h.origin.clone()))
             .collect();
@@ -240,7 +240,7 @@ impl Refresher {
         }
         let lease = match self
             .registry
-            .refresh_relay(&self.relay, generation.as_deref(), *seen)
+            .refresh_relay(&self.relay, generation.as_deref(), seen)
             .await
         {
             Ok(Some(lease)) => lease,
@@ -261,10 +261,8 @@ impl Refresher {
         // A lease that started anew (or one not seen yet): each registration may be lost.
         let anew = generation.as_ref() != Some(&lease.generation);
         *generation = Some(lease.generation);
-        if anew {
-            *seen = 0;
-        }
-        *seen = (lease.moved.iter().map(|(_, o)| o.epoch)).fold(*seen, u64::max);
+        // Handled below, without a pause: the next call may forget them.
+        *seen = lease.seen;
         let moved: HashMap<TrackNamespace, Origin> = lease.moved.into_iter().collect();
         for (id, namespace, origin) in held {
             match moved.get(&namespace) {
@@ -293,7 +291,7 @@ async fn refresh_loop(refresher: Weak<Refresher>) {
     let Some(every) = refresher.upgrade().map(|r| r.registry.lease() / 2) else {
         return;
     };
-    let (mut generation, mut seen) = (None, 0);
+    let (mut generation, mut seen) = (None, String::new());
     loop {
         tokio::time::sleep(every).await;
         let Some(refresher) = refresher.upgrade() else {

@@ -3,6 +3,8 @@
 //! disk, and a lossy UDP path ([`proxy`]).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[cfg(feature = "registry-redis")]
+pub(crate) mod cluster_store;
 pub(crate) mod proxy;
 #[cfg(feature = "registry-redis")]
 pub(crate) mod store;

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -69,29 +69,9 @@ impl Store {
 
     /// Starts the server and returns once it says it accepts connections.
     pub(crate) fn spawn(&mut self) {
-        let mut child = Command::new(&self.binary)
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--loglevel", "notice"])
-            .args(&self.args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{}: {e}", self.binary.display()));
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        // The server's own signal that it is ready; its output ends if it exits instead.
-        let ready = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .any(|line| line.contains("Ready to accept connections"));
-        assert!(
-            ready,
-            "{} exited before accepting connections",
-            self.binary.display()
-        );
-        // Keep draining its output so it never blocks on a full pipe.
-        std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
-        self.child = Some(child);
+        let mut args = vec!["--port".to_string(), self.port.to_string()];
+        args.extend(self.args.iter().cloned());
+        self.child = Some(spawn_server(&self.binary, &args));
     }
 
     pub(crate) fn stop(&mut self) {
@@ -118,6 +98,49 @@ impl Drop for Store {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `binary` on loopback without persistence, with `args` (its port among them); returns once
+/// it says it accepts connections.
+pub(crate) fn spawn_server(binary: &Path, args: &[String]) -> Child {
+    let mut child = Command::new(binary)
+        .args(["--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--loglevel", "notice"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    // The server's own signal that it is ready; its output ends if it exits instead.
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|line| line.contains("Ready to accept connections"));
+    assert!(
+        ready,
+        "{} exited before accepting connections",
+        binary.display()
+    );
+    // Keep draining its output so it never blocks on a full pipe.
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
+    child
+}
+
+/// How many scripts (EVALSHA, EVAL) a store's `INFO commandstats` counts.
+pub(crate) fn script_calls(info: &str) -> u64 {
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
 }
 
 /// Waits until `registry` names relay `id` the origin of the namespace of `path` (5 s at most).

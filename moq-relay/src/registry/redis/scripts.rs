@@ -2,25 +2,28 @@
 //! and every script takes the time from the store (`TIME`), so leases do not depend on the
 //! relays' clocks. The key layout they share is the table at the top of `redis.rs`.
 //!
-//! Every script's first argument is the key prefix: the scripts derive the keys of a
-//! namespace's relay from the namespace's value, so they name keys they were not passed (a
-//! single-node store allows it; a sharded one would need the relay's keys in one slot).
+//! Every script runs in one shard: its first argument is the shard's key base (`<prefix>{s<k>}:`,
+//! or `<prefix>{relays}:` for the relay list), whose hash tag puts every key it names in one
+//! slot of a Redis Cluster. The keys a script can name before it runs are passed in `KEYS`
+//! (so a cluster client routes the call to the slot's node); the ones it reads from a value (a
+//! previous owner's fencing keys, the sweep's dead leases) are built from the same base, so
+//! they are in that slot too, as Redis Cluster requires of a script's keys.
 
 /// What every script starts with: `now` (the store's clock, ms), `born_now` (the same clock in
-/// µs, as text: a new relay lease's identity), `P` (the key prefix) and the helpers.
+/// µs, as text: a new relay lease's identity), `T` (the shard's key base) and the helpers.
 macro_rules! script {
     ($body:literal) => {
         concat!(
             "local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local born_now = t[1] .. string.format('%06d', tonumber(t[2]))
-local P = ARGV[1]
--- A relay's lease, `relay:<id>`: `<born>\\n<address>\\n<region>\\n<load>`; `<born>` names
--- this lease (a lease that ran out and starts anew gets a new one).
+local T = ARGV[1]
+-- A relay's lease in this shard, `lease:<id>`: `<born>`, which names this lease (a lease that
+-- ran out and starts anew gets a new one).
 local function relay_born(id)
-  local v = redis.call('GET', P .. 'relay:' .. id)
+  local v = redis.call('GET', T .. 'lease:' .. id)
   if not v then return nil end
-  return string.match(v, '^(%d+)\\n')
+  return string.match(v, '^(%d+)$')
 end
 -- A namespace, `ns:<member>`: `<epoch>\\n<born>\\n<relay id>\\n<address>`.
 local function parse_ns(v)
@@ -35,31 +38,32 @@ end
 local function first_field(member)
   return string.match(member, '^[^.]*%.')
 end
--- Creates `id`'s lease, or extends it to at least `lease` ms (never shortens it); keeps the
--- `leases` index (scored by the lease's end) for the sweep. Returns the lease's `<born>`.
-local function lease_relay(id, address, lease)
-  local key = P .. 'relay:' .. id
-  local v = redis.call('GET', key)
-  local born
+-- Tells the watchers of the member's first field, and those of the whole shard.
+local function publish(sign, member)
+  redis.call('SPUBLISH', T .. 'ch:' .. first_field(member), sign .. member)
+  redis.call('SPUBLISH', T .. 'ch', sign .. member)
+end
+-- Creates `id`'s lease in this shard, or extends it to at least `lease` ms (never shortens
+-- it); keeps the `leases` index (scored by the lease's end) for the sweep. Returns `<born>`.
+local function lease_relay(id, lease)
+  local key = T .. 'lease:' .. id
+  local born = relay_born(id)
   local left = lease
-  if v then
-    born = string.match(v, '^(%d+)\\n')
+  if born then
     local ttl = redis.call('PTTL', key)
     if ttl < lease then redis.call('PEXPIRE', key, lease) else left = ttl end
-  end
-  if not born then
+  else
     born = born_now
-    redis.call('SET', key, born .. '\\n' .. address .. '\\n\\n0', 'PX', lease)
+    redis.call('SET', key, born, 'PX', lease)
   end
-  redis.call('ZADD', P .. 'leases', now + left, born .. ':' .. id)
+  redis.call('ZADD', T .. 'leases', now + left, born .. ':' .. id)
   return born
 end
 -- Registers `member` as `id`'s (lease `born`): a higher epoch; a live previous owner is told
 -- through its `moved:` list. Returns the new value.
 local function register(id, address, born, member)
-  local key = P .. 'ns:' .. member
-  local first = first_field(member)
-  local epoch = redis.call('INCR', P .. 'epoch')
+  local key = T .. 'ns:' .. member
+  local epoch = redis.call('INCR', T .. 'epoch')
   local value = epoch .. '\\n' .. born .. '\\n' .. id .. '\\n' .. address
   local old = redis.call('GET', key)
   local was_live = false
@@ -67,14 +71,14 @@ local function register(id, address, born, member)
     local _, ob, oid = parse_ns(old)
     if ob and relay_born(oid) == ob then
       was_live = true
-      redis.call('SREM', P .. 'rns:' .. ob .. ':' .. oid, member)
-      redis.call('RPUSH', P .. 'moved:' .. ob .. ':' .. oid, member .. ' ' .. value)
+      redis.call('SREM', T .. 'rns:' .. ob .. ':' .. oid, member)
+      redis.call('RPUSH', T .. 'moved:' .. ob .. ':' .. oid, member .. ' ' .. value)
     end
   end
   redis.call('SET', key, value)
-  redis.call('ZADD', P .. 'lex:' .. first, 0, member)
-  redis.call('SADD', P .. 'rns:' .. born .. ':' .. id, member)
-  if not was_live then redis.call('PUBLISH', P .. 'ch:' .. first, '+' .. member) end
+  redis.call('ZADD', T .. 'lex', 0, member)
+  redis.call('SADD', T .. 'rns:' .. born .. ':' .. id, member)
+  if not was_live then publish('+', member) end
   return value
 end
 ",
@@ -83,38 +87,41 @@ end
     };
 }
 
-// ARGV: prefix, relay id, address, lease ms, member. Returns the new value.
+// KEYS: ns:<member>, lex, epoch, lease:<id>, leases. ARGV: base, relay id, address, lease ms,
+// member. Returns the new value.
 pub(super) const REGISTER: &str = script!(
-    "local born = lease_relay(ARGV[2], ARGV[3], tonumber(ARGV[4]))
+    "local born = lease_relay(ARGV[2], tonumber(ARGV[4]))
 return register(ARGV[2], ARGV[3], born, ARGV[5])"
 );
 
-// ARGV: prefix, relay id, address, lease ms, members... Returns how many were registered.
+// KEYS: lex, epoch, lease:<id>, leases. ARGV: base, relay id, address, lease ms, members (all
+// of this shard)... Returns how many were registered.
 pub(super) const REGISTER_MANY: &str = script!(
-    "local born = lease_relay(ARGV[2], ARGV[3], tonumber(ARGV[4]))
+    "local born = lease_relay(ARGV[2], tonumber(ARGV[4]))
 for i = 5, #ARGV do register(ARGV[2], ARGV[3], born, ARGV[i]) end
 return #ARGV - 4"
 );
 
-// ARGV: prefix, epoch, relay id, lease ms, member.
+// KEYS: ns:<member>, lease:<id>, leases. ARGV: base, epoch, relay id, lease ms, member.
 // {1, ''}: live and this origin's, its relay's lease extended; {0, the live value or ''}.
 pub(super) const REFRESH: &str = script!(
-    "local v = redis.call('GET', P .. 'ns:' .. ARGV[5])
+    "local v = redis.call('GET', T .. 'ns:' .. ARGV[5])
 if not live(v) then return {0, ''} end
 local epoch, _, id = parse_ns(v)
 if epoch ~= ARGV[2] or id ~= ARGV[3] then return {0, v} end
-lease_relay(id, '', tonumber(ARGV[4]))
+lease_relay(id, tonumber(ARGV[4]))
 return {1, ''}"
 );
 
-// ARGV: prefix, relay id, address, lease ms, the highest epoch of the takeovers the caller
-// has seen, the lease (born) it saw them under. Creates or extends the relay's lease, forgets the takeovers seen; returns {its
-// born, the takeovers not seen yet as `<member> <new value>`, oldest first}.
+// KEYS: lease:<id>, leases. ARGV: base, relay id, lease ms, the highest epoch of this shard's
+// takeovers the caller has seen, the lease (born) it saw them under. Creates or extends the
+// relay's lease here, forgets the takeovers seen; returns {its born, the takeovers not seen
+// yet as `<member> <new value>`, oldest first}.
 pub(super) const REFRESH_RELAY: &str = script!(
-    "local born = lease_relay(ARGV[2], ARGV[3], tonumber(ARGV[4]))
-local key = P .. 'moved:' .. born .. ':' .. ARGV[2]
-local seen = tonumber(ARGV[5])
-if ARGV[6] ~= born then seen = 0 end
+    "local born = lease_relay(ARGV[2], tonumber(ARGV[3]))
+local key = T .. 'moved:' .. born .. ':' .. ARGV[2]
+local seen = tonumber(ARGV[4])
+if ARGV[5] ~= born then seen = 0 end
 while true do
   local head = redis.call('LINDEX', key, 0)
   if not head then break end
@@ -125,36 +132,36 @@ end
 return {born, redis.call('LRANGE', key, 0, -1)}"
 );
 
-// ARGV: prefix, epoch, relay id, member. Removes the registration if it is that origin's.
+// KEYS: ns:<member>, lex. ARGV: base, epoch, relay id, member. Removes the registration if it
+// is that origin's.
 pub(super) const UNREGISTER: &str = script!(
-    "local key = P .. 'ns:' .. ARGV[4]
+    "local key = T .. 'ns:' .. ARGV[4]
 local v = redis.call('GET', key)
 if not v then return 0 end
 local epoch, born, id = parse_ns(v)
 if epoch ~= ARGV[2] or id ~= ARGV[3] then return 0 end
-local first = first_field(ARGV[4])
 redis.call('DEL', key)
-redis.call('ZREM', P .. 'lex:' .. first, ARGV[4])
-redis.call('SREM', P .. 'rns:' .. born .. ':' .. id, ARGV[4])
-redis.call('PUBLISH', P .. 'ch:' .. first, '-' .. ARGV[4])
+redis.call('ZREM', T .. 'lex', ARGV[4])
+redis.call('SREM', T .. 'rns:' .. born .. ':' .. id, ARGV[4])
+publish('-', ARGV[4])
 return 1"
 );
 
-// ARGV: prefix, member. The namespace's value if it is live, else nil.
+// KEYS: ns:<member>. ARGV: base, member. The namespace's value if it is live, else nil.
 pub(super) const LOOKUP: &str = script!(
-    "local v = redis.call('GET', P .. 'ns:' .. ARGV[2])
+    "local v = redis.call('GET', T .. 'ns:' .. ARGV[2])
 if live(v) then return v end
 return false"
 );
 
-// ARGV: prefix, first field, min, max, limit. One page of `lex:<first>` from min to max
-// (ZRANGE BYLEX): {members read, the last read or '', the live ones}.
+// KEYS: lex. ARGV: base, min, max, limit. One page of `lex` from min to max (ZRANGE BYLEX):
+// {members read, the last read or '', the live ones}.
 pub(super) const SCAN_RANGE: &str = script!(
-    "local page = redis.call('ZRANGE', P .. 'lex:' .. ARGV[2], ARGV[3], ARGV[4], 'BYLEX', 'LIMIT', 0, tonumber(ARGV[5]))
+    "local page = redis.call('ZRANGE', T .. 'lex', ARGV[2], ARGV[3], 'BYLEX', 'LIMIT', 0, tonumber(ARGV[4]))
 local relays = {}
 local out = {}
 for _, m in ipairs(page) do
-  local v = redis.call('GET', P .. 'ns:' .. m)
+  local v = redis.call('GET', T .. 'ns:' .. m)
   if v then
     local _, born, id = parse_ns(v)
     if born then
@@ -171,63 +178,61 @@ end
 return {#page, page[#page] or '', out}"
 );
 
-// ARGV: prefix, at most this many namespaces. Removes the namespaces of relays whose lease
-// ended (or started anew), publishing each removal; returns {how many, ms until the next
-// relay lease ends (-1: none; 0: more to sweep now)}.
+// KEYS: leases, lex. ARGV: base, at most this many namespaces. Removes this shard's namespaces
+// of relays whose lease here ended (or started anew), publishing each removal; returns {how
+// many, ms until the next relay lease here ends (-1: none; 0: more to sweep now)}.
 pub(super) const SWEEP: &str = script!(
     "local budget = tonumber(ARGV[2])
 local removed = 0
-local due = redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', now, 'LIMIT', 0, 100)
+local due = redis.call('ZRANGEBYSCORE', T .. 'leases', '-inf', now, 'LIMIT', 0, 100)
 for _, entry in ipairs(due) do
   if budget <= 0 then break end
   local born, id = string.match(entry, '^(%d+):(.*)$')
   local left = -2
-  if born then left = redis.call('PTTL', P .. 'relay:' .. id) end
+  if born then left = redis.call('PTTL', T .. 'lease:' .. id) end
   if left > 0 and relay_born(id) == born then
-    redis.call('ZADD', P .. 'leases', now + left, entry)
+    redis.call('ZADD', T .. 'leases', now + left, entry)
   else
-    local set = P .. 'rns:' .. entry
+    local set = T .. 'rns:' .. entry
     local members = redis.call('SPOP', set, budget)
     for _, m in ipairs(members) do
-      local key = P .. 'ns:' .. m
+      local key = T .. 'ns:' .. m
       local v = redis.call('GET', key)
       if v then
         local _, b, oid = parse_ns(v)
         if b == born and oid == id then
-          local first = first_field(m)
           redis.call('DEL', key)
-          redis.call('ZREM', P .. 'lex:' .. first, m)
-          redis.call('PUBLISH', P .. 'ch:' .. first, '-' .. m)
+          redis.call('ZREM', T .. 'lex', m)
+          publish('-', m)
           removed = removed + 1
         end
       end
     end
     budget = budget - #members
     if redis.call('EXISTS', set) == 0 then
-      redis.call('DEL', P .. 'moved:' .. entry)
-      redis.call('ZREM', P .. 'leases', entry)
+      redis.call('DEL', T .. 'moved:' .. entry)
+      redis.call('ZREM', T .. 'leases', entry)
     end
   end
 end
 if budget <= 0 then return {removed, 0} end
-local first = redis.call('ZRANGE', P .. 'leases', 0, 0, 'WITHSCORES')
+local first = redis.call('ZRANGE', T .. 'leases', 0, 0, 'WITHSCORES')
 if #first == 0 then return {removed, -1} end
 return {removed, math.max(0, tonumber(first[2]) - now)}"
 );
 
-// ARGV: prefix, relay id, address, region, load, lease ms. Creates or extends the relay's
-// lease with its heartbeat's details, and lists it in `relays`.
+// KEYS: relay:<id>, relays. ARGV: base (the relay list's), relay id, address, region, load,
+// lease ms. Records the relay's heartbeat for one lease, and lists it in `relays`.
 pub(super) const HEARTBEAT: &str = script!(
-    "local born = lease_relay(ARGV[2], ARGV[3], tonumber(ARGV[6]))
-local value = born .. '\\n' .. ARGV[3] .. '\\n' .. ARGV[4] .. '\\n' .. ARGV[5]
-redis.call('SET', P .. 'relay:' .. ARGV[2], value, 'KEEPTTL')
-redis.call('ZADD', P .. 'relays', now + tonumber(ARGV[6]), ARGV[2])
+    "local lease = tonumber(ARGV[6])
+redis.call('SET', T .. 'relay:' .. ARGV[2], ARGV[3] .. '\\n' .. ARGV[4] .. '\\n' .. ARGV[5], 'PX', lease)
+redis.call('ZADD', T .. 'relays', now + lease, ARGV[2])
 return 1"
 );
 
-// ARGV: prefix. Drops the relays whose heartbeat is older than their lease; returns the
-// others' ids.
+// KEYS: relays. ARGV: base (the relay list's). Drops the relays whose heartbeat is older than
+// their lease; returns the others' ids.
 pub(super) const LIVE_RELAYS: &str = script!(
-    "redis.call('ZREMRANGEBYSCORE', P .. 'relays', '-inf', now)
-return redis.call('ZRANGE', P .. 'relays', 0, -1)"
+    "redis.call('ZREMRANGEBYSCORE', T .. 'relays', '-inf', now)
+return redis.call('ZRANGE', T .. 'relays', 0, -1)"
 );

@@ -1,16 +1,17 @@
-//! A watch's task: one pub/sub connection, the changes it carries, sweeping the namespaces of
-//! relays whose lease ended, and reconnection with a resync after the store was lost.
+//! A watch's task: its sharded subscriptions (one connection per node holding a channel it
+//! follows), the changes they carry, sweeping the namespaces of relays whose lease ended in
+//! the shards it follows, and reconnection with a resync after a message may have been lost.
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::StreamExt;
 use moq_core::TrackNamespace;
-use redis::aio::PubSub;
+use redis::{PushInfo, Value};
 use tokio::sync::mpsc;
 
-use super::{Inner, PRUNE_MIN};
+use super::{Inner, PRUNE_MIN, Subscription};
 use crate::registry::NamespaceChange;
 use crate::registry::common::decode_namespace;
 
@@ -19,11 +20,14 @@ use crate::registry::common::decode_namespace;
 pub(super) async fn watch_task(
     inner: Arc<Inner>,
     prefix: TrackNamespace,
-    pubsub: PubSub,
+    subscription: Subscription,
     tx: mpsc::Sender<NamespaceChange>,
 ) {
+    let Ok(shards) = inner.shards_of(&prefix) else {
+        return;
+    };
     let mut known: HashSet<TrackNamespace> = HashSet::new();
-    let mut next = Some(pubsub);
+    let mut next = Some(subscription);
     let prune_every = (inner.config.lease / 4).max(PRUNE_MIN);
     let mut backoff = Duration::from_millis(50);
     loop {
@@ -63,16 +67,20 @@ pub(super) async fn watch_task(
                 return;
             }
         }
-        let (mut sink, mut messages) = pubsub.split();
+        let mut subscription = pubsub;
         let mut prune_at = tokio::time::Instant::now();
         let mut pruned = prune_at;
         loop {
             tokio::select! {
                 _ = tx.closed() => return,
-                message = messages.next() => {
-                    // None: the connection is gone.
+                message = subscription.messages.recv() => {
+                    // A connection closed, a channel left its node, or a message did not fit:
+                    // scan again.
+                    if subscription.lost.load(Ordering::Acquire) {
+                        break;
+                    }
                     let Some(message) = message else { break };
-                    let Some(change) = parse_change(message.get_payload_bytes()) else { continue };
+                    let Some(change) = payload(&message).and_then(parse_change) else { continue };
                     let namespace = match &change {
                         NamespaceChange::Added(n) | NamespaceChange::Removed(n) => n,
                     };
@@ -89,12 +97,14 @@ pub(super) async fn watch_task(
                 }
                 _ = tokio::time::sleep_until(prune_at) => {
                     // A silent connection is a lost one.
-                    if inner.bounded(sink.ping::<redis::Value>()).await.is_err() {
+                    if subscription.lost.load(Ordering::Acquire)
+                        || inner.bounded(subscription.ping()).await.is_err()
+                    {
                         break;
                     }
                     // Sweep again when the next relay lease ends, or after a quarter lease
                     // (to check the connection), at most every PRUNE_MIN.
-                    let wait = match inner.sweep().await {
+                    let wait = match inner.sweep(&shards).await {
                         Ok(next) => next.map_or(prune_every, |n| n.min(prune_every)),
                         Err(e) => {
                             tracing::debug!(%prefix, error = %e, "registry: sweep failed");
@@ -121,6 +131,14 @@ async fn apply(
         NamespaceChange::Removed(n) => known.remove(n),
     };
     !new || tx.send(change).await.is_ok()
+}
+
+/// A sharded message's payload: `smessage <channel> <payload>`.
+fn payload(message: &PushInfo) -> Option<&[u8]> {
+    match message.data.get(1) {
+        Some(Value::BulkString(bytes)) => Some(bytes),
+        _ => None,
+    }
 }
 
 /// `+<ns>` or `-<ns>` from a channel.
