@@ -260,17 +260,7 @@ impl Client {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
-        let remote = tokio::net::lookup_host((server_name.as_str(), port))
-            .await
-            .map_err(|e| ConnectError::Resolve {
-                host: host.to_string(),
-                reason: e.to_string(),
-            })?
-            .next()
-            .ok_or_else(|| ConnectError::Resolve {
-                host: host.to_string(),
-                reason: "no address".into(),
-            })?;
+        let remote = super::settings::resolve(host, port).await?;
         let endpoint = self.endpoint(&remote)?;
         // Without a connect timeout, quinn gives a silent server the idle timeout.
         let idle = self.config.quic.idle_timeout;

@@ -40,7 +40,8 @@ pub const QMUX_PREFIX: &str = "qmux-01.";
 const QMUX00_PREFIX: &str = "qmux-00.";
 
 /// The largest WebSocket message (and frame) accepted: each message is one QMux record, at
-/// most [`MAX_RECORD`] bytes, so anything much larger is refused before it is buffered.
+/// most 16382 bytes (the QMux record size advertised), so anything much larger is refused
+/// before it is buffered.
 pub const MAX_MESSAGE: usize = 64 * 1024;
 /// The QMux record size advertised (qmux's default, draft-ietf-quic-qmux-01's minimum).
 const MAX_RECORD: u64 = 16_382;
@@ -248,18 +249,18 @@ impl Upgrade {
     {
         let ws =
             tokio_ws::WebSocketStream::from_raw_socket(io, WsRole::Server, Some(ws_config())).await;
-        serve(ws, &self.subprotocol, remote, settings, config, destination).await
+        let session = (settings, config, destination);
+        serve(ws, &self.subprotocol, remote, session).await
     }
 }
 
-/// QMux on an upgraded WebSocket, then the server's SETUP.
+/// QMux on an upgraded WebSocket, then the server's SETUP with `(settings, config,
+/// destination)`.
 async fn serve<S>(
     ws: S,
     subprotocol: &str,
     remote: Option<SocketAddr>,
-    settings: &QuicSettings,
-    config: SessionConfig,
-    destination: Destination,
+    (settings, config, destination): (&QuicSettings, SessionConfig, Destination),
 ) -> Result<Session, Error>
 where
     S: futures::Stream<Item = Result<tungstenite::Message, tungstenite::Error>>
@@ -281,6 +282,8 @@ where
 /// the upgrade request (any path), refuses it as [`upgrade`] says (the status and reason
 /// are the answer), or answers 101 and runs the session. The destination is the request's
 /// path and query and its `Host`.
+// The callback's error type is tungstenite's, not ours.
+#[allow(clippy::result_large_err)]
 pub async fn accept<IO>(
     io: IO,
     remote: Option<SocketAddr>,
@@ -331,7 +334,13 @@ where
         }
     };
     let ws = ws.map_err(|e| ConnectError::WebSocket(format!("upgrade: {e}")))?;
-    serve(ws, up.subprotocol(), remote, settings, config, destination).await
+    serve(
+        ws,
+        up.subprotocol(),
+        remote,
+        (settings, config, destination),
+    )
+    .await
 }
 
 /// How a client connects over a WebSocket.
@@ -354,17 +363,7 @@ pub(super) async fn connect(url: &Url, dial: Dial<'_>) -> Result<QmuxConnection,
     let port = url
         .port_or_known_default()
         .unwrap_or(if secure { 443 } else { 80 });
-    let remote = tokio::net::lookup_host((server_name, port))
-        .await
-        .map_err(|e| ConnectError::Resolve {
-            host: host.to_string(),
-            reason: e.to_string(),
-        })?
-        .next()
-        .ok_or_else(|| ConnectError::Resolve {
-            host: host.to_string(),
-            reason: "no address".into(),
-        })?;
+    let remote = super::settings::resolve(host, port).await?;
     let limit = dial.timeout.unwrap_or(dial.settings.idle_timeout);
     let timed_out = || ConnectError::WebSocket(format!("no answer from {remote} within {limit:?}"));
     let failed = |reason: String| ConnectError::Failed {

@@ -5,7 +5,8 @@
 //!
 //! QMux has streams, stream reset / stop-sending with a code, a close with a code and
 //! reason, and datagrams (which a byte stream delivers reliably), so the session code runs
-//! over it unchanged. Its priorities are eight bits (higher first): see [`band`].
+//! over it unchanged. Its priorities are eight bits (higher first): control streams 255,
+//! request streams 254, data streams by subscriber priority below.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -98,7 +99,8 @@ fn band(priority: i32) -> u8 {
     match priority {
         i32::MAX => 255,
         p if p == i32::MAX - 1 => 254,
-        p => u8::try_from(p.max(0) >> 23).unwrap_or(u8::MAX).min(253),
+        // The top eight bits (0..=255), scaled into 0..=253 so that none collapse.
+        p => u8::try_from((p.max(0) >> 23) * 253 / 255).unwrap_or(253),
     }
 }
 
