@@ -143,6 +143,21 @@ pub(super) fn in_band_or_first(versions: &[Version]) -> Version {
         .unwrap_or(Version::PREFERRED)
 }
 
+/// The first address of a URL's `host` (brackets of an IPv6 literal removed) at `port`.
+pub(super) async fn resolve(host: &str, port: u16) -> Result<std::net::SocketAddr, Error> {
+    let name = host.trim_start_matches('[').trim_end_matches(']');
+    let failed = |reason: String| crate::error::ConnectError::Resolve {
+        host: host.to_string(),
+        reason,
+    };
+    let mut found = tokio::net::lookup_host((name, port))
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    found
+        .next()
+        .ok_or_else(|| failed("no address".into()).into())
+}
+
 pub(super) fn alpns(versions: &[Version]) -> Vec<&'static str> {
     versions.iter().map(|v| v.alpn()).collect()
 }
