@@ -35,7 +35,7 @@
 //            pass = --count (60) video frames decoded, then frames keep coming for
 //            --interval-ms (3000) with no gap over 1 s, and the canvas is not blank
 //
-// --transport ws (moq-net only): Chromium runs without WebTransport (the page's WebTransport and
+// --transport ws (moq-net, moq-watch): Chromium runs without WebTransport (the page's WebTransport and
 // WebTransportError are removed before any script runs), and @moq/net reaches the relay over a
 // WebSocket to --ws (the relay's HTTP listener) with QMux: the cells pin draft N by offering
 // the one subprotocol qmux-01.moqt-N; ws-auto lets @moq/net's own connect (WebTransport
@@ -52,6 +52,7 @@ import { createServer } from "node:http";
 import { createRequire } from "node:module";
 import { homedir, tmpdir } from "node:os";
 import { join, normalize } from "node:path";
+import { withoutWebTransport } from "../moq-relay/web/test/no-webtransport.mjs";
 
 const CLIENTS = {
   "moq-net": ["setup", "pubsub", "js-pub", "js-sub", "dev-url", "ws-auto"],
@@ -133,8 +134,8 @@ function parseArgs(argv) {
   if (opts.draft === undefined) harness("--draft is required");
   out.transport = opts.transport;
   if (!["wt", "ws"].includes(opts.transport)) harness(`--transport must be wt or ws, got ${opts.transport}`);
-  if ((opts.transport === "ws" || opts.cell === "ws-auto") && (opts.client !== "moq-net" || !/^wss?:\/\//.test(opts.ws ?? ""))) {
-    harness("--transport ws and ws-auto need --client moq-net and --ws ws://host:port/");
+  if ((opts.transport === "ws" || opts.cell === "ws-auto") && (opts.client === "moqt" || !/^wss?:\/\//.test(opts.ws ?? ""))) {
+    harness("--transport ws and ws-auto need --client moq-net or moq-watch and --ws ws://host:port/");
   }
   if (!opts.url) harness("--url is required (https://localhost:PORT/)");
   if (!/^https:\/\//.test(opts.url)) harness(`--url must be https:// (WebTransport), got ${opts.url}`);
@@ -174,16 +175,6 @@ function serve(client) {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => resolve(server));
-  });
-}
-
-/** Removes WebTransport from every document `page` loads, before its scripts run. */
-async function withoutWebTransport(page) {
-  await page.addInitScript(() => {
-    for (const name of ["WebTransport", "WebTransportError"]) {
-      delete globalThis[name];
-      if (name in globalThis) Object.defineProperty(globalThis, name, { value: undefined, configurable: true });
-    }
   });
 }
 

@@ -28,6 +28,7 @@ import {
   pubsubPlan,
   sleep,
   uniqueNamespace,
+  webSocketSession,
   within,
 } from "./common.js";
 
@@ -45,7 +46,7 @@ function protocolsFor(draft) {
  */
 async function connect(args, label) {
   const url = new URL(args.url);
-  const options = args.transport === "ws" ? { transport: overWebSocket(args) } : {
+  const options = args.transport === "ws" ? { transport: webSocketSession(Qmux, args) } : {
     webtransport: {
       protocols: protocolsFor(args.draft),
       serverCertificateHashes: [{ algorithm: "sha-256", value: hexToBytes(args.fingerprint) }],
@@ -60,14 +61,6 @@ async function connect(args, label) {
     fail(`${label}: negotiated ${connection.version}, wanted ${want}`);
   }
   return connection;
-}
-
-/** A QMux session (@moq/qmux) to `args.ws` offering qmux-01.moqt-N alone; WebTransport must be gone. */
-function overWebSocket(args) {
-  if (typeof globalThis.WebTransport !== "undefined") fail("WebTransport is still in the page: the driver did not remove it");
-  if (args.draft < 15) fail(`draft ${args.draft} has no WebSocket subprotocol (moqt-N names start at 15)`);
-  const alpn = protocolsFor(args.draft)[0];
-  return new Qmux(args.ws, { protocols: [alpn], versions: { [alpn]: "qmux-01" }, requireProtocol: true });
 }
 
 /** Waits until a peer subscribes to `track` (the relay forwarding a SUBSCRIBE). */

@@ -26,6 +26,7 @@ import { createRequire } from "node:module";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { withoutWebTransport } from "./no-webtransport.mjs";
 
 const args = { timeoutMs: 30000, chromium: process.env.CHROMIUM ?? "/usr/bin/chromium" };
 for (let i = 2; i < process.argv.length; i++) {
@@ -58,14 +59,7 @@ try {
   const logs = [];
   page.on("console", (m) => logs.push(`${m.type()}: ${m.text()}`));
   page.on("pageerror", (e) => logs.push(`pageerror: ${e.message}`));
-  if (args.noWebtransport) {
-    await page.addInitScript(() => {
-      for (const name of ["WebTransport", "WebTransportError"]) {
-        delete globalThis[name];
-        if (name in globalThis) Object.defineProperty(globalThis, name, { value: undefined, configurable: true });
-      }
-    });
-  }
+  if (args.noWebtransport) await withoutWebTransport(page);
   const deadline = Date.now() + Number(args.timeoutMs);
   // Samples the page until `done(state)` holds; fails on an error status or the deadline.
   const until = async (what, done) => {
