@@ -6,6 +6,11 @@ export class FakeSocket extends EventTarget {
     super();
     Object.assign(this, { protocol, readyState: 1, bufferedAmount: 0, sent: [], peer: null, closeCode: null });
   }
+  /** Events reach `on<type>` handlers too, as on a WebSocket. */
+  dispatchEvent(ev) {
+    this[`on${ev.type}`]?.(ev);
+    return super.dispatchEvent(ev);
+  }
   send(bytes) {
     if (this.readyState !== 1) throw new Error("socket closed");
     const copy = new Uint8Array(bytes).buffer;
