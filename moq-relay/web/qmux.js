@@ -187,11 +187,13 @@ export class QmuxSession {
     const on = (type, f) => socket.addEventListener(type, f);
     on("message", (e) => this.onMessage(e.data));
     on("close", (e) => this.end(new SessionError(e.code ?? 1006, e.reason || "the WebSocket closed", true)));
-    on("error", () => this.end(new SessionError(1006, "the WebSocket failed", true)));
+    on("error", () => this.end(new SessionError(1006, this.opened ? "the WebSocket failed"
+      : `the WebSocket did not open (nothing there, or the server refused ${this.protocols ? this.protocols.map((p) => `qmux-01.${p}`).join(", ") : "the upgrade"})`, true)));
     if (socket.readyState === 1) this.onOpen(); else on("open", () => this.onOpen());
   }
 
   onOpen() {
+    this.opened = true;
     const chosen = this.socket.protocol ?? "";
     if (this.protocols) {
       if (!chosen.startsWith("qmux-01.") || !this.protocols.includes(chosen.slice(8))) {
