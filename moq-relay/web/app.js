@@ -192,7 +192,7 @@ async function main() {
     session = await connect(fallback ? [url, fallback] : url, {
       fingerprint, transport, webSocketUrl: ws, webSocketDelayMs: Number(query.get("ws-delay") ?? 300),
     });
-    const over = session.transport === "websocket" ? `WebSocket ${ws}` : `WebTransport ${session.url}`;
+    const over = `${session.transport === "websocket" ? "WebSocket" : "WebTransport"} ${session.url}`;
     window.transport = session.transport;
     $("transport").textContent = session.transport === "websocket" ? "WebSocket (QMux)" : "WebTransport";
     $("transport").dataset.transport = session.transport;
