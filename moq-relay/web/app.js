@@ -20,7 +20,7 @@
 // videoFrames, audioSamples, latencyMs (now - LOC TIMESTAMP of the latest decoded frame),
 // error, messages, unsupported (codecs the browser cannot decode), state.
 
-import { connect } from "./moq.js";
+import { connect } from "./connect.js";
 import { Player, newStats } from "./player.js";
 
 const $ = (id) => document.getElementById(id);

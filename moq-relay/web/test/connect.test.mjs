@@ -1,4 +1,4 @@
-// connect.test.mjs: offline tests of moq.js's `connect`: WebTransport first, the WebSocket
+// connect.test.mjs: offline tests of connect.js's `connect`: WebTransport first, the WebSocket
 // (QMux) after a head start, the first session to finish SETUP wins, and an error naming both
 // transports when neither connects. The fake WebTransport and WebSocket are QmuxSessions over
 // in-memory sockets, with a server that answers SETUP (draft-19 §3.3, §10.3).
@@ -6,7 +6,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { connect } from "../moq.js";
+import { connect } from "../connect.js";
 import { QmuxSession } from "../qmux.js";
 import { socketPair } from "./fake-socket.mjs";
 
