@@ -92,6 +92,11 @@ RELAY_DRAFTS_EXTRA = {f"moq-dev-cluster-{d}": [d] for d in CLUSTER_DRAFTS}
 # Our relay that takes moq-dev's namespaces as its upstream (--cluster-upstream).
 RELAY_DRAFTS_EXTRA["ours-upstream-moq-dev"] = [19]
 TRANSPORTS = {"quic": "moqt", "wt": "https"}
+# QMux over WebSocket (issue 37): the URL scheme of transport "ws", and the relays that take it
+# on a TCP listener of the QUIC port's number (ours: --http; moq-dev's: --web-http-listen).
+# Only our interop client runs over it.
+WS_SCHEME = "ws"
+WS_RELAYS = ["ours", "moq-dev"]
 
 # Browser clients (scripts/install-browser.sh: Debian's Chromium, the pinned npm packages and
 # their bundles in $MOQ_BROWSER), run one cell at a time by web/driver.mjs in headless Chromium
@@ -331,6 +336,8 @@ class Matrix:
             [
                 MOQDEV_RELAY, "--listen", f"127.0.0.1:{p['moq-dev']}", "--listen-tls-cert", cert,
                 "--listen-tls-key", key, "--auth-public", "**", "--log-level", "info",
+                # Its WebSocket (QMux) listener, on the QUIC port's number over TCP.
+                "--web-http-listen", f"127.0.0.1:{p['moq-dev']}",
             ],
             {"RUST_LOG": "info"},
         )
@@ -354,7 +361,8 @@ class Matrix:
             self.wait_ready(name)
 
     def url(self, relay: str, transport: str) -> str:
-        return f"{TRANSPORTS[transport]}://127.0.0.1:{self.ports[relay]}"
+        scheme = WS_SCHEME if transport == "ws" else TRANSPORTS[transport]
+        return f"{scheme}://127.0.0.1:{self.ports[relay]}"
 
     def wait_ready(self, relay: str) -> None:
         """Retries a SETUP until the relay answers (UDP has no connect to wait on)."""
@@ -378,7 +386,8 @@ class Matrix:
     def our_client(self) -> None:
         for relay, drafts in RELAY_DRAFTS.items():
             for draft in drafts:
-                for transport in TRANSPORTS:
+                transports = [*TRANSPORTS, *(["ws"] if relay in WS_RELAYS else [])]
+                for transport in transports:
                     if not self.wanted("ours", relay, transport, f"d{draft}"):
                         continue
                     log(f"-- our interop client -> {relay} relay, draft-{draft}, {transport}")

@@ -71,9 +71,10 @@ use moq_core::Version;
 /// Flatten it into a clap `Parser` (`#[command(flatten)]`); see the [module docs](self).
 #[derive(clap::Args, Clone, Debug)]
 pub struct ClientOptions {
-    /// The relay: moqt://host:port (raw QUIC), https://host:port (WebTransport), or
-    /// http://host:port (raw QUIC; pins the certificate hash the server serves at
-    /// /certificate.sha256 — development only).
+    /// The relay: moqt://host:port (raw QUIC), https://host:port (WebTransport),
+    /// ws://host:port or wss://host:port (QMux over WebSocket, where QUIC is blocked: a
+    /// moq-relay's HTTP listener), or http://host:port (raw QUIC; pins the certificate hash
+    /// the server serves at /certificate.sha256 — development only).
     #[arg(
         long,
         global = true,
@@ -96,6 +97,11 @@ pub struct ClientOptions {
     /// How long a QUIC handshake may take: 5s, 500ms, 1m (a bare number is seconds).
     #[arg(long, global = true, env = "MOQ_CONNECT_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
+    /// For an https:// or http:// URL, also try QMux over WebSocket (wss:// / ws://, same
+    /// host, port and path) if QUIC has not connected after this head start (e.g. 500ms);
+    /// the first to connect wins. Off by default.
+    #[arg(long, global = true, env = "MOQ_WEBSOCKET_FALLBACK", value_parser = parse_duration)]
+    pub websocket_fallback: Option<Duration>,
 }
 
 impl Default for ClientOptions {
@@ -107,6 +113,7 @@ impl Default for ClientOptions {
             draft: None,
             token: None,
             connect_timeout: ClientBuilder::DEFAULT_CONNECT_TIMEOUT,
+            websocket_fallback: None,
         }
     }
 }
@@ -132,6 +139,9 @@ impl ClientOptions {
     /// The builder these options describe, to adjust before [`ClientBuilder::build`].
     pub fn builder(&self) -> Result<ClientBuilder, Error> {
         let mut builder = Client::builder().connect_timeout(self.connect_timeout);
+        if let Some(head_start) = self.websocket_fallback {
+            builder = builder.websocket_fallback(head_start);
+        }
         if let Some(fp) = &self.fingerprint {
             builder = builder.fingerprint(fp)?;
         }

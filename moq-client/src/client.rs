@@ -159,6 +159,7 @@ pub struct ClientBuilder {
     publisher: Option<Publisher>,
     quic: QuicSettings,
     connect_timeout: Duration,
+    websocket_fallback: Option<Duration>,
 }
 
 impl Default for ClientBuilder {
@@ -170,6 +171,7 @@ impl Default for ClientBuilder {
             publisher: None,
             quic: QuicSettings::default(),
             connect_timeout: ClientBuilder::DEFAULT_CONNECT_TIMEOUT,
+            websocket_fallback: None,
         }
     }
 }
@@ -183,6 +185,16 @@ impl ClientBuilder {
     /// [`ClientBuilder::DEFAULT_CONNECT_TIMEOUT`], 5 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// For `https://` (and development `http://`) URLs, also tries QMux over WebSocket
+    /// (`wss://`, `ws://`: same host, port and path) when QUIC has not set the session up after
+    /// `head_start`; the first set up wins (moq-dev's clients give WebTransport a head start the
+    /// same way). Needs the `websocket` feature: without it, connecting fails when the fallback
+    /// would be tried.
+    pub fn websocket_fallback(mut self, head_start: Duration) -> Self {
+        self.websocket_fallback = Some(head_start);
         self
     }
 
@@ -252,6 +264,10 @@ impl ClientBuilder {
             ..Default::default()
         })?
         .with_connect_timeout(self.connect_timeout);
+        let transport = match self.websocket_fallback {
+            Some(head_start) => transport.with_websocket_fallback(head_start),
+            None => transport,
+        };
         Ok(Client {
             transport: Arc::new(transport),
             publisher: self.publisher.unwrap_or_default(),
@@ -259,7 +275,9 @@ impl ClientBuilder {
     }
 }
 
-/// Connects to MOQT servers and relays: `moqt://` (raw QUIC) or `https://` (WebTransport).
+/// Connects to MOQT servers and relays: `moqt://` (raw QUIC), `https://` (WebTransport), or
+/// with the `websocket` feature `ws://` and `wss://` (QMux over WebSocket, for networks that
+/// block QUIC; moq-relay serves it on its HTTP listener, at any path).
 ///
 /// `http://host:port` is for development: raw QUIC to a server whose self-signed certificate
 /// is trusted by the SHA-256 hash that `http://host:port/certificate.sha256` answers (TCP, on

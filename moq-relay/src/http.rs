@@ -8,13 +8,14 @@
 //! | `GET /announced[?prefix=a/b]` | the namespaces the relay knows (the prefix in the path form of `TrackNamespace`, URL-encoded: a `/` inside a field is `%252F`), JSON, only those the caller's token (`?jwt=` or `Authorization: Bearer`) may see |
 //! | `GET /`, `/app.js`, `/moq.js`, `/connect.js`, `/qmux.js`, `/player.js` | the relay's web page: discovery, a player for a broadcast (MSF catalog, LOC video and audio decoded with WebCodecs) and a track's objects live, over WebTransport, or over a WebSocket to this listener (QMux, `qmux.js`) when WebTransport is missing or blocked (`moq-relay/web/`, built into the binary) |
 //! | `GET /connect.json` | `{"port": <the QUIC/WebTransport UDP port>, "fingerprint": "<hex>"}`, what the page connects with |
+//! | a WebSocket upgrade at any path (`/` too) | with the `websocket` feature: a MOQT session over QMux over WebSocket, at the path a WebTransport session would use (the version by subprotocol `qmux-01.moqt-NN`: `moq_transport::endpoint::websocket`); an upgrade offering none of ours is answered 400, one while draining 503 |
 //!
 //! Every answer allows any origin (CORS), so a page served elsewhere can fetch the
 //! fingerprint. Other methods get 405.
 
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -41,20 +42,96 @@ pub fn router(relay: Relay, auth: Option<Arc<TokenAuth>>) -> Router {
         .route("/health", get(health))
         .route("/announced", get(announced))
         .route("/connect.json", get(connect))
-        .route("/", get(|| page(PAGE_HTML)))
+        .route("/", get(root))
         .route("/index.html", get(|| page(PAGE_HTML)))
         .route("/app.js", get(|| page(PAGE_APP)))
         .route("/moq.js", get(|| page(PAGE_MOQ)))
         .route("/connect.js", get(|| page(PAGE_CONNECT)))
         .route("/qmux.js", get(|| page(PAGE_QMUX)))
         .route("/player.js", get(|| page(PAGE_PLAYER)))
+        .fallback(other)
         .layer(axum::middleware::map_response(cors))
         .with_state(HttpState { relay, auth })
 }
 
-/// Serves `router` on `listener` until the task is dropped.
+/// Serves `router` on `listener` until the task is dropped. Each request knows its peer's
+/// address (`ConnectInfo<SocketAddr>`), which a WebSocket session reports as its remote.
 pub async fn serve(listener: tokio::net::TcpListener, router: Router) -> std::io::Result<()> {
-    axum::serve(listener, router).await
+    let service = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, service).await
+}
+
+/// `/`: the page, or a WebSocket session (a client given the relay's bare address).
+async fn root(State(s): State<HttpState>, req: Request) -> Response {
+    match is_upgrade(req.headers()) {
+        true => websocket(s, req),
+        false => page(PAGE_HTML).await.into_response(),
+    }
+}
+
+/// Any other path: a WebSocket session, or 404.
+async fn other(State(s): State<HttpState>, req: Request) -> Response {
+    match is_upgrade(req.headers()) {
+        true => websocket(s, req),
+        false => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::UPGRADE)
+}
+
+#[cfg(not(feature = "websocket"))]
+fn websocket(_: HttpState, _: Request) -> Response {
+    (
+        StatusCode::NOT_IMPLEMENTED,
+        "this relay was built without WebSocket sessions\n",
+    )
+        .into_response()
+}
+
+/// A WebSocket upgrade: checked and answered 101 here, the session run by the relay.
+#[cfg(feature = "websocket")]
+fn websocket(s: HttpState, mut req: Request) -> Response {
+    use moq_transport::endpoint::websocket::{UpgradeError, upgrade};
+    if req.method() != axum::http::Method::GET {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    let up = match upgrade(req.headers(), s.relay.versions()) {
+        Ok(up) => up,
+        Err(e) => {
+            tracing::debug!(error = %e, "WebSocket upgrade refused");
+            let mut res = (e.status(), format!("{e}\n")).into_response();
+            if let UpgradeError::Version(_) = e {
+                res.headers_mut().insert(
+                    header::SEC_WEBSOCKET_VERSION,
+                    HeaderValue::from_static("13"),
+                );
+            }
+            return res;
+        }
+    };
+    if !s.relay.is_accepting() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response();
+    }
+    let remote = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
+    // As over WebTransport, the URL names the path and authority (draft-19 §10.3.1).
+    let destination = moq_transport::Destination {
+        path: req.uri().path_and_query().map(|p| p.as_str().to_string()),
+        authority: req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_string),
+    };
+    let upgraded = hyper::upgrade::on(&mut req);
+    let headers = up.response_headers();
+    let upgraded = async move { upgraded.await.map(hyper_util::rt::TokioIo::new) };
+    s.relay.accept_websocket(upgraded, up, remote, destination);
+    (StatusCode::SWITCHING_PROTOCOLS, headers).into_response()
 }
 
 async fn cors(mut res: Response) -> Response {

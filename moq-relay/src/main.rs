@@ -431,7 +431,7 @@ async fn run(s: Settings) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding {http}"))?;
         println!(
-            "http on {}: / (the web page) /certificate.sha256 /fingerprint /metrics /health /announced",
+            "http on {}: / (the web page) /certificate.sha256 /fingerprint /metrics /health /announced; ws:// (MOQT over QMux) at any path",
             listener.local_addr()?
         );
         let router = moq_relay::http::router(relay.clone(), auth.clone());

@@ -272,6 +272,7 @@ impl Metrics {
         let transport = match transport {
             TransportKind::RawQuic => "quic",
             TransportKind::WebTransport => "webtransport",
+            TransportKind::WebSocket => "websocket",
         };
         vec![
             Label::new("version", version.to_string()),

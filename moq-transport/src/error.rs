@@ -177,6 +177,9 @@ pub enum ConnectError {
     /// The WebTransport CONNECT failed.
     #[error("WebTransport: {0}")]
     WebTransport(String),
+    /// The WebSocket connection or upgrade failed (`ws://`, `wss://`).
+    #[error("WebSocket: {0}")]
+    WebSocket(String),
     /// A local UDP socket could not be bound.
     #[error("bind {addr}: {reason}")]
     Bind {

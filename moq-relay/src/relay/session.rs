@@ -19,6 +19,17 @@ use crate::cluster;
 const LATE_GOAWAY: Duration = Duration::from_millis(250);
 
 impl Inner {
+    /// Serves a session a client opened (over QUIC, WebTransport or WebSocket): a cluster
+    /// link if its path says so.
+    pub(super) async fn serve_accepted(self: Arc<Self>, session: Session) {
+        let link = self
+            .cluster
+            .as_ref()
+            .is_some_and(|c| crate::cluster::is_link(&c.config.prefix, session.info()));
+        let link = link.then_some(Link::Cluster(None));
+        self.serve_session(session, link).await
+    }
+
     /// Serves one session (accepted, or a link this relay dialed) until it ends, then takes
     /// away what it brought: its routes, what it offered as a link, its registration.
     pub(super) async fn serve_session(self: Arc<Self>, session: Session, link: Option<Link>) {

@@ -45,6 +45,9 @@ pub(super) fn in_scheme(address: &str, transport: TransportKind) -> String {
     match (rest, transport) {
         (Some(rest), TransportKind::RawQuic) => format!("moqt://{rest}"),
         (Some(rest), TransportKind::WebTransport) => format!("https://{rest}"),
+        // The secure WebSocket at the same authority and path, as browsers turn https:// into
+        // wss:// (the relay's HTTP side on the QUIC port's number, behind TLS).
+        (Some(rest), TransportKind::WebSocket) => format!("wss://{rest}"),
         (None, _) => address.to_string(),
     }
 }
@@ -102,7 +105,7 @@ mod tests {
 
     #[test]
     fn an_address_takes_each_sessions_scheme() {
-        use TransportKind::{RawQuic, WebTransport};
+        use TransportKind::{RawQuic, WebSocket, WebTransport};
         for address in ["moqt://b.test:4443/x?y=1", "https://b.test:4443/x?y=1"] {
             assert_eq!(in_scheme(address, RawQuic), "moqt://b.test:4443/x?y=1");
             assert_eq!(
@@ -110,6 +113,10 @@ mod tests {
                 "https://b.test:4443/x?y=1"
             );
         }
+        assert_eq!(
+            in_scheme("moqt://b.test:4443/x", WebSocket),
+            "wss://b.test:4443/x"
+        );
         assert_eq!(in_scheme("other://b", WebTransport), "other://b");
         let exact = NewUri::Exact("moqt://c.test".into());
         assert_eq!(exact.for_transport(WebTransport), "moqt://c.test");

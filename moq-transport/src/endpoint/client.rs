@@ -1,5 +1,5 @@
 //! The client endpoint: connects to `moqt://`, `https://` and (for development) `http://`
-//! URLs.
+//! URLs, and with the `websocket` feature to `ws://` and `wss://` ones.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -81,6 +81,9 @@ pub struct Client {
     h3: quinn::ClientConfig,
     endpoints: Mutex<HashMap<bool, quinn::Endpoint>>,
     connect_timeout: Option<Duration>,
+    /// The head start of WebTransport (and `http://`'s raw QUIC) over the WebSocket tried
+    /// after it (`None`: no WebSocket fallback).
+    websocket_fallback: Option<Duration>,
 }
 
 impl Client {
@@ -97,6 +100,7 @@ impl Client {
             h3,
             endpoints: Mutex::new(HashMap::new()),
             connect_timeout: None,
+            websocket_fallback: None,
         })
     }
 
@@ -105,6 +109,18 @@ impl Client {
     /// after the idle timeout ([`QuicSettings::idle_timeout`]).
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// For `https://` (and development `http://`) URLs: if the session over QUIC is not set up
+    /// within `head_start`, a session over QMux over WebSocket to the same host, port and path
+    /// (`wss://`, `ws://` for `http://`) is tried too, and the first set up wins (the other
+    /// attempt is abandoned); the connection fails if both fail, with QUIC's error. For
+    /// networks that block UDP, and servers that take WebSocket on a TCP port of the QUIC
+    /// port's number (moq-relay with `--http` there, moq-dev's relay). Needs the `websocket`
+    /// feature (without it the fallback is an error).
+    pub fn with_websocket_fallback(mut self, head_start: Duration) -> Self {
+        self.websocket_fallback = Some(head_start);
         self
     }
 
@@ -166,17 +182,72 @@ impl Client {
     /// Anyone who can answer that plain HTTP request is trusted, so never use it beyond
     /// development. The hash is fetched again at each connection.
     ///
+    /// `ws://host:port/path?query` and `wss://...` (the `websocket` feature) are MOQT over
+    /// QMux over a WebSocket, for where QUIC is blocked: the upgrade offers `qmux-01.moqt-NN`
+    /// for every configured version (see [`crate::endpoint`]'s `websocket` module), `wss://`
+    /// trusting certificates as [`ClientConfig::tls`] says; the port defaults to 80 / 443.
+    ///
     /// Cancel safe: dropped before it resolves, the connection being set up is closed.
     pub async fn connect(&self, url: &str) -> Result<Session, Error> {
         let url = Url::parse(url).map_err(|e| Error::Invalid(format!("url {url:?}: {e}")))?;
+        let fallback = match url.scheme() {
+            "https" => Some("wss"),
+            "http" => Some("ws"),
+            _ => None,
+        };
+        match (self.websocket_fallback, fallback) {
+            (Some(head_start), Some(scheme)) => self.race(&url, scheme, head_start).await,
+            _ => self.connect_url(&url).await,
+        }
+    }
+
+    /// QUIC first, then a WebSocket `head_start` later; the first session set up wins.
+    async fn race(&self, url: &Url, scheme: &str, head_start: Duration) -> Result<Session, Error> {
+        let mut ws_url = url.clone();
+        ws_url
+            .set_scheme(scheme)
+            .map_err(|()| Error::Invalid(format!("{url} as {scheme}://")))?;
+        let quic = self.connect_url(url);
+        let ws = async {
+            tokio::time::sleep(head_start).await;
+            self.connect_websocket(&ws_url).await
+        };
+        tokio::pin!(quic, ws);
+        let (mut quic_failed, mut ws_failed) = (None, false);
+        loop {
+            tokio::select! {
+                r = &mut quic, if quic_failed.is_none() => match r {
+                    Ok(s) => return Ok(s),
+                    Err(e) => quic_failed = Some(e),
+                },
+                r = &mut ws, if !ws_failed => match r {
+                    Ok(s) => {
+                        tracing::info!(%ws_url, "connected over the WebSocket fallback");
+                        return Ok(s);
+                    }
+                    Err(e) => {
+                        tracing::debug!(%ws_url, error = %e, "WebSocket fallback failed");
+                        ws_failed = true;
+                    }
+                },
+            }
+            if let (Some(e), true) = (&quic_failed, ws_failed) {
+                return Err(e.clone());
+            }
+        }
+    }
+
+    async fn connect_url(&self, url: &Url) -> Result<Session, Error> {
+        let url = url.clone();
         let (webtransport, fetch_hash) = match url.scheme() {
             "moqt" => (false, false),
             "https" => (true, false),
             "http" => (false, true),
+            "ws" | "wss" => return self.connect_websocket(&url).await,
             s => {
                 return Err(Error::Invalid(format!(
-                    "unsupported scheme {s:?} (use moqt://, https://, or http:// for a \
-                     development server that serves /certificate.sha256)"
+                    "unsupported scheme {s:?} (use moqt://, https://, ws://, wss://, or http:// \
+                     for a development server that serves /certificate.sha256)"
                 )));
             }
         };
@@ -261,12 +332,46 @@ impl Client {
                 },
             )
         };
+        Session::establish(conn, Role::Client, self.session_config(), destination).await
+    }
+
+    /// The configuration of a new session (fresh indexes unless shared).
+    fn session_config(&self) -> SessionConfig {
         let mut config = self.config.session.clone();
         if !self.config.share_indexes {
             config.namespaces = NamespaceIndex::new();
             config.announced = NamespaceIndex::new();
         }
-        Session::establish(conn, Role::Client, config, destination).await
+        config
+    }
+
+    /// A session over QMux over a WebSocket (`ws://`, `wss://`).
+    #[cfg(feature = "websocket")]
+    async fn connect_websocket(&self, url: &Url) -> Result<Session, Error> {
+        let dial = super::websocket::Dial {
+            tls: &self.config.tls,
+            versions: &self.config.versions,
+            settings: &self.config.quic,
+            timeout: self.connect_timeout,
+        };
+        let conn = super::websocket::connect(url, dial).await?;
+        // As over WebTransport, the URL carried the path and authority.
+        let destination = Destination::default();
+        Session::establish(
+            Arc::new(conn),
+            Role::Client,
+            self.session_config(),
+            destination,
+        )
+        .await
+    }
+
+    #[cfg(not(feature = "websocket"))]
+    async fn connect_websocket(&self, url: &Url) -> Result<Session, Error> {
+        Err(Error::Invalid(format!(
+            "{}:// needs moq-transport's `websocket` feature",
+            url.scheme()
+        )))
     }
 }
 

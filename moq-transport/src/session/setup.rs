@@ -62,15 +62,18 @@ pub(crate) fn check_peer_setup(
         .as_ref()
         .map(|a| String::from_utf8_lossy(a).into_owned());
     let from_server = our_role == Role::Client;
+    // The URL carries the path and authority over WebTransport, and over a WebSocket just the
+    // same (QMux over WebSocket is a WebTransport stand-in): there too they are not sent.
+    let url_borne = kind != TransportKind::RawQuic;
     // draft-19 §10.3.1.2: PATH from a server or over WebTransport is INVALID_PATH.
-    if setup.path.is_some() && (from_server || kind == TransportKind::WebTransport) {
+    if setup.path.is_some() && (from_server || url_borne) {
         return Err(Error::violation(
             SessionErrorCode::INVALID_PATH,
             "PATH sent by a server or over WebTransport",
         ));
     }
     // draft-19 §10.3.1.1: AUTHORITY from a server or over WebTransport is INVALID_AUTHORITY.
-    if setup.authority.is_some() && (from_server || kind == TransportKind::WebTransport) {
+    if setup.authority.is_some() && (from_server || url_borne) {
         return Err(Error::violation(
             SessionErrorCode::INVALID_AUTHORITY,
             "AUTHORITY sent by a server or over WebTransport",

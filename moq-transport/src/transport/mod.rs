@@ -3,12 +3,16 @@
 //! A MOQT session needs bidirectional and unidirectional streams, datagrams, stream priority,
 //! stream reset / stop-sending with a code, and connection close with a code. [`Connection`],
 //! [`SendStream`] and [`RecvStream`] say exactly that and nothing more, so the same session code
-//! runs over raw QUIC and WebTransport (both through [`quic`]).
+//! runs over raw QUIC and WebTransport (both through [`quic`]) and, with the `websocket`
+//! feature, over QMux over a WebSocket (through `qmux`).
 
 pub mod credit;
 /// An in-memory connection pair, for testing sessions and applications without sockets.
 #[cfg(feature = "memory")]
 pub mod memory;
+/// MOQT over QMux over a WebSocket (the `websocket` feature).
+#[cfg(feature = "websocket")]
+pub mod qmux;
 pub mod quic;
 
 use std::fmt;
@@ -31,6 +35,9 @@ pub enum TransportKind {
     RawQuic,
     /// MOQT over WebTransport over HTTP/3 (`https://`), version chosen by `WT-Protocol`.
     WebTransport,
+    /// MOQT over QMux over a WebSocket (`ws://`, `wss://`), version chosen by the
+    /// subprotocol (`qmux-01.moqt-19`). Like WebTransport, the URL carries the path.
+    WebSocket,
 }
 
 /// Why a transport operation failed.
@@ -68,7 +75,7 @@ pub enum TransportError {
     Other(String),
 }
 
-/// One established connection (a QUIC connection or a WebTransport session).
+/// One established connection (a QUIC connection, a WebTransport session or a QMux session).
 #[async_trait]
 pub trait Connection: Send + Sync + 'static {
     /// Opens a bidirectional stream.
@@ -91,7 +98,7 @@ pub trait Connection: Send + Sync + 'static {
     async fn closed(&self) -> TransportError;
     /// The negotiated protocol token (ALPN or WT-Protocol), e.g. `moqt-19`.
     fn protocol(&self) -> Option<String>;
-    /// Raw QUIC or WebTransport.
+    /// Raw QUIC, WebTransport or WebSocket.
     fn kind(&self) -> TransportKind;
     /// The peer's address.
     fn remote_addr(&self) -> Option<SocketAddr>;

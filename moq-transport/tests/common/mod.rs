@@ -33,17 +33,25 @@ pub async fn case<F: Future>(name: String, f: F) -> F::Output {
     }
 }
 
-/// Raw QUIC, WebTransport, or the in-memory pair (no socket).
+/// Raw QUIC, WebTransport, QMux over WebSocket, or the in-memory pair (no socket).
 #[allow(clippy::enum_variant_names)] // WebTransport is the transport's name
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
     Quic,
     WebTransport,
+    WebSocket,
     Memory,
 }
 
-/// The transports that use sockets (tests of QUIC itself: stream credit, SETUP over each).
+/// The transports over QUIC (tests of QUIC itself: stream credit, certificates).
 pub const SOCKET_TRANSPORTS: [Transport; 2] = [Transport::Quic, Transport::WebTransport];
+
+/// Every transport over a socket (SETUP and version negotiation over each).
+pub const URL_TRANSPORTS: [Transport; 3] = [
+    Transport::Quic,
+    Transport::WebTransport,
+    Transport::WebSocket,
+];
 
 /// True when `MOQT_TEST_TRANSPORT=memory`: every session the tests make through
 /// [`TestServer::connect`] is an in-memory pair, and no socket is opened.
@@ -57,7 +65,12 @@ pub fn transports() -> Vec<Transport> {
     if memory_only() {
         vec![Transport::Memory]
     } else {
-        vec![Transport::Quic, Transport::WebTransport, Transport::Memory]
+        vec![
+            Transport::Quic,
+            Transport::WebTransport,
+            Transport::WebSocket,
+            Transport::Memory,
+        ]
     }
 }
 
@@ -85,10 +98,69 @@ impl LazyServer {
     }
 }
 
-/// A server: QUIC and WebTransport on a loopback port (bound when first used), or the server
-/// end of in-memory pairs, with one session configuration.
+/// A WebSocket server on a loopback TCP port: `websocket::accept` on every connection, the
+/// sessions queued for [`WsServer::accept`]; its accept loop ends when it is dropped.
+pub struct WsServer {
+    pub addr: std::net::SocketAddr,
+    sessions: tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Session>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for WsServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl WsServer {
+    pub fn bind(versions: Vec<Version>, session: SessionConfig) -> WsServer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let task = tokio::spawn(async move {
+            let mut handshakes = tokio::task::JoinSet::new();
+            loop {
+                let (tcp, remote) = tokio::select! {
+                    a = listener.accept() => a.unwrap(),
+                    Some(_) = handshakes.join_next() => continue,
+                };
+                let (versions, session, tx) = (versions.clone(), session.clone(), tx.clone());
+                handshakes.spawn(async move {
+                    let settings = moq_transport::endpoint::QuicSettings::default();
+                    let accepted = moq_transport::endpoint::websocket::accept(
+                        tcp,
+                        Some(remote),
+                        &versions,
+                        &settings,
+                        session,
+                    )
+                    .await;
+                    if let Ok(s) = accepted {
+                        let _ = tx.send(s).await;
+                    }
+                });
+            }
+        })
+        .abort_handle();
+        WsServer {
+            addr,
+            sessions: tokio::sync::Mutex::new(rx),
+            task,
+        }
+    }
+
+    pub async fn accept(&self) -> Option<Session> {
+        self.sessions.lock().await.recv().await
+    }
+}
+
+/// A server: QUIC and WebTransport on a loopback port and WebSocket on a TCP one (each bound
+/// when first used), or the server end of in-memory pairs, with one session configuration.
 pub struct TestServer {
     pub server: LazyServer,
+    pub ws: OnceLock<WsServer>,
     pub cert: Certificate,
     /// Accepted sessions, kept alive like a server application would.
     pub sessions: Vec<Session>,
@@ -112,11 +184,18 @@ impl TestServer {
                 config,
                 server: OnceLock::new(),
             },
+            ws: OnceLock::new(),
             cert,
             sessions: Vec::new(),
             session,
             versions,
         }
+    }
+
+    /// The WebSocket server (binds it).
+    pub fn ws(&self) -> &WsServer {
+        self.ws
+            .get_or_init(|| WsServer::bind(self.versions.clone(), self.session.clone()))
     }
 
     /// The UDP port (binds the server).
@@ -128,6 +207,7 @@ impl TestServer {
         match transport {
             Transport::Quic => format!("moqt://localhost:{}/moq?room=1", self.port()),
             Transport::WebTransport => format!("https://localhost:{}/moq?room=1", self.port()),
+            Transport::WebSocket => format!("ws://localhost:{}/moq?room=1", self.ws().addr.port()),
             Transport::Memory => panic!("an in-memory pair has no URL"),
         }
     }
@@ -156,7 +236,13 @@ impl TestServer {
         }
         let client = self.client(versions, session);
         let url = self.url(transport);
-        let (c, s) = tokio::join!(client.connect(&url), self.server.accept());
+        let accept = async {
+            match transport {
+                Transport::WebSocket => self.ws().accept().await,
+                _ => self.server.accept().await,
+            }
+        };
+        let (c, s) = tokio::join!(client.connect(&url), accept);
         let s = s.unwrap();
         self.sessions.push(s.clone());
         (c.unwrap(), s)
