@@ -40,7 +40,7 @@ pub const QMUX_PREFIX: &str = "qmux-01.";
 const QMUX00_PREFIX: &str = "qmux-00.";
 
 /// The largest WebSocket message (and frame) accepted: each message is one QMux record, at
-/// most [`MAX_RECORD`] bytes, so anything much larger is refused before it is buffered.
+/// most `MAX_RECORD` (16382) bytes, so anything much larger is refused before it is buffered.
 pub const MAX_MESSAGE: usize = 64 * 1024;
 /// The QMux record size advertised (qmux's default, draft-ietf-quic-qmux-01's minimum).
 const MAX_RECORD: u64 = 16_382;

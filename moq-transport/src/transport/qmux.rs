@@ -5,7 +5,7 @@
 //!
 //! QMux has streams, stream reset / stop-sending with a code, a close with a code and
 //! reason, and datagrams (which a byte stream delivers reliably), so the session code runs
-//! over it unchanged. Its priorities are eight bits (higher first): see [`band`].
+//! over it unchanged. Its priorities are eight bits (higher first): see `band` (below).
 
 use std::future::Future;
 use std::net::SocketAddr;
