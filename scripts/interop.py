@@ -110,6 +110,12 @@ BROWSER_CLIENTS = {
     # @moqt/transport + @moqt/webtransport 0.5.7 (OpenMOQ): 14, 16 and 18.
     "moqt": ([14, 16, 18], ["setup", "pubsub", "js-pub", "js-sub"]),
 }
+# The same cells over a WebSocket (QMux, subprotocol qmux-01.moqt-N) to the relay's HTTP
+# listener, in a Chromium without WebTransport (web/driver.mjs --transport ws): @moq/net 0.3.4
+# through its @moq/qmux, at the drafts with a moqt-N name; ws-auto is @moq/net's own connect.
+BROWSER_WS_CLIENTS = {
+    "moq-net": ([15, 16, 17, 18, 19, 20], ["setup", "pubsub", "js-pub", "js-sub"]),
+}
 
 
 # Children: no backtraces in their output, and our binaries' logs at warn unless asked.
@@ -728,6 +734,7 @@ class Matrix:
         as their peers, and the relay's own web page."""
         if not self.wanted("browser", "page", *BROWSER_CLIENTS):
             return
+        self.browser_ws()
         for client, (drafts, cells) in BROWSER_CLIENTS.items():
             for draft in drafts:
                 for cell in cells:
@@ -742,6 +749,30 @@ class Matrix:
             log("-- browser: the relay's web page")
             result, detail = self.page()
             self.record(Outcome("page", "ours", 19, "wt", "discovery", result, detail))
+            log("-- browser: the relay's web page in a Chromium without WebTransport (WebSocket)")
+            result, detail = self.page(websocket=True)
+            self.record(Outcome("page", "ours", 19, "ws", "discovery", result, detail))
+            log("-- browser: the relay's web page when neither transport connects")
+            result, detail = self.page_unreachable()
+            self.record(Outcome("page", "ours", 19, "none", "error", result, detail))
+
+    def browser_ws(self) -> None:
+        """The browser cells over a WebSocket to the relay's HTTP listener (Chromium without
+        WebTransport), our Rust examples as their peers over raw QUIC."""
+        ws = ["--transport", "ws", "--ws", f"ws://127.0.0.1:{self.ports['ours']}/"]
+        for client, (drafts, cells) in BROWSER_WS_CLIENTS.items():
+            for draft in drafts:
+                for cell in cells:
+                    if not self.wanted(client, cell, f"d{draft}", "browser", "ws"):
+                        continue
+                    log(f"-- browser: {client} {cell}, draft-{draft}, WebSocket")
+                    run_cell = {"js-pub": self.js_pub, "js-sub": self.js_sub}.get(cell, self.js_cell)
+                    result, detail = run_cell(client, cell, draft, ws)
+                    self.record(Outcome(client, "ours", draft, "ws", cell, result, detail))
+            if self.wanted(client, "ws-auto", "browser", "ws"):
+                log(f"-- browser: {client} ws-auto (its own WebSocket connect)")
+                result, detail = self.js_cell(client, "ws-auto", 0, ws)
+                self.record(Outcome(client, "ours", 0, "ws", "ws-auto", result, detail))
 
     def driver(self, client: str, cell: str, draft: int, extra: list[str], wait: float = 15) -> subprocess.Popen:
         """web/driver.mjs running one cell; its stdout ends with one JSON line."""
@@ -768,15 +799,16 @@ class Matrix:
         except (IndexError, ValueError, KeyError):
             return "fail", f"driver printed no result (exit {p.returncode}): {err.strip()[-200:]}"
 
-    def js_cell(self, client: str, cell: str, draft: int) -> tuple[str, str]:
+    def js_cell(self, client: str, cell: str, draft: int, transport: list[str] = []) -> tuple[str, str]:
         extra = ["--http", f"http://127.0.0.1:{self.ports['ours']}/"] if cell == "dev-url" else []
-        return self.driver_result(self.driver(client, cell, draft, extra), f"{client}-{cell}-d{draft}")
+        name = f"{client}-{cell}-d{draft}{'-ws' if transport else ''}"
+        return self.driver_result(self.driver(client, cell, draft, extra + transport), name)
 
-    def js_pub(self, client: str, cell: str, draft: int) -> tuple[str, str]:
+    def js_pub(self, client: str, cell: str, draft: int, transport: list[str] = []) -> tuple[str, str]:
         """A JS publisher, our Rust subscriber (examples/subscriber, raw QUIC) reading it."""
-        ns, count = f"browser/jspub-{client}-{draft}-{os.getpid()}", 5
+        ns, count = f"browser/jspub-{client}-{draft}-{'ws-' if transport else ''}{os.getpid()}", 5
         js = self.driver(client, cell, draft, ["--namespace", ns, "--track", "t", "--count", str(count),
-                                               "--interval-ms", "100"], wait=20)
+                                               "--interval-ms", "100", *transport], wait=20)
         # RENDEZVOUS_TIMEOUT exists from draft-17; before it, retry while the namespace is not
         # routed yet (the browser is still starting).
         rendezvous = ["--rendezvous", "10"] if draft >= 18 else []
@@ -791,14 +823,14 @@ class Matrix:
                 break
             time.sleep(0.3)
         got = re.findall(r"^group \d+ object \d+: (.*)$", out, re.M)
-        result, detail = self.driver_result(js, f"{client}-{cell}-d{draft}", wait=20)
+        result, detail = self.driver_result(js, f"{client}-{cell}-d{draft}{'-ws' if transport else ''}", wait=20)
         if got != [str(i) for i in range(count)]:
             return "fail", f"Rust subscriber got {got} (exit {rc}): {reason(out, err, rc)}; browser: {result} {detail}"
         return result, detail
 
-    def js_sub(self, client: str, cell: str, draft: int) -> tuple[str, str]:
+    def js_sub(self, client: str, cell: str, draft: int, transport: list[str] = []) -> tuple[str, str]:
         """Our Rust publisher (examples/publisher, raw QUIC), a JS subscriber reading it."""
-        ns = f"browser/jssub-{client}-{draft}-{os.getpid()}"
+        ns = f"browser/jssub-{client}-{draft}-{'ws-' if transport else ''}{os.getpid()}"
         publisher = self.procs.start(
             f"browser-pub-{client}-d{draft}",
             [OURS_PUB, "--url", self.url("ours", "quic"), "--insecure", "--draft", str(draft), "--namespace", ns,
@@ -806,18 +838,20 @@ class Matrix:
         )
         try:
             return self.driver_result(
-                self.driver(client, cell, draft, ["--namespace", ns, "--track", "clock", "--count", "4"]),
-                f"{client}-{cell}-d{draft}",
+                self.driver(client, cell, draft, ["--namespace", ns, "--track", "clock", "--count", "4", *transport]),
+                f"{client}-{cell}-d{draft}{'-ws' if transport else ''}",
             )
         finally:
             self.procs.stop(publisher)
 
-    def page(self) -> tuple[str, str]:
+    def page(self, websocket: bool = False) -> tuple[str, str]:
         """The relay's page (served by its HTTP side) in Chromium: a namespace our Rust publisher
-        announces appears, its track's objects show, and it disappears when the publisher quits."""
-        ns = f"page/room-{os.getpid()}"
+        announces appears, its track's objects show, and it disappears when the publisher quits.
+        With `websocket`, Chromium has no WebTransport and the page must say it uses WebSocket."""
+        tag = "-ws" if websocket else ""
+        ns = f"page/room{tag}-{os.getpid()}"
         port = self.ports["ours"]
-        ready = OUT / "page.ready"
+        ready = OUT / f"page{tag}.ready"
         ready.unlink(missing_ok=True)  # an earlier run's would stop the publisher at once
         publisher = self.procs.start(
             "page-pub",
@@ -827,7 +861,8 @@ class Matrix:
         check = subprocess.Popen(
             ["node", str(PAGE_CHECK), "--page", f"http://127.0.0.1:{port}/?prefix=page&track=chat&subscribe={ns}",
              "--expect-namespace", ns, "--expect-objects", "3", "--expect-gone", "--ready-file", str(ready),
-             "--screenshot", str(OUT / "page.png"), "--timeout-ms", "20000"],
+             "--screenshot", str(OUT / f"page{tag}.png"), "--timeout-ms", "20000",
+             *(["--no-webtransport", "--expect-transport", "websocket"] if websocket else [])],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PLAYWRIGHT_CORE": str(BROWSER / "node_modules" / "playwright-core")},
         )
@@ -842,13 +877,33 @@ class Matrix:
             check.kill()
             out, err = check.communicate()
         self.procs.stop(publisher)
-        (OUT / "logs" / "browser-page.log").write_text(out + "\n# stderr\n" + err)
+        (OUT / "logs" / f"browser-page{tag}.log").write_text(out + "\n# stderr\n" + err)
         try:
             seen = json.loads(out.strip().splitlines()[-1])
         except (IndexError, ValueError):
             return "fail", f"page-check printed nothing (exit {check.returncode}): {err.strip()[-200:]}"
-        detail = f"namespaces {seen.get('namespaces')}, {seen.get('objects')} objects, gone {seen.get('gone')}"
+        detail = f"over {seen.get('transport')}: namespaces {seen.get('namespaces')}, {seen.get('objects')} objects, gone {seen.get('gone')}"
         return ("pass", detail) if seen.get("ok") else ("fail", f"{detail}; {seen.get('error')}")
+
+    def page_unreachable(self) -> tuple[str, str]:
+        """The page told to connect where nothing listens, over both transports: its status must
+        name each one's failure."""
+        port = self.ports["ours"]
+        dead = free_port()
+        check = subprocess.run(
+            ["node", str(PAGE_CHECK), "--page",
+             f"http://127.0.0.1:{port}/?url=https://127.0.0.1:{dead}/&fingerprint={cert_fingerprint()}&ws=ws://127.0.0.1:{dead}/",
+             "--expect-error", "^error: could not connect: WebTransport .*; WebSocket \\(ws://127.0.0.1:[0-9]+/\\): ",
+             "--screenshot", str(OUT / "page-error.png"), "--timeout-ms", "20000"],
+            capture_output=True, text=True, timeout=60,
+            env={**os.environ, "PLAYWRIGHT_CORE": str(BROWSER / "node_modules" / "playwright-core")},
+        )
+        (OUT / "logs" / "browser-page-error.log").write_text(check.stdout + "\n# stderr\n" + check.stderr)
+        try:
+            seen = json.loads(check.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            return "fail", f"page-check printed nothing (exit {check.returncode}): {check.stderr.strip()[-200:]}"
+        return ("pass" if seen.get("ok") else "fail"), f"status {seen.get('status')!r}; {seen.get('error') or ''}"[:300]
 
     # ---- reporting ----------------------------------------------------------------------
 
@@ -1076,9 +1131,13 @@ def docs(m: Matrix, table: Table) -> str:
         "`page` is the relay's own web page (`moq-relay/web`), checked from what it shows.",
         "",
         "Transports: `quic` = raw QUIC (`moqt://`, ALPN `moqt-NN`), `wt` = WebTransport over HTTP/3",
-        "(`https://`, ALPN `h3`, draft in `WT-Available-Protocols`), `ws` = QMux over WebSocket",
-        "(`ws://` to the relay's TCP listener on the QUIC port's number, subprotocol `qmux-01.moqt-NN`;",
-        "our interop client only, against ours and moq-dev's relay).",
+        "(`https://`, ALPN `h3`, draft in `WT-Available-Protocols`), `ws` = QMux (draft-ietf-quic-qmux-01)",
+        "over a WebSocket to the relay's HTTP listener (subprotocol `qmux-01.moqt-NN`): from our interop",
+        "client (`ws://` on the QUIC port's number, against ours and moq-dev's relay), and from a Chromium",
+        "whose pages have no `WebTransport` (`web/driver.mjs --transport ws`, `page-check.mjs",
+        "--no-webtransport`); `@moq/net` then uses its `@moq/qmux`, the page its own `qmux.js`.",
+        "`ws-auto` is `@moq/net`'s own connect (its whole WebSocket offer; d0: the relay picks the draft);",
+        "`page` `none` `error`: the page pointed where neither transport connects must say so, naming both.",
         "",
         "Drafts: every cell pins one draft, so one ALPN / WT protocol is offered (our interop client",
         "`MOQT_DRAFT=NN`, aiomoqt's `--draft NN`, our example publisher/subscriber `--draft NN`,",

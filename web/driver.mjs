@@ -12,7 +12,7 @@
 //   node web/driver.mjs --client moq-net|moqt|moq-watch --cell setup|pubsub|js-pub|js-sub|dev-url|watch \
 //     --draft N --url https://localhost:PORT/ --fingerprint HEX [--http http://127.0.0.1:HTTPPORT] \
 //     [--namespace a/b] [--track t] [--count K] [--interval-ms MS] [--timeout-ms 15000] [--verbose]
-//     [--no-map-localhost]
+//     [--no-map-localhost] [--transport wt|ws] [--ws ws://127.0.0.1:HTTPPORT/]
 //
 //   setup    WebTransport session + SETUP at draft N
 //   pubsub   a JS publisher and a JS subscriber (two sessions in one page): the subscriber
@@ -27,10 +27,19 @@
 //   dev-url  (moq-net only) connect with @moq/net's development URL http://host:port/: it
 //            fetches http://host:port/certificate.sha256 and opens https://host:port/ with that
 //            hash pinned; host:port from --http if given, else from --url
+//   ws-auto  (moq-net only, WebTransport removed) @moq/net's own connect over a WebSocket to --ws,
+//            offering every protocol it knows; pass = SETUP done over the WebSocket, and the
+//            detail names the draft the relay chose
 //   watch    (moq-watch only) @moq/watch plays the broadcast --namespace (default live/demo.msf,
 //            published by someone else, e.g. `moq publish live/demo.msf --packaging cmaf`):
 //            pass = --count (60) video frames decoded, then frames keep coming for
 //            --interval-ms (3000) with no gap over 1 s, and the canvas is not blank
+//
+// --transport ws (moq-net, moq-watch): Chromium runs without WebTransport (the page's WebTransport and
+// WebTransportError are removed before any script runs), and @moq/net reaches the relay over a
+// WebSocket to --ws (the relay's HTTP listener) with QMux: the cells pin draft N by offering
+// the one subprotocol qmux-01.moqt-N; ws-auto lets @moq/net's own connect (WebTransport
+// missing, so WebSocket at once) offer its whole list, and reports the draft the relay chose.
 //
 // Chromium resolves localhost to 127.0.0.1 (--host-resolver-rules) unless --no-map-localhost:
 // it tries ::1 first and QUIC does not fall back to IPv4 for a relay bound to 127.0.0.1.
@@ -43,9 +52,10 @@ import { createServer } from "node:http";
 import { createRequire } from "node:module";
 import { homedir, tmpdir } from "node:os";
 import { join, normalize } from "node:path";
+import { withoutWebTransport } from "../moq-relay/web/test/no-webtransport.mjs";
 
 const CLIENTS = {
-  "moq-net": ["setup", "pubsub", "js-pub", "js-sub", "dev-url"],
+  "moq-net": ["setup", "pubsub", "js-pub", "js-sub", "dev-url", "ws-auto"],
   moqt: ["setup", "pubsub", "js-pub", "js-sub"],
   "moq-watch": ["watch"],
 };
@@ -53,7 +63,7 @@ const MOQ_BROWSER = process.env.MOQ_BROWSER || join(homedir(), ".cache", "moq-br
 const DIST = join(MOQ_BROWSER, "dist");
 const CHROMIUM = process.env.MOQ_CHROMIUM || "/usr/bin/chromium";
 
-const out = { client: null, cell: null, draft: null, result: "fail", detail: "" };
+const out = { client: null, cell: null, draft: null, transport: "wt", result: "fail", detail: "" };
 let verbose = false;
 
 function finish(result, detail, code) {
@@ -75,7 +85,7 @@ function log(...args) {
 }
 
 function parseArgs(argv) {
-  const opts = { timeoutMs: 15000, mapLocalhost: true };
+  const opts = { timeoutMs: 15000, mapLocalhost: true, transport: "wt" };
   const take = (i, name) => {
     const v = argv[i + 1];
     if (v === undefined || v.startsWith("--")) harness(`${name} needs a value`);
@@ -103,6 +113,8 @@ function parseArgs(argv) {
       case "--timeout-ms": opts.timeoutMs = int(value(), flag); break;
       case "--verbose": verbose = true; break;
       case "--no-map-localhost": opts.mapLocalhost = false; break;
+      case "--transport": opts.transport = value(); break;
+      case "--ws": opts.ws = value(); break;
       case "-h":
       case "--help": {
         const src = readFileSync(new URL(import.meta.url), "utf8").split("\n");
@@ -120,6 +132,11 @@ function parseArgs(argv) {
   if (!CLIENTS[opts.client]) harness(`--client must be one of ${Object.keys(CLIENTS).join(", ")}`);
   if (!CLIENTS[opts.client].includes(opts.cell)) harness(`--cell for ${opts.client} must be one of ${CLIENTS[opts.client].join(", ")}`);
   if (opts.draft === undefined) harness("--draft is required");
+  out.transport = opts.cell === "ws-auto" ? "ws" : opts.transport;
+  if (!["wt", "ws"].includes(opts.transport)) harness(`--transport must be wt or ws, got ${opts.transport}`);
+  if ((opts.transport === "ws" || opts.cell === "ws-auto") && (opts.client === "moqt" || !/^wss?:\/\//.test(opts.ws ?? ""))) {
+    harness("--transport ws and ws-auto need --client moq-net or moq-watch and --ws ws://host:port/");
+  }
   if (!opts.url) harness("--url is required (https://localhost:PORT/)");
   if (!/^https:\/\//.test(opts.url)) harness(`--url must be https:// (WebTransport), got ${opts.url}`);
   if (opts.cell !== "dev-url" && !opts.fingerprint) harness("--fingerprint is required (hex SHA-256 of the relay's certificate)");
@@ -210,6 +227,7 @@ async function main() {
     log(`browser up in ${Date.now() - started} ms, page ${origin}`);
 
     const page = browser.pages()[0] ?? (await browser.newPage());
+    if (opts.transport === "ws" || opts.cell === "ws-auto") await withoutWebTransport(page);
     page.on("console", (m) => {
       const line = `${m.type()}: ${m.text()}`;
       if (verbose) console.error("[page]", line);
@@ -230,6 +248,8 @@ async function main() {
       url: opts.url,
       fingerprint: opts.fingerprint,
       http: opts.http,
+      transport: opts.transport,
+      ws: opts.ws,
       namespace: opts.namespace,
       track: opts.track,
       count: opts.count,

@@ -1,5 +1,6 @@
 // moq.js: a minimal Media over QUIC Transport subscriber, draft-ietf-moq-transport-19 only,
-// over the browser's WebTransport API. A plain ES module: no dependencies, no build step.
+// over the browser's WebTransport API, or over a WebSocket (QMux, qmux.js) where WebTransport is
+// missing or blocked. A plain ES module: no dependencies beyond qmux.js, no build step.
 //
 // Implements (draft-19 sections): §1.4.1 vi64 integers; §1.4.3 Key-Value-Pairs (Setup Options
 // and Properties; unknown types skipped by parity); §2.4.1 Track Namespace; §3.1.4 WebTransport,
@@ -16,10 +17,15 @@
 // Not here: publishing, TRACK_STATUS, SUBSCRIBE_TRACKS, REQUEST_UPDATE, authorization tokens;
 // requests the server opens are refused (NOT_SUPPORTED).
 //
-//   const s = await connect("https://localhost:4443/", { fingerprint: "ab12..." });
+// A Session runs over a WebTransport or anything with its interface (qmux.js's QmuxSession);
+// connect.js picks one and exchanges SETUP.
+//
+//   const s = await connect("https://localhost:4443/", { fingerprint: "ab12..." }); // connect.js
 //   for await (const e of await s.subscribeNamespace([])) console.log(e.type, e.namespace);
 //   for await (const o of await s.subscribe(["clock"], "seconds")) console.log(o.group, o.id);
 //   for await (const o of await s.join(["live", "demo"], "catalog")) console.log(o.group, o.id);
+
+import { StreamError } from "./qmux.js";
 
 export const VERSION = "moqt-19";
 const IMPLEMENTATION = "moq-js/0.1 (moq-relay/web)";
@@ -88,6 +94,7 @@ function frame(type, body) {
 }
 /** A stream cancel reason carrying `code` (the spec's constructor, else Chromium's dictionary). */
 function streamError(code) {
+  if (typeof WebTransportError === "undefined") return new StreamError(code, "cancel"); // qmux.js reads its code
   try { return new WebTransportError("cancel", { streamErrorCode: code }); }
   catch { return new WebTransportError({ message: "cancel", streamErrorCode: code }); }
 }
@@ -221,27 +228,10 @@ class Queue {
 
 // ---- the session ------------------------------------------------------------------------------
 
-/**
- * Opens a WebTransport session to `url` offering "moqt-19" and exchanges SETUP. `fingerprint`
- * (hex SHA-256 of the certificate) pins a self-signed certificate. Resolves to a Session once
- * the server's SETUP has arrived; rejects with the reason otherwise.
- */
-export async function connect(url, { fingerprint, timeoutMs = 10000 } = {}) {
-  const options = { protocols: [VERSION] };
-  if (fingerprint) {
-    const value = new Uint8Array(fingerprint.replace(/[^0-9a-f]/gi, "").match(/../g).map((h) => parseInt(h, 16)));
-    options.serverCertificateHashes = [{ algorithm: "sha-256", value }];
-  }
-  const session = new Session(new WebTransport(url, options));
-  const timer = setTimeout(() => session.fail(0x11, "no SETUP from the server in time"), timeoutMs);
-  try { await session.start(); return session; }
-  catch (e) { session.fail(0, String(e?.message ?? e)); throw session.error; }
-  finally { clearTimeout(timer); }
-}
-
 export class Session {
-  constructor(wt) {
-    Object.assign(this, { wt, protocol: "", error: null, nextRequestId: 0 }); // client IDs even (§10.1)
+  /** `wt`: a WebTransport, or a QmuxSession (qmux.js); `transport` names which ("webtransport", "websocket"). */
+  constructor(wt, transport = "webtransport") {
+    Object.assign(this, { wt, transport, protocol: "", error: null, nextRequestId: 0 }); // client IDs even (§10.1)
     this.serverSetup = null; // { implementation, options: [{type, value}] }
     this.goaway = null; // { uri, timeout } once the server sent GOAWAY; see also `ongoaway`
     this.aliases = new Map(); // Track Alias -> Set of subscriptions
@@ -253,7 +243,7 @@ export class Session {
     /** Resolves when the session has ended; `error` then says why. */
     this.closed = wt.closed.then(
       (info) => this.fail(info?.closeCode ?? 0, info?.reason ?? "", true),
-      (e) => this.fail(0, String(e?.message ?? e), true),
+      (e) => this.fail(0, String(e?.reason || e?.message || e), true), // (qmux.js: reason alone)
     );
   }
 

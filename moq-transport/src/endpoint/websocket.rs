@@ -298,6 +298,8 @@ where
     let chosen = Arc::new(parking_lot::Mutex::new(None));
     let slot = chosen.clone();
     let versions = versions.to_vec();
+    // tungstenite's handshake callback fixes this signature (ErrorResponse unboxed).
+    #[allow(clippy::result_large_err)]
     let callback =
         move |req: &Request, mut response: Response| -> Result<Response, ErrorResponse> {
             match upgrade(req.headers(), &versions) {
