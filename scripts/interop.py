@@ -93,9 +93,10 @@ RELAY_DRAFTS_EXTRA = {f"moq-dev-cluster-{d}": [d] for d in CLUSTER_DRAFTS}
 RELAY_DRAFTS_EXTRA["ours-upstream-moq-dev"] = [19]
 TRANSPORTS = {"quic": "moqt", "wt": "https"}
 
-# Browser clients (scripts/install-browser.sh: Debian's Chromium, the pinned npm packages and
-# their bundles in $MOQ_BROWSER), run one cell at a time by web/driver.mjs in headless Chromium
-# against our relay over WebTransport. The drafts each speaks that our relay speaks too.
+# Browser clients (scripts/install-browser.sh: Debian's Chromium and firefox-esr, the pinned npm
+# packages and their bundles in $MOQ_BROWSER), run one cell at a time by web/driver.mjs in
+# headless Chromium and in headless Firefox against our relay over WebTransport. The drafts each
+# speaks that our relay speaks too.
 BROWSER = Path(os.environ.get("MOQ_BROWSER", Path.home() / ".cache" / "moq-browser"))
 DRIVER = ROOT / "web" / "driver.mjs"
 PAGE_CHECK = ROOT / "moq-relay" / "web" / "test" / "page-check.mjs"
@@ -105,6 +106,14 @@ BROWSER_CLIENTS = {
     # @moqt/transport + @moqt/webtransport 0.5.7 (OpenMOQ): 14, 16 and 18.
     "moqt": ([14, 16, 18], ["setup", "pubsub", "js-pub", "js-sub"]),
 }
+# The browsers every browser client cell and the page run in (web/browser.mjs): Chromium's rows
+# carry the client's own name, the others' "<client>@<browser>" (tests/interop-expected.txt).
+BROWSERS = ["chromium", "firefox"]
+
+
+def in_browser(client: str, browser: str) -> str:
+    """The name of a browser client's rows: `moq-net` in Chromium, `moq-net@firefox` in Firefox."""
+    return client if browser == "chromium" else f"{client}@{browser}"
 
 
 # Children: no backtraces in their output, and our binaries' logs at warn unless asked.
@@ -285,6 +294,8 @@ class Matrix:
         self.outcomes: list[Outcome] = []
         self.ports: dict[str, int] = {}
         self.versions: dict[str, str] = {}
+        # The browser the browser cells run in now (browser() sets it for each of BROWSERS).
+        self.js_browser = "chromium"
 
     def wanted(self, *names: object) -> bool:
         return self.only is None or any(self.only in str(n) for n in names)
@@ -715,31 +726,39 @@ class Matrix:
     # ---- browsers -----------------------------------------------------------------------
 
     def browser(self) -> None:
-        """JS clients in headless Chromium against our relay (WebTransport), the Rust examples
+        """The browser rows, in each browser of BROWSERS."""
+        for browser in BROWSERS:
+            self.js_browser = browser
+            self.browser_rows(browser)
+        self.js_browser = "chromium"
+
+    def browser_rows(self, browser: str) -> None:
+        """JS clients in one headless browser against our relay (WebTransport), the Rust examples
         as their peers, and the relay's own web page."""
-        if not self.wanted("browser", "page", *BROWSER_CLIENTS):
+        if not self.wanted("browser", "page", browser, *(in_browser(c, browser) for c in BROWSER_CLIENTS)):
             return
         for client, (drafts, cells) in BROWSER_CLIENTS.items():
+            name = in_browser(client, browser)
             for draft in drafts:
                 for cell in cells:
-                    if not self.wanted(client, cell, f"d{draft}", "browser"):
+                    if not self.wanted(name, cell, f"d{draft}", "browser"):
                         continue
-                    log(f"-- browser: {client} {cell}, draft-{draft}")
+                    log(f"-- browser: {client} {cell}, draft-{draft} ({browser})")
                     result, detail = {"js-pub": self.js_pub, "js-sub": self.js_sub}.get(cell, self.js_cell)(
                         client, cell, draft
                     )
-                    self.record(Outcome(client, "ours", draft, "wt", cell, result, detail))
-        if self.wanted("page", "browser"):
-            log("-- browser: the relay's web page")
+                    self.record(Outcome(name, "ours", draft, "wt", cell, result, detail))
+        if self.wanted(in_browser("page", browser), "browser"):
+            log(f"-- browser: the relay's web page ({browser})")
             result, detail = self.page()
-            self.record(Outcome("page", "ours", 19, "wt", "discovery", result, detail))
+            self.record(Outcome(in_browser("page", browser), "ours", 19, "wt", "discovery", result, detail))
 
     def driver(self, client: str, cell: str, draft: int, extra: list[str], wait: float = 15) -> subprocess.Popen:
         """web/driver.mjs running one cell; its stdout ends with one JSON line."""
         argv = [
             "node", DRIVER, "--client", client, "--cell", cell, "--draft", str(draft),
             "--url", self.url("ours", "wt") + "/", "--fingerprint", cert_fingerprint(),
-            "--timeout-ms", str(int(wait * 1000)), *extra,
+            "--timeout-ms", str(int(wait * 1000)), "--browser", self.js_browser, *extra,
         ]
         return subprocess.Popen(
             [str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -752,7 +771,7 @@ class Matrix:
         except subprocess.TimeoutExpired:
             p.kill()
             out, err = p.communicate()
-        (OUT / "logs" / f"browser-{name}.log").write_text(out + "\n# stderr\n" + err)
+        (OUT / "logs" / f"{self.js_browser}-{name}.log").write_text(out + "\n# stderr\n" + err)
         try:
             line = json.loads(out.strip().splitlines()[-1])
             return line["result"], line.get("detail", "")[:300]
@@ -765,7 +784,7 @@ class Matrix:
 
     def js_pub(self, client: str, cell: str, draft: int) -> tuple[str, str]:
         """A JS publisher, our Rust subscriber (examples/subscriber, raw QUIC) reading it."""
-        ns, count = f"browser/jspub-{client}-{draft}-{os.getpid()}", 5
+        ns, count = f"browser/jspub-{client}-{draft}-{self.js_browser}-{os.getpid()}", 5
         js = self.driver(client, cell, draft, ["--namespace", ns, "--track", "t", "--count", str(count),
                                                "--interval-ms", "100"], wait=20)
         # RENDEZVOUS_TIMEOUT exists from draft-17; before it, retry while the namespace is not
@@ -789,9 +808,9 @@ class Matrix:
 
     def js_sub(self, client: str, cell: str, draft: int) -> tuple[str, str]:
         """Our Rust publisher (examples/publisher, raw QUIC), a JS subscriber reading it."""
-        ns = f"browser/jssub-{client}-{draft}-{os.getpid()}"
+        ns = f"browser/jssub-{client}-{draft}-{self.js_browser}-{os.getpid()}"
         publisher = self.procs.start(
-            f"browser-pub-{client}-d{draft}",
+            f"{self.js_browser}-pub-{client}-d{draft}",
             [OURS_PUB, "--url", self.url("ours", "quic"), "--insecure", "--draft", str(draft), "--namespace", ns,
              "--track", "clock", "--interval-ms", "100", "--group-size", "2", "--count", "1000"],
         )
@@ -804,23 +823,24 @@ class Matrix:
             self.procs.stop(publisher)
 
     def page(self) -> tuple[str, str]:
-        """The relay's page (served by its HTTP side) in Chromium: a namespace our Rust publisher
+        """The relay's page (served by its HTTP side) in the browser: a namespace our Rust publisher
         announces appears, its track's objects show, and it disappears when the publisher quits."""
-        ns = f"page/room-{os.getpid()}"
+        ns = f"page/room-{self.js_browser}-{os.getpid()}"
         port = self.ports["ours"]
         ready = OUT / "page.ready"
         ready.unlink(missing_ok=True)  # an earlier run's would stop the publisher at once
         publisher = self.procs.start(
-            "page-pub",
+            f"{self.js_browser}-page-pub",
             [OURS_PUB, "--url", self.url("ours", "quic"), "--insecure", "--namespace", ns, "--track", "chat",
              "--interval-ms", "200", "--count", "1000"],
         )
         check = subprocess.Popen(
             ["node", str(PAGE_CHECK), "--page", f"http://127.0.0.1:{port}/?prefix=page&track=chat&subscribe={ns}",
              "--expect-namespace", ns, "--expect-objects", "3", "--expect-gone", "--ready-file", str(ready),
-             "--screenshot", str(OUT / "page.png"), "--timeout-ms", "20000"],
+             "--screenshot", str(OUT / f"page-{self.js_browser}.png"), "--timeout-ms", "20000",
+             "--browser", self.js_browser],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PLAYWRIGHT_CORE": str(BROWSER / "node_modules" / "playwright-core")},
+            env={**os.environ, "MOQ_BROWSER": str(BROWSER)},
         )
         deadline = time.monotonic() + 25
         while not ready.exists() and check.poll() is None and time.monotonic() < deadline:
@@ -833,7 +853,7 @@ class Matrix:
             check.kill()
             out, err = check.communicate()
         self.procs.stop(publisher)
-        (OUT / "logs" / "browser-page.log").write_text(out + "\n# stderr\n" + err)
+        (OUT / "logs" / f"{self.js_browser}-page.log").write_text(out + "\n# stderr\n" + err)
         try:
             seen = json.loads(out.strip().splitlines()[-1])
         except (IndexError, ValueError):
