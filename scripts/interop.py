@@ -760,16 +760,17 @@ class Matrix:
             "--url", self.url("ours", "wt") + "/", "--fingerprint", cert_fingerprint(),
             "--timeout-ms", str(int(wait * 1000)), "--browser", self.js_browser, *extra,
         ]
+        # A session of its own, so a driver that hangs is killed with its browser (killpg).
         return subprocess.Popen(
             [str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "MOQ_BROWSER": str(BROWSER)},
+            env={**os.environ, "MOQ_BROWSER": str(BROWSER)}, start_new_session=True,
         )
 
     def driver_result(self, p: subprocess.Popen, name: str, wait: float = 15) -> tuple[str, str]:
         try:
             out, err = p.communicate(timeout=wait + 30)
         except subprocess.TimeoutExpired:
-            p.kill()
+            os.killpg(p.pid, signal.SIGKILL)
             out, err = p.communicate()
         (OUT / "logs" / f"{self.js_browser}-{name}.log").write_text(out + "\n# stderr\n" + err)
         try:
@@ -1082,9 +1083,21 @@ def docs(m: Matrix, table: Table) -> str:
         + "; moq-dev moq-clock 0.10.21; Cloudflare moq-clock-ietf 0.6.25 and moq-test-client 0.2.0.",
         "",
         "Browsers: `moq-net` = moq-dev's `@moq/net` 0.3.4 and `moqt` = OpenMOQ's `@moqt/transport` +",
-        "`@moqt/webtransport` 0.5.7, each inside headless Chromium (Debian's) driven by `web/driver.mjs`;",
-        "`js-pub` has our Rust example subscriber as its peer, `js-sub` our Rust example publisher;",
-        "`page` is the relay's own web page (`moq-relay/web`), checked from what it shows.",
+        "`@moqt/webtransport` 0.5.7, each inside headless Chromium 156 (Debian's, driven by",
+        "playwright-core) and, as `moq-net@firefox` / `moqt@firefox`, inside headless Firefox ESR 140",
+        "(Debian's firefox-esr, driven by puppeteer-core over WebDriver BiDi), one cell per run of",
+        "`web/driver.mjs`; `js-pub` has our Rust example subscriber as its peer, `js-sub` our Rust",
+        "example publisher; `page` (`page@firefox`) is the relay's own web page (`moq-relay/web`),",
+        "checked from what it shows.",
+        "",
+        "Firefox ESR 140 pins our self-signed certificate with `serverCertificateHashes` as Chromium",
+        "does (no profile trust or policy; like Chromium it refuses a certificate valid for more than",
+        "14 days: a 30-day one gives \"WebTransport connection rejected\"), but its WebTransport has no",
+        "`protocols` option: it sends no WT-Available-Protocols header and has no",
+        "`WebTransport.protocol`, so no MOQT version is negotiated and our relay speaks draft-14 on the",
+        "session (the version in CLIENT_SETUP), as for any client that offers none: from draft-15 the",
+        "version is chosen only by ALPN or WT-Available-Protocols (draft-19 §3.1). The Firefox rows",
+        "past draft-14 fail for that reason.",
         "",
         "Transports: `quic` = raw QUIC (`moqt://`, ALPN `moqt-NN`), `wt` = WebTransport over HTTP/3",
         "(`https://`, ALPN `h3`, draft in `WT-Available-Protocols`).",

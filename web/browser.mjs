@@ -11,6 +11,7 @@
 //   const page = await browser.newPage();
 //   page.onConsole((type, text) => ...);   // type: "log" | "warning" | "error" | ...
 //   page.onPageError((message) => ...);
+//   await page.addInitScript(() => ...); // runs in every document before its own scripts
 //   await page.goto(url);
 //   const v = await page.evaluate((a) => ..., arg);
 //   await page.waitForFunction(() => ..., 10000);
@@ -114,6 +115,7 @@ async function launchChromium(exe, profile, opts) {
     raw: page,
     onConsole: (f) => page.on("console", (m) => f(m.type(), m.text())),
     onPageError: (f) => page.on("pageerror", (e) => f(e.message)),
+    addInitScript: (fn) => page.addInitScript(fn),
     goto: (url, timeoutMs = 10000) => page.goto(url, { waitUntil: "load", timeout: timeoutMs }),
     evaluate: (fn, arg) => page.evaluate(fn, arg),
     waitForFunction: (fn, timeoutMs) => page.waitForFunction(fn, null, { timeout: timeoutMs }),
@@ -170,6 +172,8 @@ async function launchFirefox(exe, profile, opts) {
     // puppeteer names console.warn "warn"; Playwright (and the callers) "warning".
     onConsole: (f) => page.on("console", (m) => f(m.type() === "warn" ? "warning" : m.type(), m.text())),
     onPageError: (f) => page.on("pageerror", (e) => f(e?.message ?? String(e))),
+    // A BiDi preload script: runs in every document before the page's own scripts.
+    addInitScript: (fn) => page.evaluateOnNewDocument(fn),
     goto: (url, timeoutMs = 10000) => page.goto(url, { waitUntil: "load", timeout: timeoutMs }),
     evaluate: (fn, arg) => page.evaluate(fn, arg),
     waitForFunction: (fn, timeoutMs) => page.waitForFunction(fn, { timeout: timeoutMs, polling: 100 }),
