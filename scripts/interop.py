@@ -798,7 +798,8 @@ class Matrix:
                  "--namespace", ns, "--track", "t", "--count", str(count), *rendezvous],
                 timeout=20,
             )
-            if rc == 0 or "refused" not in err or time.monotonic() > deadline:
+            # A driver that has already ended (its cell failed) will not publish: no more tries.
+            if rc == 0 or "refused" not in err or time.monotonic() > deadline or js.poll() is not None:
                 break
             time.sleep(0.3)
         got = re.findall(r"^group \d+ object \d+: (.*)$", out, re.M)
