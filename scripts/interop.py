@@ -1045,6 +1045,13 @@ here, so it notices when one goes away):
   draft-19 §5.1.2), so the catalog already published (object 0 of group 0, republished only
   when it changes, which MSF §5 allows) never reaches it. Our `moq subscribe` joins the same
   broadcast late (the check runs it first) with a Joining FETCH and gets it.
+- **Not in Firefox.** `@moq/watch`'s `@moq/net` 0.2.8 never uses WebTransport in any Firefox
+  (`connection/browser.js` `isWebTransportUserAgentSupported`, citing Firefox's limit of two
+  concurrent remote-initiated streams, bugzilla 2046262), and the cell turns its WebSocket
+  fallback off, so in Firefox ESR 140 it fails with "no transport available; WebTransport not
+  supported and WebSocket is disabled". Firefox itself has what the player needs: WebCodecs
+  decodes H.264, AAC and Opus there (`VideoDecoder.isConfigSupported` /
+  `AudioDecoder.isConfigSupported` true through its bundled FFmpeg; HEVC false, as in Chromium).
 
 Not run: moq-dev's publisher. `moq-cli` 0.14.10 (crates.io) depends on moq-relay, moq-hls,
 moq-rtc, moq-rtmp, moq-srt and hang (837 crates in its lockfile), too large a build for the

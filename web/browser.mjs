@@ -20,7 +20,7 @@
 //
 // Each launch gets a fresh profile in $TMPDIR. Both browsers resolve localhost to 127.0.0.1
 // unless mapLocalhost is false: they try ::1 first and QUIC has no fallback to IPv4 for a relay
-// bound to 127.0.0.1. Autoplay is allowed (no user gesture in a headless page).
+// bound to 127.0.0.1. With autoplay, media may play without a user gesture.
 //
 // The npm packages are loaded from ${MOQ_BROWSER:-~/.cache/moq-browser}/node_modules
 // (scripts/install-browser.sh), or from the directory in $PLAYWRIGHT_CORE / $PUPPETEER_CORE.
@@ -63,7 +63,8 @@ function load(pkg, envDir) {
 
 /**
  * Launches `name` ("chromium" | "firefox") headless with a fresh profile.
- * opts: { viewport: {width, height}, mapLocalhost (default true), timeoutMs (launch, 30000) }.
+ * opts: { viewport: {width, height}, mapLocalhost (default true), autoplay (default false),
+ * timeoutMs (launch, 30000) }.
  */
 export async function launchBrowser(name, opts = {}) {
   const exe = executable(name);
@@ -104,7 +105,7 @@ async function launchChromium(exe, profile, opts) {
       "--disable-background-networking",
       "--disable-component-update",
       "--disable-sync",
-      "--autoplay-policy=no-user-gesture-required",
+      ...(opts.autoplay ? ["--autoplay-policy=no-user-gesture-required"] : []),
       // ERR_QUIC_PROTOCOL_ERROR.QUIC_PACKET_WRITE_ERROR on ::1 for a relay on 127.0.0.1.
       ...(opts.mapLocalhost === false ? [] : ["--host-resolver-rules=MAP localhost 127.0.0.1"]),
     ],
@@ -140,8 +141,7 @@ async function launchChromium(exe, profile, opts) {
 function firefoxPrefs(opts) {
   return {
     // Autoplay without a gesture (media.autoplay.default 0 = allow).
-    "media.autoplay.default": 0,
-    "media.autoplay.blocking_policy": 0,
+    ...(opts.autoplay ? { "media.autoplay.default": 0, "media.autoplay.blocking_policy": 0 } : {}),
     // localhost is 127.0.0.1 only (Firefox tries ::1 first; QUIC does not fall back).
     ...(opts.mapLocalhost === false ? {} : { "network.dns.disableIPv6": true }),
     // No network calls of its own (updates, telemetry, safe browsing, remote settings).

@@ -88,7 +88,7 @@ let browser;
 let code = 1;
 const logs = [];
 try {
-  browser = await launchBrowser(args.browser, { viewport: { width: 1280, height: 900 } });
+  browser = await launchBrowser(args.browser, { viewport: { width: 1280, height: 900 }, autoplay: true });
   const open = async (name) => {
     const page = await browser.newPage();
     page.onConsole((type, text) => type === "error" && logs.push(`${name} ${type}: ${text}`));
