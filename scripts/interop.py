@@ -106,6 +106,12 @@ BROWSER_CLIENTS = {
     # @moqt/transport + @moqt/webtransport 0.5.7 (OpenMOQ): 14, 16 and 18.
     "moqt": ([14, 16, 18], ["setup", "pubsub", "js-pub", "js-sub"]),
 }
+# The same cells over a WebSocket (QMux, subprotocol qmux-01.moqt-N) to the relay's HTTP
+# listener, in a Chromium without WebTransport (web/driver.mjs --transport ws): @moq/net 0.3.4
+# through its @moq/qmux, at the drafts with a moqt-N name; ws-auto is @moq/net's own connect.
+BROWSER_WS_CLIENTS = {
+    "moq-net": ([15, 16, 17, 18, 19, 20], ["setup", "pubsub", "js-pub", "js-sub"]),
+}
 # The browsers every browser client cell and the page run in (web/browser.mjs): Chromium's rows
 # carry the client's own name, the others' "<client>@<browser>" (tests/interop-expected.txt).
 BROWSERS = ["chromium", "firefox"]
@@ -737,6 +743,7 @@ class Matrix:
         as their peers, and the relay's own web page."""
         if not self.wanted("browser", "page", browser, *(in_browser(c, browser) for c in BROWSER_CLIENTS)):
             return
+        self.browser_ws(browser)
         for client, (drafts, cells) in BROWSER_CLIENTS.items():
             name = in_browser(client, browser)
             for draft in drafts:
@@ -752,6 +759,32 @@ class Matrix:
             log(f"-- browser: the relay's web page ({browser})")
             result, detail = self.page()
             self.record(Outcome(in_browser("page", browser), "ours", 19, "wt", "discovery", result, detail))
+            log(f"-- browser: the relay's web page in a {browser} without WebTransport (WebSocket)")
+            result, detail = self.page(websocket=True)
+            self.record(Outcome(in_browser("page", browser), "ours", 19, "ws", "discovery", result, detail))
+            log(f"-- browser: the relay's web page when neither transport connects ({browser})")
+            result, detail = self.page_unreachable()
+            self.record(Outcome(in_browser("page", browser), "ours", 19, "none", "error", result, detail))
+
+    def browser_ws(self, browser: str) -> None:
+        """The browser cells over a WebSocket to the relay's HTTP listener (a browser without
+        WebTransport), our Rust examples as their peers over raw QUIC."""
+        ws = ["--transport", "ws", "--ws", f"ws://127.0.0.1:{self.ports['ours']}/"]
+        for client, (drafts, cells) in BROWSER_WS_CLIENTS.items():
+            name = in_browser(client, browser)
+            for draft in drafts:
+                for cell in cells:
+                    if not self.wanted(name, cell, f"d{draft}", "browser", "ws"):
+                        continue
+                    log(f"-- browser: {client} {cell}, draft-{draft}, WebSocket ({browser})")
+                    run_cell = {"js-pub": self.js_pub, "js-sub": self.js_sub}.get(cell, self.js_cell)
+                    result, detail = run_cell(client, cell, draft, ws)
+                    self.record(Outcome(name, "ours", draft, "ws", cell, result, detail))
+            if self.wanted(name, "ws-auto", "browser", "ws"):
+                log(f"-- browser: {client} ws-auto (its own WebSocket connect, {browser})")
+                result, detail = self.js_cell(client, "ws-auto", 0, ws)
+                self.record(Outcome(name, "ours", 0, "ws", "ws-auto", result, detail))
+
 
     def driver(self, client: str, cell: str, draft: int, extra: list[str], wait: float = 15) -> subprocess.Popen:
         """web/driver.mjs running one cell; its stdout ends with one JSON line."""
@@ -779,15 +812,16 @@ class Matrix:
         except (IndexError, ValueError, KeyError):
             return "fail", f"driver printed no result (exit {p.returncode}): {err.strip()[-200:]}"
 
-    def js_cell(self, client: str, cell: str, draft: int) -> tuple[str, str]:
+    def js_cell(self, client: str, cell: str, draft: int, transport: list[str] = []) -> tuple[str, str]:
         extra = ["--http", f"http://127.0.0.1:{self.ports['ours']}/"] if cell == "dev-url" else []
-        return self.driver_result(self.driver(client, cell, draft, extra), f"{client}-{cell}-d{draft}")
+        name = f"{client}-{cell}-d{draft}{'-ws' if transport else ''}"
+        return self.driver_result(self.driver(client, cell, draft, extra + transport), name)
 
-    def js_pub(self, client: str, cell: str, draft: int) -> tuple[str, str]:
+    def js_pub(self, client: str, cell: str, draft: int, transport: list[str] = []) -> tuple[str, str]:
         """A JS publisher, our Rust subscriber (examples/subscriber, raw QUIC) reading it."""
-        ns, count = f"browser/jspub-{client}-{draft}-{self.js_browser}-{os.getpid()}", 5
+        ns, count = f"browser/jspub-{client}-{draft}-{self.js_browser}-{'ws-' if transport else ''}{os.getpid()}", 5
         js = self.driver(client, cell, draft, ["--namespace", ns, "--track", "t", "--count", str(count),
-                                               "--interval-ms", "100"], wait=20)
+                                               "--interval-ms", "100", *transport], wait=20)
         # RENDEZVOUS_TIMEOUT exists from draft-17; before it, retry while the namespace is not
         # routed yet (the browser is still starting).
         rendezvous = ["--rendezvous", "10"] if draft >= 18 else []
@@ -803,33 +837,36 @@ class Matrix:
                 break
             time.sleep(0.3)
         got = re.findall(r"^group \d+ object \d+: (.*)$", out, re.M)
-        result, detail = self.driver_result(js, f"{client}-{cell}-d{draft}", wait=20)
+        result, detail = self.driver_result(js, f"{client}-{cell}-d{draft}{'-ws' if transport else ''}", wait=20)
         if got != [str(i) for i in range(count)]:
             return "fail", f"Rust subscriber got {got} (exit {rc}): {reason(out, err, rc)}; browser: {result} {detail}"
         return result, detail
 
-    def js_sub(self, client: str, cell: str, draft: int) -> tuple[str, str]:
+    def js_sub(self, client: str, cell: str, draft: int, transport: list[str] = []) -> tuple[str, str]:
         """Our Rust publisher (examples/publisher, raw QUIC), a JS subscriber reading it."""
-        ns = f"browser/jssub-{client}-{draft}-{self.js_browser}-{os.getpid()}"
+        ns = f"browser/jssub-{client}-{draft}-{self.js_browser}-{'ws-' if transport else ''}{os.getpid()}"
         publisher = self.procs.start(
-            f"{self.js_browser}-pub-{client}-d{draft}",
+            f"{self.js_browser}-pub-{client}-d{draft}{'-ws' if transport else ''}",
             [OURS_PUB, "--url", self.url("ours", "quic"), "--insecure", "--draft", str(draft), "--namespace", ns,
              "--track", "clock", "--interval-ms", "100", "--group-size", "2", "--count", "1000"],
         )
         try:
             return self.driver_result(
-                self.driver(client, cell, draft, ["--namespace", ns, "--track", "clock", "--count", "4"]),
-                f"{client}-{cell}-d{draft}",
+                self.driver(client, cell, draft, ["--namespace", ns, "--track", "clock", "--count", "4", *transport]),
+                f"{client}-{cell}-d{draft}{'-ws' if transport else ''}",
             )
         finally:
             self.procs.stop(publisher)
 
-    def page(self) -> tuple[str, str]:
+    def page(self, websocket: bool = False) -> tuple[str, str]:
         """The relay's page (served by its HTTP side) in the browser: a namespace our Rust publisher
-        announces appears, its track's objects show, and it disappears when the publisher quits."""
-        ns = f"page/room-{self.js_browser}-{os.getpid()}"
+        announces appears, its track's objects show, and it disappears when the publisher quits.
+        Without `websocket` the page must say it uses WebTransport; with it, the browser has no
+        WebTransport and the page must say it uses WebSocket."""
+        tag = "-ws" if websocket else ""
+        ns = f"page/room{tag}-{self.js_browser}-{os.getpid()}"
         port = self.ports["ours"]
-        ready = OUT / "page.ready"
+        ready = OUT / f"page{tag}.ready"
         ready.unlink(missing_ok=True)  # an earlier run's would stop the publisher at once
         publisher = self.procs.start(
             f"{self.js_browser}-page-pub",
@@ -839,8 +876,9 @@ class Matrix:
         check = subprocess.Popen(
             ["node", str(PAGE_CHECK), "--page", f"http://127.0.0.1:{port}/?prefix=page&track=chat&subscribe={ns}",
              "--expect-namespace", ns, "--expect-objects", "3", "--expect-gone", "--ready-file", str(ready),
-             "--screenshot", str(OUT / f"page-{self.js_browser}.png"), "--timeout-ms", "20000",
-             "--browser", self.js_browser],
+             "--screenshot", str(OUT / f"page{tag}-{self.js_browser}.png"), "--timeout-ms", "20000",
+             "--browser", self.js_browser,
+             *(["--no-webtransport", "--expect-transport", "websocket"] if websocket else ["--expect-transport", "webtransport"])],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "MOQ_BROWSER": str(BROWSER)},
         )
@@ -855,13 +893,34 @@ class Matrix:
             check.kill()
             out, err = check.communicate()
         self.procs.stop(publisher)
-        (OUT / "logs" / f"{self.js_browser}-page.log").write_text(out + "\n# stderr\n" + err)
+        (OUT / "logs" / f"{self.js_browser}-page{tag}.log").write_text(out + "\n# stderr\n" + err)
         try:
             seen = json.loads(out.strip().splitlines()[-1])
         except (IndexError, ValueError):
             return "fail", f"page-check printed nothing (exit {check.returncode}): {err.strip()[-200:]}"
-        detail = f"namespaces {seen.get('namespaces')}, {seen.get('objects')} objects, gone {seen.get('gone')}"
+        detail = f"over {seen.get('transport')}: namespaces {seen.get('namespaces')}, {seen.get('objects')} objects, gone {seen.get('gone')}"
         return ("pass", detail) if seen.get("ok") else ("fail", f"{detail}; {seen.get('error')}")
+
+    def page_unreachable(self) -> tuple[str, str]:
+        """The page told to connect where nothing listens, over both transports: its status must
+        name each one's failure."""
+        port = self.ports["ours"]
+        dead = free_port()
+        check = subprocess.run(
+            ["node", str(PAGE_CHECK), "--page",
+             f"http://127.0.0.1:{port}/?url=https://127.0.0.1:{dead}/&fingerprint={cert_fingerprint()}&ws=ws://127.0.0.1:{dead}/",
+             "--expect-error", "^error: could not connect: WebTransport .*; WebSocket \\(ws://127.0.0.1:[0-9]+/\\): ",
+             "--screenshot", str(OUT / f"page-error-{self.js_browser}.png"), "--timeout-ms", "20000",
+             "--browser", self.js_browser],
+            capture_output=True, text=True, timeout=60,
+            env={**os.environ, "MOQ_BROWSER": str(BROWSER)},
+        )
+        (OUT / "logs" / f"{self.js_browser}-page-error.log").write_text(check.stdout + "\n# stderr\n" + check.stderr)
+        try:
+            seen = json.loads(check.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            return "fail", f"page-check printed nothing (exit {check.returncode}): {check.stderr.strip()[-200:]}"
+        return ("pass" if seen.get("ok") else "fail"), f"status {seen.get('status')!r}; {seen.get('error') or ''}"[:300]
 
     # ---- reporting ----------------------------------------------------------------------
 
@@ -1108,7 +1167,12 @@ def docs(m: Matrix, table: Table) -> str:
         "past draft-14 fail for that reason.",
         "",
         "Transports: `quic` = raw QUIC (`moqt://`, ALPN `moqt-NN`), `wt` = WebTransport over HTTP/3",
-        "(`https://`, ALPN `h3`, draft in `WT-Available-Protocols`).",
+        "(`https://`, ALPN `h3`, draft in `WT-Available-Protocols`), `ws` = QMux (draft-ietf-quic-qmux-01)",
+        "over a WebSocket to the relay's HTTP listener (subprotocol `qmux-01.moqt-NN`), from a browser",
+        "whose pages have no `WebTransport` (`web/driver.mjs --transport ws`, `page-check.mjs",
+        "--no-webtransport`); `@moq/net` then uses its `@moq/qmux`, the page its own `qmux.js`.",
+        "`ws-auto` is `@moq/net`'s own connect (its whole WebSocket offer; d0: the relay picks the draft);",
+        "`page` `none` `error`: the page pointed where neither transport connects must say so, naming both.",
         "",
         "Drafts: every cell pins one draft, so one ALPN / WT protocol is offered (our interop client",
         "`MOQT_DRAFT=NN`, aiomoqt's `--draft NN`, our example publisher/subscriber `--draft NN`,",

@@ -13,6 +13,8 @@
 #   3. bad catalogs, the same way: one that is not JSON, one that names a track nobody
 #      publishes: the page shows the error;
 #   4. scripts/watch-check.sh: moq-dev's player @moq/watch plays a CMAF broadcast of our CLI.
+#   After 1, one viewer and a late one play live/demo-ws in a Chromium without WebTransport:
+#   the page falls back to its WebSocket (QMux, qmux.js) and must say so (window.transport).
 #
 # Needs /usr/bin/ffmpeg (FAILS without it), and Chromium + playwright-core from
 # scripts/install-browser.sh (run here; it does nothing once installed).
@@ -63,6 +65,20 @@ if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?pl
     fail "the player did not play live/demo"
 fi
 echo "screenshot: $screenshot"
+
+echo "-- the same in a Chromium without WebTransport: the page plays live/demo over its WebSocket (QMux)"
+"$ffmpeg" -hide_banner -loglevel error -re -f lavfi -i testsrc=size=640x360:rate=30 \
+    -f lavfi -i sine=frequency=440:sample_rate=48000 -t "$seconds" \
+    -c:v libx264 -preset veryfast -g 30 -pix_fmt yuv420p -c:a aac -ac 2 \
+    -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer+frag_every_frame - 2>"$work/ffmpeg-ws.log" |
+    "${moq[@]}" publish live/demo-ws >"$work/publish-demo-ws.log" 2>&1 &
+pids+=($!)
+if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?play=live/demo-ws" \
+    --viewers 1 --late-after-ms 3000 --watch-ms 4000 --max-latency-ms 2000 \
+    --no-webtransport --expect-transport websocket; then
+    cat "$work/ffmpeg-ws.log" "$work/publish-demo-ws.log" >&2
+    fail "the player did not play live/demo-ws over WebSocket"
+fi
 
 echo "-- live/hevc names hev1.1.6.L93.B0 in its catalog: the page says it cannot decode it"
 # A catalog is one line, one object; each fifo stays open (the broadcast stays) until the end.

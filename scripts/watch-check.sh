@@ -15,6 +15,8 @@
 # scripts/install-browser.sh (run here; it does nothing once installed).
 #
 #   DRAFTS="14 16"        the drafts the player plays at (17-19 fail: see the expected failures)
+#   WS_DRAFTS="16"        the drafts it plays at again over a WebSocket (QMux, qmux-01.moqt-N to
+#                         the relay's HTTP listener) in a Chromium without WebTransport
 #   SECONDS_OF_MEDIA=20   length of the clip (each draft's viewer joins it live)
 #   BUILD=1               cargo build the CLI and the relay first (0: use target/debug as is)
 set -euo pipefail
@@ -60,10 +62,10 @@ publish() { # name, log suffix: ffmpeg's clip into `moq publish NAME --packaging
     pids+=($!)
 }
 
-viewer() { # draft, name, log suffix, timeout ms[, browser]: the driver in the background (its pid in $viewer)
-    node web/driver.mjs --client moq-watch --cell watch --draft "$1" --browser "${5:-chromium}" \
+viewer() { # draft, name, log suffix, timeout ms[, driver arguments]: the driver in the background (its pid in $viewer)
+    node web/driver.mjs --client moq-watch --cell watch --draft "$1" \
         --url "https://localhost:$quic/" --fingerprint "$fingerprint" --namespace "$2" \
-        --count 60 --interval-ms 3000 --timeout-ms "$4" >"$work/watch-$3.json" &
+        --count 60 --interval-ms 3000 --timeout-ms "$4" "${@:5}" >"$work/watch-$3.json" &
     viewer=$!
 }
 
@@ -78,28 +80,36 @@ await_viewer() {
     fail "the viewer sent no SUBSCRIBE_NAMESPACE within 15 s"
 }
 
-for draft in $drafts; do
-    name="live/demo-$draft.msf"
-    echo "-- @moq/watch at draft $draft plays $name (CMAF, ${seconds} s of H.264 + AAC through the relay)"
+plays() { # draft, log suffix, what, driver arguments...: one viewer, then the broadcast, then the verdict
+    local draft="$1" suffix="$2" what="$3"
+    shift 3
+    local name="live/demo-$suffix.msf"
+    echo "-- @moq/watch at draft $draft plays $name$what (CMAF, ${seconds} s of H.264 + AAC through the relay)"
     # The viewer first: it waits for the announcement, so its catalog SUBSCRIBE is there before
     # the catalog (a viewer that joins later gets no catalog: see the last case). Measured: the
     # SUBSCRIBE reaches the relay ~10 ms after the announcement, the catalog ~0.8 s after it
     # (ffmpeg's start and its first fragment).
     before="$(subscribe_namespaces)"
-    viewer "$draft" "$name" "$draft" 15000
+    viewer "$draft" "$name" "$suffix" 15000 "$@"
     await_viewer "$before"
-    publish "$name" "$draft"
+    publish "$name" "$suffix"
     wait "$viewer" || true
-    line="$(cat "$work/watch-$draft.json")"
+    line="$(cat "$work/watch-$suffix.json")"
     echo "$line"
     case "$line" in
         *'"result":"pass"'*) ;;
         *)
-            cat "$work/ffmpeg-$draft.log" "$work/publish-$draft.log" >&2
+            cat "$work/ffmpeg-$suffix.log" "$work/publish-$suffix.log" >&2
             tail -n "${RELAY_LOG_LINES:-20}" "$work/relay.log" >&2
-            fail "@moq/watch did not play $name at draft $draft"
+            fail "@moq/watch did not play $name at draft $draft$what"
             ;;
     esac
+}
+for draft in $drafts; do
+    plays "$draft" "$draft" ""
+done
+for draft in ${WS_DRAFTS:-16}; do
+    plays "$draft" "$draft-ws" " over a WebSocket (no WebTransport in the page)" --transport ws --ws "ws://127.0.0.1:$http/"
 done
 
 # Expected failures (theirs; docs/interop.md, "Media across implementations"). Each must fail
@@ -142,7 +152,7 @@ if [ "${EXPECTED_FAILURES:-1}" = 1 ]; then
 
     if [ -x "${MOQ_FIREFOX:-/usr/bin/firefox-esr}" ]; then
         echo "-- expected failure: in Firefox ESR 140 @moq/watch's @moq/net 0.2.8 never uses WebTransport (connection/browser.js: any Firefox), and the cell turns its WebSocket fallback off"
-        viewer 14 live/demo-firefox.msf firefox 6000 firefox
+        viewer 14 live/demo-firefox.msf firefox 6000 --browser firefox
         wait "$viewer" || true
         expect_fail "Firefox" firefox "WebTransport not supported"
     fi

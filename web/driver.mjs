@@ -12,7 +12,8 @@
 //   node web/driver.mjs --client moq-net|moqt|moq-watch --cell setup|pubsub|js-pub|js-sub|dev-url|watch \
 //     --draft N --url https://localhost:PORT/ --fingerprint HEX [--http http://127.0.0.1:HTTPPORT] \
 //     [--namespace a/b] [--track t] [--count K] [--interval-ms MS] [--timeout-ms 15000] [--verbose]
-//     [--no-map-localhost] [--browser chromium|firefox]
+//     [--no-map-localhost] [--transport wt|ws] [--ws ws://127.0.0.1:HTTPPORT/]
+//     [--browser chromium|firefox]
 //
 //   setup    WebTransport session + SETUP at draft N
 //   pubsub   a JS publisher and a JS subscriber (two sessions in one page): the subscriber
@@ -27,10 +28,19 @@
 //   dev-url  (moq-net only) connect with @moq/net's development URL http://host:port/: it
 //            fetches http://host:port/certificate.sha256 and opens https://host:port/ with that
 //            hash pinned; host:port from --http if given, else from --url
+//   ws-auto  (moq-net only, WebTransport removed) @moq/net's own connect over a WebSocket to --ws,
+//            offering every protocol it knows; pass = SETUP done over the WebSocket, and the
+//            detail names the draft the relay chose
 //   watch    (moq-watch only) @moq/watch plays the broadcast --namespace (default live/demo.msf,
 //            published by someone else, e.g. `moq publish live/demo.msf --packaging cmaf`):
 //            pass = --count (60) video frames decoded, then frames keep coming for
 //            --interval-ms (3000) with no gap over 1 s, and the canvas is not blank
+//
+// --transport ws (moq-net, moq-watch): the browser runs without WebTransport (the page's WebTransport and
+// WebTransportError are removed before any script runs), and @moq/net reaches the relay over a
+// WebSocket to --ws (the relay's HTTP listener) with QMux: the cells pin draft N by offering
+// the one subprotocol qmux-01.moqt-N; ws-auto lets @moq/net's own connect (WebTransport
+// missing, so WebSocket at once) offer its whole list, and reports the draft the relay chose.
 //
 // --browser (default chromium): Debian's Chromium driven by playwright-core, or Debian's
 // firefox-esr driven by puppeteer-core over WebDriver BiDi (web/browser.mjs launches both).
@@ -45,17 +55,18 @@ import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { homedir } from "node:os";
 import { join, normalize } from "node:path";
+import { withoutWebTransport } from "../moq-relay/web/test/no-webtransport.mjs";
 import { BROWSERS, display, executable, launchBrowser } from "./browser.mjs";
 
 const CLIENTS = {
-  "moq-net": ["setup", "pubsub", "js-pub", "js-sub", "dev-url"],
+  "moq-net": ["setup", "pubsub", "js-pub", "js-sub", "dev-url", "ws-auto"],
   moqt: ["setup", "pubsub", "js-pub", "js-sub"],
   "moq-watch": ["watch"],
 };
 const MOQ_BROWSER = process.env.MOQ_BROWSER || join(homedir(), ".cache", "moq-browser");
 const DIST = join(MOQ_BROWSER, "dist");
 
-const out = { client: null, cell: null, draft: null, browser: "chromium", result: "fail", detail: "" };
+const out = { client: null, cell: null, draft: null, browser: "chromium", transport: "wt", result: "fail", detail: "" };
 let verbose = false;
 
 function finish(result, detail, code) {
@@ -77,7 +88,7 @@ function log(...args) {
 }
 
 function parseArgs(argv) {
-  const opts = { timeoutMs: 15000, mapLocalhost: true, browser: "chromium" };
+  const opts = { timeoutMs: 15000, mapLocalhost: true, browser: "chromium", transport: "wt" };
   const take = (i, name) => {
     const v = argv[i + 1];
     if (v === undefined || v.startsWith("--")) harness(`${name} needs a value`);
@@ -106,6 +117,8 @@ function parseArgs(argv) {
       case "--verbose": verbose = true; break;
       case "--no-map-localhost": opts.mapLocalhost = false; break;
       case "--browser": opts.browser = value(); break;
+      case "--transport": opts.transport = value(); break;
+      case "--ws": opts.ws = value(); break;
       case "-h":
       case "--help": {
         const src = readFileSync(new URL(import.meta.url), "utf8").split("\n");
@@ -125,6 +138,11 @@ function parseArgs(argv) {
   if (!CLIENTS[opts.client]) harness(`--client must be one of ${Object.keys(CLIENTS).join(", ")}`);
   if (!CLIENTS[opts.client].includes(opts.cell)) harness(`--cell for ${opts.client} must be one of ${CLIENTS[opts.client].join(", ")}`);
   if (opts.draft === undefined) harness("--draft is required");
+  out.transport = opts.transport;
+  if (!["wt", "ws"].includes(opts.transport)) harness(`--transport must be wt or ws, got ${opts.transport}`);
+  if ((opts.transport === "ws" || opts.cell === "ws-auto") && (opts.client === "moqt" || !/^wss?:\/\//.test(opts.ws ?? ""))) {
+    harness("--transport ws and ws-auto need --client moq-net or moq-watch and --ws ws://host:port/");
+  }
   if (!opts.url) harness("--url is required (https://localhost:PORT/)");
   if (!/^https:\/\//.test(opts.url)) harness(`--url must be https:// (WebTransport), got ${opts.url}`);
   if (opts.cell !== "dev-url" && !opts.fingerprint) harness("--fingerprint is required (hex SHA-256 of the relay's certificate)");
@@ -195,6 +213,7 @@ async function main() {
     log(`${browser.name} ${browser.version} up in ${Date.now() - started} ms, page ${origin}`);
 
     const page = await browser.newPage();
+    if (opts.transport === "ws" || opts.cell === "ws-auto") await withoutWebTransport(page);
     page.onConsole((type, text) => {
       const line = `${type}: ${text}`;
       if (verbose) console.error("[page]", line);
@@ -215,6 +234,8 @@ async function main() {
       url: opts.url,
       fingerprint: opts.fingerprint,
       http: opts.http,
+      transport: opts.transport,
+      ws: opts.ws,
       namespace: opts.namespace,
       track: opts.track,
       count: opts.count,

@@ -6,7 +6,7 @@
 //! | `GET /metrics` | Prometheus text ([`crate::Metrics`]) |
 //! | `GET /health` | `ok` while the relay accepts sessions (else 503 `draining`), then one line per cluster link it dials: `link <peer> up`, or why not (`link <peer> down after 3 failed dials; error (certificate): ...`) |
 //! | `GET /announced[?prefix=a/b]` | the namespaces the relay knows (the prefix in the path form of `TrackNamespace`, URL-encoded: a `/` inside a field is `%252F`), JSON, only those the caller's token (`?jwt=` or `Authorization: Bearer`) may see |
-//! | `GET /`, `/app.js`, `/moq.js`, `/player.js` | the relay's web page: discovery, a player for a broadcast (MSF catalog, LOC video and audio decoded with WebCodecs) and a track's objects live, over WebTransport (`moq-relay/web/`, built into the binary) |
+//! | `GET /`, `/app.js`, `/moq.js`, `/qmux.js`, `/player.js` | the relay's web page: discovery, a player for a broadcast (MSF catalog, LOC video and audio decoded with WebCodecs) and a track's objects live, over WebTransport, or over a WebSocket to this listener (QMux, `qmux.js`) when WebTransport is missing or blocked (`moq-relay/web/`, built into the binary) |
 //! | `GET /connect.json` | `{"port": <the QUIC/WebTransport UDP port>, "fingerprint": "<hex>"}`, what the page connects with |
 //!
 //! Every answer allows any origin (CORS), so a page served elsewhere can fetch the
@@ -45,6 +45,7 @@ pub fn router(relay: Relay, auth: Option<Arc<TokenAuth>>) -> Router {
         .route("/index.html", get(|| page(PAGE_HTML)))
         .route("/app.js", get(|| page(PAGE_APP)))
         .route("/moq.js", get(|| page(PAGE_MOQ)))
+        .route("/qmux.js", get(|| page(PAGE_QMUX)))
         .route("/player.js", get(|| page(PAGE_PLAYER)))
         .layer(axum::middleware::map_response(cors))
         .with_state(HttpState { relay, auth })
@@ -72,6 +73,7 @@ const PAGE_HTML: PageFile = (
 );
 const PAGE_APP: PageFile = ("text/javascript", include_str!("../web/app.js"));
 const PAGE_MOQ: PageFile = ("text/javascript", include_str!("../web/moq.js"));
+const PAGE_QMUX: PageFile = ("text/javascript", include_str!("../web/qmux.js"));
 const PAGE_PLAYER: PageFile = ("text/javascript", include_str!("../web/player.js"));
 
 async fn page((content_type, text): PageFile) -> impl IntoResponse {

@@ -163,7 +163,7 @@ async fn operator_paths_tokens_and_certificate_reload() {
         let (code, html) = relay.curl("/", &[]);
         assert_eq!(code, 200);
         assert!(html.contains(r#"id="namespaces""#), "{html}");
-        for script in ["/app.js", "/moq.js", "/player.js"] {
+        for script in ["/app.js", "/moq.js", "/qmux.js", "/player.js"] {
             assert_eq!(relay.curl(script, &[]).0, 200, "{script}");
         }
 

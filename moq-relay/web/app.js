@@ -1,4 +1,5 @@
-// app.js: the relay's web page. Connects with moq.js (MOQT draft-19 over WebTransport), lists
+// app.js: the relay's web page. Connects with moq.js (MOQT draft-19 over WebTransport, or over a
+// WebSocket with QMux when WebTransport is missing or does not connect in time), lists
 // the namespaces under a prefix as they are announced and withdrawn (SUBSCRIBE_NAMESPACE,
 // draft-19 §6.1, §10.18); a click on one plays it as a broadcast (player.js: its MSF catalog,
 // LOC video and audio with WebCodecs), or, when it has no catalog, shows one track's objects
@@ -8,7 +9,12 @@
 // prefix (slash-separated, empty = everything), track (default "chat"), subscribe (a namespace
 // whose track to show at once), play (a broadcast to play at once). Without url/fingerprint the
 // page reads /connect.json from its own origin: {"port": <QUIC UDP port>, "fingerprint":
-// "<hex>"}, and connects to https://<host>:<port>/.
+// "<hex>"}, and connects to https://<host>:<port>/. The WebSocket fallback goes to the page's
+// own origin (ws://<host>:<http port>/, the relay's HTTP listener) unless `ws` (a ws:// or
+// wss:// URL) says otherwise; `transport` = auto (default) | webtransport | websocket picks,
+// `ws-delay` is WebTransport's head start in ms (default 300). The header shows the transport
+// in use (#transport, data-transport="webtransport" | "websocket"; also `window.transport`);
+// when neither connects, the status says "error: could not connect: " and why each failed.
 //
 // The player's figures are on the page and in `window.player` (see player.js newStats):
 // videoFrames, audioSamples, latencyMs (now - LOC TIMESTAMP of the latest decoded frame),
@@ -38,8 +44,14 @@ function setStatus(s, kind = "") {
   $("status").className = kind;
 }
 
+/** Where the WebSocket fallback goes: `ws`, else the page's own origin. */
+function webSocketUrl() {
+  if (query.get("ws")) return query.get("ws");
+  return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/`;
+}
+
 async function config() {
-  if (query.get("url") && query.get("fingerprint")) return { url: query.get("url"), fingerprint: query.get("fingerprint") };
+  if (query.get("url") && (query.get("fingerprint") || query.get("transport") === "websocket")) return { url: query.get("url"), fingerprint: query.get("fingerprint") };
   const res = await fetch("/connect.json", { cache: "no-store" });
   if (!res.ok) throw new Error(`/connect.json: HTTP ${res.status}`);
   const c = await res.json();
@@ -172,11 +184,20 @@ async function main() {
   $("track").value = query.get("track") ?? "chat";
   setStatus("connecting");
   try {
-    let { url, fingerprint, fallback } = await config();
-    setStatus(`connecting to ${url}`);
-    session = await connect(url, { fingerprint }).catch((e) => (fallback ? connect((url = fallback), { fingerprint }) : Promise.reject(e)));
-    setStatus(`connected ${session.protocol} to ${url}`, "ok");
-    session.ongoaway = () => setStatus(`connected ${session.protocol} to ${url}; the server is going away (GOAWAY)`, "ok");
+    const { url, fingerprint, fallback } = await config();
+    const transport = query.get("transport") ?? "auto";
+    const ws = webSocketUrl();
+    setStatus(`connecting to ${transport === "websocket" ? ws : url}${transport === "auto" ? ` (WebSocket ${ws} after ${query.get("ws-delay") ?? 300} ms)` : ""}`);
+    // WebTransport to `url` and (for localhost) 127.0.0.1 at once; the WebSocket after a head start.
+    session = await connect(fallback ? [url, fallback] : url, {
+      fingerprint, transport, webSocketUrl: ws, webSocketDelayMs: Number(query.get("ws-delay") ?? 300),
+    });
+    const over = `${session.transport === "websocket" ? "WebSocket" : "WebTransport"} ${session.url}`;
+    window.transport = session.transport;
+    $("transport").textContent = session.transport === "websocket" ? "WebSocket (QMux)" : "WebTransport";
+    $("transport").dataset.transport = session.transport;
+    setStatus(`connected ${session.protocol} over ${over}`, "ok");
+    session.ongoaway = () => setStatus(`connected ${session.protocol} over ${over}; the server is going away (GOAWAY)`, "ok");
     session.closed.then(() => setStatus(`error: ${session.error.message}`, "error"));
   } catch (e) {
     setStatus(`error: ${e.message}`, "error");

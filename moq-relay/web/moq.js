@@ -1,5 +1,6 @@
 // moq.js: a minimal Media over QUIC Transport subscriber, draft-ietf-moq-transport-19 only,
-// over the browser's WebTransport API. A plain ES module: no dependencies, no build step.
+// over the browser's WebTransport API, or over a WebSocket (QMux, qmux.js) where WebTransport is
+// missing or blocked. A plain ES module: no dependencies beyond qmux.js, no build step.
 //
 // Implements (draft-19 sections): §1.4.1 vi64 integers; §1.4.3 Key-Value-Pairs (Setup Options
 // and Properties; unknown types skipped by parity); §2.4.1 Track Namespace; §3.1.4 WebTransport,
@@ -16,10 +17,16 @@
 // Not here: publishing, TRACK_STATUS, SUBSCRIBE_TRACKS, REQUEST_UPDATE, authorization tokens;
 // requests the server opens are refused (NOT_SUPPORTED).
 //
+// `connect` tries WebTransport first and, after a head start (`webSocketDelayMs`, 300 ms), a
+// WebSocket too (subprotocol `qmux-01.moqt-19`); the first to finish SETUP is the session
+// (`session.transport` says which), the other is closed.
+//
 //   const s = await connect("https://localhost:4443/", { fingerprint: "ab12..." });
 //   for await (const e of await s.subscribeNamespace([])) console.log(e.type, e.namespace);
 //   for await (const o of await s.subscribe(["clock"], "seconds")) console.log(o.group, o.id);
 //   for await (const o of await s.join(["live", "demo"], "catalog")) console.log(o.group, o.id);
+
+import { connectWebSocket, StreamError } from "./qmux.js";
 
 export const VERSION = "moqt-19";
 const IMPLEMENTATION = "moq-js/0.1 (moq-relay/web)";
@@ -88,6 +95,7 @@ function frame(type, body) {
 }
 /** A stream cancel reason carrying `code` (the spec's constructor, else Chromium's dictionary). */
 function streamError(code) {
+  if (typeof WebTransportError === "undefined") return new StreamError(code, "cancel"); // qmux.js reads its code
   try { return new WebTransportError("cancel", { streamErrorCode: code }); }
   catch { return new WebTransportError({ message: "cancel", streamErrorCode: code }); }
 }
@@ -222,17 +230,68 @@ class Queue {
 // ---- the session ------------------------------------------------------------------------------
 
 /**
- * Opens a WebTransport session to `url` offering "moqt-19" and exchanges SETUP. `fingerprint`
- * (hex SHA-256 of the certificate) pins a self-signed certificate. Resolves to a Session once
- * the server's SETUP has arrived; rejects with the reason otherwise.
+ * Connects to a MOQT server and exchanges SETUP, over WebTransport or over a WebSocket.
+ * `url`: the WebTransport URL (https://), or a list of them tried at once (the first to connect
+ * wins). `fingerprint` (hex SHA-256 of the certificate) pins a self-signed certificate for
+ * WebTransport. `transport`: "auto" (default), "webtransport" or "websocket". In "auto",
+ * WebTransport starts at once and the WebSocket (`webSocketUrl`, default the first URL with
+ * wss:// for https://) after `webSocketDelayMs`, or as soon as every WebTransport attempt has
+ * failed, or at once where the browser has no WebTransport. Resolves to the first Session
+ * whose server SETUP arrives within `timeoutMs`; the others are closed. Rejects with an Error
+ * naming each transport's failure when none connects.
  */
-export async function connect(url, { fingerprint, timeoutMs = 10000 } = {}) {
+export async function connect(url, { fingerprint, timeoutMs = 10000, transport = "auto", webSocketUrl, webSocketDelayMs = 300 } = {}) {
+  const urls = Array.isArray(url) ? url : [url];
+  const tries = []; // { kind, url, session, error }
+  const wt = transport !== "websocket" && typeof WebTransport !== "undefined";
+  const ws = transport !== "webtransport";
+  if (!wt && !ws) throw new Error("no transport: this browser has no WebTransport and the WebSocket fallback is off");
+  return new Promise((resolve, reject) => {
+    let won = null;
+    let wsTimer = null;
+    const failed = () => {
+      if (won || tries.some((t) => !t.error) || (ws && !tries.some((t) => t.kind === "WebSocket"))) return;
+      reject(new Error(`could not connect: ${tries.map((t) => `${t.kind} (${t.url}): ${t.error}`).join("; ")}`));
+    };
+    const attempt = (kind, target, open) => {
+      const t = { kind, url: target, session: null, error: null };
+      tries.push(t);
+      establish(() => (t.session = open()), timeoutMs).then((session) => {
+        session.url = target;
+        if (won) return session.close(0, "another transport connected first");
+        won = t;
+        clearTimeout(wsTimer);
+        for (const other of tries) if (other !== t) other.session?.close(0, "another transport connected first"); // pending ones too
+        resolve(session);
+      }, (e) => {
+        t.error = String(e?.message ?? e);
+        // Every WebTransport attempt failed before the head start ended: the WebSocket goes now.
+        if (kind === "WebTransport" && ws && !tries.some((x) => x.kind === "WebSocket") && tries.every((x) => x.error)) startWs();
+        failed();
+      });
+    };
+    const startWs = () => {
+      clearTimeout(wsTimer);
+      const target = webSocketUrl ?? urls[0].replace(/^http/, "ws");
+      attempt("WebSocket", target, () => new Session(connectWebSocket(target, [VERSION]), "websocket"));
+    };
+    if (wt) for (const u of urls) attempt("WebTransport", u, () => new Session(new WebTransport(u, webTransportOptions(fingerprint)), "webtransport"));
+    if (ws) wsTimer = wt ? setTimeout(() => won || startWs(), webSocketDelayMs) : startWs();
+  });
+}
+
+function webTransportOptions(fingerprint) {
   const options = { protocols: [VERSION] };
   if (fingerprint) {
     const value = new Uint8Array(fingerprint.replace(/[^0-9a-f]/gi, "").match(/../g).map((h) => parseInt(h, 16)));
     options.serverCertificateHashes = [{ algorithm: "sha-256", value }];
   }
-  const session = new Session(new WebTransport(url, options));
+  return options;
+}
+
+/** Opens a Session with `open` and waits for the server's SETUP, `timeoutMs` at most. */
+async function establish(open, timeoutMs) {
+  const session = open();
   const timer = setTimeout(() => session.fail(0x11, "no SETUP from the server in time"), timeoutMs);
   try { await session.start(); return session; }
   catch (e) { session.fail(0, String(e?.message ?? e)); throw session.error; }
@@ -240,8 +299,9 @@ export async function connect(url, { fingerprint, timeoutMs = 10000 } = {}) {
 }
 
 export class Session {
-  constructor(wt) {
-    Object.assign(this, { wt, protocol: "", error: null, nextRequestId: 0 }); // client IDs even (§10.1)
+  /** `wt`: a WebTransport, or a QmuxSession (qmux.js); `transport` names which ("webtransport", "websocket"). */
+  constructor(wt, transport = "webtransport") {
+    Object.assign(this, { wt, transport, protocol: "", error: null, nextRequestId: 0 }); // client IDs even (§10.1)
     this.serverSetup = null; // { implementation, options: [{type, value}] }
     this.goaway = null; // { uri, timeout } once the server sent GOAWAY; see also `ongoaway`
     this.aliases = new Map(); // Track Alias -> Set of subscriptions

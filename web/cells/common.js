@@ -29,6 +29,18 @@ export function hexToBytes(hex) {
   return out;
 }
 
+/**
+ * A QMux session (`Qmux`: @moq/qmux's Session, which the caller bundles) to `args.ws` offering
+ * the one subprotocol qmux-01.moqt-N (N = args.draft), for @moq/net's `transport` option; the
+ * driver must have removed WebTransport from the page (--transport ws).
+ */
+export function webSocketSession(Qmux, args) {
+  if (typeof globalThis.WebTransport !== "undefined") fail("WebTransport is still in the page: the driver did not remove it");
+  if (args.draft < 15) fail(`draft ${args.draft} has no WebSocket subprotocol (moqt-N names start at 15)`);
+  const alpn = `moqt-${args.draft}`;
+  return new Qmux(args.ws, { protocols: [alpn], versions: { [alpn]: "qmux-01" }, requireProtocol: true });
+}
+
 /** Rejects with a CellFail after `ms`, naming `what`. */
 export function within(ms, what, promise) {
   let timer;

@@ -7,7 +7,14 @@
 // pins one draft. Draft 14 has no protocol name: with no protocol negotiated it sends
 // CLIENT_SETUP (type 0x20) listing moq-lite-02, moq-lite-01 and draft-14 (0xff00000e).
 // Drafts 15/16 exchange CLIENT_SETUP/SERVER_SETUP on a bidi stream; 17+ SETUP on uni streams.
+//
+// Over a WebSocket (args.transport "ws"; the driver has removed WebTransport from the page) a
+// cell hands @moq/net a QMux session of its own dependency @moq/qmux, offering the single
+// subprotocol qmux-01.moqt-N, so the draft is pinned as over WebTransport. (@moq/net's own
+// WebSocket offer, used by ws-auto, lists moqt-20 and moqt-18 over qmux-01 and moqt-17..15 over
+// any QMux draft, plus moq-lite: the relay picks among those.)
 import * as Moq from "@moq/net";
+import Qmux from "@moq/qmux";
 import {
   CellFail,
   checkStream,
@@ -21,6 +28,7 @@ import {
   pubsubPlan,
   sleep,
   uniqueNamespace,
+  webSocketSession,
   within,
 } from "./common.js";
 
@@ -31,17 +39,22 @@ function protocolsFor(draft) {
   return draft === 14 ? [] : [`moqt-${draft}`];
 }
 
-/** Connects at `args.draft`, pinning the relay's certificate hash; WebSocket fallback off. */
+/**
+ * Connects at `args.draft`: over WebTransport pinning the relay's certificate hash, WebSocket
+ * fallback off; or (args.transport "ws") over a WebSocket to `args.ws` offering only
+ * qmux-01.moqt-N.
+ */
 async function connect(args, label) {
   const url = new URL(args.url);
-  const connection = await within(args.timeoutMs, `${label}: connect + SETUP at draft ${args.draft}`,
-    Moq.Connection.connect(url, {
-      webtransport: {
-        protocols: protocolsFor(args.draft),
-        serverCertificateHashes: [{ algorithm: "sha-256", value: hexToBytes(args.fingerprint) }],
-      },
-      websocket: { enabled: false },
-    }));
+  const options = args.transport === "ws" ? { transport: webSocketSession(Qmux, args) } : {
+    webtransport: {
+      protocols: protocolsFor(args.draft),
+      serverCertificateHashes: [{ algorithm: "sha-256", value: hexToBytes(args.fingerprint) }],
+    },
+    websocket: { enabled: false },
+  };
+  const connection = await within(args.timeoutMs, `${label}: connect + SETUP at draft ${args.draft} over ${args.transport === "ws" ? `WebSocket ${args.ws}` : "WebTransport"}`,
+    Moq.Connection.connect(url, options));
   const want = `moq-transport-${args.draft}`;
   if (connection.version !== want) {
     connection.close();
@@ -85,7 +98,7 @@ async function readObjects(subscriber, count, deadline, received) {
 
 async function setup(args) {
   const connection = await connect(args, "session");
-  const detail = `${connection.version} over ${connection.url}`;
+  const detail = `${connection.version} over ${args.transport === "ws" ? `WebSocket ${args.ws} (qmux-01.moqt-${args.draft})` : connection.url}`;
   connection.close();
   return detail;
 }
@@ -254,4 +267,17 @@ async function devUrl(args) {
   return detail;
 }
 
-install("moq-net", { setup, pubsub, "js-pub": jsPub, "js-sub": jsSub, "dev-url": devUrl });
+/**
+ * @moq/net's own connect with WebTransport missing from the page: it goes to the WebSocket at
+ * once (no head start), offering its whole subprotocol list; the relay picks.
+ */
+async function wsAuto(args) {
+  if (typeof globalThis.WebTransport !== "undefined") fail("WebTransport is still in the page: the driver did not remove it");
+  const connection = await within(args.timeoutMs, `connect over WebSocket ${args.ws} (WebTransport missing)`,
+    Moq.Connection.connect(new URL(args.url), { websocket: { url: new URL(args.ws) } }));
+  const detail = `${connection.version} over WebSocket ${args.ws}, chosen by the relay from @moq/net's offer`;
+  connection.close();
+  return detail;
+}
+
+install("moq-net", { setup, pubsub, "js-pub": jsPub, "js-sub": jsSub, "dev-url": devUrl, "ws-auto": wsAuto });

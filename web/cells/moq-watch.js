@@ -17,9 +17,11 @@
 // decoded video frames to see (default 60), args.intervalMs = how long frames must keep coming
 // after that (default 3000 ms; at least one new frame every second of it). The detail reports
 // the decoded frame count, the frames handed to WebCodecs, the rendition, the video size and
-// whether the canvas has non-blank pixels.
+// whether the canvas has non-blank pixels. Over a WebSocket (args.transport "ws") the player's
+// @moq/net gets a QMux session offering qmux-01.moqt-N alone (common.js webSocketSession).
+import Qmux from "@moq/qmux";
 import { Broadcast, Net, Signals, Sync, Video } from "@moq/watch";
-import { fail, hexToBytes, install, sleep, within } from "./common.js";
+import { fail, hexToBytes, install, sleep, webSocketSession, within } from "./common.js";
 
 const DRAFTS = [14, 15, 16, 17, 18, 19];
 
@@ -48,14 +50,15 @@ async function watch(args) {
   const keepMs = args.intervalMs ?? 3000;
   const deadline = performance.now() + args.timeoutMs - 500;
 
-  const connection = await within(args.timeoutMs, `connect + SETUP at draft ${args.draft}`,
-    Net.Connection.connect(new URL(args.url), {
-      webtransport: {
-        protocols: protocolsFor(args.draft),
-        serverCertificateHashes: [{ algorithm: "sha-256", value: hexToBytes(args.fingerprint) }],
-      },
-      websocket: { enabled: false },
-    }));
+  const options = args.transport === "ws" ? { transport: webSocketSession(Qmux, args) } : {
+    webtransport: {
+      protocols: protocolsFor(args.draft),
+      serverCertificateHashes: [{ algorithm: "sha-256", value: hexToBytes(args.fingerprint) }],
+    },
+    websocket: { enabled: false },
+  };
+  const connection = await within(args.timeoutMs, `connect + SETUP at draft ${args.draft}${args.transport === "ws" ? ` over WebSocket ${args.ws}` : ""}`,
+    Net.Connection.connect(new URL(args.url), options));
   const negotiated = connection.version;
   if (negotiated !== `moq-transport-${args.draft}`) fail(`negotiated ${negotiated}, wanted moq-transport-${args.draft}`);
 

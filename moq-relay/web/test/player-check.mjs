@@ -8,6 +8,11 @@
 //     [--screenshot docs/media/player.png] [--timeout-ms 30000] [--browser chromium|firefox]
 //   node player-check.mjs --page 'http://localhost:8080/?play=live/hevc' --expect-unsupported hev1
 //   node player-check.mjs --page 'http://localhost:8080/?play=live/bad' --expect-error 'not JSON'
+//   ... [--no-webtransport] [--expect-transport websocket|webtransport]
+//
+// --no-webtransport: each page has no WebTransport (removed before its scripts run), so it
+// plays over its WebSocket fallback (QMux); --expect-transport: every page must say it uses
+// that transport (window.transport) before it is checked.
 //
 // Playing (default): `--viewers` pages open at once; each must decode a first video frame
 // within the timeout. After `--late-after-ms` one more page opens (the late viewer). Then
@@ -30,13 +35,14 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { launchBrowser } from "../../../web/browser.mjs";
+import { withoutWebTransport } from "./no-webtransport.mjs";
 
 const args = { viewers: 2, lateAfterMs: 3000, watchMs: 4000, maxLatencyMs: 2000, timeoutMs: 30000, browser: "chromium" };
 for (let i = 2; i < process.argv.length; i++) {
   const flag = process.argv[i].replace(/^--/, "").replace(/-(.)/g, (_, c) => c.toUpperCase());
-  args[flag] = process.argv[++i];
+  args[flag] = flag === "noWebtransport" ? true : process.argv[++i];
 }
-const result = { ok: false, viewers: [], late: null, unsupported: null, error: null };
+const result = { ok: false, transport: null, viewers: [], late: null, unsupported: null, error: null };
 const finish = (ok) => {
   result.ok = ok;
   console.log(JSON.stringify(result));
@@ -93,7 +99,13 @@ try {
     const page = await browser.newPage();
     page.onConsole((type, text) => type === "error" && logs.push(`${name} ${type}: ${text}`));
     page.onPageError((message) => logs.push(`${name} pageerror: ${message}`));
+    if (args.noWebtransport) await withoutWebTransport(page);
     await page.goto(args.page, 30000);
+    if (args.expectTransport) {
+      await page.waitForFunction(() => window.transport, Number(args.timeoutMs));
+      result.transport = await page.evaluate(() => window.transport);
+      if (result.transport !== args.expectTransport) throw new Error(`${name} plays over ${result.transport}, expected ${args.expectTransport}`);
+    }
     return page;
   };
   const deadline = Date.now() + Number(args.timeoutMs);
