@@ -8,9 +8,9 @@
 #                         Chromium 156, another major gets a warning. An existing
 #                         /usr/bin/chromium is left alone (upgrade it with apt yourself).
 #   firefox-esr           Debian's package (/usr/bin/firefox-esr, ESR 140), apt-get install when
-#                         missing, the same way (apt-get update only when the install fails);
-#                         puppeteer-core 24.43 drives it over WebDriver BiDi, another ESR major
-#                         gets a warning. Cold: 16 s, 83 MB download, 322 MB on disk.
+#                         missing, the same way; puppeteer-core 24.43 drives it over WebDriver
+#                         BiDi, another ESR major gets a warning. Cold: 16 s, 83 MB download,
+#                         322 MB on disk.
 #   node_modules/         `npm ci` of web/package.json + web/package-lock.json (exact pins:
 #                         @moq/net 0.3.4, @moqt/transport 0.5.7, @moqt/webtransport 0.5.7,
 #                         @moq/watch 0.4.6, playwright-core 1.64.1, puppeteer-core 24.43.1,
@@ -22,7 +22,8 @@
 #                         rebuilt on every run (well under a second)
 #   src/cells/            the copy of web/cells esbuild bundles from (so the cache's
 #                         node_modules resolves the imports)
-#   logs/                 npm.log, apt.log, esbuild.log of the last run; timings.txt one line a run
+#   logs/                 npm.log, apt-chromium.log, apt-firefox-esr.log, esbuild.log of the
+#                         last run; timings.txt one line a run
 #
 # Usage: scripts/install-browser.sh [--force]    (--force: npm ci even when the stamp matches)
 # Env: MOQ_BROWSER (install root), MOQ_BROWSERS (which browsers to install, default
@@ -77,61 +78,46 @@ sudo_for_apt() { # what is missing: sets $SUDO, or dies
 }
 # Another apt-get (another install script) may hold dpkg's lock: wait for it.
 APT_LOCK=(-o DPkg::Lock::Timeout=600)
-if [ "$want_chromium" = 1 ]; then
+
+# One browser: NAME PACKAGE EXECUTABLE MAJOR DRIVER. Installs Debian's PACKAGE with apt-get when
+# EXECUTABLE (the package's own path) is missing: apt-get update first when the package lists
+# offer a major below MAJOR (stale lists: Chromium 148 for 156) or when the install fails. Then
+# warns when the installed major is not MAJOR (the one DRIVER was validated with).
+browser_step() {
+    local name="$1" pkg="$2" exe="$3" want="$4" driver="$5" logf="$LOGS/apt-$2.log" step candidate version major
     t=$(now)
-    if [ -x "$CHROMIUM" ]; then
-        chromium_step="present"
+    if [ -x "$exe" ]; then
+        step="present"
     else
-        [ "$CHROMIUM" = /usr/bin/chromium ] || die "MOQ_CHROMIUM=$CHROMIUM does not exist (only /usr/bin/chromium is installed by this script)"
-        sudo_for_apt chromium
-        echo "install-browser: installing chromium with apt-get (log: $LOGS/apt.log)"
+        [ "$exe" = "/usr/bin/$pkg" ] || die "$exe does not exist (only /usr/bin/$pkg is installed by this script)"
+        sudo_for_apt "$pkg"
+        echo "install-browser: installing $pkg with apt-get (log: $logf)"
         export DEBIAN_FRONTEND=noninteractive
-        # Stale package lists install an older Chromium (or none): then update and install again.
-        candidate="$(apt-cache policy chromium 2>/dev/null | sed -n 's/^ *Candidate: \([0-9]*\)\..*/\1/p')"
-        if [ "${candidate:-0}" -lt "$CHROMIUM_MAJOR_EXPECTED" ] \
-            || ! $SUDO apt-get install -y --no-install-recommends "${APT_LOCK[@]}" chromium >"$LOGS/apt.log" 2>&1; then
-            echo "install-browser: apt candidate is Chromium ${candidate:-none} (want $CHROMIUM_MAJOR_EXPECTED) or the install failed: apt-get update, then install"
-            { $SUDO apt-get update "${APT_LOCK[@]}" && $SUDO apt-get install -y --no-install-recommends "${APT_LOCK[@]}" chromium; } >>"$LOGS/apt.log" 2>&1 \
-                || { tail -n 20 "$LOGS/apt.log" >&2; die "apt-get install chromium (see $LOGS/apt.log)"; }
+        candidate="$(apt-cache policy "$pkg" 2>/dev/null | sed -n 's/^ *Candidate: \([0-9]*\)\..*/\1/p')"
+        if [ "${candidate:-0}" -lt "$want" ] \
+            || ! $SUDO apt-get install -y --no-install-recommends "${APT_LOCK[@]}" "$pkg" >"$logf" 2>&1; then
+            echo "install-browser: apt candidate is $name ${candidate:-none} (want $want) or the install failed: apt-get update, then install"
+            { $SUDO apt-get update "${APT_LOCK[@]}" && $SUDO apt-get install -y --no-install-recommends "${APT_LOCK[@]}" "$pkg"; } >>"$logf" 2>&1 \
+                || { tail -n 20 "$logf" >&2; die "apt-get install $pkg (see $logf)"; }
         fi
-        [ -x "$CHROMIUM" ] || die "apt-get installed chromium but $CHROMIUM is missing"
-        chromium_step="apt-get install"
+        [ -x "$exe" ] || die "apt-get installed $pkg but $exe is missing"
+        step="apt-get install"
     fi
-    chromium_version="$("$CHROMIUM" --version 2>/dev/null | head -n 1)" || die "$CHROMIUM --version failed"
-    major="$(sed -n 's/^[^0-9]*\([0-9][0-9]*\)\..*/\1/p' <<<"$chromium_version")"
-    if [ "$major" != "$CHROMIUM_MAJOR_EXPECTED" ]; then
-        echo "install-browser: warning: $chromium_version, the harness was validated with Chromium $CHROMIUM_MAJOR_EXPECTED (playwright-core 1.64.1)" >&2
+    version="$("$exe" --version 2>/dev/null | head -n 1)" || die "$exe --version failed"
+    major="$(sed -n 's/^[^0-9]*\([0-9][0-9]*\)\..*/\1/p' <<<"$version")"
+    if [ "$major" != "$want" ]; then
+        echo "install-browser: warning: $version, the harness was validated with $name $want ($driver)" >&2
     fi
-    timings+=("chromium=$(since "$t")s($chromium_step)")
-    echo "install-browser: chromium: $chromium_version ($chromium_step, $(since "$t") s)"
+    timings+=("$name=$(since "$t")s($step)")
+    echo "install-browser: $name: $version ($step, $(since "$t") s)"
+}
+if [ "$want_chromium" = 1 ]; then
+    browser_step chromium chromium "$CHROMIUM" "$CHROMIUM_MAJOR_EXPECTED" "playwright-core 1.64.1"
 fi
 
 # --- 1b. Firefox ESR --------------------------------------------------------------------------
 if [ "$want_firefox" = 1 ]; then
-    t=$(now)
-    if [ -x "$FIREFOX" ]; then
-        firefox_step="present"
-    else
-        [ "$FIREFOX" = /usr/bin/firefox-esr ] || die "MOQ_FIREFOX=$FIREFOX does not exist (only /usr/bin/firefox-esr is installed by this script)"
-        sudo_for_apt firefox-esr
-        echo "install-browser: installing firefox-esr with apt-get (log: $LOGS/apt-firefox.log)"
-        export DEBIAN_FRONTEND=noninteractive
-        if ! $SUDO apt-get install -y --no-install-recommends "${APT_LOCK[@]}" firefox-esr >"$LOGS/apt-firefox.log" 2>&1; then
-            echo "install-browser: apt-get install firefox-esr failed: apt-get update, then install"
-            { $SUDO apt-get update "${APT_LOCK[@]}" && $SUDO apt-get install -y --no-install-recommends "${APT_LOCK[@]}" firefox-esr; } \
-                >>"$LOGS/apt-firefox.log" 2>&1 \
-                || { tail -n 20 "$LOGS/apt-firefox.log" >&2; die "apt-get install firefox-esr (see $LOGS/apt-firefox.log)"; }
-        fi
-        [ -x "$FIREFOX" ] || die "apt-get installed firefox-esr but $FIREFOX is missing"
-        firefox_step="apt-get install"
-    fi
-    firefox_version="$("$FIREFOX" --version 2>/dev/null | head -n 1)" || die "$FIREFOX --version failed"
-    major="$(sed -n 's/^[^0-9]*\([0-9][0-9]*\)\..*/\1/p' <<<"$firefox_version")"
-    if [ "$major" != "$FIREFOX_MAJOR_EXPECTED" ]; then
-        echo "install-browser: warning: $firefox_version, the harness was validated with Firefox ESR $FIREFOX_MAJOR_EXPECTED (puppeteer-core 24.43.1)" >&2
-    fi
-    timings+=("firefox=$(since "$t")s($firefox_step)")
-    echo "install-browser: firefox: $firefox_version ($firefox_step, $(since "$t") s)"
+    browser_step firefox firefox-esr "$FIREFOX" "$FIREFOX_MAJOR_EXPECTED" "puppeteer-core 24.43.1"
 fi
 
 # --- 2. npm ci ---------------------------------------------------------------------------------
