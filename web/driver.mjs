@@ -138,7 +138,7 @@ function parseArgs(argv) {
   if (!CLIENTS[opts.client]) harness(`--client must be one of ${Object.keys(CLIENTS).join(", ")}`);
   if (!CLIENTS[opts.client].includes(opts.cell)) harness(`--cell for ${opts.client} must be one of ${CLIENTS[opts.client].join(", ")}`);
   if (opts.draft === undefined) harness("--draft is required");
-  out.transport = opts.transport;
+  out.transport = opts.cell === "ws-auto" ? "ws" : opts.transport;
   if (!["wt", "ws"].includes(opts.transport)) harness(`--transport must be wt or ws, got ${opts.transport}`);
   if ((opts.transport === "ws" || opts.cell === "ws-auto") && (opts.client === "moqt" || !/^wss?:\/\//.test(opts.ws ?? ""))) {
     harness("--transport ws and ws-auto need --client moq-net or moq-watch and --ws ws://host:port/");

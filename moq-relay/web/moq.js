@@ -251,7 +251,8 @@ export async function connect(url, { fingerprint, timeoutMs = 10000, transport =
     let wsTimer = null;
     const failed = () => {
       if (won || tries.some((t) => !t.error) || (ws && !tries.some((t) => t.kind === "WebSocket"))) return;
-      reject(new Error(`could not connect: ${tries.map((t) => `${t.kind} (${t.url}): ${t.error}`).join("; ")}`));
+      const missing = transport !== "websocket" && !wt ? ["WebTransport: this browser has none"] : [];
+      reject(new Error(`could not connect: ${[...missing, ...tries.map((t) => `${t.kind} (${t.url}): ${t.error}`)].join("; ")}`));
     };
     const attempt = (kind, target, open) => {
       const t = { kind, url: target, session: null, error: null };
@@ -264,7 +265,7 @@ export async function connect(url, { fingerprint, timeoutMs = 10000, transport =
         for (const other of tries) if (other !== t) other.session?.close(0, "another transport connected first"); // pending ones too
         resolve(session);
       }, (e) => {
-        t.error = String(e?.message ?? e);
+        t.error = String(e?.reason || e?.message || e);
         // Every WebTransport attempt failed before the head start ended: the WebSocket goes now.
         if (kind === "WebTransport" && ws && !tries.some((x) => x.kind === "WebSocket") && tries.every((x) => x.error)) startWs();
         failed();
@@ -313,7 +314,7 @@ export class Session {
     /** Resolves when the session has ended; `error` then says why. */
     this.closed = wt.closed.then(
       (info) => this.fail(info?.closeCode ?? 0, info?.reason ?? "", true),
-      (e) => this.fail(0, String(e?.message ?? e), true),
+      (e) => this.fail(0, String(e?.reason || e?.message || e), true), // (qmux.js: reason alone)
     );
   }
 

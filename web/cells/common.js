@@ -31,14 +31,17 @@ export function hexToBytes(hex) {
 
 /**
  * A QMux session (`Qmux`: @moq/qmux's Session, which the caller bundles) to `args.ws` offering
- * the one subprotocol qmux-01.moqt-N (N = args.draft), for @moq/net's `transport` option; the
- * driver must have removed WebTransport from the page (--transport ws).
+ * the one subprotocol qmux-01.moqt-N (N = args.draft), open (its `ready` resolved: @moq/net
+ * does not wait for it when handed a session), for @moq/net's `transport` option; the driver
+ * must have removed WebTransport from the page (--transport ws).
  */
-export function webSocketSession(Qmux, args) {
+export async function webSocketSession(Qmux, args) {
   if (typeof globalThis.WebTransport !== "undefined") fail("WebTransport is still in the page: the driver did not remove it");
   if (args.draft < 15) fail(`draft ${args.draft} has no WebSocket subprotocol (moqt-N names start at 15)`);
   const alpn = `moqt-${args.draft}`;
-  return new Qmux(args.ws, { protocols: [alpn], versions: { [alpn]: "qmux-01" }, requireProtocol: true });
+  const session = new Qmux(args.ws, { protocols: [alpn], versions: { [alpn]: "qmux-01" }, requireProtocol: true });
+  await within(args.timeoutMs, `the WebSocket to ${args.ws} (qmux-01.${alpn})`, session.ready);
+  return session;
 }
 
 /** Rejects with a CellFail after `ms`, naming `what`. */

@@ -46,7 +46,7 @@ function protocolsFor(draft) {
  */
 async function connect(args, label) {
   const url = new URL(args.url);
-  const options = args.transport === "ws" ? { transport: webSocketSession(Qmux, args) } : {
+  const options = args.transport === "ws" ? { transport: await webSocketSession(Qmux, args) } : {
     webtransport: {
       protocols: protocolsFor(args.draft),
       serverCertificateHashes: [{ algorithm: "sha-256", value: hexToBytes(args.fingerprint) }],

@@ -50,7 +50,7 @@ async function watch(args) {
   const keepMs = args.intervalMs ?? 3000;
   const deadline = performance.now() + args.timeoutMs - 500;
 
-  const options = args.transport === "ws" ? { transport: webSocketSession(Qmux, args) } : {
+  const options = args.transport === "ws" ? { transport: await webSocketSession(Qmux, args) } : {
     webtransport: {
       protocols: protocolsFor(args.draft),
       serverCertificateHashes: [{ algorithm: "sha-256", value: hexToBytes(args.fingerprint) }],

@@ -97,6 +97,12 @@ test("both fail: one error names each transport's failure", TIMEOUT, async () =>
     /could not connect: WebTransport \(https:\/\/relay.test:4443\/\): .*QUIC handshake failed.*; WebSocket \(wss:\/\/relay.test:4443\/\): .*subprotocol/.test(e.message));
 });
 
+test("no WebTransport in the browser and the WebSocket fails: the error says both", TIMEOUT, async () => {
+  install({ wt: "absent", ws: "fails" });
+  await assert.rejects(connect("https://relay.test:4443/"), (e) =>
+    /^could not connect: WebTransport: this browser has none; WebSocket \(wss:\/\/relay.test:4443\/\): /.test(e.message));
+});
+
 test("transport: \"webtransport\" never opens a WebSocket; \"websocket\" never opens WebTransport", TIMEOUT, async () => {
   let { opened } = install({ wt: "fails", ws: "works" });
   await assert.rejects(connect("https://relay.test:4443/", { transport: "webtransport" }), /WebTransport/);
