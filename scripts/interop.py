@@ -98,9 +98,10 @@ TRANSPORTS = {"quic": "moqt", "wt": "https"}
 WS_SCHEME = "ws"
 WS_RELAYS = ["ours", "moq-dev"]
 
-# Browser clients (scripts/install-browser.sh: Debian's Chromium, the pinned npm packages and
-# their bundles in $MOQ_BROWSER), run one cell at a time by web/driver.mjs in headless Chromium
-# against our relay over WebTransport. The drafts each speaks that our relay speaks too.
+# Browser clients (scripts/install-browser.sh: Debian's Chromium and firefox-esr, the pinned npm
+# packages and their bundles in $MOQ_BROWSER), run one cell at a time by web/driver.mjs in
+# headless Chromium and in headless Firefox against our relay over WebTransport. The drafts each
+# speaks that our relay speaks too.
 BROWSER = Path(os.environ.get("MOQ_BROWSER", Path.home() / ".cache" / "moq-browser"))
 DRIVER = ROOT / "web" / "driver.mjs"
 PAGE_CHECK = ROOT / "moq-relay" / "web" / "test" / "page-check.mjs"
@@ -116,6 +117,14 @@ BROWSER_CLIENTS = {
 BROWSER_WS_CLIENTS = {
     "moq-net": ([15, 16, 17, 18, 19, 20], ["setup", "pubsub", "js-pub", "js-sub"]),
 }
+# The browsers every browser client cell and the page run in (web/browser.mjs): Chromium's rows
+# carry the client's own name, the others' "<client>@<browser>" (tests/interop-expected.txt).
+BROWSERS = ["chromium", "firefox"]
+
+
+def in_browser(client: str, browser: str) -> str:
+    """The name of a browser client's rows: `moq-net` in Chromium, `moq-net@firefox` in Firefox."""
+    return client if browser == "chromium" else f"{client}@{browser}"
 
 
 # Children: no backtraces in their output, and our binaries' logs at warn unless asked.
@@ -296,6 +305,8 @@ class Matrix:
         self.outcomes: list[Outcome] = []
         self.ports: dict[str, int] = {}
         self.versions: dict[str, str] = {}
+        # The browser the browser cells run in now (browser() sets it for each of BROWSERS).
+        self.js_browser = "chromium"
 
     def wanted(self, *names: object) -> bool:
         return self.only is None or any(self.only in str(n) for n in names)
@@ -730,69 +741,80 @@ class Matrix:
     # ---- browsers -----------------------------------------------------------------------
 
     def browser(self) -> None:
-        """JS clients in headless Chromium against our relay (WebTransport), the Rust examples
+        """The browser rows, in each browser of BROWSERS."""
+        for browser in BROWSERS:
+            self.js_browser = browser
+            self.browser_rows(browser)
+        self.js_browser = "chromium"
+
+    def browser_rows(self, browser: str) -> None:
+        """JS clients in one headless browser against our relay (WebTransport), the Rust examples
         as their peers, and the relay's own web page."""
-        if not self.wanted("browser", "page", *BROWSER_CLIENTS):
+        if not self.wanted("browser", "page", browser, *(in_browser(c, browser) for c in BROWSER_CLIENTS)):
             return
-        self.browser_ws()
+        self.browser_ws(browser)
         for client, (drafts, cells) in BROWSER_CLIENTS.items():
+            name = in_browser(client, browser)
             for draft in drafts:
                 for cell in cells:
-                    if not self.wanted(client, cell, f"d{draft}", "browser"):
+                    if not self.wanted(name, cell, f"d{draft}", "browser"):
                         continue
-                    log(f"-- browser: {client} {cell}, draft-{draft}")
+                    log(f"-- browser: {client} {cell}, draft-{draft} ({browser})")
                     result, detail = {"js-pub": self.js_pub, "js-sub": self.js_sub}.get(cell, self.js_cell)(
                         client, cell, draft
                     )
-                    self.record(Outcome(client, "ours", draft, "wt", cell, result, detail))
-        if self.wanted("page", "browser"):
-            log("-- browser: the relay's web page")
+                    self.record(Outcome(name, "ours", draft, "wt", cell, result, detail))
+        if self.wanted(in_browser("page", browser), "browser"):
+            log(f"-- browser: the relay's web page ({browser})")
             result, detail = self.page()
-            self.record(Outcome("page", "ours", 19, "wt", "discovery", result, detail))
-            log("-- browser: the relay's web page in a Chromium without WebTransport (WebSocket)")
+            self.record(Outcome(in_browser("page", browser), "ours", 19, "wt", "discovery", result, detail))
+            log(f"-- browser: the relay's web page in a {browser} without WebTransport (WebSocket)")
             result, detail = self.page(websocket=True)
-            self.record(Outcome("page", "ours", 19, "ws", "discovery", result, detail))
-            log("-- browser: the relay's web page when neither transport connects")
+            self.record(Outcome(in_browser("page", browser), "ours", 19, "ws", "discovery", result, detail))
+            log(f"-- browser: the relay's web page when neither transport connects ({browser})")
             result, detail = self.page_unreachable()
-            self.record(Outcome("page", "ours", 19, "none", "error", result, detail))
+            self.record(Outcome(in_browser("page", browser), "ours", 19, "none", "error", result, detail))
 
-    def browser_ws(self) -> None:
-        """The browser cells over a WebSocket to the relay's HTTP listener (Chromium without
+    def browser_ws(self, browser: str) -> None:
+        """The browser cells over a WebSocket to the relay's HTTP listener (a browser without
         WebTransport), our Rust examples as their peers over raw QUIC."""
         ws = ["--transport", "ws", "--ws", f"ws://127.0.0.1:{self.ports['ours']}/"]
         for client, (drafts, cells) in BROWSER_WS_CLIENTS.items():
+            name = in_browser(client, browser)
             for draft in drafts:
                 for cell in cells:
-                    if not self.wanted(client, cell, f"d{draft}", "browser", "ws"):
+                    if not self.wanted(name, cell, f"d{draft}", "browser", "ws"):
                         continue
-                    log(f"-- browser: {client} {cell}, draft-{draft}, WebSocket")
+                    log(f"-- browser: {client} {cell}, draft-{draft}, WebSocket ({browser})")
                     run_cell = {"js-pub": self.js_pub, "js-sub": self.js_sub}.get(cell, self.js_cell)
                     result, detail = run_cell(client, cell, draft, ws)
-                    self.record(Outcome(client, "ours", draft, "ws", cell, result, detail))
-            if self.wanted(client, "ws-auto", "browser", "ws"):
-                log(f"-- browser: {client} ws-auto (its own WebSocket connect)")
+                    self.record(Outcome(name, "ours", draft, "ws", cell, result, detail))
+            if self.wanted(name, "ws-auto", "browser", "ws"):
+                log(f"-- browser: {client} ws-auto (its own WebSocket connect, {browser})")
                 result, detail = self.js_cell(client, "ws-auto", 0, ws)
-                self.record(Outcome(client, "ours", 0, "ws", "ws-auto", result, detail))
+                self.record(Outcome(name, "ours", 0, "ws", "ws-auto", result, detail))
+
 
     def driver(self, client: str, cell: str, draft: int, extra: list[str], wait: float = 15) -> subprocess.Popen:
         """web/driver.mjs running one cell; its stdout ends with one JSON line."""
         argv = [
             "node", DRIVER, "--client", client, "--cell", cell, "--draft", str(draft),
             "--url", self.url("ours", "wt") + "/", "--fingerprint", cert_fingerprint(),
-            "--timeout-ms", str(int(wait * 1000)), *extra,
+            "--timeout-ms", str(int(wait * 1000)), "--browser", self.js_browser, *extra,
         ]
+        # A session of its own, so a driver that hangs is killed with its browser (killpg).
         return subprocess.Popen(
             [str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "MOQ_BROWSER": str(BROWSER)},
+            env={**os.environ, "MOQ_BROWSER": str(BROWSER)}, start_new_session=True,
         )
 
     def driver_result(self, p: subprocess.Popen, name: str, wait: float = 15) -> tuple[str, str]:
         try:
             out, err = p.communicate(timeout=wait + 30)
         except subprocess.TimeoutExpired:
-            p.kill()
+            os.killpg(p.pid, signal.SIGKILL)
             out, err = p.communicate()
-        (OUT / "logs" / f"browser-{name}.log").write_text(out + "\n# stderr\n" + err)
+        (OUT / "logs" / f"{self.js_browser}-{name}.log").write_text(out + "\n# stderr\n" + err)
         try:
             line = json.loads(out.strip().splitlines()[-1])
             return line["result"], line.get("detail", "")[:300]
@@ -806,7 +828,7 @@ class Matrix:
 
     def js_pub(self, client: str, cell: str, draft: int, transport: list[str] = []) -> tuple[str, str]:
         """A JS publisher, our Rust subscriber (examples/subscriber, raw QUIC) reading it."""
-        ns, count = f"browser/jspub-{client}-{draft}-{'ws-' if transport else ''}{os.getpid()}", 5
+        ns, count = f"browser/jspub-{client}-{draft}-{self.js_browser}-{'ws-' if transport else ''}{os.getpid()}", 5
         js = self.driver(client, cell, draft, ["--namespace", ns, "--track", "t", "--count", str(count),
                                                "--interval-ms", "100", *transport], wait=20)
         # RENDEZVOUS_TIMEOUT exists from draft-17; before it, retry while the namespace is not
@@ -819,7 +841,8 @@ class Matrix:
                  "--namespace", ns, "--track", "t", "--count", str(count), *rendezvous],
                 timeout=20,
             )
-            if rc == 0 or "refused" not in err or time.monotonic() > deadline:
+            # A driver that has already ended (its cell failed) will not publish: no more tries.
+            if rc == 0 or "refused" not in err or time.monotonic() > deadline or js.poll() is not None:
                 break
             time.sleep(0.3)
         got = re.findall(r"^group \d+ object \d+: (.*)$", out, re.M)
@@ -830,9 +853,9 @@ class Matrix:
 
     def js_sub(self, client: str, cell: str, draft: int, transport: list[str] = []) -> tuple[str, str]:
         """Our Rust publisher (examples/publisher, raw QUIC), a JS subscriber reading it."""
-        ns = f"browser/jssub-{client}-{draft}-{'ws-' if transport else ''}{os.getpid()}"
+        ns = f"browser/jssub-{client}-{draft}-{self.js_browser}-{'ws-' if transport else ''}{os.getpid()}"
         publisher = self.procs.start(
-            f"browser-pub-{client}-d{draft}",
+            f"{self.js_browser}-pub-{client}-d{draft}{'-ws' if transport else ''}",
             [OURS_PUB, "--url", self.url("ours", "quic"), "--insecure", "--draft", str(draft), "--namespace", ns,
              "--track", "clock", "--interval-ms", "100", "--group-size", "2", "--count", "1000"],
         )
@@ -845,26 +868,28 @@ class Matrix:
             self.procs.stop(publisher)
 
     def page(self, websocket: bool = False) -> tuple[str, str]:
-        """The relay's page (served by its HTTP side) in Chromium: a namespace our Rust publisher
+        """The relay's page (served by its HTTP side) in the browser: a namespace our Rust publisher
         announces appears, its track's objects show, and it disappears when the publisher quits.
-        With `websocket`, Chromium has no WebTransport and the page must say it uses WebSocket."""
+        Without `websocket` the page must say it uses WebTransport; with it, the browser has no
+        WebTransport and the page must say it uses WebSocket."""
         tag = "-ws" if websocket else ""
-        ns = f"page/room{tag}-{os.getpid()}"
+        ns = f"page/room{tag}-{self.js_browser}-{os.getpid()}"
         port = self.ports["ours"]
         ready = OUT / f"page{tag}.ready"
         ready.unlink(missing_ok=True)  # an earlier run's would stop the publisher at once
         publisher = self.procs.start(
-            "page-pub",
+            f"{self.js_browser}-page-pub",
             [OURS_PUB, "--url", self.url("ours", "quic"), "--insecure", "--namespace", ns, "--track", "chat",
              "--interval-ms", "200", "--count", "1000"],
         )
         check = subprocess.Popen(
             ["node", str(PAGE_CHECK), "--page", f"http://127.0.0.1:{port}/?prefix=page&track=chat&subscribe={ns}",
              "--expect-namespace", ns, "--expect-objects", "3", "--expect-gone", "--ready-file", str(ready),
-             "--screenshot", str(OUT / f"page{tag}.png"), "--timeout-ms", "20000",
-             *(["--no-webtransport", "--expect-transport", "websocket"] if websocket else [])],
+             "--screenshot", str(OUT / f"page{tag}-{self.js_browser}.png"), "--timeout-ms", "20000",
+             "--browser", self.js_browser,
+             *(["--no-webtransport", "--expect-transport", "websocket"] if websocket else ["--expect-transport", "webtransport"])],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PLAYWRIGHT_CORE": str(BROWSER / "node_modules" / "playwright-core")},
+            env={**os.environ, "MOQ_BROWSER": str(BROWSER)},
         )
         deadline = time.monotonic() + 25
         while not ready.exists() and check.poll() is None and time.monotonic() < deadline:
@@ -877,7 +902,7 @@ class Matrix:
             check.kill()
             out, err = check.communicate()
         self.procs.stop(publisher)
-        (OUT / "logs" / f"browser-page{tag}.log").write_text(out + "\n# stderr\n" + err)
+        (OUT / "logs" / f"{self.js_browser}-page{tag}.log").write_text(out + "\n# stderr\n" + err)
         try:
             seen = json.loads(out.strip().splitlines()[-1])
         except (IndexError, ValueError):
@@ -894,11 +919,12 @@ class Matrix:
             ["node", str(PAGE_CHECK), "--page",
              f"http://127.0.0.1:{port}/?url=https://127.0.0.1:{dead}/&fingerprint={cert_fingerprint()}&ws=ws://127.0.0.1:{dead}/",
              "--expect-error", "^error: could not connect: WebTransport .*; WebSocket \\(ws://127.0.0.1:[0-9]+/\\): ",
-             "--screenshot", str(OUT / "page-error.png"), "--timeout-ms", "20000"],
+             "--screenshot", str(OUT / f"page-error-{self.js_browser}.png"), "--timeout-ms", "20000",
+             "--browser", self.js_browser],
             capture_output=True, text=True, timeout=60,
-            env={**os.environ, "PLAYWRIGHT_CORE": str(BROWSER / "node_modules" / "playwright-core")},
+            env={**os.environ, "MOQ_BROWSER": str(BROWSER)},
         )
-        (OUT / "logs" / "browser-page-error.log").write_text(check.stdout + "\n# stderr\n" + check.stderr)
+        (OUT / "logs" / f"{self.js_browser}-page-error.log").write_text(check.stdout + "\n# stderr\n" + check.stderr)
         try:
             seen = json.loads(check.stdout.strip().splitlines()[-1])
         except (IndexError, ValueError):
@@ -1087,6 +1113,13 @@ here, so it notices when one goes away):
   draft-19 §5.1.2), so the catalog already published (object 0 of group 0, republished only
   when it changes, which MSF §5 allows) never reaches it. Our `moq subscribe` joins the same
   broadcast late (the check runs it first) with a Joining FETCH and gets it.
+- **Not in Firefox.** `@moq/watch`'s `@moq/net` 0.2.8 never uses WebTransport in any Firefox
+  (`connection/browser.js` `isWebTransportUserAgentSupported`, citing Firefox's limit of two
+  concurrent remote-initiated streams, bugzilla 2046262), and the cell turns its WebSocket
+  fallback off, so in Firefox ESR 140 it fails with "no transport available; WebTransport not
+  supported and WebSocket is disabled". Firefox itself has what the player needs: WebCodecs
+  decodes H.264, AAC and Opus there (`VideoDecoder.isConfigSupported` /
+  `AudioDecoder.isConfigSupported` true through its bundled FFmpeg; HEVC false, as in Chromium).
 
 Not run: moq-dev's publisher. `moq-cli` 0.14.10 (crates.io) depends on moq-relay, moq-hls,
 moq-rtc, moq-rtmp, moq-srt and hang (837 crates in its lockfile), too large a build for the
@@ -1126,14 +1159,26 @@ def docs(m: Matrix, table: Table) -> str:
         + "; moq-dev moq-clock 0.10.21; Cloudflare moq-clock-ietf 0.6.25 and moq-test-client 0.2.0.",
         "",
         "Browsers: `moq-net` = moq-dev's `@moq/net` 0.3.4 and `moqt` = OpenMOQ's `@moqt/transport` +",
-        "`@moqt/webtransport` 0.5.7, each inside headless Chromium (Debian's) driven by `web/driver.mjs`;",
-        "`js-pub` has our Rust example subscriber as its peer, `js-sub` our Rust example publisher;",
-        "`page` is the relay's own web page (`moq-relay/web`), checked from what it shows.",
+        "`@moqt/webtransport` 0.5.7, each inside headless Chromium 156 (Debian's, driven by",
+        "playwright-core) and, as `moq-net@firefox` / `moqt@firefox`, inside headless Firefox ESR 140",
+        "(Debian's firefox-esr, driven by puppeteer-core over WebDriver BiDi), one cell per run of",
+        "`web/driver.mjs`; `js-pub` has our Rust example subscriber as its peer, `js-sub` our Rust",
+        "example publisher; `page` (`page@firefox`) is the relay's own web page (`moq-relay/web`),",
+        "checked from what it shows.",
+        "",
+        "Firefox ESR 140 pins our self-signed certificate with `serverCertificateHashes` as Chromium",
+        "does (no profile trust or policy; like Chromium it refuses a certificate valid for more than",
+        "14 days: a 30-day one gives \"WebTransport connection rejected\"), but its WebTransport has no",
+        "`protocols` option: it sends no WT-Available-Protocols header and has no",
+        "`WebTransport.protocol`, so no MOQT version is negotiated and our relay speaks draft-14 on the",
+        "session (the version in CLIENT_SETUP), as for any client that offers none: from draft-15 the",
+        "version is chosen only by ALPN or WT-Available-Protocols (draft-19 §3.1). The Firefox rows",
+        "past draft-14 fail for that reason.",
         "",
         "Transports: `quic` = raw QUIC (`moqt://`, ALPN `moqt-NN`), `wt` = WebTransport over HTTP/3",
         "(`https://`, ALPN `h3`, draft in `WT-Available-Protocols`), `ws` = QMux (draft-ietf-quic-qmux-01)",
         "over a WebSocket to the relay's HTTP listener (subprotocol `qmux-01.moqt-NN`): from our interop",
-        "client (`ws://` on the QUIC port's number, against ours and moq-dev's relay), and from a Chromium",
+        "client (`ws://` on the QUIC port's number, against ours and moq-dev's relay), and from a browser",
         "whose pages have no `WebTransport` (`web/driver.mjs --transport ws`, `page-check.mjs",
         "--no-webtransport`); `@moq/net` then uses its `@moq/qmux`, the page its own `qmux.js`.",
         "`ws-auto` is `@moq/net`'s own connect (its whole WebSocket offer; d0: the relay picks the draft);",

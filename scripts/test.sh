@@ -2,8 +2,8 @@
 # Runs every test of the project: unit, integration and doc tests of the whole workspace, the
 # examples, the page's JavaScript client, a short fuzz smoke of every decoder entry point, and
 # the interop matrix against aiomoqt, moq-dev, Cloudflare and the browser clients in headless
-# Chromium (installs the pinned peers into ~/.cache/moq-peers, Chromium with apt and the npm
-# packages into ~/.cache/moq-browser, once).
+# Chromium and Firefox ESR (installs the pinned peers into ~/.cache/moq-peers, Chromium and
+# firefox-esr with apt and the npm packages into ~/.cache/moq-browser, once).
 #
 #   FUZZ_SECONDS=30   seconds per fuzz target (0 skips the fuzz smoke)
 #   MEDIA=0           skips the relay page's player in headless Chromium (scripts/media-check.sh)

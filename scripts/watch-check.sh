@@ -4,7 +4,8 @@
 # web/cells/moq-watch.js) plays live/demo.msf, which our CLI publishes (`moq publish
 # --packaging cmaf`, fMP4 on stdin from a clip ffmpeg makes in real time: H.264 testsrc + AAC
 # sine) through our relay binary. Pass = video frames decoded by WebCodecs keep coming and the
-# canvas is not blank, at each draft in DRAFTS.
+# canvas is not blank, at each draft in DRAFTS. In Firefox ESR (web/browser.mjs) it cannot run:
+# its @moq/net declines WebTransport in any Firefox, which the last expected failure asserts.
 #
 # The name ends in ".msf", which makes @moq/watch read an MSF catalog from the track `catalog`
 # (otherwise it reads hang's `catalog.json`); packaging "cmaf" because its LOC reading differs
@@ -148,5 +149,12 @@ if [ "${EXPECTED_FAILURES:-1}" = 1 ]; then
     viewer 16 "$name" late 6000
     wait "$viewer" || true
     expect_fail "late viewer" late "catalog loading, rendition none"
+
+    if [ -x "${MOQ_FIREFOX:-/usr/bin/firefox-esr}" ]; then
+        echo "-- expected failure: in Firefox ESR 140 @moq/watch's @moq/net 0.2.8 never uses WebTransport (connection/browser.js: any Firefox), and the cell turns its WebSocket fallback off"
+        viewer 14 live/demo-firefox.msf firefox 6000 --browser firefox
+        wait "$viewer" || true
+        expect_fail "Firefox" firefox "WebTransport not supported"
+    fi
 fi
 echo "watch-check: passed"

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Runs ONE browser interop cell: a third-party JavaScript MOQT client inside headless Chromium
-// against a MOQT relay, and prints ONE final line of JSON on stdout:
+// or Firefox against a MOQT relay, and prints ONE final line of JSON on stdout:
 //
-//   {"client":"moq-net","cell":"pubsub","draft":19,"result":"pass","detail":"..."}
+//   {"client":"moq-net","cell":"pubsub","draft":19,"browser":"chromium","result":"pass","detail":"..."}
 //
 // Exit status 0 whenever the cell ran (pass or fail); 1 on a harness error (bad arguments,
 // nothing installed, the browser did not start), which still prints the JSON line with
@@ -13,6 +13,7 @@
 //     --draft N --url https://localhost:PORT/ --fingerprint HEX [--http http://127.0.0.1:HTTPPORT] \
 //     [--namespace a/b] [--track t] [--count K] [--interval-ms MS] [--timeout-ms 15000] [--verbose]
 //     [--no-map-localhost] [--transport wt|ws] [--ws ws://127.0.0.1:HTTPPORT/]
+//     [--browser chromium|firefox]
 //
 //   setup    WebTransport session + SETUP at draft N
 //   pubsub   a JS publisher and a JS subscriber (two sessions in one page): the subscriber
@@ -35,24 +36,27 @@
 //            pass = --count (60) video frames decoded, then frames keep coming for
 //            --interval-ms (3000) with no gap over 1 s, and the canvas is not blank
 //
-// --transport ws (moq-net, moq-watch): Chromium runs without WebTransport (the page's WebTransport and
+// --transport ws (moq-net, moq-watch): the browser runs without WebTransport (the page's WebTransport and
 // WebTransportError are removed before any script runs), and @moq/net reaches the relay over a
 // WebSocket to --ws (the relay's HTTP listener) with QMux: the cells pin draft N by offering
 // the one subprotocol qmux-01.moqt-N; ws-auto lets @moq/net's own connect (WebTransport
 // missing, so WebSocket at once) offer its whole list, and reports the draft the relay chose.
 //
-// Chromium resolves localhost to 127.0.0.1 (--host-resolver-rules) unless --no-map-localhost:
-// it tries ::1 first and QUIC does not fall back to IPv4 for a relay bound to 127.0.0.1.
+// --browser (default chromium): Debian's Chromium driven by playwright-core, or Debian's
+// firefox-esr driven by puppeteer-core over WebDriver BiDi (web/browser.mjs launches both).
+// The browser resolves localhost to 127.0.0.1 unless --no-map-localhost: it tries ::1 first
+// and QUIC does not fall back to IPv4 for a relay bound to 127.0.0.1.
 // --verbose echoes the page's console on stderr.
 //
-// Needs scripts/install-browser.sh (Chromium, the npm packages and the bundles in
-// ${MOQ_BROWSER:-~/.cache/moq-browser}). Env: MOQ_BROWSER, MOQ_CHROMIUM (default /usr/bin/chromium).
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+// Needs scripts/install-browser.sh (the browsers, the npm packages and the bundles in
+// ${MOQ_BROWSER:-~/.cache/moq-browser}). Env: MOQ_BROWSER, MOQ_CHROMIUM (default
+// /usr/bin/chromium), MOQ_FIREFOX (default /usr/bin/firefox-esr).
+import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { createRequire } from "node:module";
-import { homedir, tmpdir } from "node:os";
+import { homedir } from "node:os";
 import { join, normalize } from "node:path";
 import { withoutWebTransport } from "../moq-relay/web/test/no-webtransport.mjs";
+import { BROWSERS, display, executable, launchBrowser } from "./browser.mjs";
 
 const CLIENTS = {
   "moq-net": ["setup", "pubsub", "js-pub", "js-sub", "dev-url", "ws-auto"],
@@ -61,9 +65,8 @@ const CLIENTS = {
 };
 const MOQ_BROWSER = process.env.MOQ_BROWSER || join(homedir(), ".cache", "moq-browser");
 const DIST = join(MOQ_BROWSER, "dist");
-const CHROMIUM = process.env.MOQ_CHROMIUM || "/usr/bin/chromium";
 
-const out = { client: null, cell: null, draft: null, transport: "wt", result: "fail", detail: "" };
+const out = { client: null, cell: null, draft: null, browser: "chromium", transport: "wt", result: "fail", detail: "" };
 let verbose = false;
 
 function finish(result, detail, code) {
@@ -85,7 +88,7 @@ function log(...args) {
 }
 
 function parseArgs(argv) {
-  const opts = { timeoutMs: 15000, mapLocalhost: true, transport: "wt" };
+  const opts = { timeoutMs: 15000, mapLocalhost: true, browser: "chromium", transport: "wt" };
   const take = (i, name) => {
     const v = argv[i + 1];
     if (v === undefined || v.startsWith("--")) harness(`${name} needs a value`);
@@ -113,6 +116,7 @@ function parseArgs(argv) {
       case "--timeout-ms": opts.timeoutMs = int(value(), flag); break;
       case "--verbose": verbose = true; break;
       case "--no-map-localhost": opts.mapLocalhost = false; break;
+      case "--browser": opts.browser = value(); break;
       case "--transport": opts.transport = value(); break;
       case "--ws": opts.ws = value(); break;
       case "-h":
@@ -129,6 +133,8 @@ function parseArgs(argv) {
   out.client = opts.client ?? null;
   out.cell = opts.cell ?? null;
   out.draft = opts.draft ?? null;
+  out.browser = opts.browser;
+  if (!BROWSERS.includes(opts.browser)) harness(`--browser must be one of ${BROWSERS.join(", ")}`);
   if (!CLIENTS[opts.client]) harness(`--client must be one of ${Object.keys(CLIENTS).join(", ")}`);
   if (!CLIENTS[opts.client].includes(opts.cell)) harness(`--cell for ${opts.client} must be one of ${CLIENTS[opts.client].join(", ")}`);
   if (opts.draft === undefined) harness("--draft is required");
@@ -178,66 +184,46 @@ function serve(client) {
   });
 }
 
+/** The browser the cell runs in (web/browser.mjs); a launch failure is a harness error. */
+async function openBrowser(opts) {
+  try {
+    return await launchBrowser(opts.browser, { mapLocalhost: opts.mapLocalhost });
+  } catch (e) {
+    throw new HarnessError(e.message);
+  }
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const started = Date.now();
   if (!existsSync(join(DIST, `${opts.client}.js`))) harness(`${join(DIST, `${opts.client}.js`)} is missing: run scripts/install-browser.sh`);
-  if (!existsSync(CHROMIUM)) harness(`${CHROMIUM} is missing: run scripts/install-browser.sh`);
-  let chromium;
-  try {
-    chromium = createRequire(join(MOQ_BROWSER, "package.json"))("playwright-core").chromium;
-  } catch (e) {
-    harness(`playwright-core not installed in ${MOQ_BROWSER}: run scripts/install-browser.sh (${e.message})`);
-  }
+  const exe = executable(opts.browser);
+  if (!existsSync(exe)) harness(`${exe} is missing: run scripts/install-browser.sh`);
 
   const server = await serve(opts.client);
   const origin = `http://localhost:${server.address().port}`;
-  const profile = mkdtempSync(join(tmpdir(), "moq-browser-profile-"));
   const consoleLines = [];
   let browser;
   const cleanup = async () => {
     await browser?.close().catch(() => {});
     server.close();
-    rmSync(profile, { recursive: true, force: true });
   };
   try {
-    try {
-      // launchPersistentContext so the fresh --user-data-dir is ours (launch() refuses one).
-      browser = await chromium.launchPersistentContext(profile, {
-        executablePath: CHROMIUM,
-        headless: true,
-        ignoreDefaultArgs: ["--headless"],
-        args: [
-          "--headless=new",
-          "--no-sandbox",
-          "--disable-gpu",
-          "--no-first-run",
-          "--disable-background-networking",
-          "--disable-component-update",
-          "--disable-sync",
-          // The relay is usually bound to 127.0.0.1 and Chromium tries ::1 first for
-          // localhost; QUIC has no fallback (ERR_QUIC_PROTOCOL_ERROR.QUIC_PACKET_WRITE_ERROR).
-          ...(opts.mapLocalhost ? ["--host-resolver-rules=MAP localhost 127.0.0.1"] : []),
-        ],
-        timeout: 30000,
-      });
-    } catch (e) {
-      throw new HarnessError(`Chromium did not start: ${e.message.split("\n")[0]}`);
-    }
-    log(`browser up in ${Date.now() - started} ms, page ${origin}`);
+    browser = await openBrowser(opts);
+    log(`${browser.name} ${browser.version} up in ${Date.now() - started} ms, page ${origin}`);
 
-    const page = browser.pages()[0] ?? (await browser.newPage());
+    const page = await browser.newPage();
     if (opts.transport === "ws" || opts.cell === "ws-auto") await withoutWebTransport(page);
-    page.on("console", (m) => {
-      const line = `${m.type()}: ${m.text()}`;
+    page.onConsole((type, text) => {
+      const line = `${type}: ${text}`;
       if (verbose) console.error("[page]", line);
-      if (m.type() === "error" || m.type() === "warning") consoleLines.push(line);
+      if (type === "error" || type === "warning") consoleLines.push(line);
     });
-    page.on("pageerror", (e) => consoleLines.push(`pageerror: ${e.message}`));
+    page.onPageError((message) => consoleLines.push(`pageerror: ${message}`));
 
-    await page.goto(`${origin}/`, { waitUntil: "load", timeout: 10000 });
+    await page.goto(`${origin}/`, 10000);
     try {
-      await page.waitForFunction(() => typeof globalThis.moqCell === "function", null, { timeout: 10000 });
+      await page.waitForFunction(() => typeof globalThis.moqCell === "function", 10000);
     } catch {
       throw new HarnessError(`the ${opts.client} bundle did not load: ${consoleLines.join(" | ") || "no console output"}`);
     }
@@ -275,7 +261,7 @@ async function main() {
     // The renderer dying under the cell is the browser's failure, not the harness's.
     if (!(e instanceof HarnessError) && /Target crashed|Page crashed/.test(message)) {
       const tail = consoleLines.slice(-8).map((l) => (l.length > 300 ? `${l.slice(0, 300)}...` : l));
-      finish("fail", `Chromium renderer crashed during the cell (${message})${tail.length ? ` [console: ${tail.join(" | ")}]` : ""}`, 0);
+      finish("fail", `${display(opts.browser)} renderer crashed during the cell (${message})${tail.length ? ` [console: ${tail.join(" | ")}]` : ""}`, 0);
     }
     harness(message);
   }

@@ -1,4 +1,4 @@
-// no-webtransport.mjs: makes a playwright page a browser without WebTransport, for the checks of
+// no-webtransport.mjs: makes a page (web/browser.mjs's, in either browser) one without WebTransport, for the checks of
 // the WebSocket (QMux) fallback (page-check.mjs, player-check.mjs, web/driver.mjs).
 
 /** Removes WebTransport and WebTransportError from every document `page` loads, before its scripts run. */

@@ -1,10 +1,10 @@
-// page-check.mjs: drives the relay's web page (../index.html) in headless Chromium with
-// playwright-core and checks what it shows. Prints one JSON line; exits 0 on success, 1 on
+// page-check.mjs: drives the relay's web page (../index.html) in headless Chromium or Firefox
+// (web/browser.mjs: playwright-core or puppeteer-core) and checks what it shows. Prints one JSON line; exits 0 on success, 1 on
 // failure.
 //
 //   node page-check.mjs --page 'http://localhost:8080/?url=https://localhost:4443/&fingerprint=HEX' \
 //     [--expect-namespace a/b] [--expect-objects N] [--expect-gone] [--ready-file FILE] \
-//     [--screenshot out.png] [--timeout-ms 30000] [--chromium /usr/bin/chromium]
+//     [--screenshot out.png] [--timeout-ms 30000] [--browser chromium|firefox]
 //     [--no-webtransport] [--expect-transport webtransport|websocket] [--expect-error REGEX]
 //
 // Steps, each within the timeout: #status starts "connected moqt-19"; then the namespace li
@@ -18,17 +18,15 @@
 // transport the page shows (#transport's data-transport). --expect-error inverts the check:
 // the status must become "error: ..." matching REGEX (both transports failed), nothing else.
 //
-// playwright-core is not a dependency of the repository: it is loaded from the directory in
-// $PLAYWRIGHT_CORE (e.g. /tmp/pw/node_modules/playwright-core) or else resolved through
-// NODE_PATH. Chromium runs with a fresh profile; QUIC stays enabled.
+// The npm packages are not dependencies of the repository: web/browser.mjs loads them from
+// $MOQ_BROWSER (scripts/install-browser.sh) or the directory in $PLAYWRIGHT_CORE /
+// $PUPPETEER_CORE. The browser runs with a fresh profile; QUIC stays enabled.
 
-import { createRequire } from "node:module";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { writeFileSync } from "node:fs";
+import { launchBrowser } from "../../../web/browser.mjs";
 import { withoutWebTransport } from "./no-webtransport.mjs";
 
-const args = { timeoutMs: 30000, chromium: process.env.CHROMIUM ?? "/usr/bin/chromium" };
+const args = { timeoutMs: 30000, browser: "chromium" };
 for (let i = 2; i < process.argv.length; i++) {
   const flag = process.argv[i].replace(/^--/, "").replace(/-(.)/g, (_, c) => c.toUpperCase());
   args[flag] = flag === "expectGone" || flag === "noWebtransport" ? true : process.argv[++i];
@@ -41,24 +39,14 @@ const report = (ok) => {
 };
 if (!args.page) process.exit(report(false, (seen.error = "--page URL is required")));
 
-const require = createRequire(import.meta.url);
-const { chromium } = require(process.env.PLAYWRIGHT_CORE || "playwright-core");
-
-const profile = mkdtempSync(join(tmpdir(), "page-check-"));
-let context;
+let browser;
 let code = 1;
 try {
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: args.chromium,
-    headless: false, // --headless=new is passed below, as given
-    args: ["--no-sandbox", "--headless=new", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1200, height: 800 },
-  });
-  const page = context.pages()[0] ?? (await context.newPage());
+  browser = await launchBrowser(args.browser, { viewport: { width: 1200, height: 800 } });
+  const page = await browser.newPage();
   const logs = [];
-  page.on("console", (m) => logs.push(`${m.type()}: ${m.text()}`));
-  page.on("pageerror", (e) => logs.push(`pageerror: ${e.message}`));
+  page.onConsole((type, text) => logs.push(`${type}: ${text}`));
+  page.onPageError((message) => logs.push(`pageerror: ${message}`));
   if (args.noWebtransport) await withoutWebTransport(page);
   const deadline = Date.now() + Number(args.timeoutMs);
   // Samples the page until `done(state)` holds; fails on an error status or the deadline.
@@ -79,17 +67,17 @@ try {
     }
   };
   try {
-    await page.goto(args.page);
+    await page.goto(args.page, 30000);
     if (args.expectError) {
       await until(`an error status matching /${args.expectError}/`, (s) => s.status.startsWith("error:") || s.status.startsWith("connected"));
       if (!new RegExp(args.expectError).test(seen.status)) throw new Error(`status "${seen.status}" does not match /${args.expectError}/`);
-      if (args.screenshot) await page.screenshot({ path: args.screenshot, fullPage: true });
+      if (args.screenshot) await page.screenshot(args.screenshot, true);
     } else {
       await until("connection", (s) => s.status.startsWith("connected moqt-19"));
       if (args.expectTransport && seen.transport !== args.expectTransport) throw new Error(`the page shows transport ${seen.transport}, expected ${args.expectTransport}`);
       if (args.expectNamespace) await until(`namespace ${args.expectNamespace}`, (s) => s.namespaces.includes(args.expectNamespace));
       if (args.expectObjects) await until(`${args.expectObjects} objects`, (s) => s.objects >= Number(args.expectObjects));
-      if (args.screenshot) await page.screenshot({ path: args.screenshot, fullPage: true });
+      if (args.screenshot) await page.screenshot(args.screenshot, true);
       if (args.readyFile) writeFileSync(args.readyFile, "ready\n");
       if (args.expectGone) {
         seen.gone = false;
@@ -106,7 +94,6 @@ try {
   seen.error = `browser: ${e.message}`;
   code = report(false);
 } finally {
-  await context?.close().catch(() => {});
-  rmSync(profile, { recursive: true, force: true });
+  await browser?.close();
 }
 process.exit(code);

@@ -1,11 +1,11 @@
 // player-check.mjs: plays a broadcast in the relay's page (../index.html, ?play=NS) in headless
-// Chromium with playwright-core, with several viewers at once and one that joins late, and
+// Chromium or Firefox (web/browser.mjs), with several viewers at once and one that joins late, and
 // checks what the player reports (window.player). Prints one JSON line; exits 0 on success,
 // 1 on failure.
 //
 //   node player-check.mjs --page 'http://localhost:8080/?play=live/demo' [--viewers 2]
 //     [--late-after-ms 3000] [--watch-ms 4000] [--max-latency-ms 2000]
-//     [--screenshot docs/media/player.png] [--timeout-ms 30000] [--chromium /usr/bin/chromium]
+//     [--screenshot docs/media/player.png] [--timeout-ms 30000] [--browser chromium|firefox]
 //   node player-check.mjs --page 'http://localhost:8080/?play=live/hevc' --expect-unsupported hev1
 //   node player-check.mjs --page 'http://localhost:8080/?play=live/bad' --expect-error 'not JSON'
 //   ... [--no-webtransport] [--expect-transport websocket|webtransport]
@@ -29,19 +29,15 @@
 // --expect-error TEXT: the page must show an error containing TEXT (window.player.error and
 // the text on the page), e.g. for a catalog that is not JSON or names a track that is missing.
 //
-// playwright-core is loaded from $PLAYWRIGHT_CORE (a directory) or through NODE_PATH, as
-// page-check.mjs does. Chromium runs headless with a fresh profile, autoplay allowed
-// (--autoplay-policy=no-user-gesture-required) and localhost mapped to 127.0.0.1 (QUIC has
-// no fallback from ::1).
+// The browser (web/browser.mjs, as page-check.mjs) runs headless with a fresh profile, autoplay
+// allowed and localhost mapped to 127.0.0.1 (QUIC has no fallback from ::1).
 
-import { createRequire } from "node:module";
-import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import { launchBrowser } from "../../../web/browser.mjs";
 import { withoutWebTransport } from "./no-webtransport.mjs";
 
-const args = { viewers: 2, lateAfterMs: 3000, watchMs: 4000, maxLatencyMs: 2000, timeoutMs: 30000,
-  chromium: process.env.CHROMIUM ?? "/usr/bin/chromium" };
+const args = { viewers: 2, lateAfterMs: 3000, watchMs: 4000, maxLatencyMs: 2000, timeoutMs: 30000, browser: "chromium" };
 for (let i = 2; i < process.argv.length; i++) {
   const flag = process.argv[i].replace(/^--/, "").replace(/-(.)/g, (_, c) => c.toUpperCase());
   args[flag] = flag === "noWebtransport" ? true : process.argv[++i];
@@ -54,8 +50,6 @@ const finish = (ok) => {
 };
 if (!args.page) process.exit(finish(false, (result.error = "--page URL is required")));
 
-const require = createRequire(import.meta.url);
-const { chromium } = require(process.env.PLAYWRIGHT_CORE || "playwright-core");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** What a page reports: its status line, window.player and whether its canvas has a picture. */
@@ -96,28 +90,19 @@ async function until(page, what, done, deadline) {
   }
 }
 
-const profile = mkdtempSync(join(tmpdir(), "player-check-"));
-let context;
+let browser;
 let code = 1;
 const logs = [];
 try {
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: args.chromium,
-    headless: true,
-    ignoreDefaultArgs: ["--headless"],
-    args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required",
-      "--host-resolver-rules=MAP localhost 127.0.0.1"],
-    viewport: { width: 1280, height: 900 },
-  });
+  browser = await launchBrowser(args.browser, { viewport: { width: 1280, height: 900 }, autoplay: true });
   const open = async (name) => {
-    const page = await context.newPage();
-    page.on("console", (m) => m.type() === "error" && logs.push(`${name} ${m.type()}: ${m.text()}`));
-    page.on("pageerror", (e) => logs.push(`${name} pageerror: ${e.message}`));
+    const page = await browser.newPage();
+    page.onConsole((type, text) => type === "error" && logs.push(`${name} ${type}: ${text}`));
+    page.onPageError((message) => logs.push(`${name} pageerror: ${message}`));
     if (args.noWebtransport) await withoutWebTransport(page);
-    await page.goto(args.page);
+    await page.goto(args.page, 30000);
     if (args.expectTransport) {
-      await page.waitForFunction(() => window.transport, null, { timeout: Number(args.timeoutMs) });
+      await page.waitForFunction(() => window.transport, Number(args.timeoutMs));
       result.transport = await page.evaluate(() => window.transport);
       if (result.transport !== args.expectTransport) throw new Error(`${name} plays over ${result.transport}, expected ${args.expectTransport}`);
     }
@@ -139,7 +124,7 @@ try {
       const after = await sample(page);
       result.unsupported = { message: s.message, unsupported: s.player.unsupported, videoFrames: after.player.videoFrames, error: after.player.error };
       if (after.player.videoFrames !== 0) throw new Error(`${after.player.videoFrames} video frames decoded from an undecodable track`);
-      if (args.screenshot) { mkdirSync(dirname(args.screenshot), { recursive: true }); await page.screenshot({ path: args.screenshot }); }
+      if (args.screenshot) { mkdirSync(dirname(args.screenshot), { recursive: true }); await page.screenshot(args.screenshot); }
       code = finish(true);
     } else {
       const pages = [];
@@ -183,7 +168,7 @@ try {
       if (!(lp.videoFirstGroup > 0 && lp.videoFirstGroup >= before.player.videoGroup)) {
         problems.push(`late viewer started at group ${lp.videoFirstGroup}, the live group was ${before.player.videoGroup}`);
       }
-      if (args.screenshot) { mkdirSync(dirname(args.screenshot), { recursive: true }); await pages[0].screenshot({ path: args.screenshot }); }
+      if (args.screenshot) { mkdirSync(dirname(args.screenshot), { recursive: true }); await pages[0].screenshot(args.screenshot); }
       if (problems.length) throw new Error(problems.join("; "));
       code = finish(true);
     }
@@ -195,7 +180,6 @@ try {
   result.error = `browser: ${e.message}`;
   code = finish(false);
 } finally {
-  await context?.close().catch(() => {});
-  rmSync(profile, { recursive: true, force: true });
+  await browser?.close();
 }
 process.exit(code);
