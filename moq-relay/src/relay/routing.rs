@@ -37,7 +37,13 @@ impl Inner {
                 session: session.clone(),
             },
         );
-        let registration = self.index.publish(ns.clone());
+        // A PUBLISH_NAMESPACE of a relay that speaks the MoQ Cluster extension carries the
+        // route it came by; the shared index keeps it, so what this relay advertises on has
+        // its HOP_PATH with this relay appended.
+        let registration = match session.announced().route(ns).filter(|r| !r.hops.is_empty()) {
+            Some(route) => self.index.publish_routed(ns.clone(), route),
+            None => self.index.publish(ns.clone()),
+        };
         self.routes_changed.send_modify(|v| *v += 1);
         // A namespace a client of this relay publishes: offered to the peers from here.
         self.refresh_export(ns);

@@ -42,7 +42,7 @@ impl Inner {
                 }
             });
         }
-        tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
+        tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), cluster_peer = ?session.info().cluster_peer, "session");
         // The session's own tasks: dropped when it closes. Mirroring its announcements waits
         // for most of its life: an entry of the session's request table, not a task.
         session.spawn_light(sync_routes(inner.clone(), id, session.clone()));
