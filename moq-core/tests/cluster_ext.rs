@@ -236,12 +236,19 @@ fn extended_namespace_round_trips() {
             cluster: params.cluster.clone(),
             ..msg.clone()
         };
-        assert_eq!((back, back_params), (typed.clone(), params.clone()), "{v:?}");
+        assert_eq!(
+            (back, back_params),
+            (typed.clone(), params.clone()),
+            "{v:?}"
+        );
         // A Namespace whose `cluster` is set is written in the extended form, and
         // Message::decode_clustered (a negotiated session's reader) reads it back typed.
         let bytes = Message::from(typed.clone()).encode_to_vec(v).unwrap();
         let mut b = Bytes::from(bytes.clone());
-        assert_eq!(Message::decode_clustered(&mut b, v).unwrap(), typed.clone().into());
+        assert_eq!(
+            Message::decode_clustered(&mut b, v).unwrap(),
+            typed.clone().into()
+        );
         assert!(b.is_empty());
         // The base reader (a session that did not negotiate) refuses it: trailing bytes.
         assert!(Message::decode(&mut &bytes[..], v).is_err(), "{v:?}");

@@ -687,9 +687,7 @@ pub(crate) fn routed_event(prefix: &str, a: Advertised) -> Option<ViewEvent> {
         (NamespaceEvent::Added(ns), Some(route)) if !in_view(prefix, &ns) => {
             Some(ViewEvent::Routed(ns, route))
         }
-        (NamespaceEvent::Removed(ns), _) if !in_view(prefix, &ns) => {
-            Some(ViewEvent::Withdrawn(ns))
-        }
+        (NamespaceEvent::Removed(ns), _) if !in_view(prefix, &ns) => Some(ViewEvent::Withdrawn(ns)),
         _ => None,
     }
 }
@@ -718,7 +716,15 @@ mod tests {
             unwrap("moq-cluster", &e),
             Some((vec!["A".into(), "B".into()], ns.clone()))
         );
-        assert!(view_event("moq-cluster", "A", crate::cluster_ext::hop_id("A"), NamespaceEvent::Added(e.clone())).is_none());
+        assert!(
+            view_event(
+                "moq-cluster",
+                "A",
+                crate::cluster_ext::hop_id("A"),
+                NamespaceEvent::Added(e.clone())
+            )
+            .is_none()
+        );
         assert!(matches!(
             view_event("moq-cluster", "C", crate::cluster_ext::hop_id("C"), NamespaceEvent::Added(e)),
             Some(ViewEvent::Offered(n, p)) if n == ns && p.len() == 2

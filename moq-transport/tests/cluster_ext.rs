@@ -70,9 +70,8 @@ async fn namespaces_carry_hop_path_and_cost_when_both_ends_declare_a_hop() {
             for transport in [Transport::Quic, Transport::WebTransport] {
                 case(format!("{v:?} {transport:?}"), async {
                     let index = NamespaceIndex::new();
-                    let mut srv = TestServer::start(
-                        relay(7, Some(3)).with_namespaces(index.clone()),
-                    );
+                    let mut srv =
+                        TestServer::start(relay(7, Some(3)).with_namespaces(index.clone()));
                     let (client, server) = srv.connect(transport, vec![v], relay(9, None)).await;
                     assert_eq!(client.info().cluster_peer, Some(7));
                     assert_eq!(server.info().cluster_peer, Some(9));
@@ -93,10 +92,13 @@ async fn namespaces_carry_hop_path_and_cost_when_both_ends_declare_a_hop() {
 
                     // Through the reader (9): dropped; its withdrawal is no violation.
                     let looped = index.publish_routed(ns(&["room", "c"]), route(&[9], 1));
-                    drop(looped);
                     let _d = index.publish(ns(&["room", "d"]));
                     let d = next(&mut sub).await;
                     assert_eq!(d, added(ns(&["room", "d"]), Some(route(&[7], 3)), false));
+                    drop(looped);
+                    let _e = index.publish(ns(&["room", "e"]));
+                    let e = next(&mut sub).await;
+                    assert_eq!(e, added(ns(&["room", "e"]), Some(route(&[7], 3)), false));
                     // A route that now runs through the reader retracts the namespace.
                     far.set_route(route(&[9], 1));
                     let gone = next(&mut sub).await;
@@ -104,7 +106,11 @@ async fn namespaces_carry_hop_path_and_cost_when_both_ends_declare_a_hop() {
                     drop(far);
 
                     // `next` (and the Stream) leave updates out.
-                    let mut plain = client.subscribe_namespace(ns(&["room", "a"])).await.unwrap();
+                    drop(sub);
+                    let mut plain = client
+                        .subscribe_namespace(ns(&["room", "a"]))
+                        .await
+                        .unwrap();
                     let e = plain.next().await.unwrap().unwrap();
                     assert_eq!(e, NamespaceEvent::Added(ns(&["room", "a"])));
                     assert!(client.close_reason().is_none(), "{v:?}");
@@ -134,7 +140,10 @@ async fn one_hop_id_alone_negotiates_nothing() {
                 let mut cc = SessionConfig::default();
                 cc.cluster_hop = client_hop;
                 let (client, server) = srv.connect(Transport::Quic, vec![v], cc).await;
-                assert_eq!((client.info().cluster_peer, server.info().cluster_peer), (None, None));
+                assert_eq!(
+                    (client.info().cluster_peer, server.info().cluster_peer),
+                    (None, None)
+                );
                 let _r = index.publish_routed(ns(&["x"]), route(&[5], 2));
                 let mut sub = client.subscribe_namespace(ns(&["x"])).await.unwrap();
                 assert_eq!(next(&mut sub).await, added(ns(&["x"]), None, false));
@@ -152,15 +161,12 @@ async fn publish_namespace_carries_and_keeps_the_route() {
     timeout(async {
         let announced = NamespaceIndex::new();
         let mut srv = TestServer::start(relay(7, None).with_announced(announced.clone()));
-        let client_index = NamespaceIndex::new();
-        let _held = client_index.publish_routed(ns(&["p"]), route(&[3], 4));
         let (client, _server) = srv
-            .connect(
-                Transport::Quic,
-                vec![Version::Draft19],
-                relay(9, Some(2)).with_namespaces(client_index),
-            )
+            .connect(Transport::Quic, vec![Version::Draft19], relay(9, Some(2)))
             .await;
+        let _held = client
+            .namespaces()
+            .publish_routed(ns(&["p"]), route(&[3], 4));
         let _p = client.publish_namespace(ns(&["p"])).await.unwrap();
         // The client's route [3] cost 4, its hop appended, plus the link (its RELAY_COST, 2).
         assert_eq!(announced.route(&ns(&["p"])), Some(route(&[3, 9], 6)));
@@ -219,7 +225,10 @@ async fn a_namespace_without_hop_path_closes_the_session() {
             },
             Version::Draft19,
         );
-        let err = discover_after(&session, &raw, base).await.unwrap().unwrap_err();
+        let err = discover_after(&session, &raw, base)
+            .await
+            .unwrap()
+            .unwrap_err();
         closes(&raw, &session, err).await;
     })
     .await;
@@ -245,7 +254,10 @@ async fn a_malformed_hop_path_closes_the_session() {
                 put_vi(&mut body, value.len() as u64);
                 body.extend(value);
                 let bad = frame(0x08, &body);
-                let err = discover_after(&session, &raw, bad).await.unwrap().unwrap_err();
+                let err = discover_after(&session, &raw, bad)
+                    .await
+                    .unwrap()
+                    .unwrap_err();
                 closes(&raw, &session, err).await;
             })
             .await;
@@ -296,9 +308,15 @@ async fn a_looped_namespace_from_a_raw_relay_is_dropped() {
         };
         let mut bytes = advert("looped", vec![3, 7, 9]);
         bytes.extend(advert("fine", vec![3, 9]));
-        let first = discover_after(&session, &raw, bytes).await.unwrap().unwrap();
+        let first = discover_after(&session, &raw, bytes)
+            .await
+            .unwrap()
+            .unwrap();
         // Cost 2 advertised + 1 for a link nobody priced.
-        assert_eq!(first, added(ns(&["a", "fine"]), Some(route(&[3, 9], 3)), false));
+        assert_eq!(
+            first,
+            added(ns(&["a", "fine"]), Some(route(&[3, 9], 3)), false)
+        );
         assert!(session.close_reason().is_none());
     })
     .await;

@@ -83,8 +83,8 @@ impl Message {
         }
         let len = usize::from(bytes::Buf::get_u16(&mut peek));
         let mut body = peek.get_exact(len)?;
-        let (n, _) = Namespace::decode_extended(&mut body, v)
-            .map_err(|e| e.in_complete(Namespace::NAME))?;
+        let (n, _) =
+            Namespace::decode_extended(&mut body, v).map_err(|e| e.in_complete(Namespace::NAME))?;
         *buf = peek;
         Ok(Message::Namespace(n))
     }

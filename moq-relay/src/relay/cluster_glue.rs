@@ -80,8 +80,8 @@ impl Inner {
         // A link that negotiated the MoQ Cluster extension reads the namespaces themselves,
         // each with its route (HOP_PATH, ROUTE_COST); one that did not, the cluster view.
         let routed = session.info().cluster_peer.is_some();
-        let me = (self.session_config.cluster_hop)
-            .unwrap_or_else(|| crate::cluster_ext::hop_id(&node));
+        let me =
+            (self.session_config.cluster_hop).unwrap_or_else(|| crate::cluster_ext::hop_id(&node));
         let view = match &link {
             Link::Cluster(_) if !routed => TrackNamespace::from_strs([prefix.clone()]),
             Link::Cluster(_) | Link::Upstream(_) => Ok(TrackNamespace::empty()),

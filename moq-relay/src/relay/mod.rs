@@ -220,7 +220,10 @@ impl Relay {
     /// that declared a Hop ID too), with the peer's Hop ID.
     pub fn cluster_peers(&self) -> Vec<u64> {
         let sessions = self.inner.sessions.lock();
-        sessions.values().filter_map(|s| s.info().cluster_peer).collect()
+        sessions
+            .values()
+            .filter_map(|s| s.info().cluster_peer)
+            .collect()
     }
 
     /// The namespaces the relay knows.

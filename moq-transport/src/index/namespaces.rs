@@ -146,7 +146,11 @@ impl NamespaceIndex {
     /// Registers `ns` as known, reached through `route` (MoQ Cluster extension), until the
     /// returned guard is dropped. Of a namespace's registrations the cheapest route (then the
     /// shortest) is the one [`NamespaceIndex::route`] answers.
-    pub fn publish_routed(&self, ns: TrackNamespace, route: NamespaceRoute) -> NamespaceRegistration {
+    pub fn publish_routed(
+        &self,
+        ns: TrackNamespace,
+        route: NamespaceRoute,
+    ) -> NamespaceRegistration {
         self.publish_with(ns, Some(Box::new(route)))
     }
 
@@ -161,7 +165,11 @@ impl NamespaceIndex {
         let before = (!first).then(|| inner.route(&ns)).flatten();
         inner.published.insert(&ns, id, route);
         if first {
-            notify(&mut inner, &ns, Change::Event(NamespaceEvent::Added(ns.clone())));
+            notify(
+                &mut inner,
+                &ns,
+                Change::Event(NamespaceEvent::Added(ns.clone())),
+            );
             drop(inner);
             self.shared.ids.known.notify_waiters();
         } else if inner.route(&ns) != before {
@@ -254,7 +262,11 @@ impl NamespaceIndex {
             return;
         }
         if inner.published.at(ns).is_empty() {
-            notify(&mut inner, ns, Change::Event(NamespaceEvent::Removed(ns.clone())));
+            notify(
+                &mut inner,
+                ns,
+                Change::Event(NamespaceEvent::Removed(ns.clone())),
+            );
         } else if inner.route(ns) != before {
             notify(&mut inner, ns, Change::Rerouted(ns.clone()));
         }

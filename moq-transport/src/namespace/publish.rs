@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use moq_core::TrackNamespace;
-use moq_core::codes::StreamResetCode;
 use moq_core::codes::RequestErrorCode;
+use moq_core::codes::StreamResetCode;
 use moq_core::message::cluster::ClusterParams;
 use moq_core::message::{ParamContext, Parameters, PublishNamespace, RequestError, RequestOk};
 
@@ -110,7 +110,11 @@ pub(crate) async fn publish_namespace(
     if let Some(link) = core.cluster()
         && params.cluster.is_none()
     {
-        let route = core.config().namespaces.route(&namespace).unwrap_or_default();
+        let route = core
+            .config()
+            .namespaces
+            .route(&namespace)
+            .unwrap_or_default();
         params.cluster = cluster_params(&route, link.ours);
     }
     let registration = core.config().namespaces.publish(namespace.clone());

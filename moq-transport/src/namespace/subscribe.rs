@@ -16,8 +16,8 @@ use super::cluster::{Received, cluster_params, received_route};
 use super::state::NamespaceState;
 use crate::error::Error;
 use crate::index::{Change, NamespaceEvent, NamespaceIndex, NamespaceRoute};
-use crate::session::ClusterLink;
 use crate::request::{Event, Feed, Request, RequestHandle};
+use crate::session::ClusterLink;
 use crate::session::{GoawayInfo, RequestKind};
 
 /// The namespaces a peer knows under a prefix, as they come and go (SUBSCRIBE_NAMESPACE).
@@ -257,7 +257,8 @@ impl Discovery {
                     Err(Received::Looped) => {
                         self.looped.insert(full.clone());
                         if self.active.remove(&full) {
-                            self.emit(NamespaceEvent::Removed(full), None, false).await?;
+                            self.emit(NamespaceEvent::Removed(full), None, false)
+                                .await?;
                         }
                         return Ok(());
                     }
@@ -266,7 +267,8 @@ impl Discovery {
                 let update = !self.active.insert(full.clone());
                 // Without the extension a repeat says nothing new.
                 if !update || route.is_some() {
-                    self.emit(NamespaceEvent::Added(full), route, update).await?;
+                    self.emit(NamespaceEvent::Added(full), route, update)
+                        .await?;
                 }
                 Ok(())
             }
