@@ -3,7 +3,12 @@
 //! (HOP_ID in SETUP), and the origin relay serves such a request one hop: never looked up in
 //! its own registry and sent on to a third relay. And what moq-dev's relay declares when it
 //! links to a server of ours (skipped without the peer binary). Raw QUIC.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 mod common;
 
@@ -210,26 +215,7 @@ async fn moq_dev_relay_declares_its_hop_id() {
             let listen = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
             let listen_port = listen.local_addr().unwrap().port();
             drop(listen);
-            let mut child = std::process::Command::new(&bin)
-                .args([
-                    "--listen",
-                    &format!("127.0.0.1:{listen_port}"),
-                    "--listen-tls-generate",
-                    "localhost",
-                    "--auth-public",
-                    "**",
-                    "--cluster-id",
-                    "4242",
-                    "--cluster-connect",
-                    &format!("moqt://localhost:{port}"),
-                    "--connect-version",
-                    &format!("moq-transport-{draft}"),
-                    "--connect-tls-insecure",
-                ])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
+            let mut child = spawn_moq_dev(&bin, listen_port, port, draft);
             let session = server.accept().await.expect("moq-dev's relay linked");
             let declared = session.peer_setup().hop_id;
             let version = session.version();
@@ -240,6 +226,36 @@ async fn moq_dev_relay_declares_its_hop_id() {
         })
         .await;
     }
+}
+
+/// moq-dev's relay listening on `listen_port`, linked with `--cluster-id 4242` to ours on
+/// `port` at draft `draft`.
+fn spawn_moq_dev(
+    bin: &std::path::Path,
+    listen_port: u16,
+    port: u16,
+    draft: impl std::fmt::Display,
+) -> std::process::Child {
+    std::process::Command::new(bin)
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{listen_port}"),
+            "--listen-tls-generate",
+            "localhost",
+            "--auth-public",
+            "**",
+            "--cluster-id",
+            "4242",
+            "--cluster-connect",
+            &format!("moqt://localhost:{port}"),
+            "--connect-version",
+            &format!("moq-transport-{draft}"),
+            "--connect-tls-insecure",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 /// moq-dev's relay binary: $MOQ_DEV_RELAY, else where scripts/peers.env puts it.
@@ -254,6 +270,13 @@ fn moq_dev_relay() -> Option<std::path::PathBuf> {
 }
 
 // The extension negotiated on the flooded mesh's links (issue 36 item 2, part 2).
+
+/// One group of one object, `payload`, on `producer`.
+fn send(producer: &moq_client::TrackProducer, payload: String) {
+    let mut g = producer.append_group().unwrap();
+    g.write(payload).unwrap();
+    g.finish().unwrap();
+}
 
 /// Library relays A, B, C... (Hop IDs of their names) with `costs[i]` as RELAY_COST, each
 /// dialing the peers `links` gives it once every relay is bound.
@@ -335,9 +358,7 @@ async fn the_cheaper_route_wins_and_the_other_takes_over_when_it_goes() {
             .subscribe(track.clone(), SubscribeOptions::default())
             .await
             .unwrap();
-        let mut g = producer.append_group().unwrap();
-        g.write("through C").unwrap();
-        g.finish().unwrap();
+        send(&producer, "through C".to_string());
         assert_eq!(common::read_objects(&mut t, 1).await[0].1, "through C");
         let upstreams = |r: &Relay| r.metrics().value("moq_relay_upstream_subscriptions_active");
         assert_eq!(
@@ -362,27 +383,14 @@ async fn the_cheaper_route_wins_and_the_other_takes_over_when_it_goes() {
             )
             .await
             .unwrap();
-        let mut g = p2.append_group().unwrap();
-        g.write("through B").unwrap();
-        g.finish().unwrap();
+        send(&p2, "through B".to_string());
         assert_eq!(common::read_objects(&mut t2, 1).await[0].1, "through B");
         // The first subscription moved over too: it goes on through B.
-        let mut g = producer.append_group().unwrap();
-        g.write("t through B").unwrap();
-        g.finish().unwrap();
+        send(&producer, "t through B".to_string());
         assert_eq!(common::read_objects(&mut t, 1).await[0].1, "t through B");
         assert_eq!(upstreams(b), 2, "both tracks fed through B");
     })
     .await;
-}
-
-/// Ports chosen before the relays start, so a ring can be configured (each dials the next).
-fn free_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `curl -s URL`: the body.
@@ -409,7 +417,7 @@ fn metric(http: &str, name: &str) -> Option<u64> {
 async fn a_ring_of_four_relay_binaries_with_the_extension_has_no_loop() {
     common::timeout(async {
         let certs = common::FileCertRelay::new("cluster-ext-ring");
-        let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
+        let ports: Vec<u16> = (0..4).map(|_| common::store::free_port()).collect();
         let names = ["A", "B", "C", "D"];
         let bins: Vec<common::Binary> = (0..4)
             .map(|i| {
@@ -475,9 +483,7 @@ async fn a_ring_of_four_relay_binaries_with_the_extension_has_no_loop() {
             subs.push((s, t));
         }
         for i in 0..3 {
-            let mut g = producer.append_group().unwrap();
-            g.write(format!("frame {i}")).unwrap();
-            g.finish().unwrap();
+            send(&producer, format!("frame {i}"));
         }
         for (_, t) in subs.iter_mut() {
             let mut got: Vec<u64> = common::read_objects(t, 3)
@@ -528,27 +534,8 @@ async fn moq_dev_relay_links_with_the_extension_both_ways() {
     common::timeout(async {
         let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
         let ours = mesh(&[], &[None], &cert).remove(0);
-        let listen_port = free_port();
-        let mut child = std::process::Command::new(&bin)
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{listen_port}"),
-                "--listen-tls-generate",
-                "localhost",
-                "--auth-public",
-                "**",
-                "--cluster-id",
-                "4242",
-                "--cluster-connect",
-                &format!("moqt://localhost:{}", ours.local_addr().port()),
-                "--connect-version",
-                "moq-transport-19",
-                "--connect-tls-insecure",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let listen_port = common::store::free_port();
+        let mut child = spawn_moq_dev(&bin, listen_port, ours.local_addr().port(), 19);
         while !ours.cluster_peers().contains(&4242) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -583,9 +570,7 @@ async fn moq_dev_relay_links_with_the_extension_both_ways() {
             .subscribe(track.clone(), SubscribeOptions::default())
             .await
             .unwrap();
-        let mut g = producer.append_group().unwrap();
-        g.write("from moq-dev's side").unwrap();
-        g.finish().unwrap();
+        send(&producer, "from moq-dev's side".to_string());
         assert_eq!(
             common::read_objects(&mut t, 1).await[0].1,
             "from moq-dev's side"
@@ -609,9 +594,7 @@ async fn moq_dev_relay_links_with_the_extension_both_ways() {
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         };
-        let mut g = producer2.append_group().unwrap();
-        g.write("from ours").unwrap();
-        g.finish().unwrap();
+        send(&producer2, "from ours".to_string());
         assert_eq!(common::read_objects(&mut t2, 1).await[0].1, "from ours");
         let _ = child.kill();
         let _ = child.wait();

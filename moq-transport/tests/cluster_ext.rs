@@ -31,10 +31,11 @@ fn ns(fields: &[&str]) -> TrackNamespace {
 }
 
 fn relay(hop: u64, cost: Option<u64>) -> SessionConfig {
-    let mut c = SessionConfig::default();
-    c.cluster_hop = Some(hop);
-    c.relay_cost = cost;
-    c
+    SessionConfig {
+        cluster_hop: Some(hop),
+        relay_cost: cost,
+        ..Default::default()
+    }
 }
 
 fn route(hops: &[u64], cost: u64) -> NamespaceRoute {
@@ -137,8 +138,10 @@ async fn one_hop_id_alone_negotiates_nothing() {
                 let mut sc = SessionConfig::default().with_namespaces(index.clone());
                 sc.cluster_hop = server_hop;
                 let mut srv = TestServer::start(sc);
-                let mut cc = SessionConfig::default();
-                cc.cluster_hop = client_hop;
+                let cc = SessionConfig {
+                    cluster_hop: client_hop,
+                    ..Default::default()
+                };
                 let (client, server) = srv.connect(Transport::Quic, vec![v], cc).await;
                 assert_eq!(
                     (client.info().cluster_peer, server.info().cluster_peer),
