@@ -108,6 +108,22 @@ async fn connect(r: &Relay, version: Version) -> Session {
         .unwrap()
 }
 
+/// Announces `room` on `session` and creates its track `t`.
+async fn announce(
+    session: &Session,
+    room: &TrackNamespace,
+) -> (
+    moq_client::NamespaceHandle,
+    FullTrackName,
+    moq_client::TrackProducer,
+) {
+    let h = session.publisher().publish_namespace(room.clone()).unwrap();
+    h.announced().await.unwrap();
+    let track = FullTrackName::new(room.clone(), "t").unwrap();
+    let producer = session.publisher().create_track(track.clone()).unwrap();
+    (h, track, producer)
+}
+
 /// Three relays: B has the publisher; A's registry names B the origin, C's names A (A's view
 /// is newer: the publisher moved from A to B). A client's SUBSCRIBE on A is routed to B; the
 /// same SUBSCRIBE on C reaches A over an origin link that declared C's Hop ID, and A refuses
@@ -124,13 +140,7 @@ async fn a_request_from_an_origin_link_is_not_routed_through_the_registry_again(
             route(&b, b_me.clone(), &room, &b_me, &cert);
             route(&c, c_me, &room, &a_me, &cert);
             let publisher = connect(&b, v).await;
-            let h = publisher
-                .publisher()
-                .publish_namespace(room.clone())
-                .unwrap();
-            h.announced().await.unwrap();
-            let track = FullTrackName::new(room.clone(), "t").unwrap();
-            let producer = publisher.publisher().create_track(track.clone()).unwrap();
+            let (_h, track, producer) = announce(&publisher, &room).await;
 
             // On C: C -> A over an origin link; A does not go on to B.
             let on_c = connect(&c, v).await;
@@ -336,13 +346,7 @@ async fn the_cheaper_route_wins_and_the_other_takes_over_when_it_goes() {
         let hops: Vec<u64> = ["A", "B", "C", "D"].iter().map(|n| hop_id(n)).collect();
         let room = ns("cost/room");
         let publisher = connect(a, Version::Draft22).await;
-        let h = publisher
-            .publisher()
-            .publish_namespace(room.clone())
-            .unwrap();
-        h.announced().await.unwrap();
-        let track = FullTrackName::new(room.clone(), "t").unwrap();
-        let producer = publisher.publisher().create_track(track.clone()).unwrap();
+        let (_h, track, producer) = announce(&publisher, &room).await;
 
         let via_c = routed_at(d, &room, 2).await;
         assert_eq!(via_c.hops, vec![hops[0], hops[2]], "HOP_PATH A, C");
@@ -459,13 +463,7 @@ async fn a_ring_of_four_relay_binaries_with_the_extension_has_no_loop() {
         };
         let publisher = client(0).await;
         let room = ns("ring/room");
-        let h = publisher
-            .publisher()
-            .publish_namespace(room.clone())
-            .unwrap();
-        h.announced().await.unwrap();
-        let track = FullTrackName::new(room.clone(), "t").unwrap();
-        let producer = publisher.publisher().create_track(track.clone()).unwrap();
+        let (h, track, producer) = announce(&publisher, &room).await;
         let mut subs = Vec::new();
         for i in 1..4 {
             let s = client(i).await;
