@@ -226,12 +226,32 @@ fn extended_namespace_round_trips() {
     let params = Parameters::default().with_cluster(HopPath::new(vec![9]), Some(4));
     let msg = Namespace {
         suffix: ns(&["room"]),
+        cluster: None,
     };
     for v in with_cluster() {
         let mut buf = Vec::new();
         msg.encode_extended(&params, &mut buf, v).unwrap();
         let (back, back_params) = Namespace::decode_extended(&mut Bytes::from(buf), v).unwrap();
-        assert_eq!((back, back_params), (msg.clone(), params.clone()), "{v:?}");
+        let typed = Namespace {
+            cluster: params.cluster.clone(),
+            ..msg.clone()
+        };
+        assert_eq!(
+            (back, back_params),
+            (typed.clone(), params.clone()),
+            "{v:?}"
+        );
+        // A Namespace whose `cluster` is set is written in the extended form, and
+        // Message::decode_clustered (a negotiated session's reader) reads it back typed.
+        let bytes = Message::from(typed.clone()).encode_to_vec(v).unwrap();
+        let mut b = Bytes::from(bytes.clone());
+        assert_eq!(
+            Message::decode_clustered(&mut b, v).unwrap(),
+            typed.clone().into()
+        );
+        assert!(b.is_empty());
+        // The base reader (a session that did not negotiate) refuses it: trailing bytes.
+        assert!(Message::decode(&mut &bytes[..], v).is_err(), "{v:?}");
         // The base form (what a session that did not negotiate uses) is unchanged.
         let base = roundtrip(&msg.clone().into(), v);
         assert_eq!(base, Message::from(msg.clone()));

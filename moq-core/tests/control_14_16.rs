@@ -1108,7 +1108,14 @@ fn samples(v: Version) -> Vec<(Message, Envelope)> {
             .into(),
             none(),
         );
-        push(Namespace { suffix: ns(&["2"]) }.into(), none());
+        push(
+            Namespace {
+                suffix: ns(&["2"]),
+                cluster: None,
+            }
+            .into(),
+            none(),
+        );
         push(NamespaceDone { suffix: ns(&["2"]) }.into(), none());
     } else {
         let unsub = if v.unsubscribe_namespace_by_prefix() {

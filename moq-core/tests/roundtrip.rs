@@ -114,7 +114,7 @@ proptest! {
 
     #[test]
     fn namespace_round_trips(v in version(), suffix in namespace()) {
-        check_message(&Namespace { suffix }.into(), v);
+        check_message(&Namespace { suffix, cluster: None }.into(), v);
     }
 
     #[test]

@@ -229,6 +229,7 @@ fn namespace_and_namespace_done() {
             &namespace,
             Namespace {
                 suffix: ns(&["123", "200"]),
+                cluster: None,
             },
             v,
         );

@@ -34,7 +34,7 @@ use moq_core::codes::{RequestErrorCode, SessionErrorCode};
 use moq_core::message::RequestError;
 use moq_core::{TrackNamespace, Version};
 use moq_transport::ConnectError;
-use moq_transport::namespace::NamespaceEvent;
+use moq_transport::namespace::{Advertised, NamespaceEvent, NamespaceRoute};
 use moq_transport::tls::ClientTls;
 use moq_transport::{
     AuthRequest, Authorizer, Error, RequestKind, ResolvedToken, Session, SessionInfo,
@@ -130,11 +130,48 @@ pub(crate) fn unwrap(
 pub(crate) struct Offer {
     pub(crate) session_id: u64,
     pub(crate) session: Session,
+    /// The path as the cluster view writes it: node names, or `#<hex>` for a hop known by
+    /// its Hop ID only (learned over a link that speaks the MoQ Cluster extension).
     pub(crate) path: Vec<String>,
+    /// The route in the extension's terms: the Hop IDs (publisher first) and the cost.
+    pub(crate) route: NamespaceRoute,
 }
 
-/// What the links offer, by namespace; the best offer (shortest path, then oldest link) is
-/// the one routed.
+impl Offer {
+    /// An offer over a link that negotiated the MoQ Cluster extension.
+    pub(crate) fn routed(session_id: u64, session: Session, route: NamespaceRoute) -> Offer {
+        let path = route.hops.iter().map(|h| format!("#{h:x}")).collect();
+        Offer {
+            session_id,
+            session,
+            path,
+            route,
+        }
+    }
+
+    /// An offer read from the cluster view: each name is a hop, each hop costs 1.
+    pub(crate) fn viewed(session_id: u64, session: Session, path: Vec<String>) -> Offer {
+        let hops: Vec<u64> = path.iter().map(|n| hop_of(n)).collect();
+        let cost = hops.len() as u64 * moq_core::message::cluster::DEFAULT_COST;
+        Offer {
+            session_id,
+            session,
+            path,
+            route: NamespaceRoute { hops, cost },
+        }
+    }
+}
+
+/// The Hop ID a name of a cluster-view path stands for: `#<hex>` is one, a node name is
+/// [`crate::cluster_ext::hop_id`] of it.
+pub(crate) fn hop_of(name: &str) -> u64 {
+    name.strip_prefix('#')
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .unwrap_or_else(|| crate::cluster_ext::hop_id(name))
+}
+
+/// What the links offer, by namespace; the best offer (cheapest route, then shortest, then
+/// oldest link) is the one routed.
 #[derive(Debug, Default)]
 pub(crate) struct Offers {
     by_ns: HashMap<TrackNamespace, Vec<Offer>>,
@@ -142,7 +179,8 @@ pub(crate) struct Offers {
 
 impl Offers {
     fn pick(v: &[Offer]) -> Option<&Offer> {
-        v.iter().min_by_key(|o| (o.path.len(), o.session_id))
+        // draft-lcurley-moq-cluster: of several routes to a namespace, the cheapest.
+        v.iter().min_by_key(|o| (o.route.rank(), o.session_id))
     }
 
     /// The offer routed for `ns`.
@@ -245,6 +283,9 @@ impl Authorizer for ClusterAuth {
         namespace: &TrackNamespace,
     ) -> bool {
         match (is_link(&self.prefix, session), self.in_view(namespace)) {
+            // A link that speaks the MoQ Cluster extension reads the namespaces themselves,
+            // each with its HOP_PATH and ROUTE_COST; one that does not, the cluster view.
+            (true, view) if session.cluster_peer.is_some() => !view,
             (true, view) => view,
             (false, true) => false,
             (false, false) => self.inner.visible(session, tokens, namespace),
@@ -611,22 +652,43 @@ pub(crate) fn backoff(attempt: u32) -> Duration {
 pub(crate) enum ViewEvent {
     /// The peer can reach `ns` through `path`.
     Offered(TrackNamespace, Vec<String>),
+    /// The peer can reach `ns` by this route (MoQ Cluster extension: its HOP_PATH, its
+    /// ROUTE_COST plus the link's cost; what loops through this relay never gets here).
+    Routed(TrackNamespace, NamespaceRoute),
     /// It no longer can.
     Withdrawn(TrackNamespace),
 }
 
 /// Reads one cluster-view event, ignoring entries that are not well formed or whose path
-/// names `node` (they went through this relay already).
-pub(crate) fn view_event(prefix: &str, node: &str, ev: NamespaceEvent) -> Option<ViewEvent> {
+/// names `node` (they went through this relay already), by name or by its Hop ID `me`.
+pub(crate) fn view_event(
+    prefix: &str,
+    node: &str,
+    me: u64,
+    ev: NamespaceEvent,
+) -> Option<ViewEvent> {
+    let ours = |path: &[String]| path.iter().any(|n| n == node || hop_of(n) == me);
     match ev {
         NamespaceEvent::Added(entry) => {
             let (path, ns) = unwrap(prefix, &entry)?;
-            (!path.iter().any(|n| n == node)).then_some(ViewEvent::Offered(ns, path))
+            (!ours(&path)).then_some(ViewEvent::Offered(ns, path))
         }
         NamespaceEvent::Removed(entry) => {
             let (path, ns) = unwrap(prefix, &entry)?;
-            (!path.iter().any(|n| n == node)).then_some(ViewEvent::Withdrawn(ns))
+            (!ours(&path)).then_some(ViewEvent::Withdrawn(ns))
         }
+    }
+}
+
+/// Reads one NAMESPACE or NAMESPACE_DONE of a link that negotiated the MoQ Cluster extension
+/// (entries of a cluster view, should it show one, are not namespaces and are skipped).
+pub(crate) fn routed_event(prefix: &str, a: Advertised) -> Option<ViewEvent> {
+    match (a.event, a.route) {
+        (NamespaceEvent::Added(ns), Some(route)) if !in_view(prefix, &ns) => {
+            Some(ViewEvent::Routed(ns, route))
+        }
+        (NamespaceEvent::Removed(ns), _) if !in_view(prefix, &ns) => Some(ViewEvent::Withdrawn(ns)),
+        _ => None,
     }
 }
 
@@ -654,9 +716,17 @@ mod tests {
             unwrap("moq-cluster", &e),
             Some((vec!["A".into(), "B".into()], ns.clone()))
         );
-        assert!(view_event("moq-cluster", "A", NamespaceEvent::Added(e.clone())).is_none());
+        assert!(
+            view_event(
+                "moq-cluster",
+                "A",
+                crate::cluster_ext::hop_id("A"),
+                NamespaceEvent::Added(e.clone())
+            )
+            .is_none()
+        );
         assert!(matches!(
-            view_event("moq-cluster", "C", NamespaceEvent::Added(e)),
+            view_event("moq-cluster", "C", crate::cluster_ext::hop_id("C"), NamespaceEvent::Added(e)),
             Some(ViewEvent::Offered(n, p)) if n == ns && p.len() == 2
         ));
         assert_eq!(backoff(0), Duration::from_millis(250));

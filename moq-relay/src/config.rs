@@ -48,6 +48,14 @@ pub struct RelayConfig {
     pub metrics_per_namespace: bool,
     /// Join a cluster of relays (see [`crate::cluster`]).
     pub cluster: Option<ClusterConfig>,
+    /// This relay's Hop ID in the MoQ Cluster extension (draft-lcurley-moq-cluster), declared
+    /// as HOP_ID in the SETUP of every session from draft-17 on; the extension is on for each
+    /// session whose peer declares one too. Unset, a relay of a cluster declares
+    /// [`crate::cluster_ext::hop_id`] of its node name, and a relay alone declares none.
+    pub cluster_hop: Option<u64>,
+    /// RELAY_COST declared with the Hop ID: what pulling from this relay costs its peers
+    /// (unset: they count 1, [`moq_core::message::cluster::DEFAULT_COST`]).
+    pub relay_cost: Option<u64>,
     /// The URI a draining relay names in GOAWAY, so its clients reconnect there (draft-19
     /// §10.4: the new session URI), as it is. Unset, a relay given a registry
     /// ([`crate::Relay::successor_from_registry`]) names the relay the registry chooses, else
@@ -90,6 +98,8 @@ impl RelayConfig {
             udp_buffer: DEFAULT_UDP_BUFFER,
             metrics_per_namespace: false,
             cluster: None,
+            cluster_hop: None,
+            relay_cost: None,
             successor: None,
         }
     }

@@ -258,6 +258,10 @@ struct Settings {
     /// (`moqt://host:port`; repeatable): what it announces is routed to it.
     #[arg(long, env = "MOQ_RELAY_CLUSTER_UPSTREAM", value_delimiter = ',')]
     cluster_upstream: Vec<String>,
+    /// What pulling from this relay costs the relays linked to it (RELAY_COST of the MoQ
+    /// Cluster extension) [default: unset, which they count as 1].
+    #[arg(long, env = "MOQ_RELAY_RELAY_COST", value_name = "N")]
+    relay_cost: Option<u64>,
 }
 
 impl Settings {
@@ -420,6 +424,11 @@ async fn run(s: Settings) -> anyhow::Result<()> {
         c.upstreams = s.cluster_upstream.clone();
         c.tls = link_tls(&s)?;
         config.cluster = Some(c);
+        // draft-lcurley-moq-cluster: the Hop ID this relay declares on every session.
+        let id = (s.relay_id.clone().or_else(|| s.cluster_node.clone()))
+            .unwrap_or_else(|| bind.to_string());
+        config.cluster_hop = Some(moq_relay::cluster_ext::hop_id(&id));
+        config.relay_cost = s.relay_cost;
     }
     let auth = authorizer(&s)?;
     match &auth {

@@ -3,7 +3,12 @@
 //! (HOP_ID in SETUP), and the origin relay serves such a request one hop: never looked up in
 //! its own registry and sent on to a third relay. And what moq-dev's relay declares when it
 //! links to a server of ours (skipped without the peer binary). Raw QUIC.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 mod common;
 
@@ -15,9 +20,11 @@ use async_trait::async_trait;
 use common::{case, ns};
 use moq_client::{Client, Publisher, Session, SubscribeOptions};
 use moq_core::{FullTrackName, Location, TrackNamespace, Version};
+use moq_relay::cluster::ClusterConfig;
 use moq_relay::cluster_ext::hop_id;
 use moq_relay::registry::{NamespaceWatch, Origin, Registry, RegistryError, RelayInfo, RelayRef};
 use moq_relay::{RegistryRouting, Relay, RelayConfig};
+use moq_transport::namespace::NamespaceRoute;
 use moq_transport::tls::{Certificate, ClientTls};
 
 /// A registry whose answers are fixed: each relay of a test gets its own, so one relay can
@@ -101,6 +108,22 @@ async fn connect(r: &Relay, version: Version) -> Session {
         .unwrap()
 }
 
+/// Announces `room` on `session` and creates its track `t`.
+async fn announce(
+    session: &Session,
+    room: &TrackNamespace,
+) -> (
+    moq_client::NamespaceHandle,
+    FullTrackName,
+    moq_client::TrackProducer,
+) {
+    let h = session.publisher().publish_namespace(room.clone()).unwrap();
+    h.announced().await.unwrap();
+    let track = FullTrackName::new(room.clone(), "t").unwrap();
+    let producer = session.publisher().create_track(track.clone()).unwrap();
+    (h, track, producer)
+}
+
 /// Three relays: B has the publisher; A's registry names B the origin, C's names A (A's view
 /// is newer: the publisher moved from A to B). A client's SUBSCRIBE on A is routed to B; the
 /// same SUBSCRIBE on C reaches A over an origin link that declared C's Hop ID, and A refuses
@@ -117,13 +140,7 @@ async fn a_request_from_an_origin_link_is_not_routed_through_the_registry_again(
             route(&b, b_me.clone(), &room, &b_me, &cert);
             route(&c, c_me, &room, &a_me, &cert);
             let publisher = connect(&b, v).await;
-            let h = publisher
-                .publisher()
-                .publish_namespace(room.clone())
-                .unwrap();
-            h.announced().await.unwrap();
-            let track = FullTrackName::new(room.clone(), "t").unwrap();
-            let producer = publisher.publisher().create_track(track.clone()).unwrap();
+            let (_h, track, producer) = announce(&publisher, &room).await;
 
             // On C: C -> A over an origin link; A does not go on to B.
             let on_c = connect(&c, v).await;
@@ -208,26 +225,7 @@ async fn moq_dev_relay_declares_its_hop_id() {
             let listen = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
             let listen_port = listen.local_addr().unwrap().port();
             drop(listen);
-            let mut child = std::process::Command::new(&bin)
-                .args([
-                    "--listen",
-                    &format!("127.0.0.1:{listen_port}"),
-                    "--listen-tls-generate",
-                    "localhost",
-                    "--auth-public",
-                    "**",
-                    "--cluster-id",
-                    "4242",
-                    "--cluster-connect",
-                    &format!("moqt://localhost:{port}"),
-                    "--connect-version",
-                    &format!("moq-transport-{draft}"),
-                    "--connect-tls-insecure",
-                ])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
+            let mut child = spawn_moq_dev(&bin, listen_port, port, draft);
             let session = server.accept().await.expect("moq-dev's relay linked");
             let declared = session.peer_setup().hop_id;
             let version = session.version();
@@ -240,6 +238,36 @@ async fn moq_dev_relay_declares_its_hop_id() {
     }
 }
 
+/// moq-dev's relay listening on `listen_port`, linked with `--cluster-id 4242` to ours on
+/// `port` at draft `draft`.
+fn spawn_moq_dev(
+    bin: &std::path::Path,
+    listen_port: u16,
+    port: u16,
+    draft: impl std::fmt::Display,
+) -> std::process::Child {
+    std::process::Command::new(bin)
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{listen_port}"),
+            "--listen-tls-generate",
+            "localhost",
+            "--auth-public",
+            "**",
+            "--cluster-id",
+            "4242",
+            "--cluster-connect",
+            &format!("moqt://localhost:{port}"),
+            "--connect-version",
+            &format!("moq-transport-{draft}"),
+            "--connect-tls-insecure",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// moq-dev's relay binary: $MOQ_DEV_RELAY, else where scripts/peers.env puts it.
 fn moq_dev_relay() -> Option<std::path::PathBuf> {
     let path = std::env::var_os("MOQ_DEV_RELAY")
@@ -249,4 +277,326 @@ fn moq_dev_relay() -> Option<std::path::PathBuf> {
             Some(std::path::Path::new(&home).join(".cache/moq-peers/cargo/bin/moq-relay"))
         })?;
     path.exists().then_some(path)
+}
+
+// The extension negotiated on the flooded mesh's links (issue 36 item 2, part 2).
+
+/// One group of one object, `payload`, on `producer`.
+fn send(producer: &moq_client::TrackProducer, payload: String) {
+    let mut g = producer.append_group().unwrap();
+    g.write(payload).unwrap();
+    g.finish().unwrap();
+}
+
+/// Library relays A, B, C... (Hop IDs of their names) with `costs[i]` as RELAY_COST, each
+/// dialing the peers `links` gives it once every relay is bound.
+fn mesh(links: &[(usize, usize)], costs: &[Option<u64>], cert: &Certificate) -> Vec<Relay> {
+    let relays: Vec<Relay> = costs
+        .iter()
+        .enumerate()
+        .map(|(i, cost)| {
+            let mut config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), cert.clone());
+            config.publisher_wait = Duration::from_millis(200);
+            let mut c = ClusterConfig::new(((b'A' + i as u8) as char).to_string(), vec![]);
+            c.tls = ClientTls::pinned(cert.fingerprint());
+            config.cluster = Some(c);
+            config.relay_cost = *cost;
+            let r = Relay::bind(config).unwrap();
+            r.spawn();
+            r
+        })
+        .collect();
+    for &(from, to) in links {
+        relays[from].connect_peer(&format!(
+            "moqt://localhost:{}",
+            relays[to].local_addr().port()
+        ));
+    }
+    relays
+}
+
+/// Waits until `relay` routes `ns` with `cost`; its route.
+async fn routed_at(relay: &Relay, ns: &TrackNamespace, cost: u64) -> NamespaceRoute {
+    loop {
+        if let Some(r) = relay.namespace_route(ns).filter(|r| r.cost == cost) {
+            return r;
+        }
+        // The relay has no per-namespace signal to wait on from outside.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A diamond: A publishes; B and C link A to D; B prices itself at 10, C at nothing (1). D
+/// routes through C (cost 1 + 1 = 2, not 1 + 10 = 11), its route's HOP_PATH is A then C, and a
+/// subscriber on D is fed through C. When C goes, D routes through B (cost 11) and a new
+/// subscription is fed through it. Every link negotiated the extension (draft-22, the newest
+/// the relays share). Fails before: links declared no HOP_ID and the mesh routed by hop count
+/// only (tie: the older link, B).
+#[tokio::test]
+async fn the_cheaper_route_wins_and_the_other_takes_over_when_it_goes() {
+    common::timeout(async {
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        // B (1) and C (2) dial A (0); D (3) dials B first, then C.
+        let relays = mesh(
+            &[(1, 0), (2, 0), (3, 1), (3, 2)],
+            &[None, Some(10), None, None],
+            &cert,
+        );
+        let (a, b, d) = (&relays[0], &relays[1], &relays[3]);
+        let hops: Vec<u64> = ["A", "B", "C", "D"].iter().map(|n| hop_id(n)).collect();
+        let room = ns("cost/room");
+        let publisher = connect(a, Version::Draft22).await;
+        let (_h, track, producer) = announce(&publisher, &room).await;
+
+        let via_c = routed_at(d, &room, 2).await;
+        assert_eq!(via_c.hops, vec![hops[0], hops[2]], "HOP_PATH A, C");
+        assert_eq!(routed_at(b, &room, 1).await.hops, vec![hops[0]]);
+        // A and D have two links, B and C two (A's and D's): each negotiated the extension.
+        for (i, r) in relays.iter().enumerate() {
+            assert_eq!(r.hop_id(), Some(hops[i]));
+            assert_eq!(r.cluster_peers().len(), 2, "relay {i}");
+        }
+        let on_d = connect(d, Version::Draft22).await;
+        let mut t = on_d
+            .subscriber()
+            .subscribe(track.clone(), SubscribeOptions::default())
+            .await
+            .unwrap();
+        send(&producer, "through C".to_string());
+        assert_eq!(common::read_objects(&mut t, 1).await[0].1, "through C");
+        let upstreams = |r: &Relay| r.metrics().value("moq_relay_upstream_subscriptions_active");
+        assert_eq!(
+            (upstreams(b), upstreams(&relays[2])),
+            (0, 1),
+            "fed through C, not B"
+        );
+
+        // C goes: D's route moves to B, at 11.
+        relays[2].shutdown(Duration::ZERO).await;
+        let via_b = routed_at(d, &room, 11).await;
+        assert_eq!(via_b.hops, vec![hops[0], hops[1]], "HOP_PATH A, B");
+        let p2 = publisher
+            .publisher()
+            .create_track(FullTrackName::new(room.clone(), "t2").unwrap())
+            .unwrap();
+        let mut t2 = on_d
+            .subscriber()
+            .subscribe(
+                FullTrackName::new(room.clone(), "t2").unwrap(),
+                SubscribeOptions::default(),
+            )
+            .await
+            .unwrap();
+        send(&p2, "through B".to_string());
+        assert_eq!(common::read_objects(&mut t2, 1).await[0].1, "through B");
+        // The first subscription moved over too: it goes on through B.
+        send(&producer, "t through B".to_string());
+        assert_eq!(common::read_objects(&mut t, 1).await[0].1, "t through B");
+        assert_eq!(upstreams(b), 2, "both tracks fed through B");
+    })
+    .await;
+}
+
+/// `curl -s URL`: the body.
+fn curl(url: &str) -> String {
+    let out = std::process::Command::new("curl")
+        .args(["-s", url])
+        .output()
+        .expect("curl");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A gauge or counter of the relay's `/metrics`.
+fn metric(http: &str, name: &str) -> Option<u64> {
+    curl(&format!("{http}/metrics"))
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+}
+
+/// A ring of four relay binaries A -> B -> C -> D -> A with the extension on every link
+/// (draft-19 links; each logs the peer's Hop ID): a namespace published on A reaches every
+/// relay, a subscriber on each of B, C and D gets every object once, and each relay holds one
+/// upstream subscription for the track: no loop, whichever way round the ring.
+#[tokio::test]
+async fn a_ring_of_four_relay_binaries_with_the_extension_has_no_loop() {
+    common::timeout(async {
+        let certs = common::FileCertRelay::new("cluster-ext-ring");
+        let ports: Vec<u16> = (0..4).map(|_| common::store::free_port()).collect();
+        let names = ["A", "B", "C", "D"];
+        let bins: Vec<common::Binary> = (0..4)
+            .map(|i| {
+                let next = format!("moqt://localhost:{}", ports[(i + 1) % 4]);
+                let mut args: Vec<String> = vec![
+                    "--tls-cert".into(),
+                    certs.cert_path(),
+                    "--tls-key".into(),
+                    certs.key_path(),
+                    "--auth-disabled".into(),
+                    "--http".into(),
+                    "127.0.0.1:0".into(),
+                    "--versions".into(),
+                    "19".into(),
+                    "--cluster-node".into(),
+                    names[i].into(),
+                    "--cluster-peer".into(),
+                    next,
+                    "--cluster-fingerprint".into(),
+                    certs.fingerprint.clone(),
+                ];
+                args.shrink_to_fit();
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                common::Binary::start_on(
+                    &format!("127.0.0.1:{}", ports[i]),
+                    &args,
+                    &[("RUST_LOG", "moq_relay=info,warn")],
+                )
+            })
+            .collect();
+        let client = |i: usize| {
+            let (fp, port) = (certs.fingerprint.clone(), ports[i]);
+            async move {
+                common::client(&fp)
+                    .connect(&format!("moqt://localhost:{port}/"))
+                    .await
+                    .unwrap()
+            }
+        };
+        let publisher = client(0).await;
+        let room = ns("ring/room");
+        let (h, track, producer) = announce(&publisher, &room).await;
+        let mut subs = Vec::new();
+        for i in 1..4 {
+            let s = client(i).await;
+            // A relay that has not learned the namespace yet refuses: try again.
+            let t = loop {
+                match s
+                    .subscriber()
+                    .subscribe(track.clone(), SubscribeOptions::default())
+                    .await
+                {
+                    Ok(t) => break t,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            };
+            subs.push((s, t));
+        }
+        for i in 0..3 {
+            send(&producer, format!("frame {i}"));
+        }
+        for (_, t) in subs.iter_mut() {
+            let mut got: Vec<u64> = common::read_objects(t, 3)
+                .await
+                .into_iter()
+                .map(|(g, _)| g)
+                .collect();
+            got.sort();
+            assert_eq!(got.len(), 3, "each object once");
+            got.dedup();
+            assert_eq!(got.len(), 3, "each object once");
+        }
+        for (i, b) in bins.iter().enumerate() {
+            let http = b.http.as_deref().unwrap();
+            assert_eq!(
+                metric(http, "moq_relay_upstream_subscriptions_active"),
+                Some(1),
+                "relay {} holds one upstream subscription",
+                names[i]
+            );
+            // Both of its links negotiated the extension: the sessions log the peer's Hop ID.
+            let next = hop_id(names[(i + 1) % 4]);
+            let prev = hop_id(names[(i + 3) % 4]);
+            for peer in [next, prev] {
+                // The field's name may be coloured: the value is enough.
+                let seen = format!("Some({peer})");
+                assert!(
+                    !b.log_lines(&[&seen]).is_empty(),
+                    "relay {} linked with {peer} under the extension",
+                    names[i]
+                );
+            }
+        }
+        drop(h);
+    })
+    .await;
+}
+
+/// moq-dev's relay (0.17.10) links to ours with the extension on (both declare a Hop ID at
+/// draft-19): a namespace announced on moq-dev's side reaches a subscriber on ours, and one
+/// announced on ours reaches a subscriber on moq-dev's. Skipped without the peer binary.
+#[tokio::test]
+async fn moq_dev_relay_links_with_the_extension_both_ways() {
+    let Some(bin) = moq_dev_relay() else {
+        eprintln!("MOQ_DEV_RELAY not set or missing: moq-dev's relay not installed, skipped");
+        return;
+    };
+    common::timeout(async {
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let ours = mesh(&[], &[None], &cert).remove(0);
+        let listen_port = common::store::free_port();
+        let mut child = spawn_moq_dev(&bin, listen_port, ours.local_addr().port(), 19);
+        while !ours.cluster_peers().contains(&4242) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let theirs = |v: Version| async move {
+            Client::builder()
+                .insecure()
+                .versions(vec![v])
+                .publisher(Publisher::default())
+                .build()
+                .unwrap()
+                .connect(&format!("moqt://localhost:{listen_port}/"))
+                .await
+                .unwrap()
+        };
+        // Announced on moq-dev's side, subscribed on ours.
+        let there = theirs(Version::Draft19).await;
+        let room = ns("devroom");
+        let h = there.publisher().publish_namespace(room.clone()).unwrap();
+        h.announced().await.unwrap();
+        let track = FullTrackName::new(room.clone(), "t").unwrap();
+        let producer = there.publisher().create_track(track.clone()).unwrap();
+        // What moq-dev puts before its own Hop ID (a stand-in for its client) is its own.
+        while ours
+            .namespace_route(&room)
+            .is_none_or(|r| r.hops.last() != Some(&4242))
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let here = connect(&ours, Version::Draft19).await;
+        let mut t = here
+            .subscriber()
+            .subscribe(track.clone(), SubscribeOptions::default())
+            .await
+            .unwrap();
+        send(&producer, "from moq-dev's side".to_string());
+        assert_eq!(
+            common::read_objects(&mut t, 1).await[0].1,
+            "from moq-dev's side"
+        );
+
+        // Announced on ours, subscribed on moq-dev's side.
+        let room2 = ns("ourroom");
+        let h2 = here.publisher().publish_namespace(room2.clone()).unwrap();
+        h2.announced().await.unwrap();
+        let track2 = FullTrackName::new(room2.clone(), "t").unwrap();
+        let producer2 = here.publisher().create_track(track2.clone()).unwrap();
+        let viewer = theirs(Version::Draft19).await;
+        let mut t2 = loop {
+            match viewer
+                .subscriber()
+                .subscribe(track2.clone(), SubscribeOptions::default())
+                .await
+            {
+                Ok(t) => break t,
+                // Until moq-dev's relay has read our NAMESPACE.
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        send(&producer2, "from ours".to_string());
+        assert_eq!(common::read_objects(&mut t2, 1).await[0].1, "from ours");
+        let _ = child.kill();
+        let _ = child.wait();
+        drop((h, h2));
+    })
+    .await;
 }

@@ -49,6 +49,7 @@ impl Dispatch for Shared {
             Message::PublishNamespace(m) => Box::pin(namespace::serve_publish_namespace(
                 ns,
                 m.namespace,
+                m.params.cluster,
                 Box::new(req),
             )),
             Message::SubscribeNamespace(m) => Box::pin(namespace::serve_subscribe_namespace(
@@ -267,6 +268,7 @@ impl Session {
                 peer_implementation: None,
                 setup_tokens: Vec::new(),
                 remote: None,
+                cluster_peer: None,
             })
         })
     }

@@ -703,7 +703,10 @@ async fn discovery_requests_get_one_answer_first() {
         assert!(matches!(r.expect().await, Message::RequestOk(_)));
         assert_eq!(
             r.expect().await,
-            Message::Namespace(Namespace { suffix: ns(&["1"]) })
+            Message::Namespace(Namespace {
+                suffix: ns(&["1"]),
+                cluster: None
+            })
         );
         let (_s, r10) = raw.open_request(&subscribe(10, ns(&["secret"]))).await;
         refused(r10, RequestErrorCode::UNAUTHORIZED).await;

@@ -156,7 +156,13 @@ async fn namespace_before_request_ok() {
         let (session, raw, _srv) = our_client(V19).await;
         let (res, _streams) = tokio::join!(session.subscribe_namespace(ns(&["a"])), async {
             let (mut send, recv, _) = raw.accept_request().await;
-            let bytes = encode(Namespace { suffix: ns(&["x"]) }, V19);
+            let bytes = encode(
+                Namespace {
+                    suffix: ns(&["x"]),
+                    cluster: None,
+                },
+                V19,
+            );
             send.write_all(&bytes).await.unwrap();
             (send, recv)
         });
@@ -247,8 +253,8 @@ async fn response_stream_end_removes_every_namespace() {
                 tokio::join!(session.subscribe_namespace(ns(&["a"])), async {
                     let (mut send, recv, _) = raw.accept_request().await;
                     let mut bytes = encode(RequestOk::default(), V19);
-                    bytes.extend(encode(Namespace { suffix: ns(&["x"]) }, V19));
-                    bytes.extend(encode(Namespace { suffix: ns(&["y"]) }, V19));
+                    bytes.extend(encode(Namespace { suffix: ns(&["x"]), cluster: None }, V19));
+                    bytes.extend(encode(Namespace { suffix: ns(&["y"]), cluster: None }, V19));
                     send.write_all(&bytes).await.unwrap();
                     (send, recv)
                 });
@@ -407,7 +413,13 @@ async fn duplicate_request_id() {
 #[tokio::test]
 async fn request_stream_starting_with_a_response_message() {
     timeout(async {
-        let bytes = encode(Namespace { suffix: ns(&["x"]) }, V19);
+        let bytes = encode(
+            Namespace {
+                suffix: ns(&["x"]),
+                cluster: None,
+            },
+            V19,
+        );
         request_closes(&bytes, PROTOCOL_VIOLATION, "starts with NAMESPACE").await;
     })
     .await;
@@ -1502,9 +1514,15 @@ async fn namespace_done_after_a_prefix_update() {
         send.write_all(&encode(ok.clone(), V19)).await.unwrap();
         let mut sub = pending.await.unwrap().unwrap();
         for suffix in [ns(&["b", "c"]), ns(&["x"])] {
-            send.write_all(&encode(Namespace { suffix }, V19))
-                .await
-                .unwrap();
+            send.write_all(&encode(
+                Namespace {
+                    suffix,
+                    cluster: None,
+                },
+                V19,
+            ))
+            .await
+            .unwrap();
         }
         assert_eq!(
             next_event(&mut sub).await,

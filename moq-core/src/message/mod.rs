@@ -8,7 +8,7 @@
 //! use moq_core::{Version, TrackNamespace};
 //! use moq_core::message::{Message, Namespace};
 //! let v = Version::Draft19;
-//! let msg: Message = Namespace { suffix: TrackNamespace::from_strs(["room1"]).unwrap() }.into();
+//! let msg: Message = Namespace { suffix: TrackNamespace::from_strs(["room1"]).unwrap(), cluster: None }.into();
 //! let bytes = msg.encode_to_vec(v).unwrap();
 //! assert_eq!(bytes, [0x08, 0x00, 0x07, 0x01, 0x05, b'r', b'o', b'o', b'm', b'1']);
 //! let mut buf = &bytes[..];
@@ -708,6 +708,7 @@ mod tests {
     fn reader_is_incremental() {
         let a = Message::from(Namespace {
             suffix: crate::TrackNamespace::from_strs(["a"]).unwrap(),
+            cluster: None,
         })
         .encode_to_vec(V)
         .unwrap();

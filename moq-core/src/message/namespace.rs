@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use super::cluster::ClusterParams;
 use super::params::{ParamContext, Parameters};
 use super::{ControlMessage, Message, body_done};
 use crate::Version;
@@ -62,6 +63,31 @@ fn decode_suffix(
 pub struct Namespace {
     /// The namespace with the prefix removed.
     pub suffix: TrackNamespace,
+    /// HOP_PATH and ROUTE_COST of the extended form (MoQ Cluster extension): `Some` is
+    /// written in the extended form (draft-17 on), `None` in the base one. Read only by
+    /// [`Namespace::decode_extended`] and [`Message::decode_clustered`].
+    pub cluster: Option<Box<ClusterParams>>,
+}
+
+impl Message {
+    /// Reads one framed message of a session that negotiated the MoQ Cluster extension
+    /// (draft-lcurley-moq-cluster): NAMESPACE in its extended form, with its
+    /// [`Namespace::cluster`]; every other message as [`Message::decode`] reads it.
+    pub fn decode_clustered(buf: &mut Bytes, v: Version) -> Result<Message, DecodeError> {
+        let mut peek = buf.clone();
+        if !v.has_cluster_extension() || peek.get_varint(v)? != Namespace::TYPE {
+            return Message::decode(buf, v);
+        }
+        if peek.len() < 2 {
+            return Err(DecodeError::Short);
+        }
+        let len = usize::from(bytes::Buf::get_u16(&mut peek));
+        let mut body = peek.get_exact(len)?;
+        let (n, _) =
+            Namespace::decode_extended(&mut body, v).map_err(|e| e.in_complete(Namespace::NAME))?;
+        *buf = peek;
+        Ok(Message::Namespace(n))
+    }
 }
 
 impl Namespace {
@@ -81,7 +107,8 @@ impl Namespace {
         let suffix = TrackNamespace::decode_prefix(buf, v)?;
         let params = Parameters::decode(buf, ParamContext::Namespace, v)?;
         body_done(buf, "NAMESPACE")?;
-        Ok((Namespace { suffix }, params))
+        let cluster = params.cluster.clone();
+        Ok((Namespace { suffix, cluster }, params))
     }
 
     /// Writes the body of an extended NAMESPACE (see [`Namespace::decode_extended`]).
@@ -106,11 +133,21 @@ impl ControlMessage for Namespace {
     fn decode_body(buf: &mut Bytes, v: Version) -> Result<Self, DecodeError> {
         Ok(Namespace {
             suffix: decode_suffix(buf, v, Self::NAME)?,
+            cluster: None,
         })
     }
 
     fn encode_body(&self, buf: &mut Vec<u8>, v: Version) -> Result<(), EncodeError> {
-        self.suffix.encode_prefix(buf, v)
+        match &self.cluster {
+            Some(c) => {
+                let params = Parameters {
+                    cluster: Some(c.clone()),
+                    ..Default::default()
+                };
+                self.encode_extended(&params, buf, v)
+            }
+            None => self.suffix.encode_prefix(buf, v),
+        }
     }
 }
 

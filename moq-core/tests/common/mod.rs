@@ -687,7 +687,10 @@ pub fn any_message(v: Version) -> impl Strategy<Value = Message> {
         fetch_ok(v).prop_map(Message::from),
         track_status(v).prop_map(Message::from),
         publish_namespace(v).prop_map(Message::from),
-        namespace().prop_map(|suffix| Message::from(Namespace { suffix })),
+        namespace().prop_map(|suffix| Message::from(Namespace {
+            suffix,
+            cluster: None
+        })),
         namespace().prop_map(|suffix| Message::from(NamespaceDone { suffix })),
         subscribe_namespace(v).prop_map(Message::from),
         subscribe_tracks(v).prop_map(Message::from),

@@ -72,9 +72,14 @@ impl Inner {
             return;
         };
         let (prefix, node) = (c.config.prefix.clone(), c.config.node.clone());
+        // A link that negotiated the MoQ Cluster extension reads the namespaces themselves,
+        // each with its route (HOP_PATH, ROUTE_COST); one that did not, the cluster view.
+        let routed = session.info().cluster_peer.is_some();
+        let me =
+            (self.session_config.cluster_hop).unwrap_or_else(|| crate::cluster_ext::hop_id(&node));
         let view = match &link {
-            Link::Cluster(_) => TrackNamespace::from_strs([prefix.clone()]),
-            Link::Upstream(_) => Ok(TrackNamespace::empty()),
+            Link::Cluster(_) if !routed => TrackNamespace::from_strs([prefix.clone()]),
+            Link::Cluster(_) | Link::Upstream(_) => Ok(TrackNamespace::empty()),
         };
         let Ok(view) = view else {
             return;
@@ -92,29 +97,34 @@ impl Inner {
                 return;
             }
         };
-        while let Some(Ok(ev)) = offers.next().await {
+        while let Some(Ok(a)) = offers.next_advertised().await {
             let ev = match &link {
-                Link::Cluster(_) => cluster::view_event(&prefix, &node, ev),
-                // What this relay announced there, echoed back, is not learned from it.
-                Link::Upstream(name) => cluster::upstream_event(&prefix, name, ev).filter(
-                    |e| !matches!(e, ViewEvent::Offered(ns, _) if c.local_regs.lock().contains_key(ns)),
-                ),
+                _ if routed || a.route.is_some() => cluster::routed_event(&prefix, a),
+                Link::Cluster(_) => cluster::view_event(&prefix, &node, me, a.event),
+                Link::Upstream(name) => cluster::upstream_event(&prefix, name, a.event),
             };
-            match ev {
+            // What this relay announced upstream, echoed back, is not learned from it.
+            let echo = |ns: &TrackNamespace| {
+                matches!(link, Link::Upstream(_)) && c.local_regs.lock().contains_key(ns)
+            };
+            let offer = match ev {
+                Some(ViewEvent::Offered(ns, _) | ViewEvent::Routed(ns, _)) if echo(&ns) => None,
                 Some(ViewEvent::Offered(ns, path)) => {
-                    let offer = Offer {
-                        session_id: id,
-                        session: session.clone(),
-                        path,
-                    };
-                    let (before, after) = c.offers.lock().add(&ns, offer);
-                    self.apply_offer(c, &ns, before, after);
+                    Some((Offer::viewed(id, session.clone(), path), ns))
+                }
+                Some(ViewEvent::Routed(ns, route)) => {
+                    Some((Offer::routed(id, session.clone(), route), ns))
                 }
                 Some(ViewEvent::Withdrawn(ns)) => {
                     let (before, after) = c.offers.lock().remove(&ns, id);
                     self.apply_offer(c, &ns, before, after);
+                    None
                 }
-                None => {}
+                None => None,
+            };
+            if let Some((offer, ns)) = offer {
+                let (before, after) = c.offers.lock().add(&ns, offer);
+                self.apply_offer(c, &ns, before, after);
             }
         }
         self.forget_link(id);
@@ -141,7 +151,9 @@ impl Inner {
         before: Option<Offer>,
         after: Option<Offer>,
     ) {
-        let same = |a: &Offer, b: &Offer| a.session_id == b.session_id && a.path == b.path;
+        let same = |a: &Offer, b: &Offer| {
+            a.session_id == b.session_id && a.path == b.path && a.route == b.route
+        };
         if let (Some(b), Some(a)) = (&before, &after)
             && same(b, a)
         {
@@ -166,10 +178,16 @@ impl Inner {
                         session: a.session.clone(),
                     },
                 );
-                c.learned
-                    .lock()
-                    .entry(ns.clone())
-                    .or_insert_with(|| self.index.publish(ns.clone()));
+                // The index keeps the route: a link that speaks the MoQ Cluster extension is
+                // told it (HOP_PATH with this relay appended, ROUTE_COST), again when it changes.
+                let mut learned = c.learned.lock();
+                match learned.get(ns) {
+                    Some(r) => r.set_route(a.route.clone()),
+                    None => {
+                        let r = self.index.publish_routed(ns.clone(), a.route.clone());
+                        learned.insert(ns.clone(), r);
+                    }
+                }
             }
             None => {
                 c.learned.lock().remove(ns);

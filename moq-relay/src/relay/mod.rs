@@ -41,7 +41,7 @@ use moq_client::model::{Directory, DirectoryOptions};
 use moq_core::TrackNamespace;
 use moq_core::codes::SessionErrorCode;
 use moq_transport::endpoint::{Server, ServerConfig};
-use moq_transport::namespace::{NamespaceIndex, PrefixTrie};
+use moq_transport::namespace::{NamespaceIndex, NamespaceRoute, PrefixTrie};
 use moq_transport::tls::Certificate;
 use moq_transport::{Error, Session, SessionConfig};
 use parking_lot::Mutex;
@@ -88,6 +88,13 @@ impl Relay {
             None => config.authorizer.clone(),
         };
         session.limits = config.limits.clone();
+        // draft-lcurley-moq-cluster: a relay declares its Hop ID on every session; the
+        // extension is on where the peer (another relay) declares one too.
+        session.cluster_hop = config.cluster_hop.or_else(|| {
+            let c = config.cluster.as_ref()?;
+            Some(crate::cluster_ext::hop_id(&c.node))
+        });
+        session.relay_cost = config.relay_cost;
         // The metrics, and the hook that learns the prefixes subscribers discover under.
         let discovery = Arc::new(registry_discovery::Discovery::default());
         session.observer = Some(Arc::new(registry_discovery::Observer {
@@ -207,6 +214,28 @@ impl Relay {
             .cluster
             .as_ref()
             .is_some_and(|c| cluster::in_view(&c.config.prefix, ns))
+    }
+
+    /// How the relay reaches `ns` (MoQ Cluster extension): the hops and cost of its best
+    /// route, the default (no hops, cost 0) for a namespace its own publisher announced;
+    /// `None` for a namespace it does not know.
+    pub fn namespace_route(&self, ns: &TrackNamespace) -> Option<NamespaceRoute> {
+        self.inner.index.route(ns)
+    }
+
+    /// This relay's Hop ID, if it declares one (see [`RelayConfig::cluster_hop`]).
+    pub fn hop_id(&self) -> Option<u64> {
+        self.inner.session_config.cluster_hop
+    }
+
+    /// The open sessions that negotiated the MoQ Cluster extension (their peer is a relay
+    /// that declared a Hop ID too), with the peer's Hop ID.
+    pub fn cluster_peers(&self) -> Vec<u64> {
+        let sessions = self.inner.sessions.lock();
+        sessions
+            .values()
+            .filter_map(|s| s.info().cluster_peer)
+            .collect()
     }
 
     /// The namespaces the relay knows.

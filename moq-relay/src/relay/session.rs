@@ -58,7 +58,7 @@ impl Inner {
                 }
             });
         }
-        tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), "session");
+        tracing::info!(session = id, version = %session.version(), transport = ?session.transport(), cluster_peer = ?session.info().cluster_peer, "session");
         // The session's own tasks: dropped when it closes.
         if let (Some(Link::Upstream(_)), Some(c)) = (&link, &inner.cluster) {
             session.spawn(announce_upstream(c.local.clone(), session.clone()));

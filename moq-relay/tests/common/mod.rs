@@ -107,6 +107,7 @@ pub(crate) struct FileCertRelay {
     /// The certificate's fingerprint.
     pub(crate) fingerprint: String,
     args: Vec<String>,
+    dir: PathBuf,
 }
 
 impl FileCertRelay {
@@ -124,7 +125,23 @@ impl FileCertRelay {
         .into_iter()
         .chain(["--auth-disabled".to_string()])
         .collect();
-        FileCertRelay { fingerprint, args }
+        FileCertRelay {
+            fingerprint,
+            args,
+            dir,
+        }
+    }
+
+    /// The certificate's file (`--tls-cert`), for relays that share it.
+    #[allow(dead_code)] // not every test file shares the files
+    pub(crate) fn cert_path(&self) -> String {
+        self.dir.join("cert.pem").to_str().unwrap().to_string()
+    }
+
+    /// The key's file (`--tls-key`).
+    #[allow(dead_code)] // not every test file shares the files
+    pub(crate) fn key_path(&self) -> String {
+        self.dir.join("key.pem").to_str().unwrap().to_string()
     }
 
     /// The relay on an ephemeral port.

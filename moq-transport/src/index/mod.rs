@@ -5,5 +5,8 @@
 mod namespaces;
 mod trie;
 
-pub use namespaces::{NamespaceEvent, NamespaceIndex, NamespaceRegistration, NamespaceWatch};
+pub(crate) use namespaces::Change;
+pub use namespaces::{
+    NamespaceEvent, NamespaceIndex, NamespaceRegistration, NamespaceRoute, NamespaceWatch,
+};
 pub use trie::PrefixTrie;

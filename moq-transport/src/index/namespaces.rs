@@ -28,13 +28,62 @@ impl NamespaceEvent {
     }
 }
 
+/// How a namespace is reached, for the MoQ Cluster extension (draft-lcurley-moq-cluster):
+/// what a relay's advertisement of it carries, less the relay's own hop.
+///
+/// The default (no hops, cost 0) is a namespace this endpoint's own publisher announced: a
+/// relay advertises it with HOP_PATH = its own Hop ID alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NamespaceRoute {
+    /// HOP_PATH as received: the Hop IDs the advertisement went through, publisher first.
+    pub hops: Vec<u64>,
+    /// The route's cost from here: the ROUTE_COST received plus what pulling over the link
+    /// it came on costs (the peer's RELAY_COST, else 1).
+    pub cost: u64,
+}
+
+impl NamespaceRoute {
+    /// Orders routes cheapest first, then shortest, as a relay chooses among them.
+    pub fn rank(&self) -> (u64, usize) {
+        (self.cost, self.hops.len())
+    }
+}
+
+/// What a watcher's queue carries: an event, or a change of a known namespace's route.
+#[derive(Clone, Debug)]
+pub(crate) enum Change {
+    Event(NamespaceEvent),
+    /// The best route of a namespace still known changed ([`NamespaceRegistration::set_route`]).
+    Rerouted(TrackNamespace),
+}
+
+/// One registration: the owner of the view it was made through, and its route (`None`: this
+/// endpoint's own, the default route).
+#[derive(Debug, Default)]
+struct Entry {
+    owner: Option<NonZeroU64>,
+    route: Option<Box<NamespaceRoute>>,
+}
+
 #[derive(Debug, Default)]
 struct Inner {
     /// Registrations, each with the owner of the view it was made through (see
-    /// [`NamespaceIndex::owned_by`]); a namespace is known while it has at least one.
-    published: PrefixTrie<Option<NonZeroU64>>,
+    /// [`NamespaceIndex::owned_by`]) and its route; a namespace is known while it has at least
+    /// one.
+    published: PrefixTrie<Entry>,
     /// Watchers, stored at their prefix.
-    watchers: PrefixTrie<mpsc::Sender<NamespaceEvent>>,
+    watchers: PrefixTrie<mpsc::Sender<Change>>,
+}
+
+impl Inner {
+    /// The best route of `ns` among its registrations, if it is known.
+    fn route(&self, ns: &TrackNamespace) -> Option<NamespaceRoute> {
+        self.published
+            .at(ns)
+            .iter()
+            .map(|(_, e)| e.route.as_deref().cloned().unwrap_or_default())
+            .min_by_key(|r| (r.cost, r.hops.len()))
+    }
 }
 
 /// The namespaces an endpoint knows: those it publishes tracks in itself, and those it accepted
@@ -109,14 +158,35 @@ impl Shared {
 
     fn unpublish(&self, ns: &TrackNamespace, id: u64) {
         let mut inner = self.lock();
-        let Some(owner) = inner.published.remove(ns, id) else {
+        let before = inner.route(ns);
+        let Some(entry) = inner.published.remove(ns, id) else {
             return;
         };
         if inner.published.at(ns).is_empty() {
-            notify(&mut inner, ns, NamespaceEvent::Removed(ns.clone()));
+            notify(
+                &mut inner,
+                ns,
+                Change::Event(NamespaceEvent::Removed(ns.clone())),
+            );
+        } else if inner.route(ns) != before {
+            notify(&mut inner, ns, Change::Rerouted(ns.clone()));
         }
         drop(inner);
-        self.owned_change(ns, owner, false);
+        self.owned_change(ns, entry.owner, false);
+    }
+
+    fn set_route(&self, ns: &TrackNamespace, id: u64, route: NamespaceRoute) {
+        let mut inner = self.lock();
+        let before = inner.route(ns);
+        let Some(entries) = inner.published.at_mut(ns) else {
+            return;
+        };
+        if let Some((_, e)) = entries.iter_mut().find(|(i, _)| *i == id) {
+            e.route = Some(Box::new(route));
+        }
+        if inner.route(ns) != before {
+            notify(&mut inner, ns, Change::Rerouted(ns.clone()));
+        }
     }
 }
 
@@ -185,7 +255,7 @@ impl NamespaceIndex {
             .published
             .at(ns)
             .iter()
-            .filter_map(|(_, o)| *o)
+            .filter_map(|(_, e)| e.owner)
             .collect();
         owners.sort();
         owners.dedup();
@@ -199,7 +269,7 @@ impl NamespaceIndex {
         let mut owners: Vec<NonZeroU64> = inner
             .published
             .prefixes_of(ns)
-            .filter_map(|(_, o)| *o)
+            .filter_map(|(_, e)| e.owner)
             .collect();
         owners.sort();
         owners.dedup();
@@ -208,6 +278,25 @@ impl NamespaceIndex {
 
     /// Registers `ns` as known until the returned guard is dropped.
     pub fn publish(&self, ns: TrackNamespace) -> NamespaceRegistration {
+        self.publish_with(ns, None)
+    }
+
+    /// Registers `ns` as known, reached through `route` (MoQ Cluster extension), until the
+    /// returned guard is dropped. Of a namespace's registrations the cheapest route (then the
+    /// shortest) is the one [`NamespaceIndex::route`] answers.
+    pub fn publish_routed(
+        &self,
+        ns: TrackNamespace,
+        route: NamespaceRoute,
+    ) -> NamespaceRegistration {
+        self.publish_with(ns, Some(Box::new(route)))
+    }
+
+    fn publish_with(
+        &self,
+        ns: TrackNamespace,
+        route: Option<Box<NamespaceRoute>>,
+    ) -> NamespaceRegistration {
         if self.owner.is_some() && ns.is_session_level() {
             return NamespaceRegistration {
                 shared: self.shared.clone(),
@@ -218,13 +307,22 @@ impl NamespaceIndex {
         let id = self.next_id();
         let mut inner = self.lock();
         let first = inner.published.at(&ns).is_empty();
-        inner.published.insert(&ns, id, self.owner);
+        let before = (!first).then(|| inner.route(&ns)).flatten();
+        let owner = self.owner;
+        inner.published.insert(&ns, id, Entry { owner, route });
         if first {
-            notify(&mut inner, &ns, NamespaceEvent::Added(ns.clone()));
-        }
-        drop(inner);
-        if first {
+            notify(
+                &mut inner,
+                &ns,
+                Change::Event(NamespaceEvent::Added(ns.clone())),
+            );
+            drop(inner);
             self.shared.ids.known.notify_waiters();
+        } else {
+            if inner.route(&ns) != before {
+                notify(&mut inner, &ns, Change::Rerouted(ns.clone()));
+            }
+            drop(inner);
         }
         self.shared.owned_change(&ns, self.owner, true);
         NamespaceRegistration {
@@ -232,6 +330,11 @@ impl NamespaceIndex {
             ns,
             id,
         }
+    }
+
+    /// The best route of `ns` (cheapest, then shortest, of its registrations), if it is known.
+    pub fn route(&self, ns: &TrackNamespace) -> Option<NamespaceRoute> {
+        self.lock().route(ns)
     }
 
     /// True if `ns` itself is known.
@@ -312,7 +415,7 @@ fn dedup(it: impl Iterator<Item = TrackNamespace>) -> Vec<TrackNamespace> {
 
 /// Sends `event` to every watcher whose prefix is a prefix of `ns`; a watcher whose queue is
 /// full is dropped, which ends its watch.
-fn notify(inner: &mut Inner, ns: &TrackNamespace, event: NamespaceEvent) {
+fn notify(inner: &mut Inner, ns: &TrackNamespace, event: Change) {
     let mut lagged = Vec::new();
     for (depth, id, tx) in inner.watchers.entries_on_path(ns) {
         if tx.try_send(event.clone()).is_err() {
@@ -341,6 +444,13 @@ impl NamespaceRegistration {
     pub fn namespace(&self) -> &TrackNamespace {
         &self.ns
     }
+
+    /// Changes the route this registration reaches its namespace through (MoQ Cluster
+    /// extension); watchers that follow routes see the namespace re-advertised when its best
+    /// route changes.
+    pub fn set_route(&self, route: NamespaceRoute) {
+        self.shared.set_route(&self.ns, self.id, route);
+    }
 }
 
 impl Drop for NamespaceRegistration {
@@ -356,7 +466,7 @@ pub struct NamespaceWatch {
     index: NamespaceIndex,
     prefix: TrackNamespace,
     id: u64,
-    rx: mpsc::Receiver<NamespaceEvent>,
+    rx: mpsc::Receiver<Change>,
 }
 
 impl NamespaceWatch {
@@ -365,6 +475,17 @@ impl NamespaceWatch {
     ///
     /// Cancel safe.
     pub async fn next(&mut self) -> Option<NamespaceEvent> {
+        loop {
+            if let Change::Event(ev) = self.rx.recv().await? {
+                return Some(ev);
+            }
+        }
+    }
+
+    /// [`NamespaceWatch::next`], with the changes of a known namespace's route too.
+    ///
+    /// Cancel safe.
+    pub(crate) async fn next_change(&mut self) -> Option<Change> {
         self.rx.recv().await
     }
 

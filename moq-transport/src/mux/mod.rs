@@ -242,7 +242,11 @@ impl Mux {
         };
         self.inner
             .enqueue(&moq_core::message::RequestOk::default().into(), &ok)?;
-        let added = Namespace { suffix }.into();
+        let added = Namespace {
+            suffix,
+            cluster: None,
+        }
+        .into();
         if route.peer_answered() {
             push(&route, Inbound::Message(Box::new(added))).await?;
         } else {

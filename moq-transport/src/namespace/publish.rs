@@ -6,9 +6,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use moq_core::TrackNamespace;
+use moq_core::codes::RequestErrorCode;
 use moq_core::codes::StreamResetCode;
+use moq_core::message::cluster::ClusterParams;
 use moq_core::message::{ParamContext, Parameters, PublishNamespace, RequestError, RequestOk};
 
+use super::cluster::{Received, cluster_params, received_route};
 use super::state::{AcceptedGuard, NamespaceState};
 use crate::error::Error;
 use crate::index::NamespaceRegistration;
@@ -100,6 +103,20 @@ pub(crate) async fn publish_namespace(
     if namespace.is_dot() || namespace.is_session_level() {
         return Err(Error::Invalid(format!("namespace {namespace} is reserved")));
     }
+    let mut params = params;
+    // draft-lcurley-moq-cluster: on a session that negotiated the extension every
+    // advertisement carries HOP_PATH (ours appended to the route the index holds for it, if
+    // any: else ours alone) and ROUTE_COST.
+    if let Some(link) = core.cluster()
+        && params.cluster.is_none()
+    {
+        let route = core
+            .config()
+            .namespaces
+            .route(&namespace)
+            .unwrap_or_default();
+        params.cluster = cluster_params(&route, link.ours);
+    }
     let registration = core.config().namespaces.publish(namespace.clone());
     let mut req = Request::open(
         core,
@@ -159,10 +176,11 @@ async fn published(req: &mut Request) -> Error {
 pub(crate) fn serve_publish_namespace(
     state: Arc<NamespaceState>,
     ns: TrackNamespace,
+    cluster: Option<Box<ClusterParams>>,
     req: Box<Request>,
 ) -> impl Future<Output = Result<(), Error>> + Send {
     Serving(Step::Busy(Box::pin(accept_publish_namespace(
-        state, ns, req,
+        state, ns, cluster, req,
     ))))
 }
 
@@ -308,10 +326,23 @@ impl Accepted {
 async fn accept_publish_namespace(
     state: Arc<NamespaceState>,
     ns: TrackNamespace,
+    cluster: Option<Box<ClusterParams>>,
     mut req: Box<Request>,
 ) -> Result<Option<Accepted>, Error> {
     let core = state.core();
     req.take_updates(ParamContext::UpdatePublishNamespace);
+    let route = match received_route(core.cluster(), cluster.as_deref()) {
+        Ok(Some(route)) => Some(route),
+        Ok(None) => None,
+        Err(Received::Violation(why)) => return Err(req.violation(why.to_string())),
+        Err(Received::Looped) => {
+            // draft-lcurley-moq-cluster: an advertisement whose HOP_PATH holds our own Hop
+            // ID came back through us; it is dropped, never routed nor forwarded.
+            let e = RequestError::new(RequestErrorCode::UNINTERESTED, "HOP_PATH holds our Hop ID");
+            (*req).refuse(e).await?;
+            return Ok(None);
+        }
+    };
     // Reserved namespaces (draft-19 §3.2.1-2) are refused by `authorize`.
     let refusal = state.check_announce_room();
     let authorized = req
@@ -321,7 +352,10 @@ async fn accept_publish_namespace(
         (*req).refuse(e).await?;
         return Ok(None);
     }
-    let registration = core.config().announced.publish(ns.clone());
+    let registration = match route {
+        Some(route) => core.config().announced.publish_routed(ns.clone(), route),
+        None => core.config().announced.publish(ns.clone()),
+    };
     let accepted = state.accept(ns.clone());
     req.send(RequestOk::default()).await?;
     tracing::debug!(namespace = %ns, "PUBLISH_NAMESPACE accepted");
@@ -338,7 +372,7 @@ mod tests {
     /// future is the [`super::Accepted`] and a tag (the `async fn` it replaced was 160 bytes).
     #[test]
     fn the_serving_future_is_small() {
-        fn size<A, B, C, F: Future>(_: impl Fn(A, B, C) -> F) -> usize {
+        fn size<A, B, C, D, F: Future>(_: impl Fn(A, B, C, D) -> F) -> usize {
             std::mem::size_of::<F>()
         }
         let serving = size(super::serve_publish_namespace);

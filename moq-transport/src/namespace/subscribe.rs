@@ -12,10 +12,12 @@ use moq_core::message::{
 };
 use tokio::sync::{mpsc, watch};
 
+use super::cluster::{Received, cluster_params, received_route};
 use super::state::NamespaceState;
 use crate::error::Error;
-use crate::index::NamespaceEvent;
+use crate::index::{Change, NamespaceEvent, NamespaceIndex, NamespaceRoute};
 use crate::request::{Event, Feed, Request, RequestHandle};
+use crate::session::ClusterLink;
 use crate::session::{GoawayInfo, RequestKind};
 
 /// The namespaces a peer knows under a prefix, as they come and go (SUBSCRIBE_NAMESPACE).
@@ -35,7 +37,22 @@ use crate::session::{GoawayInfo, RequestKind};
 pub struct NamespaceSubscription {
     prefix: watch::Receiver<TrackNamespace>,
     request: RequestHandle,
-    events: Feed<NamespaceEvent>,
+    events: Feed<Advertised>,
+}
+
+/// One change a [`NamespaceSubscription`] reads, with the route the NAMESPACE advertised
+/// ([`NamespaceSubscription::next_advertised`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Advertised {
+    /// What changed.
+    pub event: NamespaceEvent,
+    /// On a session that negotiated the MoQ Cluster extension (draft-lcurley-moq-cluster),
+    /// the route an added namespace is reached through: its HOP_PATH and its ROUTE_COST plus
+    /// the link's cost (the peer's RELAY_COST, else 1). `None` otherwise and on removals.
+    pub route: Option<NamespaceRoute>,
+    /// True for a repeated NAMESPACE of a namespace already added: the peer changed its
+    /// route (draft-lcurley-moq-cluster: a repeat replaces the advertisement).
+    pub update: bool,
 }
 
 impl NamespaceSubscription {
@@ -53,6 +70,21 @@ impl NamespaceSubscription {
     ///
     /// Cancel safe.
     pub async fn next(&mut self) -> Option<Result<NamespaceEvent, Error>> {
+        loop {
+            match self.events.next().await? {
+                Ok(a) if a.update => continue,
+                r => return Some(r.map(|a| a.event)),
+            }
+        }
+    }
+
+    /// The next change with the route its NAMESPACE advertised, updates of a namespace's
+    /// route included (which [`NamespaceSubscription::next`] leaves out). A NAMESPACE whose
+    /// HOP_PATH holds this endpoint's own Hop ID is not reported (a namespace it replaces is
+    /// reported removed): it looped back.
+    ///
+    /// Cancel safe.
+    pub async fn next_advertised(&mut self) -> Option<Result<Advertised, Error>> {
         self.events.next().await
     }
 
@@ -80,7 +112,12 @@ impl futures::Stream for NamespaceSubscription {
     type Item = Result<NamespaceEvent, Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.events.poll_next(cx)
+        loop {
+            match std::task::ready!(self.events.poll_next(cx)) {
+                Some(Ok(a)) if a.update => continue,
+                r => return Poll::Ready(r.map(|r| r.map(|a| a.event))),
+            }
+        }
     }
 }
 
@@ -102,6 +139,11 @@ pub(crate) async fn subscribe_namespace(
     .await?;
     // draft-19 §10.18: anything but REQUEST_OK / REQUEST_ERROR first is a PROTOCOL_VIOLATION.
     req.request_ok(ParamContext::SubscribeNamespaceOk).await?;
+    // draft-lcurley-moq-cluster: NAMESPACE takes its extended form once negotiated.
+    let cluster = core.cluster();
+    if cluster.is_some() {
+        req.read_clustered();
+    }
     let request = req.handle(ParamContext::UpdateSubscribeNamespace);
     let (events, feed) = req.feed(256);
     let (prefix_tx, prefix_rx) = watch::channel(prefix);
@@ -110,6 +152,8 @@ pub(crate) async fn subscribe_namespace(
             events,
             prefix: prefix_tx,
             active: HashSet::new(),
+            looped: HashSet::new(),
+            cluster,
         };
         let end = discovery.run(&mut req).await;
         req.set_end(end);
@@ -123,9 +167,13 @@ pub(crate) async fn subscribe_namespace(
 
 /// The subscriber's side of an accepted SUBSCRIBE_NAMESPACE.
 struct Discovery {
-    events: mpsc::Sender<NamespaceEvent>,
+    events: mpsc::Sender<Advertised>,
     prefix: watch::Sender<TrackNamespace>,
     active: HashSet<TrackNamespace>,
+    /// Namespaces whose last NAMESPACE looped back (MoQ Cluster extension): their
+    /// NAMESPACE_DONE is no violation.
+    looped: HashSet<TrackNamespace>,
+    cluster: Option<ClusterLink>,
 }
 
 /// Why the subscriber's side stops.
@@ -160,6 +208,7 @@ impl Discovery {
                         for n in &gone {
                             self.active.remove(n);
                         }
+                        self.looped.retain(|n| p.is_prefix_of(n));
                         self.prefix.send_replace(p);
                         gone
                     });
@@ -198,15 +247,36 @@ impl Discovery {
                 let full = prefix
                     .join(&n.suffix)
                     .map_err(|e| Stop::Failed(req.violation(format!("NAMESPACE suffix: {e}"))))?;
-                if self.active.insert(full.clone()) {
-                    self.emit(NamespaceEvent::Added(full)).await?;
+                let route = match received_route(self.cluster, n.cluster.as_deref()) {
+                    Ok(route) => route,
+                    Err(Received::Violation(why)) => {
+                        return Err(Stop::Failed(req.violation(why.to_string())));
+                    }
+                    // draft-lcurley-moq-cluster: dropped; a repeat that loops retracts what
+                    // the namespace's earlier NAMESPACE advertised.
+                    Err(Received::Looped) => {
+                        self.looped.insert(full.clone());
+                        if self.active.remove(&full) {
+                            self.emit(NamespaceEvent::Removed(full), None, false)
+                                .await?;
+                        }
+                        return Ok(());
+                    }
+                };
+                self.looped.remove(&full);
+                let update = !self.active.insert(full.clone());
+                // Without the extension a repeat says nothing new.
+                if !update || route.is_some() {
+                    self.emit(NamespaceEvent::Added(full), route, update)
+                        .await?;
                 }
                 Ok(())
             }
             Message::NamespaceDone(n) => match prefix.join(&n.suffix).ok() {
                 Some(full) if self.active.remove(&full) => {
-                    self.emit(NamespaceEvent::Removed(full)).await
+                    self.emit(NamespaceEvent::Removed(full), None, false).await
                 }
+                Some(full) if self.looped.remove(&full) => Ok(()),
                 // draft-19 §10.18: NAMESPACE_DONE before its NAMESPACE is a PROTOCOL_VIOLATION.
                 _ => Err(Stop::Failed(req.violation(format!(
                     "NAMESPACE_DONE for {} before its NAMESPACE",
@@ -218,6 +288,7 @@ impl Discovery {
     }
 
     fn take_active(&mut self) -> Vec<TrackNamespace> {
+        self.looped.clear();
         let mut gone: Vec<TrackNamespace> = self.active.drain().collect();
         gone.sort();
         gone
@@ -225,13 +296,23 @@ impl Discovery {
 
     async fn removed(&self, gone: Vec<TrackNamespace>) -> Result<(), Stop> {
         for ns in gone {
-            self.emit(NamespaceEvent::Removed(ns)).await?;
+            self.emit(NamespaceEvent::Removed(ns), None, false).await?;
         }
         Ok(())
     }
 
-    async fn emit(&self, ev: NamespaceEvent) -> Result<(), Stop> {
-        self.events.send(ev).await.map_err(|_| Stop::Dropped)
+    async fn emit(
+        &self,
+        event: NamespaceEvent,
+        route: Option<NamespaceRoute>,
+        update: bool,
+    ) -> Result<(), Stop> {
+        let a = Advertised {
+            event,
+            route,
+            update,
+        };
+        self.events.send(a).await.map_err(|_| Stop::Dropped)
     }
 }
 
@@ -263,20 +344,27 @@ pub(crate) async fn serve_subscribe_namespace(
     // Held while the subscription lives on `prefix` (RequestObserver::discovering).
     let mut _discovering = observer.and_then(|o| o.discovering(&prefix));
     let (now, mut watch) = index.watch(&prefix, queue);
+    let cluster = core.cluster();
     // draft-19 §10.18: REQUEST_OK first, then a NAMESPACE for each known match.
     Box::pin(req.send(RequestOk::default())).await?;
-    Box::pin(send_snapshot(&mut req, &prefix, now)).await?;
+    Box::pin(send_snapshot(&mut req, &prefix, now, index, cluster)).await?;
     tracing::debug!(%prefix, "SUBSCRIBE_NAMESPACE accepted");
     loop {
         tokio::select! {
-            ev = watch.next() => {
+            ev = watch.next_change() => {
                 let msg: Message = match ev {
-                    Some(NamespaceEvent::Added(ns) | NamespaceEvent::Removed(ns)) if !req.visible(&ns) => continue,
-                    Some(NamespaceEvent::Added(ns)) => match ns.strip_prefix(&prefix) {
-                        Some(suffix) => Namespace { suffix }.into(),
+                    Some(Change::Event(NamespaceEvent::Added(ns) | NamespaceEvent::Removed(ns)) | Change::Rerouted(ns)) if !req.visible(&ns) => continue,
+                    Some(Change::Event(NamespaceEvent::Added(ns))) => match advert(&ns, &prefix, index, cluster) {
+                        Some(n) => n.into(),
                         None => continue,
                     },
-                    Some(NamespaceEvent::Removed(ns)) => match ns.strip_prefix(&prefix) {
+                    // draft-lcurley-moq-cluster: a repeated NAMESPACE replaces the route it
+                    // advertised; without the extension there is nothing to say.
+                    Some(Change::Rerouted(ns)) => match advert(&ns, &prefix, index, cluster) {
+                        Some(n) if cluster.is_some() => n.into(),
+                        _ => continue,
+                    },
+                    Some(Change::Event(NamespaceEvent::Removed(ns))) => match ns.strip_prefix(&prefix) {
                         Some(suffix) => NamespaceDone { suffix }.into(),
                         None => continue,
                     },
@@ -313,7 +401,7 @@ pub(crate) async fn serve_subscribe_namespace(
                         _discovering = observer.and_then(|o| o.discovering(&prefix));
                         let (now, w) = index.watch(&prefix, queue);
                         watch = w;
-                        Box::pin(send_snapshot(&mut req, &prefix, now)).await?;
+                        Box::pin(send_snapshot(&mut req, &prefix, now, index, cluster)).await?;
                     }
                 }
                 Event::Message(m) => return Err(req.unexpected(&m)),
@@ -334,14 +422,33 @@ async fn send_snapshot(
     req: &mut Request,
     prefix: &TrackNamespace,
     now: Vec<TrackNamespace>,
+    index: &NamespaceIndex,
+    cluster: Option<ClusterLink>,
 ) -> Result<(), Error> {
     for ns in now {
         if !req.visible(&ns) {
             continue;
         }
-        if let Some(suffix) = ns.strip_prefix(prefix) {
-            req.send(Namespace { suffix }).await?;
+        if let Some(n) = advert(&ns, prefix, index, cluster) {
+            req.send(n).await?;
         }
     }
     Ok(())
+}
+
+/// The NAMESPACE for `ns` under `prefix`: in the extended form with HOP_PATH and ROUTE_COST
+/// from the index's route when the session negotiated the MoQ Cluster extension
+/// (draft-lcurley-moq-cluster: every advertisement carries them).
+fn advert(
+    ns: &TrackNamespace,
+    prefix: &TrackNamespace,
+    index: &NamespaceIndex,
+    cluster: Option<ClusterLink>,
+) -> Option<Namespace> {
+    let suffix = ns.strip_prefix(prefix)?;
+    let cluster = cluster.and_then(|c| {
+        let route = index.route(ns).unwrap_or_default();
+        cluster_params(&route, c.ours)
+    });
+    Some(Namespace { suffix, cluster })
 }

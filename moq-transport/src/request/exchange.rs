@@ -126,6 +126,9 @@ pub(crate) struct Request {
     /// Whether the peer's STOP_SENDING on our half cancels the request at once; otherwise
     /// reading goes on until its half ends, so what it sent before still counts.
     stop_cancels: bool,
+    /// NAMESPACE arrives in the MoQ Cluster extension's extended form (a SUBSCRIBE_NAMESPACE
+    /// of a session that negotiated it).
+    clustered: bool,
     /// STOP_SENDING seen while reading goes on. Boxed: rare, and inline it is 16 bytes for
     /// every request's life.
     stopped: Option<Box<StreamResetCode>>,
@@ -217,6 +220,7 @@ impl Request {
             reader_open: true,
             watch_stop: true,
             stop_cancels: !requester,
+            clustered: false,
             stopped: None,
             deferred: None,
             goaway: None,
@@ -242,6 +246,11 @@ impl Request {
     /// publisher ends with PUBLISH_DONE (draft-19 §5.1).
     pub(crate) fn stop_cancels(&mut self, cancels: bool) {
         self.stop_cancels = cancels;
+    }
+
+    /// Reads NAMESPACE in the MoQ Cluster extension's extended form from now on.
+    pub(crate) fn read_clustered(&mut self) {
+        self.clustered = true;
     }
 
     /// True once the peer finished its half (it sends nothing more, draft-19 §3.3.2).

@@ -82,6 +82,10 @@ pub struct SessionInfo {
     pub setup_tokens: Vec<ResolvedToken>,
     /// The peer's address, when known.
     pub remote: Option<SocketAddr>,
+    /// The peer's Hop ID when the session negotiated the MoQ Cluster extension
+    /// (draft-lcurley-moq-cluster: both ends declared a HOP_ID in SETUP, draft-17 on); `None`
+    /// otherwise. A session with one is a link between relays.
+    pub cluster_peer: Option<u64>,
 }
 
 /// The application's authorization policy. Every method defaults to "allow".

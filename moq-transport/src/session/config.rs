@@ -99,8 +99,11 @@ pub struct SessionConfig {
     pub observer: Option<Arc<dyn RequestObserver>>,
     /// HOP_ID to send in SETUP (MoQ Cluster extension, draft-lcurley-moq-cluster; sent from
     /// draft-17 only): this endpoint's Hop ID, declaring it a relay of a cluster. `None` sends
-    /// nothing. The session does not yet use the extension's extended NAMESPACE, so only set
-    /// it toward a peer that will not SUBSCRIBE_NAMESPACE expecting it (a relay of ours).
+    /// nothing. When the peer declares one too the extension is on
+    /// ([`crate::SessionInfo::cluster_peer`]): NAMESPACE takes its extended form, every
+    /// PUBLISH_NAMESPACE and NAMESPACE carries HOP_PATH (this Hop ID appended to the route
+    /// [`crate::namespace::NamespaceIndex::route`] holds) and ROUTE_COST, and a received one
+    /// whose HOP_PATH holds this Hop ID is dropped.
     pub cluster_hop: Option<u64>,
     /// RELAY_COST to send with HOP_ID: what pulling from this endpoint costs.
     pub relay_cost: Option<u64>,

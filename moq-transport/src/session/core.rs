@@ -360,6 +360,13 @@ impl SessionCore {
         self.peer_setup.get()
     }
 
+    /// The MoQ Cluster extension on this session, once SETUP is done: on when both ends
+    /// declared a HOP_ID (draft-lcurley-moq-cluster: "sending it is what negotiates the
+    /// extension"; draft-17 on).
+    pub(crate) fn cluster(&self) -> Option<ClusterLink> {
+        cluster_link(&self.config, self.version, self.peer_setup()?)
+    }
+
     /// Checks the parameters of a request or REQUEST_UPDATE we are about to send against the
     /// peer's limits, so that our own message never closes the session: its MAX_FILTER_RANGES
     /// (draft-19 §10.3.1.6), and its token cache (§10.2.2, §10.3.1.4: a REGISTER past its
@@ -717,4 +724,34 @@ async fn watch_connection(core: Arc<SessionCore>) {
         let _ = tokio::time::timeout(CLOSE_GRACE, core.conn.closed()).await;
     }
     core.tasks.cancel();
+}
+
+/// Both ends' MoQ Cluster declarations on a session that negotiated the extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ClusterLink {
+    /// Our Hop ID (appended to what we advertise; what we drop when it comes back).
+    pub(crate) ours: u64,
+    /// The peer's Hop ID (0: it speaks the extension but names no hop).
+    pub(crate) peer: u64,
+    /// What pulling from the peer costs: its RELAY_COST, else 1 (draft-lcurley-moq-cluster:
+    /// a direction nobody priced costs [`moq_core::message::cluster::DEFAULT_COST`]).
+    pub(crate) link_cost: u64,
+}
+
+/// The extension's state given our config and the peer's SETUP.
+pub(crate) fn cluster_link(
+    config: &SessionConfig,
+    version: Version,
+    peer: &SetupOptions,
+) -> Option<ClusterLink> {
+    if !version.has_cluster_extension() {
+        return None;
+    }
+    Some(ClusterLink {
+        ours: config.cluster_hop?,
+        peer: peer.hop_id?,
+        link_cost: peer
+            .relay_cost
+            .unwrap_or(moq_core::message::cluster::DEFAULT_COST),
+    })
 }

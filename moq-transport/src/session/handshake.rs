@@ -81,6 +81,7 @@ async fn handshake(
         peer_implementation: peer.implementation.clone(),
         setup_tokens,
         remote: core.conn().remote_addr(),
+        cluster_peer: super::core::cluster_link(core.config(), version, &peer).map(|c| c.peer),
     };
     if core.role() == Role::Server {
         core.config()

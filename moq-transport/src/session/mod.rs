@@ -20,6 +20,6 @@ pub use self::core::{Destination, GoawayInfo, Role};
 pub use auth::{AllowAll, AuthRequest, Authorizer, RequestKind, ResolvedToken, SessionInfo};
 pub use config::{IMPLEMENTATION, Limits, RequestObserver, SessionConfig};
 
-pub(crate) use self::core::SessionCore;
+pub(crate) use self::core::{ClusterLink, SessionCore};
 pub(crate) use driver::{DataStream, Dispatch, Serve, ServeRequest};
 pub(crate) use handshake::establish;

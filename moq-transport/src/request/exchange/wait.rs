@@ -151,7 +151,11 @@ impl Request {
             Err(e) => return self.on_message(Err(e)),
         };
         let v = self.core.version();
-        let e = match Message::decode(&mut frame.clone(), v) {
+        let decoded = match self.clustered {
+            true => Message::decode_clustered(&mut frame.clone(), v),
+            false => Message::decode(&mut frame.clone(), v),
+        };
+        let e = match decoded {
             Ok(m) => return self.on_message(Ok(Some(m))),
             Err(e) => e,
         };
