@@ -421,7 +421,7 @@ fn metric(http: &str, name: &str) -> Option<u64> {
 async fn a_ring_of_four_relay_binaries_with_the_extension_has_no_loop() {
     common::timeout(async {
         let certs = common::FileCertRelay::new("cluster-ext-ring");
-        let ports: Vec<u16> = (0..4).map(|_| common::store::free_port()).collect();
+        let ports: Vec<u16> = (0..4).map(|_| common::free_port()).collect();
         let names = ["A", "B", "C", "D"];
         let bins: Vec<common::Binary> = (0..4)
             .map(|i| {
@@ -532,7 +532,7 @@ async fn moq_dev_relay_links_with_the_extension_both_ways() {
     common::timeout(async {
         let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
         let ours = mesh(&[], &[None], &cert).remove(0);
-        let listen_port = common::store::free_port();
+        let listen_port = common::free_port();
         let mut child = spawn_moq_dev(&bin, listen_port, ours.local_addr().port(), 19);
         while !ours.cluster_peers().contains(&4242) {
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::common::store::{Store, free_port};
+use crate::common::free_port;
+use crate::common::store::Store;
 use crate::common::{self, Binary, ns, workdir};
 use moq_client::{
     Client, NamespaceHandle, NamespaceStream, Publisher, Session, SubscribeOptions, TrackConsumer,

@@ -16,6 +16,16 @@ use std::time::{Duration, Instant};
 
 use moq_core::TrackNamespace;
 
+/// A UDP port free on loopback now, for a relay binary that must advertise its port before it
+/// binds it.
+pub(crate) fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// The longest any test here may take.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -156,21 +156,11 @@ pub(crate) async fn registered(registry: &RedisRegistry, path: &str, id: &str) {
     }
 }
 
-/// A UDP port free on loopback now, for a relay binary that must advertise its port before it
-/// binds it.
-pub(crate) fn free_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl Store {
     /// The relay binary as origin relay `id` of this store's cluster: a generated certificate,
     /// no auth, a port of its own that it advertises; `extra` arguments after those.
     pub(crate) fn origin_binary(&self, id: &str, extra: &[&str]) -> Binary {
-        let port = free_port();
+        let port = super::free_port();
         let advertise = format!("moqt://localhost:{port}");
         let url = self.url();
         let mut args = vec![
