@@ -491,6 +491,7 @@ fn message(u: &mut Unstructured<'_>, kind: u64, next_id: &mut u64) -> Message {
         .into(),
         13 => Namespace {
             suffix: namespace(u),
+            cluster: None,
         }
         .into(),
         14 => NamespaceDone {
