@@ -810,7 +810,10 @@ async fn publish_namespace_updates_keep_their_tokens() {
             let err = p.update(token("bad")).await.unwrap_err();
             assert_eq!(rejected_code(err), RequestErrorCode::UNAUTHORIZED);
             assert!(matches!(p.ended().await, Error::Rejected(_)));
-            assert_eq!(watch.next().await, Some(NamespaceEvent::Removed(ns(&["u"]))));
+            assert_eq!(
+                watch.next().await,
+                Some(NamespaceEvent::Removed(ns(&["u"])))
+            );
             assert!(!server.announced().contains(&ns(&["u"])));
         })
         .await;

@@ -56,7 +56,8 @@ impl RequestStream {
 
     /// Its two transport streams alone, if [`RequestStream::fits_bare`].
     pub(crate) fn bare(self) -> Result<Bare, RequestStream> {
-        Bare::new(self.writer, self.reader).map_err(|(writer, reader)| RequestStream { writer, reader })
+        Bare::new(self.writer, self.reader)
+            .map_err(|(writer, reader)| RequestStream { writer, reader })
     }
 
     /// The stream again, from [`RequestStream::bare`], for a stream of `version`.
