@@ -202,8 +202,19 @@ impl Request {
         id: u64,
         requester: bool,
     ) -> Request {
+        Request::counted(Counted::new(core), stream, name, id, requester)
+    }
+
+    /// [`Request::new`] with the core already counting it.
+    fn counted(
+        core: Counted,
+        stream: RequestStream,
+        name: &'static str,
+        id: u64,
+        requester: bool,
+    ) -> Request {
         Request {
-            core: Counted::new(core),
+            core,
             stream,
             name,
             id,

@@ -104,27 +104,15 @@ impl Request {
 impl Parked {
     /// The request again, as [`Request::park`] took it (named `name`, taking updates in `ctx`).
     pub(crate) fn unpark(self, name: &'static str, ctx: ParamContext) -> Request {
-        Request {
-            stream: RequestStream::from_bare(self.stream, self.core.version()),
-            core: self.core,
-            name,
-            id: self.id,
-            peer_updates: Some(ctx),
-            our_updates: None,
-            tokens: self.tokens.map(|t| *t).unwrap_or_default(),
-            unanswered: false,
-            // Only read while the request is unanswered.
-            opened: 0,
-            reader_open: self.reader_open,
-            watch_stop: self.watch_stop,
-            stop_cancels: true,
-            clustered: false,
-            stopped: None,
-            deferred: None,
-            goaway: None,
-            pending: None,
-            commands: None,
-            end: None,
-        }
+        let version = self.core.version();
+        let stream = RequestStream::from_bare(self.stream, version);
+        let mut req = Request::counted(self.core, stream, name, self.id, false);
+        req.peer_updates = Some(ctx);
+        req.tokens = self.tokens.map(|t| *t).unwrap_or_default();
+        // Answered long ago: `opened` is only read while the request is unanswered.
+        req.unanswered = false;
+        req.reader_open = self.reader_open;
+        req.watch_stop = self.watch_stop;
+        req
     }
 }
