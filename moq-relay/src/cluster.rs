@@ -171,7 +171,9 @@ pub(crate) fn hop_of(name: &str) -> u64 {
 }
 
 /// What the links offer, by namespace; the best offer (cheapest route, then shortest, then
-/// oldest link) is the one routed.
+/// the first offered) is the one routed. Ties keep the route a namespace has: a link with an
+/// equal route offered later never takes it over, so a track's upstream does not move (and is
+/// not doubled) when the other way round a ring comes up.
 #[derive(Debug, Default)]
 pub(crate) struct Offers {
     by_ns: HashMap<TrackNamespace, Vec<Offer>>,
@@ -180,7 +182,8 @@ pub(crate) struct Offers {
 impl Offers {
     fn pick(v: &[Offer]) -> Option<&Offer> {
         // draft-lcurley-moq-cluster: of several routes to a namespace, the cheapest.
-        v.iter().min_by_key(|o| (o.route.rank(), o.session_id))
+        // Offers are kept in the order first offered: `min_by_key` keeps the first of equals.
+        v.iter().min_by_key(|o| o.route.rank())
     }
 
     /// The offer routed for `ns`.
@@ -204,8 +207,11 @@ impl Offers {
     ) -> (Option<Offer>, Option<Offer>) {
         let v = self.by_ns.entry(ns.clone()).or_default();
         let before = Self::pick(v).cloned();
-        v.retain(|o| o.session_id != offer.session_id);
-        v.push(offer);
+        // A link offering again keeps its place (the order is that of first offers).
+        match v.iter_mut().find(|o| o.session_id == offer.session_id) {
+            Some(o) => *o = offer,
+            None => v.push(offer),
+        }
         let after = Self::pick(v).cloned();
         (before, after)
     }

@@ -680,3 +680,35 @@ async fn a_dead_relays_namespaces_go_with_its_lease() {
     })
     .await;
 }
+
+/// Dropping a registration unregisters it at once (the refresher's task does it, nothing is
+/// spawned from `Drop`), the last one of a relay too: its refresher's task drains the queue
+/// before it ends. With a 10 s lease, nothing but the unregistration can remove them.
+#[tokio::test]
+async fn dropped_registrations_are_unregistered_even_the_last() {
+    let Some(store) = Store::start() else { return };
+    timeout(async {
+        let registry: Arc<dyn Registry> = Arc::new(store.registry(10_000));
+        let mut held = Vec::new();
+        for i in 0..3 {
+            let name = ns(&format!("gone/{i}"));
+            held.push(
+                Registration::start(registry.clone(), name, relay("g"))
+                    .await
+                    .unwrap(),
+            );
+        }
+        assert_eq!(registry.scan(&ns("gone")).await.unwrap().len(), 3);
+        drop(held.pop());
+        eventually(Duration::from_secs(2), "one unregistered", || async {
+            registry.scan(&ns("gone")).await.unwrap().len() == 2
+        })
+        .await;
+        drop(held);
+        eventually(Duration::from_secs(2), "the last unregistered", || async {
+            registry.scan(&ns("gone")).await.unwrap().is_empty()
+        })
+        .await;
+    })
+    .await;
+}

@@ -212,12 +212,29 @@ pub trait Registry: Send + Sync + 'static {
 /// registry's watch task ends, which it does not do while the stream is held.
 pub struct NamespaceWatch {
     rx: mpsc::Receiver<NamespaceChange>,
+    /// The task feeding `rx`, if the watch owns it: aborted when the watch is dropped.
+    task: Option<tokio::task::AbortHandle>,
 }
 
 impl NamespaceWatch {
     /// A watch fed by a task holding the sending side; for [`Registry`] implementations.
     pub fn new(rx: mpsc::Receiver<NamespaceChange>) -> Self {
-        NamespaceWatch { rx }
+        NamespaceWatch { rx, task: None }
+    }
+
+    /// This watch, owning `task` (the one feeding it): dropping the watch aborts the task at
+    /// once, rather than when it next finds the receiving side gone.
+    pub fn owning(mut self, task: tokio::task::JoinHandle<()>) -> Self {
+        self.task = Some(task.abort_handle());
+        self
+    }
+}
+
+impl Drop for NamespaceWatch {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
     }
 }
 

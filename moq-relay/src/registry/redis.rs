@@ -623,13 +623,14 @@ impl Registry for RedisRegistry {
     async fn watch(&self, prefix: &TrackNamespace) -> Result<NamespaceWatch, RegistryError> {
         let subscription = self.inner.subscribe(prefix).await?;
         let (tx, rx) = mpsc::channel(WATCH_QUEUE);
-        tokio::spawn(watch_task(
+        // Owned by the watch: dropping it aborts the task and closes its store connections.
+        let task = tokio::spawn(watch_task(
             self.inner.clone(),
             prefix.clone(),
             subscription,
             tx,
         ));
-        Ok(NamespaceWatch::new(rx))
+        Ok(NamespaceWatch::new(rx).owning(task))
     }
 
     async fn heartbeat(&self, relay: &RelayInfo) -> Result<(), RegistryError> {

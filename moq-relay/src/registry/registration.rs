@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock, Weak};
 
 use moq_core::TrackNamespace;
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use super::{Origin, Registry, RegistryError, RelayRef};
 
@@ -126,13 +126,9 @@ impl Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         let Some(origin) = self.detach() else { return };
-        let registry = self.refresher.registry.clone();
-        let namespace = self.namespace.clone();
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                let _ = registry.unregister(&namespace, &origin).await;
-            });
-        }
+        // Nothing is spawned here: the refresher's task takes the unregistration from its
+        // queue (and drains the queue before it ends, after the last registration).
+        let _ = self.refresher.gone.send((self.namespace.clone(), origin));
     }
 }
 
@@ -153,13 +149,15 @@ struct Held {
 }
 
 /// The refreshing of one relay's registrations in one registry; its task ends when the last
-/// of them drops it.
+/// of them drops it, once it has sent the unregistrations queued before.
 struct Refresher {
     registry: Arc<dyn Registry>,
     relay: RelayRef,
     held: Mutex<HashMap<u64, Held>>,
     next_id: AtomicU64,
-    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Registrations dropped while active, for the task to unregister: at most one entry per
+    /// registration, so bounded by them.
+    gone: mpsc::UnboundedSender<(TrackNamespace, Origin)>,
 }
 
 /// The live refreshers, by registry (its `Arc`'s address: a refresher holds the registry, so
@@ -176,15 +174,17 @@ impl Refresher {
             return live;
         }
         all.retain(|_, r| r.strong_count() > 0);
+        let (gone, gone_rx) = mpsc::unbounded_channel();
         let refresher = Arc::new(Refresher {
-            registry,
+            registry: registry.clone(),
             relay: key.1.clone(),
             held: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
-            task: Mutex::new(None),
+            gone,
         });
-        let task = tokio::spawn(refresh_loop(Arc::downgrade(&refresher)));
-        *refresher.task.lock() = Some(task);
+        // The task's life is the refresher's: it ends when the refresher's queue closes (the
+        // refresher dropped) and is drained.
+        tokio::spawn(refresh_loop(Arc::downgrade(&refresher), registry, gone_rx));
         all.insert(key, Arc::downgrade(&refresher));
         refresher
     }
@@ -278,25 +278,30 @@ impl Refresher {
     }
 }
 
-impl Drop for Refresher {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.lock().take() {
-            task.abort();
-        }
-    }
-}
-
-/// Refreshes every half lease while the refresher lives.
-async fn refresh_loop(refresher: Weak<Refresher>) {
-    let Some(every) = refresher.upgrade().map(|r| r.registry.lease() / 2) else {
-        return;
-    };
+/// Refreshes every half lease while the refresher lives, and unregisters what its dropped
+/// registrations queue; ends when the queue is closed (the refresher dropped) and drained.
+async fn refresh_loop(
+    refresher: Weak<Refresher>,
+    registry: Arc<dyn Registry>,
+    mut gone: mpsc::UnboundedReceiver<(TrackNamespace, Origin)>,
+) {
+    let every = registry.lease() / 2;
     let (mut generation, mut seen) = (None, String::new());
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::time::sleep(every).await;
-        let Some(refresher) = refresher.upgrade() else {
-            return;
-        };
-        refresher.refresh(&mut generation, &mut seen).await;
+        tokio::select! {
+            next = gone.recv() => match next {
+                Some((namespace, origin)) => {
+                    let _ = registry.unregister(&namespace, &origin).await;
+                }
+                None => return,
+            },
+            _ = tick.tick() => {
+                if let Some(refresher) = refresher.upgrade() {
+                    refresher.refresh(&mut generation, &mut seen).await;
+                }
+            }
+        }
     }
 }
