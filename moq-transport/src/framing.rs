@@ -14,6 +14,10 @@ use crate::error::Error;
 use crate::mux::{Read, VirtualReader, VirtualWriter};
 use crate::transport::{BoxRecvStream, BoxSendStream, TransportError};
 
+mod bare;
+
+pub(crate) use bare::Bare;
+
 /// Largest read from a stream at once.
 const READ_CHUNK: usize = 64 * 1024;
 

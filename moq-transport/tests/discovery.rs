@@ -780,3 +780,42 @@ async fn publish_namespace_inside_an_active_prefix() {
     })
     .await;
 }
+
+/// An accepted PUBLISH_NAMESPACE keeps its tokens while it waits (parked, since issue 35's
+/// sixth round): an update without tokens is authorized with the ones it was accepted with,
+/// again and again, and one whose new token the authorizer refuses ends the announcement and
+/// unregisters the namespace (draft-19 §10.9.1).
+#[tokio::test]
+async fn publish_namespace_updates_keep_their_tokens() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
+            let mut srv = TestServer::start(relay_config().with_authorizer(Policy));
+            let (client, server) = srv
+                .connect(transport, vec![Version::Draft19], SessionConfig::default())
+                .await;
+            let (_, mut watch) = server.announced().watch(&TrackNamespace::empty(), 16);
+            let token = |t: &'static str| Parameters {
+                authorization_tokens: vec![AuthToken::new(t)],
+                ..Default::default()
+            };
+            let p = client
+                .publish_namespace_with(ns(&["u"]), token("ok"))
+                .await
+                .unwrap();
+            assert_eq!(watch.next().await, Some(NamespaceEvent::Added(ns(&["u"]))));
+            for _ in 0..3 {
+                p.update(Parameters::default()).await.unwrap();
+            }
+            assert!(p.is_active());
+            let err = p.update(token("bad")).await.unwrap_err();
+            assert_eq!(rejected_code(err), RequestErrorCode::UNAUTHORIZED);
+            assert!(matches!(p.ended().await, Error::Rejected(_)));
+            assert_eq!(
+                watch.next().await,
+                Some(NamespaceEvent::Removed(ns(&["u"])))
+            );
+            assert!(!server.announced().contains(&ns(&["u"])));
+        })
+        .await;
+    }
+}

@@ -22,7 +22,11 @@ use super::stream::RequestStream;
 use crate::error::Error;
 use crate::session::{AuthRequest, GoawayInfo, RequestKind, ResolvedToken, SessionCore};
 
+mod park;
 mod wait;
+
+use park::Counted;
+pub(crate) use park::Parked;
 
 /// What happened next on an established request.
 #[derive(Debug)]
@@ -102,7 +106,8 @@ impl Visibility {
 
 #[derive(Debug)]
 pub(crate) struct Request {
-    core: Arc<SessionCore>,
+    /// Counts the request while it lives (see [`Counted`]).
+    core: Counted,
     stream: RequestStream,
     /// The request message's name, for errors ("SUBSCRIBE").
     name: &'static str,
@@ -147,15 +152,6 @@ pub(crate) struct Request {
     /// Made when a handle or a feed first needs it: a peer's PUBLISH_NAMESPACE has neither,
     /// and a latch is ~120 bytes for the request's life.
     end: Option<EndSlot>,
-}
-
-/// Counts a live request for GOAWAY_TIMEOUT (draft-19 §3.6) while it lives, as
-/// [`SessionCore::open_request`] counted it (in `Drop`: a guard would be another pointer to the
-/// core).
-impl Drop for Request {
-    fn drop(&mut self) {
-        self.core.close_request();
-    }
 }
 
 impl Request {
@@ -206,9 +202,19 @@ impl Request {
         id: u64,
         requester: bool,
     ) -> Request {
-        core.open_request();
+        Request::counted(Counted::new(core), stream, name, id, requester)
+    }
+
+    /// [`Request::new`] with the core already counting it.
+    fn counted(
+        core: Counted,
+        stream: RequestStream,
+        name: &'static str,
+        id: u64,
+        requester: bool,
+    ) -> Request {
         Request {
-            core: core.clone(),
+            core,
             stream,
             name,
             id,

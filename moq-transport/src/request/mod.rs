@@ -7,6 +7,6 @@ mod exchange;
 mod handle;
 mod stream;
 
-pub(crate) use exchange::{Decision, Event, Request, Visibility, not_answered};
+pub(crate) use exchange::{Decision, Event, Parked, Request, Visibility, not_answered};
 pub(crate) use handle::{Feed, RequestHandle};
 pub(crate) use stream::RequestStream;

@@ -4,7 +4,9 @@ use moq_core::codes::StreamResetCode;
 use moq_core::message::Message;
 
 use crate::error::Error;
-use crate::framing::{Reader, Writer};
+use moq_core::Version;
+
+use crate::framing::{Bare, Reader, Writer};
 
 /// Both directions of one request's messages.
 ///
@@ -45,5 +47,22 @@ impl RequestStream {
     /// RESET_STREAM on our half only.
     pub(crate) fn reset(&mut self, code: StreamResetCode) {
         self.writer.reset(code);
+    }
+
+    /// True if [`RequestStream::bare`] keeps everything of it.
+    pub(crate) fn fits_bare(&self) -> bool {
+        Bare::fits(&self.writer, &self.reader)
+    }
+
+    /// Its two transport streams alone, if [`RequestStream::fits_bare`].
+    pub(crate) fn bare(self) -> Result<Bare, RequestStream> {
+        Bare::new(self.writer, self.reader)
+            .map_err(|(writer, reader)| RequestStream { writer, reader })
+    }
+
+    /// The stream again, from [`RequestStream::bare`], for a stream of `version`.
+    pub(crate) fn from_bare(bare: Bare, version: Version) -> RequestStream {
+        let (writer, reader) = bare.framed(version);
+        RequestStream { writer, reader }
     }
 }

@@ -1,0 +1,114 @@
+//! A request stream reduced to its two transport streams while nothing of its framing is in
+//! use: what a request that only waits for the peer keeps of it (see
+//! [`crate::request::Parked`]).
+
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use moq_core::Version;
+use moq_core::message::{Envelope, MessageReader};
+
+use super::{Reader, ReaderKind, StreamReader, StreamWriter, Writer, WriterKind};
+use crate::transport::{BoxRecvStream, BoxSendStream, RecvStream, SendStream, TransportError};
+
+/// Both transport streams of a request stream whose reader holds no bytes and whose writer
+/// names no request (40 bytes where the framed halves are 120). [`Bare::framed`] gives the
+/// halves back as [`Bare::new`] took them.
+#[derive(Debug)]
+pub(crate) struct Bare {
+    send: BoxSendStream,
+    recv: BoxRecvStream,
+    read_done: bool,
+    write_closed: bool,
+}
+
+impl Bare {
+    /// True if [`Bare::new`] keeps everything of `writer` and `reader`: both on a stream,
+    /// nothing buffered, no envelope.
+    pub(crate) fn fits(writer: &Writer, reader: &Reader) -> bool {
+        matches!(
+            (&writer.0, &reader.0),
+            (WriterKind::Stream(w), ReaderKind::Stream(r))
+                if r.msgs.buffered() == 0 && w.envelope == Envelope::default()
+        )
+    }
+
+    /// The transport streams of `writer` and `reader`; `None` unless [`Bare::fits`].
+    pub(crate) fn new(writer: Writer, reader: Reader) -> Result<Bare, (Writer, Reader)> {
+        if !Bare::fits(&writer, &reader) {
+            return Err((writer, reader));
+        }
+        let (Writer(WriterKind::Stream(mut w)), Reader(ReaderKind::Stream(mut r))) =
+            (writer, reader)
+        else {
+            unreachable!("checked by fits")
+        };
+        let bare = Bare {
+            send: std::mem::replace(&mut w.send, Box::new(Taken)),
+            recv: std::mem::replace(&mut r.recv, Box::new(Taken)),
+            read_done: r.done,
+            write_closed: w.closed,
+        };
+        // What stands in for them is never used: their drop does nothing.
+        Ok(bare)
+    }
+
+    /// The framed halves again, for a stream of `version`.
+    pub(crate) fn framed(self, version: Version) -> (Writer, Reader) {
+        let writer = Writer(WriterKind::Stream(StreamWriter {
+            send: self.send,
+            version,
+            closed: self.write_closed,
+            envelope: Envelope::default(),
+        }));
+        let reader = Reader(ReaderKind::Stream(StreamReader {
+            recv: self.recv,
+            msgs: MessageReader::new(version),
+            version,
+            done: self.read_done,
+        }));
+        (writer, reader)
+    }
+}
+
+/// Stands in for a transport stream taken out of its framed half by [`Bare::new`] until that
+/// half drops (a zero-sized box: nothing is allocated). Every call is a no-op.
+struct Taken;
+
+impl SendStream for Taken {
+    fn poll_write(&mut self, _: &mut Context<'_>, _: &[u8]) -> Poll<Result<usize, TransportError>> {
+        Poll::Ready(Ok(0))
+    }
+
+    fn poll_write_chunks(
+        &mut self,
+        _: &mut Context<'_>,
+        _: &mut [Bytes],
+    ) -> Poll<Result<usize, TransportError>> {
+        Poll::Ready(Ok(0))
+    }
+
+    fn poll_stopped(&mut self, _: &mut Context<'_>) -> Poll<Result<Option<u64>, TransportError>> {
+        Poll::Ready(Ok(None))
+    }
+
+    fn set_priority(&mut self, _: i32) {}
+
+    fn finish(&mut self) -> Result<(), TransportError> {
+        Ok(())
+    }
+
+    fn reset(&mut self, _: u64) {}
+}
+
+impl RecvStream for Taken {
+    fn poll_read_chunk(
+        &mut self,
+        _: &mut Context<'_>,
+        _: usize,
+    ) -> Poll<Result<Option<Bytes>, TransportError>> {
+        Poll::Ready(Ok(None))
+    }
+
+    fn stop(&mut self, _: u64) {}
+}
