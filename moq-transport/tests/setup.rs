@@ -60,22 +60,14 @@ async fn setup_every_version_over_every_transport() {
                 }
                 client.close(SessionErrorCode::NO_ERROR, "done");
                 let err = server.closed().await;
-                // Over WebSocket the peer's APPLICATION_CLOSE can lose the race with the
-                // socket's close in qmux 0.5.3 (known gap: the end is seen, not always its code).
-                let ws_lost = transport == Transport::WebSocket
-                    && matches!(
-                        err,
-                        Error::Transport(moq_transport::transport::TransportError::Lost(_))
-                    );
                 assert!(
-                    ws_lost
-                        || matches!(
-                            err,
-                            Error::ClosedByPeer {
-                                code: SessionErrorCode::NO_ERROR,
-                                ..
-                            }
-                        ),
+                    matches!(
+                        err,
+                        Error::ClosedByPeer {
+                            code: SessionErrorCode::NO_ERROR,
+                            ..
+                        }
+                    ),
                     "{transport:?} {version}: {err:?}"
                 );
             })

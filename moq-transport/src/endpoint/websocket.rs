@@ -32,7 +32,7 @@ use crate::error::{ConnectError, Error};
 use crate::session::{Destination, Role, SessionConfig};
 use crate::tls::ClientTls;
 use crate::transport::credit::{MAX_BIDI_STREAMS, MAX_UNI_STREAMS};
-use crate::transport::qmux::QmuxConnection;
+use crate::transport::qmux::{QmuxConnection, lingering};
 
 /// The QMux draft a client offers, as a subprotocol prefix (draft-ietf-quic-qmux-01).
 pub const QMUX_PREFIX: &str = "qmux-01.";
@@ -269,13 +269,35 @@ where
         + Send
         + 'static,
 {
-    let session = qmux::ws::Upgraded::new(ws)
+    let conn = qmux_connection(ws, subprotocol, settings, Role::Server, remote);
+    Session::establish(Arc::new(conn), Role::Server, config, destination).await
+}
+
+/// QMux as `role` on an upgraded WebSocket whose subprotocol is `subprotocol`.
+fn qmux_connection<S>(
+    ws: S,
+    subprotocol: &str,
+    settings: &QuicSettings,
+    role: Role,
+    remote: Option<SocketAddr>,
+) -> QmuxConnection
+where
+    S: futures::Stream<Item = Result<tungstenite::Message, tungstenite::Error>>
+        + futures::Sink<tungstenite::Message, Error = tungstenite::Error>
+        + Unpin
+        + Send
+        + 'static,
+{
+    let (ws, local_close) = lingering(ws);
+    let upgraded = qmux::ws::Upgraded::new(ws)
         .with_alpn(subprotocol)
         .with_keep_alive(keep_alive(settings))
-        .with_session_config(qmux_config(settings))
-        .accept();
-    let conn = QmuxConnection::new(session, remote);
-    Session::establish(Arc::new(conn), Role::Server, config, destination).await
+        .with_session_config(qmux_config(settings));
+    let session = match role {
+        Role::Server => upgraded.accept(),
+        Role::Client => upgraded.connect(),
+    };
+    QmuxConnection::with_close(session, remote, local_close)
 }
 
 /// Serves one connection that has not upgraded yet, with no HTTP server in front: reads
@@ -402,10 +424,9 @@ pub(super) async fn connect(url: &Url, dial: Dial<'_>) -> Result<QmuxConnection,
             upgrade_client(request, tcp, remote, &dial).await
         }
     };
-    let session = tokio::time::timeout(limit, handshake)
+    tokio::time::timeout(limit, handshake)
         .await
-        .map_err(|_| timed_out())??;
-    Ok(QmuxConnection::new(session, Some(remote)))
+        .map_err(|_| timed_out())?
 }
 
 /// The upgrade on an open byte stream, then QMux on the WebSocket with the subprotocol the
@@ -415,7 +436,7 @@ async fn upgrade_client<S>(
     stream: S,
     remote: SocketAddr,
     dial: &Dial<'_>,
-) -> Result<qmux::Session, Error>
+) -> Result<QmuxConnection, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -452,11 +473,13 @@ where
         }
         .into());
     }
-    Ok(qmux::ws::Upgraded::new(ws)
-        .with_alpn(&subprotocol)
-        .with_keep_alive(keep_alive(dial.settings))
-        .with_session_config(qmux_config(dial.settings))
-        .connect())
+    Ok(qmux_connection(
+        ws,
+        &subprotocol,
+        dial.settings,
+        Role::Client,
+        Some(remote),
+    ))
 }
 
 /// A TLS failure over TCP, in the words QUIC's have (see [`ConnectError`]).
@@ -475,6 +498,7 @@ fn tls_error(addr: SocketAddr, e: std::io::Error) -> ConnectError {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::transport::{Connection, TransportError};
 
     #[test]
     fn most_preferred_version_wins() {
@@ -555,5 +579,109 @@ mod tests {
             upgrade(&plain, Version::ALL),
             Err(UpgradeError::NotWebSocket(_))
         ));
+    }
+
+    /// Both ends of a QMux connection over a loopback WebSocket, as the endpoints make them.
+    async fn qmux_pair() -> (QmuxConnection, QmuxConnection) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let settings = QuicSettings::default();
+        let protocol = "qmux-01.moqt-19";
+        let server = async {
+            let (tcp, remote) = listener.accept().await.unwrap();
+            let ws = tokio_ws::accept_async_with_config(tcp, Some(ws_config()))
+                .await
+                .unwrap();
+            qmux_connection(ws, protocol, &settings, Role::Server, Some(remote))
+        };
+        let client = async {
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let url = format!("ws://{addr}/");
+            let (ws, _) = tokio_ws::client_async_with_config(url, tcp, Some(ws_config()))
+                .await
+                .unwrap();
+            qmux_connection(ws, protocol, &settings, Role::Client, Some(addr))
+        };
+        tokio::join!(client, server)
+    }
+
+    /// Writes on a new unidirectional stream until the connection fails.
+    async fn flood(conn: QmuxConnection) {
+        let Ok(mut send) = conn.open_uni().await else {
+            return;
+        };
+        let chunk = vec![7u8; 16 * 1024];
+        while send.write_all(&chunk).await.is_ok() {}
+    }
+
+    /// Reads every stream the peer opens, to the end.
+    async fn drain(conn: QmuxConnection) {
+        while let Ok(mut recv) = conn.accept_uni().await {
+            tokio::spawn(async move { while let Ok(Some(_)) = recv.read_chunk(1 << 20).await {} });
+        }
+    }
+
+    fn closed_by_peer() -> TransportError {
+        TransportError::ClosedByPeer {
+            code: 0x1234,
+            reason: "going".into(),
+        }
+    }
+
+    /// A close made while the peer is sending reaches the peer with its code and reason (the
+    /// closing socket reads until the peer's Close, so its close is not lost to a TCP reset),
+    /// and everything the peer then does fails with them.
+    #[tokio::test]
+    async fn close_code_reaches_a_sending_peer() {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            for _ in 0..10 {
+                let (closer, peer) = qmux_pair().await;
+                tokio::spawn(drain(closer.clone()));
+                let writers: Vec<_> = (0..4).map(|_| tokio::spawn(flood(peer.clone()))).collect();
+                // Wait until data flows.
+                let _ = closer.accept_uni().await;
+                closer.close(0x1234, "going");
+                assert_eq!(peer.closed().await, closed_by_peer());
+                assert_eq!(peer.accept_uni().await.err(), Some(closed_by_peer()));
+                assert_eq!(peer.open_uni().await.err(), Some(closed_by_peer()));
+                assert_eq!(closer.closed().await, TransportError::ClosedLocally);
+                for w in writers {
+                    w.await.unwrap();
+                }
+            }
+        })
+        .await
+        .unwrap();
+    }
+
+    /// A close made while the closing side's writes fill the socket still reaches the peer with
+    /// its code and reason.
+    #[tokio::test]
+    async fn close_code_survives_a_busy_writer() {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            for _ in 0..10 {
+                let (closer, peer) = qmux_pair().await;
+                tokio::spawn(drain(peer.clone()));
+                let writers: Vec<_> =
+                    (0..8).map(|_| tokio::spawn(flood(closer.clone()))).collect();
+                let _ = peer.accept_uni().await;
+                closer.close(0x1234, "going");
+                assert_eq!(peer.closed().await, closed_by_peer());
+                for w in writers {
+                    w.await.unwrap();
+                }
+            }
+        })
+        .await
+        .unwrap();
+    }
+
+    /// The frame sent for a close qmux dropped is the one qmux would have sent.
+    #[test]
+    fn application_close_frame() {
+        assert_eq!(
+            &crate::transport::qmux::application_close(0x1234, "going")[..],
+            [0x1d, 0x52, 0x34, 5, b'g', b'o', b'i', b'n', b'g']
+        );
     }
 }

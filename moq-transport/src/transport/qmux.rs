@@ -11,13 +11,17 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::{Buf, Bytes};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures::{FutureExt, Sink, SinkExt, Stream, StreamExt};
+use moq_core::coding::QuicVarInt;
 use parking_lot::Mutex;
+use qmux::ws::tungstenite::{Error as WsError, Message, error::ProtocolError};
 use web_transport_trait::{
     Error as _, RecvStream as QRecvStream, SendStream as QSendStream, Session as QSession,
 };
@@ -30,20 +34,53 @@ use super::{
 /// nothing).
 const MAX_WRITE: usize = 64 * 1024;
 
+/// How long a closed WebSocket waits for the peer's Close (see [`Lingering`]).
+const LINGER: Duration = Duration::from_secs(3);
+
 /// A MOQT connection over a QMux session. Clones share the session.
 #[derive(Clone)]
-pub struct QmuxConnection {
+pub struct QmuxConnection(Arc<Shared>);
+
+/// What a connection and its send streams share.
+struct Shared {
     session: qmux::Session,
     remote: Option<SocketAddr>,
-    /// Set by [`Connection::close`], so [`Connection::closed`] reports our own close as ours.
-    closed_locally: Arc<AtomicBool>,
+    /// Set by [`Connection::close`]: our code and reason, for [`Connection::closed`] (our own
+    /// close is reported as ours) and for the socket underneath (see [`Lingering`]).
+    local_close: Arc<LocalClose>,
+}
+
+/// The code and reason of the close our side made, if it made one.
+#[derive(Debug, Default)]
+pub(crate) struct LocalClose(OnceLock<(u32, String)>);
+
+impl Shared {
+    /// How the session ended, if it has: its close code and reason, whoever closed it.
+    fn end(&self) -> Option<TransportError> {
+        let e = self.session.closed().now_or_never()?;
+        Some(match self.local_close.0.get() {
+            Some(_) => TransportError::ClosedLocally,
+            None => session_error(e),
+        })
+    }
+
+    /// `e` as the session's end when `e` only says the session is gone (qmux reports a
+    /// stream or accept that fails for that as a bare `Closed`, losing the close code).
+    fn error(&self, e: qmux::Error) -> TransportError {
+        match e {
+            qmux::Error::StreamReset(_) | qmux::Error::StreamStop(_) | qmux::Error::StreamClosed => {
+                session_error(e)
+            }
+            e => self.end().unwrap_or_else(|| session_error(e)),
+        }
+    }
 }
 
 impl std::fmt::Debug for QmuxConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QmuxConnection")
-            .field("protocol", &self.session.protocol())
-            .field("remote", &self.remote)
+            .field("protocol", &self.0.session.protocol())
+            .field("remote", &self.0.remote)
             .finish()
     }
 }
@@ -51,17 +88,30 @@ impl std::fmt::Debug for QmuxConnection {
 impl QmuxConnection {
     /// Wraps an established QMux session whose application protocol is the MOQT version's
     /// ALPN token (`moqt-19`, ...); `remote` is the peer's address as far as known.
+    ///
+    /// The sessions [`crate::endpoint::websocket`] makes also run on a WebSocket that finishes
+    /// a close qmux leaves undone, so that the close reaches the peer with its code whatever
+    /// qmux was doing when it was made; a session wrapped here has only what qmux does.
     pub fn new(session: qmux::Session, remote: Option<SocketAddr>) -> Self {
-        QmuxConnection {
+        Self::with_close(session, remote, Arc::default())
+    }
+
+    /// [`Self::new`] for a session on the socket [`lingering`] wrapped with `local_close`.
+    pub(crate) fn with_close(
+        session: qmux::Session,
+        remote: Option<SocketAddr>,
+        local_close: Arc<LocalClose>,
+    ) -> Self {
+        QmuxConnection(Arc::new(Shared {
             session,
             remote,
-            closed_locally: Arc::new(AtomicBool::new(false)),
-        }
+            local_close,
+        }))
     }
 
     /// The underlying QMux session.
     pub fn inner(&self) -> &qmux::Session {
-        &self.session
+        &self.0.session
     }
 }
 
@@ -107,55 +157,66 @@ fn band(priority: i32) -> u8 {
 #[async_trait]
 impl Connection for QmuxConnection {
     async fn open_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
-        let (s, r) = self.session.open_bi().await.map_err(session_error)?;
-        Ok((Box::new(QmuxSend::new(s)), Box::new(QmuxRecv(r))))
+        let (s, r) = self.0.session.open_bi().await.map_err(|e| self.0.error(e))?;
+        Ok((Box::new(QmuxSend::new(s, &self.0)), Box::new(QmuxRecv(r))))
     }
 
     async fn open_uni(&self) -> Result<BoxSendStream, TransportError> {
-        let s = self.session.open_uni().await.map_err(session_error)?;
-        Ok(Box::new(QmuxSend::new(s)))
+        let s = self.0.session.open_uni().await.map_err(|e| self.0.error(e))?;
+        Ok(Box::new(QmuxSend::new(s, &self.0)))
     }
 
     async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
         // qmux raises the peer's stream limit itself as receive halves are dropped.
-        let (s, r) = self.session.accept_bi().await.map_err(session_error)?;
-        Ok((Box::new(QmuxSend::new(s)), Box::new(QmuxRecv(r))))
+        let (s, r) = self.0.session.accept_bi().await.map_err(|e| self.0.error(e))?;
+        Ok((Box::new(QmuxSend::new(s, &self.0)), Box::new(QmuxRecv(r))))
     }
 
     async fn accept_uni(&self) -> Result<BoxRecvStream, TransportError> {
-        let r = self.session.accept_uni().await.map_err(session_error)?;
+        let r = self.0.session.accept_uni().await.map_err(|e| self.0.error(e))?;
         Ok(Box::new(QmuxRecv(r)))
     }
 
     fn send_datagram(&self, data: Bytes) -> Result<(), TransportError> {
-        self.session
+        self.0
+            .session
             .send_datagram(data)
             .map_err(|e| TransportError::Datagram(e.to_string()))
     }
 
     async fn recv_datagram(&self) -> Result<Bytes, TransportError> {
-        self.session.recv_datagram().await.map_err(session_error)
+        self.0
+            .session
+            .recv_datagram()
+            .await
+            .map_err(|e| self.0.error(e))
     }
 
     fn max_datagram_size(&self) -> Option<usize> {
-        Some(self.session.max_datagram_size()).filter(|n| *n > 0)
+        Some(self.0.session.max_datagram_size()).filter(|n| *n > 0)
     }
 
     fn close(&self, code: u64, reason: &str) {
-        self.closed_locally.store(true, Ordering::Release);
-        self.session.close(code32(code), reason);
+        // A session the peer already closed keeps the peer's code: qmux's close would
+        // replace it with ours.
+        if self.0.session.closed().now_or_never().is_some() {
+            return;
+        }
+        // Recorded first, so the socket can still send it if qmux's own frame never leaves.
+        let _ = self.0.local_close.0.set((code32(code), reason.to_string()));
+        self.0.session.close(code32(code), reason);
     }
 
     async fn closed(&self) -> TransportError {
-        let e = self.session.closed().await;
-        match self.closed_locally.load(Ordering::Acquire) {
-            true => TransportError::ClosedLocally,
-            false => session_error(e),
+        let e = self.0.session.closed().await;
+        match self.0.local_close.0.get() {
+            Some(_) => TransportError::ClosedLocally,
+            None => session_error(e),
         }
     }
 
     fn protocol(&self) -> Option<String> {
-        self.session.protocol().map(str::to_owned)
+        self.0.session.protocol().map(str::to_owned)
     }
 
     fn kind(&self) -> TransportKind {
@@ -163,7 +224,7 @@ impl Connection for QmuxConnection {
     }
 
     fn remote_addr(&self) -> Option<SocketAddr> {
-        self.remote
+        self.0.remote
     }
 }
 
@@ -207,6 +268,8 @@ async fn write(
 /// (as [`SendStream`] says).
 pub struct QmuxSend {
     stream: Option<qmux::SendStream>,
+    /// The session, for the code it ended with when a write fails because it did.
+    conn: Arc<Shared>,
     writing: Option<Write>,
     /// A write that completed while [`SendStream::poll_stopped`] polled it, reported by the
     /// next write.
@@ -227,9 +290,10 @@ impl std::fmt::Debug for QmuxSend {
 }
 
 impl QmuxSend {
-    fn new(stream: qmux::SendStream) -> Self {
+    fn new(stream: qmux::SendStream, conn: &Arc<Shared>) -> Self {
         QmuxSend {
             stream: Some(stream),
+            conn: conn.clone(),
             writing: None,
             done: None,
             priority: None,
@@ -254,7 +318,7 @@ impl QmuxSend {
         self.stream = Some(stream);
         self.done = Some(match result {
             Some(Ok(_)) => Ok(len),
-            Some(Err(e)) => Err(session_error(e)),
+            Some(Err(e)) => Err(self.conn.error(e)),
             None => Err(TransportError::StreamClosed),
         });
         Poll::Ready(())
@@ -350,7 +414,7 @@ impl SendStream for QmuxSend {
             Poll::Ready(Err(qmux::Error::StreamReset(_) | qmux::Error::StreamClosed)) => {
                 Poll::Ready(Ok(None))
             }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(session_error(e))),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(self.conn.error(e))),
             // A finished stream is delivered as far as this side can tell: the byte stream
             // underneath is reliable, and QMux acknowledges nothing.
             Poll::Pending if self.finished => Poll::Ready(Ok(None)),
@@ -422,6 +486,194 @@ impl RecvStream for QmuxRecv {
     fn stop(&mut self, code: u64) {
         self.0.stop(code32(code));
     }
+}
+
+/// A WebSocket, as qmux takes one.
+pub(crate) trait WsSocket:
+    Stream<Item = Result<Message, WsError>> + Sink<Message, Error = WsError> + Unpin + Send + 'static
+{
+}
+
+impl<W> WsSocket for W where
+    W: Stream<Item = Result<Message, WsError>> + Sink<Message, Error = WsError> + Unpin + Send + 'static
+{
+}
+
+/// A WebSocket for a QMux session, and the [`LocalClose`] the session's
+/// [`QmuxConnection::with_close`] must be given.
+pub(crate) fn lingering<W: WsSocket>(ws: W) -> (Lingering<W>, Arc<LocalClose>) {
+    let local_close = Arc::new(LocalClose::default());
+    let ws = Lingering {
+        ws: Some(ws),
+        local_close: local_close.clone(),
+        close_sent: false,
+        ws_closed: false,
+        peer_closed: false,
+    };
+    (ws, local_close)
+}
+
+/// The WebSocket under a QMux session, which finishes the session's close once qmux lets go of
+/// it, and keeps a peer's close from being taken for a failed write (qmux 0.5.3 falls short
+/// in three ways, each of which loses a close code):
+///
+/// - A close that finds qmux's writer in the middle of a write (the socket busy) abandons
+///   that write and drops the APPLICATION_CLOSE queued behind it, and the WebSocket is dropped
+///   without its Close. Here the abandoned message is still flushed, the APPLICATION_CLOSE
+///   sent if it never was, then the Close.
+/// - The socket is dropped as soon as the session ends, unread bytes and all, and a TCP socket
+///   closed with unread bytes answers with a reset, which can make the peer discard what it
+///   had not read yet: our APPLICATION_CLOSE among it. Here the socket is read until the
+///   peer's Close (or its end, or [`LINGER`]) first, as RFC 6455 §7.1.1 asks of an endpoint
+///   that closes.
+/// - The peer's close is taken for a lost connection: qmux's reader, having handled the peer's
+///   APPLICATION_CLOSE, reads on, and the WebSocket's Close that follows replaces the
+///   session's end (the peer's code) with a bare `Closed`. And a write that fails because
+///   that Close has arrived ends the session the same way before the reader has come to the
+///   APPLICATION_CLOSE. Here qmux is given nothing after a message that starts with the
+///   peer's APPLICATION_CLOSE or CONNECTION_CLOSE (qmux sends each alone in its message; a
+///   peer that puts one after other frames of a record is not caught), and such a failed
+///   write is dropped instead (see [`Lingering::unless_closing`]).
+///
+/// All three belong in qmux; this does them from outside.
+pub(crate) struct Lingering<W: WsSocket> {
+    ws: Option<W>,
+    local_close: Arc<LocalClose>,
+    /// An APPLICATION_CLOSE went to the socket.
+    close_sent: bool,
+    /// qmux started the WebSocket's close.
+    ws_closed: bool,
+    /// The peer's APPLICATION_CLOSE or CONNECTION_CLOSE was passed to qmux.
+    peer_closed: bool,
+}
+
+/// RFC 9000 §19.19's APPLICATION_CLOSE frame type, which QMux keeps (draft-ietf-quic-qmux
+/// §5): alone in its WebSocket message, as qmux sends it.
+const APPLICATION_CLOSE: u8 = 0x1d;
+/// RFC 9000 §19.19's CONNECTION_CLOSE frame type (a transport error).
+const CONNECTION_CLOSE: u8 = 0x1c;
+
+/// An APPLICATION_CLOSE frame (qmux-00 and qmux-01 encode it alike): type, error code,
+/// reason length, reason.
+pub(crate) fn application_close(code: u32, reason: &str) -> Bytes {
+    let mut b = BytesMut::with_capacity(reason.len() + 12);
+    b.put_u8(APPLICATION_CLOSE);
+    let _ = QuicVarInt::encode(code.into(), &mut b);
+    let _ = QuicVarInt::encode(reason.len() as u64, &mut b);
+    b.put_slice(reason.as_bytes());
+    b.freeze()
+}
+
+impl<W: WsSocket> Stream for Lingering<W> {
+    type Item = Result<Message, WsError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        // Nothing after the peer's close reaches qmux (see the type's doc); the socket is read
+        // on when qmux lets go of it.
+        if self.peer_closed {
+            return Poll::Pending;
+        }
+        let Some(ws) = self.ws.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let item = ready!(ws.poll_next_unpin(cx));
+        if let Some(Ok(Message::Binary(b))) = &item {
+            self.peer_closed = matches!(b.first(), Some(&(APPLICATION_CLOSE | CONNECTION_CLOSE)));
+        }
+        Poll::Ready(item)
+    }
+}
+
+impl<W: WsSocket> Lingering<W> {
+    /// `r`, unless it fails because the WebSocket is closing: then the message is dropped
+    /// and `Ok` returned. qmux ends a session whose write fails with a bare `Closed`, and the
+    /// first end wins; a peer that sends its APPLICATION_CLOSE and then its Close makes every
+    /// write fail before qmux's reader has come to the APPLICATION_CLOSE, so the peer's code
+    /// would be lost. The reader ends the session at the peer's Close in any case.
+    fn unless_closing<T: Default>(r: Result<T, WsError>) -> Result<T, WsError> {
+        match r {
+            Err(
+                WsError::ConnectionClosed
+                | WsError::AlreadyClosed
+                | WsError::Protocol(ProtocolError::SendAfterClosing),
+            ) => Ok(T::default()),
+            r => r,
+        }
+    }
+}
+
+impl<W: WsSocket> Sink<Message> for Lingering<W> {
+    type Error = WsError;
+
+    fn poll_ready(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
+        match self.ws.as_mut() {
+            Some(ws) => ws.poll_ready_unpin(cx).map(Self::unless_closing),
+            None => Poll::Ready(Err(WsError::AlreadyClosed)),
+        }
+    }
+
+    fn start_send(mut self: Pin<&mut Self>, msg: Message) -> Result<(), WsError> {
+        let close = match &msg {
+            Message::Binary(b) => b.first() == Some(&APPLICATION_CLOSE),
+            _ => false,
+        };
+        let closing = matches!(msg, Message::Close(_));
+        let ws = self.ws.as_mut().ok_or(WsError::AlreadyClosed)?;
+        Self::unless_closing(ws.start_send_unpin(msg))?;
+        self.close_sent |= close;
+        self.ws_closed |= closing;
+        Ok(())
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
+        match self.ws.as_mut() {
+            Some(ws) => ws.poll_flush_unpin(cx).map(Self::unless_closing),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
+        self.ws_closed = true;
+        match self.ws.as_mut() {
+            Some(ws) => ws.poll_close_unpin(cx),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+impl<W: WsSocket> Drop for Lingering<W> {
+    fn drop(&mut self) {
+        // Without a runtime (it is shutting down) there is nobody left to tell.
+        let (Some(ws), Ok(rt)) = (self.ws.take(), tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let close = match (self.close_sent, self.ws_closed) {
+            (false, false) => self.local_close.0.get().cloned(),
+            _ => None,
+        };
+        rt.spawn(linger(ws, close, self.ws_closed));
+    }
+}
+
+/// Finishes the close of a WebSocket qmux let go of: sends `close` (our APPLICATION_CLOSE that
+/// qmux did not send) and the WebSocket's Close unless qmux `closed` it, flushes, then reads
+/// until the peer's Close, for at most [`LINGER`].
+async fn linger<W: WsSocket>(mut ws: W, close: Option<(u32, String)>, closed: bool) {
+    let finish = async {
+        if let Some((code, reason)) = close {
+            tracing::debug!(code, "sending the APPLICATION_CLOSE qmux dropped");
+            ws.feed(Message::Binary(application_close(code, &reason)))
+                .await?;
+        }
+        match closed {
+            true => ws.flush().await?,
+            // RFC 6455 §5.5.1: flushes what is queued, then the Close.
+            false => ws.close().await?,
+        }
+        while let Some(Ok(_)) = ws.next().await {}
+        Ok::<_, WsError>(())
+    };
+    let _ = tokio::time::timeout(LINGER, finish).await;
 }
 
 #[cfg(test)]

@@ -65,9 +65,12 @@ pub fn transports() -> Vec<Transport> {
     if memory_only() {
         vec![Transport::Memory]
     } else {
-        // WebSocket is left out: a peer's close code can be lost there (qmux 0.5.3), which
-        // discovery's session_end_ends_every_handle asserts; SETUP runs over it (setup.rs).
-        vec![Transport::Quic, Transport::WebTransport, Transport::Memory]
+        vec![
+            Transport::Quic,
+            Transport::WebTransport,
+            Transport::WebSocket,
+            Transport::Memory,
+        ]
     }
 }
 
