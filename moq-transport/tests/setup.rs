@@ -22,7 +22,7 @@ async fn setup_every_version_over_every_transport() {
                 let kind = match transport {
                     Transport::Quic => TransportKind::RawQuic,
                     Transport::WebTransport => TransportKind::WebTransport,
-                    Transport::WebSocket => TransportKind::WebSocket,
+                    Transport::WebSocket | Transport::SecureWebSocket => TransportKind::WebSocket,
                     Transport::Memory => TransportKind::RawQuic,
                 };
                 assert_eq!(client.transport(), kind);
@@ -130,6 +130,66 @@ async fn wrong_fingerprint_is_refused() {
     timeout(async {
         let client = moq_transport::endpoint::Client::new(Default::default()).unwrap();
         assert!(client.connect(&srv.url(Transport::Quic)).await.is_err());
+    })
+    .await;
+}
+
+/// wss:// to a TLS WebSocket server with a self-signed certificate: refused, with an error that
+/// says why and what to do, when the certificate is not the pinned one or is trusted by
+/// nobody; SETUP and a close with its code when it is pinned.
+#[tokio::test]
+async fn wss_checks_the_certificate() {
+    use moq_transport::ConnectError;
+    use moq_transport::endpoint::{Client, ClientConfig};
+    use moq_transport::tls::ClientTls;
+    timeout(async {
+        let mut srv = TestServer::start(SessionConfig::default());
+        let url = srv.url(Transport::SecureWebSocket);
+        let client = |tls| {
+            Client::new(ClientConfig {
+                tls,
+                ..Default::default()
+            })
+            .unwrap()
+        };
+
+        let err = client(ClientTls::pinned([7u8; 32]))
+            .connect(&url)
+            .await
+            .unwrap_err();
+        match &err {
+            Error::Connect(ConnectError::FingerprintMismatch { received, .. }) => {
+                assert_eq!(*received, srv.cert.fingerprint_hex())
+            }
+            e => panic!("{e:?}"),
+        }
+        let err = client(ClientTls::default()).connect(&url).await.unwrap_err();
+        assert!(
+            matches!(err, Error::Connect(ConnectError::UnknownIssuer { .. })),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("pin its SHA-256 fingerprint"), "{err}");
+
+        let (c, s) = srv
+            .connect(
+                Transport::SecureWebSocket,
+                vec![Version::Draft19],
+                SessionConfig::default(),
+            )
+            .await;
+        assert_eq!(c.transport(), TransportKind::WebSocket);
+        s.close(SessionErrorCode::GOAWAY_TIMEOUT, "bye");
+        let err = c.closed().await;
+        assert!(
+            matches!(
+                err,
+                Error::ClosedByPeer {
+                    code: SessionErrorCode::GOAWAY_TIMEOUT,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     })
     .await;
 }

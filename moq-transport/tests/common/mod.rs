@@ -33,13 +33,15 @@ pub async fn case<F: Future>(name: String, f: F) -> F::Output {
     }
 }
 
-/// Raw QUIC, WebTransport, QMux over WebSocket, or the in-memory pair (no socket).
+/// Raw QUIC, WebTransport, QMux over WebSocket (`ws://`, or `wss://` over TLS), or the
+/// in-memory pair (no socket).
 #[allow(clippy::enum_variant_names)] // WebTransport is the transport's name
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
     Quic,
     WebTransport,
     WebSocket,
+    SecureWebSocket,
     Memory,
 }
 
@@ -47,10 +49,11 @@ pub enum Transport {
 pub const SOCKET_TRANSPORTS: [Transport; 2] = [Transport::Quic, Transport::WebTransport];
 
 /// Every transport over a socket (SETUP and version negotiation over each).
-pub const URL_TRANSPORTS: [Transport; 3] = [
+pub const URL_TRANSPORTS: [Transport; 4] = [
     Transport::Quic,
     Transport::WebTransport,
     Transport::WebSocket,
+    Transport::SecureWebSocket,
 ];
 
 /// True when `MOQT_TEST_TRANSPORT=memory`: every session the tests make through
@@ -59,8 +62,9 @@ pub fn memory_only() -> bool {
     std::env::var("MOQT_TEST_TRANSPORT").is_ok_and(|t| t == "memory")
 }
 
-/// The transports one test body runs over: raw QUIC, WebTransport and the in-memory pair, or
-/// only the in-memory pair (see [`memory_only`]).
+/// The transports one test body runs over: raw QUIC, WebTransport, WebSocket (`ws://`; `wss://`
+/// differs only below the WebSocket, and runs in setup.rs) and the in-memory pair, or only the
+/// in-memory pair (see [`memory_only`]).
 pub fn transports() -> Vec<Transport> {
     if memory_only() {
         vec![Transport::Memory]
@@ -98,8 +102,9 @@ impl LazyServer {
     }
 }
 
-/// A WebSocket server on a loopback TCP port: `websocket::accept` on every connection, the
-/// sessions queued for [`WsServer::accept`]; its accept loop ends when it is dropped.
+/// A WebSocket server on a loopback TCP port: `websocket::accept` on every connection (after a
+/// TLS handshake with `tls`, if given), the sessions queued for [`WsServer::accept`]; its
+/// accept loop ends when it is dropped.
 pub struct WsServer {
     pub addr: std::net::SocketAddr,
     sessions: tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Session>>,
@@ -113,7 +118,12 @@ impl Drop for WsServer {
 }
 
 impl WsServer {
-    pub fn bind(versions: Vec<Version>, session: SessionConfig) -> WsServer {
+    pub fn bind(
+        versions: Vec<Version>,
+        session: SessionConfig,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> WsServer {
+        let tls = tls.map(tokio_rustls::TlsAcceptor::from);
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let listener = tokio::net::TcpListener::from_std(listener).unwrap();
@@ -127,16 +137,18 @@ impl WsServer {
                     Some(_) = handshakes.join_next() => continue,
                 };
                 let (versions, session, tx) = (versions.clone(), session.clone(), tx.clone());
+                let tls = tls.clone();
                 handshakes.spawn(async move {
                     let settings = moq_transport::endpoint::QuicSettings::default();
-                    let accepted = moq_transport::endpoint::websocket::accept(
-                        tcp,
-                        Some(remote),
-                        &versions,
-                        &settings,
-                        session,
-                    )
-                    .await;
+                    use moq_transport::endpoint::websocket::accept;
+                    let remote = Some(remote);
+                    let accepted = match tls {
+                        None => accept(tcp, remote, &versions, &settings, session).await,
+                        Some(tls) => match tls.accept(tcp).await {
+                            Ok(tls) => accept(tls, remote, &versions, &settings, session).await,
+                            Err(_) => return,
+                        },
+                    };
                     if let Ok(s) = accepted {
                         let _ = tx.send(s).await;
                     }
@@ -161,6 +173,7 @@ impl WsServer {
 pub struct TestServer {
     pub server: LazyServer,
     pub ws: OnceLock<WsServer>,
+    pub wss: OnceLock<WsServer>,
     pub cert: Certificate,
     /// Accepted sessions, kept alive like a server application would.
     pub sessions: Vec<Session>,
@@ -185,6 +198,7 @@ impl TestServer {
                 server: OnceLock::new(),
             },
             ws: OnceLock::new(),
+            wss: OnceLock::new(),
             cert,
             sessions: Vec::new(),
             session,
@@ -195,7 +209,16 @@ impl TestServer {
     /// The WebSocket server (binds it).
     pub fn ws(&self) -> &WsServer {
         self.ws
-            .get_or_init(|| WsServer::bind(self.versions.clone(), self.session.clone()))
+            .get_or_init(|| WsServer::bind(self.versions.clone(), self.session.clone(), None))
+    }
+
+    /// The WebSocket server over TLS with the server's certificate (binds it).
+    pub fn wss(&self) -> &WsServer {
+        self.wss.get_or_init(|| {
+            let tls = moq_transport::tls::server_config(&self.cert, &["http/1.1"]).unwrap();
+            let tls = Some(Arc::new(tls));
+            WsServer::bind(self.versions.clone(), self.session.clone(), tls)
+        })
     }
 
     /// The UDP port (binds the server).
@@ -208,6 +231,9 @@ impl TestServer {
             Transport::Quic => format!("moqt://localhost:{}/moq?room=1", self.port()),
             Transport::WebTransport => format!("https://localhost:{}/moq?room=1", self.port()),
             Transport::WebSocket => format!("ws://localhost:{}/moq?room=1", self.ws().addr.port()),
+            Transport::SecureWebSocket => {
+                format!("wss://localhost:{}/moq?room=1", self.wss().addr.port())
+            }
             Transport::Memory => panic!("an in-memory pair has no URL"),
         }
     }
@@ -239,6 +265,7 @@ impl TestServer {
         let accept = async {
             match transport {
                 Transport::WebSocket => self.ws().accept().await,
+                Transport::SecureWebSocket => self.wss().accept().await,
                 _ => self.server.accept().await,
             }
         };
