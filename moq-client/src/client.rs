@@ -190,9 +190,10 @@ impl ClientBuilder {
 
     /// For `https://` (and development `http://`) URLs, also tries QMux over WebSocket
     /// (`wss://`, `ws://`: same host, port and path) when QUIC has not set the session up after
-    /// `head_start`; the first set up wins (moq-dev's clients give WebTransport a head start the
-    /// same way). Needs the `websocket` feature: without it, connecting fails when the fallback
-    /// would be tried.
+    /// `head_start`; the first set up wins, the other attempt is abandoned (moq-dev's clients
+    /// give WebTransport a head start the same way), and if both fail the error is
+    /// [`crate::ConnectError::FallbackFailed`] with both reasons. Needs the `websocket`
+    /// feature: without it, connecting fails when the fallback would be tried.
     pub fn websocket_fallback(mut self, head_start: Duration) -> Self {
         self.websocket_fallback = Some(head_start);
         self

@@ -180,6 +180,15 @@ pub enum ConnectError {
     /// The WebSocket connection or upgrade failed (`ws://`, `wss://`).
     #[error("WebSocket: {0}")]
     WebSocket(String),
+    /// Neither the session over QUIC nor the one over its WebSocket fallback could be set up
+    /// (see [`crate::endpoint::Client::with_websocket_fallback`]).
+    #[error("over QUIC: {quic}; over the WebSocket fallback: {websocket}")]
+    FallbackFailed {
+        /// Why the session over QUIC (WebTransport, or `http://`'s raw QUIC) failed.
+        quic: String,
+        /// Why the session over the WebSocket failed.
+        websocket: String,
+    },
     /// A local UDP socket could not be bound.
     #[error("bind {addr}: {reason}")]
     Bind {

@@ -115,7 +115,8 @@ impl Client {
     /// For `https://` (and development `http://`) URLs: if the session over QUIC is not set up
     /// within `head_start`, a session over QMux over WebSocket to the same host, port and path
     /// (`wss://`, `ws://` for `http://`) is tried too, and the first set up wins (the other
-    /// attempt is abandoned); the connection fails if both fail, with QUIC's error. For
+    /// attempt is abandoned, and closed if it had connected); the connection fails if both
+    /// fail, with [`ConnectError::FallbackFailed`], which gives both reasons. For
     /// networks that block UDP, and servers that take WebSocket on a TCP port of the QUIC
     /// port's number (moq-relay with `--http` there, moq-dev's relay). Needs the `websocket`
     /// feature (without it the fallback is an error).
@@ -213,26 +214,30 @@ impl Client {
             self.connect_websocket(&ws_url).await
         };
         tokio::pin!(quic, ws);
-        let (mut quic_failed, mut ws_failed) = (None, false);
+        let (mut quic_failed, mut ws_failed) = (None, None);
         loop {
             tokio::select! {
                 r = &mut quic, if quic_failed.is_none() => match r {
                     Ok(s) => return Ok(s),
                     Err(e) => quic_failed = Some(e),
                 },
-                r = &mut ws, if !ws_failed => match r {
+                r = &mut ws, if ws_failed.is_none() => match r {
                     Ok(s) => {
                         tracing::info!(%ws_url, "connected over the WebSocket fallback");
                         return Ok(s);
                     }
                     Err(e) => {
                         tracing::debug!(%ws_url, error = %e, "WebSocket fallback failed");
-                        ws_failed = true;
+                        ws_failed = Some(e);
                     }
                 },
             }
-            if let (Some(e), true) = (&quic_failed, ws_failed) {
-                return Err(e.clone());
+            if let (Some(quic), Some(websocket)) = (&quic_failed, &ws_failed) {
+                return Err(ConnectError::FallbackFailed {
+                    quic: quic.to_string(),
+                    websocket: format!("{ws_url}: {websocket}"),
+                }
+                .into());
             }
         }
     }

@@ -123,8 +123,18 @@ impl WsServer {
         session: SessionConfig,
         tls: Option<Arc<rustls::ServerConfig>>,
     ) -> WsServer {
-        let tls = tls.map(tokio_rustls::TlsAcceptor::from);
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        Self::listen(listener, versions, session, tls)
+    }
+
+    /// [`WsServer::bind`] on `listener`.
+    pub fn listen(
+        listener: std::net::TcpListener,
+        versions: Vec<Version>,
+        session: SessionConfig,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> WsServer {
+        let tls = tls.map(tokio_rustls::TlsAcceptor::from);
         listener.set_nonblocking(true).unwrap();
         let listener = tokio::net::TcpListener::from_std(listener).unwrap();
         let addr = listener.local_addr().unwrap();
