@@ -89,7 +89,11 @@ async fn blocked_quic_falls_back_to_websocket() {
             SessionConfig::default(),
             Some(Arc::new(tls)),
         );
-        let client = client(&srv.cert, Duration::from_millis(50), Duration::from_secs(60));
+        let client = client(
+            &srv.cert,
+            Duration::from_millis(50),
+            Duration::from_secs(60),
+        );
         let url = url(port);
         let (session, accepted) = tokio::join!(client.connect(&url), wss.accept());
         assert_eq!(session.unwrap().transport(), TransportKind::WebSocket);

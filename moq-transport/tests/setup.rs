@@ -163,12 +163,18 @@ async fn wss_checks_the_certificate() {
             }
             e => panic!("{e:?}"),
         }
-        let err = client(ClientTls::default()).connect(&url).await.unwrap_err();
+        let err = client(ClientTls::default())
+            .connect(&url)
+            .await
+            .unwrap_err();
         assert!(
             matches!(err, Error::Connect(ConnectError::UnknownIssuer { .. })),
             "{err:?}"
         );
-        assert!(err.to_string().contains("pin its SHA-256 fingerprint"), "{err}");
+        assert!(
+            err.to_string().contains("pin its SHA-256 fingerprint"),
+            "{err}"
+        );
 
         let (c, s) = srv
             .connect(

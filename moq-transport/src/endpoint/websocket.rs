@@ -662,8 +662,9 @@ mod tests {
             for _ in 0..10 {
                 let (closer, peer) = qmux_pair().await;
                 tokio::spawn(drain(peer.clone()));
-                let writers: Vec<_> =
-                    (0..8).map(|_| tokio::spawn(flood(closer.clone()))).collect();
+                let writers: Vec<_> = (0..8)
+                    .map(|_| tokio::spawn(flood(closer.clone())))
+                    .collect();
                 let _ = peer.accept_uni().await;
                 closer.close(0x1234, "going");
                 assert_eq!(peer.closed().await, closed_by_peer());

@@ -68,9 +68,9 @@ impl Shared {
     /// stream or accept that fails for that as a bare `Closed`, losing the close code).
     fn error(&self, e: qmux::Error) -> TransportError {
         match e {
-            qmux::Error::StreamReset(_) | qmux::Error::StreamStop(_) | qmux::Error::StreamClosed => {
-                session_error(e)
-            }
+            qmux::Error::StreamReset(_)
+            | qmux::Error::StreamStop(_)
+            | qmux::Error::StreamClosed => session_error(e),
             e => self.end().unwrap_or_else(|| session_error(e)),
         }
     }
@@ -157,23 +157,43 @@ fn band(priority: i32) -> u8 {
 #[async_trait]
 impl Connection for QmuxConnection {
     async fn open_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
-        let (s, r) = self.0.session.open_bi().await.map_err(|e| self.0.error(e))?;
+        let (s, r) = self
+            .0
+            .session
+            .open_bi()
+            .await
+            .map_err(|e| self.0.error(e))?;
         Ok((Box::new(QmuxSend::new(s, &self.0)), Box::new(QmuxRecv(r))))
     }
 
     async fn open_uni(&self) -> Result<BoxSendStream, TransportError> {
-        let s = self.0.session.open_uni().await.map_err(|e| self.0.error(e))?;
+        let s = self
+            .0
+            .session
+            .open_uni()
+            .await
+            .map_err(|e| self.0.error(e))?;
         Ok(Box::new(QmuxSend::new(s, &self.0)))
     }
 
     async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
         // qmux raises the peer's stream limit itself as receive halves are dropped.
-        let (s, r) = self.0.session.accept_bi().await.map_err(|e| self.0.error(e))?;
+        let (s, r) = self
+            .0
+            .session
+            .accept_bi()
+            .await
+            .map_err(|e| self.0.error(e))?;
         Ok((Box::new(QmuxSend::new(s, &self.0)), Box::new(QmuxRecv(r))))
     }
 
     async fn accept_uni(&self) -> Result<BoxRecvStream, TransportError> {
-        let r = self.0.session.accept_uni().await.map_err(|e| self.0.error(e))?;
+        let r = self
+            .0
+            .session
+            .accept_uni()
+            .await
+            .map_err(|e| self.0.error(e))?;
         Ok(Box::new(QmuxRecv(r)))
     }
 
@@ -495,7 +515,11 @@ pub(crate) trait WsSocket:
 }
 
 impl<W> WsSocket for W where
-    W: Stream<Item = Result<Message, WsError>> + Sink<Message, Error = WsError> + Unpin + Send + 'static
+    W: Stream<Item = Result<Message, WsError>>
+        + Sink<Message, Error = WsError>
+        + Unpin
+        + Send
+        + 'static
 {
 }
 
