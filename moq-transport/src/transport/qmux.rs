@@ -57,11 +57,15 @@ pub(crate) struct LocalClose(OnceLock<(u32, String)>);
 impl Shared {
     /// How the session ended, if it has: its close code and reason, whoever closed it.
     fn end(&self) -> Option<TransportError> {
-        let e = self.session.closed().now_or_never()?;
-        Some(match self.local_close.0.get() {
+        Some(self.ended_with(self.session.closed().now_or_never()?))
+    }
+
+    /// The end of a session that qmux says ended with `e`: our own close is reported as ours.
+    fn ended_with(&self, e: qmux::Error) -> TransportError {
+        match self.local_close.0.get() {
             Some(_) => TransportError::ClosedLocally,
             None => session_error(e),
-        })
+        }
     }
 
     /// `e` as the session's end when `e` only says the session is gone (qmux reports a
@@ -228,11 +232,7 @@ impl Connection for QmuxConnection {
     }
 
     async fn closed(&self) -> TransportError {
-        let e = self.0.session.closed().await;
-        match self.0.local_close.0.get() {
-            Some(_) => TransportError::ClosedLocally,
-            None => session_error(e),
-        }
+        self.0.ended_with(self.0.session.closed().await)
     }
 
     fn protocol(&self) -> Option<String> {
