@@ -61,6 +61,43 @@ pub async fn serve(listener: tokio::net::TcpListener, router: Router) -> std::io
     axum::serve(listener, service).await
 }
 
+/// Serves `router` over TLS on `listener` (`https://`, and `wss://` for WebSocket sessions),
+/// presenting `cert` as it is at each handshake (the relay's: [`Relay::certificate`]), until
+/// the task is dropped; each connection is a task of its own, as with [`serve`]. A connection
+/// whose TLS handshake fails is dropped alone.
+#[cfg(feature = "websocket")]
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    cert: &moq_transport::tls::ServerCert,
+) -> std::io::Result<()> {
+    let tls = cert
+        .server_config(&["http/1.1"])
+        .map_err(std::io::Error::other)?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    loop {
+        let (tcp, remote) = listener.accept().await?;
+        let (acceptor, router) = (acceptor.clone(), router.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = hyper_util::service::TowerToHyperService::new(router);
+            // As `serve` does: each request knows its peer.
+            let service = hyper::service::service_fn(move |mut req| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(remote));
+                hyper::service::Service::call(&service, req)
+            });
+            let io = hyper_util::rt::TokioIo::new(tls);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .with_upgrades()
+                .await;
+        });
+    }
+}
+
 /// `/`: the page, or a WebSocket session (a client given the relay's bare address).
 async fn root(State(s): State<HttpState>, req: Request) -> Response {
     match is_upgrade(req.headers()) {

@@ -124,6 +124,10 @@ struct Settings {
     /// /announced.
     #[arg(long, env = "MOQ_RELAY_HTTP")]
     http: Option<SocketAddr>,
+    /// Serve the HTTP side over TLS with the relay's certificate: https:// and wss:// (MOQT
+    /// over QMux over a secure WebSocket).
+    #[arg(long, env = "MOQ_RELAY_HTTP_TLS")]
+    http_tls: bool,
     /// Draft versions to accept, most preferred first (e.g. 19,18) [default: all].
     #[arg(long, env = "MOQ_RELAY_VERSIONS", value_delimiter = ',')]
     versions: Option<Vec<u32>>,
@@ -445,14 +449,23 @@ async fn run(s: Settings) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(http)
             .await
             .with_context(|| format!("binding {http}"))?;
+        let (scheme, ws) = match s.http_tls {
+            true => ("https", "wss"),
+            false => ("http", "ws"),
+        };
         println!(
-            "http on {}: / (the web page) /certificate.sha256 /fingerprint /metrics /health /announced; ws:// (MOQT over QMux) at any path",
+            "{scheme} on {}: / (the web page) /certificate.sha256 /fingerprint /metrics /health /announced; {ws}:// (MOQT over QMux) at any path",
             listener.local_addr()?
         );
         let router = moq_relay::http::router(relay.clone(), auth.clone());
+        let tls = s.http_tls.then(|| relay.certificate().clone());
         // The relay's tasks end with its shutdown.
         relay.spawn_task(async move {
-            if let Err(e) = moq_relay::http::serve(listener, router).await {
+            let served = match tls {
+                Some(cert) => moq_relay::http::serve_tls(listener, router, &cert).await,
+                None => moq_relay::http::serve(listener, router).await,
+            };
+            if let Err(e) = served {
                 tracing::error!(error = %e, "http side stopped");
             }
         });

@@ -39,6 +39,21 @@ fn ws_relay() -> (Relay, SocketAddr) {
     (relay, http)
 }
 
+/// A development relay with its HTTP side over TLS (its certificate) on a loopback TCP port.
+fn wss_relay() -> (Relay, SocketAddr) {
+    let relay = common::dev_relay();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let https = listener.local_addr().unwrap();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    let router = moq_relay::http::router(relay.clone(), None);
+    let cert = relay.certificate().clone();
+    relay.spawn_task(async move {
+        let _ = moq_relay::http::serve_tls(listener, router, &cert).await;
+    });
+    (relay, https)
+}
+
 fn ws_url(http: SocketAddr) -> String {
     format!("ws://localhost:{}/moq", http.port())
 }
@@ -308,4 +323,53 @@ async fn bad_input_ends_only_its_connection() {
     .await;
     // None of them became a session; the others are still there.
     assert_eq!(relay.sessions(), sessions);
+}
+
+/// wss:// to the relay's HTTP side over TLS: a client that pins the relay's certificate
+/// publishes and another subscribes, both over the secure WebSocket; a client that trusts only
+/// the web PKI is refused, saying why.
+#[tokio::test]
+async fn publish_subscribe_over_wss() {
+    let (relay, https) = wss_relay();
+    timeout(async {
+        let url = format!("wss://localhost:{}/moq", https.port());
+        let pinned = || {
+            Client::builder()
+                .versions(vec![Version::Draft19])
+                .publisher(Publisher::default())
+                .fingerprint(&relay.fingerprint())
+                .unwrap()
+                .build()
+                .unwrap()
+        };
+        let n = ns(&["wss"]);
+        let name = track(&n, "t");
+        let p = pinned().connect(&url).await.unwrap();
+        assert_eq!(
+            p.transport().transport(),
+            moq_transport::transport::TransportKind::WebSocket
+        );
+        let h = p.publisher().publish_namespace(n.clone()).unwrap();
+        h.announced().await.unwrap();
+        let producer = p.publisher().create_track(name.clone()).unwrap();
+        let s = pinned().connect(&url).await.unwrap();
+        let mut sub = s
+            .subscriber()
+            .subscribe(name.clone(), SubscribeOptions::default())
+            .await
+            .unwrap();
+        publish_groups(&producer, 0..2);
+        let got = read_objects(&mut sub, 2).await;
+        assert_eq!(got, vec![(0, "g0".into()), (1, "g1".into())]);
+
+        let err = client(Version::Draft19).connect(&url).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                moq_client::Error::Connect(moq_client::ConnectError::UnknownIssuer { .. })
+            ),
+            "{err:?}"
+        );
+    })
+    .await;
 }

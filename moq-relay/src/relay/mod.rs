@@ -202,6 +202,12 @@ impl Relay {
         self.server.set_certificate(certificate)
     }
 
+    /// The certificate the relay presents, following [`Relay::set_certificate`]: what its HTTP
+    /// side presents over TLS ([`crate::http::serve_tls`]).
+    pub fn certificate(&self) -> &moq_transport::tls::ServerCert {
+        self.server.certificate()
+    }
+
     /// The relay's counters.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.inner.metrics

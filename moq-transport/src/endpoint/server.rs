@@ -244,6 +244,12 @@ impl Server {
         self.cert.fingerprint()
     }
 
+    /// The certificate presented, as [`Server::set_certificate`] replaces it: for a TLS
+    /// listener beside the server (a WebSocket one) that should present the same.
+    pub fn certificate(&self) -> &ServerCert {
+        &self.cert
+    }
+
     /// The next session that completed SETUP; `None` once the server is closed (by
     /// [`Server::close`], which may be called while another task waits here).
     ///
