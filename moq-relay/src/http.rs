@@ -11,7 +11,8 @@
 //! | a WebSocket upgrade at any path (`/` too) | with the `websocket` feature: a MOQT session over QMux over WebSocket, at the path a WebTransport session would use (the version by subprotocol `qmux-01.moqt-NN`: `moq_transport::endpoint::websocket`); an upgrade offering none of ours is answered 400, one while draining 503 |
 //!
 //! Every answer allows any origin (CORS), so a page served elsewhere can fetch the
-//! fingerprint. Other methods get 405.
+//! fingerprint. Other methods get 405. [`serve`] answers plain HTTP (`ws://`); [`serve_tls`]
+//! the same over TLS with the relay's certificate (`https://`, `wss://`; `--http-tls`).
 
 use std::sync::Arc;
 
