@@ -85,9 +85,10 @@ if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?pl
 fi
 
 if [ "${FIREFOX:-1}" != "0" ]; then
+    # Twice as long a clip: Firefox takes seconds to start, and a clip that ends ends the tracks.
     echo "-- the same in Firefox ESR: the page plays live/demo-ff over WebTransport, in draft-14 (no WebTransport protocols there)"
     "$ffmpeg" -hide_banner -loglevel error -re -f lavfi -i testsrc=size=640x360:rate=30 \
-        -f lavfi -i sine=frequency=440:sample_rate=48000 -t "$seconds" \
+        -f lavfi -i sine=frequency=440:sample_rate=48000 -t "$((seconds * 2))" \
         -c:v libx264 -preset veryfast -g 30 -pix_fmt yuv420p -c:a aac -ac 2 \
         -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer+frag_every_frame - 2>"$work/ffmpeg-ff.log" |
         "${moq[@]}" publish live/demo-ff >"$work/publish-demo-ff.log" 2>&1 &

@@ -98,7 +98,7 @@ async function listNamespaces() {
     if (e.codeName !== "EMPTY_PREFIX") return setStatus(`error: namespaces: ${e.message}`, "error");
     const li = document.createElement("li");
     li.className = "hint";
-    li.textContent = `${e.reason}: this browser's WebTransport speaks draft-14, which lists namespaces under a prefix only`;
+    li.textContent = `this browser's WebTransport speaks draft-${session.version}, which lists namespaces under a prefix only: enter one above`;
     $("namespaces").append(li);
   }
 }
