@@ -1,9 +1,9 @@
 // moq.js: a minimal Media over QUIC Transport subscriber over the browser's WebTransport API,
 // or over a WebSocket (QMux, qmux.js) where WebTransport is missing or blocked. It speaks
 // draft-ietf-moq-transport-19, and draft-14 where the WebTransport session negotiated no
-// protocol (Firefox ESR, 140 and 153 alike, has no `protocols` option, so no WT-Available-Protocols: a server
-// then negotiates the version in CLIENT_SETUP / SERVER_SETUP, draft-14 §3.2, §9.3). A plain ES
-// module: no dependencies beyond qmux.js, no build step.
+// protocol (Firefox ESR, 140 and 153 alike, has no `protocols` option, so no
+// WT-Available-Protocols: a server then negotiates the version in CLIENT_SETUP / SERVER_SETUP,
+// draft-14 §3.2, §9.3). A plain ES module: no dependencies beyond qmux.js, no build step.
 //
 // A version is a table (VERSIONS: integer codec, message type codes, per-request error
 // messages, valid data stream and datagram types) plus a few named branches in the Session:
