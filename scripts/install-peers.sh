@@ -3,7 +3,7 @@
 # outside the repository (default ~/.cache/moq-peers, override with MOQ_PEERS):
 #
 #   aiomoqt 0.13.3          (PyPI, Python 3.12 venv)  moq-interop-relay, moq-interop-client
-#   moq-relay 0.17.10       (crates.io, moq-dev)      moq-relay   [--no-default-features --features noq]
+#   moq-relay 0.17.10       (crates.io, moq-dev)      moq-relay   [--no-default-features --features noq,websocket]
 #   moq-clock 0.10.21       (crates.io, moq-dev)      moq-clock
 #   moq-token-cli 0.5.48    (crates.io, moq-dev)      moq-token (mints and verifies relay tokens)
 #   moq-relay-ietf 0.8.0    (crates.io, Cloudflare)   moq-relay-ietf    } one cargo install,
@@ -206,10 +206,11 @@ cargo_step() {
 
 step_moq-relay() {
     # No --locked: the published Cargo.lock pins crates (e.g. webpki-roots 1.0.11) that the
-    # registry does not serve, so the lockfile cannot be used as is.
-    cargo_step moq-relay "moq-relay $MOQ_RELAY_VERSION --no-default-features --features noq" \
+    # registry does not serve, so the lockfile cannot be used as is. `websocket`: its QMux over
+    # WebSocket listener (--web-http-listen), which the interop matrix's ws cells dial.
+    cargo_step moq-relay "moq-relay $MOQ_RELAY_VERSION --no-default-features --features noq,websocket" \
         "moq-relay:$MOQ_RELAY_VERSION" -- \
-        moq-relay --version "$MOQ_RELAY_VERSION" --no-default-features --features noq
+        moq-relay --version "$MOQ_RELAY_VERSION" --no-default-features --features noq,websocket
 }
 
 step_moq-clock() {

@@ -766,11 +766,13 @@ class Matrix:
                     self.record(Outcome(name, "ours", draft, "wt", cell, result, detail))
         if self.wanted(in_browser("page", browser), "browser"):
             log(f"-- browser: the relay's web page ({browser})")
-            result, detail = self.page()
-            self.record(Outcome(in_browser("page", browser), "ours", 19, "wt", "discovery", result, detail))
+            # The draft is the one the page says it speaks: 19, or 14 over a WebTransport that
+            # negotiated no protocol (Firefox ESR has no `protocols` option).
+            result, detail, draft = self.page()
+            self.record(Outcome(in_browser("page", browser), "ours", draft, "wt", "discovery", result, detail))
             log(f"-- browser: the relay's web page in a {browser} without WebTransport (WebSocket)")
-            result, detail = self.page(websocket=True)
-            self.record(Outcome(in_browser("page", browser), "ours", 19, "ws", "discovery", result, detail))
+            result, detail, draft = self.page(websocket=True)
+            self.record(Outcome(in_browser("page", browser), "ours", draft, "ws", "discovery", result, detail))
             log(f"-- browser: the relay's web page when neither transport connects ({browser})")
             result, detail = self.page_unreachable()
             self.record(Outcome(in_browser("page", browser), "ours", 19, "none", "error", result, detail))
@@ -867,11 +869,12 @@ class Matrix:
         finally:
             self.procs.stop(publisher)
 
-    def page(self, websocket: bool = False) -> tuple[str, str]:
+    def page(self, websocket: bool = False) -> tuple[str, str, int]:
         """The relay's page (served by its HTTP side) in the browser: a namespace our Rust publisher
         announces appears, its track's objects show, and it disappears when the publisher quits.
         Without `websocket` the page must say it uses WebTransport; with it, the browser has no
-        WebTransport and the page must say it uses WebSocket."""
+        WebTransport and the page must say it uses WebSocket. Also returns the draft the page
+        says it speaks (19 when it does not say)."""
         tag = "-ws" if websocket else ""
         ns = f"page/room{tag}-{self.js_browser}-{os.getpid()}"
         port = self.ports["ours"]
@@ -906,9 +909,10 @@ class Matrix:
         try:
             seen = json.loads(out.strip().splitlines()[-1])
         except (IndexError, ValueError):
-            return "fail", f"page-check printed nothing (exit {check.returncode}): {err.strip()[-200:]}"
-        detail = f"over {seen.get('transport')}: namespaces {seen.get('namespaces')}, {seen.get('objects')} objects, gone {seen.get('gone')}"
-        return ("pass", detail) if seen.get("ok") else ("fail", f"{detail}; {seen.get('error')}")
+            return "fail", f"page-check printed nothing (exit {check.returncode}): {err.strip()[-200:]}", 19
+        draft = seen.get("version") or 19
+        detail = f"over {seen.get('transport')} (draft-{draft}): namespaces {seen.get('namespaces')}, {seen.get('objects')} objects, gone {seen.get('gone')}"
+        return ("pass", detail, draft) if seen.get("ok") else ("fail", f"{detail}; {seen.get('error')}", draft)
 
     def page_unreachable(self) -> tuple[str, str]:
         """The page told to connect where nothing listens, over both transports: its status must

@@ -15,9 +15,13 @@
 #   4. scripts/watch-check.sh: moq-dev's player @moq/watch plays a CMAF broadcast of our CLI.
 #   After 1, one viewer and a late one play live/demo-ws in a Chromium without WebTransport:
 #   the page falls back to its WebSocket (QMux, qmux.js) and must say so (window.transport).
+#   Then one viewer and a late one play live/demo-ff in Firefox ESR over WebTransport: Firefox
+#   negotiates no WebTransport protocol, so the page speaks draft-14 (window.moqVersion).
 #
-# Needs /usr/bin/ffmpeg (FAILS without it), and Chromium + playwright-core from
-# scripts/install-browser.sh (run here; it does nothing once installed).
+# Needs /usr/bin/ffmpeg (FAILS without it), and Chromium + playwright-core, Firefox ESR +
+# puppeteer-core from scripts/install-browser.sh (run here; it does nothing once installed).
+#
+#   FIREFOX=0             skip the Firefox step
 #
 #   SECONDS_OF_MEDIA=15   length of the clip
 #   SCREENSHOT=docs/media/player.png
@@ -78,6 +82,23 @@ if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?pl
     --no-webtransport --expect-transport websocket; then
     cat "$work/ffmpeg-ws.log" "$work/publish-demo-ws.log" >&2
     fail "the player did not play live/demo-ws over WebSocket"
+fi
+
+if [ "${FIREFOX:-1}" != "0" ]; then
+    # Twice as long a clip: Firefox takes seconds to start, and a clip that ends ends the tracks.
+    echo "-- the same in Firefox ESR: the page plays live/demo-ff over WebTransport, in draft-14 (no WebTransport protocols there)"
+    "$ffmpeg" -hide_banner -loglevel error -re -f lavfi -i testsrc=size=640x360:rate=30 \
+        -f lavfi -i sine=frequency=440:sample_rate=48000 -t "$((seconds * 2))" \
+        -c:v libx264 -preset veryfast -g 30 -pix_fmt yuv420p -c:a aac -ac 2 \
+        -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer+frag_every_frame - 2>"$work/ffmpeg-ff.log" |
+        "${moq[@]}" publish live/demo-ff >"$work/publish-demo-ff.log" 2>&1 &
+    pids+=($!)
+    if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?play=live/demo-ff" --browser firefox \
+        --viewers 1 --late-after-ms 3000 --watch-ms 4000 --max-latency-ms 2000 \
+        --expect-transport webtransport --expect-version 14; then
+        cat "$work/ffmpeg-ff.log" "$work/publish-demo-ff.log" >&2
+        fail "the player did not play live/demo-ff in Firefox over WebTransport"
+    fi
 fi
 
 echo "-- live/hevc names hev1.1.6.L93.B0 in its catalog: the page says it cannot decode it"

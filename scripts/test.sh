@@ -50,7 +50,7 @@ for example in fetch server publish subscribe_tracks track_status auth logging; 
 done
 
 step "the relay page's JavaScript client, offline (node --test)"
-node --test moq-relay/web/test/moq-codec.test.mjs moq-relay/web/test/player.test.mjs \
+node --test moq-relay/web/test/moq-codec.test.mjs moq-relay/web/test/moq-d14.test.mjs moq-relay/web/test/player.test.mjs \
     moq-relay/web/test/qmux.test.mjs moq-relay/web/test/connect.test.mjs moq-relay/web/test/qmux-interop.test.mjs
 
 if [ "${MEDIA:-1}" != "0" ]; then

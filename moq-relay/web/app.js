@@ -1,5 +1,7 @@
 // app.js: the relay's web page. Connects with moq.js (MOQT draft-19 over WebTransport, or over a
-// WebSocket with QMux when WebTransport is missing or does not connect in time), lists
+// WebSocket with QMux when WebTransport is missing or does not connect in time; draft-14 over a
+// WebTransport that negotiated no protocol, as Firefox ESR's, which cannot list every
+// namespace: an empty prefix shows a hint instead), lists
 // the namespaces under a prefix as they are announced and withdrawn (SUBSCRIBE_NAMESPACE,
 // draft-19 §6.1, §10.18); a click on one plays it as a broadcast (player.js: its MSF catalog,
 // LOC video and audio with WebCodecs), or, when it has no catalog, shows one track's objects
@@ -13,7 +15,8 @@
 // own origin (ws://<host>:<http port>/, the relay's HTTP listener) unless `ws` (a ws:// or
 // wss:// URL) says otherwise; `transport` = auto (default) | webtransport | websocket picks,
 // `ws-delay` is WebTransport's head start in ms (default 300). The header shows the transport
-// in use (#transport, data-transport="webtransport" | "websocket"; also `window.transport`);
+// in use (#transport, data-transport="webtransport" | "websocket", data-version = the draft; also
+// `window.transport`, `window.moqVersion`), and the status "connected <protocol> (draft-N) over ...";
 // when neither connects, the status says "error: could not connect: " and why each failed.
 //
 // The player's figures are on the page and in `window.player` (see player.js newStats):
@@ -71,7 +74,7 @@ async function listNamespaces() {
   try {
     // The cancel of the previous prefix may reach the relay after this request: PREFIX_OVERLAP.
     for (let i = 0; !mine; i++) {
-      mine = await session.subscribeNamespace(prefix).catch((e) => (e.code !== 0x30 || i > 4 ? Promise.reject(e) : null));
+      mine = await session.subscribeNamespace(prefix).catch((e) => (!/PREFIX_OVERLAP$/.test(e.codeName) || i > 4 ? Promise.reject(e) : null));
       if (!mine) await sleep(200);
     }
     if (me !== listing) return mine.cancel(); // the prefix changed meanwhile
@@ -91,7 +94,12 @@ async function listNamespaces() {
     }
     if (me === listing) $("namespaces").replaceChildren(); // the relay ended the request
   } catch (e) {
-    if (me === listing) setStatus(`error: namespaces: ${e.message}`, "error");
+    if (me !== listing) return;
+    if (e.codeName !== "EMPTY_PREFIX") return setStatus(`error: namespaces: ${e.message}`, "error");
+    const li = document.createElement("li");
+    li.className = "hint";
+    li.textContent = `this browser's WebTransport speaks draft-${session.version}, which lists namespaces under a prefix only: enter one above`;
+    $("namespaces").append(li);
   }
 }
 
@@ -193,11 +201,14 @@ async function main() {
       fingerprint, transport, webSocketUrl: ws, webSocketDelayMs: Number(query.get("ws-delay") ?? 300),
     });
     const over = `${session.transport === "websocket" ? "WebSocket" : "WebTransport"} ${session.url}`;
+    window.moqVersion = session.version;
     window.transport = session.transport;
-    $("transport").textContent = session.transport === "websocket" ? "WebSocket (QMux)" : "WebTransport";
+    $("transport").textContent = `${session.transport === "websocket" ? "WebSocket (QMux)" : "WebTransport"} · draft-${session.version}`;
     $("transport").dataset.transport = session.transport;
-    setStatus(`connected ${session.protocol} over ${over}`, "ok");
-    session.ongoaway = () => setStatus(`connected ${session.protocol} over ${over}; the server is going away (GOAWAY)`, "ok");
+    $("transport").dataset.version = String(session.version);
+    const connected = `connected ${session.protocol} (draft-${session.version}) over ${over}`;
+    setStatus(connected, "ok");
+    session.ongoaway = () => setStatus(`${connected}; the server is going away (GOAWAY)`, "ok");
     session.closed.then(() => setStatus(`error: ${session.error.message}`, "error"));
   } catch (e) {
     setStatus(`error: ${e.message}`, "error");

@@ -2,7 +2,9 @@
 // missing or slow, over a WebSocket with QMux (qmux.js): WebTransport first and, after a head
 // start (`webSocketDelayMs`, 300 ms), a WebSocket too (subprotocol `qmux-01.moqt-19`); the first
 // to finish SETUP is the session (`session.transport` says which, `session.url` where), the
-// others are closed.
+// others are closed. WebTransport offers `protocols: ["moqt-19"]`; a browser without that option
+// (Firefox ESR) negotiates none, and moq.js then speaks draft-14 on the session, whose version
+// CLIENT_SETUP negotiates (`session.version`).
 
 import { Session, VERSION } from "./moq.js";
 import { connectWebSocket } from "./qmux.js";

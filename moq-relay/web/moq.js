@@ -1,9 +1,20 @@
-// moq.js: a minimal Media over QUIC Transport subscriber, draft-ietf-moq-transport-19 only,
-// over the browser's WebTransport API, or over a WebSocket (QMux, qmux.js) where WebTransport is
-// missing or blocked. A plain ES module: no dependencies beyond qmux.js, no build step.
+// moq.js: a minimal Media over QUIC Transport subscriber over the browser's WebTransport API,
+// or over a WebSocket (QMux, qmux.js) where WebTransport is missing or blocked. It speaks
+// draft-ietf-moq-transport-19, and draft-14 where the WebTransport session negotiated no
+// protocol (Firefox ESR, 140 and 153 alike, has no `protocols` option, so no
+// WT-Available-Protocols: a server then negotiates the version in CLIENT_SETUP / SERVER_SETUP,
+// draft-14 §3.2, §9.3). A plain ES module: no dependencies beyond qmux.js, no build step.
 //
-// Implements (draft-19 sections): §1.4.1 vi64 integers; §1.4.3 Key-Value-Pairs (Setup Options
-// and Properties; unknown types skipped by parity); §2.4.1 Track Namespace; §3.1.4 WebTransport,
+// A version is a table (VERSIONS: integer codec, message type codes, per-request error
+// messages, valid data stream and datagram types) plus a few named branches in the Session:
+// `v.control` ("streams": draft-19's request streams; "single": draft-14's one control stream
+// that carries every request's messages by Request ID), `v.inline` (draft-14's SUBSCRIBE /
+// SUBSCRIBE_OK / FETCH / FETCH_OK fields that draft-19 carries as parameters or Track
+// Properties), `v.kvpParams` (draft-14 parameters are Key-Value-Pairs; draft-19 each type has
+// its shape), `v.deltaTypes` (draft-19 Key-Value-Pair types are deltas).
+//
+// draft-19 (sections): §1.4.1 vi64 integers; §1.4.3 Key-Value-Pairs (Setup Options and
+// Properties; unknown types skipped by parity); §2.4.1 Track Namespace; §3.1.4 WebTransport,
 // version by WT-Available-Protocols ("moqt-19"); §3.3 SETUP on a pair of unidirectional control
 // streams; §3.3.2-3.3.3 request streams (FIN; cancel = RESET_STREAM + STOP_SENDING); §10 control
 // framing (Type vi64, Length 16, Body); §10.2 Message Parameters (count-prefixed, each type has
@@ -17,11 +28,24 @@
 // Not here: publishing, TRACK_STATUS, SUBSCRIBE_TRACKS, REQUEST_UPDATE, authorization tokens;
 // requests the server opens are refused (NOT_SUPPORTED).
 //
+// draft-14 (sections): QUIC variable-length integers (RFC 9000 §16); §1.4.2 Key-Value-Pairs
+// (absolute types); §3.3 one client-opened bidirectional control stream; §9 control framing;
+// §9.1 Request IDs; §9.2 parameters (unknown ones ignored); §9.3 CLIENT_SETUP / SERVER_SETUP
+// (version 0xff00000E, MAX_REQUEST_ID); §9.4 GOAWAY; §9.5-9.6 MAX_REQUEST_ID and
+// REQUESTS_BLOCKED; §9.7-9.9 SUBSCRIBE, SUBSCRIBE_OK, SUBSCRIBE_ERROR; §9.11 UNSUBSCRIBE; §9.12
+// PUBLISH_DONE; §9.13/§9.15 PUBLISH refused with PUBLISH_ERROR (UNINTERESTED); §9.16-9.19 FETCH,
+// FETCH_OK, FETCH_ERROR, FETCH_CANCEL; §9.23-9.26 PUBLISH_NAMESPACE (answered
+// PUBLISH_NAMESPACE_OK inside a SUBSCRIBE_NAMESPACE's prefix) and PUBLISH_NAMESPACE_DONE, which
+// the Session turns into the same "added" / "removed" events as draft-19's NAMESPACE /
+// NAMESPACE_DONE; §9.28-9.31 SUBSCRIBE_NAMESPACE (a prefix of 1 to 32 fields), its OK / ERROR,
+// UNSUBSCRIBE_NAMESPACE; §10.3.1 OBJECT_DATAGRAM; §10.4.2 SUBGROUP_HEADER; §10.4.4 FETCH_HEADER
+// and fetch objects (every field explicit, Object Status); §11.2 Immutable Extensions.
+//
 // A Session runs over a WebTransport or anything with its interface (qmux.js's QmuxSession);
-// connect.js picks one and exchanges SETUP.
+// connect.js picks one and exchanges SETUP. `session.version` is the draft in use (19 or 14).
 //
 //   const s = await connect("https://localhost:4443/", { fingerprint: "ab12..." }); // connect.js
-//   for await (const e of await s.subscribeNamespace([])) console.log(e.type, e.namespace);
+//   for await (const e of await s.subscribeNamespace(["live"])) console.log(e.type, e.namespace);
 //   for await (const o of await s.subscribe(["clock"], "seconds")) console.log(o.group, o.id);
 //   for await (const o of await s.join(["live", "demo"], "catalog")) console.log(o.group, o.id);
 
@@ -29,8 +53,11 @@ import { StreamError } from "./qmux.js";
 
 export const VERSION = "moqt-19";
 const IMPLEMENTATION = "moq-js/0.1 (moq-relay/web)";
-const PROTOCOL_VIOLATION = 0x3; // session close codes (§3.5)
+const PROTOCOL_VIOLATION = 0x3; // session close codes (draft-19 §3.5, draft-14 §3.4)
+const INVALID_REQUEST_ID = 0x4;
 const DUPLICATE_TRACK_ALIAS = 0x5;
+const TOO_MANY_REQUESTS = 0x7; // draft-14 §3.4
+const VERSION_NEGOTIATION_FAILED = 0x15;
 const CANCELLED = 0x1; // RESET_STREAM / STOP_SENDING code (§3.3.4)
 const REQUEST_ERRORS = {
   0x0: "INTERNAL_ERROR", 0x1: "UNAUTHORIZED", 0x2: "TIMEOUT", 0x3: "NOT_SUPPORTED",
@@ -39,56 +66,148 @@ const REQUEST_ERRORS = {
   0x30: "PREFIX_OVERLAP", 0x31: "NAMESPACE_TOO_LARGE", 0x33: "UNSUPPORTED_EXTENSION",
   0x34: "REDIRECT", 0x35: "CONFLICTING_FILTERS", 0x36: "INVALID_FILTER",
 };
-const MSG = {
-  SETUP: 0x2f00, GOAWAY: 0x10, SUBSCRIBE: 0x3, SUBSCRIBE_OK: 0x4, PUBLISH_DONE: 0xb, REQUEST_OK: 0x7,
-  REQUEST_ERROR: 0x5, NAMESPACE: 0x8, NAMESPACE_DONE: 0xe, SUBSCRIBE_NAMESPACE: 0x50, FETCH: 0x16,
-  FETCH_OK: 0x18,
-};
-const FETCH_HEADER = 0x05; // unidirectional stream type (§11.4.4)
-const INVALID_RANGE = 0x11;
-const FIRST_MESSAGES = new Set([0x3, 0x1d, 0x16, 0xd, 0x6, 0x50, 0x51]); // may open a request (§3.3)
-// The value shape of each draft-19 Message Parameter (§10.2.x).
-const PARAM_SHAPES = {
-  0x02: "vi", 0x03: "len", 0x04: "vi", 0x06: "vi", 0x08: "vi", 0x09: "loc", 0x0a: "vi", 0x10: "u8",
-  0x20: "u8", 0x21: "len", 0x22: "u8", 0x25: "len", 0x26: "len", 0x27: "len", 0x28: "len",
-  0x29: "len", 0x32: "vi", 0x34: "ns",
-};
+// draft-14 has one error registry per message (§13.1.2, §13.1.5, §13.1.7).
+const D14_COMMON = { 0x0: "INTERNAL_ERROR", 0x1: "UNAUTHORIZED", 0x2: "TIMEOUT", 0x3: "NOT_SUPPORTED", 0x10: "MALFORMED_AUTH_TOKEN", 0x12: "EXPIRED_AUTH_TOKEN" };
+const D14_SUBSCRIBE_ERRORS = { ...D14_COMMON, 0x4: "TRACK_DOES_NOT_EXIST", 0x5: "INVALID_RANGE" };
+const D14_FETCH_ERRORS = { ...D14_SUBSCRIBE_ERRORS, 0x6: "NO_OBJECTS", 0x7: "INVALID_JOINING_REQUEST_ID", 0x8: "UNKNOWN_STATUS_IN_RANGE", 0x9: "MALFORMED_TRACK" };
+const D14_NAMESPACE_ERRORS = { ...D14_COMMON, 0x4: "NAMESPACE_PREFIX_UNKNOWN", 0x5: "NAMESPACE_PREFIX_OVERLAP" };
 
-/** A failed request (REQUEST_ERROR: code, reason, retryInterval) or the end of the session. */
+/** A failed request (its error message: code, reason, [retryInterval]) or the end of the session. */
 export class MoqError extends Error {
   constructor(code, reason, extra = {}) {
-    const what = extra.session ? "session closed" : REQUEST_ERRORS[code] ?? "error";
-    super(`${what} (${code})${reason ? `: ${reason}` : ""}`);
-    Object.assign(this, { code, reason, ...extra });
+    const codeName = extra.session ? undefined : extra.codeName ?? (extra.names ?? REQUEST_ERRORS)[code];
+    const what = extra.session ? "session closed" : codeName ?? "error";
+    super(`${what}${code === null ? "" : ` (${code})`}${reason ? `: ${reason}` : ""}`);
+    delete extra.names;
+    Object.assign(this, { code, reason, codeName, ...extra });
   }
 }
 /** Bytes from the server that break the draft: the session is closed with PROTOCOL_VIOLATION. */
-class ProtocolError extends Error {}
+class ProtocolError extends Error {
+  constructor(message, code = PROTOCOL_VIOLATION) { super(message); this.code = code; }
+}
+
+// ---- integers --------------------------------------------------------------------------------
+
+/** draft-19 §1.4.1 vi64: leading 1-bits of the first byte give the length (1-9 bytes). */
+const VI64 = {
+  len: (b) => { let n = 1; while (n < 9 && b & (0x80 >> (n - 1))) n++; return n; },
+  value(b) {
+    if (b.length >= 8) return norm(b.subarray(1).reduce((v, x) => (v << 8n) | BigInt(x), 0n)); // > 2^53
+    let v = b[0] & (0xff >> b.length);
+    for (let i = 1; i < b.length; i++) v = v * 256 + b[i];
+    return norm(v);
+  },
+  put(out, n) {
+    let v = BigInt(n);
+    let len = 1;
+    while (len < 9 && v >= 1n << BigInt(7 * len)) len++;
+    const bytes = new Array(len).fill(0);
+    for (let i = len - 1; i >= (len === 9 ? 1 : 0); i--, v >>= 8n) bytes[i] = Number(v & 0xffn);
+    bytes[0] |= len === 9 ? 0xff : (0xff00 >> (len - 1)) & 0xff;
+    out.push(...bytes);
+  },
+};
+/** RFC 9000 §16 (draft-14 "(i)"): the top two bits give the length (1, 2, 4 or 8 bytes), < 2^62. */
+const QUIC_INT = {
+  len: (b) => 1 << (b >> 6),
+  value(b) {
+    if (b.length === 8) return norm(b.subarray(1).reduce((v, x) => (v << 8n) | BigInt(x), BigInt(b[0] & 0x3f)));
+    let v = b[0] & 0x3f;
+    for (let i = 1; i < b.length; i++) v = v * 256 + b[i];
+    return v;
+  },
+  put(out, n) {
+    let v = BigInt(n);
+    if (v >= 1n << 62n) throw new RangeError(`${n} is too large for a QUIC varint`);
+    const len = v < 64n ? 1 : v < 16384n ? 2 : v < 1n << 30n ? 4 : 8;
+    const bytes = new Array(len);
+    for (let i = len - 1; i >= 0; i--, v >>= 8n) bytes[i] = Number(v & 0xffn);
+    bytes[0] |= { 1: 0, 2: 0x40, 4: 0x80, 8: 0xc0 }[len];
+    out.push(...bytes);
+  },
+};
+
+// ---- versions --------------------------------------------------------------------------------
+
+/** What differs between the drafts this subscriber speaks. */
+const VERSIONS = {
+  19: {
+    draft: 19, protocol: VERSION, int: VI64, control: "streams", inline: false, kvpParams: false, deltaTypes: true,
+    minFields: 0, // §2.4.1: 0..32 fields
+    msg: {
+      SETUP: 0x2f00, GOAWAY: 0x10, SUBSCRIBE: 0x3, SUBSCRIBE_OK: 0x4, PUBLISH_DONE: 0xb, REQUEST_OK: 0x7,
+      REQUEST_ERROR: 0x5, NAMESPACE: 0x8, NAMESPACE_DONE: 0xe, SUBSCRIBE_NAMESPACE: 0x50, FETCH: 0x16,
+      FETCH_OK: 0x18, SUBSCRIBE_NAMESPACE_OK: 0x7,
+    },
+    // The answer to a failed request and the names of its codes: REQUEST_ERROR for all (§10.6).
+    errors: () => ({ type: 0x5, retry: true, names: REQUEST_ERRORS }),
+    // §11.4.2: 0b0XX1XXXX, Subgroup ID mode 0b11 reserved; §11.5 padding stream.
+    subgroupType: (t) => t < 0x80 && (t & 0x10) !== 0 && (t & 0x06) !== 0x06,
+    padding: 0x132b3e28,
+    // §11.3.1: 0b00X0XXXX, STATUS with END_OF_GROUP is a violation.
+    datagramType: (t) => !(t & ~0x2f) && (t & 0x22) !== 0x22,
+    statuses: [0, 3, 4], // §11.2.1.1
+    statusProperties: [], // §11.2.1.1: only Normal objects carry properties
+    goawayTimeout: true,
+  },
+  14: {
+    draft: 14, protocol: "moq-00", int: QUIC_INT, control: "single", inline: true, kvpParams: true, deltaTypes: false,
+    minFields: 1, // draft-14 §2.4.1, §9.28: 1..32 fields
+    setupNumber: 0xff00000e, // §9.3.1: 0xff000000 + draft
+    msg: {
+      CLIENT_SETUP: 0x20, SERVER_SETUP: 0x21, GOAWAY: 0x10, MAX_REQUEST_ID: 0x15, REQUESTS_BLOCKED: 0x1a,
+      SUBSCRIBE: 0x3, SUBSCRIBE_OK: 0x4, SUBSCRIBE_ERROR: 0x5, SUBSCRIBE_UPDATE: 0x2, UNSUBSCRIBE: 0xa,
+      PUBLISH_DONE: 0xb, PUBLISH: 0x1d, PUBLISH_OK: 0x1e, PUBLISH_ERROR: 0x1f, FETCH: 0x16, FETCH_OK: 0x18,
+      FETCH_ERROR: 0x19, FETCH_CANCEL: 0x17, TRACK_STATUS: 0xd, TRACK_STATUS_OK: 0xe, TRACK_STATUS_ERROR: 0xf,
+      PUBLISH_NAMESPACE: 0x6, PUBLISH_NAMESPACE_OK: 0x7, PUBLISH_NAMESPACE_ERROR: 0x8,
+      PUBLISH_NAMESPACE_DONE: 0x9, PUBLISH_NAMESPACE_CANCEL: 0xc, SUBSCRIBE_NAMESPACE: 0x11,
+      SUBSCRIBE_NAMESPACE_OK: 0x12, SUBSCRIBE_NAMESPACE_ERROR: 0x13, UNSUBSCRIBE_NAMESPACE: 0x14,
+    },
+    errors: (request) => ({
+      [0x3]: { type: 0x5, names: D14_SUBSCRIBE_ERRORS }, [0x16]: { type: 0x19, names: D14_FETCH_ERRORS },
+      [0x11]: { type: 0x13, names: D14_NAMESPACE_ERRORS },
+    })[request],
+    // Each request's cancel message (§9.11, §9.19, §9.31) and the messages that end its route:
+    // true where the publisher is then done with the request, false where (FETCH_OK) only the
+    // control messages end and a FETCH_CANCEL still stops the data stream.
+    cancels: { [0x3]: 0xa, [0x16]: 0x17, [0x11]: 0x14 },
+    ends: { [0x5]: true, [0x13]: true, [0x19]: true, [0xb]: true, [0x18]: false },
+    // Requests a server may open (§9.1), each refused with its error message: PUBLISH with
+    // UNINTERESTED (§9.13), the others NOT_SUPPORTED; PUBLISH_NAMESPACE is answered by the
+    // Session (§6.2).
+    refusals: { [0x1d]: [0x1f, 0x4], [0x3]: [0x5, 0x3], [0x16]: [0x19, 0x3], [0xd]: [0xf, 0x3], [0x11]: [0x13, 0x3] },
+    // §10.4.2: 0x10-0x15, 0x18-0x1D.
+    subgroupType: (t) => t >= 0x10 && t <= 0x1d && (t & 0x06) !== 0x06,
+    padding: null,
+    // §10.3.1: 0x00-0x07 (payload), 0x20-0x21 (status); priority always present.
+    datagramType: (t) => t <= 0x07 || t === 0x20 || t === 0x21,
+    statuses: [0, 1, 3, 4], // §10.2.1.1
+    statusProperties: [3, 4], // §10.2.1.2: all but Object Does Not Exist may carry extensions
+    goawayTimeout: false,
+  },
+};
+/** How many of the server's requests we allow ahead (draft-14 §9.5 MAX_REQUEST_ID). */
+const SERVER_REQUEST_WINDOW = 64;
 
 // ---- encoding --------------------------------------------------------------------------------
 
 const utf8 = new TextDecoder();
 const enc = new TextEncoder();
 
-/** Appends the vi64 (§1.4.1) of `n` (Number or BigInt below 2^64): leading 1-bits give the length. */
-function putVi(out, n) {
-  let v = BigInt(n);
-  let len = 1;
-  while (len < 9 && v >= 1n << BigInt(7 * len)) len++;
-  const bytes = new Array(len).fill(0);
-  for (let i = len - 1; i >= (len === 9 ? 1 : 0); i--, v >>= 8n) bytes[i] = Number(v & 0xffn);
-  bytes[0] |= len === 9 ? 0xff : (0xff00 >> (len - 1)) & 0xff;
-  out.push(...bytes);
+/** Builds a message body or a stream header in version `v`'s integers. */
+class Out {
+  constructor(v) { this.v = v; this.b = []; }
+  int(n) { this.v.int.put(this.b, n); return this; }
+  u8(x) { this.b.push(x & 0xff); return this; }
+  bytes(bytes) { this.int(bytes.length); this.b.push(...bytes); return this; }
+  text(s) { return this.bytes(enc.encode(s)); }
+  namespace(fields) { this.int(fields.length); for (const f of fields) this.text(f); return this; }
 }
-const putBytes = (out, bytes) => { putVi(out, bytes.length); out.push(...bytes); };
-function putNamespace(out, fields) {
-  putVi(out, fields.length);
-  for (const f of fields) putBytes(out, enc.encode(f));
-}
-/** One control message (§10): Type (vi64), Length (16), Body. */
-function frame(type, body) {
+/** One control message (draft-19 §10, draft-14 §9): Type, Length (16), Body. */
+function frame(v, type, body) {
   const out = [];
-  putVi(out, type);
+  v.int.put(out, type);
   out.push(body.length >> 8, body.length & 0xff, ...body);
   return new Uint8Array(out);
 }
@@ -101,7 +220,6 @@ function streamError(code) {
 
 // ---- decoding --------------------------------------------------------------------------------
 
-const viLen = (b) => { let n = 1; while (n < 9 && b & (0x80 >> (n - 1))) n++; return n; };
 /** A Number while exact, else a BigInt. */
 const norm = (v) => (typeof v === "bigint" && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v);
 /** a + b + c exactly; past 2^64-1 is a protocol violation (§1.4.3, §11.4.2). */
@@ -111,32 +229,32 @@ function add(a, b, c = 0) {
   return norm(r);
 }
 
-/** A cursor over bytes that are all present: a message body, a datagram, a properties block. */
+/** A cursor over bytes that are all present (a message body, a datagram, a properties block), in version `v`. */
 class Buf {
-  constructor(bytes) { this.b = bytes; this.p = 0; }
+  constructor(bytes, v = VERSIONS[19]) { this.b = bytes; this.p = 0; this.v = v; }
   left() { return this.b.length - this.p; }
   bytes(n) {
     if (typeof n !== "number" || n > this.left()) throw new ProtocolError("fields overrun their length");
     return this.b.subarray(this.p, (this.p += n));
   }
   u8() { return this.bytes(1)[0]; }
-  vi() {
-    const b = this.bytes(viLen(this.b[this.p] ?? 0));
-    if (b.length >= 8) return norm(b.subarray(1).reduce((v, x) => (v << 8n) | BigInt(x), 0n)); // > 2^53
-    let v = b[0] & (0xff >> b.length);
-    for (let i = 1; i < b.length; i++) v = v * 256 + b[i];
-    return norm(v);
+  /** A draft-14 one-byte flag: other than 0 or 1 is a PROTOCOL_VIOLATION (§9.8 Content Exists). */
+  flag(what) {
+    const x = this.u8();
+    if (x > 1) throw new ProtocolError(`${what} ${x}`);
+    return x === 1;
   }
+  vi() { return this.v.int.value(this.bytes(this.v.int.len(this.b[this.p] ?? 0))); }
   lenBytes(max = 65535) {
     const n = this.vi();
     if (n > max) throw new ProtocolError(`length ${n} over ${max}`);
     return this.bytes(n);
   }
   text(max) { return utf8.decode(this.lenBytes(max)); }
-  /** Track Namespace (§2.4.1): 0..32 non-empty fields, 4096 bytes at most; fields as text. */
+  /** Track Namespace (§2.4.1): 0..32 non-empty fields (draft-14: 1..32), 4096 bytes at most; fields as text. */
   namespace() {
     const n = this.vi();
-    if (n > 32) throw new ProtocolError(`namespace of ${n} fields`);
+    if (n > 32 || n < this.v.minFields) throw new ProtocolError(`namespace of ${n} fields`);
     const fields = [];
     for (let i = 0, total = 0; i < n; i++) {
       const f = this.lenBytes(4096);
@@ -145,19 +263,31 @@ class Buf {
     }
     return fields;
   }
-  /** Key-Value-Pairs (§1.4.3) to the end: delta types; odd = Length + bytes, even = one vi64. */
+  /** One Key-Value-Pair after the previous `type` (draft-19 §1.4.3 delta, draft-14 §1.4.2 absolute). */
+  kvp(previous) {
+    const type = this.v.deltaTypes ? add(previous, this.vi()) : this.vi();
+    const value = BigInt(type) & 1n ? this.lenBytes() : this.vi(); // odd = Length + bytes, even = one integer
+    return type === 0xb ? { type, value, v: this.v } : { type, value }; // Immutable Properties nest KVPs of this version
+  }
+  /** Key-Value-Pairs to the end. */
   kvps() {
     const out = [];
-    for (let type = 0; this.left(); ) {
-      type = add(type, this.vi());
-      out.push({ type, value: BigInt(type) & 1n ? this.lenBytes() : this.vi() });
-    }
+    while (this.left()) out.push(this.kvp(out.at(-1)?.type ?? 0));
     return out;
   }
-  /** Message Parameters (§10.2): count, then Type Delta + the value shape its type defines. */
+  /**
+   * Message Parameters: draft-19 §10.2, count then Type Delta + the value shape its type
+   * defines (an unknown one closes the session); draft-14 §9.2, count then Key-Value-Pairs
+   * (unknown ones ignored).
+   */
   params() {
     const out = {};
     for (let n = this.vi(), type = 0; n > 0; n--) {
+      if (this.v.kvpParams) {
+        const p = this.kvp(0);
+        out[p.type] = p.value;
+        continue;
+      }
       type = add(type, this.vi());
       const shape = PARAM_SHAPES[type];
       if (!shape) throw new ProtocolError(`unknown message parameter 0x${type.toString(16)}`);
@@ -168,10 +298,18 @@ class Buf {
   }
   end(what) { if (this.left()) throw new ProtocolError(`${what}: ${this.left()} bytes after the last field`); }
 }
+// The value shape of each draft-19 Message Parameter (§10.2.x).
+const PARAM_SHAPES = {
+  0x02: "vi", 0x03: "len", 0x04: "vi", 0x06: "vi", 0x08: "vi", 0x09: "loc", 0x0a: "vi", 0x10: "u8",
+  0x20: "u8", 0x21: "len", 0x22: "u8", 0x25: "len", 0x26: "len", 0x27: "len", 0x28: "len",
+  0x29: "len", 0x32: "vi", 0x34: "ns",
+};
+const FETCH_HEADER = 0x05; // unidirectional stream type (draft-19 §11.4.4, draft-14 §10.4.4)
+const FIRST_MESSAGES = new Set([0x3, 0x1d, 0x16, 0xd, 0x6, 0x50, 0x51]); // may open a draft-19 request (§3.3)
 
-/** Reads a WebTransport receive stream, waiting for as many bytes as asked. */
+/** Reads a WebTransport receive stream in version `v`, waiting for as many bytes as asked. */
 class StreamReader {
-  constructor(readable) { this.r = readable.getReader(); this.buf = new Uint8Array(0); this.p = 0; }
+  constructor(readable, v) { this.r = readable.getReader(); this.buf = new Uint8Array(0); this.p = 0; this.v = v; }
   /** Waits until `n` bytes are buffered; false if the stream ends (FIN) first. */
   async fill(n) {
     while (this.buf.length - this.p < n) {
@@ -190,15 +328,35 @@ class StreamReader {
     if (!(await this.fill(n))) throw new ProtocolError("stream ended inside a message or object");
     return this.buf.slice(this.p, (this.p += n));
   }
-  async vi() { return (await this.fill(1)) ? new Buf(await this.bytes(viLen(this.buf[this.p]))).vi() : this.bytes(1); }
+  async vi() { return (await this.fill(1)) ? this.v.int.value(await this.bytes(this.v.int.len(this.buf[this.p]))) : this.bytes(1); }
   async u8() { return (await this.bytes(1))[0]; }
   async u16() { const b = await this.bytes(2); return (b[0] << 8) | b[1]; }
   /** One control message (§10): its type and a Buf over exactly its body. */
   async message() {
     const type = await this.vi();
-    return { type, body: new Buf(await this.bytes(await this.u16())) };
+    return { type, body: new Buf(await this.bytes(await this.u16()), this.v) };
   }
   cancel(code) { this.r.cancel(streamError(code)).catch(() => {}); }
+}
+
+/**
+ * A draft-14 request's messages, read from the one control stream by its Request ID (§9.1):
+ * what a draft-19 request stream's StreamReader gives (`done`, `message`), the stream's end
+ * being the message that ends the request (`v.ends`).
+ */
+class RouteReader {
+  constructor() { this.queue = new Queue(); this.peeked = null; }
+  async done() {
+    this.peeked ??= this.queue.next();
+    return (await this.peeked).done === true;
+  }
+  async message() {
+    const r = await (this.peeked ?? this.queue.next());
+    this.peeked = null;
+    if (r.done) throw new ProtocolError("request ended inside a message");
+    return r.value;
+  }
+  cancel() { this.queue.end(); }
 }
 
 /** An async iterable fed by push / end / fail; `onReturn` runs when the consumer stops early. */
@@ -231,13 +389,20 @@ class Queue {
 export class Session {
   /** `wt`: a WebTransport, or a QmuxSession (qmux.js); `transport` names which ("webtransport", "websocket"). */
   constructor(wt, transport = "webtransport") {
-    Object.assign(this, { wt, transport, protocol: "", error: null, nextRequestId: 0 }); // client IDs even (§10.1)
+    Object.assign(this, { wt, transport, protocol: "", version: null, v: VERSIONS[19], error: null, nextRequestId: 0 }); // client IDs even (§10.1)
     this.serverSetup = null; // { implementation, options: [{type, value}] }
     this.goaway = null; // { uri, timeout } once the server sent GOAWAY; see also `ongoaway`
     this.aliases = new Map(); // Track Alias -> Set of subscriptions
     this.aliasWaiters = new Map(); // Track Alias -> [resolve]: data that came before SUBSCRIBE_OK
+    this.refused = new Set(); // Track Aliases of PUBLISHes we refused (draft-14): their data is abandoned
     this.fetches = new Map(); // Request ID -> Fetch, until its data stream ends
     this.live = new Set(); // queues to fail when the session ends
+    // draft-14's one control stream: its writer, the requests it carries (Request ID -> route),
+    // the namespace subscriptions PUBLISH_NAMESPACE is matched with, Request ID credit (§9.5).
+    // `announced`: the namespaces the server announced and we accepted, until PUBLISH_NAMESPACE_DONE
+    // (a session's state in draft-14, §6.2, not a SUBSCRIBE_NAMESPACE's).
+    Object.assign(this, { control: null, routes: new Map(), prefixes: new Map(), announced: new Map(), peerMaxRequestId: 0, creditWaiters: [], blockedAt: null,
+      nextServerRequestId: 1, grantedServerRequestId: 1 + 2 * SERVER_REQUEST_WINDOW });
     this.setupReceived = new Promise((resolve, reject) => (this.setupDone = { resolve, reject }));
     this.setupReceived.catch(() => {});
     /** Resolves when the session has ended; `error` then says why. */
@@ -247,18 +412,44 @@ export class Session {
     );
   }
 
+  /** A message body builder in this session's version. */
+  out() { return new Out(this.v); }
+
   async start() {
     await this.wt.ready;
     this.protocol = this.wt.protocol ?? "";
     if (this.protocol && this.protocol !== VERSION) throw new Error(`server chose ${this.protocol}`);
-    const options = []; // Setup Options: MOQT_IMPLEMENTATION (0x07: odd, so Length + bytes)
-    putVi(options, 0x07);
-    putBytes(options, enc.encode(IMPLEMENTATION));
-    const control = (await this.wt.createUnidirectionalStream()).getWriter();
-    await control.write(frame(MSG.SETUP, options)); // never closed: that would be a violation
+    // A WebTransport session that negotiated no protocol (Firefox ESR: no `protocols` option, so
+    // no WT-Available-Protocols) leaves the version to CLIENT_SETUP: draft-14 (§3.2, §9.3).
+    this.v = !this.protocol && this.transport === "webtransport" ? VERSIONS[14] : VERSIONS[19];
+    this.version = this.v.draft;
     this.acceptUni(); this.acceptBidi(); this.acceptDatagrams();
+    if (this.v.control === "single") await this.startSingle();
+    else {
+      const options = this.out().int(0x07).text(IMPLEMENTATION).b; // MOQT_IMPLEMENTATION (0x07: odd, so Length + bytes)
+      const control = (await this.wt.createUnidirectionalStream()).getWriter();
+      await control.write(frame(this.v, this.v.msg.SETUP, options)); // never closed: that would be a violation
+    }
     await this.setupReceived;
-    this.protocol ||= VERSION;
+    this.protocol ||= this.v.protocol;
+  }
+
+  // draft-14 §3.3: the client opens one bidirectional control stream and sends CLIENT_SETUP
+  // (§9.3): the versions it offers (0xff00000E) and MAX_REQUEST_ID (setup parameter 0x02, so
+  // the server may open requests: PUBLISH_NAMESPACE for our SUBSCRIBE_NAMESPACE). No
+  // MOQT_IMPLEMENTATION: draft-14 gives it 0x05, AUTHORITY's number, which MUST NOT be sent
+  // over WebTransport (§9.3.2.1).
+  async startSingle() {
+    const stream = await this.wt.createBidirectionalStream();
+    this.control = stream.writable.getWriter();
+    const body = this.out().int(1).int(this.v.setupNumber).int(1).int(0x02).int(this.grantedServerRequestId).b;
+    await this.control.write(frame(this.v, this.v.msg.CLIENT_SETUP, body));
+    this.guard(() => this.onSingleControl(new StreamReader(stream.readable, this.v))).catch(() => {});
+  }
+
+  /** Sends one message on draft-14's control stream (never closed: §3.3). */
+  send(type, body) {
+    if (!this.error) this.control.write(frame(this.v, type, body)).catch((e) => this.fail(0, `control stream: ${e?.message ?? e}`));
   }
 
   /** Closes the session with `code` (0 = NO_ERROR). */
@@ -272,12 +463,14 @@ export class Session {
     this.setupDone.reject(this.error);
     for (const q of this.live) q.fail(this.error);
     for (const waiters of this.aliasWaiters.values()) waiters.forEach((w) => w());
+    for (const route of this.routes.values()) route.rd.queue.fail(this.error);
+    this.creditWaiters.splice(0).forEach((w) => w());
   }
 
-  /** Runs `f`; a ProtocolError closes the session with PROTOCOL_VIOLATION; errors are rethrown. */
+  /** Runs `f`; a ProtocolError closes the session with its code (PROTOCOL_VIOLATION, ...); errors are rethrown. */
   async guard(f) {
     try { return await f(); } catch (e) {
-      if (e instanceof ProtocolError) this.fail(PROTOCOL_VIOLATION, e.message);
+      if (e instanceof ProtocolError) this.fail(e.code, e.message);
       throw e?.name === "WebTransportError" ? (this.error ?? new MoqError(e.streamErrorCode ?? 0, "stream reset")) : e;
     }
   }
@@ -292,58 +485,187 @@ export class Session {
     }
   }
 
-  acceptUni() { return this.each(this.wt.incomingUnidirectionalStreams, (s) => this.onUni(new StreamReader(s))); }
-  acceptDatagrams() { return this.each(this.wt.datagrams.readable, (d) => this.onDatagram(new Buf(d))); }
+  acceptUni() { return this.each(this.wt.incomingUnidirectionalStreams, (s) => this.onUni(new StreamReader(s, this.v))); }
+  acceptDatagrams() { return this.each(this.wt.datagrams.readable, (d) => this.onDatagram(new Buf(d, this.v))); }
 
-  // Requests the server opens (PUBLISH, ...): refused with REQUEST_ERROR NOT_SUPPORTED + FIN (§3.3.3).
+  // Requests the server opens (PUBLISH, ...): refused with REQUEST_ERROR NOT_SUPPORTED + FIN
+  // (draft-19 §3.3.3). draft-14 §3.3: a second bidirectional stream MAY close the session.
   acceptBidi() {
     return this.each(this.wt.incomingBidirectionalStreams, async (stream) => {
-      const { type } = await new StreamReader(stream.readable).message();
+      if (this.v.control === "single") throw new ProtocolError("a second bidirectional stream");
+      const { type } = await new StreamReader(stream.readable, this.v).message();
       if (!FIRST_MESSAGES.has(type)) throw new ProtocolError(`request stream starting with 0x${type.toString(16)}`);
-      const body = [0x3, 0x0]; // Error Code NOT_SUPPORTED, Retry Interval 0 (don't retry)
-      putBytes(body, enc.encode("this client accepts no requests"));
+      const body = this.out().int(0x3).int(0x0).text("this client accepts no requests").b; // NOT_SUPPORTED, Retry Interval 0 (don't retry)
       const w = stream.writable.getWriter();
-      await w.write(frame(MSG.REQUEST_ERROR, body));
+      await w.write(frame(this.v, this.v.msg.REQUEST_ERROR, body));
       await w.close();
     });
   }
 
-  /** A unidirectional stream (§3.4): control, subgroup, fetch or padding by its first vi64. */
+  /** A unidirectional stream (§3.4): control, subgroup, fetch or padding by its first integer. */
   async onUni(rd) {
     const type = await rd.vi();
-    if (type === MSG.SETUP) return this.onControl(rd);
-    if (type === 0x132b3e28) return rd.cancel(CANCELLED); // PADDING
+    if (type === this.v.msg.SETUP) return this.onControl(rd);
+    if (type === this.v.padding) return rd.cancel(CANCELLED); // PADDING (draft-19 §11.5)
     if (type === FETCH_HEADER) return this.onFetchStream(rd);
-    if (type < 0x80 && type & 0x10 && (type & 0x06) !== 0x06) return this.onSubgroup(rd, type);
+    if (typeof type === "number" && this.v.subgroupType(type)) return this.onSubgroup(rd, type);
+    // draft-19 §3.4, draft-14 §10: an unknown stream type MUST close the session.
     throw new ProtocolError(`unknown unidirectional stream type 0x${type.toString(16)}`);
   }
 
   // The server's control stream (§3.3, §10.3): SETUP, then only GOAWAY; it must never end.
   async onControl(rd) {
     if (this.serverSetup) throw new ProtocolError("a second control stream");
-    const options = new Buf(await rd.bytes(await rd.u16())).kvps(); // unknown options ignored
+    const options = new Buf(await rd.bytes(await rd.u16()), this.v).kvps(); // unknown options ignored
     const impl = options.find((o) => o.type === 0x07);
     this.serverSetup = { implementation: impl ? utf8.decode(impl.value) : "", options };
     this.setupDone.resolve();
     for (;;) {
       if (await rd.done()) throw new ProtocolError("the server closed its control stream");
       const { type, body } = await rd.message();
-      if (type !== MSG.GOAWAY || this.goaway) throw new ProtocolError(`unexpected message 0x${type.toString(16)} on the control stream`);
-      this.goaway = { uri: body.text(8192), timeout: body.vi() };
-      body.end("GOAWAY");
-      this.ongoaway?.(this.goaway);
+      if (type !== this.v.msg.GOAWAY) throw new ProtocolError(`unexpected message 0x${type.toString(16)} on the control stream`);
+      this.onGoaway(body);
     }
   }
 
-  // A subgroup stream (§11.4.2). Type bits: 0x01 properties on every object, 0x06 subgroup ID
-  // mode (0: zero, 1: first object's ID, 2: field), 0x08 end of group, 0x20 default priority
-  // (no field), 0x40 first object. Objects: ID delta, [properties], length, [status], payload.
+  /** GOAWAY (draft-19 §10.4: New Session URI, Timeout; draft-14 §9.4: the URI alone). */
+  onGoaway(body) {
+    // draft-19 §10.4, draft-14 §9.4: a second GOAWAY MUST be a PROTOCOL_VIOLATION.
+    if (this.goaway) throw new ProtocolError("a second GOAWAY");
+    this.goaway = { uri: body.text(8192), timeout: this.v.goawayTimeout ? body.vi() : 0 };
+    body.end("GOAWAY");
+    this.ongoaway?.(this.goaway);
+  }
+
+  // draft-14's control stream (§3.3, §9): SERVER_SETUP first, then every request's messages,
+  // addressed by Request ID; it must never end (§3.3).
+  async onSingleControl(rd) {
+    const m = this.v.msg;
+    const first = await rd.message();
+    if (first.type !== m.SERVER_SETUP) throw new ProtocolError(`control stream starts with 0x${first.type.toString(16)}`);
+    const version = first.body.vi();
+    // draft-14 §9.3.1: a version we did not offer MUST close with VERSION_NEGOTIATION_FAILED.
+    if (version !== this.v.setupNumber) throw new ProtocolError(`SERVER_SETUP selected version 0x${version.toString(16)}`, VERSION_NEGOTIATION_FAILED);
+    const options = [];
+    for (let n = first.body.vi(); n > 0; n--) options.push(first.body.kvp(0)); // unknown ones ignored (§9.3)
+    first.body.end("SERVER_SETUP");
+    const impl = options.find((o) => o.type === 0x05 && o.value instanceof Uint8Array);
+    this.serverSetup = { implementation: impl ? utf8.decode(impl.value) : "", options };
+    this.peerMaxRequestId = options.find((o) => o.type === 0x02)?.value ?? 0; // §9.3.2.3: default 0
+    this.setupDone.resolve();
+    for (;;) {
+      if (await rd.done()) throw new ProtocolError("the server closed the control stream"); // §3.3
+      const { type, body } = await rd.message();
+      this.onSingleMessage(type, body);
+    }
+  }
+
+  /** One message on draft-14's control stream after SERVER_SETUP. */
+  onSingleMessage(type, body) {
+    const m = this.v.msg;
+    if (type === m.GOAWAY) return this.onGoaway(body);
+    if (type === m.MAX_REQUEST_ID) {
+      const max = body.vi();
+      body.end("MAX_REQUEST_ID");
+      // draft-14 §9.5: an equal or smaller Maximum Request ID is a PROTOCOL_VIOLATION.
+      if (max <= this.peerMaxRequestId) throw new ProtocolError(`MAX_REQUEST_ID ${max} after ${this.peerMaxRequestId}`);
+      this.peerMaxRequestId = max;
+      return this.creditWaiters.splice(0).forEach((w) => w());
+    }
+    if (type === m.REQUESTS_BLOCKED) return; // we grant as the server's requests come (serverRequest)
+    if (type === m.PUBLISH_NAMESPACE) return this.onPublishNamespace(body);
+    if (type === m.PUBLISH_NAMESPACE_DONE) {
+      const namespace = body.namespace();
+      body.end("PUBLISH_NAMESPACE_DONE");
+      this.announced.delete(JSON.stringify(namespace));
+      return this.namespaceEvent(namespace, "removed");
+    }
+    const refusal = this.v.refusals[type];
+    if (refusal) {
+      const id = this.serverRequest(body);
+      if (type === m.PUBLISH) this.refusePublish(body);
+      const [errorType, code] = refusal;
+      return this.send(errorType, this.out().int(id).int(code).text("this client accepts no requests").b);
+    }
+    if (!Object.values(m).includes(type)) throw new ProtocolError(`unknown message type 0x${type.toString(16)}`); // §9
+    // The rest are addressed to one of our requests by Request ID (§9.1).
+    const id = body.vi();
+    const route = this.routes.get(id);
+    if (!route) {
+      // A request that is over (ours: the answer crossed our cancel; the server's: we refused it).
+      if (id < (id % 2 ? this.nextServerRequestId : this.nextRequestId)) return;
+      throw new ProtocolError(`message 0x${type.toString(16)} for unknown Request ID ${id}`, INVALID_REQUEST_ID);
+    }
+    route.rd.queue.push({ type, body });
+    if (type in this.v.ends) {
+      route.peerDone = this.v.ends[type];
+      this.routes.delete(id);
+      route.rd.queue.end();
+    }
+  }
+
+  /**
+   * A request the server opened (draft-14 §9.1): its Request ID must be the next odd one and
+   * below the MAX_REQUEST_ID we granted (§9.5: else TOO_MANY_REQUESTS); we grant more as they
+   * come, SERVER_REQUEST_WINDOW ahead.
+   */
+  serverRequest(body) {
+    const id = body.vi();
+    if (id % 2 !== 1 || id < this.nextServerRequestId) throw new ProtocolError(`server Request ID ${id}, expected ${this.nextServerRequestId} or more`, INVALID_REQUEST_ID);
+    if (id >= this.grantedServerRequestId) throw new ProtocolError(`server Request ID ${id} at or above MAX_REQUEST_ID ${this.grantedServerRequestId}`, TOO_MANY_REQUESTS);
+    this.nextServerRequestId = id + 2;
+    if (this.grantedServerRequestId - id <= SERVER_REQUEST_WINDOW) {
+      this.grantedServerRequestId = id + 2 + 2 * SERVER_REQUEST_WINDOW;
+      this.send(this.v.msg.MAX_REQUEST_ID, this.out().int(this.grantedServerRequestId).b);
+    }
+    return id;
+  }
+
+  // draft-14 §9.13: a PUBLISH we do not want gets PUBLISH_ERROR UNINTERESTED (sent by the
+  // caller) and its data streams STOP_SENDING: its Track Alias is remembered as refused.
+  refusePublish(body) {
+    body.namespace();
+    body.text(4096);
+    this.refused.add(body.vi());
+  }
+
+  // draft-14 §6.2, §9.23: the server announces a namespace; inside an active SUBSCRIBE_NAMESPACE
+  // prefix it is the draft-19 NAMESPACE event of that request, answered PUBLISH_NAMESPACE_OK.
+  // Anything else is not ours to take: PUBLISH_NAMESPACE_ERROR UNINTERESTED (0x4). Either way
+  // exactly one answer (§6.2).
+  onPublishNamespace(body) {
+    const id = this.serverRequest(body);
+    const namespace = body.namespace();
+    body.params();
+    body.end("PUBLISH_NAMESPACE");
+    if (this.namespaceEvent(namespace, "added")) {
+      this.announced.set(JSON.stringify(namespace), namespace);
+      this.send(this.v.msg.PUBLISH_NAMESPACE_OK, this.out().int(id).b);
+    }
+    else this.send(this.v.msg.PUBLISH_NAMESPACE_ERROR, this.out().int(id).int(0x4).text("no SUBSCRIBE_NAMESPACE covers it").b);
+  }
+
+  /** Hands a draft-14 namespace event to the SUBSCRIBE_NAMESPACE whose prefix holds it; false if none. */
+  namespaceEvent(namespace, kind) {
+    for (const [id, prefix] of this.prefixes) {
+      if (prefix.length > namespace.length || prefix.some((f, i) => f !== namespace[i])) continue;
+      this.routes.get(id)?.rd.queue.push({ type: kind, suffix: namespace.slice(prefix.length) });
+      return true;
+    }
+    return false;
+  }
+
+  // A subgroup stream (draft-19 §11.4.2, draft-14 §10.4.2). Type bits: 0x01 properties on every
+  // object, 0x06 subgroup ID mode (0: zero, 1: first object's ID, 2: field), 0x08 end of group,
+  // 0x20 default priority (no field; draft-19 only), 0x40 first object (draft-19 only).
+  // Objects: ID delta, [properties], length, [status], payload.
   async onSubgroup(rd, type) {
     const alias = await rd.vi();
     const group = await rd.vi();
     const mode = (type >> 1) & 3;
     let subgroup = mode === 2 ? await rd.vi() : mode === 0 ? 0 : null;
     const priority = type & 0x20 ? null : await rd.u8();
+    if (this.refused.has(alias)) return rd.cancel(CANCELLED); // draft-14 §9.13: STOP_SENDING
     const subs = await this.track(alias);
     if (!subs) return rd.cancel(CANCELLED); // unknown alias (§11.4.2: MAY abandon the stream)
     subs.forEach((s) => s.streamOpened());
@@ -351,7 +673,7 @@ export class Session {
       for (let id = null; !(await rd.done()); ) {
         id = id === null ? await rd.vi() : add(id, await rd.vi(), 1);
         subgroup ??= id;
-        const properties = type & 0x01 ? new Buf(await rd.bytes(await rd.vi())).kvps() : [];
+        const properties = type & 0x01 ? new Buf(await rd.bytes(await rd.vi()), this.v).kvps() : [];
         const length = await rd.vi();
         const status = length === 0 ? await rd.vi() : 0;
         const payload = await rd.bytes(length);
@@ -363,17 +685,20 @@ export class Session {
     }
   }
 
-  // OBJECT_DATAGRAM (§11.3.1). Type bits: 0x01 properties, 0x02 end of group, 0x04 object ID
-  // 0 (no field), 0x08 default priority (no field), 0x20 status instead of payload.
+  // OBJECT_DATAGRAM (draft-19 §11.3.1, draft-14 §10.3.1). Type bits: 0x01 properties, 0x02 end
+  // of group, 0x04 object ID 0 (no field), 0x08 default priority (no field; draft-19 only),
+  // 0x20 status instead of payload.
   onDatagram(b) {
     const type = b.vi();
-    if (type === 0x132b3e29) return; // PADDING datagram (§11.5)
-    if (typeof type !== "number" || type & ~0x2f || (type & 0x22) === 0x22) throw new ProtocolError(`invalid datagram type 0x${type.toString(16)}`);
+    if (type === 0x132b3e29 && this.v.padding) return; // PADDING datagram (draft-19 §11.5)
+    // draft-19 §11.3, draft-14 §10: an unknown datagram type MUST close the session.
+    if (typeof type !== "number" || !this.v.datagramType(type)) throw new ProtocolError(`invalid datagram type 0x${type.toString(16)}`);
     const alias = b.vi();
     const group = b.vi();
     const id = type & 0x04 ? 0 : b.vi();
     const priority = type & 0x08 ? null : b.u8();
-    const properties = type & 0x01 ? new Buf(b.lenBytes()).kvps() : [];
+    const properties = type & 0x01 ? new Buf(b.lenBytes(), this.v).kvps() : [];
+    // draft-19 §11.3.1, draft-14 §10.3.1: Extensions Present with Length 0 MUST be a PROTOCOL_VIOLATION.
     if (type & 0x01 && !properties.length) throw new ProtocolError("datagram with empty properties");
     const status = type & 0x20 ? b.vi() : 0;
     const payload = type & 0x20 ? new Uint8Array(0) : b.bytes(b.left()).slice();
@@ -383,11 +708,20 @@ export class Session {
 
   /** Hands an object to the subscriptions on its alias; false if none wants it any more. */
   deliver(subs, o) {
-    if (![0, 3, 4].includes(o.status)) throw new ProtocolError(`object status ${o.status}`);
-    if (o.status && (o.properties.length || o.payload.length)) throw new ProtocolError("status object with properties or payload");
+    this.checkStatus(o);
     const live = [...subs].filter((s) => !s.cancelled);
     for (const s of live) s.queue.push({ ...o, priority: o.priority ?? s.priority });
     return live.length > 0;
+  }
+
+  // draft-19 §11.2.1.1: an unknown status, or a status object with properties or payload, is a
+  // violation; draft-14 §10.2.1.1-2: status objects have no payload, Object Does Not Exist no
+  // extensions (MUST close with PROTOCOL_VIOLATION).
+  checkStatus(o) {
+    if (!this.v.statuses.includes(o.status)) throw new ProtocolError(`object status ${o.status}`);
+    if (o.status && (o.payload.length || (o.properties.length && !this.v.statusProperties.includes(o.status)))) {
+      throw new ProtocolError("status object with properties or payload");
+    }
   }
 
   /** The subscriptions using `alias`, waiting up to 2 s for a SUBSCRIBE_OK still in flight. */
@@ -401,28 +735,62 @@ export class Session {
     return this.aliases.get(alias);
   }
 
-  /** Opens a request stream and sends message `type` with body `body(requestId)`. */
-  async request(type, body) {
+  /**
+   * Starts a request: message `type` with body `body(requestId)`; `cancelBody` is draft-14's
+   * cancel message body (default: the Request ID). Draft-19 opens a request stream (§3.3);
+   * draft-14 sends it on the control stream and reads its answers by Request ID (§9.1).
+   */
+  async request(type, body, cancelBody = null) {
     if (this.error) throw this.error;
+    if (this.v.control === "single") return this.routeRequest(type, body, cancelBody);
     const id = this.nextRequestId;
     this.nextRequestId += 2;
     const stream = await this.wt.createBidirectionalStream();
     const writer = stream.writable.getWriter();
-    await writer.write(frame(type, body(id)));
-    const rd = new StreamReader(stream.readable);
+    await writer.write(frame(this.v, type, body(id)));
+    const rd = new StreamReader(stream.readable, this.v);
     const cancel = () => { writer.abort(streamError(CANCELLED)).catch(() => {}); rd.cancel(CANCELLED); }; // §3.3.3
     const finish = () => writer.close().catch(() => {}); // our FIN once the server has FINed (§3.3.2)
-    return { id, rd, cancel, finish };
+    return { id, type, rd, cancel, finish };
   }
 
-  /** Reads the first response of a request: `okType` (read by `parseOk`) or REQUEST_ERROR. */
+  async routeRequest(type, body, cancelBody) {
+    // draft-14 §9.5: a Request ID at or above the server's MAX_REQUEST_ID is not allowed: wait
+    // for more, saying REQUESTS_BLOCKED once per limit (§9.6).
+    while (this.nextRequestId >= this.peerMaxRequestId && !this.error) {
+      if (this.blockedAt !== this.peerMaxRequestId) {
+        this.blockedAt = this.peerMaxRequestId;
+        this.send(this.v.msg.REQUESTS_BLOCKED, this.out().int(this.peerMaxRequestId).b);
+      }
+      await new Promise((resolve) => this.creditWaiters.push(resolve));
+    }
+    if (this.error) throw this.error;
+    const id = this.nextRequestId;
+    this.nextRequestId += 2;
+    const route = { rd: new RouteReader(), peerDone: false, over: false };
+    this.routes.set(id, route);
+    this.send(type, body(id));
+    const forget = () => { this.routes.delete(id); this.prefixes.delete(id); route.rd.cancel(); };
+    const cancel = () => {
+      forget();
+      if (route.peerDone || route.over || this.error) return;
+      route.over = true;
+      this.send(this.v.cancels[type], cancelBody ?? this.out().int(id).b);
+    };
+    return { id, type, rd: route.rd, cancel, finish: forget };
+  }
+
+  /** Reads the first response of a request: `okType` (read by `parseOk`) or its error message. */
   async response(req, okType, parseOk) {
-    try { // the server FINs after REQUEST_ERROR; we cancel either way
+    try { // draft-19: the server FINs after REQUEST_ERROR; we cancel either way
       if (await req.rd.done()) throw new MoqError(0, "request stream ended without a response");
       const { type, body } = await req.rd.message();
-      if (type === MSG.REQUEST_ERROR) {
-        const [code, retryInterval, reason] = [body.vi(), body.vi(), body.text(1024)];
-        throw new MoqError(code, reason, { retryInterval }); // (a REDIRECT's details are not read)
+      const error = this.v.errors(req.type);
+      if (type === error.type) {
+        const code = body.vi();
+        const retryInterval = error.retry ? body.vi() : undefined;
+        const reason = body.text(1024);
+        throw new MoqError(code, reason, { retryInterval, names: error.names }); // (a REDIRECT's details are not read)
       }
       if (type !== okType) throw new ProtocolError(`first response 0x${type.toString(16)}`);
       parseOk(body);
@@ -437,37 +805,52 @@ export class Session {
   }
 
   /**
-   * SUBSCRIBE_NAMESPACE (§10.18) for `prefix` (fields; [] = everything). Namespaces only: draft-19
-   * has no Subscribe Options; tracks would come from SUBSCRIBE_TRACKS (0x51), which we don't send.
-   * Resolves after REQUEST_OK to an async iterable of {type: "added"|"removed", namespace, suffix};
-   * rejects with a MoqError on REQUEST_ERROR. `cancel()` (or leaving a for-await loop) cancels.
+   * SUBSCRIBE_NAMESPACE (draft-19 §10.18, draft-14 §9.28) for `prefix` (fields; [] =
+   * everything, draft-19 only). Namespaces only: draft-19 has no Subscribe Options; tracks
+   * would come from SUBSCRIBE_TRACKS (0x51), which we don't send (draft-14's PUBLISHes are
+   * refused). Resolves after REQUEST_OK (SUBSCRIBE_NAMESPACE_OK) to an async iterable of
+   * {type: "added"|"removed", namespace, suffix}; rejects with a MoqError on an error answer,
+   * or, in draft-14, for an empty prefix (codeName "EMPTY_PREFIX"). `cancel()` (or leaving a
+   * for-await loop) cancels.
    */
   async subscribeNamespace(prefix = []) {
-    const req = await this.request(MSG.SUBSCRIBE_NAMESPACE, (id) => {
-      const out = [];
-      putVi(out, id);
-      putNamespace(out, prefix);
-      putVi(out, 0); // Number of Parameters
-      return out;
-    });
+    // draft-14 §9.28: a prefix of 0 fields MUST close the session: we do not send one.
+    if (prefix.length < this.v.minFields) {
+      throw new MoqError(null, `draft-${this.v.draft} cannot subscribe to every namespace: give a prefix`, { codeName: "EMPTY_PREFIX" });
+    }
+    const req = await this.request(this.v.msg.SUBSCRIBE_NAMESPACE, (id) => {
+      if (this.v.control === "single") this.prefixes.set(id, prefix);
+      return this.out().int(id).namespace(prefix).int(0).b; // Number of Parameters
+    }, this.out().namespace(prefix).b); // UNSUBSCRIBE_NAMESPACE names the prefix (draft-14 §9.31)
     const q = new Queue(() => req.cancel());
     q.cancel = () => q.return();
-    await this.guard(() => this.response(req, MSG.REQUEST_OK, (body) => {
+    await this.guard(() => this.response(req, this.v.msg.SUBSCRIBE_NAMESPACE_OK, (body) => {
+      if (this.v.inline) return; // draft-14 §9.29: the Request ID alone
       body.params();
       if (body.left()) throw new ProtocolError("SUBSCRIBE_NAMESPACE_OK with track properties");
     }));
+    // draft-14 §9.28: the server sends only the PUBLISH_NAMESPACEs it has not sent this session
+    // yet; those it sent before (to an earlier prefix) are this request's too.
+    for (const namespace of this.announced.values()) this.namespaceEvent(namespace, "added");
     this.pump(req, q, async () => {
       const active = new Map();
       const event = (type, suffix) => q.push({ type, namespace: [...prefix, ...suffix], suffix });
+      const m = this.v.msg;
       while (!(await req.rd.done())) {
-        const { type, body } = await req.rd.message();
-        if (type !== MSG.NAMESPACE && type !== MSG.NAMESPACE_DONE) throw new ProtocolError(`message 0x${type.toString(16)} after SUBSCRIBE_NAMESPACE`);
-        const suffix = body.namespace();
-        body.end("NAMESPACE");
+        const { type, body, suffix: given } = await req.rd.message();
+        // draft-14's PUBLISH_NAMESPACE / _DONE come as events (namespaceEvent); draft-19's as messages.
+        const kind = given ? type : type === m.NAMESPACE ? "added" : type === m.NAMESPACE_DONE ? "removed" : null;
+        if (!kind) throw new ProtocolError(`message 0x${type.toString(16)} after SUBSCRIBE_NAMESPACE`);
+        const suffix = given ?? body.namespace();
+        body?.end("NAMESPACE");
         const key = JSON.stringify(suffix);
-        if (type === MSG.NAMESPACE_DONE && !active.delete(key)) throw new ProtocolError("NAMESPACE_DONE before NAMESPACE");
-        if (type === MSG.NAMESPACE) active.set(key, suffix);
-        event(type === MSG.NAMESPACE ? "added" : "removed", suffix);
+        // draft-19 §10.18: NAMESPACE_DONE before its NAMESPACE is a PROTOCOL_VIOLATION.
+        if (kind === "removed" && !active.delete(key)) {
+          if (given) continue; // draft-14: withdrawn before this request saw it (announced to an earlier one)
+          throw new ProtocolError("NAMESPACE_DONE before NAMESPACE");
+        }
+        if (kind === "added") active.set(key, suffix);
+        event(kind, suffix);
       }
       active.forEach((suffix) => event("removed", suffix)); // FIN: every namespace is done (§10.18)
       q.end();
@@ -476,32 +859,48 @@ export class Session {
   }
 
   /**
-   * SUBSCRIBE (§10.7) to `track` in `namespace` (fields). Resolves after SUBSCRIBE_OK to a
-   * Subscription, an async iterable of objects {group, subgroup, id, priority, status,
-   * properties, payload} (status 0 normal, 3 end of group, 4 end of track) that ends after
-   * PUBLISH_DONE (then see `.done`) and throws when the request or the session fails. Rejects
-   * with a MoqError on REQUEST_ERROR. Options: `filter` "largest" | "next-group" (LOCATION_FILTER;
-   * default: none, unfiltered), `priority` (SUBSCRIBER_PRIORITY 0-255).
+   * SUBSCRIBE (draft-19 §10.7, draft-14 §9.7) to `track` in `namespace` (fields). Resolves
+   * after SUBSCRIBE_OK to a Subscription, an async iterable of objects {group, subgroup, id,
+   * priority, status, properties, payload} (status 0 normal, 3 end of group, 4 end of track;
+   * draft-14 also 1, does not exist) that ends after PUBLISH_DONE (then see `.done`) and throws
+   * when the request or the session fails. Rejects with a MoqError on REQUEST_ERROR
+   * (SUBSCRIBE_ERROR). Options: `filter` "largest" | "next-group" (default: none, unfiltered),
+   * `priority` (SUBSCRIBER_PRIORITY 0-255).
    */
   async subscribe(namespace, track, { filter, priority } = {}) {
-    const req = await this.request(MSG.SUBSCRIBE, (id) => {
-      const out = [];
-      putVi(out, id);
-      putNamespace(out, namespace);
-      putBytes(out, enc.encode(track));
-      putVi(out, (priority !== undefined) + !!filter);
-      if (priority !== undefined) out.push(0x20, priority & 0xff); // SUBSCRIBER_PRIORITY
-      if (filter) out.push(priority !== undefined ? 0x01 : 0x21, 1, filter === "next-group" ? 0x1 : 0x2);
-      return out;
+    const req = await this.request(this.v.msg.SUBSCRIBE, (id) => {
+      const out = this.out().int(id).namespace(namespace).text(track);
+      if (this.v.inline) {
+        // draft-14 §9.7: Subscriber Priority, Group Order (0: the publisher's), Forward 1, Filter
+        // Type (unfiltered = AbsoluteStart {0, 0}), no parameters.
+        out.u8(priority ?? 128).u8(0).u8(1);
+        if (filter) out.int(filter === "next-group" ? 0x1 : 0x2);
+        else out.int(0x3).int(0).int(0);
+        return out.int(0).b;
+      }
+      out.int((priority !== undefined) + !!filter);
+      if (priority !== undefined) out.u8(0x20).u8(priority); // SUBSCRIBER_PRIORITY
+      if (filter) out.u8(priority !== undefined ? 0x01 : 0x21).u8(1).u8(filter === "next-group" ? 0x1 : 0x2);
+      return out.b;
     });
     const sub = new Subscription(this, req, JSON.stringify([namespace, track]));
-    sub.requestId = req.id;
+    Object.assign(sub, { requestId: req.id, subscriberPriority: priority });
     await this.guard(async () => {
-      await this.response(req, MSG.SUBSCRIBE_OK, (body) => {
+      await this.response(req, this.v.msg.SUBSCRIBE_OK, (body) => {
         sub.alias = body.vi();
-        sub.params = body.params();
-        sub.largest = sub.params[0x09] ?? null;
-        sub.properties = body.kvps(); // Track Properties
+        if (this.v.inline) {
+          // draft-14 §9.8: Expires, Group Order (1 or 2), Content Exists, [Largest Location], Parameters.
+          body.vi();
+          const order = body.u8();
+          if (order < 1 || order > 2) throw new ProtocolError(`SUBSCRIBE_OK Group Order ${order}`);
+          sub.largest = body.flag("SUBSCRIBE_OK Content Exists") ? { group: body.vi(), object: body.vi() } : null;
+          sub.params = body.params();
+          sub.properties = [];
+        } else {
+          sub.params = body.params();
+          sub.largest = sub.params[0x09] ?? null;
+          sub.properties = body.kvps(); // Track Properties
+        }
         sub.priority = sub.properties.find((p) => p.type === 0x0e)?.value ?? 128; // DEFAULT_PUBLISHER_PRIORITY
       });
       const same = this.aliases.get(sub.alias) ?? new Set(); // (§11.1: one alias, one track)
@@ -509,6 +908,7 @@ export class Session {
         this.fail(DUPLICATE_TRACK_ALIAS, `alias ${sub.alias} names two tracks`);
         throw this.error;
       }
+      this.refused.delete(sub.alias);
       this.aliases.set(sub.alias, same.add(sub));
       (this.aliasWaiters.get(sub.alias) ?? []).forEach((w) => w());
       this.aliasWaiters.delete(sub.alias);
@@ -516,8 +916,8 @@ export class Session {
     this.pump(req, sub.queue, async () => {
       if (await req.rd.done()) throw new MoqError(0, "the subscription ended without PUBLISH_DONE");
       const { type, body } = await req.rd.message();
-      if (type === MSG.GOAWAY) throw new MoqError(0x6, "GOAWAY for this subscription");
-      if (type !== MSG.PUBLISH_DONE) throw new ProtocolError(`message 0x${type.toString(16)} after SUBSCRIBE_OK`);
+      if (type === this.v.msg.GOAWAY) throw new MoqError(0x6, "GOAWAY for this subscription");
+      if (type !== this.v.msg.PUBLISH_DONE) throw new ProtocolError(`message 0x${type.toString(16)} after SUBSCRIBE_OK`);
       sub.done = { code: body.vi(), streamCount: body.vi(), reason: body.text(1024) };
       body.end("PUBLISH_DONE");
       if (!(await req.rd.done())) throw new ProtocolError("a message after PUBLISH_DONE");
@@ -527,19 +927,15 @@ export class Session {
   }
 
   /**
-   * Standalone FETCH (§10.12.1) of `track` in `namespace` from `start` to `end` ({group, object};
-   * `end` is the last object plus 1, object 0 = the whole group). Resolves after FETCH_OK to a
-   * Fetch, an async iterable of the objects {group, subgroup, id, priority, properties,
-   * payload} in ascending order, which ends when the data stream ends (FIN); `.ok` is
-   * {endOfTrack, end, properties}. Rejects with a MoqError on REQUEST_ERROR.
+   * Standalone FETCH (draft-19 §10.12.1, draft-14 §9.16.1) of `track` in `namespace` from
+   * `start` to `end` ({group, object}; `end` is the last object plus 1, object 0 = the whole
+   * group). Resolves after FETCH_OK to a Fetch, an async iterable of the objects {group,
+   * subgroup, id, priority, properties, payload} in ascending order, which ends when the data
+   * stream ends (FIN); `.ok` is {endOfTrack, end, properties}. Rejects with a MoqError on
+   * REQUEST_ERROR (FETCH_ERROR).
    */
   async fetch(namespace, track, { start, end }) {
-    return this.startFetch(0x1, (out) => {
-      putNamespace(out, namespace);
-      putBytes(out, enc.encode(track));
-      putVi(out, start.group); putVi(out, start.object);
-      putVi(out, end.group); putVi(out, end.object);
-    });
+    return this.startFetch(0x1, (out) => out.namespace(namespace).text(track).int(start.group).int(start.object).int(end.group).int(end.object));
   }
 
   /**
@@ -548,28 +944,28 @@ export class Session {
    * `start`) or Absolute (type 0x3, from group `start`), up to its Joining Location (§10.12.2.1).
    */
   async joiningFetch(subscription, { start = 0, absolute = false } = {}) {
-    return this.startFetch(absolute ? 0x3 : 0x2, (out) => { putVi(out, subscription.requestId); putVi(out, start); });
+    return this.startFetch(absolute ? 0x3 : 0x2, (out) => out.int(subscription.requestId).int(start), subscription.subscriberPriority);
   }
 
-  async startFetch(fetchType, body) {
+  async startFetch(fetchType, body, priority) {
     const f = new Fetch(this);
-    const req = await this.request(MSG.FETCH, (id) => {
+    const req = await this.request(this.v.msg.FETCH, (id) => {
       this.fetches.set(id, f); // before the FETCH leaves: its data stream may come at once
-      const out = [];
-      putVi(out, id);
-      putVi(out, fetchType);
-      body(out);
-      putVi(out, 0); // Number of Parameters (GROUP_ORDER omitted: Ascending, §10.2.7)
-      return out;
+      const out = this.out().int(id);
+      if (this.v.inline) out.u8(priority ?? 128).u8(0x1); // draft-14 §9.16.3: Subscriber Priority, Group Order Ascending
+      body(out.int(fetchType));
+      return out.int(0).b; // Number of Parameters (draft-19: GROUP_ORDER omitted: Ascending, §10.2.7)
     }).catch((e) => { f.close(); throw e; });
     Object.assign(f, { req, requestId: req.id });
     try {
-      await this.guard(() => this.response(req, MSG.FETCH_OK, (b) => {
+      await this.guard(() => this.response(req, this.v.msg.FETCH_OK, (b) => {
+        // draft-14 §9.17: Group Order first (1 or 2; anything else is a protocol error).
+        if (this.v.inline && ![1, 2].includes(b.u8())) throw new ProtocolError("FETCH_OK Group Order");
         const endOfTrack = b.u8();
         if (endOfTrack > 1) throw new ProtocolError(`FETCH_OK End Of Track ${endOfTrack}`);
         const end = { group: b.vi(), object: b.vi() };
         const params = b.params();
-        f.ok = { endOfTrack: endOfTrack === 1, end, params, properties: b.kvps() };
+        f.ok = { endOfTrack: endOfTrack === 1, end, params, properties: this.v.inline ? [] : b.kvps() };
       }));
     } catch (e) { f.close(); throw e; }
     this.pump(req, f.queue, async () => {
@@ -578,10 +974,11 @@ export class Session {
     return f;
   }
 
-  // A fetch data stream (§11.4.4): FETCH_HEADER's Request ID, then objects whose Serialization
-  // Flags say which fields are present: 0x03 subgroup mode (0: zero, 1: prior, 2: prior + 1,
-  // 3: field), 0x04 Object ID Delta, 0x08 Group ID Delta, 0x10 priority, 0x20 properties,
-  // 0x40 datagram (no subgroup); 0x8C / 0x10C End of Non-Existent / Unknown Range.
+  // A fetch data stream (draft-19 §11.4.4): FETCH_HEADER's Request ID, then objects whose
+  // Serialization Flags say which fields are present: 0x03 subgroup mode (0: zero, 1: prior,
+  // 2: prior + 1, 3: field), 0x04 Object ID Delta, 0x08 Group ID Delta, 0x10 priority, 0x20
+  // properties, 0x40 datagram (no subgroup); 0x8C / 0x10C End of Non-Existent / Unknown Range.
+  // draft-14 §10.4.4: every field explicit, and an Object Status after a zero length.
   async onFetchStream(rd) {
     const requestId = await rd.vi();
     const f = this.fetches.get(requestId);
@@ -596,6 +993,18 @@ export class Session {
     };
     try {
       while (!(await rd.done())) {
+        if (this.v.inline) {
+          const [group, subgroup, id, priority] = [await rd.vi(), await rd.vi(), await rd.vi(), await rd.u8()];
+          const properties = new Buf(await rd.bytes(await rd.vi()), this.v).kvps();
+          const length = await rd.vi();
+          if (typeof length !== "number" || length > 1 << 28) throw new ProtocolError(`object of ${length} bytes`);
+          const status = length === 0 ? await rd.vi() : 0;
+          const o = { group, subgroup, id, priority, status, properties, payload: await rd.bytes(length), fetched: true };
+          this.checkStatus(o);
+          if (f.cancelled) return rd.cancel(CANCELLED);
+          f.queue.push(o);
+          continue;
+        }
         const flags = await rd.vi();
         const range = flags === 0x8c || flags === 0x10c;
         // draft-19 §11.4.4: any other value of 128 or more is a PROTOCOL_VIOLATION.
@@ -616,7 +1025,7 @@ export class Session {
         [prior.group, prior.object] = [group, id];
         if (range) { f.ranges.push({ kind: flags === 0x8c ? "non-existent" : "unknown", group, id }); continue; }
         const priority = bits & 0x10 ? await rd.u8() : need(prior.priority, "priority");
-        const properties = bits & 0x20 ? new Buf(await rd.bytes(await rd.vi())).kvps() : [];
+        const properties = bits & 0x20 ? new Buf(await rd.bytes(await rd.vi()), this.v).kvps() : [];
         const length = await rd.vi();
         if (typeof length !== "number" || length > 1 << 28) throw new ProtocolError(`object of ${length} bytes`);
         const payload = await rd.bytes(length);
@@ -634,11 +1043,12 @@ export class Session {
   }
 
   /**
-   * Joins `track` at its latest group (draft-19 §5.1.5, "Joining an Ongoing Track"): SUBSCRIBE
-   * with the Largest Object filter, then a Relative Joining FETCH with Joining Start 0, which
-   * returns the current group from object 0 up to the Joining Location. Resolves to a Joined:
-   * an async iterable of the fetched objects first, then the subscription's. A track with no
-   * objects yet (no LARGEST_OBJECT; or INVALID_RANGE to the FETCH) is the subscription alone.
+   * Joins `track` at its latest group (draft-19 §5.1.5, "Joining an Ongoing Track"; draft-14
+   * §9.16.2): SUBSCRIBE with the Largest Object filter, then a Relative Joining FETCH with
+   * Joining Start 0, which returns the current group from object 0 up to the Joining Location.
+   * Resolves to a Joined: an async iterable of the fetched objects first, then the
+   * subscription's. A track with no objects yet (no LARGEST_OBJECT; or INVALID_RANGE /
+   * NO_OBJECTS to the FETCH) is the subscription alone.
    */
   async join(namespace, track, { priority } = {}) {
     const sub = await this.subscribe(namespace, track, { filter: "largest", priority });
@@ -646,7 +1056,7 @@ export class Session {
     if (sub.largest) {
       try { fetch = await this.joiningFetch(sub, { start: 0 }); }
       catch (e) {
-        if (e?.session || e?.code !== INVALID_RANGE) { sub.cancel(); throw e; }
+        if (e?.session || !["INVALID_RANGE", "NO_OBJECTS"].includes(e?.codeName)) { sub.cancel(); throw e; }
       }
     }
     return new Joined(sub, fetch);
@@ -709,7 +1119,7 @@ export function property(properties, type) {
   for (const p of properties) {
     if (p.type !== 0xb) continue;
     try {
-      const inner = new Buf(p.value).kvps().find((q) => q.type === type);
+      const inner = new Buf(p.value, p.v).kvps().find((q) => q.type === type);
       if (inner) return inner.value;
     } catch { /* a malformed Immutable Properties value holds nothing we can read */ }
   }

@@ -4,7 +4,8 @@
 // on a canvas and audio played through Web Audio. No dependencies, no build step.
 //
 // Joining: every track is read with moq.js's `join`: SUBSCRIBE with the Largest Object filter
-// plus a Relative Joining FETCH with Joining Start 0 (draft-19 §5.1.5). For the catalog that is
+// plus a Relative Joining FETCH with Joining Start 0 (draft-19 §5.1.5; the same in draft-14,
+// §9.16.2, which moq.js speaks over Firefox ESR's WebTransport). For the catalog that is
 // what MSF asks ("SUBSCRIBE with a Joining FETCH (offset = 0)"): the latest independent
 // catalog, then its deltas and later catalogs. For video and audio it is the current group from
 // its first object (a keyframe, which carries VIDEO_CONFIG / AUDIO_CONFIG) and then the live

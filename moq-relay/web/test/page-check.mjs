@@ -5,9 +5,12 @@
 //   node page-check.mjs --page 'http://localhost:8080/?url=https://localhost:4443/&fingerprint=HEX' \
 //     [--expect-namespace a/b] [--expect-objects N] [--expect-gone] [--ready-file FILE] \
 //     [--screenshot out.png] [--timeout-ms 30000] [--browser chromium|firefox]
-//     [--no-webtransport] [--expect-transport webtransport|websocket] [--expect-error REGEX]
+//     [--no-webtransport] [--expect-transport webtransport|websocket] [--expect-version N]
+//     [--expect-error REGEX]
 //
-// Steps, each within the timeout: #status starts "connected moqt-19"; then the namespace li
+// Steps, each within the timeout: #status starts "connected " (then the protocol and the draft:
+// moqt-19, or moq-00 = draft-14 over a WebTransport that negotiated no protocol, as Firefox
+// ESR's; --expect-version checks the draft, #transport's data-version); then the namespace li
 // (data-namespace="a/b") is listed; then at least N objects are in #objects. Then the
 // screenshot is taken and, if given, FILE is created: the "ready" signal. With --expect-gone
 // the script then waits for the namespace's li to disappear: the caller waits for FILE, stops
@@ -31,7 +34,7 @@ for (let i = 2; i < process.argv.length; i++) {
   const flag = process.argv[i].replace(/^--/, "").replace(/-(.)/g, (_, c) => c.toUpperCase());
   args[flag] = flag === "expectGone" || flag === "noWebtransport" ? true : process.argv[++i];
 }
-const seen = { ok: false, status: "", transport: null, namespaces: [], objects: 0, last: [], gone: null, error: null };
+const seen = { ok: false, status: "", transport: null, version: null, namespaces: [], objects: 0, last: [], gone: null, error: null };
 const report = (ok) => {
   seen.ok = ok;
   console.log(JSON.stringify(seen));
@@ -55,6 +58,7 @@ try {
       const state = await page.evaluate(() => ({
         status: document.querySelector("#status")?.textContent ?? "",
         transport: document.querySelector("#transport")?.dataset.transport ?? null,
+        version: Number(document.querySelector("#transport")?.dataset.version) || null,
         namespaces: [...document.querySelectorAll("#namespaces li")].map((li) => li.dataset.namespace),
         objects: document.querySelectorAll("#objects li").length,
         last: [...document.querySelectorAll("#objects li")].slice(-3).map((li) => `${li.dataset.group}/${li.dataset.object} ${li.textContent}`),
@@ -73,8 +77,9 @@ try {
       if (!new RegExp(args.expectError).test(seen.status)) throw new Error(`status "${seen.status}" does not match /${args.expectError}/`);
       if (args.screenshot) await page.screenshot(args.screenshot, true);
     } else {
-      await until("connection", (s) => s.status.startsWith("connected moqt-19"));
+      await until("connection", (s) => s.status.startsWith("connected "));
       if (args.expectTransport && seen.transport !== args.expectTransport) throw new Error(`the page shows transport ${seen.transport}, expected ${args.expectTransport}`);
+      if (args.expectVersion && seen.version !== Number(args.expectVersion)) throw new Error(`the page shows draft-${seen.version}, expected draft-${args.expectVersion}`);
       if (args.expectNamespace) await until(`namespace ${args.expectNamespace}`, (s) => s.namespaces.includes(args.expectNamespace));
       if (args.expectObjects) await until(`${args.expectObjects} objects`, (s) => s.objects >= Number(args.expectObjects));
       if (args.screenshot) await page.screenshot(args.screenshot, true);

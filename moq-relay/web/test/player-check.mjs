@@ -8,11 +8,12 @@
 //     [--screenshot docs/media/player.png] [--timeout-ms 30000] [--browser chromium|firefox]
 //   node player-check.mjs --page 'http://localhost:8080/?play=live/hevc' --expect-unsupported hev1
 //   node player-check.mjs --page 'http://localhost:8080/?play=live/bad' --expect-error 'not JSON'
-//   ... [--no-webtransport] [--expect-transport websocket|webtransport]
+//   ... [--no-webtransport] [--expect-transport websocket|webtransport] [--expect-version N]
 //
 // --no-webtransport: each page has no WebTransport (removed before its scripts run), so it
 // plays over its WebSocket fallback (QMux); --expect-transport: every page must say it uses
-// that transport (window.transport) before it is checked.
+// that transport (window.transport) before it is checked; --expect-version: and that draft
+// (window.moqVersion: 19, or 14 over Firefox ESR's WebTransport, which negotiates no protocol).
 //
 // Playing (default): `--viewers` pages open at once; each must decode a first video frame
 // within the timeout. After `--late-after-ms` one more page opens (the late viewer). Then
@@ -42,7 +43,7 @@ for (let i = 2; i < process.argv.length; i++) {
   const flag = process.argv[i].replace(/^--/, "").replace(/-(.)/g, (_, c) => c.toUpperCase());
   args[flag] = flag === "noWebtransport" ? true : process.argv[++i];
 }
-const result = { ok: false, transport: null, viewers: [], late: null, unsupported: null, error: null };
+const result = { ok: false, transport: null, version: null, viewers: [], late: null, unsupported: null, error: null };
 const finish = (ok) => {
   result.ok = ok;
   console.log(JSON.stringify(result));
@@ -101,10 +102,11 @@ try {
     page.onPageError((message) => logs.push(`${name} pageerror: ${message}`));
     if (args.noWebtransport) await withoutWebTransport(page);
     await page.goto(args.page, 30000);
-    if (args.expectTransport) {
+    if (args.expectTransport || args.expectVersion) {
       await page.waitForFunction(() => window.transport, Number(args.timeoutMs));
-      result.transport = await page.evaluate(() => window.transport);
-      if (result.transport !== args.expectTransport) throw new Error(`${name} plays over ${result.transport}, expected ${args.expectTransport}`);
+      [result.transport, result.version] = await page.evaluate(() => [window.transport, window.moqVersion]);
+      if (args.expectTransport && result.transport !== args.expectTransport) throw new Error(`${name} plays over ${result.transport}, expected ${args.expectTransport}`);
+      if (args.expectVersion && result.version !== Number(args.expectVersion)) throw new Error(`${name} speaks draft-${result.version}, expected draft-${args.expectVersion}`);
     }
     return page;
   };
