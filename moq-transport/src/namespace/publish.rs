@@ -441,10 +441,10 @@ async fn accept_publish_namespace(
         (*req).refuse(e).await?;
         return Ok(None);
     }
-    let registration = match route {
-        Some(route) => core.config().announced.publish_routed(ns.clone(), route),
-        None => core.config().announced.publish(ns.clone()),
-    };
+    let registration = core
+        .config()
+        .announced
+        .register(ns.clone(), route.map(Box::new));
     let accepted = state.accept(registration);
     req.send(RequestOk::default()).await?;
     tracing::debug!(namespace = %ns, "PUBLISH_NAMESPACE accepted");

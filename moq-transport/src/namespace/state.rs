@@ -11,7 +11,7 @@ use moq_core::codes::{RequestErrorCode, StreamResetCode};
 use moq_core::message::RequestError;
 use parking_lot::Mutex;
 
-use crate::index::{NamespaceRegistration, PrefixTrie};
+use crate::index::{PrefixTrie, RegistrationKey};
 use crate::session::SessionCore;
 
 /// The prefixes of the peer's live requests of one kind. Two of them may not overlap: equal, a
@@ -99,16 +99,16 @@ impl Drop for Slot<'_> {
 }
 
 /// An accepted PUBLISH_NAMESPACE of the peer: its registration in the session's `announced`
-/// index (which holds the namespace, so it is kept once) and, so the application can revoke
-/// it, its serving future's waker (a oneshot was ~80 bytes apart). Revoked, its code is in
-/// [`AnnouncedSlots::revoked`].
+/// index (which holds the namespace, so it is kept once; the index is the session's, so a
+/// key) and, so the application can revoke it, its serving future's waker (a oneshot was ~80
+/// bytes apart). Revoked, its code is in [`AnnouncedSlots::revoked`].
 #[derive(Debug)]
 struct Announced {
-    registration: NamespaceRegistration,
+    registration: RegistrationKey,
     waker: Option<Waker>,
 }
 
-/// The accepted PUBLISH_NAMESPACEs, in slots reused as they free up. A slot is 48 bytes; a
+/// The accepted PUBLISH_NAMESPACEs, in slots reused as they free up. A slot is 40 bytes; a
 /// hash map by key was ~115 bytes an entry at a thousand (it doubles once 7/8 full, and keeps
 /// the key).
 #[derive(Debug, Default)]
@@ -143,8 +143,8 @@ impl AnnouncedSlots {
         self.slots.get_mut(i)?.as_mut()
     }
 
-    /// Empties slot `i`; what it held, to be dropped outside the lock (its registration's drop
-    /// takes the index's).
+    /// Empties slot `i`; what it held, its registration to be ended outside the lock (that takes
+    /// the index's).
     fn remove(&mut self, i: usize) -> Option<Announced> {
         let a = self.slots.get_mut(i).and_then(Option::take)?;
         self.revoked.remove(&i);
@@ -204,9 +204,10 @@ impl NamespaceState {
         })
     }
 
-    /// Records an accepted PUBLISH_NAMESPACE, keeping its `registration`, until the guard
-    /// drops; [`AcceptedGuard::poll_revoked`] tells if the application revokes it.
-    pub(crate) fn accept(self: &Arc<Self>, registration: NamespaceRegistration) -> AcceptedGuard {
+    /// Records an accepted PUBLISH_NAMESPACE, keeping its `registration` in the session's
+    /// `announced` index (ended with the slot), until the guard drops;
+    /// [`AcceptedGuard::poll_revoked`] tells if the application revokes it.
+    pub(crate) fn accept(self: &Arc<Self>, registration: RegistrationKey) -> AcceptedGuard {
         let slot = self.announced.lock().insert(Announced {
             registration,
             waker: None,
@@ -274,7 +275,9 @@ impl NamespaceState {
     /// Forgets the accepted PUBLISH_NAMESPACE in `slot`, which leaves the `announced` index.
     fn release(&self, slot: AcceptedSlot) {
         let removed = self.announced.lock().remove(slot.index());
-        drop(removed);
+        if let Some(a) = removed {
+            self.core.config().announced.unregister(a.registration);
+        }
     }
 }
 
@@ -346,7 +349,7 @@ mod tests {
 
     fn announced(index: &NamespaceIndex, name: &str) -> Announced {
         Announced {
-            registration: index.publish(TrackNamespace::from_strs([name]).unwrap()),
+            registration: index.register(TrackNamespace::from_strs([name]).unwrap(), None),
             waker: None,
         }
     }
@@ -359,7 +362,7 @@ mod tests {
         let a = s.insert(announced(&index, "a"));
         let b = s.insert(announced(&index, "b"));
         assert_eq!((a, b, s.len), (0, 1, 2));
-        assert!(s.remove(a).is_some());
+        index.unregister(s.remove(a).unwrap().registration);
         assert!(s.remove(a).is_none());
         assert_eq!(s.len, 1, "removing twice counts once");
         assert!(!index.contains(&TrackNamespace::from_strs(["a"]).unwrap()));
@@ -373,16 +376,16 @@ mod tests {
             s.get_mut(b).map(|x| x.registration.namespace().clone()),
             Some(TrackNamespace::from_strs(["b"]).unwrap())
         );
-        drop(s.remove(a));
-        drop(s.remove(b));
+        index.unregister(s.remove(a).unwrap().registration);
+        index.unregister(s.remove(b).unwrap().registration);
         assert_eq!(s.len, 0);
         assert_eq!(s.slots.capacity() + s.free.capacity(), 0);
         assert!(index.is_empty());
-        // The registration moved in (32 bytes; the namespace it holds was a copy of its own
-        // here), the revocation's code moved out (issue 35's eighth round): 48 where a slot
-        // was 40 and the serving future kept the registration.
+        // The registration's key moved in (24 bytes; the namespace it holds was a copy of its
+        // own here), the revocation's code moved out (issue 35's eighth round): 40, as it was
+        // when the serving future kept the registration (32 bytes) besides.
         assert!(
-            std::mem::size_of::<Option<Announced>>() <= 48,
+            std::mem::size_of::<Option<Announced>>() <= 40,
             "48 before issue 35's fourth round"
         );
     }
