@@ -16,7 +16,7 @@ use crate::transport::{BoxRecvStream, BoxSendStream, TransportError};
 
 mod bare;
 
-pub(crate) use bare::Bare;
+pub(crate) use bare::{Bare, Ends};
 
 /// Largest read from a stream at once.
 const READ_CHUNK: usize = 64 * 1024;

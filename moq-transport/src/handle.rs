@@ -17,7 +17,7 @@ use crate::index::NamespaceIndex;
 use crate::namespace::{self, NamespaceState, NamespaceSubscription, PublishedNamespace};
 use crate::request::{Request, RequestStream};
 use crate::session::{
-    self, DataStream, Destination, Dispatch, GoawayInfo, Role, Serve, ServeRequest, SessionConfig,
+    self, DataStream, Destination, Dispatch, GoawayInfo, Opened, Role, Serve, SessionConfig,
     SessionCore, SessionInfo,
 };
 use crate::track::{
@@ -35,42 +35,52 @@ struct Shared {
 }
 
 impl Dispatch for Shared {
-    fn request(&self, msg: Message, writer: Writer, reader: Reader) -> ServeRequest {
+    fn request(&self, msg: Message, writer: Writer, reader: Reader, opened: Opened) -> Serve {
+        let core = &self.core;
         let stream = RequestStream::new(writer, reader);
-        let req = match Request::accept(&self.core, stream, &msg) {
+        let req = match Request::accept(core, stream, &msg) {
             Some(Ok(req)) => req,
             // A token alias error closed the session; the driver hands over requests only.
-            _ => return Box::pin(std::future::ready(Ok(()))),
+            _ => return session::served(core, opened, std::future::ready(Ok(()))),
         };
         let (ns, tracks) = (self.namespaces.clone(), self.tracks.clone());
-        // Each kind's future is boxed at its own size; the driver closes the session with its
-        // error if it is one.
+        // Each kind's future is boxed at its own size, with what its end does (the session
+        // closes with its error if it is one).
         match msg {
-            Message::PublishNamespace(m) => Box::pin(namespace::serve_publish_namespace(
-                ns,
-                m.namespace,
-                m.params.cluster,
-                Box::new(req),
-            )),
-            Message::SubscribeNamespace(m) => Box::pin(namespace::serve_subscribe_namespace(
-                ns,
-                Box::new(m),
-                Box::new(req),
-            )),
-            Message::Subscribe(m) => {
-                Box::pin(track::serve_subscribe(tracks, Box::new(m), Box::new(req)))
+            Message::PublishNamespace(m) => session::served(
+                core,
+                opened,
+                namespace::serve_publish_namespace(
+                    ns,
+                    m.namespace,
+                    m.params.cluster,
+                    Box::new(req),
+                ),
+            ),
+            Message::SubscribeNamespace(m) => session::served(
+                core,
+                opened,
+                namespace::serve_subscribe_namespace(ns, Box::new(m), Box::new(req)),
+            ),
+            Message::Subscribe(m) => session::served(
+                core,
+                opened,
+                track::serve_subscribe(tracks, Box::new(m), Box::new(req)),
+            ),
+            Message::Publish(m) => {
+                session::served(core, opened, track::serve_publish(tracks, m, req))
             }
-            Message::Publish(m) => Box::pin(track::serve_publish(tracks, m, req)),
-            Message::Fetch(m) => Box::pin(track::serve_fetch(tracks, m, req)),
-            Message::TrackStatus(m) => Box::pin(track::serve_track_status(tracks, m, req)),
-            Message::SubscribeTracks(m) => Box::pin(track::serve_subscribe_tracks(
-                tracks,
-                ns,
-                Box::new(m),
-                Box::new(req),
-            )),
+            Message::Fetch(m) => session::served(core, opened, track::serve_fetch(tracks, m, req)),
+            Message::TrackStatus(m) => {
+                session::served(core, opened, track::serve_track_status(tracks, m, req))
+            }
+            Message::SubscribeTracks(m) => session::served(
+                core,
+                opened,
+                track::serve_subscribe_tracks(tracks, ns, Box::new(m), Box::new(req)),
+            ),
             // The driver hands over request messages only.
-            _ => Box::pin(std::future::ready(Ok(()))),
+            _ => session::served(core, opened, std::future::ready(Ok(()))),
         }
     }
 

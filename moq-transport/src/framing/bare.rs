@@ -12,12 +12,18 @@ use super::{Reader, ReaderKind, StreamReader, StreamWriter, Writer, WriterKind};
 use crate::transport::{BoxRecvStream, BoxSendStream, RecvStream, SendStream, TransportError};
 
 /// Both transport streams of a request stream whose reader holds no bytes and whose writer
-/// names no request (40 bytes where the framed halves are 120). [`Bare::framed`] gives the
-/// halves back as [`Bare::new`] took them.
+/// names no request (32 bytes where the framed halves are 120), with whether each half ended
+/// apart ([`Ends`]), so that its owner keeps those flags beside its own. [`Bare::framed`] gives
+/// the halves back as [`Bare::new`] took them.
 #[derive(Debug)]
 pub(crate) struct Bare {
     send: BoxSendStream,
     recv: BoxRecvStream,
+}
+
+/// Whether each half of a [`Bare`] stream ended: two bytes, kept by its owner.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ends {
     read_done: bool,
     write_closed: bool,
 }
@@ -33,8 +39,9 @@ impl Bare {
         )
     }
 
-    /// The transport streams of `writer` and `reader`; `None` unless [`Bare::fits`].
-    pub(crate) fn new(writer: Writer, reader: Reader) -> Result<Bare, (Writer, Reader)> {
+    /// The transport streams of `writer` and `reader`, and whether each ended; `Err` unless
+    /// [`Bare::fits`].
+    pub(crate) fn new(writer: Writer, reader: Reader) -> Result<(Bare, Ends), (Writer, Reader)> {
         if !Bare::fits(&writer, &reader) {
             return Err((writer, reader));
         }
@@ -46,26 +53,29 @@ impl Bare {
         let bare = Bare {
             send: std::mem::replace(&mut w.send, Box::new(Taken)),
             recv: std::mem::replace(&mut r.recv, Box::new(Taken)),
+        };
+        let ends = Ends {
             read_done: r.done,
             write_closed: w.closed,
         };
         // What stands in for them is never used: their drop does nothing.
-        Ok(bare)
+        Ok((bare, ends))
     }
 
-    /// The framed halves again, for a stream of `version`.
-    pub(crate) fn framed(self, version: Version) -> (Writer, Reader) {
+    /// The framed halves again, with `ends` as [`Bare::new`] gave them, for a stream of
+    /// `version`.
+    pub(crate) fn framed(self, ends: Ends, version: Version) -> (Writer, Reader) {
         let writer = Writer(WriterKind::Stream(StreamWriter {
             send: self.send,
             version,
-            closed: self.write_closed,
+            closed: ends.write_closed,
             envelope: Envelope::default(),
         }));
         let reader = Reader(ReaderKind::Stream(StreamReader {
             recv: self.recv,
             msgs: MessageReader::new(version),
             version,
-            done: self.read_done,
+            done: ends.read_done,
         }));
         (writer, reader)
     }

@@ -5,7 +5,7 @@
 mod namespaces;
 mod trie;
 
-pub(crate) use namespaces::Change;
+pub(crate) use namespaces::{Change, RegistrationKey};
 pub use namespaces::{
     NamespaceEvent, NamespaceIndex, NamespaceRegistration, NamespaceRoute, NamespaceWatch,
 };

@@ -297,9 +297,25 @@ impl NamespaceIndex {
         ns: TrackNamespace,
         route: Option<Box<NamespaceRoute>>,
     ) -> NamespaceRegistration {
+        let RegistrationKey { ns, id } = self.register(ns, route);
+        NamespaceRegistration {
+            shared: self.shared.clone(),
+            ns,
+            id,
+        }
+    }
+
+    /// [`NamespaceIndex::publish`] (or, with a route, [`NamespaceIndex::publish_routed`]) for
+    /// an owner that keeps many registrations with the index beside them: the key alone, 8
+    /// bytes less than a [`NamespaceRegistration`], which this index's
+    /// [`NamespaceIndex::unregister`] ends (nothing does if it is dropped).
+    pub(crate) fn register(
+        &self,
+        ns: TrackNamespace,
+        route: Option<Box<NamespaceRoute>>,
+    ) -> RegistrationKey {
         if self.owner.is_some() && ns.is_session_level() {
-            return NamespaceRegistration {
-                shared: self.shared.clone(),
+            return RegistrationKey {
                 ns,
                 id: UNREGISTERED,
             };
@@ -325,11 +341,13 @@ impl NamespaceIndex {
             drop(inner);
         }
         self.shared.owned_change(&ns, self.owner, true);
-        NamespaceRegistration {
-            shared: self.shared.clone(),
-            ns,
-            id,
-        }
+        RegistrationKey { ns, id }
+    }
+
+    /// Ends a registration made by [`NamespaceIndex::register`] on this index (or a view of
+    /// it), as dropping a [`NamespaceRegistration`] does.
+    pub(crate) fn unregister(&self, key: RegistrationKey) {
+        self.shared.unpublish(&key.ns, key.id);
     }
 
     /// The best route of `ns` (cheapest, then shortest, of its registrations), if it is known.
@@ -456,6 +474,21 @@ impl NamespaceRegistration {
 impl Drop for NamespaceRegistration {
     fn drop(&mut self) {
         self.shared.unpublish(&self.ns, self.id);
+    }
+}
+
+/// A registration made by [`NamespaceIndex::register`]: its namespace and id, with no index
+/// (and no drop) of its own; [`NamespaceIndex::unregister`] ends it.
+#[derive(Debug)]
+pub(crate) struct RegistrationKey {
+    ns: TrackNamespace,
+    id: u64,
+}
+
+impl RegistrationKey {
+    /// The registered namespace.
+    pub(crate) fn namespace(&self) -> &TrackNamespace {
+        &self.ns
     }
 }
 

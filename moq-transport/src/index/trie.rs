@@ -34,24 +34,23 @@ pub struct PrefixTrie<V> {
     root: Node<V>,
 }
 
-/// A node's field, as the key of its parent's map: the namespace that made the node and the
-/// field's index in it, so the bytes are not copied (24 bytes, a `Bytes` was 32). Hashed and
-/// compared as the field's bytes, which the map is searched by.
+/// A node's field, as the key of its parent's map: the namespace from the root to the node,
+/// whose last field it is (16 bytes, a reference count: a leaf shares the namespace stored
+/// there, and an inner node holds its prefix, made once with the node; with the field's index
+/// beside it, it was 24, and a `Bytes` 32). Hashed and compared as the field's bytes, which
+/// the map is searched by.
 #[derive(Debug)]
 struct Field {
     ns: TrackNamespace,
-    i: usize,
 }
 
 impl Field {
     fn bytes(&self) -> &[u8] {
-        self.ns.field(self.i).unwrap_or_default()
-    }
-
-    /// The namespace from the root to this field, if it is the one that made the node (then it
-    /// is shared, not built again).
-    fn whole(&self) -> Option<&TrackNamespace> {
-        (self.ns.len() == self.i + 1).then_some(&self.ns)
+        self.ns
+            .len()
+            .checked_sub(1)
+            .and_then(|i| self.ns.field(i))
+            .unwrap_or_default()
     }
 }
 
@@ -142,12 +141,21 @@ impl<V> PrefixTrie<V> {
     pub fn insert(&mut self, ns: &TrackNamespace, id: u64, value: V) {
         let mut node = &mut self.root;
         node.count += 1;
-        for i in 0..ns.len() {
-            node = node
-                .children
-                .get_or_insert_with(Box::default)
-                .entry(Field { ns: ns.clone(), i })
-                .or_default();
+        for (i, field) in ns.fields().enumerate() {
+            let children = node.children.get_or_insert_with(Box::default);
+            if !children.contains_key(field) {
+                // Looked up first: an inner node's key is a prefix, made only with the node.
+                children.insert(
+                    Field {
+                        ns: ns.prefix(i + 1),
+                    },
+                    Node::default(),
+                );
+            }
+            let Some(child) = children.get_mut(field) else {
+                unreachable!("inserted above")
+            };
+            node = child;
             node.count += 1;
         }
         node.values.push((id, value));
@@ -240,27 +248,15 @@ impl<V> PrefixTrie<V> {
         };
         fn walk<'a, V>(
             node: &'a Node<V>,
-            prefix: &TrackNamespace,
-            here: Option<&TrackNamespace>,
-            path: &mut Vec<&'a [u8]>,
+            here: &TrackNamespace,
             out: &mut Vec<(TrackNamespace, &'a V)>,
         ) {
-            if !node.values.is_empty() {
-                // Stored namespaces were valid when inserted, so rebuilding them cannot fail.
-                let ns = here.cloned().or_else(|| {
-                    TrackNamespace::new(prefix.fields().chain(path.iter().copied())).ok()
-                });
-                if let Some(ns) = ns {
-                    out.extend(node.values.iter().map(|(_, v)| (ns.clone(), v)));
-                }
-            }
+            out.extend(node.values.iter().map(|(_, v)| (here.clone(), v)));
             for (field, child) in node.children() {
-                path.push(field.bytes());
-                walk(child, prefix, field.whole(), path, out);
-                path.pop();
+                walk(child, &field.ns, out);
             }
         }
-        walk(start, prefix, Some(prefix), &mut Vec::new(), &mut out);
+        walk(start, prefix, &mut out);
         out
     }
 
@@ -270,31 +266,17 @@ impl<V> PrefixTrie<V> {
     pub fn remove_where(&mut self, mut remove: impl FnMut(u64, &V) -> bool) -> Vec<TrackNamespace> {
         fn go<V>(
             node: &mut Node<V>,
-            path: &mut Vec<Field>,
+            here: &TrackNamespace,
             remove: &mut impl FnMut(u64, &V) -> bool,
             out: &mut Vec<TrackNamespace>,
         ) -> usize {
             let before = node.values.len();
             node.values.retain(|(id, v)| !remove(*id, v));
             let mut removed = before - node.values.len();
-            // Stored namespaces were valid when inserted, so rebuilding them cannot fail.
-            let ns = || match path.last().and_then(Field::whole) {
-                Some(ns) => Some(ns.clone()),
-                None => TrackNamespace::new(path.iter().map(Field::bytes)).ok(),
-            };
-            if removed > 0
-                && let Some(ns) = ns()
-            {
-                out.extend(std::iter::repeat_n(ns, removed));
-            }
+            out.extend(std::iter::repeat_n(here.clone(), removed));
             if let Some(children) = &mut node.children {
                 children.retain(|field, child| {
-                    path.push(Field {
-                        ns: field.ns.clone(),
-                        i: field.i,
-                    });
-                    removed += go(child, path, remove, out);
-                    path.pop();
+                    removed += go(child, &field.ns, remove, out);
                     child.count > 0
                 });
                 if children.is_empty() {
@@ -305,7 +287,12 @@ impl<V> PrefixTrie<V> {
             removed
         }
         let mut out = Vec::new();
-        go(&mut self.root, &mut Vec::new(), &mut remove, &mut out);
+        go(
+            &mut self.root,
+            &TrackNamespace::empty(),
+            &mut remove,
+            &mut out,
+        );
         out
     }
 
@@ -358,6 +345,27 @@ mod tests {
         t.remove(&ns(&["a", "c"]), 3);
         assert!(t.is_empty());
         assert!(t.root.children.is_none(), "empty nodes are pruned");
+    }
+
+    /// A leaf's key shares the namespace stored there; an inner node's is its own prefix, so
+    /// every key is the node's whole path: what `under` and `remove_where` hand back.
+    #[test]
+    fn keys_are_whole_paths() {
+        let mut t = PrefixTrie::new();
+        let ab = ns(&["a", "b"]);
+        t.insert(&ab, 1, ());
+        t.insert(&ns(&["a"]), 2, ());
+        let mut under: Vec<_> = t.under(&ns(&["a"])).into_iter().map(|(n, _)| n).collect();
+        under.sort();
+        assert_eq!(under, [ns(&["a"]), ab.clone()]);
+        let mut removed = t.remove_where(|_, _| true);
+        removed.sort();
+        assert_eq!(removed, [ns(&["a"]), ab]);
+        assert!(t.is_empty());
+        // A map entry of the relay's index (key and node, one value inline) is 64 bytes; the
+        // key with the field's index was 72 (issue 35's eighth round).
+        assert_eq!(std::mem::size_of::<Field>(), 16);
+        assert!(std::mem::size_of::<(Field, Node<(u64, u64)>)>() <= 64);
     }
 
     #[test]

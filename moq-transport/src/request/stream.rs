@@ -6,7 +6,7 @@ use moq_core::message::Message;
 use crate::error::Error;
 use moq_core::Version;
 
-use crate::framing::{Bare, Reader, Writer};
+use crate::framing::{Bare, Ends, Reader, Writer};
 
 /// Both directions of one request's messages.
 ///
@@ -54,15 +54,16 @@ impl RequestStream {
         Bare::fits(&self.writer, &self.reader)
     }
 
-    /// Its two transport streams alone, if [`RequestStream::fits_bare`].
-    pub(crate) fn bare(self) -> Result<Bare, RequestStream> {
+    /// Its two transport streams alone and whether each half ended, if
+    /// [`RequestStream::fits_bare`].
+    pub(crate) fn bare(self) -> Result<(Bare, Ends), RequestStream> {
         Bare::new(self.writer, self.reader)
             .map_err(|(writer, reader)| RequestStream { writer, reader })
     }
 
     /// The stream again, from [`RequestStream::bare`], for a stream of `version`.
-    pub(crate) fn from_bare(bare: Bare, version: Version) -> RequestStream {
-        let (writer, reader) = bare.framed(version);
+    pub(crate) fn from_bare(bare: Bare, ends: Ends, version: Version) -> RequestStream {
+        let (writer, reader) = bare.framed(ends, version);
         RequestStream { writer, reader }
     }
 }

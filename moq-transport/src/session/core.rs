@@ -291,6 +291,11 @@ impl SessionCore {
         self.tasks.serve(task);
     }
 
+    /// [`SessionCore::serve`] for a task boxed already (not boxed again).
+    pub(crate) fn serve_entry(&self, entry: super::table::Entry) {
+        self.tasks.serve_entry(entry);
+    }
+
     pub(crate) fn tasks(&self) -> &TaskSet {
         &self.tasks
     }

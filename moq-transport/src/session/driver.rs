@@ -5,11 +5,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Poll, ready};
 
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use moq_core::AuthToken;
 use moq_core::codes::StreamResetCode;
 use moq_core::coding::Vi64;
@@ -32,9 +31,36 @@ use crate::transport::{BoxRecvStream, BoxSendStream};
 /// long as the namespace is published.
 pub(crate) type Serve = super::table::Entry;
 
-/// A request's serving future: `Err` is an error of the session's, which the driver closes it
-/// with if it is one (draft-19 §10.2.1).
-pub(crate) type ServeRequest = std::pin::Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
+/// How the peer opened a request: what its end tells the draft-14..16 mux.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Opened {
+    /// On a bidirectional stream of its own.
+    Stream,
+    /// On the draft-14..16 control stream (a virtual stream, which the mux counts itself).
+    Virtual,
+}
+
+/// A request's serving future as an entry of the session's request table, boxed once with
+/// what its end does: `Err` is an error of the session's, which closes it (draft-19 §10.2.1);
+/// a request on a stream of its own counts as done for the draft-14..16 mux. Two words more
+/// than `serve`, where a wrapper boxed apart was a second allocation (a 32-byte chunk).
+pub(crate) fn served(
+    core: &Arc<SessionCore>,
+    opened: Opened,
+    serve: impl Future<Output = Result<(), Error>> + Send + 'static,
+) -> Serve {
+    let core = core.clone();
+    Box::pin(serve.map(move |end| {
+        if let Err(e) = end {
+            core.fail(e);
+        }
+        if opened == Opened::Stream
+            && let Some(mux) = core.mux()
+        {
+            mux.peer_request_done();
+        }
+    }))
+}
 
 /// A data stream the peer opened, its type read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,8 +74,8 @@ pub(crate) enum DataStream {
 /// What the layers above the core do with what the peer sends.
 pub(crate) trait Dispatch: Send + Sync + 'static {
     /// Serves a request the peer opened: its first message (Request ID checked, not refused
-    /// for GOAWAY) and its stream.
-    fn request(&self, msg: Message, writer: Writer, reader: Reader) -> ServeRequest;
+    /// for GOAWAY) and its stream; the entry is made by [`served`].
+    fn request(&self, msg: Message, writer: Writer, reader: Reader, opened: Opened) -> Serve;
     /// Reads a data stream; `buf` holds what was read past the stream type.
     fn data_stream(&self, ty: DataStream, recv: BoxRecvStream, buf: Bytes) -> Serve;
     /// Delivers an object datagram.
@@ -245,32 +271,8 @@ async fn handle_bi(driver: Arc<Driver>, send: BoxSendStream, recv: BoxRecvStream
     // message) would otherwise size the state the request waits in for its whole life (a
     // namespace's or a subscription's), ~1 KB; and awaited here, this future (~70 bytes) would
     // wrap the serving one for that life.
-    let Some(serve) = Box::pin(open_request(&driver, send, recv)).await else {
-        return;
-    };
-    let core = driver.core.clone();
-    core.serve(Served { serve, driver });
-}
-
-/// A request's serving future as an entry of the session's request table: two pointers around
-/// it, where an `async` block awaiting it was ~70 bytes.
-struct Served {
-    serve: ServeRequest,
-    driver: Arc<Driver>,
-}
-
-impl Future for Served {
-    type Output = ();
-
-    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        if let Err(e) = ready!(this.serve.as_mut().poll(cx)) {
-            this.driver.core.fail(e);
-        }
-        if let Some(mux) = this.driver.core.mux() {
-            mux.peer_request_done();
-        }
-        Poll::Ready(())
+    if let Some(serve) = Box::pin(open_request(&driver, send, recv)).await {
+        driver.core.serve_entry(serve);
     }
 }
 
@@ -280,7 +282,7 @@ async fn open_request(
     driver: &Arc<Driver>,
     mut send: BoxSendStream,
     mut recv: BoxRecvStream,
-) -> Option<ServeRequest> {
+) -> Option<Serve> {
     let core = &driver.core;
     let v = core.version();
     // draft-14 §3.3: the client's first bidirectional stream is the control stream.
@@ -377,7 +379,7 @@ async fn open_request(
         writer.finish();
         return None;
     }
-    Some(driver.dispatch.request(msg, writer, reader))
+    Some(driver.dispatch.request(msg, writer, reader, Opened::Stream))
 }
 
 impl Driver {
@@ -514,23 +516,13 @@ async fn on_single_control(
         }
         _ => None,
     };
-    serve_virtual(core, dispatch.request(msg, writer, reader));
+    core.serve_entry(dispatch.request(msg, writer, reader, Opened::Virtual));
     if let Some(tracks) = shadow {
         let (w, r) = mux.accept_shadow(id);
         let (writer, reader) = (Writer::virtual_stream(w), Reader::virtual_stream(r));
-        serve_virtual(core, dispatch.request(tracks.into(), writer, reader));
+        core.serve_entry(dispatch.request(tracks.into(), writer, reader, Opened::Virtual));
     }
     Ok(())
-}
-
-/// Serves a request on a virtual stream (drafts 14-16) in the session's request table.
-fn serve_virtual(core: &Arc<SessionCore>, serve: ServeRequest) {
-    let core2 = core.clone();
-    core.serve(async move {
-        if let Err(e) = serve.await {
-            core2.fail(e);
-        }
-    });
 }
 
 async fn recv_datagrams(driver: Arc<Driver>) {

@@ -21,5 +21,5 @@ pub use auth::{AllowAll, AuthRequest, Authorizer, RequestKind, ResolvedToken, Se
 pub use config::{IMPLEMENTATION, Limits, RequestObserver, SessionConfig};
 
 pub(crate) use self::core::{ClusterLink, SessionCore};
-pub(crate) use driver::{DataStream, Dispatch, Serve, ServeRequest};
+pub(crate) use driver::{DataStream, Dispatch, Opened, Serve, served};
 pub(crate) use handshake::establish;

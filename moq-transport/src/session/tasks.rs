@@ -7,7 +7,7 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::table::Table;
+use super::table::{Entry, Table};
 
 /// Every task a session runs: its data-plane accept loops, the task of its request table (every
 /// request's serving future, see [`TaskSet::serve`]), and those the application hands it.
@@ -47,10 +47,15 @@ impl TaskSet {
     /// table's one task (started with the first entry), not as a task of its own. Like a task,
     /// it is dropped when the set is cancelled, and dropped unrun after that.
     pub(crate) fn serve(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.serve_entry(Box::pin(task));
+    }
+
+    /// [`TaskSet::serve`] for a task boxed already (not boxed again).
+    pub(crate) fn serve_entry(&self, entry: Entry) {
         if self.cancel.is_cancelled() {
             return;
         }
-        if let Some(runner) = self.requests.add(Box::pin(task)) {
+        if let Some(runner) = self.requests.add(entry) {
             self.spawn(runner);
         }
     }

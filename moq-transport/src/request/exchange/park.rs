@@ -7,7 +7,7 @@ use std::sync::Arc;
 use moq_core::message::ParamContext;
 
 use super::Request;
-use crate::framing::Bare;
+use crate::framing::{Bare, Ends};
 use crate::request::RequestStream;
 use crate::session::{ResolvedToken, SessionCore};
 
@@ -40,17 +40,20 @@ impl Drop for Counted {
 }
 
 /// What a [`Request`] answered long ago, on a stream, with no application handle and nothing
-/// pending, still needs (72 bytes where the request is 232): its core, transport streams and Request ID,
-/// its tokens (an update is authorized with them) and which halves are still watched. Put
-/// back together with [`Parked::unpark`] to handle an event.
+/// pending, still needs (64 bytes where the request is 232, with a 4-byte `owner`): its core,
+/// transport streams and Request ID, its tokens (an update is authorized with them), which
+/// halves ended and are still watched, and its owner's word (`owner`, kept in what would be
+/// padding beside the flags). Put back together with [`Parked::unpark`] to handle an event.
 #[derive(Debug)]
-pub(crate) struct Parked {
+pub(crate) struct Parked<T> {
     core: Counted,
     stream: Bare,
     id: u64,
     /// Boxed once more: most requests carry none, and a slice is 16 bytes.
     #[allow(clippy::redundant_allocation)]
     tokens: Option<Box<Box<[ResolvedToken]>>>,
+    owner: T,
+    ends: Ends,
     reader_open: bool,
     watch_stop: bool,
 }
@@ -75,8 +78,8 @@ impl Request {
             && self.end.is_none()
     }
 
-    /// Parks a request that is [`Request::parkable`].
-    pub(crate) fn park(self) -> Parked {
+    /// Parks a request that is [`Request::parkable`], with its owner's word `owner`.
+    pub(crate) fn park<T>(self, owner: T) -> Parked<T> {
         debug_assert!(self.commands.is_none() && self.deferred.is_none());
         let Request {
             core,
@@ -87,7 +90,7 @@ impl Request {
             watch_stop,
             ..
         } = self;
-        let Ok(stream) = stream.bare() else {
+        let Ok((stream, ends)) = stream.bare() else {
             unreachable!("checked by parkable")
         };
         Parked {
@@ -95,17 +98,27 @@ impl Request {
             stream,
             id,
             tokens: (!tokens.is_empty()).then(|| Box::new(tokens)),
+            owner,
+            ends,
             reader_open,
             watch_stop,
         }
     }
 }
 
-impl Parked {
-    /// The request again, as [`Request::park`] took it (named `name`, taking updates in `ctx`).
-    pub(crate) fn unpark(self, name: &'static str, ctx: ParamContext) -> Request {
+impl<T: Copy> Parked<T> {
+    /// The owner's word it was parked with.
+    pub(crate) fn owner(&self) -> T {
+        self.owner
+    }
+}
+
+impl<T> Parked<T> {
+    /// The request again, as [`Request::park`] took it (named `name`, taking updates in `ctx`),
+    /// and the owner's word.
+    pub(crate) fn unpark(self, name: &'static str, ctx: ParamContext) -> (Request, T) {
         let version = self.core.version();
-        let stream = RequestStream::from_bare(self.stream, version);
+        let stream = RequestStream::from_bare(self.stream, self.ends, version);
         let mut req = Request::counted(self.core, stream, name, self.id, false);
         req.peer_updates = Some(ctx);
         req.tokens = self.tokens.map(|t| *t).unwrap_or_default();
@@ -113,6 +126,6 @@ impl Parked {
         req.unanswered = false;
         req.reader_open = self.reader_open;
         req.watch_stop = self.watch_stop;
-        req
+        (req, self.owner)
     }
 }
