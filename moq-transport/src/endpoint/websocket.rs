@@ -254,6 +254,25 @@ impl Upgrade {
     }
 }
 
+/// An upgraded WebSocket as tungstenite's messages in and out, whoever did the upgrade.
+trait WsSocket:
+    futures::Stream<Item = Result<tungstenite::Message, tungstenite::Error>>
+    + futures::Sink<tungstenite::Message, Error = tungstenite::Error>
+    + Unpin
+    + Send
+    + 'static
+{
+}
+
+impl<S> WsSocket for S where
+    S: futures::Stream<Item = Result<tungstenite::Message, tungstenite::Error>>
+        + futures::Sink<tungstenite::Message, Error = tungstenite::Error>
+        + Unpin
+        + Send
+        + 'static
+{
+}
+
 /// QMux on an upgraded WebSocket, then the server's SETUP with `(settings, config,
 /// destination)`.
 async fn serve<S>(
@@ -263,11 +282,7 @@ async fn serve<S>(
     (settings, config, destination): (&QuicSettings, SessionConfig, Destination),
 ) -> Result<Session, Error>
 where
-    S: futures::Stream<Item = Result<tungstenite::Message, tungstenite::Error>>
-        + futures::Sink<tungstenite::Message, Error = tungstenite::Error>
-        + Unpin
-        + Send
-        + 'static,
+    S: WsSocket,
 {
     let conn = qmux_connection(ws, subprotocol, settings, Role::Server, remote);
     Session::establish(Arc::new(conn), Role::Server, config, destination).await
@@ -282,11 +297,7 @@ fn qmux_connection<S>(
     remote: Option<SocketAddr>,
 ) -> QmuxConnection
 where
-    S: futures::Stream<Item = Result<tungstenite::Message, tungstenite::Error>>
-        + futures::Sink<tungstenite::Message, Error = tungstenite::Error>
-        + Unpin
-        + Send
-        + 'static,
+    S: WsSocket,
 {
     let (ws, local_close) = lingering(ws);
     let upgraded = qmux::ws::Upgraded::new(ws)
