@@ -166,6 +166,7 @@ async fn operator_paths_tokens_and_certificate_reload() {
         for script in [
             "/app.js",
             "/moq.js",
+            "/moq-wire.js",
             "/connect.js",
             "/qmux.js",
             "/player.js",
