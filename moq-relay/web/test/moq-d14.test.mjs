@@ -14,18 +14,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Session, property } from "../moq.js";
+import { pipe, text } from "./pipes.mjs";
 
-globalThis.WebTransportError ??= class extends Error {
-  constructor(message, options = {}) { super(message); Object.assign(this, options); }
-};
-
-/** A ReadableStream we push into: byte arrays, or (for the stream of streams) anything. */
-function pipe() {
-  let c;
-  const readable = new ReadableStream({ start: (ctl) => (c = ctl) });
-  return { readable, push: (x) => c.enqueue(Array.isArray(x) ? new Uint8Array(x) : x), end: () => c.close() };
-}
-const text = (s) => [...new TextEncoder().encode(s)];
 /** A draft-14 control message whose type fits one byte: Type, Length (16), Body. */
 const msg = (type, body) => [type, body.length >> 8, body.length & 0xff, ...body];
 const tick = () => new Promise((r) => setTimeout(r, 20));
