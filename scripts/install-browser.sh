@@ -7,7 +7,7 @@
 #                         or the install fails (stale lists give 148); Playwright 1.64 drives
 #                         Chromium 156, another major gets a warning. An existing
 #                         /usr/bin/chromium is left alone (upgrade it with apt yourself).
-#   firefox-esr           Debian's package (/usr/bin/firefox-esr, ESR 140), apt-get install when
+#   firefox-esr           Debian's package (/usr/bin/firefox-esr, ESR 153; 140 before), apt-get install when
 #                         missing, the same way; puppeteer-core 24.43 drives it over WebDriver
 #                         BiDi, another ESR major gets a warning. Cold: 16 s, 83 MB download,
 #                         322 MB on disk.
@@ -39,7 +39,7 @@ MOQ_BROWSER="${MOQ_BROWSER:-$HOME/.cache/moq-browser}"
 CHROMIUM="${MOQ_CHROMIUM:-/usr/bin/chromium}"
 CHROMIUM_MAJOR_EXPECTED=156
 FIREFOX="${MOQ_FIREFOX:-/usr/bin/firefox-esr}"
-FIREFOX_MAJOR_EXPECTED=140
+FIREFOX_MAJOR_EXPECTED=153  # Debian moved firefox-esr from ESR 140 to 153 (2026-12); both run the cells
 BROWSERS="${MOQ_BROWSERS:-chromium firefox}"
 STAMPS="$MOQ_BROWSER/stamps"
 LOGS="$MOQ_BROWSER/logs"

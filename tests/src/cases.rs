@@ -240,7 +240,9 @@ async fn subscribe_before_announce(t: &Target) -> Result<(), Failure> {
 
 async fn publish_track_only(t: &Target) -> Result<(), Failure> {
     let s = t.session().await?;
-    let name = FullTrackName::new(ns(&["moq-test", "publish"])?, "published-track")?;
+    // A namespace of this run: a publisher of an earlier case or run that is still ending at the
+    // relay must not be the one this subscription reaches.
+    let name = FullTrackName::new(unique(&["moq-test", "publish"])?, "published-track")?;
     let published = s.transport().publish(name, Default::default()).await?;
     published
         .accepted()
@@ -260,7 +262,9 @@ async fn publish_track_only(t: &Target) -> Result<(), Failure> {
 }
 
 async fn publish_track_subscribe(t: &Target) -> Result<(), Failure> {
-    let name = FullTrackName::new(ns(&["moq-test", "publish"])?, "published-track")?;
+    // A namespace of this run: a publisher of an earlier case or run that is still ending at the
+    // relay must not be the one this subscription reaches.
+    let name = FullTrackName::new(unique(&["moq-test", "publish"])?, "published-track")?;
     let sub_session = t.session_with(Publisher::default()).await?;
     // Before RENDEZVOUS_TIMEOUT (draft-17) the SUBSCRIBE can only follow the PUBLISH.
     let rendezvous = has_rendezvous(sub_session.version());
