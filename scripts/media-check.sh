@@ -56,47 +56,44 @@ start_dev_relay
 
 moq=("$target/debug/moq" --url "moqt://localhost:$quic" --fingerprint "$fingerprint")
 
+# publish_clip NAME SECONDS: ffmpeg's test pattern and a tone, H.264 + AAC as CMAF, published
+# live by our CLI as broadcast NAME in the background (logs in $work, killed at exit).
+publish_clip() {
+    local tag="${1##*/}"
+    "$ffmpeg" -hide_banner -loglevel error -re -f lavfi -i testsrc=size=640x360:rate=30 \
+        -f lavfi -i sine=frequency=440:sample_rate=48000 -t "$2" \
+        -c:v libx264 -preset veryfast -g 30 -pix_fmt yuv420p -c:a aac -ac 2 \
+        -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer+frag_every_frame - 2>"$work/ffmpeg-$tag.log" |
+        "${moq[@]}" publish "$1" >"$work/publish-$tag.log" 2>&1 &
+    pids+=($!)
+}
+
 echo "-- two viewers and a late one play live/demo (${seconds} s of H.264 + AAC through the relay)"
-"$ffmpeg" -hide_banner -loglevel error -re -f lavfi -i testsrc=size=640x360:rate=30 \
-    -f lavfi -i sine=frequency=440:sample_rate=48000 -t "$seconds" \
-    -c:v libx264 -preset veryfast -g 30 -pix_fmt yuv420p -c:a aac -ac 2 \
-    -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer+frag_every_frame - 2>"$work/ffmpeg.log" |
-    "${moq[@]}" publish live/demo >"$work/publish-demo.log" 2>&1 &
-pids+=($!)
+publish_clip live/demo "$seconds"
 if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?play=live/demo" \
     --viewers 2 --late-after-ms 3000 --watch-ms 4000 --max-latency-ms 2000 --screenshot "$screenshot"; then
-    cat "$work/ffmpeg.log" "$work/publish-demo.log" >&2
+    cat "$work/ffmpeg-demo.log" "$work/publish-demo.log" >&2
     fail "the player did not play live/demo"
 fi
 echo "screenshot: $screenshot"
 
 echo "-- the same in a Chromium without WebTransport: the page plays live/demo over its WebSocket (QMux)"
-"$ffmpeg" -hide_banner -loglevel error -re -f lavfi -i testsrc=size=640x360:rate=30 \
-    -f lavfi -i sine=frequency=440:sample_rate=48000 -t "$seconds" \
-    -c:v libx264 -preset veryfast -g 30 -pix_fmt yuv420p -c:a aac -ac 2 \
-    -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer+frag_every_frame - 2>"$work/ffmpeg-ws.log" |
-    "${moq[@]}" publish live/demo-ws >"$work/publish-demo-ws.log" 2>&1 &
-pids+=($!)
+publish_clip live/demo-ws "$seconds"
 if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?play=live/demo-ws" \
     --viewers 1 --late-after-ms 3000 --watch-ms 4000 --max-latency-ms 2000 \
     --no-webtransport --expect-transport websocket; then
-    cat "$work/ffmpeg-ws.log" "$work/publish-demo-ws.log" >&2
+    cat "$work/ffmpeg-demo-ws.log" "$work/publish-demo-ws.log" >&2
     fail "the player did not play live/demo-ws over WebSocket"
 fi
 
 if [ "${FIREFOX:-1}" != "0" ]; then
     # Twice as long a clip: Firefox takes seconds to start, and a clip that ends ends the tracks.
     echo "-- the same in Firefox ESR: the page plays live/demo-ff over WebTransport, in draft-14 (no WebTransport protocols there)"
-    "$ffmpeg" -hide_banner -loglevel error -re -f lavfi -i testsrc=size=640x360:rate=30 \
-        -f lavfi -i sine=frequency=440:sample_rate=48000 -t "$((seconds * 2))" \
-        -c:v libx264 -preset veryfast -g 30 -pix_fmt yuv420p -c:a aac -ac 2 \
-        -f mp4 -movflags cmaf+separate_moof+delay_moov+skip_trailer+frag_every_frame - 2>"$work/ffmpeg-ff.log" |
-        "${moq[@]}" publish live/demo-ff >"$work/publish-demo-ff.log" 2>&1 &
-    pids+=($!)
+    publish_clip live/demo-ff "$((seconds * 2))"
     if ! node moq-relay/web/test/player-check.mjs --page "http://localhost:$http/?play=live/demo-ff" --browser firefox \
         --viewers 1 --late-after-ms 3000 --watch-ms 4000 --max-latency-ms 2000 \
         --expect-transport webtransport --expect-version 14; then
-        cat "$work/ffmpeg-ff.log" "$work/publish-demo-ff.log" >&2
+        cat "$work/ffmpeg-demo-ff.log" "$work/publish-demo-ff.log" >&2
         fail "the player did not play live/demo-ff in Firefox over WebTransport"
     fi
 fi

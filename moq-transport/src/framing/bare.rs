@@ -34,21 +34,25 @@ impl Bare {
     pub(crate) fn fits(writer: &Writer, reader: &Reader) -> bool {
         matches!(
             (&writer.0, &reader.0),
-            (WriterKind::Stream(w), ReaderKind::Stream(r))
-                if r.msgs.buffered() == 0 && w.envelope == Envelope::default()
+            (WriterKind::Stream(w), ReaderKind::Stream(r)) if Bare::keeps(w, r)
         )
+    }
+
+    /// True if a stream's halves hold nothing but the transport streams and their ends.
+    fn keeps(w: &StreamWriter, r: &StreamReader) -> bool {
+        r.msgs.buffered() == 0 && w.envelope == Envelope::default()
     }
 
     /// The transport streams of `writer` and `reader`, and whether each ended; `Err` unless
     /// [`Bare::fits`].
     pub(crate) fn new(writer: Writer, reader: Reader) -> Result<(Bare, Ends), (Writer, Reader)> {
-        if !Bare::fits(&writer, &reader) {
-            return Err((writer, reader));
-        }
-        let (Writer(WriterKind::Stream(mut w)), Reader(ReaderKind::Stream(mut r))) =
-            (writer, reader)
-        else {
-            unreachable!("checked by fits")
+        let (mut w, mut r) = match (writer, reader) {
+            (Writer(WriterKind::Stream(w)), Reader(ReaderKind::Stream(r)))
+                if Bare::keeps(&w, &r) =>
+            {
+                (w, r)
+            }
+            other => return Err(other),
         };
         let bare = Bare {
             send: std::mem::replace(&mut w.send, Box::new(Taken)),
