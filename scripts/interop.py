@@ -1145,7 +1145,7 @@ here, so it notices when one goes away):
 - **Not in Firefox.** `@moq/watch`'s `@moq/net` 0.2.8 never uses WebTransport in any Firefox
   (`connection/browser.js` `isWebTransportUserAgentSupported`, citing Firefox's limit of two
   concurrent remote-initiated streams, bugzilla 2046262), and the cell turns its WebSocket
-  fallback off, so in Firefox ESR 140 it fails with "no transport available; WebTransport not
+  fallback off, so in Firefox ESR 140 (below 153) it fails with "no transport available; WebTransport not
   supported and WebSocket is disabled". Firefox itself has what the player needs: WebCodecs
   decodes H.264, AAC and Opus there (`VideoDecoder.isConfigSupported` /
   `AudioDecoder.isConfigSupported` true through its bundled FFmpeg; HEVC false, as in Chromium).
@@ -1189,13 +1189,13 @@ def docs(m: Matrix, table: Table) -> str:
         "",
         "Browsers: `moq-net` = moq-dev's `@moq/net` 0.3.4 and `moqt` = OpenMOQ's `@moqt/transport` +",
         "`@moqt/webtransport` 0.5.7, each inside headless Chromium 156 (Debian's, driven by",
-        "playwright-core) and, as `moq-net@firefox` / `moqt@firefox`, inside headless Firefox ESR 140",
+        "playwright-core) and, as `moq-net@firefox` / `moqt@firefox`, inside headless Firefox ESR (153 here; 140 before)",
         "(Debian's firefox-esr, driven by puppeteer-core over WebDriver BiDi), one cell per run of",
         "`web/driver.mjs`; `js-pub` has our Rust example subscriber as its peer, `js-sub` our Rust",
         "example publisher; `page` (`page@firefox`) is the relay's own web page (`moq-relay/web`),",
         "checked from what it shows.",
         "",
-        "Firefox ESR 140 pins our self-signed certificate with `serverCertificateHashes` as Chromium",
+        "Firefox ESR pins our self-signed certificate with `serverCertificateHashes` as Chromium",
         "does (no profile trust or policy; like Chromium it refuses a certificate valid for more than",
         "14 days: a 30-day one gives \"WebTransport connection rejected\"), but its WebTransport has no",
         "`protocols` option: it sends no WT-Available-Protocols header and has no",
