@@ -31,7 +31,8 @@ use crate::serve::{FillWith, ServeOptions, serve_fetch, serve_fill, serve_subscr
 /// Something held while a subscription is served (see [`Upstream::subscribe`]).
 pub type Hold = Box<dyn std::any::Any + Send>;
 
-/// What a SUBSCRIBE is served from (see [`Upstream::subscribe`]).
+/// What a SUBSCRIBE is served from (see [`Upstream::subscribe`]). Dropping it releases
+/// `hold`.
 #[derive(Debug)]
 pub struct Source {
     /// The track.

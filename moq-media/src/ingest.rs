@@ -147,6 +147,8 @@ const AUDIO_GROUP: Duration = Duration::from_secs(1);
 ///
 /// Dropping the future ends the tracks at once (the group in progress is abandoned) and
 /// withdraws the namespace it announced.
+///
+/// Cancel safety: dropping the future is the way to stop it early, with the effect above.
 pub async fn publish_fmp4<R: AsyncRead + Unpin>(
     publisher: &Publisher,
     namespace: TrackNamespace,
@@ -266,6 +268,10 @@ impl MediaPublisher {
     }
 
     /// Reads `input` to its end and publishes it.
+    ///
+    /// Cancel safety: dropped part way, input read but not yet published is lost and the
+    /// group in progress stays open; the tracks end with [`MediaPublisher::finish`] or when this is
+    /// dropped.
     pub async fn run<R: AsyncRead + Unpin>(&mut self, input: R) -> Result<(), MediaError> {
         let mut reader = BoxReader::new(input, self.options.max_box_size);
         let mut pending_moof: Option<(fmp4::RawBox, mp4_atom::Moof)> = None;
@@ -610,6 +616,9 @@ impl MediaPublisher {
     /// Ends every track: after a clean end of input the groups in progress are finished and
     /// delivery is awaited (`finish_timeout`); after an error they are abandoned. Returns the
     /// counters.
+    ///
+    /// Cancel safety: dropping the future part way abandons the groups in progress, as after
+    /// an error.
     pub async fn finish(mut self, clean: bool) -> IngestStats {
         let mut stats = IngestStats {
             input_bytes: self.input_bytes,

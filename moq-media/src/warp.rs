@@ -292,6 +292,8 @@ pub struct WarpStats {
 }
 
 /// A `moq-pub` broadcast being read: its catalog, init segment and joined media tracks.
+///
+/// Dropping it cancels the media tracks' subscriptions.
 pub struct WarpBroadcast {
     catalog: WarpCatalog,
     init: Bytes,
@@ -340,6 +342,8 @@ fn full_name(namespace: &TrackNamespace, name: &str) -> Result<FullTrackName, Wa
 
 /// Reads the catalog and the init segment of the `moq-pub` broadcast `namespace` and joins
 /// each of its media tracks from the oldest group held.
+///
+/// Cancel safety: dropping the future cancels the subscriptions it made.
 pub async fn subscribe_warp(
     subscriber: &Subscriber,
     namespace: TrackNamespace,
@@ -391,6 +395,9 @@ impl WarpBroadcast {
     /// be one `moof` of a track of the init segment and its `mdat`), flushing after each, until
     /// every track has ended or `stop` resolves (checked between chunks, so the output always
     /// ends with a whole chunk). `progress`, when given, is updated after each chunk.
+    ///
+    /// Cancel safety: dropping the future cancels the subscriptions; the output may then end
+    /// inside a chunk (use `stop` for a clean end).
     pub async fn write_fmp4<W: AsyncWrite + Unpin>(
         self,
         mut output: W,

@@ -58,6 +58,9 @@ pub fn router(relay: Relay, auth: Option<Arc<TokenAuth>>) -> Router {
 
 /// Serves `router` on `listener` until the task is dropped. Each request knows its peer's
 /// address (`ConnectInfo<SocketAddr>`), which a WebSocket session reports as its remote.
+///
+/// Cancel safety: dropping the future stops accepting; connections already served go on
+/// until they end (each is a task of its own).
 pub async fn serve(listener: tokio::net::TcpListener, router: Router) -> std::io::Result<()> {
     let service = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, service).await
@@ -67,6 +70,8 @@ pub async fn serve(listener: tokio::net::TcpListener, router: Router) -> std::io
 /// presenting `cert` as it is at each handshake (the relay's: [`Relay::certificate`]), until
 /// the task is dropped; each connection is a task of its own, as with [`serve`]. A connection
 /// whose TLS handshake fails is dropped alone.
+///
+/// Cancel safety: as [`serve`].
 #[cfg(feature = "websocket")]
 pub async fn serve_tls(
     listener: tokio::net::TcpListener,

@@ -44,6 +44,8 @@ pub async fn subscribe_fmp4<W: AsyncWrite + Unpin>(
 }
 
 /// [`subscribe_fmp4`] with the catalog from `source` (another catalog format, adapted).
+/// Cancel safety: as [`subscribe_fmp4`], dropping the future cancels the subscriptions and
+/// leaves what was written.
 pub async fn subscribe_fmp4_with<W: AsyncWrite + Unpin, C: CatalogSource>(
     subscriber: &Subscriber,
     namespace: TrackNamespace,

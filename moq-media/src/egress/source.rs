@@ -19,6 +19,8 @@ pub trait CatalogSource: Send {
 /// which [`Subscriber::join`] with [`JoinFrom::CurrentGroup`] sends up to draft-19; from
 /// draft-20, where Joining FETCH is gone, `join` asks for the subscription's fill from the
 /// start of the current group), then its updates (new groups, and deltas within a group).
+///
+/// Dropping it cancels the catalog's subscription.
 pub struct MsfCatalog {
     objects: moq_client::ObjectConsumer,
     current: Option<Catalog>,
@@ -35,6 +37,9 @@ impl std::fmt::Debug for MsfCatalog {
 
 impl MsfCatalog {
     /// Joins the `catalog` track of `namespace` at its current group.
+    ///
+    /// Cancel safety: dropping the future before it resolves cancels the catalog's
+    /// subscription; nothing else changes.
     pub async fn subscribe(
         subscriber: &Subscriber,
         namespace: TrackNamespace,

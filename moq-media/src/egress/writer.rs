@@ -41,6 +41,9 @@ struct OutTrack {
 /// The building block under [`subscribe_fmp4`](crate::subscribe_fmp4): given the catalog and
 /// the chosen tracks, turns their objects into fMP4 on `output`. Feed it with
 /// [`MediaSubscriber::object`] and [`MediaSubscriber::end`].
+///
+/// Dropping it drops `output` without writing what it still holds (call
+/// [`MediaSubscriber::finish`] first).
 pub struct MediaSubscriber<W> {
     output: W,
     tracks: Vec<OutTrack>,
@@ -187,6 +190,9 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
     }
 
     /// Writes the init segment.
+    ///
+    /// Not cancel-safe: dropped part way, the output may hold part of the segment; discard
+    /// the writer then.
     pub async fn write_init(&mut self) -> Result<(), MediaError> {
         let init = self.init.clone();
         self.write(&init).await
@@ -208,6 +214,9 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
     }
 
     /// Takes an object of track `i` (the index in the chosen tracks).
+    ///
+    /// Not cancel-safe: it may write fragments to the output, and dropped part way the output
+    /// may end inside one; discard the writer then.
     pub async fn object(&mut self, i: usize, object: Object) -> Result<(), MediaError> {
         if object.payload.is_empty() {
             return Ok(());
@@ -259,6 +268,8 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
     }
 
     /// Track `i` ended: its last group is written.
+    ///
+    /// Not cancel-safe, as [`MediaSubscriber::object`].
     pub async fn end(&mut self, i: usize) -> Result<(), MediaError> {
         let Some(t) = self.tracks.get_mut(i) else {
             return Ok(());
@@ -277,6 +288,8 @@ impl<W: AsyncWrite + Unpin> MediaSubscriber<W> {
     }
 
     /// Writes what is still held (at the end of every track).
+    ///
+    /// Not cancel-safe, as [`MediaSubscriber::object`].
     pub async fn finish(&mut self) -> Result<(), MediaError> {
         for i in 0..self.tracks.len() {
             if let Some(t) = self.tracks.get_mut(i) {

@@ -62,6 +62,9 @@ use crate::metrics::Metrics;
 use crate::registry::{Registry, RelayRef};
 
 /// A running relay. Cheap to clone.
+///
+/// Dropping a handle, even the last, stops nothing: the sessions and links already started
+/// hold the relay's state and run on; [`Relay::shutdown`] is how a relay stops.
 #[derive(Clone, Debug)]
 pub struct Relay {
     inner: Arc<Inner>,
@@ -260,6 +263,9 @@ impl Relay {
     }
 
     /// Accepts and serves sessions until the relay is shut down.
+    ///
+    /// Cancel safety: dropping the future stops accepting new sessions; the sessions and
+    /// links already started are the relay's tasks and go on until [`Relay::shutdown`].
     pub async fn run(&self) {
         if let Some(c) = &self.inner.cluster {
             let links = c.config.peers.iter().map(|p| (p, false));
@@ -328,6 +334,9 @@ impl Relay {
 
     /// Sends GOAWAY to every session (draft-19 §10.4): clients reconnect to `new_uri` (or the
     /// same URI if empty) and sessions still open after `timeout` are closed.
+    ///
+    /// Cancel safety: dropped before it resolves, GOAWAY is not sent to the sessions it had not
+    /// reached yet; the deadline it recorded still applies to sessions that open later.
     pub async fn goaway(&self, new_uri: &str, timeout: Duration) {
         self.send_goaway(NewUri::Exact(new_uri.to_string()), timeout)
             .await

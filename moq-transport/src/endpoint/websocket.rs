@@ -236,6 +236,9 @@ impl Upgrade {
     /// Runs the server's side of a session on `io`, the connection upgraded after the 101:
     /// QMux, then SETUP. `destination` is the request's path and authority (as over
     /// WebTransport, they come from the URL); `settings` gives the keep-alive and idle timeout.
+    ///
+    /// Cancel safety: dropping the future before it resolves drops `io`, which ends the
+    /// connection; no session is left behind.
     pub async fn accept<IO>(
         self,
         io: IO,
@@ -315,6 +318,8 @@ where
 /// the upgrade request (any path), refuses it as [`upgrade`] says (the status and reason
 /// are the answer), or answers 101 and runs the session. The destination is the request's
 /// path and query and its `Host`.
+///
+/// Cancel safety: as [`Upgrade::accept`], dropping the future drops `io`.
 // The callback's error type is tungstenite's, not ours.
 #[allow(clippy::result_large_err)]
 pub async fn accept<IO>(
