@@ -106,8 +106,8 @@ pub(crate) async fn publish_namespace(
         return Err(Error::Invalid(format!("namespace {namespace} is reserved")));
     }
     let mut params = params;
-    // draft-lcurley-moq-cluster: on a session that negotiated the extension every
-    // advertisement carries HOP_PATH (ours appended to the route the index holds for it, if
+    // draft-lcurley-moq-cluster-01 Setup Negotiation: on a session that negotiated the extension
+    // every advertisement carries HOP_PATH (ours appended to the route the index holds for it, if
     // any: else ours alone) and ROUTE_COST.
     if let Some(link) = core.cluster()
         && params.cluster.is_none()
@@ -425,8 +425,8 @@ async fn accept_publish_namespace(
         Ok(None) => None,
         Err(Received::Violation(why)) => return Err(req.violation(why.to_string())),
         Err(Received::Looped) => {
-            // draft-lcurley-moq-cluster: an advertisement whose HOP_PATH holds our own Hop
-            // ID came back through us; it is dropped, never routed nor forwarded.
+            // draft-lcurley-moq-cluster-01 Relay Behavior: an advertisement whose HOP_PATH holds
+            // our own Hop ID came back through us; it is dropped, never routed nor forwarded.
             let e = RequestError::new(RequestErrorCode::UNINTERESTED, "HOP_PATH holds our Hop ID");
             (*req).refuse(e).await?;
             return Ok(None);

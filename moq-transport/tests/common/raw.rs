@@ -147,6 +147,27 @@ impl MsgReader {
         }
     }
 
+    /// The next message of a response stream of a session that negotiated the MoQ Cluster
+    /// extension (NAMESPACE in its extended form). Panics on a FIN, a reset or bytes that do
+    /// not decode.
+    pub async fn expect_clustered(&mut self) -> Message {
+        loop {
+            if let Some(mut frame) = self.msgs.next_frame().expect("our side sent a bad frame") {
+                return Message::decode_clustered(&mut frame, self.version)
+                    .expect("our side sent a bad message");
+            }
+            match self
+                .recv
+                .read_chunk(64 * 1024, true)
+                .await
+                .expect("stream failed")
+            {
+                Some(chunk) => self.msgs.push(&chunk.bytes),
+                None => panic!("stream ended"),
+            }
+        }
+    }
+
     /// The next message, which must exist.
     pub async fn expect(&mut self) -> Message {
         self.next()
