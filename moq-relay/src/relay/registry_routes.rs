@@ -86,10 +86,7 @@ impl Inner {
         // requesting relay's Hop ID is excluded; with only that one the request is unroutable
         // (serving it would hand the relay data that already went through it).
         if let Some(hop) = from_relay
-            && self
-                .index
-                .route(ns)
-                .is_some_and(|r| r.runs_through(hop))
+            && self.index.route(ns).is_some_and(|r| r.runs_through(hop))
         {
             return Err(RequestError::new(
                 RequestErrorCode::DOES_NOT_EXIST,
