@@ -157,11 +157,7 @@ async fn a_request_from_an_origin_link_is_not_routed_through_the_registry_again(
 
             // A client of A is still routed through A's registry to B.
             let on_a = connect(&a, v).await;
-            let mut t = on_a
-                .subscriber()
-                .subscribe(track.clone(), SubscribeOptions::default())
-                .await
-                .unwrap();
+            let mut t = subscribed(&on_a, &track).await;
             let mut g = producer.append_group().unwrap();
             g.write("hello").unwrap();
             g.finish().unwrap();
@@ -169,25 +165,54 @@ async fn a_request_from_an_origin_link_is_not_routed_through_the_registry_again(
             assert_eq!(a.origin_links(), 1, "A linked to B for its own client");
 
             // A now has a route to B, over its origin link: C's requests still stop at A.
-            let again = on_c
-                .subscriber()
-                .subscribe(track.clone(), SubscribeOptions::default())
-                .await;
-            assert!(
-                again.is_err(),
-                "{v:?}: C -> A -> B over A's link served the subscription"
-            );
-            let status = on_c.subscriber().track_status(track.clone()).await;
-            assert!(status.is_err(), "{v:?}: C -> A -> B answered TRACK_STATUS");
-            let fetched = on_c
-                .subscriber()
-                .fetch(track.clone(), Location::new(0, 0), Location::new(1, 0))
-                .await;
-            assert!(fetched.is_err(), "{v:?}: C -> A -> B served the FETCH");
+            refused_all(&on_c, &track, &format!("{v:?}: C -> A -> B over A's link")).await;
             assert_eq!(a.origin_links(), 1, "A opened no other link for C");
         })
         .await;
     }
+}
+
+/// `session`'s subscription to `track` (default options), which must be accepted.
+async fn subscribed(session: &Session, track: &FullTrackName) -> moq_client::TrackConsumer {
+    let sub = session.subscriber();
+    sub.subscribe(track.clone(), SubscribeOptions::default())
+        .await
+        .unwrap()
+}
+
+/// Sends `payload` as one group on `producer` and asserts `t` reads it.
+async fn delivered(
+    producer: &moq_client::TrackProducer,
+    t: &mut moq_client::TrackConsumer,
+    payload: &str,
+) {
+    send(producer, payload.to_string());
+    assert_eq!(common::read_objects(t, 1).await[0].1, payload);
+}
+
+/// The groups of the next `n` objects `t` reads, sorted.
+async fn sorted_groups(t: &mut moq_client::TrackConsumer, n: usize) -> Vec<u64> {
+    let mut got: Vec<u64> = common::read_objects(t, n)
+        .await
+        .into_iter()
+        .map(|(g, _)| g)
+        .collect();
+    got.sort();
+    got
+}
+
+/// Asserts `session`'s SUBSCRIBE, TRACK_STATUS and FETCH of `track` are all refused.
+async fn refused_all(session: &Session, track: &FullTrackName, what: &str) {
+    let sub = session.subscriber();
+    let subscribed = sub
+        .subscribe(track.clone(), SubscribeOptions::default())
+        .await;
+    assert!(subscribed.is_err(), "{what}: served the subscription");
+    let status = sub.track_status(track.clone()).await;
+    assert!(status.is_err(), "{what}: answered TRACK_STATUS");
+    let range = (Location::new(0, 0), Location::new(1, 0));
+    let fetched = sub.fetch(track.clone(), range.0, range.1).await;
+    assert!(fetched.is_err(), "{what}: served the FETCH");
 }
 
 #[test]
@@ -370,13 +395,8 @@ async fn the_cheaper_route_wins_and_the_other_takes_over_when_it_goes() {
             assert_eq!(r.cluster_peers().len(), 2, "relay {i}");
         }
         let on_d = connect(d, Version::Draft22).await;
-        let mut t = on_d
-            .subscriber()
-            .subscribe(track.clone(), SubscribeOptions::default())
-            .await
-            .unwrap();
-        send(&producer, "through C".to_string());
-        assert_eq!(common::read_objects(&mut t, 1).await[0].1, "through C");
+        let mut t = subscribed(&on_d, &track).await;
+        delivered(&producer, &mut t, "through C").await;
         let upstreams = |r: &Relay| r.metrics().value("moq_relay_upstream_subscriptions_active");
         assert_eq!(
             (upstreams(b), upstreams(&relays[2])),
@@ -400,11 +420,9 @@ async fn the_cheaper_route_wins_and_the_other_takes_over_when_it_goes() {
             )
             .await
             .unwrap();
-        send(&p2, "through B".to_string());
-        assert_eq!(common::read_objects(&mut t2, 1).await[0].1, "through B");
+        delivered(&p2, &mut t2, "through B").await;
         // The first subscription moved over too: it goes on through B.
-        send(&producer, "t through B".to_string());
-        assert_eq!(common::read_objects(&mut t, 1).await[0].1, "t through B");
+        delivered(&producer, &mut t, "t through B").await;
         assert_eq!(upstreams(b), 2, "both tracks fed through B");
     })
     .await;
@@ -470,23 +488,14 @@ async fn a_ring_over_quic_and_webtransport_finds_withdraws_and_routes_the_cheape
                 let mut subs = Vec::new();
                 for r in &relays[1..] {
                     let s = connect(r, Version::Draft22).await;
-                    let t = s
-                        .subscriber()
-                        .subscribe(track.clone(), SubscribeOptions::default())
-                        .await
-                        .unwrap();
+                    let t = subscribed(&s, &track).await;
                     subs.push((s, t));
                 }
                 for i in 0..3 {
                     send(&producer, format!("frame {i}"));
                 }
                 for (i, (_, t)) in subs.iter_mut().enumerate() {
-                    let mut got: Vec<u64> = common::read_objects(t, 3)
-                        .await
-                        .into_iter()
-                        .map(|(g, _)| g)
-                        .collect();
-                    got.sort();
+                    let got = sorted_groups(t, 3).await;
                     assert_eq!(got, vec![0, 1, 2], "relay {}: each object once", i + 1);
                 }
                 for (i, r) in relays.iter().enumerate() {
@@ -548,27 +557,11 @@ async fn a_relay_is_not_served_a_namespace_whose_route_runs_through_it() {
                 .unwrap()
         };
         let looped = as_relay(hop_id("A")).await;
-        let refused = looped
-            .subscriber()
-            .subscribe(track.clone(), SubscribeOptions::default())
-            .await;
-        assert!(refused.is_err(), "B served A's own namespace back to A");
-        let status = looped.subscriber().track_status(track.clone()).await;
-        assert!(status.is_err(), "B answered TRACK_STATUS for A through A");
-        let fetched = looped
-            .subscriber()
-            .fetch(track.clone(), Location::new(0, 0), Location::new(1, 0))
-            .await;
-        assert!(fetched.is_err(), "B served a FETCH for A through A");
+        refused_all(&looped, &track, "B to A of A's own namespace").await;
 
         let other = as_relay(hop_id("Z")).await;
-        let mut t = other
-            .subscriber()
-            .subscribe(track.clone(), SubscribeOptions::default())
-            .await
-            .unwrap();
-        send(&producer, "to Z".to_string());
-        assert_eq!(common::read_objects(&mut t, 1).await[0].1, "to Z");
+        let mut t = subscribed(&other, &track).await;
+        delivered(&producer, &mut t, "to Z").await;
     })
     .await;
 }
@@ -660,12 +653,7 @@ async fn a_ring_of_four_relay_binaries_with_the_extension_has_no_loop() {
             send(&producer, format!("frame {i}"));
         }
         for (_, t) in subs.iter_mut() {
-            let mut got: Vec<u64> = common::read_objects(t, 3)
-                .await
-                .into_iter()
-                .map(|(g, _)| g)
-                .collect();
-            got.sort();
+            let mut got = sorted_groups(t, 3).await;
             assert_eq!(got.len(), 3, "each object once");
             got.dedup();
             assert_eq!(got.len(), 3, "each object once");
@@ -739,11 +727,7 @@ async fn moq_dev_relay_links_with_the_extension_both_ways() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let here = connect(&ours, Version::Draft19).await;
-        let mut t = here
-            .subscriber()
-            .subscribe(track.clone(), SubscribeOptions::default())
-            .await
-            .unwrap();
+        let mut t = subscribed(&here, &track).await;
         send(&producer, "from moq-dev's side".to_string());
         assert_eq!(
             common::read_objects(&mut t, 1).await[0].1,
@@ -768,8 +752,7 @@ async fn moq_dev_relay_links_with_the_extension_both_ways() {
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         };
-        send(&producer2, "from ours".to_string());
-        assert_eq!(common::read_objects(&mut t2, 1).await[0].1, "from ours");
+        delivered(&producer2, &mut t2, "from ours").await;
         let _ = child.kill();
         let _ = child.wait();
         drop((h, h2));
