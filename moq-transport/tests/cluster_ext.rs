@@ -160,7 +160,8 @@ async fn one_hop_id_alone_negotiates_nothing() {
 }
 
 /// A PUBLISH_NAMESPACE of a relay that speaks the extension is registered with its route (the
-/// peer's path, its cost plus the link's), and ours carries HOP_PATH with our Hop ID.
+/// peer's path, its cost plus the link's), and ours carries HOP_PATH with our Hop ID; one
+/// whose route runs through the peer is not sent.
 #[tokio::test]
 async fn publish_namespace_carries_and_keeps_the_route() {
     timeout(async {
@@ -175,6 +176,14 @@ async fn publish_namespace_carries_and_keeps_the_route() {
         let _p = client.publish_namespace(ns(&["p"])).await.unwrap();
         // The client's route [3] cost 4, its hop appended, plus the link (its RELAY_COST, 2).
         assert_eq!(announced.route(&ns(&["p"])), Some(route(&[3, 9], 6)));
+        // draft-lcurley-moq-cluster-01 Path Selection: a route through the server's Hop ID (7)
+        // is not announced to it.
+        let _back = client
+            .namespaces()
+            .publish_routed(ns(&["q"]), route(&[3, 7], 1));
+        let refused = client.publish_namespace(ns(&["q"])).await;
+        assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
+        assert_eq!(announced.route(&ns(&["q"])), None);
     })
     .await;
 }

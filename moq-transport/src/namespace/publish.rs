@@ -13,7 +13,7 @@ use moq_core::message::{
     ControlMessage, ParamContext, Parameters, PublishNamespace, RequestError, RequestOk,
 };
 
-use super::cluster::{Received, cluster_params, received_route};
+use super::cluster::{Received, cluster_params, received_route, withheld};
 use super::state::{AcceptedGuard, AcceptedSlot, NamespaceState};
 use crate::error::Error;
 use crate::index::NamespaceRegistration;
@@ -117,6 +117,13 @@ pub(crate) async fn publish_namespace(
             .namespaces
             .route(&namespace)
             .unwrap_or_default();
+        // draft-lcurley-moq-cluster-01 Path Selection: never a path through the peer's Hop ID.
+        if withheld(&route, link) {
+            return Err(Error::Invalid(format!(
+                "the route to {namespace} runs through the peer (Hop ID {})",
+                link.peer
+            )));
+        }
         params.cluster = cluster_params(&route, link.ours);
     }
     let registration = core.config().namespaces.publish(namespace.clone());
