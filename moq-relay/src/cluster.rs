@@ -181,8 +181,9 @@ pub(crate) struct Offers {
 
 impl Offers {
     fn pick(v: &[Offer]) -> Option<&Offer> {
-        // draft-lcurley-moq-cluster: of several routes to a namespace, the cheapest.
-        // Offers are kept in the order first offered: `min_by_key` keeps the first of equals.
+        // draft-lcurley-moq-cluster-01 Path Selection: of several routes to a namespace, the
+        // cheapest. Offers are kept in the order first offered: `min_by_key` keeps the first of
+        // equals.
         v.iter().min_by_key(|o| o.route.rank())
     }
 

@@ -5,8 +5,10 @@
 //! registry declare its Hop ID (HOP_ID in SETUP, from draft-17), and a relay does not route
 //! through the registry what arrives from a session that declared one (one hop: a request
 //! from another relay is served from here or refused, never sent on to a third relay).
-//! The flooded mesh keeps its own hop path (docs/relay.md, "Clustering"); HOP_PATH on
-//! advertisements waits for the session layer's extended NAMESPACE.
+//! On the flooded mesh, links where both ends declared a Hop ID carry each namespace's
+//! HOP_PATH and ROUTE_COST (moq-transport's extended NAMESPACE), and a relay's request for a
+//! namespace whose route runs through that relay is refused; links that did not negotiate
+//! keep the mesh's own hop path (docs/relay.md, "Clustering").
 
 use moq_transport::Session;
 

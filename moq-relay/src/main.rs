@@ -428,7 +428,7 @@ async fn run(s: Settings) -> anyhow::Result<()> {
         c.upstreams = s.cluster_upstream.clone();
         c.tls = link_tls(&s)?;
         config.cluster = Some(c);
-        // draft-lcurley-moq-cluster: the Hop ID this relay declares on every session.
+        // draft-lcurley-moq-cluster-01 Hop IDs: the Hop ID this relay declares on every session.
         let id = (s.relay_id.clone().or_else(|| s.cluster_node.clone()))
             .unwrap_or_else(|| bind.to_string());
         config.cluster_hop = Some(moq_relay::cluster_ext::hop_id(&id));

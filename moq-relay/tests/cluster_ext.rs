@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use common::{case, ns};
-use moq_client::{Client, Publisher, Session, SubscribeOptions};
+use moq_client::{Client, NamespaceEvent, Publisher, Session, SubscribeOptions};
 use moq_core::{FullTrackName, Location, TrackNamespace, Version};
 use moq_relay::cluster::ClusterConfig;
 use moq_relay::cluster_ext::hop_id;
@@ -157,11 +157,7 @@ async fn a_request_from_an_origin_link_is_not_routed_through_the_registry_again(
 
             // A client of A is still routed through A's registry to B.
             let on_a = connect(&a, v).await;
-            let mut t = on_a
-                .subscriber()
-                .subscribe(track.clone(), SubscribeOptions::default())
-                .await
-                .unwrap();
+            let mut t = subscribed(&on_a, &track).await;
             let mut g = producer.append_group().unwrap();
             g.write("hello").unwrap();
             g.finish().unwrap();
@@ -169,25 +165,54 @@ async fn a_request_from_an_origin_link_is_not_routed_through_the_registry_again(
             assert_eq!(a.origin_links(), 1, "A linked to B for its own client");
 
             // A now has a route to B, over its origin link: C's requests still stop at A.
-            let again = on_c
-                .subscriber()
-                .subscribe(track.clone(), SubscribeOptions::default())
-                .await;
-            assert!(
-                again.is_err(),
-                "{v:?}: C -> A -> B over A's link served the subscription"
-            );
-            let status = on_c.subscriber().track_status(track.clone()).await;
-            assert!(status.is_err(), "{v:?}: C -> A -> B answered TRACK_STATUS");
-            let fetched = on_c
-                .subscriber()
-                .fetch(track.clone(), Location::new(0, 0), Location::new(1, 0))
-                .await;
-            assert!(fetched.is_err(), "{v:?}: C -> A -> B served the FETCH");
+            refused_all(&on_c, &track, &format!("{v:?}: C -> A -> B over A's link")).await;
             assert_eq!(a.origin_links(), 1, "A opened no other link for C");
         })
         .await;
     }
+}
+
+/// `session`'s subscription to `track` (default options), which must be accepted.
+async fn subscribed(session: &Session, track: &FullTrackName) -> moq_client::TrackConsumer {
+    let sub = session.subscriber();
+    sub.subscribe(track.clone(), SubscribeOptions::default())
+        .await
+        .unwrap()
+}
+
+/// Sends `payload` as one group on `producer` and asserts `t` reads it.
+async fn delivered(
+    producer: &moq_client::TrackProducer,
+    t: &mut moq_client::TrackConsumer,
+    payload: &str,
+) {
+    send(producer, payload.to_string());
+    assert_eq!(common::read_objects(t, 1).await[0].1, payload);
+}
+
+/// The groups of the next `n` objects `t` reads, sorted.
+async fn sorted_groups(t: &mut moq_client::TrackConsumer, n: usize) -> Vec<u64> {
+    let mut got: Vec<u64> = common::read_objects(t, n)
+        .await
+        .into_iter()
+        .map(|(g, _)| g)
+        .collect();
+    got.sort();
+    got
+}
+
+/// Asserts `session`'s SUBSCRIBE, TRACK_STATUS and FETCH of `track` are all refused.
+async fn refused_all(session: &Session, track: &FullTrackName, what: &str) {
+    let sub = session.subscriber();
+    let subscribed = sub
+        .subscribe(track.clone(), SubscribeOptions::default())
+        .await;
+    assert!(subscribed.is_err(), "{what}: served the subscription");
+    let status = sub.track_status(track.clone()).await;
+    assert!(status.is_err(), "{what}: answered TRACK_STATUS");
+    let range = (Location::new(0, 0), Location::new(1, 0));
+    let fetched = sub.fetch(track.clone(), range.0, range.1).await;
+    assert!(fetched.is_err(), "{what}: served the FETCH");
 }
 
 #[test]
@@ -291,6 +316,18 @@ fn send(producer: &moq_client::TrackProducer, payload: String) {
 /// Library relays A, B, C... (Hop IDs of their names) with `costs[i]` as RELAY_COST, each
 /// dialing the peers `links` gives it once every relay is bound.
 fn mesh(links: &[(usize, usize)], costs: &[Option<u64>], cert: &Certificate) -> Vec<Relay> {
+    mesh_over(links, costs, cert, "moqt", Version::ALL)
+}
+
+/// [`mesh`], the links dialed with `scheme` (`moqt`: raw QUIC, `https`: WebTransport) and
+/// offering `versions`.
+fn mesh_over(
+    links: &[(usize, usize)],
+    costs: &[Option<u64>],
+    cert: &Certificate,
+    scheme: &str,
+    versions: &[Version],
+) -> Vec<Relay> {
     let relays: Vec<Relay> = costs
         .iter()
         .enumerate()
@@ -299,6 +336,7 @@ fn mesh(links: &[(usize, usize)], costs: &[Option<u64>], cert: &Certificate) -> 
             config.publisher_wait = Duration::from_millis(200);
             let mut c = ClusterConfig::new(((b'A' + i as u8) as char).to_string(), vec![]);
             c.tls = ClientTls::pinned(cert.fingerprint());
+            c.versions = versions.to_vec();
             config.cluster = Some(c);
             config.relay_cost = *cost;
             let r = Relay::bind(config).unwrap();
@@ -308,7 +346,7 @@ fn mesh(links: &[(usize, usize)], costs: &[Option<u64>], cert: &Certificate) -> 
         .collect();
     for &(from, to) in links {
         relays[from].connect_peer(&format!(
-            "moqt://localhost:{}",
+            "{scheme}://localhost:{}",
             relays[to].local_addr().port()
         ));
     }
@@ -357,13 +395,8 @@ async fn the_cheaper_route_wins_and_the_other_takes_over_when_it_goes() {
             assert_eq!(r.cluster_peers().len(), 2, "relay {i}");
         }
         let on_d = connect(d, Version::Draft22).await;
-        let mut t = on_d
-            .subscriber()
-            .subscribe(track.clone(), SubscribeOptions::default())
-            .await
-            .unwrap();
-        send(&producer, "through C".to_string());
-        assert_eq!(common::read_objects(&mut t, 1).await[0].1, "through C");
+        let mut t = subscribed(&on_d, &track).await;
+        delivered(&producer, &mut t, "through C").await;
         let upstreams = |r: &Relay| r.metrics().value("moq_relay_upstream_subscriptions_active");
         assert_eq!(
             (upstreams(b), upstreams(&relays[2])),
@@ -387,12 +420,148 @@ async fn the_cheaper_route_wins_and_the_other_takes_over_when_it_goes() {
             )
             .await
             .unwrap();
-        send(&p2, "through B".to_string());
-        assert_eq!(common::read_objects(&mut t2, 1).await[0].1, "through B");
+        delivered(&p2, &mut t2, "through B").await;
         // The first subscription moved over too: it goes on through B.
-        send(&producer, "t through B".to_string());
-        assert_eq!(common::read_objects(&mut t, 1).await[0].1, "t through B");
+        delivered(&producer, &mut t, "t through B").await;
         assert_eq!(upstreams(b), 2, "both tracks fed through B");
+    })
+    .await;
+}
+
+/// The next event of `found` about `room`.
+async fn next_about(
+    found: &mut moq_client::NamespaceStream,
+    room: &TrackNamespace,
+) -> NamespaceEvent {
+    loop {
+        match found.next().await {
+            Some(Ok(e)) if e.namespace() == room => return e,
+            Some(Ok(_)) => {}
+            other => panic!("discovery ended: {other:?}"),
+        }
+    }
+}
+
+/// A ring of four library relays A -> B -> C -> D -> A, its links over raw QUIC and over
+/// WebTransport, with the extension (draft-22 links: HOP_PATH, ROUTE_COST) and without it
+/// (draft-16 links: the cluster view's own hop path): a namespace published on A is found
+/// through discovery on B, C and D, subscribers there get every object once with one upstream
+/// subscription per relay (no loop either way round), and its withdrawal reaches every relay.
+/// With the extension B prices itself at 10, so C routes the other way round, through D
+/// (HOP_PATH A, D at cost 2, not A, B at 11).
+#[tokio::test]
+async fn a_ring_over_quic_and_webtransport_finds_withdraws_and_routes_the_cheaper_way() {
+    for scheme in ["moqt", "https"] {
+        for (ext, versions) in [(true, [Version::Draft22]), (false, [Version::Draft16])] {
+            case(format!("{scheme} extension {ext}"), async {
+                let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+                let costs = [None, Some(10), None, None];
+                let ring = [(0, 1), (1, 2), (2, 3), (3, 0)];
+                let relays = mesh_over(&ring, &costs, &cert, scheme, &versions);
+                let hops: Vec<u64> = ["A", "B", "C", "D"].iter().map(|n| hop_id(n)).collect();
+                let room = ns(&format!("ring-{scheme}-{ext}/room"));
+                let prefix = ns(&format!("ring-{scheme}-{ext}"));
+                let mut viewers = Vec::new();
+                for r in &relays[1..] {
+                    let s = connect(r, Version::Draft22).await;
+                    let found = s.subscriber().subscribe_namespace(prefix.clone()).await;
+                    viewers.push((s, found.unwrap()));
+                }
+                let publisher = connect(&relays[0], Version::Draft22).await;
+                let (h, track, producer) = announce(&publisher, &room).await;
+                for (i, (_, found)) in viewers.iter_mut().enumerate() {
+                    let e = next_about(found, &room).await;
+                    assert!(
+                        matches!(e, NamespaceEvent::Added(_)),
+                        "relay {i} found it: {e:?}"
+                    );
+                }
+                for (i, r) in relays.iter().enumerate() {
+                    let peers = if ext { 2 } else { 0 };
+                    assert_eq!(r.cluster_peers().len(), peers, "relay {i}'s links");
+                }
+                if ext {
+                    let via_d = routed_at(&relays[2], &room, 2).await;
+                    assert_eq!(via_d.hops, vec![hops[0], hops[3]], "C: HOP_PATH A, D");
+                    assert_eq!(routed_at(&relays[1], &room, 1).await.hops, vec![hops[0]]);
+                }
+                let mut subs = Vec::new();
+                for r in &relays[1..] {
+                    let s = connect(r, Version::Draft22).await;
+                    let t = subscribed(&s, &track).await;
+                    subs.push((s, t));
+                }
+                for i in 0..3 {
+                    send(&producer, format!("frame {i}"));
+                }
+                for (i, (_, t)) in subs.iter_mut().enumerate() {
+                    let got = sorted_groups(t, 3).await;
+                    assert_eq!(got, vec![0, 1, 2], "relay {}: each object once", i + 1);
+                }
+                for (i, r) in relays.iter().enumerate() {
+                    let up = r.metrics().value("moq_relay_upstream_subscriptions_active");
+                    assert_eq!(up, 1, "relay {i} holds one upstream subscription");
+                }
+
+                // Withdrawn on A: gone from every relay's discovery and routes.
+                drop((h, producer, publisher));
+                for (i, (_, found)) in viewers.iter_mut().enumerate() {
+                    let e = next_about(found, &room).await;
+                    assert!(
+                        matches!(e, NamespaceEvent::Removed(_)),
+                        "relay {}: withdrawn: {e:?}",
+                        i + 1
+                    );
+                }
+                for (i, r) in relays.iter().enumerate() {
+                    while r.namespace_route(&room).is_some() {
+                        // The index has no per-namespace signal to wait on from outside.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    assert!(!r.namespaces().contains(&room), "relay {i} forgot it");
+                }
+            })
+            .await;
+        }
+    }
+}
+
+/// draft-lcurley-moq-cluster-01 Path Selection, serving: B (linked to A, where the room is
+/// published) refuses a SUBSCRIBE, TRACK_STATUS or FETCH from a session that declared A's Hop
+/// ID (the route runs through it: serving it would hand A its own data back), and serves the
+/// same from a relay with another Hop ID. Fails before: B subscribed back through A.
+#[tokio::test]
+async fn a_relay_is_not_served_a_namespace_whose_route_runs_through_it() {
+    common::timeout(async {
+        let cert = Certificate::generate(&["localhost".to_string()]).unwrap();
+        let relays = mesh(&[(1, 0)], &[None, None], &cert);
+        let (a, b) = (&relays[0], &relays[1]);
+        let room = ns("through/room");
+        let publisher = connect(a, Version::Draft22).await;
+        let (_h, track, producer) = announce(&publisher, &room).await;
+        assert_eq!(routed_at(b, &room, 1).await.hops, vec![hop_id("A")]);
+        let as_relay = |hop: u64| async move {
+            let config = moq_transport::SessionConfig {
+                cluster_hop: Some(hop),
+                ..Default::default()
+            };
+            Client::builder()
+                .fingerprint(&b.fingerprint())
+                .unwrap()
+                .versions(vec![Version::Draft22])
+                .session_config(config)
+                .build()
+                .unwrap()
+                .connect(&format!("moqt://localhost:{}/", b.local_addr().port()))
+                .await
+                .unwrap()
+        };
+        let looped = as_relay(hop_id("A")).await;
+        refused_all(&looped, &track, "B to A of A's own namespace").await;
+
+        let other = as_relay(hop_id("Z")).await;
+        let mut t = subscribed(&other, &track).await;
+        delivered(&producer, &mut t, "to Z").await;
     })
     .await;
 }
@@ -484,12 +653,7 @@ async fn a_ring_of_four_relay_binaries_with_the_extension_has_no_loop() {
             send(&producer, format!("frame {i}"));
         }
         for (_, t) in subs.iter_mut() {
-            let mut got: Vec<u64> = common::read_objects(t, 3)
-                .await
-                .into_iter()
-                .map(|(g, _)| g)
-                .collect();
-            got.sort();
+            let mut got = sorted_groups(t, 3).await;
             assert_eq!(got.len(), 3, "each object once");
             got.dedup();
             assert_eq!(got.len(), 3, "each object once");
@@ -563,11 +727,7 @@ async fn moq_dev_relay_links_with_the_extension_both_ways() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let here = connect(&ours, Version::Draft19).await;
-        let mut t = here
-            .subscriber()
-            .subscribe(track.clone(), SubscribeOptions::default())
-            .await
-            .unwrap();
+        let mut t = subscribed(&here, &track).await;
         send(&producer, "from moq-dev's side".to_string());
         assert_eq!(
             common::read_objects(&mut t, 1).await[0].1,
@@ -592,8 +752,7 @@ async fn moq_dev_relay_links_with_the_extension_both_ways() {
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         };
-        send(&producer2, "from ours".to_string());
-        assert_eq!(common::read_objects(&mut t2, 1).await[0].1, "from ours");
+        delivered(&producer2, &mut t2, "from ours").await;
         let _ = child.kill();
         let _ = child.wait();
         drop((h, h2));

@@ -17,7 +17,9 @@ use common::raw::{RawConn, RawServer, encode, frame, put_namespace, put_vi, raw_
 use common::{TestServer, Transport, case, timeout};
 use moq_core::codes::SessionErrorCode;
 use moq_core::message::cluster::{ClusterParams, HOP_PATH, HopPath};
-use moq_core::message::{Namespace, Parameters, PublishNamespace, RequestOk};
+use moq_core::message::{
+    Message, Namespace, Parameters, PublishNamespace, RequestOk, SubscribeNamespace,
+};
 use moq_core::{TrackNamespace, Version};
 use moq_transport::namespace::{
     Advertised, NamespaceEvent, NamespaceIndex, NamespaceRoute, NamespaceSubscription,
@@ -158,7 +160,8 @@ async fn one_hop_id_alone_negotiates_nothing() {
 }
 
 /// A PUBLISH_NAMESPACE of a relay that speaks the extension is registered with its route (the
-/// peer's path, its cost plus the link's), and ours carries HOP_PATH with our Hop ID.
+/// peer's path, its cost plus the link's), and ours carries HOP_PATH with our Hop ID; one
+/// whose route runs through the peer is not sent.
 #[tokio::test]
 async fn publish_namespace_carries_and_keeps_the_route() {
     timeout(async {
@@ -173,6 +176,14 @@ async fn publish_namespace_carries_and_keeps_the_route() {
         let _p = client.publish_namespace(ns(&["p"])).await.unwrap();
         // The client's route [3] cost 4, its hop appended, plus the link (its RELAY_COST, 2).
         assert_eq!(announced.route(&ns(&["p"])), Some(route(&[3, 9], 6)));
+        // draft-lcurley-moq-cluster-01 Path Selection: a route through the server's Hop ID (7)
+        // is not announced to it.
+        let _back = client
+            .namespaces()
+            .publish_routed(ns(&["q"]), route(&[3, 7], 1));
+        let refused = client.publish_namespace(ns(&["q"])).await;
+        assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
+        assert_eq!(announced.route(&ns(&["q"])), None);
     })
     .await;
 }
@@ -321,6 +332,67 @@ async fn a_looped_namespace_from_a_raw_relay_is_dropped() {
             added(ns(&["a", "fine"]), Some(route(&[3, 9], 3)), false)
         );
         assert!(session.close_reason().is_none());
+    })
+    .await;
+}
+
+/// draft-lcurley-moq-cluster-01 Path Selection: a publisher MUST NOT advertise a path whose
+/// HOP_PATH holds the Hop ID the peer declared. A raw relay (Hop ID 9) subscribes to ours
+/// (Hop ID 7) and reads the response stream's bytes: a namespace routed through 9 is never
+/// sent (nor its NAMESPACE_DONE); one advertised before is withdrawn with NAMESPACE_DONE when
+/// its route moves through 9, and advertised again when it moves off. Fails before: the
+/// looped NAMESPACE went out and only the receiver dropped it.
+#[tokio::test]
+async fn a_route_through_the_subscriber_is_never_advertised_to_it() {
+    timeout(async {
+        let v = Version::Draft19;
+        let index = NamespaceIndex::new();
+        let srv = TestServer::start(relay(7, None).with_namespaces(index.clone()));
+        let mut raw = RawConn::connect(srv.port(), srv.cert.fingerprint(), v).await;
+        let mut options = raw_setup();
+        options.hop_id = Some(9);
+        let (_, session) = tokio::join!(raw.handshake(options), srv.server.accept());
+        // Kept: dropping our session would close it.
+        let _session = session.unwrap();
+        assert_eq!(_session.info().cluster_peer, Some(9));
+
+        let through_9 = index.publish_routed(ns(&["r", "back"]), route(&[3, 9], 2));
+        let moving = index.publish_routed(ns(&["r", "moving"]), route(&[3], 1));
+        let sub = SubscribeNamespace {
+            request_id: 0,
+            prefix: ns(&["r"]),
+            params: Parameters::default(),
+        };
+        let (_send, mut resp) = raw.open_request(&encode(sub, v)).await;
+        assert!(matches!(resp.expect().await, Message::RequestOk(_)));
+        let advertised = |m: Message| match m {
+            Message::Namespace(n) => (
+                n.suffix,
+                n.cluster
+                    .and_then(|c| c.hop_path)
+                    .map(|p| p.hops().to_vec()),
+            ),
+            m => panic!("{} where a NAMESPACE was due", m.name()),
+        };
+        // The snapshot: `moving` only, its path with our hop appended.
+        let first = advertised(resp.expect_clustered().await);
+        assert_eq!(first, (ns(&["moving"]), Some(vec![3, 7])));
+
+        // Its route moves through 9: withdrawn. Off 9 again: advertised again.
+        moving.set_route(route(&[4, 9], 1));
+        match resp.expect_clustered().await {
+            Message::NamespaceDone(d) => assert_eq!(d.suffix, ns(&["moving"])),
+            m => panic!("{} where NAMESPACE_DONE was due", m.name()),
+        }
+        moving.set_route(route(&[5], 1));
+        let again = advertised(resp.expect_clustered().await);
+        assert_eq!(again, (ns(&["moving"]), Some(vec![5, 7])));
+
+        // The withheld one goes: nothing is said; the next message is about a new namespace.
+        drop(through_9);
+        let _new = index.publish(ns(&["r", "new"]));
+        let next = advertised(resp.expect_clustered().await);
+        assert_eq!(next, (ns(&["new"]), Some(vec![7])));
     })
     .await;
 }

@@ -71,7 +71,7 @@ impl HopPath {
     /// True if the path went through `hop` (never for [`UNKNOWN_HOP`]): a receiver whose own
     /// Hop ID is in the path is looking at its own advertisement come back.
     pub fn contains(&self, hop: u64) -> bool {
-        hop != UNKNOWN_HOP && self.0.contains(&hop)
+        holds(&self.0, hop)
     }
 
     /// The path a relay forwards: this one with `hop` (its own Hop ID) appended, or `None`
@@ -91,15 +91,16 @@ impl HopPath {
         while body.has_remaining() {
             hops.push(body.get_varint(v)?);
         }
-        // draft-lcurley-moq-cluster: the path always names at least the original publisher.
+        // draft-lcurley-moq-cluster-01 HOP_PATH Parameter: the path always names at least the
+        // original publisher.
         if hops.is_empty() {
             return Err(DecodeError::InvalidValue {
                 field: "HOP_PATH (empty)",
                 value: 0,
             });
         }
-        // draft-lcurley-moq-cluster: a non-zero Hop ID twice in one path MUST close the
-        // session (PROTOCOL_VIOLATION): no conforming sender builds it.
+        // draft-lcurley-moq-cluster-01 HOP_PATH Parameter: a non-zero Hop ID twice in one path MUST
+        // close the session (PROTOCOL_VIOLATION): no conforming sender builds it.
         if let Some(hop) = first_repeat(&hops) {
             return Err(DecodeError::InvalidValue {
                 field: "HOP_PATH (repeated Hop ID)",
@@ -115,6 +116,18 @@ impl HopPath {
             buf.put_varint(*hop, v);
         }
     }
+}
+
+/// Whether the Hop IDs `hops` name `hop` (never [`UNKNOWN_HOP`], which names no hop:
+/// draft-lcurley-moq-cluster-01 The Reserved Hop ID 0, "0 in a HOP_PATH is never a loop").
+///
+/// ```
+/// use moq_core::message::cluster::holds;
+/// assert!(holds(&[0, 7], 7));
+/// assert!(!holds(&[0, 7], 0) && !holds(&[0, 7], 9));
+/// ```
+pub fn holds(hops: &[u64], hop: u64) -> bool {
+    hop != UNKNOWN_HOP && hops.contains(&hop)
 }
 
 /// The first non-zero Hop ID that appears twice.

@@ -301,8 +301,9 @@ const fn allowed_mask(ty: u64, v: Version) -> u32 {
         param::INCLUDE_PROPERTIES if v.has_fill() => {
             C::Subscribe.bit() | C::TrackStatus.bit() | C::Fetch.bit() | C::SubscribeTracks.bit()
         }
-        // draft-lcurley-moq-cluster: on every advertisement (PUBLISH_NAMESPACE, the extended
-        // NAMESPACE) and on the REQUEST_UPDATE that re-routes a PUBLISH_NAMESPACE.
+        // draft-lcurley-moq-cluster-01 IANA Considerations: on every advertisement
+        // (PUBLISH_NAMESPACE, the extended NAMESPACE) and on the REQUEST_UPDATE that re-routes a
+        // PUBLISH_NAMESPACE.
         param::HOP_PATH | param::ROUTE_COST if v.has_cluster_extension() => {
             C::PublishNamespace.bit() | C::UpdatePublishNamespace.bit() | C::Namespace.bit()
         }

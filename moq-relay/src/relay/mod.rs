@@ -91,8 +91,8 @@ impl Relay {
             None => config.authorizer.clone(),
         };
         session.limits = config.limits.clone();
-        // draft-lcurley-moq-cluster: a relay declares its Hop ID on every session; the
-        // extension is on where the peer (another relay) declares one too.
+        // draft-lcurley-moq-cluster-01 Setup Negotiation: a relay declares its Hop ID on every
+        // session; the extension is on where the peer (another relay) declares one too.
         session.cluster_hop = config.cluster_hop.or_else(|| {
             let c = config.cluster.as_ref()?;
             Some(crate::cluster_ext::hop_id(&c.node))

@@ -68,7 +68,8 @@ async fn lookup_longest(
 impl Inner {
     /// Routes `ns` through its origin relay when the relay is routing through a registry and
     /// no route reaches `ns` now, for a request from session `peer` (`None`: for the relay's
-    /// own upstream, as when an origin moved). Ok with no route added
+    /// own upstream, as when an origin moved). Refuses a relay's request (DOES_NOT_EXIST)
+    /// when the route to `ns` runs through that relay, registry or not. Ok with no route added
     /// when nobody registered it, or when `peer` is a relay (its SETUP declared a HOP_ID):
     /// the request then finds no publisher (DOES_NOT_EXIST); a relay's request that only an
     /// origin link reaches is refused (DOES_NOT_EXIST). An error to answer the request with
@@ -79,6 +80,19 @@ impl Inner {
         ns: &TrackNamespace,
         peer: Option<u64>,
     ) -> Result<(), RequestError> {
+        let from_relay =
+            peer.and_then(|p| self.sessions.lock().get(&p).and_then(cluster_ext::peer_hop));
+        // draft-lcurley-moq-cluster-01 Path Selection: a source whose HOP_PATH holds the
+        // requesting relay's Hop ID is excluded; with only that one the request is unroutable
+        // (serving it would hand the relay data that already went through it).
+        if let Some(hop) = from_relay
+            && self.index.route(ns).is_some_and(|r| r.runs_through(hop))
+        {
+            return Err(RequestError::new(
+                RequestErrorCode::DOES_NOT_EXIST,
+                "the only route to this namespace runs through the requesting relay",
+            ));
+        }
         let Some(cfg) = self.origins.config.get() else {
             return Ok(());
         };
@@ -86,9 +100,7 @@ impl Inner {
         // registry, or is a cluster peer speaking the extension) is served from here or
         // refused, never looked up and sent on to a third relay, nor over a link this relay
         // opened to one: no relay-to-relay chains, no loops. The peer's HOP_ID
-        // (draft-lcurley-moq-cluster) is the mark.
-        let from_relay =
-            peer.and_then(|p| self.sessions.lock().get(&p).and_then(cluster_ext::peer_hop));
+        // (draft-lcurley-moq-cluster-01) is the mark.
         if let Some(hop) = from_relay {
             let routes = self.routes_for(ns);
             // Origin links are not sessions the relay serves; its publishers and mesh links are.
@@ -175,8 +187,8 @@ impl Inner {
         let client = Client::new(ClientConfig {
             tls: cfg.tls.clone(),
             versions: self.config.versions.clone(),
-            // draft-lcurley-moq-cluster: declare this relay's Hop ID, so the origin relay
-            // serves the link one hop (from draft-17; below, no mark is sent).
+            // draft-lcurley-moq-cluster-01 Setup Negotiation: declare this relay's Hop ID, so the
+            // origin relay serves the link one hop (from draft-17; below, no mark is sent).
             session: SessionConfig {
                 cluster_hop: Some(cluster_ext::hop_id(&cfg.me.id)),
                 ..SessionConfig::default()

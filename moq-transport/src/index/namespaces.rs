@@ -47,6 +47,12 @@ impl NamespaceRoute {
     pub fn rank(&self) -> (u64, usize) {
         (self.cost, self.hops.len())
     }
+
+    /// Whether the route went through the endpoint whose Hop ID is `hop` (never through 0,
+    /// which names no hop: [`moq_core::message::cluster::holds`]).
+    pub fn runs_through(&self, hop: u64) -> bool {
+        moq_core::message::cluster::holds(&self.hops, hop)
+    }
 }
 
 /// What a watcher's queue carries: an event, or a change of a known namespace's route.

@@ -7,9 +7,9 @@ use crate::index::NamespaceRoute;
 use crate::session::ClusterLink;
 
 /// What an advertisement we send carries under the MoQ Cluster extension: HOP_PATH is the
-/// route's hops with `ours` appended (draft-lcurley-moq-cluster: a relay appends its own Hop
-/// ID when it forwards; a namespace of its own publisher has it alone), ROUTE_COST the route's
-/// cost (absent for 0, which is what absent means).
+/// route's hops with `ours` appended (draft-lcurley-moq-cluster-01 Relay Behavior: a relay appends
+/// its own Hop ID when it forwards; a namespace of its own publisher has it alone), ROUTE_COST the
+/// route's cost (absent for 0, which is what absent means).
 pub(crate) fn cluster_params(route: &NamespaceRoute, ours: u64) -> Option<Box<ClusterParams>> {
     let mut hops = route.hops.clone();
     hops.push(ours);
@@ -18,6 +18,13 @@ pub(crate) fn cluster_params(route: &NamespaceRoute, ours: u64) -> Option<Box<Cl
         hop_path: Some(path),
         route_cost: (route.cost > 0).then_some(route.cost),
     }))
+}
+
+/// Whether an advertisement of `route` is kept from the peer of `link`
+/// (draft-lcurley-moq-cluster-01 Path Selection: a publisher MUST NOT advertise a path whose
+/// HOP_PATH contains the Hop ID that peer declared; a peer that declared 0 excludes nothing).
+pub(crate) fn withheld(route: &NamespaceRoute, link: ClusterLink) -> bool {
+    route.runs_through(link.peer)
 }
 
 /// Why a received advertisement is not taken.
@@ -39,18 +46,18 @@ pub(crate) fn received_route(
     let path = cluster.and_then(|c| c.hop_path.as_ref());
     match (link, path) {
         (None, None) if cluster.is_none() => Ok(None),
-        // draft-lcurley-moq-cluster: an endpoint MUST NOT send the extension's parameters on a
-        // session that did not negotiate it.
+        // draft-lcurley-moq-cluster-01 Namespace Advertisements: an endpoint MUST NOT send the
+        // extension's parameters on a session that did not negotiate it.
         (None, _) => Err(Received::Violation(
             "MoQ Cluster parameters on a session that did not negotiate the extension",
         )),
-        // draft-lcurley-moq-cluster: on a session that negotiated it, every advertisement
-        // MUST carry HOP_PATH.
+        // draft-lcurley-moq-cluster-01 Setup Negotiation: on a session that negotiated it, every
+        // advertisement MUST carry HOP_PATH.
         (Some(_), None) => Err(Received::Violation(
             "an advertisement without HOP_PATH on a session that negotiated the MoQ Cluster extension",
         )),
-        // draft-lcurley-moq-cluster: a receiver drops an advertisement whose HOP_PATH holds
-        // its own Hop ID (it looped back).
+        // draft-lcurley-moq-cluster-01 Relay Behavior: a receiver drops an advertisement whose
+        // HOP_PATH holds its own Hop ID (it looped back).
         (Some(link), Some(path)) if path.contains(link.ours) => Err(Received::Looped),
         (Some(link), Some(path)) => Ok(Some(NamespaceRoute {
             hops: path.hops().to_vec(),

@@ -13,7 +13,7 @@ use moq_core::message::{
     ControlMessage, ParamContext, Parameters, PublishNamespace, RequestError, RequestOk,
 };
 
-use super::cluster::{Received, cluster_params, received_route};
+use super::cluster::{Received, cluster_params, received_route, withheld};
 use super::state::{AcceptedGuard, AcceptedSlot, NamespaceState};
 use crate::error::Error;
 use crate::index::NamespaceRegistration;
@@ -106,8 +106,8 @@ pub(crate) async fn publish_namespace(
         return Err(Error::Invalid(format!("namespace {namespace} is reserved")));
     }
     let mut params = params;
-    // draft-lcurley-moq-cluster: on a session that negotiated the extension every
-    // advertisement carries HOP_PATH (ours appended to the route the index holds for it, if
+    // draft-lcurley-moq-cluster-01 Setup Negotiation: on a session that negotiated the extension
+    // every advertisement carries HOP_PATH (ours appended to the route the index holds for it, if
     // any: else ours alone) and ROUTE_COST.
     if let Some(link) = core.cluster()
         && params.cluster.is_none()
@@ -117,6 +117,13 @@ pub(crate) async fn publish_namespace(
             .namespaces
             .route(&namespace)
             .unwrap_or_default();
+        // draft-lcurley-moq-cluster-01 Path Selection: never a path through the peer's Hop ID.
+        if withheld(&route, link) {
+            return Err(Error::Invalid(format!(
+                "the route to {namespace} runs through the peer (Hop ID {})",
+                link.peer
+            )));
+        }
         params.cluster = cluster_params(&route, link.ours);
     }
     let registration = core.config().namespaces.publish(namespace.clone());
@@ -425,8 +432,8 @@ async fn accept_publish_namespace(
         Ok(None) => None,
         Err(Received::Violation(why)) => return Err(req.violation(why.to_string())),
         Err(Received::Looped) => {
-            // draft-lcurley-moq-cluster: an advertisement whose HOP_PATH holds our own Hop
-            // ID came back through us; it is dropped, never routed nor forwarded.
+            // draft-lcurley-moq-cluster-01 Relay Behavior: an advertisement whose HOP_PATH holds
+            // our own Hop ID came back through us; it is dropped, never routed nor forwarded.
             let e = RequestError::new(RequestErrorCode::UNINTERESTED, "HOP_PATH holds our Hop ID");
             (*req).refuse(e).await?;
             return Ok(None);

@@ -12,7 +12,7 @@ use moq_core::message::{
 };
 use tokio::sync::{mpsc, watch};
 
-use super::cluster::{Received, cluster_params, received_route};
+use super::cluster::{Received, cluster_params, received_route, withheld};
 use super::state::NamespaceState;
 use crate::error::Error;
 use crate::index::{Change, NamespaceEvent, NamespaceIndex, NamespaceRoute};
@@ -51,7 +51,8 @@ pub struct Advertised {
     /// the link's cost (the peer's RELAY_COST, else 1). `None` otherwise and on removals.
     pub route: Option<NamespaceRoute>,
     /// True for a repeated NAMESPACE of a namespace already added: the peer changed its
-    /// route (draft-lcurley-moq-cluster: a repeat replaces the advertisement).
+    /// route (draft-lcurley-moq-cluster-01 Updating an Advertisement: a repeat replaces the
+    /// advertisement).
     pub update: bool,
 }
 
@@ -139,7 +140,8 @@ pub(crate) async fn subscribe_namespace(
     .await?;
     // draft-19 §10.18: anything but REQUEST_OK / REQUEST_ERROR first is a PROTOCOL_VIOLATION.
     req.request_ok(ParamContext::SubscribeNamespaceOk).await?;
-    // draft-lcurley-moq-cluster: NAMESPACE takes its extended form once negotiated.
+    // draft-lcurley-moq-cluster-01 Namespace Advertisements: NAMESPACE takes its extended form once
+    // negotiated.
     let cluster = core.cluster();
     if cluster.is_some() {
         req.read_clustered();
@@ -252,8 +254,8 @@ impl Discovery {
                     Err(Received::Violation(why)) => {
                         return Err(Stop::Failed(req.violation(why.to_string())));
                     }
-                    // draft-lcurley-moq-cluster: dropped; a repeat that loops retracts what
-                    // the namespace's earlier NAMESPACE advertised.
+                    // draft-lcurley-moq-cluster-01 Relay Behavior: dropped; a repeat that loops
+                    // retracts what the namespace's earlier NAMESPACE advertised.
                     Err(Received::Looped) => {
                         self.looped.insert(full.clone());
                         if self.active.remove(&full) {
@@ -344,30 +346,19 @@ pub(crate) async fn serve_subscribe_namespace(
     // Held while the subscription lives on `prefix` (RequestObserver::discovering).
     let mut _discovering = observer.and_then(|o| o.discovering(&prefix));
     let (now, mut watch) = index.watch(&prefix, queue);
-    let cluster = core.cluster();
+    let mut shown = Shown::new(core.cluster());
     // draft-19 §10.18: REQUEST_OK first, then a NAMESPACE for each known match.
     Box::pin(req.send(RequestOk::default())).await?;
-    Box::pin(send_snapshot(&mut req, &prefix, now, index, cluster)).await?;
+    Box::pin(send_snapshot(&mut req, &prefix, now, index, &mut shown)).await?;
     tracing::debug!(%prefix, "SUBSCRIBE_NAMESPACE accepted");
     loop {
         tokio::select! {
             ev = watch.next_change() => {
-                let msg: Message = match ev {
+                let msg: Option<Message> = match ev {
                     Some(Change::Event(NamespaceEvent::Added(ns) | NamespaceEvent::Removed(ns)) | Change::Rerouted(ns)) if !req.visible(&ns) => continue,
-                    Some(Change::Event(NamespaceEvent::Added(ns))) => match advert(&ns, &prefix, index, cluster) {
-                        Some(n) => n.into(),
-                        None => continue,
-                    },
-                    // draft-lcurley-moq-cluster: a repeated NAMESPACE replaces the route it
-                    // advertised; without the extension there is nothing to say.
-                    Some(Change::Rerouted(ns)) => match advert(&ns, &prefix, index, cluster) {
-                        Some(n) if cluster.is_some() => n.into(),
-                        _ => continue,
-                    },
-                    Some(Change::Event(NamespaceEvent::Removed(ns))) => match ns.strip_prefix(&prefix) {
-                        Some(suffix) => NamespaceDone { suffix }.into(),
-                        None => continue,
-                    },
+                    Some(Change::Event(NamespaceEvent::Added(ns))) => shown.known(&ns, &prefix, index, false),
+                    Some(Change::Rerouted(ns)) => shown.known(&ns, &prefix, index, true),
+                    Some(Change::Event(NamespaceEvent::Removed(ns))) => shown.removed(&ns, &prefix),
                     None => {
                         // We fell behind the index: reset rather than queue without bound
                         // (draft-19 §10.18 allows resetting a blocked response stream).
@@ -376,7 +367,9 @@ pub(crate) async fn serve_subscribe_namespace(
                         return Ok(());
                     }
                 };
-                Box::pin(req.send(msg)).await?;
+                if let Some(msg) = msg {
+                    Box::pin(req.send(msg)).await?;
+                }
             }
             ev = req.next() => match ev {
                 // draft-19 §10.9.1: a failed update closes the stream.
@@ -401,7 +394,8 @@ pub(crate) async fn serve_subscribe_namespace(
                         _discovering = observer.and_then(|o| o.discovering(&prefix));
                         let (now, w) = index.watch(&prefix, queue);
                         watch = w;
-                        Box::pin(send_snapshot(&mut req, &prefix, now, index, cluster)).await?;
+                        shown.moved_to(&prefix);
+                        Box::pin(send_snapshot(&mut req, &prefix, now, index, &mut shown)).await?;
                     }
                 }
                 Event::Message(m) => return Err(req.unexpected(&m)),
@@ -423,32 +417,85 @@ async fn send_snapshot(
     prefix: &TrackNamespace,
     now: Vec<TrackNamespace>,
     index: &NamespaceIndex,
-    cluster: Option<ClusterLink>,
+    shown: &mut Shown,
 ) -> Result<(), Error> {
     for ns in now {
         if !req.visible(&ns) {
             continue;
         }
-        if let Some(n) = advert(&ns, prefix, index, cluster) {
-            req.send(n).await?;
+        if let Some(m) = shown.known(&ns, prefix, index, false) {
+            req.send(m).await?;
         }
     }
     Ok(())
 }
 
-/// The NAMESPACE for `ns` under `prefix`: in the extended form with HOP_PATH and ROUTE_COST
-/// from the index's route when the session negotiated the MoQ Cluster extension
-/// (draft-lcurley-moq-cluster: every advertisement carries them).
-fn advert(
-    ns: &TrackNamespace,
-    prefix: &TrackNamespace,
-    index: &NamespaceIndex,
+/// What one SUBSCRIBE_NAMESPACE response stream tells its subscriber: a NAMESPACE for each
+/// namespace known under the prefix and a NAMESPACE_DONE when it goes; under the MoQ Cluster
+/// extension each NAMESPACE in the extended form, and none for a namespace whose route went
+/// through the subscriber.
+struct Shown {
     cluster: Option<ClusterLink>,
-) -> Option<Namespace> {
-    let suffix = ns.strip_prefix(prefix)?;
-    let cluster = cluster.and_then(|c| {
+    /// Known namespaces not advertised (MoQ Cluster extension): their route goes through the
+    /// subscriber. Their removal says nothing; a new route that does not advertises them.
+    withheld: HashSet<TrackNamespace>,
+}
+
+impl Shown {
+    fn new(cluster: Option<ClusterLink>) -> Self {
+        Shown {
+            cluster,
+            withheld: HashSet::new(),
+        }
+    }
+
+    /// What to send for `ns`, known in the index: newly (`rerouted` false) or with a new
+    /// best route.
+    fn known(
+        &mut self,
+        ns: &TrackNamespace,
+        prefix: &TrackNamespace,
+        index: &NamespaceIndex,
+        rerouted: bool,
+    ) -> Option<Message> {
+        let suffix = ns.strip_prefix(prefix)?;
+        let Some(link) = self.cluster else {
+            // Without the extension a new route says nothing.
+            return (!rerouted).then(|| {
+                Namespace {
+                    suffix,
+                    cluster: None,
+                }
+                .into()
+            });
+        };
         let route = index.route(ns).unwrap_or_default();
-        cluster_params(&route, c.ours)
-    });
-    Some(Namespace { suffix, cluster })
+        if withheld(&route, link) {
+            // draft-lcurley-moq-cluster-01 Path Selection: never advertised to the peer
+            // whose Hop ID the path holds; one advertised before is withdrawn.
+            let was_shown = self.withheld.insert(ns.clone()) && rerouted;
+            return was_shown.then(|| NamespaceDone { suffix }.into());
+        }
+        self.withheld.remove(ns);
+        // draft-lcurley-moq-cluster-01 Namespace Advertisements: the extended NAMESPACE, with
+        // HOP_PATH and ROUTE_COST; Updating an Advertisement: a repeat replaces the route.
+        Some(
+            Namespace {
+                suffix,
+                cluster: cluster_params(&route, link.ours),
+            }
+            .into(),
+        )
+    }
+
+    /// What to send for `ns`, gone from the index: NAMESPACE_DONE, unless it was withheld.
+    fn removed(&mut self, ns: &TrackNamespace, prefix: &TrackNamespace) -> Option<Message> {
+        let suffix = ns.strip_prefix(prefix)?;
+        (!self.withheld.remove(ns)).then(|| NamespaceDone { suffix }.into())
+    }
+
+    /// The subscription moved to `prefix`: what was withheld outside it is forgotten.
+    fn moved_to(&mut self, prefix: &TrackNamespace) {
+        self.withheld.retain(|ns| prefix.is_prefix_of(ns));
+    }
 }

@@ -366,8 +366,8 @@ impl SessionCore {
     }
 
     /// The MoQ Cluster extension on this session, once SETUP is done: on when both ends
-    /// declared a HOP_ID (draft-lcurley-moq-cluster: "sending it is what negotiates the
-    /// extension"; draft-17 on).
+    /// declared a HOP_ID (draft-lcurley-moq-cluster-01 Setup Negotiation: "sending it is what
+    /// negotiates the extension"; draft-17 on).
     pub(crate) fn cluster(&self) -> Option<ClusterLink> {
         cluster_link(&self.config, self.version, self.peer_setup()?)
     }
@@ -738,8 +738,8 @@ pub(crate) struct ClusterLink {
     pub(crate) ours: u64,
     /// The peer's Hop ID (0: it speaks the extension but names no hop).
     pub(crate) peer: u64,
-    /// What pulling from the peer costs: its RELAY_COST, else 1 (draft-lcurley-moq-cluster:
-    /// a direction nobody priced costs [`moq_core::message::cluster::DEFAULT_COST`]).
+    /// What pulling from the peer costs: its RELAY_COST, else 1 (draft-lcurley-moq-cluster-01 Relay
+    /// Cost: a direction nobody priced costs [`moq_core::message::cluster::DEFAULT_COST`]).
     pub(crate) link_cost: u64,
 }
 

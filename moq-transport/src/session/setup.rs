@@ -34,7 +34,8 @@ pub(crate) fn local_setup(
         implementation: config.implementation.clone(),
         max_request_updates: Some(config.max_request_updates)
             .filter(|x| *x > 0 && version.has_max_request_updates()),
-        // draft-lcurley-moq-cluster: the options exist where SETUP is Key-Value-Pairs (17 on).
+        // draft-lcurley-moq-cluster-01 Setup Negotiation: the options exist where SETUP is
+        // Key-Value-Pairs (17 on).
         hop_id: config
             .cluster_hop
             .filter(|_| version.has_cluster_extension()),

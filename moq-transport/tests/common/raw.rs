@@ -122,18 +122,32 @@ impl MsgReader {
     /// The next frame of a draft-14..16 control stream: its wire type, the message and the
     /// request it is addressed to. Panics on a FIN, a reset or bytes that do not decode.
     pub async fn expect_addressed(&mut self) -> (u64, Message, Option<Address>) {
+        let v = self.version;
+        let frame = self.expect_frame().await;
+        let mut ty = &frame[..];
+        let code = if v.quic_varints() {
+            moq_core::coding::QuicVarInt::decode(&mut ty).unwrap()
+        } else {
+            Vi64::decode(&mut ty).unwrap()
+        };
+        let (m, a) =
+            Message::decode_addressed(&mut &frame[..], v).expect("our side sent a bad message");
+        (code, m, a)
+    }
+
+    /// The next message of a response stream of a session that negotiated the MoQ Cluster
+    /// extension (NAMESPACE in its extended form). Panics on a FIN, a reset or bytes that do
+    /// not decode.
+    pub async fn expect_clustered(&mut self) -> Message {
+        let mut frame = self.expect_frame().await;
+        Message::decode_clustered(&mut frame, self.version).expect("our side sent a bad message")
+    }
+
+    /// The next whole frame. Panics on a FIN, a reset or a frame that cannot be delimited.
+    async fn expect_frame(&mut self) -> Bytes {
         loop {
-            let v = self.version;
             if let Some(frame) = self.msgs.next_frame().expect("our side sent a bad frame") {
-                let mut ty = &frame[..];
-                let code = if v.quic_varints() {
-                    moq_core::coding::QuicVarInt::decode(&mut ty).unwrap()
-                } else {
-                    Vi64::decode(&mut ty).unwrap()
-                };
-                let (m, a) = Message::decode_addressed(&mut &frame[..], v)
-                    .expect("our side sent a bad message");
-                return (code, m, a);
+                return frame;
             }
             match self
                 .recv
