@@ -98,7 +98,7 @@ pub(crate) async fn announce(
 /// An application-private Track / Object Property (draft-19 §15.8: 0x78-0x7F), integer-valued.
 pub(crate) const APP_INT: u64 = 0x7A;
 /// An application-private Property with a byte value.
-pub(crate) const APP_BYTES: u64 = 0x79;
+const APP_BYTES: u64 = 0x79;
 
 /// Polls `cond` until it holds: for relay states that send no signal (a held SUBSCRIBE, a
 /// publisher let go), seen through the relay's counters.
