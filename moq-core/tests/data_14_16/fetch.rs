@@ -1,4 +1,4 @@
-//! Fetch streams at drafts 14-16 (draft-14 §10.5, draft-16 §10.5): byte vectors and rejections.
+//! Fetch streams at drafts 14-16 (draft-14 §10.4.4, draft-16 §10.4.4): byte vectors and rejections.
 
 use moq_core::data::{FetchObject, FetchWriter, RangeEnd, StreamType};
 use moq_core::{DecodeError, EncodeError, GroupOrder, Location, Properties, Version, property};

@@ -1,5 +1,5 @@
-//! Subgroup streams at drafts 14-16 (draft-14 §10.4, draft-16 §10.4): the header-type predicates
-//! and byte vectors.
+//! Subgroup streams at drafts 14-16 (draft-14 §10.4.2, draft-16 §10.4.2): the header-type
+//! predicates and byte vectors.
 
 use moq_core::data::{ObjectStatus, PADDING_STREAM_TYPE, StreamType, SubgroupHeader, SubgroupId};
 use moq_core::{DecodeError, Properties, Version, property};

@@ -1,6 +1,6 @@
 //! FETCH through the relay: from its cache and from upstream, FETCH_OK waiting for the upstream,
-//! FILL_TIMEOUT, fills from the cache and from upstream, relative FETCH (draft-19 §9.4, draft-21
-//! §3.4, §9.20).
+//! FILL_TIMEOUT, fills from the cache and from upstream, relative FETCH (draft-19 §9.4, §10.2.5;
+//! draft-21 §3.4, §9.20).
 
 use moq_client::{Location, SubscribeOptions, Version};
 use moq_core::data::SubgroupId;

@@ -1,5 +1,6 @@
 //! RENDEZVOUS_TIMEOUT, PUBLISH and SUBSCRIBE_TRACKS through the relay: held SUBSCRIBEs, filters,
-//! parameters and updates, PUBLISH_SKIPPED, FORWARD 0 (draft-19 §6.1, §9.5, §10.19).
+//! parameters and updates, PUBLISH_SKIPPED, FORWARD 0 (draft-19 §6.1, §9.5, §10.2.6, §10.19,
+//! §10.20).
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! What the relay refuses: reserved namespaces, unauthorized requests (its Authorizer), and
-//! malformed upstream tracks (draft-19 §2.4.2, §9.1, §9.4, §9.5).
+//! malformed upstream tracks (draft-19 §2.4.2, §3.2.1, §9.1, §9.4, §9.5).
 
 use moq_client::{Location, SubscribeOptions};
 use moq_core::codes::{PublishDoneCode, RequestErrorCode};

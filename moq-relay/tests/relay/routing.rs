@@ -1,6 +1,6 @@
 //! Routing by namespace: discovery across versions and transports, prefix routing and fan-out,
 //! ordering of groups written at once, two publishers of one namespace, every matching publisher
-//! gets the SUBSCRIBE, GOAWAY (draft-19 §6, §9.5).
+//! gets the SUBSCRIBE, GOAWAY (draft-19 §3.6, §6, §9.5).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;

@@ -1,6 +1,6 @@
 //! Publishers that come and go: switchover, a dead or restarted publisher, a track ending with its
 //! publisher, a new upstream filling what the cache misses, two upstreams feeding one subgroup
-//! (draft-19 §9.4, §10.7).
+//! (draft-19 §9.3-§9.5, §10.7).
 
 use std::time::Duration;
 

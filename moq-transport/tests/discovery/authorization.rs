@@ -1,5 +1,5 @@
 //! Who may announce and discover: the authorization hook, token aliases, reserved namespaces,
-//! tokens kept across updates (draft-19 §9.5, §10.2).
+//! tokens kept across updates (draft-19 §3.2.1, §10.2.2).
 
 use moq_core::codes::RequestErrorCode;
 use moq_core::message::Parameters;

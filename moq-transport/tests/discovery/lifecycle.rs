@@ -1,5 +1,5 @@
 //! How discovery ends: withdrawal and revocation, session end, a slow subscriber reset, GOAWAY, one
-//! answer first for every discovery request (draft-19 §3.5, §10.4, §10.16).
+//! answer first for every discovery request (draft-19 §3.5, §3.6, §6, §10.17).
 
 use moq_core::codes::{RequestErrorCode, SessionErrorCode, StreamResetCode};
 use moq_core::message::Parameters;

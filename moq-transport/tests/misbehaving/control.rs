@@ -1,6 +1,6 @@
 //! A raw peer that misuses the control stream, SETUP and GOAWAY: unknown stream and datagram types,
 //! a second control stream or SETUP, PATH / AUTHORITY, padding, GOAWAY's Request ID and what it
-//! refuses (draft-19 §3, §4, §10.4).
+//! refuses (draft-19 §3.3, §3.4, §10.3, §10.4, §11.5).
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! A raw peer that misuses request streams and Request IDs: wrong parity, duplicates, streams that
 //! start wrong, early streams, too many updates, FIN after a request, limits, a joining FETCH ahead
-//! of its SUBSCRIBE (draft-19 §3.3, §9, §10).
+//! of its SUBSCRIBE (draft-19 §3.3, §10.1, §10.9).
 
 use std::time::Duration;
 

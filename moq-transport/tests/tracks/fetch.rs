@@ -1,5 +1,5 @@
 //! FETCH: standalone in both orders, range filters, joining FETCH against a SUBSCRIBE or a PUBLISH,
-//! fill fetch streams (draft-19 §10.12, draft-21 §3.4).
+//! fill fetch streams (draft-19 §5.2, §10.12, §10.13, §11.4.4; draft-21 §3.4).
 
 use bytes::Bytes;
 use moq_core::codes::{PublishDoneCode, RequestErrorCode};

@@ -1,5 +1,6 @@
 //! The data plane: subgroup streams and datagrams, location filters, objects written together,
-//! small and large objects, delivery timeouts, priorities between groups (draft-19 §5, §11).
+//! small and large objects, delivery timeouts, priorities between groups (draft-19 §5.1, §7, §8,
+//! §11).
 
 use std::time::Duration;
 

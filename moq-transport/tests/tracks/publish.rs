@@ -1,5 +1,5 @@
 //! PUBLISH, TRACK_STATUS and SUBSCRIBE_TRACKS: accepted and rejected PUBLISH, publish state,
-//! PUBLISH_SKIPPED (draft-19 §10.11, §10.13, §10.19, §10.20).
+//! PUBLISH_SKIPPED (draft-19 §10.10, §10.14, §10.19, §10.20).
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! SUBSCRIBE and its lifetime: SUBSCRIBE_OK / PUBLISH_DONE, rejection, unsubscribe, REQUEST_UPDATE,
-//! EXPIRES and delivery timeouts, duplicates, session end and a dropped writer (draft-19
-//! §10.7-§10.10).
+//! EXPIRES and delivery timeouts, duplicates, session end and a dropped writer (draft-19 §8,
+//! §10.7-§10.9, §10.11).
 
 use std::time::Duration;
 
