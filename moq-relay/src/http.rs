@@ -6,7 +6,7 @@
 //! | `GET /metrics` | Prometheus text ([`crate::Metrics`]) |
 //! | `GET /health` | `ok` while the relay accepts sessions (else 503 `draining`), then one line per cluster link it dials: `link <peer> up`, or why not (`link <peer> down after 3 failed dials; error (certificate): ...`) |
 //! | `GET /announced[?prefix=a/b]` | the namespaces the relay knows (the prefix in the path form of `TrackNamespace`, URL-encoded: a `/` inside a field is `%252F`), JSON, only those the caller's token (`?jwt=` or `Authorization: Bearer`) may see |
-//! | `GET /`, `/app.js`, `/moq.js`, `/moq-wire.js`, `/connect.js`, `/qmux.js`, `/player.js` | the relay's web page: discovery, a player for a broadcast (MSF catalog, LOC video and audio decoded with WebCodecs) and a track's objects live, over WebTransport, or over a WebSocket to this listener (QMux, `qmux.js`) when WebTransport is missing or blocked (`moq-relay/web/`, built into the binary) |
+//! | `GET /`, `/app.js`, `/moq.js`, `/moq-wire.js`, `/moq-handles.js`, `/connect.js`, `/qmux.js`, `/player.js` | the relay's web page: discovery, a player for a broadcast (MSF catalog, LOC video and audio decoded with WebCodecs) and a track's objects live, over WebTransport, or over a WebSocket to this listener (QMux, `qmux.js`) when WebTransport is missing or blocked (`moq-relay/web/`, built into the binary) |
 //! | `GET /connect.json` | `{"port": <the QUIC/WebTransport UDP port>, "fingerprint": "<hex>"}`, what the page connects with |
 //! | a WebSocket upgrade at any path (`/` too) | with the `websocket` feature: a MOQT session over QMux over WebSocket, at the path a WebTransport session would use (the version by subprotocol `qmux-01.moqt-NN`: `moq_transport::endpoint::websocket`); an upgrade offering none of ours is answered 400, one while draining 503 |
 //!
@@ -48,6 +48,7 @@ pub fn router(relay: Relay, auth: Option<Arc<TokenAuth>>) -> Router {
         .route("/app.js", get(|| page(PAGE_APP)))
         .route("/moq.js", get(|| page(PAGE_MOQ)))
         .route("/moq-wire.js", get(|| page(PAGE_MOQ_WIRE)))
+        .route("/moq-handles.js", get(|| page(PAGE_MOQ_HANDLES)))
         .route("/connect.js", get(|| page(PAGE_CONNECT)))
         .route("/qmux.js", get(|| page(PAGE_QMUX)))
         .route("/player.js", get(|| page(PAGE_PLAYER)))
@@ -196,6 +197,7 @@ const PAGE_HTML: PageFile = (
 const PAGE_APP: PageFile = ("text/javascript", include_str!("../web/app.js"));
 const PAGE_MOQ: PageFile = ("text/javascript", include_str!("../web/moq.js"));
 const PAGE_MOQ_WIRE: PageFile = ("text/javascript", include_str!("../web/moq-wire.js"));
+const PAGE_MOQ_HANDLES: PageFile = ("text/javascript", include_str!("../web/moq-handles.js"));
 const PAGE_CONNECT: PageFile = ("text/javascript", include_str!("../web/connect.js"));
 const PAGE_QMUX: PageFile = ("text/javascript", include_str!("../web/qmux.js"));
 const PAGE_PLAYER: PageFile = ("text/javascript", include_str!("../web/player.js"));

@@ -167,6 +167,7 @@ async fn operator_paths_tokens_and_certificate_reload() {
             "/app.js",
             "/moq.js",
             "/moq-wire.js",
+            "/moq-handles.js",
             "/connect.js",
             "/qmux.js",
             "/player.js",

@@ -1,0 +1,109 @@
+"""The interop test clients (ours, aiomoqt's, Cloudflare's) against every relay, and their outcomes."""
+
+from __future__ import annotations
+
+import os
+
+from .config import (
+    AIOMOQT_CLIENT,
+    AIOMOQT_CLIENT_DRAFTS,
+    IETF_TEST_CLIENT,
+    IETF_TEST_CLIENT_DRAFTS,
+    IETF_TEST_CLIENT_RELAYS,
+    OURS_CLIENT,
+    OUT,
+    RELAY_DRAFTS,
+    TRANSPORTS,
+    WS_RACY,
+    WS_RELAYS,
+)
+from .common import Outcome, log, parse_tap, run
+
+
+class Clients:
+    """The interop test clients of a Matrix, one cell per case they report."""
+
+    def record(self, o: Outcome) -> None:
+        self.outcomes.append(o)
+
+    def our_client(self) -> None:
+        for relay, drafts in RELAY_DRAFTS.items():
+            for draft in drafts:
+                transports = [*TRANSPORTS, *(["ws"] if relay in WS_RELAYS else [])]
+                for transport in transports:
+                    if not self.wanted("ours", relay, transport, f"d{draft}"):
+                        continue
+                    log(f"-- our interop client -> {relay} relay, draft-{draft}, {transport}")
+                    rc, out, err = run(
+                        [OURS_CLIENT, "-r", self.url(relay, transport), "--tls-disable-verify"],
+                        timeout=300,
+                        env={"MOQT_DRAFT": str(draft)},
+                    )
+                    (OUT / "logs" / f"client-ours-{relay}-{draft}-{transport}.tap").write_text(
+                        out + "\n# stderr\n" + err
+                    )
+                    self.collect("ours", relay, draft, transport, rc, out, err)
+
+    def aiomoqt_client(self) -> None:
+        # Against our relay: the 12 default cases, fetch and join, at every draft both speak.
+        relay = "ours"
+        for draft in AIOMOQT_CLIENT_DRAFTS:
+            for transport in TRANSPORTS:
+                if not self.wanted("aiomoqt", transport, f"d{draft}"):
+                    continue
+                for case in (None, "fetch", "join"):
+                    log(f"-- aiomoqt interop client -> {relay} relay, draft-{draft}, {transport}, "
+                        f"{case or 'default cases'}")
+                    # One draft number pins it: a single ALPN / WT protocol is offered.
+                    argv = [AIOMOQT_CLIENT, "-r", self.url(relay, transport), "--tls-disable-verify",
+                            "--draft", str(draft)]
+                    if case:
+                        argv += ["-t", case]
+                    rc, out, err = run(argv, timeout=300)
+                    (OUT / "logs" / f"client-aiomoqt-{relay}-{draft}-{transport}-{case or 'default'}.tap").write_text(
+                        out + "\n# stderr\n" + err
+                    )
+                    self.collect("aiomoqt", relay, draft, transport, rc, out, err)
+
+    def ietf_test_client(self) -> None:
+        # Cloudflare's moq-test-client: every case at every draft it speaks (18), both
+        # transports, against our relay and Cloudflare's (its reference).
+        for relay in IETF_TEST_CLIENT_RELAYS:
+            for draft in IETF_TEST_CLIENT_DRAFTS:
+                for transport in TRANSPORTS:
+                    if not self.wanted("moq-test-client", relay, transport, f"d{draft}"):
+                        continue
+                    log(f"-- moq-test-client -> {relay} relay, draft-{draft}, {transport}")
+                    # Each case has its own 10 s limit inside the client (TEST_TIMEOUT).
+                    rc, out, err = run(
+                        [IETF_TEST_CLIENT, "--relay", self.url(relay, transport), "--tls-disable-verify"],
+                        timeout=300,
+                        env={"RUST_LOG": os.environ.get("INTEROP_RUST_LOG", "warn")},
+                    )
+                    (OUT / "logs" / f"client-moq-test-client-{relay}-{draft}-{transport}.tap").write_text(
+                        out + "\n# stderr\n" + err
+                    )
+                    self.collect("moq-test-client", relay, draft, transport, rc, out, err)
+
+    def collect(self, client: str, relay: str, draft: int, transport: str, rc: int, out: str, err: str) -> None:
+        results = parse_tap(out)
+        if rc == 127 and not results:
+            self.record(Outcome(client, relay, draft, transport, "*", "skip", "unsupported (exit 127)"))
+            return
+        if not results:
+            tail = (err.strip().splitlines() or ["no output"])[-1]
+            self.record(Outcome(client, relay, draft, transport, "*", "fail", f"exit {rc}: {tail}"))
+            return
+        for case, (result, detail) in results.items():
+            if relay in ("cloudflare-14", "cloudflare-16") and case == "data-subgroup-basic":
+                # Cloudflare's 0.7.x relays cancel the subgroups they are forwarding when the
+                # publisher's PUBLISH_DONE arrives: pass or fail by timing, not reported.
+                result, detail = "skip", f"racy at this peer (got {result}): {detail}"
+            elif client == "ours" and relay == "moq-dev" and draft in (14, 15) and case != "setup-only":
+                # moq-dev's relay sends a 0-field SUBSCRIBE_NAMESPACE prefix at some point after
+                # SETUP, which closes the session (a violation before draft-16): a case that is
+                # done before it arrives passes, the others fail.
+                result, detail = "skip", f"racy at this peer (got {result}): {detail}"
+            elif client == "ours" and transport == "ws" and case in WS_RACY.get(relay, ()):
+                result, detail = "skip", f"racy over WebSocket (got {result}): {detail}"
+            self.record(Outcome(client, relay, draft, transport, case, result, detail))
