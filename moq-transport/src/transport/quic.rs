@@ -1,15 +1,20 @@
 //! The adapter over quinn, for both transports: raw QUIC (the version is the negotiated ALPN,
 //! `moqt-19`, ...) and WebTransport over HTTP/3 (the version is the protocol the server chose
-//! from `WT-Available-Protocols`, draft-19 §3.1.2). Both go through web-transport-quinn, raw
-//! QUIC in its raw mode, so one set of error mappings serves both.
+//! from `WT-Available-Protocols`, draft-19 §3.1.2). Both sessions are web-transport-quinn's,
+//! raw QUIC in its raw mode; a raw QUIC session's streams are quinn's own ([`raw`]), a
+//! WebTransport session's web-transport-quinn's.
 //!
 //! WebTransport error codes are 32 bits; MOQT's codes all fit.
+
+mod raw;
+
+pub use raw::{RawQuicRecv, RawQuicSend};
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -70,6 +75,11 @@ impl QuicConnection {
     /// The underlying session (which derefs to the quinn connection).
     pub fn inner(&self) -> &wt::Session {
         &self.session
+    }
+
+    /// The QUIC connection, when its streams are quinn's own (raw QUIC).
+    fn raw_quic(&self) -> Option<&quinn::Connection> {
+        (self.kind == TransportKind::RawQuic).then_some(&*self.session)
     }
 }
 
@@ -132,24 +142,59 @@ pub(crate) fn negotiated_alpn(conn: &quinn::Connection) -> Option<String> {
 #[async_trait]
 impl Connection for QuicConnection {
     async fn open_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
+        if let Some(conn) = self.raw_quic() {
+            let (s, r) = conn.open_bi().await.map_err(conn_error)?;
+            return Ok((Box::new(RawQuicSend::new(s)), Box::new(RawQuicRecv(r))));
+        }
         let (s, r) = self.session.open_bi().await.map_err(session_error)?;
         Ok((Box::new(QuicSend(s)), Box::new(QuicRecv(r))))
     }
 
     async fn open_uni(&self) -> Result<BoxSendStream, TransportError> {
+        if let Some(conn) = self.raw_quic() {
+            let s = conn.open_uni().await.map_err(conn_error)?;
+            return Ok(Box::new(RawQuicSend::new(s)));
+        }
         let s = self.session.open_uni().await.map_err(session_error)?;
         Ok(Box::new(QuicSend(s)))
     }
 
+    fn try_open_uni(&self) -> Option<Result<BoxSendStream, TransportError>> {
+        let conn = self.raw_quic()?;
+        // quinn's open takes a stream at its first poll when the peer's credit allows; the
+        // registration for more credit that a pending poll makes is dropped with the future.
+        let mut cx = Context::from_waker(Waker::noop());
+        match pin!(conn.open_uni()).poll(&mut cx) {
+            Poll::Ready(r) => Some(
+                r.map(|s| Box::new(RawQuicSend::new(s)) as BoxSendStream)
+                    .map_err(conn_error),
+            ),
+            Poll::Pending => None,
+        }
+    }
+
     async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
-        let (s, r) = self.session.accept_bi().await.map_err(session_error)?;
         // The session derefs to its QUIC connection; with WebTransport, HTTP/3's own streams
         // count there too, which the three-quarters threshold leaves room for.
+        if let Some(conn) = self.raw_quic() {
+            let (s, r) = conn.accept_bi().await.map_err(conn_error)?;
+            let r = self.bi.accepted(conn, Direction::Bi, RawQuicRecv(r));
+            return Ok((Box::new(RawQuicSend::new(s)), Box::new(r)));
+        }
+        let (s, r) = self.session.accept_bi().await.map_err(session_error)?;
         let r = self.bi.accepted(&self.session, Direction::Bi, QuicRecv(r));
         Ok((Box::new(QuicSend(s)), Box::new(r)))
     }
 
     async fn accept_uni(&self) -> Result<BoxRecvStream, TransportError> {
+        if let Some(conn) = self.raw_quic() {
+            let r = conn.accept_uni().await.map_err(conn_error)?;
+            return Ok(Box::new(self.uni.accepted(
+                conn,
+                Direction::Uni,
+                RawQuicRecv(r),
+            )));
+        }
         let r = self.session.accept_uni().await.map_err(session_error)?;
         Ok(Box::new(self.uni.accepted(
             &self.session,
@@ -196,7 +241,7 @@ impl Connection for QuicConnection {
     }
 }
 
-/// A send stream over quinn. Dropped unfinished, it finishes the stream (quinn's behaviour).
+/// A WebTransport send stream. Dropped unfinished, it finishes the stream (quinn's behaviour).
 #[derive(Debug)]
 pub struct QuicSend(pub wt::SendStream);
 
@@ -247,7 +292,7 @@ impl SendStream for QuicSend {
     }
 }
 
-/// A receive stream over quinn. Dropped before the FIN or a reset, it sends STOP_SENDING with
+/// A WebTransport receive stream. Dropped before the FIN or a reset, it sends STOP_SENDING with
 /// code 0 (quinn's behaviour).
 #[derive(Debug)]
 pub struct QuicRecv(pub wt::RecvStream);
