@@ -12,7 +12,7 @@ pub use raw::{RawQuicRecv, RawQuicSend};
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker, ready};
 
@@ -128,6 +128,29 @@ fn read_error(e: wt::ReadError) -> TransportError {
         wt::ReadError::ClosedStream => TransportError::StreamClosed,
         e => TransportError::Other(e.to_string()),
     }
+}
+
+/// Polls a `write_chunks` future made for this poll alone: quinn's does all its work in one
+/// poll and keeps no state in its future (cancel-safe: Pending means nothing was written), so
+/// a future made and dropped per poll, on the stack, is the poll function quinn does not
+/// export.
+fn poll_written<E>(
+    f: Pin<&mut impl Future<Output = Result<quinn::Written, E>>>,
+    cx: &mut Context<'_>,
+    map: fn(E) -> TransportError,
+) -> Poll<Result<usize, TransportError>> {
+    f.poll(cx).map(|r| r.map(|w| w.bytes).map_err(map))
+}
+
+/// Polls a `read_chunk` future made for this poll alone: quinn's only calls its (private)
+/// poll function and is cancel-safe, like `write_chunks`'s (see [`poll_written`]).
+fn poll_chunk<E>(
+    f: Pin<&mut impl Future<Output = Result<Option<quinn::Chunk>, E>>>,
+    cx: &mut Context<'_>,
+    map: fn(E) -> TransportError,
+) -> Poll<Result<Option<Bytes>, TransportError>> {
+    f.poll(cx)
+        .map(|r| r.map(|c| c.map(|c| c.bytes)).map_err(map))
 }
 
 /// Reads the ALPN a quinn connection negotiated.
@@ -259,11 +282,7 @@ impl SendStream for QuicSend {
         cx: &mut Context<'_>,
         bufs: &mut [Bytes],
     ) -> Poll<Result<usize, TransportError>> {
-        // quinn's `write_chunks` does all its work in one poll and keeps no state in its future
-        // (cancel-safe: Pending means nothing was written), so a future made and dropped here
-        // per poll, on the stack, is the poll function quinn does not export.
-        let written = ready!(pin!(self.0.write_chunks(bufs)).poll(cx)).map_err(write_error)?;
-        Poll::Ready(Ok(written.bytes))
+        poll_written(pin!(self.0.write_chunks(bufs)), cx, write_error)
     }
 
     fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<u64>, TransportError>> {
@@ -303,13 +322,7 @@ impl RecvStream for QuicRecv {
         cx: &mut Context<'_>,
         max: usize,
     ) -> Poll<Result<Option<Bytes>, TransportError>> {
-        // quinn's `read_chunk` future only calls its (private) poll function; cancel-safe, so
-        // made and dropped per poll like `poll_write_chunks`'s.
-        Poll::Ready(match ready!(pin!(self.0.read_chunk(max, true)).poll(cx)) {
-            Ok(Some(chunk)) => Ok(Some(chunk.bytes)),
-            Ok(None) => Ok(None),
-            Err(e) => Err(read_error(e)),
-        })
+        poll_chunk(pin!(self.0.read_chunk(max, true)), cx, read_error)
     }
 
     fn stop(&mut self, code: u64) {

@@ -15,7 +15,7 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use web_transport_quinn::proto::error_from_http3;
 
-use super::conn_error;
+use super::{conn_error, poll_chunk, poll_written};
 use crate::transport::{RecvStream, SendStream, TransportError};
 
 /// quinn's `stopped` future, kept across polls once a poll found the stream still open.
@@ -92,11 +92,7 @@ impl SendStream for RawQuicSend {
         cx: &mut Context<'_>,
         bufs: &mut [Bytes],
     ) -> Poll<Result<usize, TransportError>> {
-        // quinn's `write_chunks` does all its work in one poll and keeps no state in its future
-        // (cancel-safe: Pending means nothing was written), so a future made and dropped here
-        // per poll, on the stack, is the poll function quinn does not export.
-        let written = ready!(pin!(self.stream.write_chunks(bufs)).poll(cx)).map_err(write_error)?;
-        Poll::Ready(Ok(written.bytes))
+        poll_written(pin!(self.stream.write_chunks(bufs)), cx, write_error)
     }
 
     fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<u64>, TransportError>> {
@@ -150,13 +146,7 @@ impl RecvStream for RawQuicRecv {
         cx: &mut Context<'_>,
         max: usize,
     ) -> Poll<Result<Option<Bytes>, TransportError>> {
-        // quinn's `read_chunk` future only calls its (private) poll function; cancel-safe, so
-        // made and dropped per poll like `poll_write_chunks`'s.
-        Poll::Ready(match ready!(pin!(self.0.read_chunk(max, true)).poll(cx)) {
-            Ok(Some(chunk)) => Ok(Some(chunk.bytes)),
-            Ok(None) => Ok(None),
-            Err(e) => Err(read_error(e)),
-        })
+        poll_chunk(pin!(self.0.read_chunk(max, true)), cx, read_error)
     }
 
     fn stop(&mut self, code: u64) {
