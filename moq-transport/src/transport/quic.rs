@@ -9,10 +9,11 @@
 mod raw;
 
 pub use raw::{RawQuicRecv, RawQuicSend};
+use raw::{conn_error, poll_chunk, poll_written};
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker, ready};
 
@@ -87,18 +88,6 @@ fn code32(code: u64) -> u32 {
     u32::try_from(code).unwrap_or(u32::MAX)
 }
 
-/// Maps a quinn connection error.
-fn conn_error(e: quinn::ConnectionError) -> TransportError {
-    match e {
-        quinn::ConnectionError::ApplicationClosed(c) => TransportError::ClosedByPeer {
-            code: c.error_code.into_inner(),
-            reason: String::from_utf8_lossy(&c.reason).into_owned(),
-        },
-        quinn::ConnectionError::LocallyClosed => TransportError::ClosedLocally,
-        e => TransportError::Lost(e.to_string()),
-    }
-}
-
 fn session_error(e: wt::SessionError) -> TransportError {
     match e {
         wt::SessionError::WebTransportError(wt::WebTransportError::Closed(code, reason)) => {
@@ -128,29 +117,6 @@ fn read_error(e: wt::ReadError) -> TransportError {
         wt::ReadError::ClosedStream => TransportError::StreamClosed,
         e => TransportError::Other(e.to_string()),
     }
-}
-
-/// Polls a `write_chunks` future made for this poll alone: quinn's does all its work in one
-/// poll and keeps no state in its future (cancel-safe: Pending means nothing was written), so
-/// a future made and dropped per poll, on the stack, is the poll function quinn does not
-/// export.
-fn poll_written<E>(
-    f: Pin<&mut impl Future<Output = Result<quinn::Written, E>>>,
-    cx: &mut Context<'_>,
-    map: fn(E) -> TransportError,
-) -> Poll<Result<usize, TransportError>> {
-    f.poll(cx).map(|r| r.map(|w| w.bytes).map_err(map))
-}
-
-/// Polls a `read_chunk` future made for this poll alone: quinn's only calls its (private)
-/// poll function and is cancel-safe, like `write_chunks`'s (see [`poll_written`]).
-fn poll_chunk<E>(
-    f: Pin<&mut impl Future<Output = Result<Option<quinn::Chunk>, E>>>,
-    cx: &mut Context<'_>,
-    map: fn(E) -> TransportError,
-) -> Poll<Result<Option<Bytes>, TransportError>> {
-    f.poll(cx)
-        .map(|r| r.map(|c| c.map(|c| c.bytes)).map_err(map))
 }
 
 /// Reads the ALPN a quinn connection negotiated.

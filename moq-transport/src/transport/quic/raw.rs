@@ -6,6 +6,10 @@
 //!
 //! Codes are carried as they are, as web-transport-quinn's raw mode does; a code an older raw
 //! peer mapped into HTTP/3's range is decoded as that mode does.
+//!
+//! Also what both of the adapter's stream kinds share at quinn's level (a connection error's
+//! mapping, polling quinn's per-poll futures); the adapter imports from here, never the
+//! reverse.
 
 use std::fmt;
 use std::future::Future;
@@ -15,8 +19,42 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use web_transport_quinn::proto::error_from_http3;
 
-use super::{conn_error, poll_chunk, poll_written};
 use crate::transport::{RecvStream, SendStream, TransportError};
+
+/// Maps a quinn connection error.
+pub(super) fn conn_error(e: quinn::ConnectionError) -> TransportError {
+    match e {
+        quinn::ConnectionError::ApplicationClosed(c) => TransportError::ClosedByPeer {
+            code: c.error_code.into_inner(),
+            reason: String::from_utf8_lossy(&c.reason).into_owned(),
+        },
+        quinn::ConnectionError::LocallyClosed => TransportError::ClosedLocally,
+        e => TransportError::Lost(e.to_string()),
+    }
+}
+
+/// Polls a `write_chunks` future made for this poll alone: quinn's does all its work in one
+/// poll and keeps no state in its future (cancel-safe: Pending means nothing was written), so
+/// a future made and dropped per poll, on the stack, is the poll function quinn does not
+/// export.
+pub(super) fn poll_written<E>(
+    f: Pin<&mut impl Future<Output = Result<quinn::Written, E>>>,
+    cx: &mut Context<'_>,
+    map: fn(E) -> TransportError,
+) -> Poll<Result<usize, TransportError>> {
+    f.poll(cx).map(|r| r.map(|w| w.bytes).map_err(map))
+}
+
+/// Polls a `read_chunk` future made for this poll alone: quinn's only calls its (private)
+/// poll function and is cancel-safe, like `write_chunks`'s (see [`poll_written`]).
+pub(super) fn poll_chunk<E>(
+    f: Pin<&mut impl Future<Output = Result<Option<quinn::Chunk>, E>>>,
+    cx: &mut Context<'_>,
+    map: fn(E) -> TransportError,
+) -> Poll<Result<Option<Bytes>, TransportError>> {
+    f.poll(cx)
+        .map(|r| r.map(|c| c.map(|c| c.bytes)).map_err(map))
+}
 
 /// quinn's `stopped` future, kept across polls once a poll found the stream still open.
 type Stopped =
