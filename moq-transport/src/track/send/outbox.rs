@@ -9,19 +9,13 @@
 //! writes append to the buffer, which the transport then sees as one chunk, until
 //! [`HOLD_MAX`] bytes are held, when the writer waits.
 //!
-//! The held bytes and the stream are under separate locks: the flusher holds the stream's
-//! while the transport takes chunks (quinn takes its connection's lock then, which its driver
-//! holds while it builds packets), and a writer appending meanwhile takes only the bytes'. One
-//! flusher task per outbox, started at the first burst, parks between bursts and is woken by
-//! the writer rather than a task spawned per burst; it ends with the stream.
-//!
 //! Why: quinn keeps every written chunk as a segment of the stream's send buffer and walks the
 //! unacknowledged segments for each packet it builds, so a 1 KiB chunk per object costs it far
 //! more than the bytes.
 
 use std::future::poll_fn;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -45,44 +39,21 @@ const DIRECT_GAP: Duration = Duration::from_micros(100);
 /// The smallest allocation for headers alone.
 const MIN_BLOCK: usize = 256;
 
-/// A subgroup stream with its held bytes, shared with its flusher task once one runs.
+/// A subgroup stream with its held bytes, shared with the flusher task while one runs.
 #[derive(Debug)]
-pub(super) struct Outbox(Arc<Shared>);
+pub(super) struct Outbox(Arc<Mutex<Inner>>);
 
 #[derive(Debug)]
-struct Shared {
-    /// The stream and the chunks taken from `held` that it has not taken yet. Locked first
-    /// when both are.
-    wire: Mutex<Wire>,
-    held: Mutex<Held>,
-}
-
-#[derive(Debug)]
-struct Wire {
+struct Inner {
     /// `None` once finished or reset.
     stream: Option<BoxSendStream>,
-    /// Chunks taken out of [`Held`], in stream order, ahead of what it holds; none is empty.
-    taken: Vec<Bytes>,
-}
-
-#[derive(Debug)]
-struct Held {
     /// Chunks handed over, in stream order, before `open`; none is empty.
     queued: Vec<Bytes>,
     queued_len: usize,
     /// Small objects collected behind `queued`.
     open: BytesMut,
-    /// Bytes in [`Wire::taken`].
-    taken_len: usize,
-    /// The stream was finished or reset (kept here so that a writer never waits for the
-    /// stream's lock to know).
-    closed: bool,
-    /// The flusher owns handing the held bytes over.
+    /// A flusher task owns handing the held bytes over.
     flushing: bool,
-    /// A flusher task was started (it runs until the stream is gone).
-    flusher: bool,
-    /// The parked flusher, woken when it has bytes to hand over again.
-    flusher_waker: Option<Waker>,
     /// When the writer last called [`Outbox::send`] (`None` before the first write).
     last_send: Option<Instant>,
     /// A large payload is held: the writer waits until the transport took everything, as
@@ -95,9 +66,9 @@ struct Held {
     waiter: Option<Waker>,
 }
 
-impl Held {
+impl Inner {
     fn held(&self) -> usize {
-        self.queued_len + self.open.len() + self.taken_len
+        self.queued_len + self.open.len()
     }
 
     /// Moves `open` to the end of `queued`.
@@ -137,33 +108,37 @@ impl Held {
         }
     }
 
-    /// Moves every held chunk to `taken` (empty before); `false` if none was held.
-    fn take_into(&mut self, taken: &mut Vec<Bytes>) -> bool {
-        self.seal();
-        if self.queued.is_empty() {
-            self.large = false;
-            return false;
+    /// Hands held bytes to the stream until all are taken (`Ready(Ok)`) or it cannot take more
+    /// (`Pending`, the task woken when it can).
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TransportError>> {
+        loop {
+            if self.queued.is_empty() {
+                if self.open.is_empty() {
+                    self.large = false;
+                    return Poll::Ready(Ok(()));
+                }
+                self.seal();
+            }
+            let Some(stream) = self.stream.as_mut() else {
+                return Poll::Ready(Err(TransportError::StreamClosed));
+            };
+            let n = ready!(stream.poll_write_chunks(cx, &mut self.queued))?;
+            if n == 0 {
+                // A transport that accepts nothing without waiting would spin here.
+                return Poll::Ready(Err(TransportError::Other(
+                    "stream accepted no bytes".into(),
+                )));
+            }
+            self.queued_len -= n;
+            self.queued.retain(|b| !b.is_empty());
         }
-        std::mem::swap(&mut self.queued, taken);
-        self.taken_len += std::mem::take(&mut self.queued_len);
-        true
     }
 
-    /// Drops every held byte (those taken for the stream are the caller's to drop).
     fn discard(&mut self) {
         self.large = false;
         self.queued.clear();
         self.queued_len = 0;
         self.open.clear();
-        self.taken_len = 0;
-    }
-
-    /// Records a failed write: the stream is dead, what it held is dropped.
-    fn fail(&mut self, e: TransportError) {
-        self.discard();
-        if self.error.is_none() {
-            self.error = Some(e);
-        }
     }
 
     fn wake(&mut self) {
@@ -173,66 +148,24 @@ impl Held {
     }
 }
 
-impl Shared {
-    /// Hands held bytes to the stream until all are taken (`Ready(Ok)`) or it cannot take more
-    /// (`Pending`, the task woken when it can). The bytes' lock is taken only to move chunks
-    /// out and to count what the stream took, never while the stream is called.
-    fn poll_drain(
-        &self,
-        wire: &mut Wire,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<(), TransportError>> {
-        loop {
-            if wire.taken.is_empty() && !self.held.lock().take_into(&mut wire.taken) {
-                return Poll::Ready(Ok(()));
-            }
-            let Some(stream) = wire.stream.as_mut() else {
-                return Poll::Ready(Err(TransportError::StreamClosed));
-            };
-            let n = match stream.poll_write_chunks(cx, &mut wire.taken) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(r) => r?,
-            };
-            if n == 0 {
-                // A transport that accepts nothing without waiting would spin here.
-                return Poll::Ready(Err(TransportError::Other(
-                    "stream accepted no bytes".into(),
-                )));
-            }
-            wire.taken.retain(|b| !b.is_empty());
-            let mut held = self.held.lock();
-            held.taken_len = held.taken_len.saturating_sub(n);
-        }
-    }
-}
-
 impl Outbox {
     pub(super) fn new(stream: BoxSendStream) -> Self {
-        Outbox(Arc::new(Shared {
-            wire: Mutex::new(Wire {
-                stream: Some(stream),
-                taken: Vec::new(),
-            }),
-            held: Mutex::new(Held {
-                queued: Vec::new(),
-                queued_len: 0,
-                open: BytesMut::new(),
-                taken_len: 0,
-                closed: false,
-                flushing: false,
-                flusher: false,
-                flusher_waker: None,
-                last_send: None,
-                large: false,
-                error: None,
-                waiter: None,
-            }),
-        }))
+        Outbox(Arc::new(Mutex::new(Inner {
+            stream: Some(stream),
+            queued: Vec::new(),
+            queued_len: 0,
+            open: BytesMut::new(),
+            flushing: false,
+            last_send: None,
+            large: false,
+            error: None,
+            waiter: None,
+        })))
     }
 
     /// Whether the stream was neither finished nor reset.
     pub(super) fn is_open(&self) -> bool {
-        !self.0.held.lock().closed
+        self.0.lock().stream.is_some()
     }
 
     /// Appends one object's header (taken out of `header`) and payload: a small payload copied
@@ -241,25 +174,25 @@ impl Outbox {
     /// stream per object nothing is copied or allocated for coalescing. Nothing goes to the
     /// stream until [`Outbox::send`].
     pub(super) fn stage(&self, header: &mut BytesMut, payload: Bytes) {
-        let mut held = self.0.held.lock();
-        if held.last_send.is_none() && held.held() == 0 {
+        let mut inner = self.0.lock();
+        if inner.last_send.is_none() && inner.held() == 0 {
             // Two chunks in one transport write, the header's allocation shared with the
             // sender's buffer.
-            held.push(header.split().freeze());
-            held.large = payload.len() > COALESCE_MAX;
-            held.push(payload);
+            inner.push(header.split().freeze());
+            inner.large = payload.len() > COALESCE_MAX;
+            inner.push(payload);
         } else if payload.len() <= COALESCE_MAX {
-            held.append([&header[..], &payload]);
+            inner.append([&header[..], &payload]);
         } else {
-            held.append([&header[..], &[]]);
-            held.seal();
-            held.push(payload);
-            held.large = true;
+            inner.append([&header[..], &[]]);
+            inner.seal();
+            inner.push(payload);
+            inner.large = true;
         }
     }
 
-    /// Hands what was staged to the stream: at once if it takes it without waiting, else to the
-    /// flusher task, which does as soon as it can. Waits only while [`HOLD_MAX`] bytes or more
+    /// Hands what was staged to the stream: at once if it takes it without waiting, else to a
+    /// flusher task that does as soon as it can. Waits only while [`HOLD_MAX`] bytes or more
     /// are held, or, when a payload larger than [`COALESCE_MAX`] was staged, until the
     /// transport took everything (as without coalescing). Once the stream failed, here or in
     /// the flusher, this and every later call fail with that error.
@@ -269,71 +202,49 @@ impl Outbox {
     /// call.
     pub(super) async fn send(&self, session: &SessionCore) -> Result<(), TransportError> {
         poll_fn(|cx| {
-            let direct = {
-                let mut held = self.0.held.lock();
-                if let Some(e) = held.error.clone() {
-                    held.discard();
-                    return Poll::Ready(Err(e));
-                }
-                let now = Instant::now();
-                let paused = held
-                    .last_send
-                    .is_none_or(|t| now.duration_since(t) > DIRECT_GAP);
-                held.last_send = Some(now);
+            let mut inner = self.0.lock();
+            if let Some(e) = inner.error.clone() {
+                inner.discard();
+                return Poll::Ready(Err(e));
+            }
+            let now = Instant::now();
+            let paused = inner
+                .last_send
+                .is_none_or(|t| now.duration_since(t) > DIRECT_GAP);
+            inner.last_send = Some(now);
+            if !inner.flushing {
                 // The stream's first write (its header and first object: a stream per object
                 // pays no task), a write after a pause (a live object) and large payloads go
-                // to the transport from here, unless the flusher owns the bytes.
-                !held.flushing && (paused || held.large)
-            };
-            if direct {
-                let mut wire = self.0.wire.lock();
-                match self.0.poll_drain(&mut wire, cx) {
-                    Poll::Ready(Ok(())) => return Poll::Ready(Ok(())),
-                    Poll::Ready(Err(e)) => {
-                        wire.taken.clear();
-                        self.0.held.lock().fail(e.clone());
-                        return Poll::Ready(Err(e));
+                // to the transport from here.
+                if paused || inner.large {
+                    if let Poll::Ready(r) = inner.poll_drain(cx) {
+                        if let Err(e) = &r {
+                            inner.discard();
+                            inner.error = Some(e.clone());
+                        }
+                        return Poll::Ready(r);
                     }
-                    Poll::Pending => {}
+                    if inner.large {
+                        // Written as before coalescing: the writer waits for the transport.
+                        return Poll::Pending;
+                    }
                 }
-            }
-            let mut held = self.0.held.lock();
-            let mut spawn = false;
-            if !held.flushing {
-                if direct && held.large {
-                    // Written as before coalescing: the writer waits for the transport.
-                    return Poll::Pending;
-                }
-                // The flusher hands the bytes over as soon as the writer's task lets a worker
+                // A flusher hands the bytes over as soon as the writer's task lets a worker
                 // run it (it yields, or the other worker is free), or the transport takes
                 // data; meanwhile later writes append to them.
-                held.flushing = true;
-                if let Some(w) = held.flusher_waker.take() {
-                    w.wake();
-                } else if !held.flusher {
-                    held.flusher = true;
-                    spawn = true;
-                }
-            }
-            let ready = !held.large && held.held() < HOLD_MAX;
-            if !ready {
-                held.waiter = Some(cx.waker().clone());
-            }
-            drop(held);
-            if spawn {
-                // One task for the outbox's life, of the session's own set: cancelled when the
-                // session ends, like every task of ours. Spawned unlocked: one refused (the
-                // session ended) is dropped at once, and fails the outbox.
+                // The flusher is a task of the session's own set: cancelled when the session
+                // ends, like every task of ours.
+                inner.flushing = true;
                 session.spawn(flush_task(Flusher {
                     out: self.0.clone(),
                     done: false,
                 }));
             }
-            if ready {
-                Poll::Ready(Ok(()))
-            } else {
-                Poll::Pending
+            if !inner.large && inner.held() < HOLD_MAX {
+                return Poll::Ready(Ok(()));
             }
+            inner.waiter = Some(cx.waker().clone());
+            Poll::Pending
         })
         .await
     }
@@ -344,49 +255,38 @@ impl Outbox {
     pub(super) async fn flush(&self, session: &SessionCore) -> Result<(), TransportError> {
         self.send(session).await?;
         poll_fn(|cx| {
-            let mut held = self.0.held.lock();
-            if let Some(e) = held.error.clone() {
+            let mut inner = self.0.lock();
+            if let Some(e) = inner.error.clone() {
                 return Poll::Ready(Err(e));
             }
-            if held.closed {
+            if inner.stream.is_none() {
                 // Reset: what was held is gone.
                 return Poll::Ready(Err(TransportError::StreamClosed));
             }
-            if !held.flushing {
+            if !inner.flushing {
                 return Poll::Ready(Ok(()));
             }
-            held.waiter = Some(cx.waker().clone());
+            inner.waiter = Some(cx.waker().clone());
             Poll::Pending
         })
         .await
     }
 
-    /// Takes the stream and the bytes it has not taken yet, in order, to finish it; the
+    /// Takes the stream and the bytes it has not taken yet, in order, to finish it; a running
     /// flusher stops.
     pub(super) fn take(&self) -> Option<(BoxSendStream, Vec<Bytes>)> {
-        let mut wire = self.0.wire.lock();
-        let stream = wire.stream.take()?;
-        let mut chunks = std::mem::take(&mut wire.taken);
-        let mut held = self.0.held.lock();
-        held.seal();
-        chunks.append(&mut held.queued);
-        held.queued_len = 0;
-        held.taken_len = 0;
-        held.closed = true;
-        held.stop_flusher();
-        Some((stream, chunks))
+        let mut inner = self.0.lock();
+        let stream = inner.stream.take()?;
+        inner.seal();
+        inner.queued_len = 0;
+        Some((stream, std::mem::take(&mut inner.queued)))
     }
 
     /// Resets the stream with `code`, discarding held bytes; `false` if it was already closed.
     pub(super) fn reset(&self, code: u64) -> bool {
-        let mut wire = self.0.wire.lock();
-        wire.taken.clear();
-        let stream = wire.stream.take();
-        let mut held = self.0.held.lock();
-        held.discard();
-        held.closed = true;
-        held.stop_flusher();
-        match stream {
+        let mut inner = self.0.lock();
+        inner.discard();
+        match inner.stream.take() {
             Some(mut s) => {
                 s.reset(code);
                 true
@@ -396,22 +296,14 @@ impl Outbox {
     }
 }
 
-impl Held {
-    /// The stream is gone: a parked flusher wakes to end, a running one ends at its next poll.
-    fn stop_flusher(&mut self) {
-        if let Some(w) = self.flusher_waker.take() {
-            w.wake();
-        }
-    }
-}
-
 /// The flusher's hold on an outbox. Dropped before the flusher finished (the session's task
 /// set was cancelled, or refused it because the session had ended), it fails the outbox so
 /// that a writer waiting for held bytes to leave wakes with an error rather than waiting for
 /// ever.
 struct Flusher {
-    out: Arc<Shared>,
-    /// It ended by itself, with the stream.
+    out: Arc<Mutex<Inner>>,
+    /// It ended by itself (the outbox's `flushing` is no longer its own: a later write may
+    /// already have started the next flusher).
     done: bool,
 }
 
@@ -420,69 +312,40 @@ impl Drop for Flusher {
         if self.done {
             return;
         }
-        let mut held = self.out.held.lock();
-        held.flusher = false;
-        held.flusher_waker = None;
-        // Parked, it owned nothing: the next burst starts another (which a session that ended
-        // refuses, failing the outbox then).
-        if std::mem::take(&mut held.flushing) {
-            held.fail(TransportError::ClosedLocally);
-            held.wake();
+        let mut inner = self.out.lock();
+        inner.flushing = false;
+        inner.discard();
+        if inner.error.is_none() {
+            inner.error = Some(TransportError::ClosedLocally);
         }
+        inner.wake();
     }
 }
 
-/// Hands held bytes to the stream as it takes them whenever the writer gives it some, parked
-/// in between, until the stream is taken or reset. A failed stream's error is kept for the
-/// writer's next call.
+/// Hands held bytes to the stream as it takes them, until none are held, the stream failed
+/// (kept for the writer's next call) or it was taken or reset.
 async fn flush_task(mut flusher: Flusher) {
     poll_fn(|cx| {
-        let out = flusher.out.clone();
-        let mut wire = out.wire.lock();
-        if wire.stream.is_none() {
-            let mut held = out.held.lock();
-            held.flushing = false;
-            held.flusher = false;
-            held.wake();
+        let mut inner = flusher.out.lock();
+        if inner.stream.is_none() {
+            inner.flushing = false;
+            inner.wake();
             flusher.done = true;
             return Poll::Ready(());
         }
-        {
-            let mut held = out.held.lock();
-            if !held.flushing {
-                // Parked: nothing given to hand over since the last burst.
-                held.flusher_waker = Some(cx.waker().clone());
-                return Poll::Pending;
+        let r = inner.poll_drain(cx);
+        if let Poll::Ready(r) = r {
+            if let Err(e) = r {
+                inner.discard();
+                inner.error = Some(e);
             }
+            inner.flushing = false;
+            inner.wake();
+            flusher.done = true;
+            return Poll::Ready(());
         }
-        match out.poll_drain(&mut wire, cx) {
-            Poll::Ready(r) => {
-                let mut held = out.held.lock();
-                match r {
-                    Err(e) => {
-                        wire.taken.clear();
-                        held.fail(e);
-                    }
-                    Ok(()) if held.held() > 0 => {
-                        // Written while the bytes' lock was free: handed over on the next
-                        // turn, still this burst's.
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
-                    }
-                    Ok(()) => {}
-                }
-                // Everything handed over (or the stream failed): the burst is done, the next
-                // write goes to the stream itself or wakes this task again.
-                held.flushing = false;
-                held.flusher_waker = Some(cx.waker().clone());
-                held.wake();
-            }
-            Poll::Pending => {
-                let mut held = out.held.lock();
-                if held.held() < HOLD_MAX {
-                    held.wake();
-                }
-            }
+        if inner.held() < HOLD_MAX {
+            inner.wake();
         }
         Poll::Pending
     })
