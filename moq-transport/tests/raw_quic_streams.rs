@@ -2,7 +2,7 @@
 //! QUIC on loopback, data, FIN, acknowledgement, STOP_SENDING and RESET_STREAM with their
 //! codes (raw QUIC carries a code as is, wider than WebTransport's 32 bits), and opening a
 //! stream without a future.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
@@ -48,7 +48,10 @@ async fn data_fin_and_acknowledgement() {
         let (client, server) = raw_pair().await;
         assert_eq!(client.kind(), TransportKind::RawQuic);
         // Credit is there: a stream opens without a future.
-        let mut send = client.try_open_uni().expect("a stream without waiting").unwrap();
+        let mut send = client
+            .try_open_uni()
+            .expect("a stream without waiting")
+            .unwrap();
         send.write_all(b"hello").await.unwrap();
         send.finish().unwrap();
         let mut recv = server.accept_uni().await.unwrap();
