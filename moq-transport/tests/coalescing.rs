@@ -105,6 +105,59 @@ async fn held_bytes_leave_without_a_further_write() {
     }
 }
 
+/// One flusher serves a stream's bursts one after another: it parks when a burst is handed
+/// over and the next burst's writes wake it. Four bursts of 1 KiB objects, each read whole by
+/// the subscriber before the next (no flush, no finish in between), then FIN.
+#[tokio::test]
+async fn every_burst_leaves_without_a_further_write() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
+            let (_srv, _sessions, mut sub, writer) = subscribed(transport, "bursts").await;
+            let mut sg = writer
+                .open_subgroup(0, SubgroupId::Zero, None, true)
+                .await
+                .unwrap();
+            let Some(Ok(TrackEvent::Subgroup(mut s))) = async {
+                // The stream's first write opens it for the subscriber.
+                sg.write_object(0, Bytes::from_static(b"first"))
+                    .await
+                    .unwrap();
+                sub.next().await
+            }
+            .await
+            else {
+                panic!("no subgroup");
+            };
+            assert_eq!(s.next_object().await.unwrap().unwrap().location.object, 0);
+            const BURST: u64 = 1024;
+            let payload = Bytes::from(vec![3u8; 1024]);
+            let mut next = 1;
+            for _ in 0..4 {
+                let ids = next..next + BURST;
+                let write = async {
+                    for id in ids.clone() {
+                        sg.write_object(id, payload.clone()).await.unwrap();
+                    }
+                };
+                let read = async {
+                    for id in ids.clone() {
+                        let o = s.next_object().await.unwrap().expect("stream ended early");
+                        assert_eq!((o.location.object, o.payload.len()), (id, 1024));
+                    }
+                };
+                tokio::join!(write, read);
+                next += BURST;
+            }
+            sg.finish();
+            assert!(
+                s.next_object().await.unwrap().is_none(),
+                "FIN after the objects"
+            );
+        })
+        .await;
+    }
+}
+
 /// The subscriber stops reading and the session closes while small objects are held: the
 /// writer's writes and `flush` end with an error, none waits for ever (the flusher is a task
 /// of the session's set, cancelled with it, and its end fails the held bytes).

@@ -161,16 +161,23 @@ pub(crate) fn read_control(core: &Arc<SessionCore>, mut reader: Reader) {
 /// (in draft-17 and later, the peer's control stream): even empty, a set holds a node the size
 /// of a handler, which a session that is sent no data stream (a relay's subscriber) would keep
 /// for nothing. Made again at the next stream, it then stays.
+///
+/// One accept is kept across the loop's turns (the transport's accept is cancel-safe): made
+/// anew each turn, a turn for a handler's end would also box and drop an accept.
 async fn accept_uni(driver: Arc<Driver>) {
     let mut streams: Option<FuturesUnordered<_>> = None;
     let mut first = true;
+    let mut accept = driver.core.conn().accept_uni();
     loop {
         let running = streams.as_ref().is_some_and(|s| !s.is_empty());
         tokio::select! {
-            r = driver.core.conn().accept_uni() => match r {
-                Ok(recv) => streams
-                    .get_or_insert_with(FuturesUnordered::new)
-                    .push(handle_uni(driver.clone(), recv)),
+            r = &mut accept => match r {
+                Ok(recv) => {
+                    accept = driver.core.conn().accept_uni();
+                    streams
+                        .get_or_insert_with(FuturesUnordered::new)
+                        .push(handle_uni(driver.clone(), recv));
+                }
                 Err(e) => return driver.core.close(e.into()),
             },
             Some(()) = async { streams.as_mut()?.next().await }, if running => {
@@ -218,7 +225,8 @@ async fn handle_uni(driver: Arc<Driver>, mut recv: BoxRecvStream) {
         }
     };
     let ty = match ty {
-        StreamType::Control => return driver.control_stream(recv, buf).await,
+        // Boxed: inline, every data stream's handler would be the control stream's size.
+        StreamType::Control => return Box::pin(driver.control_stream(recv, buf)).await,
         StreamType::Padding => {
             // draft-19 §11.5.1: discard everything on a padding stream.
             while let Ok(Some(_)) = recv.read_chunk(64 * 1024).await {}

@@ -345,7 +345,9 @@ impl RecvState {
             .route(header.track_alias, Location::new(group, 0));
         let sink = match known {
             Some(sink) => sink,
-            None => match self.wait_for_alias(&mut data, &header).await {
+            // Boxed: inline, its timer and registration would make every stream's handler
+            // larger.
+            None => match Box::pin(self.wait_for_alias(&mut data, &header)).await {
                 Some(sink) => sink,
                 None => return,
             },

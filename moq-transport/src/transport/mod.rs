@@ -82,6 +82,13 @@ pub trait Connection: Send + Sync + 'static {
     async fn open_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError>;
     /// Opens a unidirectional stream.
     async fn open_uni(&self) -> Result<BoxSendStream, TransportError>;
+    /// Opens a unidirectional stream if that needs no wait, without the future
+    /// [`Connection::open_uni`] allocates: `None` when it would wait (or the transport cannot
+    /// tell without that future). For a stream per object, where the boxed future is a
+    /// measurable part of a stream's cost.
+    fn try_open_uni(&self) -> Option<Result<BoxSendStream, TransportError>> {
+        None
+    }
     /// Accepts the next bidirectional stream the peer opened.
     async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError>;
     /// Accepts the next unidirectional stream the peer opened.

@@ -1,15 +1,21 @@
 //! The adapter over quinn, for both transports: raw QUIC (the version is the negotiated ALPN,
 //! `moqt-19`, ...) and WebTransport over HTTP/3 (the version is the protocol the server chose
-//! from `WT-Available-Protocols`, draft-19 §3.1.2). Both go through web-transport-quinn, raw
-//! QUIC in its raw mode, so one set of error mappings serves both.
+//! from `WT-Available-Protocols`, draft-19 §3.1.2). Both sessions are web-transport-quinn's,
+//! raw QUIC in its raw mode; a raw QUIC session's streams are quinn's own ([`raw`]), a
+//! WebTransport session's web-transport-quinn's.
 //!
 //! WebTransport error codes are 32 bits; MOQT's codes all fit.
+
+mod raw;
+
+pub use raw::{RawQuicRecv, RawQuicSend};
+use raw::{conn_error, poll_chunk, poll_written};
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -71,22 +77,15 @@ impl QuicConnection {
     pub fn inner(&self) -> &wt::Session {
         &self.session
     }
+
+    /// The QUIC connection, when its streams are quinn's own (raw QUIC).
+    fn raw_quic(&self) -> Option<&quinn::Connection> {
+        (self.kind == TransportKind::RawQuic).then_some(&*self.session)
+    }
 }
 
 fn code32(code: u64) -> u32 {
     u32::try_from(code).unwrap_or(u32::MAX)
-}
-
-/// Maps a quinn connection error.
-fn conn_error(e: quinn::ConnectionError) -> TransportError {
-    match e {
-        quinn::ConnectionError::ApplicationClosed(c) => TransportError::ClosedByPeer {
-            code: c.error_code.into_inner(),
-            reason: String::from_utf8_lossy(&c.reason).into_owned(),
-        },
-        quinn::ConnectionError::LocallyClosed => TransportError::ClosedLocally,
-        e => TransportError::Lost(e.to_string()),
-    }
 }
 
 fn session_error(e: wt::SessionError) -> TransportError {
@@ -132,24 +131,59 @@ pub(crate) fn negotiated_alpn(conn: &quinn::Connection) -> Option<String> {
 #[async_trait]
 impl Connection for QuicConnection {
     async fn open_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
+        if let Some(conn) = self.raw_quic() {
+            let (s, r) = conn.open_bi().await.map_err(conn_error)?;
+            return Ok((Box::new(RawQuicSend::new(s)), Box::new(RawQuicRecv(r))));
+        }
         let (s, r) = self.session.open_bi().await.map_err(session_error)?;
         Ok((Box::new(QuicSend(s)), Box::new(QuicRecv(r))))
     }
 
     async fn open_uni(&self) -> Result<BoxSendStream, TransportError> {
+        if let Some(conn) = self.raw_quic() {
+            let s = conn.open_uni().await.map_err(conn_error)?;
+            return Ok(Box::new(RawQuicSend::new(s)));
+        }
         let s = self.session.open_uni().await.map_err(session_error)?;
         Ok(Box::new(QuicSend(s)))
     }
 
+    fn try_open_uni(&self) -> Option<Result<BoxSendStream, TransportError>> {
+        let conn = self.raw_quic()?;
+        // quinn's open takes a stream at its first poll when the peer's credit allows; the
+        // registration for more credit that a pending poll makes is dropped with the future.
+        let mut cx = Context::from_waker(Waker::noop());
+        match pin!(conn.open_uni()).poll(&mut cx) {
+            Poll::Ready(r) => Some(
+                r.map(|s| Box::new(RawQuicSend::new(s)) as BoxSendStream)
+                    .map_err(conn_error),
+            ),
+            Poll::Pending => None,
+        }
+    }
+
     async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
-        let (s, r) = self.session.accept_bi().await.map_err(session_error)?;
         // The session derefs to its QUIC connection; with WebTransport, HTTP/3's own streams
         // count there too, which the three-quarters threshold leaves room for.
+        if let Some(conn) = self.raw_quic() {
+            let (s, r) = conn.accept_bi().await.map_err(conn_error)?;
+            let r = self.bi.accepted(conn, Direction::Bi, RawQuicRecv(r));
+            return Ok((Box::new(RawQuicSend::new(s)), Box::new(r)));
+        }
+        let (s, r) = self.session.accept_bi().await.map_err(session_error)?;
         let r = self.bi.accepted(&self.session, Direction::Bi, QuicRecv(r));
         Ok((Box::new(QuicSend(s)), Box::new(r)))
     }
 
     async fn accept_uni(&self) -> Result<BoxRecvStream, TransportError> {
+        if let Some(conn) = self.raw_quic() {
+            let r = conn.accept_uni().await.map_err(conn_error)?;
+            return Ok(Box::new(self.uni.accepted(
+                conn,
+                Direction::Uni,
+                RawQuicRecv(r),
+            )));
+        }
         let r = self.session.accept_uni().await.map_err(session_error)?;
         Ok(Box::new(self.uni.accepted(
             &self.session,
@@ -196,7 +230,7 @@ impl Connection for QuicConnection {
     }
 }
 
-/// A send stream over quinn. Dropped unfinished, it finishes the stream (quinn's behaviour).
+/// A WebTransport send stream. Dropped unfinished, it finishes the stream (quinn's behaviour).
 #[derive(Debug)]
 pub struct QuicSend(pub wt::SendStream);
 
@@ -214,11 +248,7 @@ impl SendStream for QuicSend {
         cx: &mut Context<'_>,
         bufs: &mut [Bytes],
     ) -> Poll<Result<usize, TransportError>> {
-        // quinn's `write_chunks` does all its work in one poll and keeps no state in its future
-        // (cancel-safe: Pending means nothing was written), so a future made and dropped here
-        // per poll, on the stack, is the poll function quinn does not export.
-        let written = ready!(pin!(self.0.write_chunks(bufs)).poll(cx)).map_err(write_error)?;
-        Poll::Ready(Ok(written.bytes))
+        poll_written(pin!(self.0.write_chunks(bufs)), cx, write_error)
     }
 
     fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<u64>, TransportError>> {
@@ -247,7 +277,7 @@ impl SendStream for QuicSend {
     }
 }
 
-/// A receive stream over quinn. Dropped before the FIN or a reset, it sends STOP_SENDING with
+/// A WebTransport receive stream. Dropped before the FIN or a reset, it sends STOP_SENDING with
 /// code 0 (quinn's behaviour).
 #[derive(Debug)]
 pub struct QuicRecv(pub wt::RecvStream);
@@ -258,13 +288,7 @@ impl RecvStream for QuicRecv {
         cx: &mut Context<'_>,
         max: usize,
     ) -> Poll<Result<Option<Bytes>, TransportError>> {
-        // quinn's `read_chunk` future only calls its (private) poll function; cancel-safe, so
-        // made and dropped per poll like `poll_write_chunks`'s.
-        Poll::Ready(match ready!(pin!(self.0.read_chunk(max, true)).poll(cx)) {
-            Ok(Some(chunk)) => Ok(Some(chunk.bytes)),
-            Ok(None) => Ok(None),
-            Err(e) => Err(read_error(e)),
-        })
+        poll_chunk(pin!(self.0.read_chunk(max, true)), cx, read_error)
     }
 
     fn stop(&mut self, code: u64) {

@@ -277,10 +277,10 @@ impl SubgroupSender {
                 held.push(self.buf.split().freeze());
             }
         }
-        let params = self.shared.params();
+        let subscriber_timeout = self.shared.with_params(|p| p.subgroup_delivery_timeout);
         let timeout = self.shared.timeout(
             property::SUBGROUP_DELIVERY_TIMEOUT,
-            params.subgroup_delivery_timeout,
+            subscriber_timeout,
             self.first_properties.as_ref(),
         );
         if held.is_empty() {

@@ -311,7 +311,11 @@ impl SubscriptionWriter {
     async fn open_uni(&self) -> Result<BoxSendStream, Error> {
         // A stream is usually available at once: only when it is not does the open also wait
         // for the subscription's end (registering for that costs a lock per stream).
-        let mut open = self.shared.core.conn().open_uni();
+        let conn = self.shared.core.conn();
+        if let Some(r) = conn.try_open_uni() {
+            return Ok(r?);
+        }
+        let mut open = conn.open_uni();
         Ok(match (&mut open).now_or_never() {
             Some(r) => r?,
             None => tokio::select! {
@@ -334,8 +338,14 @@ impl SubscriptionWriter {
     ) -> Result<OpenedSubgroup, Error> {
         self.shared.check_open()?;
         let s = &self.shared;
-        let params = self.shared.params();
-        let order = params.group_order.unwrap_or(s.group_order);
+        // Read in place: a clone of the parameters per stream is a cost per object when each
+        // object has a stream.
+        let (subscriber_priority, order) = s.with_params(|p| {
+            (
+                p.subscriber_priority,
+                p.group_order.unwrap_or(s.group_order),
+            )
+        });
         let publisher = priority.unwrap_or(s.publisher_priority);
         let explicit = match subgroup {
             SubgroupId::Zero => 0,
@@ -344,7 +354,7 @@ impl SubscriptionWriter {
         };
         let mut stream = self.open_uni().await?;
         stream.set_priority(stream_priority(
-            params.subscriber_priority,
+            subscriber_priority,
             publisher,
             order,
             group,
