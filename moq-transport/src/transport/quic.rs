@@ -1,7 +1,7 @@
 //! The adapter over quinn, for both transports: raw QUIC (the version is the negotiated ALPN,
 //! `moqt-19`, ...) and WebTransport over HTTP/3 (the version is the protocol the server chose
 //! from `WT-Available-Protocols`, draft-19 §3.1.2). Both sessions are web-transport-quinn's,
-//! raw QUIC in its raw mode; a raw QUIC session's streams are quinn's own ([`raw`]), a
+//! raw QUIC in its raw mode; a raw QUIC session's streams are quinn's own (module `raw`), a
 //! WebTransport session's web-transport-quinn's.
 //!
 //! WebTransport error codes are 32 bits; MOQT's codes all fit.
