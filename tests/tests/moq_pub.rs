@@ -193,22 +193,9 @@ async fn case(moq_pub: &Path, clip: &Path, dir: &Path, tag: &str, scheme: &str, 
             other => panic!("moq-pub's namespace never arrived: {other:?}"),
         }
     }
-    // Seen 2026-12-07 in 3-4 of 25 runs: the catalog's SUBSCRIBE right after the namespace
-    // arrived is answered DOES_NOT_EXIST ("no publisher for this track"); the cause (moq-pub
-    // announcing before its tracks exist, or our relay's upstream answer) is not found yet.
-    // Retried for at most 2 s, so the step checks delivery; each failure is printed.
-    let mut tries = 0;
-    let broadcast = loop {
-        match warp::subscribe_warp(session.subscriber(), namespace.clone()).await {
-            Ok(b) => break b,
-            Err(e) if tries < 20 => {
-                eprintln!("catalog not subscribed yet (try {tries}): {e}");
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("moq-pub's catalog: {e}"),
-        }
-    };
+    let broadcast = warp::subscribe_warp(session.subscriber(), namespace)
+        .await
+        .unwrap();
     let codecs: Vec<_> = broadcast
         .catalog()
         .tracks

@@ -54,6 +54,8 @@ impl Inner {
                 self.start_upstream(&t, id, session.clone());
             }
         }
+        // A SUBSCRIBE waiting for this session's registration (`wait_answer`) looks again.
+        self.routes_changed.send_modify(|v| *v += 1);
     }
 
     /// draft-19 §9.5: a publisher that arrives for a namespace with active subscriptions gets
@@ -190,6 +192,18 @@ impl Inner {
         track
     }
 
+    /// True while a publisher announced on `ns`'s path but the relay has not registered its
+    /// session yet: the session's driver accepts PUBLISH_NAMESPACE as soon as SETUP is done,
+    /// before the relay's task for the session runs.
+    fn unregistered_owner(&self, ns: &TrackNamespace) -> bool {
+        let owners = self.index.owners_on_path(ns);
+        if owners.is_empty() {
+            return false;
+        }
+        let sessions = self.sessions.lock();
+        owners.iter().any(|o| !sessions.contains_key(&o.get()))
+    }
+
     /// Waits for the track's first upstream answer, or for a publisher to appear within the
     /// rendezvous time (draft-19 §10.2.4). Returns where the subscription starts: where the track
     /// stands now if it was answered already, else where it stood at the answer. The upstream's
@@ -200,7 +214,9 @@ impl Inner {
         t: &Arc<RelayTrack>,
         rendezvous: Option<Duration>,
     ) -> Result<Standing, RequestError> {
-        let deadline = rendezvous.map(|d| tokio::time::Instant::now() + d);
+        let mut deadline = rendezvous.map(|d| tokio::time::Instant::now() + d);
+        // Set while the track's publisher announced but its session is not registered yet.
+        let mut registering = false;
         let mut answer = t.answer.subscribe();
         let mut routes = self.routes_changed.subscribe();
         if let Some(a) = answer.borrow_and_update().clone() {
@@ -214,18 +230,20 @@ impl Inner {
             let upstreams =
                 !t.upstreams.lock().is_empty() || t.pending_upstreams.load(Ordering::Relaxed) > 0;
             if !upstreams {
+                // A publisher whose PUBLISH_NAMESPACE its session accepted (and discovery
+                // already showed) before the relay registered that session: its routes start
+                // at the registration (`subscribe_registered`), so wait for it, briefly.
+                if deadline.is_none() && !registering && self.unregistered_owner(&t.name.namespace)
+                {
+                    registering = true;
+                    deadline = Some(tokio::time::Instant::now() + REGISTRATION_GRACE);
+                }
                 // No publisher: DOES_NOT_EXIST now, or wait for one (RENDEZVOUS_TIMEOUT).
                 let Some(deadline) = deadline else {
-                    return Err(RequestError::new(
-                        RequestErrorCode::DOES_NOT_EXIST,
-                        "no publisher for this track",
-                    ));
+                    return Err(no_publisher());
                 };
                 if tokio::time::Instant::now() >= deadline {
-                    return Err(RequestError::new(
-                        RequestErrorCode::TIMEOUT,
-                        "no publisher appeared",
-                    ));
+                    return Err(no_publisher_by(registering));
                 }
             }
             tokio::select! {
@@ -242,10 +260,31 @@ impl Inner {
                     }
                 } => {
                     if t.upstreams.lock().is_empty() {
-                        return Err(RequestError::new(RequestErrorCode::TIMEOUT, "no publisher appeared"));
+                        return Err(no_publisher_by(registering));
                     }
                 }
             }
         }
+    }
+}
+
+/// How long a SUBSCRIBE waits for the session of a publisher that already announced to be
+/// registered (a scheduling delay, not a network one).
+const REGISTRATION_GRACE: Duration = Duration::from_secs(2);
+
+/// No publisher for the track (draft-19 §10.2.4: DOES_NOT_EXIST).
+fn no_publisher() -> RequestError {
+    RequestError::new(
+        RequestErrorCode::DOES_NOT_EXIST,
+        "no publisher for this track",
+    )
+}
+
+/// No publisher by the deadline: the rendezvous timed out (TIMEOUT), or the announcing
+/// session never registered (DOES_NOT_EXIST, as if it had not announced).
+fn no_publisher_by(registering: bool) -> RequestError {
+    match registering {
+        true => no_publisher(),
+        false => RequestError::new(RequestErrorCode::TIMEOUT, "no publisher appeared"),
     }
 }
