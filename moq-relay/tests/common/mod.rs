@@ -215,7 +215,21 @@ pub(crate) struct Binary {
     pub(crate) http: Option<String>,
     /// What the relay printed so far after its start lines (its log, on stdout, and stderr),
     /// line by line; stderr is also echoed to ours.
-    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    log: std::sync::Arc<Log>,
+}
+
+/// The lines a relay binary printed, and a signal for each new one.
+#[derive(Default)]
+pub(crate) struct Log {
+    lines: std::sync::Mutex<Vec<String>>,
+    grew: tokio::sync::Notify,
+}
+
+impl Log {
+    fn push(&self, line: String) {
+        self.lines.lock().unwrap().push(line);
+        self.grew.notify_waiters();
+    }
 }
 
 impl Binary {
@@ -236,13 +250,13 @@ impl Binary {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = std::sync::Arc::new(Log::default());
         let err_log = log.clone();
         let err_lines = BufReader::new(child.stderr.take().unwrap()).lines();
         std::thread::spawn(move || {
             for line in err_lines.map_while(Result::ok) {
                 eprintln!("{line}");
-                err_log.lock().unwrap().push(line);
+                err_log.push(line);
             }
         });
         let wants_http = args.contains(&"--http");
@@ -266,7 +280,7 @@ impl Binary {
         let out_log = log.clone();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
-                out_log.lock().unwrap().push(line);
+                out_log.push(line);
             }
         });
         Binary {
@@ -281,12 +295,26 @@ impl Binary {
     /// The lines of the relay's log so far that contain every one of `words`.
     pub(crate) fn log_lines(&self, words: &[&str]) -> Vec<String> {
         self.log
+            .lines
             .lock()
             .unwrap()
             .iter()
             .filter(|l| words.iter().all(|w| l.contains(w)))
             .cloned()
             .collect()
+    }
+
+    /// Waits until the relay's log has a line that contains every one of `words` (the
+    /// caller's timeout bounds the wait).
+    #[allow(dead_code)] // not every test file reads a log
+    pub(crate) async fn logged(&self, words: &[&str]) {
+        loop {
+            let grew = self.log.grew.notified();
+            if !self.log_lines(words).is_empty() {
+                return;
+            }
+            grew.await;
+        }
     }
 }
 
