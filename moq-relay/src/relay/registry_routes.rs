@@ -66,7 +66,9 @@ async fn lookup_longest(
 }
 
 impl Inner {
-    /// Routes `ns` through its origin relay when the relay is routing through a registry and
+    /// First waits for the registration of any session on this relay that announced on
+    /// `ns`'s path ([`Inner::registrations_on`]). Then routes `ns` through its origin relay
+    /// when the relay is routing through a registry and
     /// no route reaches `ns` now, for a request from session `peer` (`None`: for the relay's
     /// own upstream, as when an origin moved). Refuses a relay's request (DOES_NOT_EXIST)
     /// when the route to `ns` runs through that relay, registry or not. Ok with no route added
@@ -80,6 +82,9 @@ impl Inner {
         ns: &TrackNamespace,
         peer: Option<u64>,
     ) -> Result<(), RequestError> {
+        // A publisher on this relay that announced before its session was registered is a
+        // route too, once registered.
+        self.registrations_on(ns).await;
         let from_relay =
             peer.and_then(|p| self.sessions.lock().get(&p).and_then(cluster_ext::peer_hop));
         // draft-lcurley-moq-cluster-01 Path Selection: a source whose HOP_PATH holds the

@@ -194,7 +194,8 @@ impl Inner {
 
     /// True while a publisher announced on `ns`'s path but the relay has not registered its
     /// session yet: the session's driver accepts PUBLISH_NAMESPACE as soon as SETUP is done,
-    /// before the relay's task for the session runs.
+    /// and the session may wait in the server's accept queue before the relay's task for it
+    /// runs.
     fn unregistered_owner(&self, ns: &TrackNamespace) -> bool {
         let owners = self.index.owners_on_path(ns);
         if owners.is_empty() {
@@ -202,6 +203,28 @@ impl Inner {
         }
         let sessions = self.sessions.lock();
         owners.iter().any(|o| !sessions.contains_key(&o.get()))
+    }
+
+    /// Waits until every session whose peer announced on `ns`'s path is registered (its
+    /// routes start there: [`Inner::subscribe_registered`]), at most [`REGISTRATION_GRACE`],
+    /// so that a SUBSCRIBE, FETCH or TRACK_STATUS sent right after discovery showed the
+    /// namespace finds its publisher rather than DOES_NOT_EXIST. Returns at once when none is
+    /// waiting; past the grace the request is routed as things stand. Cancel safe.
+    pub(super) async fn registrations_on(&self, ns: &TrackNamespace) {
+        // Subscribed before the first look, so a registration between the two wakes the wait.
+        let mut routes = self.routes_changed.subscribe();
+        if !self.unregistered_owner(ns) {
+            return;
+        }
+        tracing::debug!(namespace = %ns, "waiting for an announcing session's registration");
+        let _ = tokio::time::timeout(REGISTRATION_GRACE, async {
+            while self.unregistered_owner(ns) {
+                if routes.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
     }
 
     /// Waits for the track's first upstream answer, or for a publisher to appear within the
@@ -214,9 +237,7 @@ impl Inner {
         t: &Arc<RelayTrack>,
         rendezvous: Option<Duration>,
     ) -> Result<Standing, RequestError> {
-        let mut deadline = rendezvous.map(|d| tokio::time::Instant::now() + d);
-        // Set while the track's publisher announced but its session is not registered yet.
-        let mut registering = false;
+        let deadline = rendezvous.map(|d| tokio::time::Instant::now() + d);
         let mut answer = t.answer.subscribe();
         let mut routes = self.routes_changed.subscribe();
         if let Some(a) = answer.borrow_and_update().clone() {
@@ -230,20 +251,12 @@ impl Inner {
             let upstreams =
                 !t.upstreams.lock().is_empty() || t.pending_upstreams.load(Ordering::Relaxed) > 0;
             if !upstreams {
-                // A publisher whose PUBLISH_NAMESPACE its session accepted (and discovery
-                // already showed) before the relay registered that session: its routes start
-                // at the registration (`subscribe_registered`), so wait for it, briefly.
-                if deadline.is_none() && !registering && self.unregistered_owner(&t.name.namespace)
-                {
-                    registering = true;
-                    deadline = Some(tokio::time::Instant::now() + REGISTRATION_GRACE);
-                }
                 // No publisher: DOES_NOT_EXIST now, or wait for one (RENDEZVOUS_TIMEOUT).
                 let Some(deadline) = deadline else {
                     return Err(no_publisher());
                 };
                 if tokio::time::Instant::now() >= deadline {
-                    return Err(no_publisher_by(registering));
+                    return Err(timed_out());
                 }
             }
             tokio::select! {
@@ -260,7 +273,7 @@ impl Inner {
                     }
                 } => {
                     if t.upstreams.lock().is_empty() {
-                        return Err(no_publisher_by(registering));
+                        return Err(timed_out());
                     }
                 }
             }
@@ -280,11 +293,46 @@ fn no_publisher() -> RequestError {
     )
 }
 
-/// No publisher by the deadline: the rendezvous timed out (TIMEOUT), or the announcing
-/// session never registered (DOES_NOT_EXIST, as if it had not announced).
-fn no_publisher_by(registering: bool) -> RequestError {
-    match registering {
-        true => no_publisher(),
-        false => RequestError::new(RequestErrorCode::TIMEOUT, "no publisher appeared"),
+/// No publisher within the rendezvous time (draft-19 §10.2.4: TIMEOUT).
+fn timed_out() -> RequestError {
+    RequestError::new(RequestErrorCode::TIMEOUT, "no publisher appeared")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::num::NonZeroU64;
+
+    use super::*;
+    use crate::{Relay, RelayConfig};
+
+    /// A request for a namespace announced by a session the relay has not registered yet waits
+    /// for that session (here: until its announcement ends), and one with no such session on
+    /// the path does not wait at all.
+    #[tokio::test]
+    async fn a_request_waits_for_the_registration_of_an_announcing_session() {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            let relay =
+                Relay::bind(RelayConfig::development("127.0.0.1:0".parse().unwrap()).unwrap())
+                    .unwrap();
+            let inner = &relay.inner;
+            let room = TrackNamespace::from_strs(["room"]).unwrap();
+            let track = TrackNamespace::from_strs(["room", "cam"]).unwrap();
+            inner.registrations_on(&track).await;
+            // Session 999 announced `room` through its owner view: not registered.
+            let view = inner.index.owned_by(NonZeroU64::new(999).unwrap());
+            let announced = view.publish(room.clone());
+            let mut wait = Box::pin(inner.registrations_on(&track));
+            assert!(futures::poll!(&mut wait).is_pending());
+            // Other namespaces do not wait for it.
+            inner
+                .registrations_on(&TrackNamespace::from_strs(["hall"]).unwrap())
+                .await;
+            drop(announced);
+            wait.await;
+        })
+        .await
+        .unwrap();
     }
 }
