@@ -180,23 +180,38 @@ impl ClientBuilder {
     /// How long a QUIC handshake may take before [`crate::ConnectError::Unreachable`]: 5 s.
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-    /// Gives up connecting when no QUIC server has answered after `timeout`, with
-    /// [`Error::Connect`]([`crate::ConnectError::Unreachable`]) (default
-    /// [`ClientBuilder::DEFAULT_CONNECT_TIMEOUT`], 5 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
+    setters! {
+        /// Gives up connecting when no QUIC server has answered after `timeout`, with
+        /// [`Error::Connect`]([`crate::ConnectError::Unreachable`]) (default
+        /// [`ClientBuilder::DEFAULT_CONNECT_TIMEOUT`], 5 s).
+        connect_timeout(timeout: Duration) { connect_timeout = timeout }
 
-    /// For `https://` (and development `http://`) URLs, also tries QMux over WebSocket
-    /// (`wss://`, `ws://`: same host, port and path) when QUIC has not set the session up after
-    /// `head_start`; the first set up wins, the other attempt is abandoned (moq-dev's clients
-    /// give WebTransport a head start the same way), and if both fail the error is
-    /// [`crate::ConnectError::FallbackFailed`] with both reasons. Needs the `websocket`
-    /// feature: without it, connecting fails when the fallback would be tried.
-    pub fn websocket_fallback(mut self, head_start: Duration) -> Self {
-        self.websocket_fallback = Some(head_start);
-        self
+        /// For `https://` (and development `http://`) URLs, also tries QMux over WebSocket
+        /// (`wss://`, `ws://`: same host, port and path) when QUIC has not set the session up
+        /// after `head_start`; the first set up wins, the other attempt is abandoned (moq-dev's
+        /// clients give WebTransport a head start the same way), and if both fail the error is
+        /// [`crate::ConnectError::FallbackFailed`] with both reasons. Needs the `websocket`
+        /// feature: without it, connecting fails when the fallback would be tried.
+        websocket_fallback(head_start: Duration) { websocket_fallback = Some(head_start) }
+
+        /// Trusts any server. For development only. (Without it, or
+        /// [`ClientBuilder::fingerprint`], a self-signed certificate is refused with
+        /// [`crate::ConnectError::UnknownIssuer`].)
+        insecure() { tls.insecure = true }
+
+        /// Offers only `versions`, most preferred first (default: every supported draft,
+        /// [`Version::ALL`], newest first).
+        versions(versions: Vec<Version>) { versions = Some(versions) }
+
+        /// Uses `publisher` (shared with other sessions) instead of a new one.
+        publisher(publisher: Publisher) { publisher = Some(publisher) }
+
+        /// Replaces the QUIC settings: congestion control, and how soon a silent peer is given
+        /// up (`QuicSettings::default().with_idle_timeout(..)`).
+        quic(quic: QuicSettings) { quic = quic }
+
+        /// Replaces the session configuration.
+        session_config(config: SessionConfig) { session = config }
     }
 
     /// Trusts the server whose certificate has this SHA-256 fingerprint (hex, colons allowed).
@@ -207,48 +222,15 @@ impl ClientBuilder {
         Ok(self)
     }
 
-    /// Trusts any server. For development only. (Without it, or [`ClientBuilder::fingerprint`],
-    /// a self-signed certificate is refused with [`crate::ConnectError::UnknownIssuer`].)
-    pub fn insecure(mut self) -> Self {
-        self.tls.insecure = true;
-        self
-    }
-
     /// Trusts an extra root certificate (DER).
     pub fn root(mut self, der: Vec<u8>) -> Self {
         self.tls.roots.push(der.into());
         self
     }
 
-    /// Offers only `versions`, most preferred first (default: every supported draft,
-    /// [`Version::ALL`], newest first).
-    pub fn versions(mut self, versions: Vec<Version>) -> Self {
-        self.versions = Some(versions);
-        self
-    }
-
     /// Sends an AUTHORIZATION_TOKEN in SETUP.
     pub fn token(mut self, token: impl Into<bytes::Bytes>) -> Self {
         self.session.setup_tokens.push(AuthToken::new(token));
-        self
-    }
-
-    /// Uses `publisher` (shared with other sessions) instead of a new one.
-    pub fn publisher(mut self, publisher: Publisher) -> Self {
-        self.publisher = Some(publisher);
-        self
-    }
-
-    /// Replaces the QUIC settings: congestion control, and how soon a silent peer is given up
-    /// (`QuicSettings::default().with_idle_timeout(..)`).
-    pub fn quic(mut self, quic: QuicSettings) -> Self {
-        self.quic = quic;
-        self
-    }
-
-    /// Replaces the session configuration.
-    pub fn session_config(mut self, config: SessionConfig) -> Self {
-        self.session = config;
         self
     }
 
@@ -464,19 +446,12 @@ async fn reconnect_loop(
     loop {
         let Some(s) = &session else {
             status.send_replace(Status::Connecting);
-            match client.transport.connect(&url).await {
-                Ok(s) => {
-                    wait = backoff.min;
-                    serve(&s, &client.publisher, &subscriber);
-                    current.send_replace(Some(s.downgrade()));
-                    status.send_replace(Status::Connected(url.clone()));
-                    session = Some(s);
-                }
-                Err(e) => {
-                    status.send_replace(Status::Disconnected(e.to_string()));
-                    tokio::time::sleep(wait).await;
-                    wait = backoff.next(wait);
-                }
+            session = connect_current(&client, &url, &current, &status, &subscriber).await;
+            if session.is_some() {
+                wait = backoff.min;
+            } else {
+                tokio::time::sleep(wait).await;
+                wait = backoff.next(wait);
             }
             continue;
         };
@@ -495,21 +470,34 @@ async fn reconnect_loop(
                 status.send_replace(Status::Migrating(url.clone()));
                 // Make before break: connect to the new URI, then let the old session go.
                 let old = session.take();
-                match client.transport.connect(&url).await {
-                    Ok(new) => {
-                        serve(&new, &client.publisher, &subscriber);
-                        current.send_replace(Some(new.downgrade()));
-                        status.send_replace(Status::Connected(url.clone()));
-                        session = Some(new);
-                    }
-                    Err(e) => {
-                        status.send_replace(Status::Disconnected(e.to_string()));
-                    }
-                }
+                session = connect_current(&client, &url, &current, &status, &subscriber).await;
                 if let Some(old) = old {
                     old.close(moq_core::codes::SessionErrorCode::NO_ERROR, "migrated");
                 }
             }
+        }
+    }
+}
+
+/// Connects the reconnecting client to `url`: a new session is served and becomes the
+/// subscriber's current one, and `status` says Connected, or Disconnected with why not.
+async fn connect_current(
+    client: &Client,
+    url: &str,
+    current: &watch::Sender<Option<WeakSession>>,
+    status: &watch::Sender<Status>,
+    subscriber: &Subscriber,
+) -> Option<moq_transport::Session> {
+    match client.transport.connect(url).await {
+        Ok(s) => {
+            serve(&s, &client.publisher, subscriber);
+            current.send_replace(Some(s.downgrade()));
+            status.send_replace(Status::Connected(url.to_string()));
+            Some(s)
+        }
+        Err(e) => {
+            status.send_replace(Status::Disconnected(e.to_string()));
+            None
         }
     }
 }
@@ -541,47 +529,30 @@ impl Default for ServerBuilder {
 }
 
 impl ServerBuilder {
-    /// The UDP address (default 0.0.0.0:4443).
-    pub fn bind(mut self, addr: SocketAddr) -> Self {
-        self.bind = addr;
-        self
-    }
+    setters! {
+        /// The UDP address (default 0.0.0.0:4443).
+        bind(addr: SocketAddr) { bind = addr }
 
-    /// Presents `certificate`.
-    pub fn certificate(mut self, certificate: Certificate) -> Self {
-        self.certificate = Some(certificate);
-        self
-    }
+        /// Presents `certificate`.
+        certificate(certificate: Certificate) { certificate = Some(certificate) }
 
-    /// Generates a self-signed development certificate for `hosts`.
-    pub fn generate_certificate(mut self, hosts: &[&str]) -> Self {
-        self.generate = hosts.iter().map(|h| h.to_string()).collect();
-        self
-    }
+        /// Generates a self-signed development certificate for `hosts`.
+        generate_certificate(hosts: &[&str]) {
+            generate = hosts.iter().map(|h| h.to_string()).collect()
+        }
 
-    /// Accepts only `versions`, most preferred first.
-    pub fn versions(mut self, versions: Vec<Version>) -> Self {
-        self.versions = versions;
-        self
-    }
+        /// Accepts only `versions`, most preferred first.
+        versions(versions: Vec<Version>) { versions = versions }
 
-    /// Serves `publisher`'s namespaces and tracks to every session.
-    pub fn publisher(mut self, publisher: Publisher) -> Self {
-        self.publisher = Some(publisher);
-        self
-    }
+        /// Serves `publisher`'s namespaces and tracks to every session.
+        publisher(publisher: Publisher) { publisher = Some(publisher) }
 
-    /// Replaces the QUIC settings: congestion control, and how soon a silent peer is given up
-    /// (`QuicSettings::default().with_idle_timeout(..)`).
-    pub fn quic(mut self, quic: QuicSettings) -> Self {
-        self.quic = quic;
-        self
-    }
+        /// Replaces the QUIC settings: congestion control, and how soon a silent peer is given
+        /// up (`QuicSettings::default().with_idle_timeout(..)`).
+        quic(quic: QuicSettings) { quic = quic }
 
-    /// Replaces the session configuration.
-    pub fn session_config(mut self, config: SessionConfig) -> Self {
-        self.session = config;
-        self
+        /// Replaces the session configuration.
+        session_config(config: SessionConfig) { session = config }
     }
 
     /// Binds and starts accepting.

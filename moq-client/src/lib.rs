@@ -219,6 +219,9 @@
 //! # Ok(()) }
 //! ```
 
+#[macro_use]
+mod setters;
+
 mod cache;
 #[cfg(feature = "cli")]
 pub mod cli;

@@ -54,46 +54,27 @@ fn ms(d: Duration) -> u64 {
 }
 
 impl TrackOptions {
-    /// Sets the publisher priority.
-    pub fn priority(mut self, priority: u8) -> Self {
-        self.priority = Some(priority);
-        self
-    }
+    setters! {
+        /// Sets the publisher priority.
+        priority(priority: u8) { priority = Some(priority) }
 
-    /// Sets the group order.
-    pub fn group_order(mut self, order: GroupOrder) -> Self {
-        self.group_order = Some(order);
-        self
-    }
+        /// Sets the group order.
+        group_order(order: GroupOrder) { group_order = Some(order) }
 
-    /// Sets the object delivery timeout.
-    pub fn delivery_timeout(mut self, timeout: Duration) -> Self {
-        self.delivery_timeout = Some(timeout);
-        self
-    }
+        /// Sets the object delivery timeout.
+        delivery_timeout(timeout: Duration) { delivery_timeout = Some(timeout) }
 
-    /// Sets the subgroup delivery timeout.
-    pub fn subgroup_delivery_timeout(mut self, timeout: Duration) -> Self {
-        self.subgroup_delivery_timeout = Some(timeout);
-        self
-    }
+        /// Sets the subgroup delivery timeout.
+        subgroup_delivery_timeout(timeout: Duration) { subgroup_delivery_timeout = Some(timeout) }
 
-    /// Sets the cache duration.
-    pub fn cache_duration(mut self, duration: Duration) -> Self {
-        self.cache_duration = Some(duration);
-        self
-    }
+        /// Sets the cache duration.
+        cache_duration(duration: Duration) { cache_duration = Some(duration) }
 
-    /// Sets this publisher's cache limits for the track.
-    pub fn cache(mut self, limits: CacheLimits) -> Self {
-        self.cache = Some(limits);
-        self
-    }
+        /// Sets this publisher's cache limits for the track.
+        cache(limits: CacheLimits) { cache = Some(limits) }
 
-    /// Numbers the first group from the wall clock (see [`TrackOptions::groups_from_clock`]).
-    pub fn groups_from_clock(mut self) -> Self {
-        self.groups_from_clock = true;
-        self
+        /// Numbers the first group from the wall clock (see [`TrackOptions::groups_from_clock`]).
+        groups_from_clock() { groups_from_clock = true }
     }
 
     /// Adds an extension property.
@@ -228,75 +209,46 @@ impl RenewRetry {
 }
 
 impl SubscribeOptions {
-    /// Sets the subscriber priority.
-    pub fn priority(mut self, priority: u8) -> Self {
-        self.priority = Some(priority);
-        self
-    }
+    setters! {
+        /// Sets the subscriber priority.
+        priority(priority: u8) { priority = Some(priority) }
 
-    /// Sets the group order.
-    pub fn group_order(mut self, order: GroupOrder) -> Self {
-        self.group_order = Some(order);
-        self
-    }
+        /// Sets the group order.
+        group_order(order: GroupOrder) { group_order = Some(order) }
 
-    /// Starts at the beginning of the next group (NextGroupStart).
-    pub fn next_group(mut self) -> Self {
-        self.filter = Some(LocationFilter::NextGroupStart);
-        self
-    }
+        /// Starts at the beginning of the next group (NextGroupStart).
+        next_group() { filter = Some(LocationFilter::NextGroupStart) }
 
-    /// Starts after the largest object published so far (LargestObject), the default.
-    pub fn latest(mut self) -> Self {
-        self.filter = Some(LocationFilter::LargestObject);
-        self
-    }
+        /// Starts after the largest object published so far (LargestObject), the default.
+        latest() { filter = Some(LocationFilter::LargestObject) }
 
-    /// Starts at `start` (AbsoluteStart).
-    pub fn start_at(mut self, start: Location) -> Self {
-        self.filter = Some(LocationFilter::AbsoluteStart(start));
-        self
-    }
+        /// Starts at `start` (AbsoluteStart).
+        start_at(start: Location) { filter = Some(LocationFilter::AbsoluteStart(start)) }
 
-    /// Delivers the objects from `start` up to the end of group `end_group`, inclusive
-    /// (AbsoluteRange). An `end_group` before `start`'s group is taken as `start`'s group.
-    pub fn range(mut self, start: Location, end_group: u64) -> Self {
-        self.filter = Some(LocationFilter::AbsoluteRange {
-            end_object: None,
-            start,
-            end_group_delta: end_group.saturating_sub(start.group),
-        });
-        self
-    }
+        /// Delivers the objects from `start` up to the end of group `end_group`, inclusive
+        /// (AbsoluteRange). An `end_group` before `start`'s group is taken as `start`'s group.
+        range(start: Location, end_group: u64) {
+            filter = Some(LocationFilter::AbsoluteRange {
+                end_object: None,
+                start,
+                end_group_delta: end_group.saturating_sub(start.group),
+            })
+        }
 
-    /// Sets whether objects are forwarded.
-    pub fn forward(mut self, forward: bool) -> Self {
-        self.forward = Some(forward);
-        self
-    }
+        /// Sets whether objects are forwarded.
+        forward(forward: bool) { forward = Some(forward) }
 
-    /// Sets the object delivery timeout.
-    pub fn delivery_timeout(mut self, timeout: Duration) -> Self {
-        self.delivery_timeout = Some(timeout);
-        self
-    }
+        /// Sets the object delivery timeout.
+        delivery_timeout(timeout: Duration) { delivery_timeout = Some(timeout) }
 
-    /// Sets the rendezvous timeout.
-    pub fn rendezvous(mut self, timeout: Duration) -> Self {
-        self.rendezvous_timeout = Some(timeout);
-        self
-    }
+        /// Sets the rendezvous timeout.
+        rendezvous(timeout: Duration) { rendezvous_timeout = Some(timeout) }
 
-    /// Sets the authorization token.
-    pub fn token(mut self, token: AuthToken) -> Self {
-        self.token = Some(token);
-        self
-    }
+        /// Sets the authorization token.
+        token(token: AuthToken) { token = Some(token) }
 
-    /// Sets how a refused renewal is retried (see [`SubscribeOptions::retry`]).
-    pub fn retry(mut self, retry: RenewRetry) -> Self {
-        self.retry = retry;
-        self
+        /// Sets how a refused renewal is retried (see [`SubscribeOptions::retry`]).
+        retry(retry: RenewRetry) { retry = retry }
     }
 
     /// The request's parameters. A SUBSCRIBE without a filter is sent with LargestObject, which

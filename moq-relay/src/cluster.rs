@@ -578,15 +578,7 @@ impl Links {
             tracing::info!(peer = %link.peer, error = %err, "cluster link closed");
             return;
         }
-        self.metrics.link_failure(&link.peer, cause.as_str());
-        tracing::warn!(
-            peer = %link.peer,
-            cause = cause.as_str(),
-            error = %err,
-            "cluster link to {} lost: {}",
-            link.peer,
-            cause.hint()
-        );
+        self.failure(&link, cause, err, "lost");
     }
 
     /// The peer of a link refused this relay's SUBSCRIBE_NAMESPACE for its view with `err`.
@@ -607,12 +599,18 @@ impl Links {
             l.state = LinkState::Refused;
             l.last_error = Some((cause, err.to_string()));
         });
+        self.failure(&link, cause, err, "is up but the peer refused its view");
+    }
+
+    /// Counts a failure of `link` for `cause` and says so at WARN: "cluster link to {peer}
+    /// {what}: {hint}".
+    fn failure(&self, link: &LinkStatus, cause: LinkCause, err: &Error, what: &str) {
         self.metrics.link_failure(&link.peer, cause.as_str());
         tracing::warn!(
             peer = %link.peer,
             cause = cause.as_str(),
             error = %err,
-            "cluster link to {} is up but the peer refused its view: {}",
+            "cluster link to {} {what}: {}",
             link.peer,
             cause.hint()
         );

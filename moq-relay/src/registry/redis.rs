@@ -314,6 +314,24 @@ impl Inner {
             .arg(self.lease_ms());
     }
 
+    /// A call of `script` on `origin`'s registration of `namespace`, with the entry's key
+    /// (before any of the script's own) and the first arguments of such a script: the shard's
+    /// base, `origin`'s epoch and relay id. Answers it with the base and the entry's member.
+    fn on_entry<'a>(
+        &self,
+        script: &'a Script,
+        namespace: &TrackNamespace,
+        origin: &Origin,
+    ) -> Result<(redis::ScriptInvocation<'a>, String, String), RegistryError> {
+        let (base, member) = self.place(namespace)?;
+        let mut call = script.prepare_invoke();
+        call.key(format!("{base}ns:{member}"))
+            .arg(&base)
+            .arg(origin.epoch)
+            .arg(&origin.relay.id);
+        Ok((call, base, member))
+    }
+
     /// Runs a prepared script, bounded like every call.
     async fn invoke<T: FromRedisValue>(
         &self,
@@ -515,14 +533,9 @@ impl Registry for RedisRegistry {
         origin: &Origin,
     ) -> Result<(), RegistryError> {
         let inner = &self.inner;
-        let (base, member) = inner.place(namespace)?;
-        let mut call = inner.scripts.refresh.prepare_invoke();
-        call.key(format!("{base}ns:{member}"))
-            .key(format!("{base}lease:{}", origin.relay.id))
+        let (mut call, base, member) = inner.on_entry(&inner.scripts.refresh, namespace, origin)?;
+        call.key(format!("{base}lease:{}", origin.relay.id))
             .key(format!("{base}leases"))
-            .arg(&base)
-            .arg(origin.epoch)
-            .arg(&origin.relay.id)
             .arg(inner.lease_ms())
             .arg(&member);
         let (ok, current): (i64, Vec<u8>) = inner.invoke(call).await?;
@@ -590,14 +603,9 @@ impl Registry for RedisRegistry {
         origin: &Origin,
     ) -> Result<(), RegistryError> {
         let inner = &self.inner;
-        let (base, member) = inner.place(namespace)?;
-        let mut call = inner.scripts.unregister.prepare_invoke();
-        call.key(format!("{base}ns:{member}"))
-            .key(format!("{base}lex"))
-            .arg(&base)
-            .arg(origin.epoch)
-            .arg(&origin.relay.id)
-            .arg(&member);
+        let (mut call, base, member) =
+            inner.on_entry(&inner.scripts.unregister, namespace, origin)?;
+        call.key(format!("{base}lex")).arg(&member);
         inner.invoke::<i64>(call).await?;
         inner.cache.forget(namespace);
         Ok(())
