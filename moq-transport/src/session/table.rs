@@ -71,10 +71,21 @@ impl Table {
             !std::mem::replace(&mut inner.started, true)
         };
         self.waker.wake();
-        start.then(|| Runner {
+        start.then(|| self.runner())
+    }
+
+    /// The task to run the table, unless it was started already (the session's driver starts
+    /// it with the session, before the first entry).
+    pub(crate) fn start(self: &Arc<Self>) -> Option<Runner> {
+        let start = !std::mem::replace(&mut self.inner.lock().started, true);
+        start.then(|| self.runner())
+    }
+
+    fn runner(self: &Arc<Self>) -> Runner {
+        Runner {
             table: self.clone(),
             running: FuturesUnordered::new(),
-        })
+        }
     }
 
     /// Entries queued or running.

@@ -37,10 +37,20 @@ impl TaskSet {
         self.tracker.spawn(run.map(drop));
     }
 
-    /// Runs `task` to completion even if the set is cancelled meanwhile (the task that cancels
-    /// it), still counted by the set.
-    pub(crate) fn spawn_uncancelled(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.tracker.spawn(task);
+    /// Starts the session's driving task, the one task every session has: it runs `watch` (the
+    /// task that cancels the set, so to completion even once the set is cancelled) beside the
+    /// request table, whose entries are the session's waiting parts (its accept loops, the
+    /// control stream, every request) and are dropped with the table when the set is
+    /// cancelled. One task where there were four: each cost a task header, a cancellation
+    /// wrapper and a slot in the tracker (docs/benchmarks.md, "idle6").
+    pub(crate) fn start(&self, watch: impl Future<Output = ()> + Send + 'static) {
+        let table = self
+            .requests
+            .start()
+            .map(|runner| self.cancel.clone().run_until_cancelled_owned(runner));
+        let table = futures::future::OptionFuture::from(table);
+        self.tracker
+            .spawn(futures::future::join(watch, table).map(drop));
     }
 
     /// Runs a request's `task` as an entry of the session's request table: polled by the
