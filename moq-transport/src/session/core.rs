@@ -726,8 +726,9 @@ async fn watch_connection(core: Arc<SessionCore>) {
         () = core.ended.wait() => true,
     };
     if closed_by_us {
-        // WebTransport first delivers its close capsule; raw QUIC is closed already.
-        let _ = tokio::time::timeout(CLOSE_GRACE, core.conn.closed()).await;
+        // WebTransport first delivers its close capsule; raw QUIC is closed already. Boxed: its
+        // timer would otherwise size this watch, and the session's task, for the session's life.
+        let _ = Box::pin(tokio::time::timeout(CLOSE_GRACE, core.conn.closed())).await;
     }
     core.tasks.cancel();
 }
