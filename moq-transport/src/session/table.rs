@@ -4,8 +4,9 @@
 //! SUBSCRIBE_NAMESPACE) spends its life waiting. As a tokio task each, it cost a task header,
 //! a cancellation wrapper and a slot in the session's task tracker (~570 bytes) on top of its
 //! future. Here it is an entry of a `FuturesUnordered` (one node, ~80 bytes, with a waker of
-//! its own, so a wake-up polls only that entry), run by one task of the session's [`TaskSet`]:
-//! cancelling the set drops that task, and with it every entry, as it dropped each task before.
+//! its own, so a wake-up polls only that entry), run by the session's one task ([`TaskSet`]):
+//! cancelling the set drops the table's runner, and with it every entry, as it dropped each task
+//! before.
 //!
 //! [`TaskSet`]: super::tasks::TaskSet
 

@@ -9,8 +9,9 @@ use tokio_util::task::TaskTracker;
 
 use super::table::{Entry, Table};
 
-/// Every task a session runs: its data-plane accept loops, the task of its request table (every
-/// request's serving future, see [`TaskSet::serve`]), and those the application hands it.
+/// Every task a session runs: its one driving task (the connection's watch beside its request
+/// table, whose entries are its accept loops and every request's serving future, see
+/// [`TaskSet::start`] and [`TaskSet::serve`]), its timers, and those the application hands it.
 /// Cancelling the set drops every task, and so every request, at its next poll; nothing needs
 /// to watch for the end of the session itself.
 #[derive(Debug, Default)]
@@ -54,7 +55,8 @@ impl TaskSet {
     }
 
     /// Runs a request's `task` as an entry of the session's request table: polled by the
-    /// table's one task (started with the first entry), not as a task of its own. Like a task,
+    /// session's task ([`TaskSet::start`]; without it, a task started with the first entry),
+    /// not as a task of its own. Like a task,
     /// it is dropped when the set is cancelled, and dropped unrun after that.
     pub(crate) fn serve(&self, task: impl Future<Output = ()> + Send + 'static) {
         self.serve_entry(Box::pin(task));
