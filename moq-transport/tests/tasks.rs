@@ -181,12 +181,20 @@ async fn an_idle_session_runs_one_task() {
         let mut srv = TestServer::start(SessionConfig::default());
         // The server's endpoint and its tasks, started by a first pair.
         let _first = srv
-            .connect(Transport::Quic, vec![Version::Draft19], SessionConfig::default())
+            .connect(
+                Transport::Quic,
+                vec![Version::Draft19],
+                SessionConfig::default(),
+            )
             .await;
         let metrics = tokio::runtime::Handle::current().metrics();
         let before = metrics.num_alive_tasks();
         let (client, server) = srv
-            .connect(Transport::Quic, vec![Version::Draft19], SessionConfig::default())
+            .connect(
+                Transport::Quic,
+                vec![Version::Draft19],
+                SessionConfig::default(),
+            )
             .await;
         let added = metrics.num_alive_tasks().saturating_sub(before);
         // 2 sessions + 2 quinn connection drivers + 1 client endpoint driver; one more for a
