@@ -13,12 +13,13 @@ use raw::{conn_error, poll_chunk, poll_written};
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker, ready};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::{FutureExt, TryFutureExt};
 use web_transport_quinn as wt;
 use wt::generic::poll::SendStream as PollSend;
 
@@ -107,6 +108,12 @@ impl QuicConnection {
     }
 }
 
+/// A boxed transport future, as `async_trait` makes them.
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What [`Connection::accept_bi`] resolves with.
+type AcceptedBi = Result<(BoxSendStream, BoxRecvStream), TransportError>;
+
 fn code32(code: u64) -> u32 {
     u32::try_from(code).unwrap_or(u32::MAX)
 }
@@ -193,35 +200,52 @@ impl Connection for QuicConnection {
         }
     }
 
-    async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
+    // The waits a session keeps pending all its life (accepting, datagrams, the close) box
+    // each transport's future at its own size: as `async fn`s, one future would hold either
+    // transport's wait, and a raw QUIC session would keep WebTransport's larger ones.
+
+    fn accept_bi<'a, 'async_trait>(&'a self) -> BoxFuture<'async_trait, AcceptedBi>
+    where
+        'a: 'async_trait,
+        Self: 'async_trait,
+    {
         // With WebTransport, HTTP/3's own streams count on the QUIC connection too, which the
         // three-quarters threshold leaves room for.
         match &self.inner {
-            Inner::Raw(conn) => {
+            Inner::Raw(conn) => Box::pin(async move {
                 let (s, r) = conn.accept_bi().await.map_err(conn_error)?;
                 let r = self.bi.accepted(conn, Direction::Bi, RawQuicRecv(r));
-                Ok((Box::new(RawQuicSend::new(s)), Box::new(r)))
-            }
-            Inner::WebTransport(session) => {
+                Ok((
+                    Box::new(RawQuicSend::new(s)) as BoxSendStream,
+                    Box::new(r) as _,
+                ))
+            }),
+            Inner::WebTransport(session) => Box::pin(async move {
                 let (s, r) = session.accept_bi().await.map_err(session_error)?;
                 let r = self.bi.accepted(session, Direction::Bi, QuicRecv(r));
-                Ok((Box::new(QuicSend(s)), Box::new(r)))
-            }
+                Ok((Box::new(QuicSend(s)) as BoxSendStream, Box::new(r) as _))
+            }),
         }
     }
 
-    async fn accept_uni(&self) -> Result<BoxRecvStream, TransportError> {
+    fn accept_uni<'a, 'async_trait>(
+        &'a self,
+    ) -> BoxFuture<'async_trait, Result<BoxRecvStream, TransportError>>
+    where
+        'a: 'async_trait,
+        Self: 'async_trait,
+    {
         match &self.inner {
-            Inner::Raw(conn) => {
+            Inner::Raw(conn) => Box::pin(async move {
                 let r = conn.accept_uni().await.map_err(conn_error)?;
                 let r = self.uni.accepted(conn, Direction::Uni, RawQuicRecv(r));
-                Ok(Box::new(r))
-            }
-            Inner::WebTransport(session) => {
+                Ok(Box::new(r) as BoxRecvStream)
+            }),
+            Inner::WebTransport(session) => Box::pin(async move {
                 let r = session.accept_uni().await.map_err(session_error)?;
                 let r = self.uni.accepted(session, Direction::Uni, QuicRecv(r));
-                Ok(Box::new(r))
-            }
+                Ok(Box::new(r) as BoxRecvStream)
+            }),
         }
     }
 
@@ -236,10 +260,18 @@ impl Connection for QuicConnection {
         }
     }
 
-    async fn recv_datagram(&self) -> Result<Bytes, TransportError> {
+    fn recv_datagram<'a, 'async_trait>(
+        &'a self,
+    ) -> BoxFuture<'async_trait, Result<Bytes, TransportError>>
+    where
+        'a: 'async_trait,
+        Self: 'async_trait,
+    {
         match &self.inner {
-            Inner::Raw(conn) => conn.read_datagram().await.map_err(conn_error),
-            Inner::WebTransport(session) => session.read_datagram().await.map_err(session_error),
+            Inner::Raw(conn) => Box::pin(conn.read_datagram().map_err(conn_error)),
+            Inner::WebTransport(session) => {
+                Box::pin(session.read_datagram().map_err(session_error))
+            }
         }
     }
 
@@ -259,10 +291,14 @@ impl Connection for QuicConnection {
         }
     }
 
-    async fn closed(&self) -> TransportError {
+    fn closed<'a, 'async_trait>(&'a self) -> BoxFuture<'async_trait, TransportError>
+    where
+        'a: 'async_trait,
+        Self: 'async_trait,
+    {
         match &self.inner {
-            Inner::Raw(conn) => conn_error(conn.closed().await),
-            Inner::WebTransport(session) => session_error(session.closed().await),
+            Inner::Raw(conn) => Box::pin(conn.closed().map(conn_error)),
+            Inner::WebTransport(session) => Box::pin(session.closed().map(session_error)),
         }
     }
 
