@@ -47,8 +47,8 @@ pub struct QuicConnection {
 #[derive(Clone, Debug)]
 enum Inner {
     /// Raw QUIC: quinn's connection, held as it is. web-transport-quinn's raw session would add
-    /// ~0.4 KB of per-clone operation state and three shared allocations to every session
-    /// (docs/benchmarks.md, "idle6") for what quinn's own calls do.
+    /// ~0.8 KB of per-clone operation state and three shared allocations (~0.2 KB) to every
+    /// session (docs/benchmarks.md, "idle6") for what quinn's own calls do.
     Raw(quinn::Connection),
     /// A WebTransport session, boxed: a raw connection does not carry its size.
     WebTransport(Box<wt::Session>),
