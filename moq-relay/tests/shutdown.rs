@@ -290,3 +290,29 @@ async fn a_closed_session_leaves_no_relay_task() {
     })
     .await;
 }
+
+/// A session a client opens is served by an entry of its own request table, not a task of
+/// the relay's: an idle session adds none to the relay's count, and its registration goes
+/// when it closes.
+#[tokio::test]
+async fn an_idle_session_adds_no_relay_task() {
+    timeout(async {
+        let relay = common::dev_relay();
+        let idle = relay.task_count();
+        let session = connect(&relay).await;
+        // Registered by its serving entry; no signal to wait on: looked at until it is.
+        while relay.sessions() != 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(relay.task_count(), idle);
+        session.close();
+        session.transport().stopped().await;
+        while relay.sessions() != 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(relay.task_count(), idle);
+        relay.shutdown(Duration::ZERO).await;
+        assert_eq!(relay.task_count(), 0);
+    })
+    .await;
+}

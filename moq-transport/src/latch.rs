@@ -47,9 +47,7 @@ impl<T> Default for Latch<T> {
 impl<T> Latch<T> {
     /// Sets the value unless one was set before.
     pub(crate) fn set(&self, value: T) {
-        if self.0.value.set(value).is_ok() {
-            self.0.changed.notify_waiters();
-        }
+        self.0.set(value);
     }
 
     /// A reader.
@@ -133,6 +131,53 @@ impl<T> Queue<T> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Abandoned;
 
+impl<T> Shared<T> {
+    fn set(&self, value: T) {
+        if self.value.set(value).is_ok() {
+            self.changed.notify_waiters();
+        }
+    }
+}
+
+/// A [`Latch`] held in place rather than shared, for a value inside something shared already
+/// (the session's core): no allocation of its own, and no reading end apart; it is never
+/// abandoned (whoever reads it holds its owner).
+#[derive(Debug)]
+pub(crate) struct InPlace<T>(Shared<T>);
+
+impl<T> Default for InPlace<T> {
+    fn default() -> Self {
+        InPlace(Shared {
+            value: OnceLock::new(),
+            abandoned: AtomicBool::new(false),
+            changed: Notify::new(),
+        })
+    }
+}
+
+impl<T> InPlace<T> {
+    /// Sets the value unless one was set before.
+    pub(crate) fn set(&self, value: T) {
+        self.0.set(value);
+    }
+}
+
+impl<T: Clone> InPlace<T> {
+    /// The value, if set.
+    pub(crate) fn get(&self) -> Option<T> {
+        self.0.get()
+    }
+
+    /// Resolves with the value once set. Cancel safe.
+    pub(crate) async fn wait(&self) -> T {
+        match self.0.wait().await {
+            Ok(v) => v,
+            // Never abandoned: whoever waits holds its owner.
+            Err(Abandoned) => std::future::pending().await,
+        }
+    }
+}
+
 impl<T: Clone> Shared<T> {
     fn get(&self) -> Option<T> {
         self.value.get().cloned()
@@ -151,22 +196,6 @@ impl<T: Clone> Shared<T> {
 
     async fn wait(&self) -> Result<T, Abandoned> {
         wait_until(&self.changed, || self.state().transpose()).await
-    }
-}
-
-impl<T: Clone> Latch<T> {
-    /// The value, if set.
-    pub(crate) fn get(&self) -> Option<T> {
-        self.0.get()
-    }
-
-    /// Resolves with the value once set. Cancel safe.
-    pub(crate) async fn wait(&self) -> T {
-        match self.0.wait().await {
-            Ok(v) => v,
-            // The latch is borrowed, so it cannot have dropped.
-            Err(Abandoned) => std::future::pending().await,
-        }
     }
 }
 

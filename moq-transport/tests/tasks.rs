@@ -167,3 +167,46 @@ async fn requests_are_table_entries_not_tasks() {
         .await;
     }
 }
+
+/// A session runs one task of its own: the connection's watch beside its request table, whose
+/// entries are its accept loops, its control stream and its requests. Over raw QUIC a pair of
+/// idle sessions adds that task per end, quinn's driver per connection and the new client's
+/// endpoint driver (where each end ran four tasks before), and closing both ends them.
+#[tokio::test]
+async fn an_idle_session_runs_one_task() {
+    case("quic".to_string(), async {
+        if common::memory_only() {
+            return;
+        }
+        let mut srv = TestServer::start(SessionConfig::default());
+        // The server's endpoint and its tasks, started by a first pair.
+        let _first = srv
+            .connect(
+                Transport::Quic,
+                vec![Version::Draft19],
+                SessionConfig::default(),
+            )
+            .await;
+        let metrics = tokio::runtime::Handle::current().metrics();
+        let before = metrics.num_alive_tasks();
+        let (client, server) = srv
+            .connect(
+                Transport::Quic,
+                vec![Version::Draft19],
+                SessionConfig::default(),
+            )
+            .await;
+        let added = metrics.num_alive_tasks().saturating_sub(before);
+        // 2 sessions + 2 quinn connection drivers + 1 client endpoint driver; one more for a
+        // handshake task that may not have ended yet. Four tasks per session would make 11.
+        assert!(added <= 6, "{added} tasks for a pair of idle sessions");
+        client.close(SessionErrorCode::NO_ERROR, "done");
+        for session in [&client, &server] {
+            tokio::time::timeout(Duration::from_secs(2), session.stopped())
+                .await
+                .expect("the session's task ends");
+            assert_eq!(session.task_count(), 0);
+        }
+    })
+    .await;
+}

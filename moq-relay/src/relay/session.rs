@@ -20,13 +20,21 @@ const LATE_GOAWAY: Duration = Duration::from_millis(250);
 impl Inner {
     /// Serves a session a client opened (over QUIC, WebTransport or WebSocket): a cluster
     /// link if its path says so.
-    pub(super) async fn serve_accepted(self: Arc<Self>, session: Session) {
+    ///
+    /// As an entry of the session's own request table, not a task of the relay's: it waits
+    /// for the session's requests all its life, and a task cost a task header, a cancellation
+    /// wrapper and a slot in the relay's tracker besides (~0.3 KiB per idle session,
+    /// docs/benchmarks.md, "idle6"). It is dropped when the session closes, which takes away
+    /// what the session brought ([`Registered`], [`AcceptedLink`]) as its end did.
+    pub(super) fn serve_accepted(self: Arc<Self>, session: Session) {
         let link = self
             .cluster
             .as_ref()
             .is_some_and(|c| crate::cluster::is_link(&c.config.prefix, session.info()));
         let link = link.then_some(Link::Cluster(None));
-        self.serve_session(session, link).await
+        session
+            .clone()
+            .spawn_light(self.serve_session(session, link));
     }
 
     /// Serves one session (accepted, or a link this relay dialed) until it ends, then takes
@@ -71,6 +79,16 @@ impl Inner {
             key: id,
             session: session.downgrade(),
         };
+        // Reports how an accepted cluster link ended, when it did (dropped with the session's
+        // table, or at the end of this future).
+        let _accepted = matches!(link, Some(Link::Cluster(None)))
+            .then(|| {
+                inner
+                    .cluster
+                    .as_ref()
+                    .map(|_| AcceptedLink(inner.clone(), session.clone()))
+            })
+            .flatten();
         // Ends when the session does.
         while let Some(req) = incoming.next().await {
             if let Some(Incoming::Publish(p)) = inner.directory.answer(req, &peer) {
@@ -80,8 +98,18 @@ impl Inner {
                 inner.tasks.spawn(inner.clone().on_publish(id, p));
             }
         }
-        let ended = session.closed().await;
-        if let (Some(Link::Cluster(None)), Some(_)) = (&link, &inner.cluster) {
+        session.closed().await;
+    }
+}
+
+/// An accepted cluster link, reported when its serving ends (dropped with the session's
+/// request table when the session closes, or at the end of `serve_session`).
+struct AcceptedLink(Arc<Inner>, Session);
+
+impl Drop for AcceptedLink {
+    fn drop(&mut self) {
+        let AcceptedLink(inner, session) = self;
+        if let Some(ended) = session.close_reason() {
             let ours = inner.draining.load(Ordering::Relaxed);
             cluster::accepted_link_lost(session.info(), &ended, ours);
         }

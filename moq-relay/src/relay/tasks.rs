@@ -8,8 +8,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TrackedFuture;
 
-/// Every task the relay runs outside its sessions: the accept loop, one per session served,
-/// each upstream subscription and accepted PUBLISH, the links it dials, its timers and metrics
+/// Every task the relay runs outside its sessions: the accept loop, one per session it dialed
+/// (a session a client opened is served by an entry of that session's table), each upstream
+/// subscription and accepted PUBLISH, the links it dials, its timers and metrics
 /// upkeep. Cancelling the set drops every task at its next poll; [`TaskSet::stopped`] then
 /// resolves once all are gone. A clone is the same set.
 #[derive(Clone, Debug, Default)]

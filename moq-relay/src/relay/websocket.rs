@@ -67,7 +67,7 @@ impl Relay {
                     return;
                 }
             };
-            inner.serve_accepted(session).await
+            inner.serve_accepted(session)
         });
     }
 }

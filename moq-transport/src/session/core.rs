@@ -25,7 +25,7 @@ use super::ids::PeerRequestIds;
 use super::tasks::TaskSet;
 use crate::error::Error;
 use crate::framing::{Reader, Writer};
-use crate::latch::{Latch, wait_until};
+use crate::latch::{InPlace, wait_until};
 use crate::mux::Mux;
 use crate::transport::{BoxSendStream, Connection, TransportKind};
 
@@ -96,7 +96,7 @@ pub(crate) struct SessionCore {
     /// The reason the session ended, set before the connection is closed.
     reason: OnceLock<Error>,
     /// Set once `reason` is set.
-    ended: Latch<()>,
+    ended: InPlace<()>,
     tasks: TaskSet,
     next_request_id: AtomicU64,
     peer_ids: Mutex<PeerRequestIds>,
@@ -105,12 +105,12 @@ pub(crate) struct SessionCore {
     sent_tokens: Mutex<TokenCache>,
     info: OnceLock<SessionInfo>,
     peer_setup: OnceLock<SetupOptions>,
-    setup_done: Latch<()>,
-    pending_streams: Arc<Semaphore>,
+    setup_done: InPlace<()>,
+    pending_streams: Semaphore,
     /// The first peer Request ID our GOAWAY refuses (`u64::MAX` until we send one).
     goaway_from: AtomicU64,
     /// The peer's control-stream GOAWAY; a second is a violation, so it is set once.
-    goaway_received: Latch<GoawayInfo>,
+    goaway_received: InPlace<GoawayInfo>,
     control: tokio::sync::Mutex<Option<Writer>>,
     /// Drafts 14-16: the one control stream every request runs on.
     mux: OnceLock<Mux>,
@@ -174,22 +174,23 @@ impl SessionCore {
             )),
             tokens: Mutex::new(TokenCache::new(config.max_auth_token_cache_size)),
             sent_tokens: Mutex::new(TokenCache::default()),
-            pending_streams: Arc::new(Semaphore::new(config.limits.max_pending_streams)),
+            pending_streams: Semaphore::new(config.limits.max_pending_streams),
             config,
             reason: OnceLock::new(),
-            ended: Latch::default(),
+            ended: InPlace::default(),
             tasks: TaskSet::default(),
             next_request_id: AtomicU64::new(role.request_id_parity()),
             info: OnceLock::new(),
             peer_setup: OnceLock::new(),
-            setup_done: Latch::default(),
+            setup_done: InPlace::default(),
             goaway_from: AtomicU64::new(u64::MAX),
-            goaway_received: Latch::default(),
+            goaway_received: InPlace::default(),
             control: tokio::sync::Mutex::new(None),
             mux: OnceLock::new(),
             open_requests: AtomicUsize::new(0),
         });
-        core.tasks.spawn_uncancelled(watch_connection(core.clone()));
+        // The session's one task: the connection's watch beside the request table.
+        core.tasks.start(watch_connection(core.clone()));
         // An entry of the request table, not a task of its own: it waits for most of its life.
         core.tasks.serve(watch_finishing(core.clone()));
         Ok(core)
@@ -725,8 +726,9 @@ async fn watch_connection(core: Arc<SessionCore>) {
         () = core.ended.wait() => true,
     };
     if closed_by_us {
-        // WebTransport first delivers its close capsule; raw QUIC is closed already.
-        let _ = tokio::time::timeout(CLOSE_GRACE, core.conn.closed()).await;
+        // WebTransport first delivers its close capsule; raw QUIC is closed already. Boxed: its
+        // timer would otherwise size this watch, and the session's task, for the session's life.
+        let _ = Box::pin(tokio::time::timeout(CLOSE_GRACE, core.conn.closed())).await;
     }
     core.tasks.cancel();
 }

@@ -115,11 +115,11 @@ pub(crate) fn start(core: &Arc<SessionCore>, dispatch: Arc<dyn Dispatch>) -> Set
         setup: Mutex::new(Some(tx)),
         control_seen: AtomicBool::new(false),
     });
-    // The data plane's loops are tasks of their own; the control plane's (requests and the
-    // control stream) are entries of the session's request table, as the requests are.
-    core.spawn(accept_uni(driver.clone()));
+    // Entries of the session's request table, as the requests are: the session's one task
+    // polls them (a wake-up polls only the entry woken), where each was a task of its own.
+    core.serve(accept_uni(driver.clone()));
     core.serve(accept_bi(driver.clone()));
-    core.spawn(recv_datagrams(driver));
+    core.serve(recv_datagrams(driver));
     rx
 }
 

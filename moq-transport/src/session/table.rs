@@ -4,8 +4,9 @@
 //! SUBSCRIBE_NAMESPACE) spends its life waiting. As a tokio task each, it cost a task header,
 //! a cancellation wrapper and a slot in the session's task tracker (~570 bytes) on top of its
 //! future. Here it is an entry of a `FuturesUnordered` (one node, ~80 bytes, with a waker of
-//! its own, so a wake-up polls only that entry), run by one task of the session's [`TaskSet`]:
-//! cancelling the set drops that task, and with it every entry, as it dropped each task before.
+//! its own, so a wake-up polls only that entry), run by the session's one task ([`TaskSet`]):
+//! cancelling the set drops the table's runner, and with it every entry, as it dropped each task
+//! before.
 //!
 //! [`TaskSet`]: super::tasks::TaskSet
 
@@ -71,10 +72,21 @@ impl Table {
             !std::mem::replace(&mut inner.started, true)
         };
         self.waker.wake();
-        start.then(|| Runner {
+        start.then(|| self.runner())
+    }
+
+    /// The task to run the table, unless it was started already (the session's driver starts
+    /// it with the session, before the first entry).
+    pub(crate) fn start(self: &Arc<Self>) -> Option<Runner> {
+        let start = !std::mem::replace(&mut self.inner.lock().started, true);
+        start.then(|| self.runner())
+    }
+
+    fn runner(self: &Arc<Self>) -> Runner {
+        Runner {
             table: self.clone(),
             running: FuturesUnordered::new(),
-        })
+        }
     }
 
     /// Entries queued or running.

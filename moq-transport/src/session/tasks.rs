@@ -9,8 +9,9 @@ use tokio_util::task::TaskTracker;
 
 use super::table::{Entry, Table};
 
-/// Every task a session runs: its data-plane accept loops, the task of its request table (every
-/// request's serving future, see [`TaskSet::serve`]), and those the application hands it.
+/// Every task a session runs: its one driving task (the connection's watch beside its request
+/// table, whose entries are its accept loops and every request's serving future, see
+/// [`TaskSet::start`] and [`TaskSet::serve`]), its timers, and those the application hands it.
 /// Cancelling the set drops every task, and so every request, at its next poll; nothing needs
 /// to watch for the end of the session itself.
 #[derive(Debug, Default)]
@@ -37,14 +38,25 @@ impl TaskSet {
         self.tracker.spawn(run.map(drop));
     }
 
-    /// Runs `task` to completion even if the set is cancelled meanwhile (the task that cancels
-    /// it), still counted by the set.
-    pub(crate) fn spawn_uncancelled(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.tracker.spawn(task);
+    /// Starts the session's driving task, the one task every session has: it runs `watch` (the
+    /// task that cancels the set, so to completion even once the set is cancelled) beside the
+    /// request table, whose entries are the session's waiting parts (its accept loops, the
+    /// control stream, every request) and are dropped with the table when the set is
+    /// cancelled. One task where there were four: each cost a task header, a cancellation
+    /// wrapper and a slot in the tracker (docs/benchmarks.md, "idle6").
+    pub(crate) fn start(&self, watch: impl Future<Output = ()> + Send + 'static) {
+        let table = self
+            .requests
+            .start()
+            .map(|runner| self.cancel.clone().run_until_cancelled_owned(runner));
+        let table = futures::future::OptionFuture::from(table);
+        self.tracker
+            .spawn(futures::future::join(watch, table).map(drop));
     }
 
     /// Runs a request's `task` as an entry of the session's request table: polled by the
-    /// table's one task (started with the first entry), not as a task of its own. Like a task,
+    /// session's task ([`TaskSet::start`]; without it, a task started with the first entry),
+    /// not as a task of its own. Like a task,
     /// it is dropped when the set is cancelled, and dropped unrun after that.
     pub(crate) fn serve(&self, task: impl Future<Output = ()> + Send + 'static) {
         self.serve_entry(Box::pin(task));

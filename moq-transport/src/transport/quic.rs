@@ -1,8 +1,8 @@
 //! The adapter over quinn, for both transports: raw QUIC (the version is the negotiated ALPN,
 //! `moqt-19`, ...) and WebTransport over HTTP/3 (the version is the protocol the server chose
-//! from `WT-Available-Protocols`, draft-19 §3.1.2). Both sessions are web-transport-quinn's,
-//! raw QUIC in its raw mode; a raw QUIC session's streams are quinn's own (module `raw`), a
-//! WebTransport session's web-transport-quinn's.
+//! from `WT-Available-Protocols`, draft-19 §3.1.2). A raw QUIC connection is quinn's own, and
+//! so are its streams (module `raw`); a WebTransport session and its streams are
+//! web-transport-quinn's.
 //!
 //! WebTransport error codes are 32 bits; MOQT's codes all fit.
 
@@ -13,12 +13,13 @@ use raw::{conn_error, poll_chunk, poll_written};
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker, ready};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::{FutureExt, TryFutureExt};
 use web_transport_quinn as wt;
 use wt::generic::poll::SendStream as PollSend;
 
@@ -36,11 +37,21 @@ use super::{
 /// it is dropped.
 #[derive(Clone, Debug)]
 pub struct QuicConnection {
-    session: wt::Session,
-    kind: TransportKind,
+    inner: Inner,
     fallback: Option<String>,
     uni: Arc<StreamCredit>,
     bi: Arc<StreamCredit>,
+}
+
+/// The connection itself, by transport.
+#[derive(Clone, Debug)]
+enum Inner {
+    /// Raw QUIC: quinn's connection, held as it is. web-transport-quinn's raw session would add
+    /// ~0.8 KB of per-clone operation state and three shared allocations (~0.2 KB) to every
+    /// session (docs/benchmarks.md, "idle6") for what quinn's own calls do.
+    Raw(quinn::Connection),
+    /// A WebTransport session, boxed: a raw connection does not carry its size.
+    WebTransport(Box<wt::Session>),
 }
 
 impl QuicConnection {
@@ -48,19 +59,18 @@ impl QuicConnection {
     /// [`crate::endpoint::transport_config`]: the peer's stream limits start there and are
     /// raised as the streams are used (see [`super::credit`]).
     pub fn raw(conn: quinn::Connection) -> Self {
-        Self::with(wt::Session::raw(conn), TransportKind::RawQuic)
+        Self::with(Inner::Raw(conn))
     }
 
     /// Wraps an established WebTransport session, whose QUIC connection was configured like a
     /// raw one.
     pub fn webtransport(session: wt::Session) -> Self {
-        Self::with(session, TransportKind::WebTransport)
+        Self::with(Inner::WebTransport(Box::new(session)))
     }
 
-    fn with(session: wt::Session, kind: TransportKind) -> Self {
+    fn with(inner: Inner) -> Self {
         QuicConnection {
-            session,
-            kind,
+            inner,
             fallback: None,
             uni: StreamCredit::new(INITIAL_UNI_STREAMS, MAX_UNI_STREAMS),
             bi: StreamCredit::new(INITIAL_BIDI_STREAMS, MAX_BIDI_STREAMS),
@@ -73,16 +83,36 @@ impl QuicConnection {
         self
     }
 
-    /// The underlying session (which derefs to the quinn connection).
-    pub fn inner(&self) -> &wt::Session {
-        &self.session
+    /// The QUIC connection (a WebTransport session's is shared with HTTP/3).
+    pub fn quic(&self) -> &quinn::Connection {
+        match &self.inner {
+            Inner::Raw(conn) => conn,
+            Inner::WebTransport(session) => session,
+        }
+    }
+
+    /// The WebTransport session, unless this is raw QUIC.
+    pub fn webtransport_session(&self) -> Option<&wt::Session> {
+        match &self.inner {
+            Inner::Raw(_) => None,
+            Inner::WebTransport(session) => Some(session),
+        }
     }
 
     /// The QUIC connection, when its streams are quinn's own (raw QUIC).
     fn raw_quic(&self) -> Option<&quinn::Connection> {
-        (self.kind == TransportKind::RawQuic).then_some(&*self.session)
+        match &self.inner {
+            Inner::Raw(conn) => Some(conn),
+            Inner::WebTransport(_) => None,
+        }
     }
 }
+
+/// A boxed transport future, as `async_trait` makes them.
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What [`Connection::accept_bi`] resolves with.
+type AcceptedBi = Result<(BoxSendStream, BoxRecvStream), TransportError>;
 
 fn code32(code: u64) -> u32 {
     u32::try_from(code).unwrap_or(u32::MAX)
@@ -131,21 +161,29 @@ pub(crate) fn negotiated_alpn(conn: &quinn::Connection) -> Option<String> {
 #[async_trait]
 impl Connection for QuicConnection {
     async fn open_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
-        if let Some(conn) = self.raw_quic() {
-            let (s, r) = conn.open_bi().await.map_err(conn_error)?;
-            return Ok((Box::new(RawQuicSend::new(s)), Box::new(RawQuicRecv(r))));
+        match &self.inner {
+            Inner::Raw(conn) => {
+                let (s, r) = conn.open_bi().await.map_err(conn_error)?;
+                Ok((Box::new(RawQuicSend::new(s)), Box::new(RawQuicRecv(r))))
+            }
+            Inner::WebTransport(session) => {
+                let (s, r) = session.open_bi().await.map_err(session_error)?;
+                Ok((Box::new(QuicSend(s)), Box::new(QuicRecv(r))))
+            }
         }
-        let (s, r) = self.session.open_bi().await.map_err(session_error)?;
-        Ok((Box::new(QuicSend(s)), Box::new(QuicRecv(r))))
     }
 
     async fn open_uni(&self) -> Result<BoxSendStream, TransportError> {
-        if let Some(conn) = self.raw_quic() {
-            let s = conn.open_uni().await.map_err(conn_error)?;
-            return Ok(Box::new(RawQuicSend::new(s)));
+        match &self.inner {
+            Inner::Raw(conn) => {
+                let s = conn.open_uni().await.map_err(conn_error)?;
+                Ok(Box::new(RawQuicSend::new(s)))
+            }
+            Inner::WebTransport(session) => {
+                let s = session.open_uni().await.map_err(session_error)?;
+                Ok(Box::new(QuicSend(s)))
+            }
         }
-        let s = self.session.open_uni().await.map_err(session_error)?;
-        Ok(Box::new(QuicSend(s)))
     }
 
     fn try_open_uni(&self) -> Option<Result<BoxSendStream, TransportError>> {
@@ -162,71 +200,125 @@ impl Connection for QuicConnection {
         }
     }
 
-    async fn accept_bi(&self) -> Result<(BoxSendStream, BoxRecvStream), TransportError> {
-        // The session derefs to its QUIC connection; with WebTransport, HTTP/3's own streams
-        // count there too, which the three-quarters threshold leaves room for.
-        if let Some(conn) = self.raw_quic() {
-            let (s, r) = conn.accept_bi().await.map_err(conn_error)?;
-            let r = self.bi.accepted(conn, Direction::Bi, RawQuicRecv(r));
-            return Ok((Box::new(RawQuicSend::new(s)), Box::new(r)));
+    // The waits a session keeps pending all its life (accepting, datagrams, the close) box
+    // each transport's future at its own size: as `async fn`s, one future would hold either
+    // transport's wait, and a raw QUIC session would keep WebTransport's larger ones.
+
+    fn accept_bi<'a, 'async_trait>(&'a self) -> BoxFuture<'async_trait, AcceptedBi>
+    where
+        'a: 'async_trait,
+        Self: 'async_trait,
+    {
+        // With WebTransport, HTTP/3's own streams count on the QUIC connection too, which the
+        // three-quarters threshold leaves room for.
+        match &self.inner {
+            Inner::Raw(conn) => Box::pin(async move {
+                let (s, r) = conn.accept_bi().await.map_err(conn_error)?;
+                let r = self.bi.accepted(conn, Direction::Bi, RawQuicRecv(r));
+                Ok((
+                    Box::new(RawQuicSend::new(s)) as BoxSendStream,
+                    Box::new(r) as _,
+                ))
+            }),
+            Inner::WebTransport(session) => Box::pin(async move {
+                let (s, r) = session.accept_bi().await.map_err(session_error)?;
+                let r = self.bi.accepted(session, Direction::Bi, QuicRecv(r));
+                Ok((Box::new(QuicSend(s)) as BoxSendStream, Box::new(r) as _))
+            }),
         }
-        let (s, r) = self.session.accept_bi().await.map_err(session_error)?;
-        let r = self.bi.accepted(&self.session, Direction::Bi, QuicRecv(r));
-        Ok((Box::new(QuicSend(s)), Box::new(r)))
     }
 
-    async fn accept_uni(&self) -> Result<BoxRecvStream, TransportError> {
-        if let Some(conn) = self.raw_quic() {
-            let r = conn.accept_uni().await.map_err(conn_error)?;
-            return Ok(Box::new(self.uni.accepted(
-                conn,
-                Direction::Uni,
-                RawQuicRecv(r),
-            )));
+    fn accept_uni<'a, 'async_trait>(
+        &'a self,
+    ) -> BoxFuture<'async_trait, Result<BoxRecvStream, TransportError>>
+    where
+        'a: 'async_trait,
+        Self: 'async_trait,
+    {
+        match &self.inner {
+            Inner::Raw(conn) => Box::pin(async move {
+                let r = conn.accept_uni().await.map_err(conn_error)?;
+                let r = self.uni.accepted(conn, Direction::Uni, RawQuicRecv(r));
+                Ok(Box::new(r) as BoxRecvStream)
+            }),
+            Inner::WebTransport(session) => Box::pin(async move {
+                let r = session.accept_uni().await.map_err(session_error)?;
+                let r = self.uni.accepted(session, Direction::Uni, QuicRecv(r));
+                Ok(Box::new(r) as BoxRecvStream)
+            }),
         }
-        let r = self.session.accept_uni().await.map_err(session_error)?;
-        Ok(Box::new(self.uni.accepted(
-            &self.session,
-            Direction::Uni,
-            QuicRecv(r),
-        )))
     }
 
     fn send_datagram(&self, data: Bytes) -> Result<(), TransportError> {
-        self.session
-            .send_datagram(data)
-            .map_err(|e| TransportError::Datagram(e.to_string()))
+        match &self.inner {
+            Inner::Raw(conn) => conn
+                .send_datagram(data)
+                .map_err(|e| TransportError::Datagram(e.to_string())),
+            Inner::WebTransport(session) => session
+                .send_datagram(data)
+                .map_err(|e| TransportError::Datagram(e.to_string())),
+        }
     }
 
-    async fn recv_datagram(&self) -> Result<Bytes, TransportError> {
-        self.session.read_datagram().await.map_err(session_error)
+    fn recv_datagram<'a, 'async_trait>(
+        &'a self,
+    ) -> BoxFuture<'async_trait, Result<Bytes, TransportError>>
+    where
+        'a: 'async_trait,
+        Self: 'async_trait,
+    {
+        match &self.inner {
+            Inner::Raw(conn) => Box::pin(conn.read_datagram().map_err(conn_error)),
+            Inner::WebTransport(session) => {
+                Box::pin(session.read_datagram().map_err(session_error))
+            }
+        }
     }
 
     fn max_datagram_size(&self) -> Option<usize> {
-        Some(self.session.max_datagram_size()).filter(|n| *n > 0)
+        let n = match &self.inner {
+            Inner::Raw(conn) => conn.max_datagram_size().unwrap_or(0),
+            Inner::WebTransport(session) => session.max_datagram_size(),
+        };
+        Some(n).filter(|n| *n > 0)
     }
 
     fn close(&self, code: u64, reason: &str) {
-        self.session.close(code32(code), reason.as_bytes());
+        match &self.inner {
+            // As web-transport-quinn's raw mode: the code as it is.
+            Inner::Raw(conn) => conn.close(code32(code).into(), reason.as_bytes()),
+            Inner::WebTransport(session) => session.close(code32(code), reason.as_bytes()),
+        }
     }
 
-    async fn closed(&self) -> TransportError {
-        session_error(self.session.closed().await)
+    fn closed<'a, 'async_trait>(&'a self) -> BoxFuture<'async_trait, TransportError>
+    where
+        'a: 'async_trait,
+        Self: 'async_trait,
+    {
+        match &self.inner {
+            Inner::Raw(conn) => Box::pin(conn.closed().map(conn_error)),
+            Inner::WebTransport(session) => Box::pin(session.closed().map(session_error)),
+        }
     }
 
     fn protocol(&self) -> Option<String> {
-        self.session
-            .protocol()
-            .map(str::to_owned)
-            .or_else(|| self.fallback.clone())
+        match &self.inner {
+            Inner::Raw(conn) => negotiated_alpn(conn),
+            Inner::WebTransport(session) => session.protocol().map(str::to_owned),
+        }
+        .or_else(|| self.fallback.clone())
     }
 
     fn kind(&self) -> TransportKind {
-        self.kind
+        match &self.inner {
+            Inner::Raw(_) => TransportKind::RawQuic,
+            Inner::WebTransport(_) => TransportKind::WebTransport,
+        }
     }
 
     fn remote_addr(&self) -> Option<SocketAddr> {
-        Some(self.session.remote_address())
+        Some(self.quic().remote_address())
     }
 }
 
