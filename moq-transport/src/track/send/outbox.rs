@@ -283,9 +283,10 @@ impl Outbox {
             return false;
         }
         if held.last_send.is_none() && held.held() == 0 {
-            // Two chunks in one transport write, the header's allocation shared with the
-            // sender's buffer.
-            held.push(header.split().freeze());
+            // Two chunks in one transport write. The header takes the sender's buffer with
+            // it (a split would share it, which costs an allocation per stream: with one
+            // stream per object, 1.5 % of the CPU); a later object's header grows a new one.
+            held.push(std::mem::take(header).freeze());
             held.large = payload.len() > COALESCE_MAX;
             held.push(payload);
         } else if payload.len() <= COALESCE_MAX {
