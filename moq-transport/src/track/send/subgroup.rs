@@ -219,13 +219,14 @@ impl SubgroupSender {
         if self.first_properties.is_none() {
             self.first_properties = Some(properties.clone());
         }
-        // draft-19 §8: reset with DELIVERY_TIMEOUT an object older than the timeout.
-        let timeout = self.shared.timeout(
-            property::OBJECT_DELIVERY_TIMEOUT,
-            subscriber_timeout,
-            self.first_properties.as_ref(),
-        );
-        if let (Some(t), Some(at)) = (timeout, first_byte)
+        // draft-19 §8: reset with DELIVERY_TIMEOUT an object older than the timeout (looked
+        // up only for an object that says when its first byte came).
+        if let Some(at) = first_byte
+            && let Some(t) = self.shared.timeout(
+                property::OBJECT_DELIVERY_TIMEOUT,
+                subscriber_timeout,
+                self.first_properties.as_ref(),
+            )
             && at.elapsed() > t
         {
             self.abort(StreamResetCode::DELIVERY_TIMEOUT);
