@@ -10,6 +10,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use common::{TestServer, Transport, case, transports};
 use moq_core::data::SubgroupId;
@@ -105,9 +107,9 @@ async fn held_bytes_leave_without_a_further_write() {
     }
 }
 
-/// One flusher serves a stream's bursts one after another: it parks when a burst is handed
-/// over and the next burst's writes wake it. Four bursts of 1 KiB objects, each read whole by
-/// the subscriber before the next (no flush, no finish in between), then FIN.
+/// A stream's bursts one after another: what each burst leaves held leaves once its writes
+/// stop. Four bursts of 1 KiB objects, each read whole by the subscriber before the next (no
+/// flush, no finish in between), then FIN.
 #[tokio::test]
 async fn every_burst_leaves_without_a_further_write() {
     for transport in transports() {
@@ -148,6 +150,61 @@ async fn every_burst_leaves_without_a_further_write() {
                 tokio::join!(write, read);
                 next += BURST;
             }
+            sg.finish();
+            assert!(
+                s.next_object().await.unwrap().is_none(),
+                "FIN after the objects"
+            );
+        })
+        .await;
+    }
+}
+
+/// More than the stream's flow-control window written back to back before the subscriber
+/// reads: over QUIC the transport blocks, the writes wait once 128 KiB are held, and what is
+/// held leaves when the window opens (a flusher waits for the transport, while the writer's
+/// full chunks go from its own writes). Every object arrives whole and in order, each payload
+/// its own (partly taken chunks are resumed where the transport stopped), with no flush or
+/// finish before the reads.
+#[tokio::test]
+async fn writes_blocked_by_flow_control_leave_in_order() {
+    for transport in transports() {
+        case(format!("{transport:?}"), async {
+            let (_srv, _sessions, mut sub, writer) = subscribed(transport, "blocked").await;
+            // 6 MB: more than the stream window (4 MiB, `transport_config`) and the held
+            // 128 KiB.
+            const N: u64 = 6144;
+            let payload = |id: u64| Bytes::from(vec![(id % 251) as u8; 1000 + (id % 48) as usize]);
+            let mut sg = writer
+                .open_subgroup(0, SubgroupId::Zero, None, true)
+                .await
+                .unwrap();
+            let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
+            let write = async {
+                for id in 0..N {
+                    sg.write_object(id, payload(id)).await.unwrap();
+                }
+                let _ = done_tx.send(());
+            };
+            let read = async {
+                if transport == Transport::Quic {
+                    // Nobody reads: the writes cannot all resolve (flow control).
+                    let blocked =
+                        tokio::time::timeout(Duration::from_millis(300), &mut done_rx).await;
+                    assert!(blocked.is_err(), "6 MB written with nobody reading");
+                }
+                let Some(Ok(TrackEvent::Subgroup(mut s))) = sub.next().await else {
+                    panic!("no subgroup");
+                };
+                for id in 0..N {
+                    let o = s.next_object().await.unwrap().expect("stream ended early");
+                    assert_eq!(o.location.object, id);
+                    assert_eq!(o.payload, payload(id), "object {id}");
+                }
+                s
+            };
+            let ((), mut s) = tokio::join!(write, read);
+            sg.flush().await.unwrap();
             sg.finish();
             assert!(
                 s.next_object().await.unwrap().is_none(),

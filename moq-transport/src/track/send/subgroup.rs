@@ -46,12 +46,13 @@ impl SubscriptionWriter {
 /// Writes are coalesced: the stream's first write, a write more than 100 µs after the
 /// previous one (a live object) and payloads over 4 KiB go to the transport from the write, as
 /// without coalescing (their write resolves once the transport took them). Small objects
-/// written back to back are appended to one buffer that a task hands to the transport as soon
-/// as a worker is free (no further write or [`SubgroupSender::flush`] is needed for them to
-/// leave); objects written meanwhile join it, so the transport sees one chunk rather than one
-/// per object. Such a write waits only while 64 KiB or more are held, so its resolving means
-/// the object was accepted, not that the transport took it; errors the transport reports for
-/// held bytes come back from the next write or [`SubgroupSender::flush`].
+/// written back to back are collected in a buffer that the writer hands to the transport in
+/// chunks of 32-64 KiB, and a task hands over the rest as soon as the writer stops (no further
+/// write or [`SubgroupSender::flush`] is needed for them to leave), or about a millisecond
+/// later while it goes on writing. Such a write waits only while 128 KiB or more are held
+/// (the transport's flow control blocks), so its resolving means the object was accepted, not
+/// that the transport took it; errors the transport reports for held bytes come back from the
+/// next write or [`SubgroupSender::flush`].
 #[derive(Debug)]
 pub struct SubgroupSender {
     shared: Arc<WriterShared>,
@@ -135,7 +136,9 @@ impl SubgroupSender {
         if !self.encode(id, properties, status, payload.len(), first_byte)? {
             return Ok(());
         }
-        self.out.stage(&mut self.buf, payload);
+        if !self.out.stage(&mut self.buf, payload) {
+            return Err(closed());
+        }
         Ok(self.out.send(self.shared.core()).await?)
     }
 
@@ -156,7 +159,9 @@ impl SubgroupSender {
             if !self.encode(id, &none, ObjectStatus::Normal, payload.len(), None)? {
                 continue;
             }
-            self.out.stage(&mut self.buf, payload);
+            if !self.out.stage(&mut self.buf, payload) {
+                return Err(closed());
+            }
         }
         Ok(self.out.send(self.shared.core()).await?)
     }
@@ -214,20 +219,18 @@ impl SubgroupSender {
         if self.first_properties.is_none() {
             self.first_properties = Some(properties.clone());
         }
-        // draft-19 §8: reset with DELIVERY_TIMEOUT an object older than the timeout.
-        let timeout = self.shared.timeout(
-            property::OBJECT_DELIVERY_TIMEOUT,
-            subscriber_timeout,
-            self.first_properties.as_ref(),
-        );
-        if let (Some(t), Some(at)) = (timeout, first_byte)
+        // draft-19 §8: reset with DELIVERY_TIMEOUT an object older than the timeout (looked
+        // up only for an object that says when its first byte came).
+        if let Some(at) = first_byte
+            && let Some(t) = self.shared.timeout(
+                property::OBJECT_DELIVERY_TIMEOUT,
+                subscriber_timeout,
+                self.first_properties.as_ref(),
+            )
             && at.elapsed() > t
         {
             self.abort(StreamResetCode::DELIVERY_TIMEOUT);
             return Err(Error::Cancelled(StreamResetCode::DELIVERY_TIMEOUT));
-        }
-        if !self.out.is_open() {
-            return Err(Error::Invalid("subgroup stream already closed".into()));
         }
         // The callers clear the buffer first: a failed encoding may have left bytes.
         if !self.header_sent {
@@ -321,6 +324,11 @@ impl SubgroupSender {
             self.shared.stream_closed();
         }
     }
+}
+
+/// A write after the stream was finished or reset.
+fn closed() -> Error {
+    Error::Invalid("subgroup stream already closed".into())
 }
 
 impl Drop for SubgroupSender {
