@@ -320,12 +320,11 @@ impl Relay {
         self.inner.tasks.spawn(task);
     }
 
-    /// How many tasks the relay runs now: [`Relay::spawn`]'s, one per upstream subscription,
-    /// accepted PUBLISH and subgroup stream being copied into the cache, per cluster link it
-    /// dials (and serves: a session it dialed), its timers and upkeep, and those given to
-    /// [`Relay::spawn_task`]. A session a client opened is served by an entry of that session's
-    /// own request table, counted by its `Session::task_count` with the session's other tasks.
-    /// Zero once [`Relay::shutdown`] returned.
+    /// How many tasks the relay runs now: [`Relay::spawn`]'s, one per session served, per
+    /// upstream subscription, accepted PUBLISH and subgroup stream being copied into the cache,
+    /// per cluster link it dials, its timers and upkeep, and those given to
+    /// [`Relay::spawn_task`]. Each session's own tasks are counted by its
+    /// `Session::task_count`. Zero once [`Relay::shutdown`] returned.
     pub fn task_count(&self) -> usize {
         self.inner.tasks.len()
     }
