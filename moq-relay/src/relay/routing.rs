@@ -211,11 +211,12 @@ impl Inner {
     /// namespace finds its publisher rather than DOES_NOT_EXIST. Returns at once when none is
     /// waiting; past the grace the request is routed as things stand. Cancel safe.
     pub(super) async fn registrations_on(&self, ns: &TrackNamespace) {
-        // Subscribed before the first look, so a registration between the two wakes the wait.
-        let mut routes = self.routes_changed.subscribe();
+        // The common case costs one look and no subscription.
         if !self.unregistered_owner(ns) {
             return;
         }
+        // Subscribed before the loop's look, so a registration in between wakes the wait.
+        let mut routes = self.routes_changed.subscribe();
         tracing::debug!(namespace = %ns, "waiting for an announcing session's registration");
         let _ = tokio::time::timeout(REGISTRATION_GRACE, async {
             while self.unregistered_owner(ns) {
