@@ -5,8 +5,13 @@
 //! a cancellation wrapper and a slot in the session's task tracker (~570 bytes) on top of its
 //! future. Here it is an entry of a `FuturesUnordered` (one node, ~80 bytes, with a waker of
 //! its own, so a wake-up polls only that entry), run by the session's one task ([`TaskSet`]):
-//! cancelling the set drops the table's runner, and with it every entry, as it dropped each task
+//! cancelling the set ends the table's runner, and with it every entry, as it dropped each task
 //! before.
+//!
+//! The runner's own parts (the connection's watch, the wait for the set's cancellation) are
+//! entries too, so a wake-up of one request polls neither of them: a `join` beside the set
+//! polled both at every object a subscription served (docs/benchmarks.md, "the session's
+//! driving task").
 //!
 //! [`TaskSet`]: super::tasks::TaskSet
 
@@ -14,7 +19,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use futures::future::CatchUnwind;
@@ -22,6 +27,7 @@ use futures::stream::FuturesUnordered;
 use futures::task::AtomicWaker;
 use futures::{FutureExt, Stream};
 use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
 
 /// One entry: a request's serving future, boxed at its own size.
 pub(crate) type Entry = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -30,9 +36,13 @@ pub(crate) type Entry = Pin<Box<dyn Future<Output = ()> + Send>>;
 #[derive(Debug, Default)]
 pub(crate) struct Table {
     inner: Mutex<Inner>,
+    /// Set when `inner.queued` may hold entries: the runner takes the lock only then, not at
+    /// every wake-up.
+    queued: AtomicBool,
     /// The running task, woken when an entry is queued.
     waker: AtomicWaker,
-    /// Entries queued or running, not yet finished or dropped.
+    /// Entries queued or running, not yet finished or dropped (the runner's own parts not
+    /// counted).
     len: AtomicUsize,
 }
 
@@ -58,8 +68,34 @@ impl std::fmt::Debug for Inner {
 
 impl Table {
     /// Adds `entry`. Returns the task to run the table if it is not running yet (the caller
-    /// spawns it once); `entry` is dropped unrun once the table has stopped.
-    pub(crate) fn add(self: &Arc<Self>, entry: Entry) -> Option<Runner> {
+    /// spawns it once; it ends when `cancel` is cancelled); `entry` is dropped unrun once the
+    /// table has stopped.
+    pub(crate) fn add(
+        self: &Arc<Self>,
+        entry: Entry,
+        cancel: &CancellationToken,
+    ) -> Option<Runner> {
+        self.queue(entry, true, cancel)
+    }
+
+    /// Starts the table with `watch` as a part of its runner (not counted in [`Table::len`],
+    /// run to its end unless the set is cancelled first): returns the task to run the table
+    /// unless it was started already (then the running task takes `watch` in). The session's
+    /// driver starts it with the session, before the first entry.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        watch: Entry,
+        cancel: &CancellationToken,
+    ) -> Option<Runner> {
+        self.queue(watch, false, cancel)
+    }
+
+    fn queue(
+        self: &Arc<Self>,
+        entry: Entry,
+        counted: bool,
+        cancel: &CancellationToken,
+    ) -> Option<Runner> {
         let start = {
             let mut inner = self.inner.lock();
             if inner.closed {
@@ -68,24 +104,25 @@ impl Table {
                 return None;
             }
             inner.queued.push(entry);
-            self.len.fetch_add(1, Ordering::Relaxed);
+            if counted {
+                self.len.fetch_add(1, Ordering::Relaxed);
+            }
+            self.queued.store(true, Ordering::Release);
             !std::mem::replace(&mut inner.started, true)
         };
         self.waker.wake();
-        start.then(|| self.runner())
+        start.then(|| self.runner(cancel))
     }
 
-    /// The task to run the table, unless it was started already (the session's driver starts
-    /// it with the session, before the first entry).
-    pub(crate) fn start(self: &Arc<Self>) -> Option<Runner> {
-        let start = !std::mem::replace(&mut self.inner.lock().started, true);
-        start.then(|| self.runner())
-    }
-
-    fn runner(self: &Arc<Self>) -> Runner {
+    fn runner(self: &Arc<Self>, cancel: &CancellationToken) -> Runner {
+        let running = FuturesUnordered::new();
+        // The runner's end: once this entry is done, the set is cancelled.
+        let cancelled: Entry = Box::pin(cancel.clone().cancelled_owned());
+        running.push(AssertUnwindSafe(cancelled).catch_unwind());
         Runner {
             table: self.clone(),
-            running: FuturesUnordered::new(),
+            running,
+            cancel: cancel.clone(),
         }
     }
 
@@ -95,13 +132,15 @@ impl Table {
     }
 }
 
-/// The one task that polls every entry of a [`Table`]. Dropping it (the session's tasks are
-/// cancelled) drops every entry and closes the table.
+/// The one task that polls every entry of a [`Table`], until the session's tasks are
+/// cancelled. Its end or its drop drops every entry and closes the table.
 ///
 /// An entry that panics ends alone, as a task of its own did: the others run on.
 pub(crate) struct Runner {
     table: Arc<Table>,
     running: FuturesUnordered<CatchUnwind<AssertUnwindSafe<Entry>>>,
+    /// Looked at only when an entry ends (one of them waits for it).
+    cancel: CancellationToken,
 }
 
 impl Future for Runner {
@@ -110,22 +149,31 @@ impl Future for Runner {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // Registered before looking at the queue, so an entry added after the look wakes us.
         self.table.waker.register(cx.waker());
-        let queued = std::mem::take(&mut self.table.inner.lock().queued);
-        self.running.extend(
-            queued
-                .into_iter()
-                .map(|e| AssertUnwindSafe(e).catch_unwind()),
-        );
+        if self.table.queued.swap(false, Ordering::Acquire) {
+            let queued = std::mem::take(&mut self.table.inner.lock().queued);
+            self.running.extend(
+                queued
+                    .into_iter()
+                    .map(|e| AssertUnwindSafe(e).catch_unwind()),
+            );
+        }
         loop {
             match Pin::new(&mut self.running).poll_next(cx) {
                 Poll::Ready(Some(done)) => {
+                    if self.cancel.is_cancelled() {
+                        return Poll::Ready(());
+                    }
+                    // Not the cancellation's wait, which ends only with the set. The
+                    // connection's watch ends by cancelling the set (above), so what ends here
+                    // is a counted entry.
                     self.table.len.fetch_sub(1, Ordering::Relaxed);
                     if done.is_err() {
                         tracing::error!("a request's serving future panicked");
                     }
                 }
-                // Empty, or every entry waits (or the set yielded to the scheduler, having
-                // asked to be polled again): the table runs as long as the session.
+                // Every entry waits (or the set yielded to the scheduler, having asked to be
+                // polled again): the table runs as long as the session. Never empty: the
+                // cancellation's wait is an entry until the end.
                 Poll::Ready(None) | Poll::Pending => return Poll::Pending,
             }
         }
@@ -160,22 +208,33 @@ mod tests {
     async fn entries_run_end_alone_and_drop_with_the_runner() {
         tokio::time::timeout(Duration::from_secs(5), async {
             let table = Arc::new(Table::default());
+            let cancel = CancellationToken::new();
             let (tx, rx) = oneshot::channel::<()>();
             let (done_tx, done_rx) = oneshot::channel();
             let runner = table
-                .add(Box::pin(async move {
-                    let _ = rx.await;
-                    let _ = done_tx.send(());
-                }))
+                .add(
+                    Box::pin(async move {
+                        let _ = rx.await;
+                        let _ = done_tx.send(());
+                    }),
+                    &cancel,
+                )
                 .expect("the first entry starts the runner");
-            assert!(table.add(Box::pin(async { panic!("boom") })).is_none());
+            assert!(
+                table
+                    .add(Box::pin(async { panic!("boom") }), &cancel)
+                    .is_none()
+            );
             let (kept_tx, kept_rx) = oneshot::channel::<()>();
             assert!(
                 table
-                    .add(Box::pin(async move {
-                        let _keep = kept_tx;
-                        std::future::pending::<()>().await;
-                    }))
+                    .add(
+                        Box::pin(async move {
+                            let _keep = kept_tx;
+                            std::future::pending::<()>().await;
+                        }),
+                        &cancel
+                    )
                     .is_none()
             );
             assert_eq!(table.len(), 3);
@@ -189,7 +248,7 @@ mod tests {
             task.abort();
             assert!(kept_rx.await.is_err(), "dropped with the runner");
             assert_eq!(table.len(), 0);
-            assert!(table.add(Box::pin(async {})).is_none());
+            assert!(table.add(Box::pin(async {}), &cancel).is_none());
             assert_eq!(table.len(), 0, "dropped unrun once closed");
         })
         .await

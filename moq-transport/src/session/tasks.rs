@@ -38,20 +38,17 @@ impl TaskSet {
         self.tracker.spawn(run.map(drop));
     }
 
-    /// Starts the session's driving task, the one task every session has: it runs `watch` (the
-    /// task that cancels the set, so to completion even once the set is cancelled) beside the
-    /// request table, whose entries are the session's waiting parts (its accept loops, the
-    /// control stream, every request) and are dropped with the table when the set is
-    /// cancelled. One task where there were four: each cost a task header, a cancellation
-    /// wrapper and a slot in the tracker (docs/benchmarks.md, "idle6").
+    /// Starts the session's driving task, the one task every session has: the request table,
+    /// whose entries are the session's waiting parts (its accept loops, the control stream,
+    /// every request) and, as a part of the table's own, `watch` (the task that cancels the
+    /// set). One task where there were four: each cost a task header, a cancellation wrapper
+    /// and a slot in the tracker (docs/benchmarks.md, "idle6"). Each part is polled only when
+    /// it was woken: beside the table in a `join`, the watch and the cancellation were polled
+    /// at every wake-up of any request.
     pub(crate) fn start(&self, watch: impl Future<Output = ()> + Send + 'static) {
-        let table = self
-            .requests
-            .start()
-            .map(|runner| self.cancel.clone().run_until_cancelled_owned(runner));
-        let table = futures::future::OptionFuture::from(table);
-        self.tracker
-            .spawn(futures::future::join(watch, table).map(drop));
+        if let Some(runner) = self.requests.start(Box::pin(watch), &self.cancel) {
+            self.tracker.spawn(runner);
+        }
     }
 
     /// Runs a request's `task` as an entry of the session's request table: polled by the
@@ -67,8 +64,9 @@ impl TaskSet {
         if self.cancel.is_cancelled() {
             return;
         }
-        if let Some(runner) = self.requests.add(entry) {
-            self.spawn(runner);
+        // The runner ends itself when the set is cancelled.
+        if let Some(runner) = self.requests.add(entry, &self.cancel) {
+            self.tracker.spawn(runner);
         }
     }
 
