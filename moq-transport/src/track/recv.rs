@@ -613,11 +613,12 @@ impl IncomingSubgroup {
                         // not make us reserve it.
                         let want = (o.payload_len as usize).min(1 << 20);
                         if self.assembly.capacity() < want {
-                            self.assembly = BytesMut::with_capacity(if want <= ASSEMBLE_SHARED_MAX {
-                                ASSEMBLY_BLOCK
-                            } else {
-                                want
-                            });
+                            self.assembly =
+                                BytesMut::with_capacity(if want <= ASSEMBLE_SHARED_MAX {
+                                    ASSEMBLY_BLOCK
+                                } else {
+                                    want
+                                });
                         }
                     }
                     self.assembly.extend_from_slice(&data);

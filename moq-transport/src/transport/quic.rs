@@ -27,9 +27,7 @@ use super::credit::{
     Direction, INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS, MAX_BIDI_STREAMS, MAX_UNI_STREAMS,
     StreamCredit,
 };
-use super::{
-    BoxRecvStream, BoxSendStream, Connection, SendStream, TransportError, TransportKind,
-};
+use super::{BoxRecvStream, BoxSendStream, Connection, SendStream, TransportError, TransportKind};
 
 /// A MOQT connection over quinn: raw QUIC, or a WebTransport session.
 ///

@@ -136,7 +136,11 @@ impl SubgroupSender {
         if !self.encode(id, properties, status, payload.len(), first_byte)? {
             return Ok(());
         }
-        match self.out.write(self.shared.core(), &mut self.buf, payload).await {
+        match self
+            .out
+            .write(self.shared.core(), &mut self.buf, payload)
+            .await
+        {
             Ok(true) => Ok(()),
             Ok(false) => Err(closed()),
             Err(e) => Err(e.into()),

@@ -140,7 +140,10 @@ impl RecvStream for MemoryRecv {
         max: usize,
     ) -> Poll<Result<Option<Bytes>, TransportError>> {
         let mut one = [Bytes::new()];
-        let read = ready!(self.pipe.poll_read(cx, || self.end.close_error(), &mut one, max));
+        let read = ready!(
+            self.pipe
+                .poll_read(cx, || self.end.close_error(), &mut one, max)
+        );
         let [chunk] = one;
         Poll::Ready(read.map(|n| n.map(|_| chunk)))
     }
