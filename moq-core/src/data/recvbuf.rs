@@ -2,6 +2,8 @@
 //! that keeps the chunks the transport received, so that payload is handed out as slices of
 //! them without a copy.
 
+use std::collections::VecDeque;
+
 use bytes::{Buf, Bytes, BytesMut};
 
 use crate::coding::DecodeError;
@@ -64,15 +66,18 @@ impl DecodeBuf for BytesMut {
 /// doubles while the value is still short.
 const FIRST_CARRY: usize = 64;
 
-/// A receive buffer that keeps the transport's chunks: payload inside a chunk is handed out as
-/// a slice of it (no copy). Only a value (an object's header) split across two chunks is copied,
-/// the bytes it needs and at most about as many again.
+/// A receive buffer that keeps the transport's chunks, as many as were pushed: payload inside a
+/// chunk is handed out as a slice of it (no copy), and pushing a chunk copies nothing, so a
+/// reader may push every chunk the transport has ready before it decodes. Only a value (an
+/// object's header) split across chunks is copied, the bytes it needs and at most about as
+/// many again.
 #[derive(Debug, Default)]
 pub struct RecvBuf {
-    /// Bytes from earlier chunks, before `chunk`: a value that was short.
+    /// Bytes from earlier chunks, before `chunks`: a value that was short.
     carry: BytesMut,
-    /// The unconsumed rest of the latest chunk.
-    chunk: Bytes,
+    /// The received chunks after `carry`, in order, their consumed fronts cut off; none is
+    /// empty.
+    chunks: VecDeque<Bytes>,
 }
 
 impl RecvBuf {
@@ -81,23 +86,83 @@ impl RecvBuf {
         RecvBuf::default()
     }
 
-    /// Appends a received chunk.
+    /// Appends a received chunk (no copy).
     pub fn push(&mut self, chunk: Bytes) {
-        if !self.chunk.is_empty() {
-            // Not consumed yet: it goes before the new chunk.
-            self.carry.extend_from_slice(&self.chunk);
+        if !chunk.is_empty() {
+            self.chunks.push_back(chunk);
         }
-        self.chunk = chunk;
     }
 
     /// The bytes held.
     pub fn len(&self) -> usize {
-        self.carry.len() + self.chunk.len()
+        self.carry.len() + self.chunks.iter().map(Bytes::len).sum::<usize>()
     }
 
     /// True if no bytes are held.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.carry.is_empty() && self.chunks.is_empty()
+    }
+
+    /// Completes the carried start of a value with prefixes of the chunks, doubling the prefix
+    /// while the value is still short; a chunk that belongs to the value whole is moved into
+    /// the carry and the next one is tried.
+    fn decode_carried<T>(
+        &mut self,
+        decode: &mut impl FnMut(&mut &[u8]) -> Result<T, DecodeError>,
+    ) -> Result<Option<T>, DecodeError> {
+        loop {
+            let old = self.carry.len();
+            let mut want = old.max(FIRST_CARRY);
+            let Some(chunk) = self.chunks.front_mut() else {
+                // No chunk to complete it with: the carry may hold a whole value still.
+                let mut cur = &self.carry[..];
+                return match decode(&mut cur) {
+                    Ok(v) => {
+                        let used = old - cur.len();
+                        self.carry.advance(used);
+                        Ok(Some(v))
+                    }
+                    Err(DecodeError::Short) => Ok(None),
+                    Err(e) => Err(e),
+                };
+            };
+            loop {
+                let take = want.min(chunk.len());
+                self.carry
+                    .extend_from_slice(chunk.get(..take).unwrap_or_default());
+                let mut cur = &self.carry[..];
+                match decode(&mut cur) {
+                    Ok(v) => {
+                        let used = self.carry.len() - cur.len();
+                        if used >= old {
+                            // The value ends in the copied prefix: the rest stays in the chunk.
+                            chunk.advance((used - old).min(chunk.len()));
+                            self.carry.clear();
+                            if chunk.is_empty() {
+                                self.chunks.pop_front();
+                            }
+                        } else {
+                            self.carry.truncate(old);
+                            self.carry.advance(used);
+                        }
+                        return Ok(Some(v));
+                    }
+                    Err(DecodeError::Short) if take < chunk.len() => {
+                        self.carry.truncate(old);
+                        want = want.saturating_mul(2);
+                    }
+                    Err(DecodeError::Short) => {
+                        // All of the chunk belongs to the value: on to the next one.
+                        self.chunks.pop_front();
+                        break;
+                    }
+                    Err(e) => {
+                        self.carry.truncate(old);
+                        return Err(e);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -105,7 +170,7 @@ impl From<BytesMut> for RecvBuf {
     fn from(carry: BytesMut) -> Self {
         RecvBuf {
             carry,
-            chunk: Bytes::new(),
+            chunks: VecDeque::new(),
         }
     }
 }
@@ -115,59 +180,34 @@ impl DecodeBuf for RecvBuf {
         &mut self,
         mut decode: impl FnMut(&mut &[u8]) -> Result<T, DecodeError>,
     ) -> Result<Option<T>, DecodeError> {
-        if self.carry.is_empty() {
-            let mut cur = &self.chunk[..];
-            return match decode(&mut cur) {
-                Ok(v) => {
-                    let used = self.chunk.len() - cur.len();
-                    self.chunk.advance(used);
-                    Ok(Some(v))
-                }
-                Err(DecodeError::Short) => {
-                    // The start of a value: kept to be completed by the next chunk.
-                    self.carry.extend_from_slice(&self.chunk);
-                    self.chunk = Bytes::new();
-                    Ok(None)
-                }
+        if !self.carry.is_empty() {
+            return self.decode_carried(&mut decode);
+        }
+        let Some(chunk) = self.chunks.front_mut() else {
+            return match decode(&mut &[][..]) {
+                Ok(v) => Ok(Some(v)),
+                Err(DecodeError::Short) => Ok(None),
                 Err(e) => Err(e),
             };
-        }
-        // A value split across chunks: complete the carried bytes with a prefix of the chunk,
-        // doubling it while the value is still short.
-        let old = self.carry.len();
-        let mut want = old.max(FIRST_CARRY);
-        loop {
-            let take = want.min(self.chunk.len());
-            self.carry
-                .extend_from_slice(self.chunk.get(..take).unwrap_or_default());
-            let mut cur = &self.carry[..];
-            match decode(&mut cur) {
-                Ok(v) => {
-                    let used = self.carry.len() - cur.len();
-                    if used >= old {
-                        // The value ends in the copied prefix: the rest stays in the chunk.
-                        self.chunk.advance((used - old).min(self.chunk.len()));
-                        self.carry.clear();
-                    } else {
-                        self.carry.truncate(old);
-                        self.carry.advance(used);
-                    }
-                    return Ok(Some(v));
+        };
+        let mut cur = &chunk[..];
+        match decode(&mut cur) {
+            Ok(v) => {
+                let used = chunk.len() - cur.len();
+                chunk.advance(used);
+                if chunk.is_empty() {
+                    self.chunks.pop_front();
                 }
-                Err(DecodeError::Short) if take < self.chunk.len() => {
-                    self.carry.truncate(old);
-                    want = want.saturating_mul(2);
-                }
-                Err(DecodeError::Short) => {
-                    // All of the chunk belongs to the value.
-                    self.chunk = Bytes::new();
-                    return Ok(None);
-                }
-                Err(e) => {
-                    self.carry.truncate(old);
-                    return Err(e);
-                }
+                Ok(Some(v))
             }
+            Err(DecodeError::Short) => {
+                // The start of a value, split across chunks: carried, and completed by the
+                // next chunk if there is one already.
+                self.carry.extend_from_slice(chunk);
+                self.chunks.pop_front();
+                self.decode_carried(&mut decode)
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -175,13 +215,20 @@ impl DecodeBuf for RecvBuf {
         if !self.carry.is_empty() {
             return self.carry.take_front(max);
         }
-        let n = max.min(self.chunk.len());
-        (n > 0).then(|| self.chunk.split_to(n))
+        let chunk = self.chunks.front_mut()?;
+        let n = max.min(chunk.len());
+        if n == 0 {
+            return None;
+        }
+        if n == chunk.len() {
+            return self.chunks.pop_front();
+        }
+        Some(chunk.split_to(n))
     }
 
     fn front(&self) -> &[u8] {
         if self.carry.is_empty() {
-            &self.chunk
+            self.chunks.front().map_or(&[][..], |c| &c[..])
         } else {
             &self.carry
         }
@@ -282,6 +329,59 @@ mod tests {
                 assert_eq!(got, objects, "{v:?} chunks of {size}");
             }
         }
+    }
+
+    /// Chunks pushed all at once before any decoding (as a reader that takes every chunk the
+    /// transport has ready does) decode the same objects, in chunks of every size from 1 to 9
+    /// bytes and split in two at every position; no chunk is copied on push.
+    #[test]
+    fn chunks_pushed_together_decode_the_same_objects() {
+        for v in [Version::Draft14, Version::Draft16, Version::Draft19] {
+            let (header, bytes, objects) = stream(v);
+            let whole = Bytes::from(bytes.clone());
+            let mut splits: Vec<Vec<Bytes>> = (1..10)
+                .map(|size| bytes.chunks(size).map(Bytes::copy_from_slice).collect())
+                .collect();
+            splits.extend((0..=bytes.len()).map(|at| vec![whole.slice(..at), whole.slice(at..)]));
+            for chunks in splits {
+                let mut r = SubgroupReader::new(header, v);
+                let mut buf = RecvBuf::new();
+                for c in &chunks {
+                    buf.push(c.clone());
+                }
+                assert_eq!(buf.len(), bytes.len());
+                let mut got: Objects = Vec::new();
+                while let Some(ev) = r.next(&mut buf).unwrap() {
+                    match ev {
+                        SubgroupEvent::Object(o) => got.push((o.id, Vec::new())),
+                        SubgroupEvent::Payload { data, .. } => {
+                            got.last_mut().unwrap().1.extend_from_slice(&data)
+                        }
+                    }
+                }
+                assert!(r.finish(buf.front()).is_ok(), "ends at an object boundary");
+                assert!(buf.is_empty());
+                assert_eq!(got, objects, "{v:?} in {} chunks", chunks.len());
+            }
+        }
+    }
+
+    /// A carry that holds more than one value yields them all before it needs a chunk.
+    #[test]
+    fn carry_with_two_values_needs_no_chunk() {
+        let mut b = RecvBuf::from(BytesMut::from(&[1u8, 2, 3, 4][..]));
+        let two = |cur: &mut &[u8]| {
+            if cur.len() < 2 {
+                return Err(DecodeError::Short);
+            }
+            let v = cur[..2].to_vec();
+            cur.advance(2);
+            Ok(v)
+        };
+        assert_eq!(b.decode_front(two).unwrap(), Some(vec![1, 2]));
+        assert_eq!(b.decode_front(two).unwrap(), Some(vec![3, 4]));
+        assert_eq!(b.decode_front(two).unwrap(), None);
+        assert!(b.is_empty());
     }
 
     /// A value longer than the first carried prefix still completes across chunks, and what

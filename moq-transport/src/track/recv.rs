@@ -2,8 +2,10 @@
 //! subscriptions by Track Alias, and fetch streams to fetches by Request ID (draft-19 §11).
 
 use std::collections::HashMap;
+use std::future::poll_fn;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Poll, ready};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -58,6 +60,19 @@ struct AliasTable {
     /// Fetch streams that arrived before their FETCH was registered.
     early_fetches: HashMap<u64, DataRecv>,
 }
+
+/// The most chunks a data stream's reader takes from the transport at once: with quinn, one
+/// lock of the connection for all of them (a QUIC packet carries ~1.2 KB of a stream, so
+/// small objects come a chunk or less each).
+const READ_BATCH: usize = 16;
+
+/// A payload up to this size that arrives in pieces is assembled in a shared block of
+/// [`ASSEMBLY_BLOCK`] bytes (one allocation for many objects, not one each); a larger one gets
+/// an allocation of its own.
+const ASSEMBLE_SHARED_MAX: usize = 4 * 1024;
+/// The block small payloads that arrive in pieces are assembled in, back to back. A payload
+/// keeps its block alive while it lives (at most this much per payload).
+const ASSEMBLY_BLOCK: usize = 16 * 1024;
 
 /// The receiving end of a data stream (subgroup or fetch): the stream and what was read of it
 /// and not consumed yet. Dropped before the stream ended, it sends STOP_SENDING.
@@ -114,14 +129,23 @@ impl DataRecv {
         }
     }
 
-    /// Reads the next chunk into the buffer, or the FIN. `Ok(false)` if we stopped the stream
-    /// already.
+    /// Reads every chunk the transport has ready (up to [`READ_BATCH`], in one call into it)
+    /// into the buffer, or the FIN. `Ok(false)` if we stopped the stream already.
     pub(crate) async fn fill(&mut self) -> Result<bool, Error> {
         let Some(recv) = self.recv.as_mut() else {
             return Ok(false);
         };
-        match recv.read_chunk(64 * 1024).await {
-            Ok(Some(c)) => self.buf.push(c),
+        let buf = &mut self.buf;
+        let read = poll_fn(|cx| {
+            let mut chunks: [Bytes; READ_BATCH] = Default::default();
+            let r = ready!(recv.poll_read_chunks(cx, &mut chunks));
+            if let Ok(Some(n)) = r {
+                chunks.into_iter().take(n).for_each(|c| buf.push(c));
+            }
+            Poll::Ready(r)
+        });
+        match read.await {
+            Ok(Some(_)) => {}
             Ok(None) => self.fin = true,
             Err(e) => {
                 self.recv = None;
@@ -359,6 +383,7 @@ impl RecvState {
             data,
             default_priority: sink.default_priority,
             pending: None,
+            assembly: BytesMut::new(),
         };
         let _ = sink.tx.send(TrackEvent::Subgroup(incoming)).await;
     }
@@ -474,8 +499,12 @@ pub struct IncomingSubgroup {
     reader: SubgroupReader,
     data: DataRecv,
     default_priority: u8,
-    /// The object being assembled by [`IncomingSubgroup::next_object`].
-    pending: Option<(SubgroupObject, BytesMut)>,
+    /// The object being assembled by [`IncomingSubgroup::next_object`]; its payload so far is
+    /// `assembly`.
+    pending: Option<SubgroupObject>,
+    /// The payload being assembled, carved from a block that the payloads assembled before it
+    /// share (see [`ASSEMBLE_SHARED_MAX`]); empty between objects.
+    assembly: BytesMut,
 }
 
 impl IncomingSubgroup {
@@ -565,32 +594,41 @@ impl IncomingSubgroup {
                     if o.payload_len == 0 {
                         return Ok(Some(self.object(o, Bytes::new())));
                     }
-                    self.pending = Some((o, BytesMut::new()));
+                    self.pending = Some(o);
                 }
                 SubgroupEvent::Payload { data, last } => {
-                    let Some((o, buf)) = self.pending.as_mut() else {
+                    let Some(o) = self.pending.as_ref() else {
                         return Err(Error::Invalid("payload without an object".into()));
                     };
-                    if !last {
-                        // Sized once rather than grown chunk by chunk; at most 1 MiB ahead of
+                    if last && self.assembly.is_empty() {
+                        // A payload that came in one chunk is passed on without a copy.
+                        let Some(o) = self.pending.take() else {
+                            continue;
+                        };
+                        return Ok(Some(self.object(o, data)));
+                    }
+                    if self.assembly.is_empty() {
+                        // Sized once rather than grown piece by piece; at most 1 MiB ahead of
                         // the data, so a peer announcing a large object it never sends does
                         // not make us reserve it.
-                        if buf.is_empty() {
-                            buf.reserve((o.payload_len as usize).min(1 << 20));
+                        let want = (o.payload_len as usize).min(1 << 20);
+                        if self.assembly.capacity() < want {
+                            self.assembly =
+                                BytesMut::with_capacity(if want <= ASSEMBLE_SHARED_MAX {
+                                    ASSEMBLY_BLOCK
+                                } else {
+                                    want
+                                });
                         }
-                        buf.extend_from_slice(&data);
+                    }
+                    self.assembly.extend_from_slice(&data);
+                    if !last {
                         continue;
                     }
-                    let Some((o, mut buf)) = self.pending.take() else {
+                    let Some(o) = self.pending.take() else {
                         continue;
                     };
-                    // A payload that came in one chunk is passed on without a copy.
-                    let payload = if buf.is_empty() {
-                        data
-                    } else {
-                        buf.extend_from_slice(&data);
-                        buf.freeze()
-                    };
+                    let payload = self.assembly.split().freeze();
                     return Ok(Some(self.object(o, payload)));
                 }
             }

@@ -126,6 +126,14 @@ impl<R: RecvStream> RecvStream for Counted<R> {
         self.inner.poll_read_chunk(cx, max)
     }
 
+    fn poll_read_chunks(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &mut [Bytes],
+    ) -> Poll<Result<Option<usize>, TransportError>> {
+        self.inner.poll_read_chunks(cx, bufs)
+    }
+
     fn stop(&mut self, code: u64) {
         self.inner.stop(code);
     }

@@ -158,9 +158,35 @@ pub trait RecvStream: Send + Sync + 'static {
         cx: &mut Context<'_>,
         max: usize,
     ) -> Poll<Result<Option<Bytes>, TransportError>>;
+    /// Every chunk ready now, in order, into the front of `bufs` (not empty), without copying:
+    /// how many were read (at least one); `Ok(None)` at the end of the stream (FIN). `Pending`
+    /// means nothing was read. For a reader of many small objects, where one call into the
+    /// transport per chunk (a lock of quinn's connection each) is a measurable part of the
+    /// cost. By default one chunk of at most [`READ_CHUNKS_MAX`] bytes (a transport whose
+    /// reads take no shared lock gains nothing from more).
+    fn poll_read_chunks(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &mut [Bytes],
+    ) -> Poll<Result<Option<usize>, TransportError>> {
+        let Some(first) = bufs.first_mut() else {
+            return Poll::Ready(Ok(Some(0)));
+        };
+        Poll::Ready(match ready!(self.poll_read_chunk(cx, READ_CHUNKS_MAX)) {
+            Ok(Some(chunk)) => {
+                *first = chunk;
+                Ok(Some(1))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        })
+    }
     /// Asks the peer to stop sending with STOP_SENDING and `code`.
     fn stop(&mut self, code: u64);
 }
+
+/// The largest chunk [`RecvStream::poll_read_chunks`] reads by default.
+pub const READ_CHUNKS_MAX: usize = 64 * 1024;
 
 /// The async forms of [`SendStream`]'s poll methods, for every send stream. No future is boxed:
 /// each is a `poll_fn` over the poll method.

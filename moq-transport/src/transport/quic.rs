@@ -9,7 +9,7 @@
 mod raw;
 
 pub use raw::{RawQuicRecv, RawQuicSend};
-use raw::{conn_error, poll_chunk, poll_written};
+use raw::{conn_error, poll_written, quinn_recv_stream};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -27,9 +27,7 @@ use super::credit::{
     Direction, INITIAL_BIDI_STREAMS, INITIAL_UNI_STREAMS, MAX_BIDI_STREAMS, MAX_UNI_STREAMS,
     StreamCredit,
 };
-use super::{
-    BoxRecvStream, BoxSendStream, Connection, RecvStream, SendStream, TransportError, TransportKind,
-};
+use super::{BoxRecvStream, BoxSendStream, Connection, SendStream, TransportError, TransportKind};
 
 /// A MOQT connection over quinn: raw QUIC, or a WebTransport session.
 ///
@@ -374,16 +372,4 @@ impl SendStream for QuicSend {
 #[derive(Debug)]
 pub struct QuicRecv(pub wt::RecvStream);
 
-impl RecvStream for QuicRecv {
-    fn poll_read_chunk(
-        &mut self,
-        cx: &mut Context<'_>,
-        max: usize,
-    ) -> Poll<Result<Option<Bytes>, TransportError>> {
-        poll_chunk(pin!(self.0.read_chunk(max, true)), cx, read_error)
-    }
-
-    fn stop(&mut self, code: u64) {
-        let _ = self.0.stop(code32(code));
-    }
-}
+quinn_recv_stream!(QuicRecv, read_error, code32);

@@ -160,6 +160,29 @@ impl Held {
         }
     }
 
+    /// See [`Outbox::stage`].
+    fn stage(&mut self, header: &mut BytesMut, payload: Bytes) -> bool {
+        if self.closed {
+            return false;
+        }
+        if self.last_send.is_none() && self.held() == 0 {
+            // Two chunks in one transport write. The header takes the sender's buffer with
+            // it (a split would share it, which costs an allocation per stream: with one
+            // stream per object, 1.5 % of the CPU); a later object's header grows a new one.
+            self.push(std::mem::take(header).freeze());
+            self.large = payload.len() > COALESCE_MAX;
+            self.push(payload);
+        } else if payload.len() <= COALESCE_MAX {
+            self.append([&header[..], &payload]);
+        } else {
+            self.append([&header[..], &[]]);
+            self.seal();
+            self.push(payload);
+            self.large = true;
+        }
+        true
+    }
+
     fn discard(&mut self) {
         self.large = false;
         self.queued.clear();
@@ -278,26 +301,7 @@ impl Outbox {
     /// stream until [`Outbox::send`]. `false` (nothing staged) if the stream was finished or
     /// reset.
     pub(super) fn stage(&self, header: &mut BytesMut, payload: Bytes) -> bool {
-        let mut held = self.0.held.lock();
-        if held.closed {
-            return false;
-        }
-        if held.last_send.is_none() && held.held() == 0 {
-            // Two chunks in one transport write. The header takes the sender's buffer with
-            // it (a split would share it, which costs an allocation per stream: with one
-            // stream per object, 1.5 % of the CPU); a later object's header grows a new one.
-            held.push(std::mem::take(header).freeze());
-            held.large = payload.len() > COALESCE_MAX;
-            held.push(payload);
-        } else if payload.len() <= COALESCE_MAX {
-            held.append([&header[..], &payload]);
-        } else {
-            held.append([&header[..], &[]]);
-            held.seal();
-            held.push(payload);
-            held.large = true;
-        }
-        true
+        self.0.held.lock().stage(header, payload)
     }
 
     /// Hands held bytes over from the caller's stack. `None` if a flusher is on it (handing
@@ -339,9 +343,36 @@ impl Outbox {
     /// resolves. With a large one, dropped before it resolves, the rest waits for the next
     /// call.
     pub(super) async fn send(&self, session: &SessionCore) -> Result<(), TransportError> {
-        let mut first = true;
+        self.stage_and_send(session, None).await.map(|_| ())
+    }
+
+    /// [`Outbox::stage`] of one object and [`Outbox::send`], with the held bytes locked once
+    /// for both (a write per object is the common case). `Ok(false)` (nothing staged, nothing
+    /// sent) if the stream was finished or reset.
+    pub(super) async fn write(
+        &self,
+        session: &SessionCore,
+        header: &mut BytesMut,
+        payload: Bytes,
+    ) -> Result<bool, TransportError> {
+        self.stage_and_send(session, Some((header, payload))).await
+    }
+
+    async fn stage_and_send(
+        &self,
+        session: &SessionCore,
+        mut object: Option<(&mut BytesMut, Bytes)>,
+    ) -> Result<bool, TransportError> {
+        // The clock is read before the lock, not under it (the flusher and the transport's
+        // hand-over take the same lock).
+        let mut first = Some(Instant::now());
         poll_fn(|cx| {
             let mut held = self.0.held.lock();
+            if let Some((header, payload)) = object.take()
+                && !held.stage(header, payload)
+            {
+                return Poll::Ready(Ok(false));
+            }
             if let Some(e) = held.error.clone() {
                 held.discard();
                 return Poll::Ready(Err(e));
@@ -349,10 +380,8 @@ impl Outbox {
             // Everything goes with a large payload or after a pause; while objects come back
             // to back, full chunks.
             let mut all = held.large;
-            if first {
-                first = false;
+            if let Some(now) = first.take() {
                 held.writes += 1;
-                let now = Instant::now();
                 if held
                     .last_send
                     .is_none_or(|t| now.duration_since(t) > DIRECT_GAP)
@@ -389,7 +418,7 @@ impl Outbox {
                 }));
             }
             if !held.large && held.held() < HOLD_MAX {
-                return Poll::Ready(Ok(()));
+                return Poll::Ready(Ok(true));
             }
             held.waiter = Some(cx.waker().clone());
             Poll::Pending

@@ -136,10 +136,15 @@ impl SubgroupSender {
         if !self.encode(id, properties, status, payload.len(), first_byte)? {
             return Ok(());
         }
-        if !self.out.stage(&mut self.buf, payload) {
-            return Err(closed());
+        match self
+            .out
+            .write(self.shared.core(), &mut self.buf, payload)
+            .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(closed()),
+            Err(e) => Err(e.into()),
         }
-        Ok(self.out.send(self.shared.core()).await?)
     }
 
     /// Writes Normal objects, each `(Object ID, payload)` in order, in one hand-over to the

@@ -168,14 +168,16 @@ impl Pipe {
         });
     }
 
-    /// Reads up to `max` bytes, or `None` at the FIN; fails on a reset, after a stop, or if
-    /// `closed` says the connection ended.
+    /// Reads the chunks held, up to `bufs.len()` of them and each of up to `max` bytes, into
+    /// the front of `bufs` (how many), or `None` at the FIN; fails on a reset, after a stop, or
+    /// if `closed` says the connection ended.
     pub(super) fn poll_read(
         &self,
         cx: &mut Context<'_>,
         closed: impl FnOnce() -> Option<TransportError>,
+        bufs: &mut [Bytes],
         max: usize,
-    ) -> Poll<Result<Option<Bytes>, TransportError>> {
+    ) -> Poll<Result<Option<usize>, TransportError>> {
         // Registered before the checks, so a change made after them wakes us.
         self.reader.register(cx.waker());
         let closed = closed();
@@ -193,16 +195,24 @@ impl Pipe {
             if st.stop.is_some() {
                 return Poll::Ready(Err(TransportError::StreamClosed));
             }
-            if let Some(front) = st.chunks.front_mut() {
-                let chunk = if front.len() <= max {
-                    let chunk = std::mem::take(front);
-                    st.chunks.pop_front();
-                    chunk
-                } else {
-                    front.split_to(max)
-                };
-                st.buffered = st.buffered.saturating_sub(chunk.len());
-                Some(chunk)
+            if !st.chunks.is_empty() {
+                let mut n = 0;
+                for buf in bufs.iter_mut() {
+                    let Some(front) = st.chunks.front_mut() else {
+                        break;
+                    };
+                    let chunk = if front.len() <= max {
+                        let chunk = std::mem::take(front);
+                        st.chunks.pop_front();
+                        chunk
+                    } else {
+                        front.split_to(max)
+                    };
+                    st.buffered = st.buffered.saturating_sub(chunk.len());
+                    *buf = chunk;
+                    n += 1;
+                }
+                Some(n)
             } else if st.send == SendState::Finished {
                 st.read_fin = true;
                 None

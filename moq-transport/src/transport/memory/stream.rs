@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 
@@ -139,7 +139,22 @@ impl RecvStream for MemoryRecv {
         cx: &mut Context<'_>,
         max: usize,
     ) -> Poll<Result<Option<Bytes>, TransportError>> {
-        self.pipe.poll_read(cx, || self.end.close_error(), max)
+        let mut one = [Bytes::new()];
+        let read = ready!(
+            self.pipe
+                .poll_read(cx, || self.end.close_error(), &mut one, max)
+        );
+        let [chunk] = one;
+        Poll::Ready(read.map(|n| n.map(|_| chunk)))
+    }
+
+    fn poll_read_chunks(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &mut [Bytes],
+    ) -> Poll<Result<Option<usize>, TransportError>> {
+        self.pipe
+            .poll_read(cx, || self.end.close_error(), bufs, usize::MAX)
     }
 
     fn stop(&mut self, code: u64) {

@@ -19,7 +19,7 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use web_transport_quinn::proto::error_from_http3;
 
-use crate::transport::{RecvStream, SendStream, TransportError};
+use crate::transport::{SendStream, TransportError};
 
 /// Maps a quinn connection error.
 pub(super) fn conn_error(e: quinn::ConnectionError) -> TransportError {
@@ -55,6 +55,44 @@ pub(super) fn poll_chunk<E>(
     f.poll(cx)
         .map(|r| r.map(|c| c.map(|c| c.bytes)).map_err(map))
 }
+
+/// The [`RecvStream`] impl of a quinn-backed receive half, one for both stream kinds: `$ty`
+/// wraps (as `.0`) a stream with quinn's `read_chunk`, `read_chunks` and `stop` (quinn's own,
+/// or web-transport-quinn's over them), `$error` maps its read error and `$code` a stream code
+/// as sent. Each poll makes its future on the stack: quinn's read futures only call its
+/// (private) poll functions and are cancel-safe (see [`poll_chunk`]).
+macro_rules! quinn_recv_stream {
+    ($ty:ty, $error:path, $code:path) => {
+        impl $crate::transport::RecvStream for $ty {
+            fn poll_read_chunk(
+                &mut self,
+                cx: &mut ::std::task::Context<'_>,
+                max: usize,
+            ) -> ::std::task::Poll<
+                Result<Option<::bytes::Bytes>, $crate::transport::TransportError>,
+            > {
+                let read = ::std::pin::pin!(self.0.read_chunk(max, true));
+                $crate::transport::quic::raw::poll_chunk(read, cx, $error)
+            }
+
+            fn poll_read_chunks(
+                &mut self,
+                cx: &mut ::std::task::Context<'_>,
+                bufs: &mut [::bytes::Bytes],
+            ) -> ::std::task::Poll<Result<Option<usize>, $crate::transport::TransportError>>
+            {
+                // One lock of quinn's connection for every chunk it holds for the stream.
+                let read = ::std::pin::pin!(self.0.read_chunks(bufs));
+                ::std::future::Future::poll(read, cx).map_err($error)
+            }
+
+            fn stop(&mut self, code: u64) {
+                let _ = self.0.stop($code(code));
+            }
+        }
+    };
+}
+pub(super) use quinn_recv_stream;
 
 /// quinn's `stopped` future, kept across polls once a poll found the stream still open.
 type Stopped =
@@ -178,16 +216,4 @@ impl SendStream for RawQuicSend {
 #[derive(Debug)]
 pub struct RawQuicRecv(pub quinn::RecvStream);
 
-impl RecvStream for RawQuicRecv {
-    fn poll_read_chunk(
-        &mut self,
-        cx: &mut Context<'_>,
-        max: usize,
-    ) -> Poll<Result<Option<Bytes>, TransportError>> {
-        poll_chunk(pin!(self.0.read_chunk(max, true)), cx, read_error)
-    }
-
-    fn stop(&mut self, code: u64) {
-        let _ = self.0.stop(varint(code));
-    }
-}
+quinn_recv_stream!(RawQuicRecv, read_error, varint);
