@@ -159,12 +159,14 @@ impl SubgroupSender {
         objects: impl IntoIterator<Item = (u64, Bytes)>,
     ) -> Result<(), Error> {
         let none = Properties::new();
+        // The batch's first object goes without a copy if it comes after a pause.
+        let now = Instant::now();
         for (id, payload) in objects {
             self.buf.clear();
             if !self.encode(id, &none, ObjectStatus::Normal, payload.len(), None)? {
                 continue;
             }
-            if !self.out.stage(&mut self.buf, payload) {
+            if !self.out.stage(&mut self.buf, payload, now) {
                 return Err(closed());
             }
         }
