@@ -172,14 +172,13 @@ pub trait RecvStream: Send + Sync + 'static {
         let Some(first) = bufs.first_mut() else {
             return Poll::Ready(Ok(Some(0)));
         };
-        Poll::Ready(match ready!(self.poll_read_chunk(cx, READ_CHUNKS_MAX)) {
-            Ok(Some(chunk)) => {
+        let read = ready!(self.poll_read_chunk(cx, READ_CHUNKS_MAX));
+        Poll::Ready(read.map(|chunk| {
+            chunk.map(|chunk| {
                 *first = chunk;
-                Ok(Some(1))
-            }
-            Ok(None) => Ok(None),
-            Err(e) => Err(e),
-        })
+                1
+            })
+        }))
     }
     /// Asks the peer to stop sending with STOP_SENDING and `code`.
     fn stop(&mut self, code: u64);

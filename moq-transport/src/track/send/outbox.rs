@@ -161,13 +161,13 @@ impl Held {
         }
     }
 
-    /// See [`Outbox::stage`]. `live`: the object goes to the transport with its write (it
-    /// comes after a pause, see [`Outbox::write`]).
-    fn stage(&mut self, header: &mut BytesMut, payload: Bytes, live: bool) -> bool {
+    /// See [`Outbox::stage`]; `now` is when the write came.
+    fn stage(&mut self, header: &mut BytesMut, payload: Bytes, now: Instant) -> bool {
         if self.closed {
             return false;
         }
-        if self.held() == 0 && (live || self.last_send.is_none()) {
+        // The stream's first object, or one after a pause: it leaves with its write.
+        if self.held() == 0 && self.paused(now) {
             // Nothing to coalesce with: two chunks in one transport write, the payload the
             // caller's own `Bytes` (a relay's cached object), not a copy. Copied, every live
             // object of a relay's subscriber cost an allocation, the copy and a shared chunk's
@@ -315,9 +315,7 @@ impl Outbox {
     /// goes to the stream until [`Outbox::send`]. `false` (nothing staged) if the stream was
     /// finished or reset.
     pub(super) fn stage(&self, header: &mut BytesMut, payload: Bytes, now: Instant) -> bool {
-        let mut held = self.0.held.lock();
-        let live = held.paused(now);
-        held.stage(header, payload, live)
+        self.0.held.lock().stage(header, payload, now)
     }
 
     /// Hands held bytes over from the caller's stack. `None` if a flusher is on it (handing
@@ -384,9 +382,9 @@ impl Outbox {
         let mut first = Some(Instant::now());
         poll_fn(|cx| {
             let mut held = self.0.held.lock();
-            let live = first.is_some_and(|now| held.paused(now));
-            if let Some((header, payload)) = object.take()
-                && !held.stage(header, payload, live)
+            // The object is staged on the first poll, when `first` is the write's time.
+            if let (Some(now), Some((header, payload))) = (first, object.take())
+                && !held.stage(header, payload, now)
             {
                 return Poll::Ready(Ok(false));
             }
