@@ -3,7 +3,7 @@
 //! them. A cache applies the same rules to what it holds (see
 //! [`crate::cache::TrackCache::check`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use moq_core::data::ObjectStatus;
 use moq_core::{Location, Properties, property};
@@ -103,18 +103,37 @@ struct GroupSeen {
 
 #[derive(Debug, Default)]
 struct State {
-    groups: BTreeMap<u64, GroupSeen>,
+    /// The recent groups by ID, ascending: the one an object is for is almost always the
+    /// last (the newest), found without a search.
+    groups: VecDeque<(u64, GroupSeen)>,
     track_final: Option<Location>,
     largest: Option<Location>,
 }
 
 impl State {
     fn group(&mut self, id: u64) -> &mut GroupSeen {
-        if !self.groups.contains_key(&id) && self.groups.len() >= GROUPS {
+        let at = match self.groups.back() {
+            Some((last, _)) if *last == id => self.groups.len() - 1,
+            Some((last, _)) if *last < id => self.insert(self.groups.len(), id),
+            None => self.insert(0, id),
+            _ => match self.groups.binary_search_by_key(&id, |(g, _)| *g) {
+                Ok(at) => at,
+                Err(at) => self.insert(at, id),
+            },
+        };
+        &mut self.groups[at].1
+    }
+
+    /// Inserts group `id` at `at` (its place in the order), first forgetting the oldest if
+    /// `GROUPS` are remembered; returns where it is.
+    fn insert(&mut self, mut at: usize, id: u64) -> usize {
+        if self.groups.len() >= GROUPS {
             // The oldest is forgotten; an object of it arriving later is not checked against it.
-            self.groups.pop_first();
+            self.groups.pop_front();
+            at = at.saturating_sub(1);
         }
-        self.groups.entry(id).or_default()
+        self.groups.insert(at, (id, GroupSeen::default()));
+        at
     }
 }
 
@@ -296,6 +315,40 @@ mod tests {
             c.object(Some(1), &obj(1, 2, 5, ObjectStatus::EndOfGroup))
                 .is_err()
         );
+    }
+
+    /// Groups that arrive out of order are each remembered in their place; past `GROUPS`
+    /// the oldest is forgotten, whatever order the newer ones came in.
+    #[test]
+    fn groups_out_of_order_and_the_oldest_forgotten() {
+        let n = ObjectStatus::Normal;
+        let end = ObjectStatus::EndOfGroup;
+        let c = TrackCheck::new();
+        c.object(Some(0), &obj(10, 0, 5, end)).unwrap();
+        c.object(Some(0), &obj(30, 0, 5, end)).unwrap();
+        // Between the two: its own end, and the others' still apply.
+        c.object(Some(0), &obj(20, 0, 5, end)).unwrap();
+        assert!(c.object(Some(1), &obj(20, 1, 5, n)).is_err());
+        assert!(c.object(Some(1), &obj(10, 1, 5, n)).is_err());
+        assert!(c.object(Some(1), &obj(30, 1, 5, n)).is_err());
+        // Before all of them.
+        c.object(Some(0), &obj(5, 0, 5, end)).unwrap();
+        assert!(c.object(Some(1), &obj(5, 1, 5, n)).is_err());
+        // GROUPS newer groups, every other one out of order: the four old ones are forgotten.
+        let base = 100;
+        for i in (0..GROUPS as u64).step_by(2) {
+            c.object(Some(0), &obj(base + i + 1, 0, 5, end)).unwrap();
+            c.object(Some(0), &obj(base + i, 0, 5, end)).unwrap();
+        }
+        for old in [5, 10, 20, 30] {
+            c.object(Some(1), &obj(old, 1, 5, n)).unwrap();
+        }
+        // A late object's group is remembered as the oldest, in place of the oldest before
+        // it: group 5 pushed out group 100, then 10 pushed out 5, and so on. Groups 101 on
+        // are still checked.
+        for g in base + 1..base + GROUPS as u64 {
+            assert!(c.object(Some(1), &obj(g, 1, 5, n)).is_err(), "group {g}");
+        }
     }
 
     #[tokio::test]

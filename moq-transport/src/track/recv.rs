@@ -68,7 +68,8 @@ const READ_BATCH: usize = 16;
 
 /// A payload up to this size that arrives in pieces is assembled in a shared block of
 /// [`ASSEMBLY_BLOCK`] bytes (one allocation for many objects, not one each); a larger one gets
-/// an allocation of its own.
+/// an allocation of its own, and so does a stream's first (a stream that carries one object,
+/// the common case for a stream per object, then costs one small allocation, not a block).
 const ASSEMBLE_SHARED_MAX: usize = 4 * 1024;
 /// The block small payloads that arrive in pieces are assembled in, back to back. A payload
 /// keeps its block alive while it lives (at most this much per payload).
@@ -384,6 +385,7 @@ impl RecvState {
             default_priority: sink.default_priority,
             pending: None,
             assembly: BytesMut::new(),
+            assembled: false,
         };
         let _ = sink.tx.send(TrackEvent::Subgroup(incoming)).await;
     }
@@ -505,6 +507,8 @@ pub struct IncomingSubgroup {
     /// The payload being assembled, carved from a block that the payloads assembled before it
     /// share (see [`ASSEMBLE_SHARED_MAX`]); empty between objects.
     assembly: BytesMut,
+    /// A payload was assembled on this stream before: the next small one takes a block.
+    assembled: bool,
 }
 
 impl IncomingSubgroup {
@@ -613,13 +617,11 @@ impl IncomingSubgroup {
                         // not make us reserve it.
                         let want = (o.payload_len as usize).min(1 << 20);
                         if self.assembly.capacity() < want {
+                            let shared = self.assembled && want <= ASSEMBLE_SHARED_MAX;
                             self.assembly =
-                                BytesMut::with_capacity(if want <= ASSEMBLE_SHARED_MAX {
-                                    ASSEMBLY_BLOCK
-                                } else {
-                                    want
-                                });
+                                BytesMut::with_capacity(if shared { ASSEMBLY_BLOCK } else { want });
                         }
+                        self.assembled = true;
                     }
                     self.assembly.extend_from_slice(&data);
                     if !last {
