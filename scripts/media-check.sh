@@ -7,7 +7,7 @@
 #   1. two viewers at once and one that joins late play live/demo: decoded video frames keep
 #      increasing for several seconds, audio samples are decoded, the latency measured from
 #      the LOC timestamps is under 2 s, the canvas is not blank, the late viewer starts at the
-#      latest group; a screenshot goes to docs/media/player.png;
+#      latest group; a screenshot is taken (see SCREENSHOT);
 #   2. live/hevc, a catalog written by hand (`moq publish --format lines --track catalog`) that
 #      names an HEVC codec (hev1...), which Debian's Chromium cannot decode: the page says so;
 #   3. bad catalogs, the same way: one that is not JSON, one that names a track nobody
@@ -24,14 +24,16 @@
 #   FIREFOX=0             skip the Firefox step
 #
 #   SECONDS_OF_MEDIA=15   length of the clip
-#   SCREENSHOT=docs/media/player.png
+#   SCREENSHOT=FILE       where step 1's screenshot goes [default: a file under ${TMPDIR:-/tmp},
+#                         so a test run leaves the tree as it was]; SCREENSHOT=docs/media/player.png
+#                         refreshes the README's picture
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 target="${CARGO_TARGET_DIR:-target}"
 ffmpeg=/usr/bin/ffmpeg
 seconds="${SECONDS_OF_MEDIA:-15}"
-screenshot="${SCREENSHOT:-docs/media/player.png}"
+screenshot="${SCREENSHOT:-${TMPDIR:-/tmp}/moq-media-check-player.png}"
 fail() { echo "media-check: FAILED: $*" >&2; exit 1; }
 
 [ -x "$ffmpeg" ] || fail "$ffmpeg is missing (Debian: apt-get install ffmpeg)"
