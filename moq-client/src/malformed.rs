@@ -111,7 +111,8 @@ struct State {
 }
 
 impl State {
-    fn group(&mut self, id: u64) -> &mut GroupSeen {
+    /// Group `id`, remembered from now on if it was not (always `Some`).
+    fn group(&mut self, id: u64) -> Option<&mut GroupSeen> {
         let at = match self.groups.back() {
             Some((last, _)) if *last == id => self.groups.len() - 1,
             Some((last, _)) if *last < id => self.insert(self.groups.len(), id),
@@ -121,7 +122,7 @@ impl State {
                 Err(at) => self.insert(at, id),
             },
         };
-        &mut self.groups[at].1
+        self.groups.get_mut(at).map(|(_, g)| g)
     }
 
     /// Inserts group `id` at `at` (its place in the order), first forgetting the oldest if
@@ -176,7 +177,10 @@ impl TrackCheck {
         let at = o.location;
         let mut state = self.state.lock();
         let (track_final, track_largest) = (state.track_final, state.largest);
-        let g = state.group(at.group);
+        // Always there: the group was just remembered.
+        let Some(g) = state.group(at.group) else {
+            return Ok(());
+        };
         let sg = subgroup.and_then(|id| g.subgroups.get(&id).copied());
         let seen = Seen {
             priority: sg.map(|(p, _)| p),
@@ -218,7 +222,9 @@ impl TrackCheck {
     ) -> Result<(), Malformed> {
         let Some(last) = last else { return Ok(()) };
         let mut state = self.state.lock();
-        let g = state.group(group);
+        let Some(g) = state.group(group) else {
+            return Ok(());
+        };
         if let Some((_, fin)) = g.subgroups.get_mut(&subgroup) {
             if fin.is_some_and(|f| f != last) {
                 return Err(self.fail(Malformed("a subgroup ended at two different objects")));
