@@ -13,7 +13,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step names the free disk too: a CI run once failed linking a test binary on a full disk.
+step() { printf '\n==> %s   (disk: %s free)\n' "$*" "$(df -h . | awk 'NR==2 {print $4}')"; }
 
 step "ffmpeg and ffprobe for the media tests (Debian's package, apt-get when missing)"
 scripts/install-media.sh
