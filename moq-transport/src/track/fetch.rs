@@ -141,12 +141,21 @@ async fn resolve(
     // A Pending subscription: wait until it is established (draft-19 §10.12.2).
     let established =
         tokio::time::timeout(Duration::from_secs(5), tracks.send.established(&record)).await;
-    let Ok(Some(JoinPoint { forward, joining })) = established else {
-        // Not established in time, or its request ended first.
-        return Err(refuse(
-            RequestErrorCode::TIMEOUT,
-            "subscription not established",
-        ));
+    let JoinPoint { forward, joining } = match established {
+        Ok(Some(point)) => point,
+        // Its request ended first (refused, or cancelled): there is no such subscription.
+        Ok(None) => {
+            return Err(refuse(
+                RequestErrorCode::INVALID_JOINING_REQUEST_ID,
+                "the subscription ended before it was established",
+            ));
+        }
+        Err(_) => {
+            return Err(refuse(
+                RequestErrorCode::TIMEOUT,
+                "subscription not established",
+            ));
+        }
     };
     // draft-19 §10.12.2: Forward State 0, or no objects yet, is INVALID_RANGE.
     if !forward {

@@ -118,6 +118,9 @@ async fn answer_subscribe(
     let core = tracks.core();
     let id = msg.request_id;
     let track = msg.track.clone();
+    // In the table from now on: a Joining FETCH read while this one is being admitted waits
+    // for it (draft-19 §10.12.2) rather than finding no such subscription.
+    let join = tracks.send.track_arrived(id, track.clone());
     // The one-time steps are boxed as well (admission, the application's decision): inline,
     // the largest would size the whole answering's state.
     let admitted = Box::pin(tracks.admit(&req, RequestKind::Subscribe, &track, &msg.params, None));
@@ -126,7 +129,7 @@ async fn answer_subscribe(
     }
     // draft-18 §5.1: at most one subscription per track and role in a session; a second
     // SUBSCRIBE fails with DUPLICATE_SUBSCRIPTION (draft-19 allows several).
-    let Some(join) = tracks.send.track_join(id, track.clone()) else {
+    if !join.admit() {
         return Box::pin((*req).refuse(RequestError::new(
             RequestErrorCode::DUPLICATE_SUBSCRIPTION,
             "this session already subscribes to the track",

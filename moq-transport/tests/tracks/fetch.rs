@@ -6,10 +6,11 @@ use moq_core::codes::{PublishDoneCode, RequestErrorCode};
 use moq_core::data::RangeEnd;
 use moq_core::message::{FetchType, Parameters};
 use moq_core::{GroupOrder, Location, LocationFilter, Properties, Version, property};
+use moq_transport::SessionConfig;
 use moq_transport::track::{FetchEnd, FetchItem, Incoming, Object, SubscribeResponse};
 
-use crate::common::{Transport, case, rejected_code, timeout, transports};
-use crate::support::{collect, pair_with_requests, subscribe_accepted, track};
+use crate::common::{TestServer, Transport, case, rejected_code, timeout, transports};
+use crate::support::{collect, next_subscribe, pair_with_requests, subscribe_accepted, track};
 
 #[tokio::test]
 async fn standalone_fetch_in_both_orders() {
@@ -272,6 +273,78 @@ async fn joining_fetch_names_a_publish() {
         };
         let (resp, ()) = tokio::join!(server.fetch(request, Parameters::default()), serve);
         assert!(resp.unwrap().next().await.is_none());
+    })
+    .await;
+}
+
+/// Authorizes a SUBSCRIBE only after a while, as a relay checking a token may: what is
+/// authorized after it is not held back.
+struct SlowSubscribe;
+
+#[async_trait::async_trait]
+impl moq_transport::Authorizer for SlowSubscribe {
+    async fn authorize(
+        &self,
+        _s: &moq_transport::SessionInfo,
+        req: &moq_transport::AuthRequest<'_>,
+    ) -> Result<(), moq_core::message::RequestError> {
+        if req.kind == moq_transport::RequestKind::Subscribe {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+        Ok(())
+    }
+}
+
+/// draft-19 §10.12.2: a Joining FETCH that arrives while the SUBSCRIBE it names is still being
+/// authorized waits for it rather than being refused (a browser's player sends the two at
+/// once; the relay's media check once saw INVALID_JOINING_REQUEST_ID "no such subscription").
+#[tokio::test]
+async fn joining_fetch_waits_for_a_subscribe_being_authorized() {
+    timeout(async {
+        let config = SessionConfig::default().with_requests();
+        let mut srv = TestServer::start(config.clone().with_authorizer(SlowSubscribe));
+        let (client, server) = srv
+            .connect(Transport::Quic, vec![Version::Draft19], config)
+            .await;
+        // The SUBSCRIBE is the client's first request: Request ID 0 (draft-19 §10.1). The
+        // FETCH follows at once, while the SUBSCRIBE waits for its authorization.
+        let subscribe = client.subscribe(track("slow"), Parameters::default());
+        let request = FetchType::RelativeJoining {
+            joining_request_id: 0,
+            joining_start: 0,
+        };
+        let fetch = async {
+            let resp = client.fetch(request, Parameters::default()).await;
+            resp.expect("the Joining FETCH was refused")
+        };
+        let serve = async {
+            let response = SubscribeResponse {
+                largest: Some(Location::new(3, 1)),
+                ..Default::default()
+            };
+            let writer = next_subscribe(&server)
+                .await
+                .accept(response)
+                .await
+                .unwrap();
+            let f = match server.incoming().next().await.unwrap() {
+                Incoming::Fetch(f) => f,
+                other => panic!("{other:?}"),
+            };
+            // Start {3 - 0, 0}, End {3, 1 + 1}.
+            assert_eq!(f.start(), Location::new(3, 0));
+            assert_eq!(f.end(), Location::new(3, 2));
+            let end = FetchEnd {
+                end_of_track: false,
+                end: Location::new(3, 2),
+                track_properties: Properties::new(),
+            };
+            f.accept(end).await.unwrap().finish();
+            writer
+        };
+        let (sub, mut resp, _writer) = tokio::join!(subscribe, fetch, serve);
+        assert_eq!(sub.unwrap().request_id(), 0);
+        assert!(resp.next().await.is_none());
     })
     .await;
 }

@@ -40,6 +40,9 @@ pub(crate) struct JoinRecord {
 /// Where a subscription a Joining FETCH can name stands.
 #[derive(Clone, Copy, Debug)]
 enum JoinState {
+    /// Arrived, its admission (authorization, the duplicate check) not done yet: a FETCH that
+    /// names it waits as for a Pending one, and no other SUBSCRIBE counts it as a duplicate.
+    Admitting,
     /// Not answered yet (draft-19 §5.1: Pending, for the subscriber).
     Pending,
     /// Established; again when Forward went from 0 to 1.
@@ -53,7 +56,7 @@ impl JoinRecord {
     /// `None` while Pending.
     fn established_now(&self) -> Option<Option<JoinPoint>> {
         match *self.state.lock() {
-            JoinState::Pending => None,
+            JoinState::Admitting | JoinState::Pending => None,
             JoinState::Established(p) => Some(Some(p)),
             JoinState::Ended => Some(None),
         }
@@ -104,21 +107,22 @@ impl SendState {
         request_id: u64,
         track: FullTrackName,
     ) -> Option<JoinGuard<'_>> {
-        let mut joins = self.joins.lock();
-        // draft-18 §5.1: at most one subscription per track and role in a session.
-        if !self.core.version().allows_duplicate_subscriptions()
-            && joins.values().any(|j| j.track == track)
-        {
-            return None;
-        }
+        let join = self.track_arrived(request_id, track);
+        join.admit().then_some(join)
+    }
+
+    /// Records a subscription that arrived, before its admission: a Joining FETCH that comes
+    /// meanwhile (it travels on a stream of its own and may be read first) finds it and waits
+    /// for it rather than being refused. [`JoinGuard::admit`] once admitted; dropping the
+    /// guard (refused) removes the record.
+    pub(crate) fn track_arrived(&self, request_id: u64, track: FullTrackName) -> JoinGuard<'_> {
         let record = Arc::new(JoinRecord {
             track,
-            state: Mutex::new(JoinState::Pending),
+            state: Mutex::new(JoinState::Admitting),
         });
-        joins.insert(request_id, record.clone());
-        drop(joins);
+        self.joins.lock().insert(request_id, record.clone());
         self.joins_changed.notify_waiters();
-        Some(JoinGuard(self, request_id, record))
+        JoinGuard(self, request_id, record)
     }
 
     /// Resolves once the subscription `record` is established; `None` if its request ended
@@ -159,6 +163,26 @@ impl SendState {
 pub(crate) struct JoinGuard<'a>(&'a SendState, u64, Arc<JoinRecord>);
 
 impl JoinGuard<'_> {
+    /// Admits the subscription (Pending from now on); `false` if the version allows one
+    /// subscription per track and another admitted one of this session has the same track
+    /// (the caller answers DUPLICATE_SUBSCRIPTION and drops the guard).
+    pub(crate) fn admit(&self) -> bool {
+        let (send, id, record) = (self.0, self.1, &self.2);
+        let joins = send.joins.lock();
+        // draft-18 §5.1: at most one subscription per track and role in a session.
+        if !send.core.version().allows_duplicate_subscriptions()
+            && joins.iter().any(|(&other, j)| {
+                other != id
+                    && j.track == record.track
+                    && !matches!(*j.state.lock(), JoinState::Admitting)
+            })
+        {
+            return false;
+        }
+        *record.state.lock() = JoinState::Pending;
+        true
+    }
+
     /// Records the subscription as established (again when Forward goes from 0 to 1).
     pub(crate) fn establish(&self, point: JoinPoint) {
         self.set(JoinState::Established(point));
