@@ -80,47 +80,56 @@ pub(crate) async fn subscribe(
 /// Answers a SUBSCRIBE: validation and authorization here, the decision by the application;
 /// then serves the subscription until it ends.
 ///
+/// The SUBSCRIBE is recorded for Joining FETCH here, as the driver hands it over (in the same
+/// step as its Request ID is marked seen), not when its future first runs: a FETCH that names
+/// it, read meanwhile on its own stream (a browser sends the two together), finds it and waits
+/// for it (draft-19 §10.12.2) instead of being refused INVALID_JOINING_REQUEST_ID.
+///
 /// The message and the request come boxed, and the answering is boxed too and freed once done
 /// (the message with it): inline, its largest step sized the state the subscription waits in for
 /// its whole life, and an `async fn` keeps its arguments that long.
-pub(crate) async fn serve_subscribe(
+pub(crate) fn serve_subscribe(
     tracks: Arc<TrackState>,
     msg: Box<Subscribe>,
     req: Box<Request>,
-) -> Result<(), Error> {
-    let Some(Established {
-        mut req,
-        publisher,
-        join,
-    }) = Box::pin(answer_subscribe(&tracks, msg, req)).await?
-    else {
-        return Ok(());
-    };
-    let res = publisher.run(&mut req, Some(&join)).await;
-    drop(join);
-    res
+) -> impl Future<Output = Result<(), Error>> + Send + 'static {
+    let join = tracks.send.track_arrived(msg.request_id, msg.track.clone());
+    // Made now, so the serving future keeps a box and not the message, request and record.
+    let answer = Box::pin(answer_subscribe(tracks.clone(), msg, req, join));
+    async move {
+        let Some(Established {
+            mut req,
+            publisher,
+            join,
+        }) = answer.await?
+        else {
+            return Ok(());
+        };
+        let res = publisher.run(&mut req, Some(&join)).await;
+        drop(join);
+        res
+    }
 }
 
 /// A SUBSCRIBE answered with SUBSCRIBE_OK, to serve.
-struct Established<'a> {
+struct Established {
     req: Box<Request>,
     publisher: PublisherTask,
     /// What a Joining FETCH reads, in the session's table while the subscription lives.
-    join: JoinGuard<'a>,
+    join: JoinGuard,
 }
 
-/// Checks and answers a SUBSCRIBE; `None` if it was refused (or its decision-maker went away).
+/// Checks and answers a SUBSCRIBE recorded as `join`; `None` if it was refused (or its
+/// decision-maker went away).
 async fn answer_subscribe(
-    tracks: &TrackState,
+    tracks: Arc<TrackState>,
     msg: Box<Subscribe>,
     mut req: Box<Request>,
-) -> Result<Option<Established<'_>>, Error> {
+    join: JoinGuard,
+) -> Result<Option<Established>, Error> {
     let core = tracks.core();
     let id = msg.request_id;
     let track = msg.track.clone();
-    // In the table from now on: a Joining FETCH read while this one is being admitted waits
-    // for it (draft-19 §10.12.2) rather than finding no such subscription.
-    let join = tracks.send.track_arrived(id, track.clone());
     // The one-time steps are boxed as well (admission, the application's decision): inline,
     // the largest would size the whole answering's state.
     let admitted = Box::pin(tracks.admit(&req, RequestKind::Subscribe, &track, &msg.params, None));
@@ -129,14 +138,14 @@ async fn answer_subscribe(
     }
     // draft-18 §5.1: at most one subscription per track and role in a session; a second
     // SUBSCRIBE fails with DUPLICATE_SUBSCRIPTION (draft-19 allows several).
-    if !join.admit() {
+    if !tracks.send.admit(&join) {
         return Box::pin((*req).refuse(RequestError::new(
             RequestErrorCode::DUPLICATE_SUBSCRIPTION,
             "this session already subscribes to the track",
         )))
         .await
         .map(|()| None);
-    };
+    }
     let make = |decision| {
         Incoming::Subscribe(IncomingSubscribe {
             request_id: id,

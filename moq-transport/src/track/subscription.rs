@@ -484,7 +484,7 @@ impl PublisherTask {
     pub(crate) async fn run(
         self,
         req: &mut Request,
-        join: Option<&JoinGuard<'_>>,
+        join: Option<&JoinGuard>,
     ) -> Result<(), Error> {
         // draft-19 §5.1: STOP_SENDING from the subscriber ends the subscription.
         req.stop_cancels(true);
@@ -542,7 +542,7 @@ impl PublisherTask {
     }
 
     /// Handles one step of [`PublisherTask::run`].
-    async fn step(&self, req: &mut Request, step: Step, join: Option<&JoinGuard<'_>>) -> Flow {
+    async fn step(&self, req: &mut Request, step: Step, join: Option<&JoinGuard>) -> Flow {
         match step {
             Step::Task(TaskStep::Finish(f)) => {
                 let done = PublishDone {
@@ -605,7 +605,7 @@ impl PublisherTask {
     fn update(
         &self,
         update: &moq_core::message::RequestUpdate,
-        join: Option<&JoinGuard<'_>>,
+        join: Option<&JoinGuard>,
     ) -> Result<RequestOk, RequestError> {
         let params = &update.params;
         // draft-19 §10.2.16: LARGEST_OBJECT is the track's, also when this subscription

@@ -76,12 +76,19 @@ pub(crate) struct JoinPoint {
 pub(crate) struct SendState {
     core: Arc<SessionCore>,
     next_alias: AtomicU64,
-    joins: Mutex<HashMap<u64, Arc<JoinRecord>>>,
-    /// Notified whenever a subscription is recorded in `joins`, so a Joining FETCH that
-    /// overtook its SUBSCRIBE (they travel on separate streams) can wait for it, and whenever
-    /// a record changes (established, ended), so one can wait for that. Not a watch
-    /// channel: that is an allocation of ~390 B per session.
-    joins_changed: Notify,
+    /// Shared with each record's [`JoinGuard`], which owns its entry.
+    joins: Arc<Joins>,
+}
+
+/// The subscriptions a Joining FETCH can name, by Request ID.
+#[derive(Debug, Default)]
+struct Joins {
+    records: Mutex<HashMap<u64, Arc<JoinRecord>>>,
+    /// Notified whenever a subscription is recorded, so a Joining FETCH that overtook its
+    /// SUBSCRIBE (they travel on separate streams) can wait for it, and whenever a record
+    /// changes (admitted, established, ended), so one can wait for that. Not a watch channel:
+    /// that is an allocation of ~390 B per session.
+    changed: Notify,
 }
 
 impl SendState {
@@ -89,8 +96,7 @@ impl SendState {
         SendState {
             core,
             next_alias: AtomicU64::new(0),
-            joins: Mutex::new(HashMap::new()),
-            joins_changed: Notify::new(),
+            joins: Arc::default(),
         }
     }
 
@@ -102,27 +108,46 @@ impl SendState {
     /// Records a subscription we publish, for Joining FETCH, until the guard drops. `None` if
     /// the version allows one subscription per track and this session already has one for the
     /// same track (the caller answers DUPLICATE_SUBSCRIPTION).
-    pub(crate) fn track_join(
-        &self,
-        request_id: u64,
-        track: FullTrackName,
-    ) -> Option<JoinGuard<'_>> {
+    pub(crate) fn track_join(&self, request_id: u64, track: FullTrackName) -> Option<JoinGuard> {
         let join = self.track_arrived(request_id, track);
-        join.admit().then_some(join)
+        self.admit(&join).then_some(join)
     }
 
-    /// Records a subscription that arrived, before its admission: a Joining FETCH that comes
+    /// Records a subscription as it arrives, before its admission: a Joining FETCH that comes
     /// meanwhile (it travels on a stream of its own and may be read first) finds it and waits
-    /// for it rather than being refused. [`JoinGuard::admit`] once admitted; dropping the
+    /// for it rather than being refused. [`SendState::admit`] once admitted; dropping the
     /// guard (refused) removes the record.
-    pub(crate) fn track_arrived(&self, request_id: u64, track: FullTrackName) -> JoinGuard<'_> {
+    pub(crate) fn track_arrived(&self, request_id: u64, track: FullTrackName) -> JoinGuard {
         let record = Arc::new(JoinRecord {
             track,
             state: Mutex::new(JoinState::Admitting),
         });
-        self.joins.lock().insert(request_id, record.clone());
-        self.joins_changed.notify_waiters();
-        JoinGuard(self, request_id, record)
+        self.joins.records.lock().insert(request_id, record.clone());
+        self.joins.changed.notify_waiters();
+        JoinGuard {
+            joins: self.joins.clone(),
+            id: request_id,
+            record,
+        }
+    }
+
+    /// Admits the subscription `join` (Pending from now on); `false` if the version allows one
+    /// subscription per track and another admitted one of this session has the same track
+    /// (the caller answers DUPLICATE_SUBSCRIPTION and drops the guard).
+    pub(crate) fn admit(&self, join: &JoinGuard) -> bool {
+        let records = self.joins.records.lock();
+        // draft-18 §5.1: at most one subscription per track and role in a session.
+        if !self.core.version().allows_duplicate_subscriptions()
+            && records.iter().any(|(&other, j)| {
+                other != join.id
+                    && j.track == join.record.track
+                    && !matches!(*j.state.lock(), JoinState::Admitting)
+            })
+        {
+            return false;
+        }
+        *join.record.state.lock() = JoinState::Pending;
+        true
     }
 
     /// Resolves once the subscription `record` is established; `None` if its request ended
@@ -130,7 +155,7 @@ impl SendState {
     ///
     /// Cancel safe.
     pub(crate) async fn established(&self, record: &JoinRecord) -> Option<JoinPoint> {
-        wait_until(&self.joins_changed, || record.established_now()).await
+        wait_until(&self.joins.changed, || record.established_now()).await
     }
 
     /// The subscription `request_id` for a Joining FETCH, waiting up to `wait` for a SUBSCRIBE
@@ -143,10 +168,10 @@ impl SendState {
         let appeared = async {
             loop {
                 // Enabled before the table is looked at: a record made after the look wakes it.
-                let changed = self.joins_changed.notified();
+                let changed = self.joins.changed.notified();
                 tokio::pin!(changed);
                 changed.as_mut().enable();
-                if let Some(j) = self.joins.lock().get(&request_id).cloned() {
+                if let Some(j) = self.joins.records.lock().get(&request_id).cloned() {
                     return Some(j);
                 }
                 changed.await;
@@ -157,46 +182,30 @@ impl SendState {
 }
 
 /// A subscription's entry in the Joining FETCH table: changes its record and wakes a FETCH
-/// waiting for it. Dropping it (the subscription's request ended) removes the entry, and a
-/// FETCH still waiting for it gives up.
+/// waiting for it. Dropping it (the subscription's request ended, or it was refused) removes
+/// the entry, and a FETCH still waiting for it gives up.
 #[derive(Debug)]
-pub(crate) struct JoinGuard<'a>(&'a SendState, u64, Arc<JoinRecord>);
+pub(crate) struct JoinGuard {
+    joins: Arc<Joins>,
+    id: u64,
+    record: Arc<JoinRecord>,
+}
 
-impl JoinGuard<'_> {
-    /// Admits the subscription (Pending from now on); `false` if the version allows one
-    /// subscription per track and another admitted one of this session has the same track
-    /// (the caller answers DUPLICATE_SUBSCRIPTION and drops the guard).
-    pub(crate) fn admit(&self) -> bool {
-        let (send, id, record) = (self.0, self.1, &self.2);
-        let joins = send.joins.lock();
-        // draft-18 §5.1: at most one subscription per track and role in a session.
-        if !send.core.version().allows_duplicate_subscriptions()
-            && joins.iter().any(|(&other, j)| {
-                other != id
-                    && j.track == record.track
-                    && !matches!(*j.state.lock(), JoinState::Admitting)
-            })
-        {
-            return false;
-        }
-        *record.state.lock() = JoinState::Pending;
-        true
-    }
-
+impl JoinGuard {
     /// Records the subscription as established (again when Forward goes from 0 to 1).
     pub(crate) fn establish(&self, point: JoinPoint) {
         self.set(JoinState::Established(point));
     }
 
     fn set(&self, state: JoinState) {
-        *self.2.state.lock() = state;
-        self.0.joins_changed.notify_waiters();
+        *self.record.state.lock() = state;
+        self.joins.changed.notify_waiters();
     }
 }
 
-impl Drop for JoinGuard<'_> {
+impl Drop for JoinGuard {
     fn drop(&mut self) {
-        self.0.joins.lock().remove(&self.1);
+        self.joins.records.lock().remove(&self.id);
         self.set(JoinState::Ended);
     }
 }
