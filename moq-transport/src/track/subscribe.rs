@@ -95,7 +95,7 @@ pub(crate) fn serve_subscribe(
 ) -> impl Future<Output = Result<(), Error>> + Send + 'static {
     let join = tracks.send.track_arrived(msg.request_id, msg.track.clone());
     // Made now, so the serving future keeps a box and not the message, request and record.
-    let answer = Box::pin(answer_subscribe(tracks.clone(), msg, req, join));
+    let answer = Box::pin(answer_subscribe(tracks, msg, req, join));
     async move {
         let Some(Established {
             mut req,
