@@ -21,6 +21,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 mod backlog;
+mod direct;
 mod fetch;
 mod gate;
 mod until;
@@ -28,6 +29,7 @@ mod until;
 pub use fetch::{DEFAULT_FILL_TIMEOUT, serve_fetch, serve_fetch_now, serve_fill, serve_fill_now};
 
 use backlog::{Backlog, Pending};
+use direct::{Back, Direct};
 use gate::Gate;
 
 use crate::cache::{
@@ -517,8 +519,11 @@ impl Serve {
         }
         let mut stream = None;
         let mut pending = Pending::new(backlog.clone());
-        let send = send_subgroup(&self, opening, &mut stream, &mut pending);
+        let direct = Direct::new(backlog.stats.clone());
+        let send = send_subgroup(&self, opening, &mut stream, &mut pending, &direct);
         let sent = until::until_cancelled(send, backlog).await;
+        // Stopped while the appender held the stream: it is still there.
+        let mut stream = stream.or_else(|| direct.take());
         if sent.is_none()
             && let Some(s) = stream.as_mut()
         {
@@ -581,12 +586,15 @@ async fn send_datagrams(
 /// caller resets it if it stops this early), counting in `pending` the payload bytes the track holds
 /// that the stream has not taken yet: while an object is being written, those that follow it
 /// are counted as they come. Objects already in the cache when one is written go out with it
-/// in one write; one that comes alone is written at once.
+/// in one write; one that comes alone is written at once. Once the stream is open and its
+/// first write done, the stream is handed to the subgroup's appender ([`Direct`]) until it
+/// needs this future again.
 async fn send_subgroup(
     serve: &Serve,
     mut opening: Option<Opening>,
     stream: &mut Option<SubgroupSender>,
     pending: &mut Pending,
+    direct: &Arc<Direct>,
 ) -> Result<(), Error> {
     let Serve {
         writer, sg, start, ..
@@ -607,6 +615,23 @@ async fn send_subgroup(
     let mut first_timed = false;
     let mut batch = Vec::new();
     loop {
+        if stream.is_some() {
+            match direct.follow(sg, stream, &mut i).await {
+                Back::Ended => {}
+                Back::Failed(e) => return Err(e),
+                Back::Blocked(len, received) => {
+                    counted = counted.max(i);
+                    pending.add(len);
+                    if let Some(s) = stream.as_mut() {
+                        counting_ahead(s.flush(), sg, start, &mut counted, pending).await?;
+                    }
+                    pending.sub(len);
+                    count(stats.as_deref(), len, received);
+                    continue;
+                }
+            }
+            counted = counted.max(i);
+        }
         let o = match sg.wait(i).await {
             Ok(o) => o,
             Err(SubgroupEnd::Finished) => {

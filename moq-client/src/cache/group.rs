@@ -2,8 +2,8 @@
 //! streams writing into it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use moq_core::data::ObjectStatus;
@@ -41,6 +41,46 @@ pub struct Subgroup {
     writers: AtomicUsize,
     /// Its group's final Object ID, shared by the group's subgroups (`u64::MAX`: not known).
     group_end: Arc<AtomicU64>,
+    /// Told of each append and of the end by the caller itself (see [`Follower`]).
+    followers: Followers,
+}
+
+/// What follows a subgroup as it grows and is told so by the appending call itself, on the
+/// appender's stack, with no task woken: a subscriber's subgroup stream that the objects are
+/// written to as they come (`serve`'s direct writes). A follower must not append to, end or
+/// follow a subgroup from these calls.
+pub(crate) trait Follower: Send + Sync {
+    /// Objects were appended to `sg` (read them with [`Subgroup::get`]).
+    fn appended(&self, sg: &Subgroup);
+    /// `sg` ended (finished or reset).
+    fn ended(&self);
+}
+
+/// A subgroup's followers, each held weakly: one dropped is forgotten at the next call.
+#[derive(Default)]
+struct Followers(Mutex<Vec<Weak<dyn Follower>>>);
+
+impl Followers {
+    /// Calls `f` for each follower still alive, forgetting the others.
+    fn each(&self, f: impl Fn(&dyn Follower)) {
+        let mut list = self.0.lock();
+        if list.is_empty() {
+            return;
+        }
+        list.retain(|w| match w.upgrade() {
+            Some(follower) => {
+                f(&*follower);
+                true
+            }
+            None => false,
+        });
+    }
+}
+
+impl std::fmt::Debug for Followers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Followers({})", self.0.lock().len())
+    }
 }
 
 impl Subgroup {
@@ -67,7 +107,14 @@ impl Subgroup {
             }),
             changed: watch::channel(0).0,
             writers: AtomicUsize::new(0),
+            followers: Followers::default(),
         }
+    }
+
+    /// Tells `follower` of every append and of the end from now on, for as long as it lives.
+    /// An object appended just before may not be told: the follower looks for it itself.
+    pub(crate) fn follow(&self, follower: Weak<dyn Follower>) {
+        self.followers.0.lock().push(follower);
     }
 
     /// Counts a stream writing into the subgroup (an upstream's subgroup stream, at a relay)
@@ -133,6 +180,7 @@ impl Subgroup {
         inner.objects.push(obj);
         drop(inner);
         self.changed.send_modify(|v| *v += 1);
+        self.followers.each(|f| f.appended(self));
         true
     }
 
@@ -186,6 +234,7 @@ impl Subgroup {
             }
             drop(inner);
             self.changed.send_modify(|v| *v += 1);
+            self.followers.each(|f| f.ended());
         }
     }
 

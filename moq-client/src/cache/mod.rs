@@ -11,6 +11,7 @@ mod group;
 mod object;
 mod track;
 
+pub(crate) use group::Follower;
 pub use group::{Subgroup, Writing};
 pub use object::{CacheLimits, CachedObject, DATAGRAM_SUBGROUP, SubgroupEnd};
 pub(crate) use track::TrackReader;

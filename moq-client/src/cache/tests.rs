@@ -179,3 +179,50 @@ async fn duplicates_are_ignored() {
     assert_eq!(sg.wait(3).await, Err(SubgroupEnd::Finished));
     assert_eq!(sg.wait(2).await.unwrap().id, 2);
 }
+
+/// A subgroup's follower is told of each object appended and of the end by the appending
+/// call itself, and forgotten once dropped.
+#[test]
+fn followers_are_told_of_appends_and_the_end() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Weak};
+
+    #[derive(Default)]
+    struct Count {
+        appended: AtomicUsize,
+        ended: AtomicUsize,
+    }
+    impl Follower for Count {
+        fn appended(&self, sg: &Subgroup) {
+            assert!(
+                sg.get(self.appended.fetch_add(1, Ordering::Relaxed))
+                    .is_ok()
+            );
+        }
+        fn ended(&self) {
+            self.ended.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    let t = track();
+    let sg = t.subgroup(0, 0, 128, true, true).unwrap();
+    let (kept, dropped) = (Arc::new(Count::default()), Arc::new(Count::default()));
+    for c in [&kept, &dropped] {
+        let f: Arc<dyn Follower> = c.clone();
+        sg.follow(Arc::downgrade(&f) as Weak<dyn Follower>);
+    }
+    assert!(t.append(&sg, object(0)));
+    let gone = Arc::downgrade(&dropped);
+    drop(dropped);
+    assert!(gone.upgrade().is_none());
+    assert!(t.append(&sg, object(1)));
+    assert!(!t.append(&sg, object(1)), "a duplicate is not told");
+    sg.finish();
+    sg.finish();
+    assert_eq!(kept.appended.load(Ordering::Relaxed), 2);
+    assert_eq!(
+        kept.ended.load(Ordering::Relaxed),
+        1,
+        "told of the end once"
+    );
+}

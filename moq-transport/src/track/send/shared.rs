@@ -430,15 +430,33 @@ impl WriterShared {
         subscriber: Option<Duration>,
         first: Option<&Properties>,
     ) -> Option<Duration> {
-        let publisher = first
+        smaller(self.publisher_timeout(key, first), subscriber)
+    }
+
+    /// The publisher's side of [`WriterShared::timeout`] alone: it does not change for a
+    /// stream once its first object is known (the subscriber's may, by SUBSCRIBE_UPDATE).
+    pub(super) fn publisher_timeout(
+        &self,
+        key: u64,
+        first: Option<&Properties>,
+    ) -> Option<Duration> {
+        first
             .and_then(|p| p.get_int(key))
             .or_else(|| self.track_properties.get_int(key))
             .filter(|v| *v > 0)
-            .map(Duration::from_millis);
-        match (publisher, subscriber) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            .map(Duration::from_millis)
+    }
+}
+
+/// The smaller of a publisher's and a subscriber's delivery timeout, or the one given
+/// (draft-19 §8).
+pub(super) fn smaller(
+    publisher: Option<Duration>,
+    subscriber: Option<Duration>,
+) -> Option<Duration> {
+    match (publisher, subscriber) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -9,7 +9,7 @@ use moq_core::data::{ObjectStatus, SubgroupId, SubgroupWriter};
 use moq_core::{Location, Properties, property};
 
 use super::outbox::Outbox;
-use super::shared::WriterShared;
+use super::shared::{WriterShared, smaller};
 use super::writer::{OpenedSubgroup, SubscriptionWriter};
 use crate::error::Error;
 use crate::track::params::ObjectMeta;
@@ -64,6 +64,9 @@ pub struct SubgroupSender {
     omitted: bool,
     subgroup_id: Option<u64>,
     first_properties: Option<Properties>,
+    /// The publisher's OBJECT_DELIVERY_TIMEOUT for the stream, once its first object is
+    /// known (looked up once: Object and Track Properties are searched by key).
+    object_timeout: Option<Option<std::time::Duration>>,
     priority: u8,
     first_object: bool,
 }
@@ -88,6 +91,7 @@ impl SubgroupSender {
             omitted: false,
             subgroup_id,
             first_properties: None,
+            object_timeout: None,
             priority,
             first_object: true,
         }
@@ -229,11 +233,7 @@ impl SubgroupSender {
         // draft-19 §8: reset with DELIVERY_TIMEOUT an object older than the timeout (looked
         // up only for an object that says when its first byte came).
         if let Some(at) = first_byte
-            && let Some(t) = self.shared.timeout(
-                property::OBJECT_DELIVERY_TIMEOUT,
-                subscriber_timeout,
-                self.first_properties.as_ref(),
-            )
+            && let Some(t) = smaller(self.object_timeout(), subscriber_timeout)
             && at.elapsed() > t
         {
             self.abort(StreamResetCode::DELIVERY_TIMEOUT);
@@ -252,6 +252,14 @@ impl SubgroupSender {
             payload_len as u64,
         )?;
         Ok(true)
+    }
+
+    /// The publisher's OBJECT_DELIVERY_TIMEOUT for the stream (after the first object).
+    fn object_timeout(&mut self) -> Option<std::time::Duration> {
+        let (shared, first) = (&self.shared, self.first_properties.as_ref());
+        *self.object_timeout.get_or_insert_with(|| {
+            shared.publisher_timeout(property::OBJECT_DELIVERY_TIMEOUT, first)
+        })
     }
 
     /// Encodes the stream's header into the buffer. draft-19 §2.2: FIRST_OBJECT only if the
