@@ -617,7 +617,7 @@ async fn send_subgroup(
     loop {
         if stream.is_some() {
             match direct.follow(sg, stream, &mut i).await {
-                Back::Ended => {}
+                Back::Resume => {}
                 Back::Failed(e) => return Err(e),
                 Back::Blocked(len, received) => {
                     counted = counted.max(i);

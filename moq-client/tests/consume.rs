@@ -477,3 +477,41 @@ async fn descending_track_read_group_by_group_does_not_stall() {
         .await;
     }
 }
+
+/// A producer written from a thread of its own, outside any runtime, back to back (the
+/// transport cannot take every write at once, so bytes are held for a task to hand over):
+/// every object arrives, in order. The serving future writes them then, not the appender.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_on_a_thread_of_its_own_is_served() {
+    const OBJECTS: u64 = 2_000;
+    timeout(async {
+        let mut srv = TestServer::start();
+        let name = track(&["thread"], "t");
+        let t = srv.publisher.create_track(name.clone()).unwrap();
+        let (client, _server) = srv.connect(Transport::Quic, Version::Draft19).await;
+        let mut track = client
+            .subscriber()
+            .subscribe(name.clone(), SubscribeOptions::default())
+            .await
+            .unwrap();
+        let mut g = t.append_group().unwrap();
+        g.write(big(0, 0, 100)).unwrap();
+        let mut group = track.next_group().await.unwrap().unwrap();
+        assert_eq!(
+            group.next_object().await.unwrap().unwrap().payload,
+            big(0, 0, 100)
+        );
+        let writer = std::thread::spawn(move || {
+            for o in 1..OBJECTS {
+                g.write(big(0, o, 100)).unwrap();
+            }
+            g.finish().unwrap();
+        });
+        for o in 1..OBJECTS {
+            let got = group.next_object().await.unwrap().unwrap();
+            assert_eq!(got.payload, big(0, o, 100), "object {o}");
+        }
+        writer.join().unwrap();
+    })
+    .await;
+}

@@ -50,8 +50,9 @@ pub(super) enum Back {
     Blocked(usize, std::time::Instant),
     /// A write failed (the stream is reset).
     Failed(Error),
-    /// The subgroup ended.
-    Ended,
+    /// The subgroup ended, or the appender could not write (see [`Follower::appended`] for
+    /// [`Direct`]): the serving future takes the next object itself.
+    Resume,
 }
 
 impl Direct {
@@ -121,30 +122,37 @@ impl Direct {
     /// Writes the objects of `sg` from the next position on while the transport takes them at
     /// once, handing the stream back when it does not (or a write fails).
     fn write_ready(&self, st: &mut State, sg: &Subgroup) {
-        let Some(waker) = st.waker.clone() else {
+        let State {
+            stream,
+            next,
+            waker,
+            back,
+            ..
+        } = st;
+        let Some(waker) = waker.as_ref() else {
             return;
         };
-        let mut cx = Context::from_waker(&waker);
-        while st.back.is_none()
-            && let Some(s) = st.stream.as_mut()
+        let mut cx = Context::from_waker(waker);
+        while back.is_none()
+            && let Some(s) = stream.as_mut()
         {
-            let o = match sg.get(st.next) {
+            let o = match sg.get(*next) {
                 Ok(o) => o,
                 Err(SubgroupEnd::Open) => return,
                 // Ended before the subgroup knew us, or while it told us of an append.
                 Err(_) => {
-                    st.back = Some(Back::Ended);
+                    *back = Some(Back::Resume);
                     return;
                 }
             };
-            st.next += 1;
+            *next += 1;
             let (len, received) = (o.payload.len(), o.received);
             let write = s.write(o.id, &o.properties, o.status, o.payload, Some(received));
             match std::pin::pin!(write).poll(&mut cx) {
                 Poll::Ready(Ok(())) => count(self.stats.as_deref(), len, received),
-                Poll::Ready(Err(e)) => st.back = Some(Back::Failed(e.into())),
+                Poll::Ready(Err(e)) => *back = Some(Back::Failed(e.into())),
                 // Staged: the serving future waits for the transport to take it.
-                Poll::Pending => st.back = Some(Back::Blocked(len, received)),
+                Poll::Pending => *back = Some(Back::Blocked(len, received)),
             }
         }
     }
@@ -160,9 +168,16 @@ impl Direct {
 }
 
 impl Follower for Direct {
+    /// Writes what was appended, unless called outside a tokio runtime (an application's
+    /// thread of its own): a write may start a task (a flusher for bytes the transport did
+    /// not take at once), so the serving future, which runs in one, takes over then.
     fn appended(&self, sg: &Subgroup) {
         let mut st = self.state.lock();
         if st.stream.is_none() || st.back.is_some() {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            Self::hand_back(&mut st, Back::Resume);
             return;
         }
         self.write_ready(&mut st, sg);
@@ -174,6 +189,6 @@ impl Follower for Direct {
     }
 
     fn ended(&self) {
-        Self::hand_back(&mut self.state.lock(), Back::Ended);
+        Self::hand_back(&mut self.state.lock(), Back::Resume);
     }
 }
