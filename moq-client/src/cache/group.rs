@@ -112,9 +112,15 @@ impl Subgroup {
     }
 
     /// Tells `follower` of every append and of the end from now on, for as long as it lives.
-    /// An object appended just before may not be told: the follower looks for it itself.
+    /// An object appended just before may not be told: the follower looks for it itself. A
+    /// subgroup that ended already keeps no follower (there is nothing more to tell).
     pub(crate) fn follow(&self, follower: Weak<dyn Follower>) {
-        self.followers.0.lock().push(follower);
+        let mut list = self.followers.0.lock();
+        // Read under the list's lock, which the end takes after setting the state: a follower
+        // added here is told of an end that comes later.
+        if self.state() == SubgroupEnd::Open {
+            list.push(follower);
+        }
     }
 
     /// Counts a stream writing into the subgroup (an upstream's subgroup stream, at a relay)
@@ -234,7 +240,12 @@ impl Subgroup {
             }
             drop(inner);
             self.changed.send_modify(|v| *v += 1);
-            self.followers.each(|f| f.ended());
+            // Told once, then forgotten: a cached subgroup holds no follower (nor the
+            // allocation a weak reference keeps) after its end.
+            let followers = std::mem::take(&mut *self.followers.0.lock());
+            for f in followers.iter().filter_map(Weak::upgrade) {
+                f.ended();
+            }
         }
     }
 

@@ -225,4 +225,9 @@ fn followers_are_told_of_appends_and_the_end() {
         1,
         "told of the end once"
     );
+    // Forgotten after the end; one that comes later is not kept.
+    assert_eq!(Arc::weak_count(&kept), 0);
+    let f: Arc<dyn Follower> = kept.clone();
+    sg.follow(Arc::downgrade(&f) as Weak<dyn Follower>);
+    assert_eq!(Arc::weak_count(&kept), 0);
 }
