@@ -519,11 +519,11 @@ impl Serve {
         }
         let mut stream = None;
         let mut pending = Pending::new(backlog.clone());
-        let direct = Direct::new(backlog.stats.clone());
-        let send = send_subgroup(&self, opening, &mut stream, &mut pending, &direct);
+        let mut direct = None;
+        let send = send_subgroup(&self, opening, &mut stream, &mut pending, &mut direct);
         let sent = until::until_cancelled(send, backlog).await;
         // Stopped while the appender held the stream: it is still there.
-        let mut stream = stream.or_else(|| direct.take());
+        let mut stream = stream.or_else(|| direct.as_ref().and_then(|d| d.take()));
         if sent.is_none()
             && let Some(s) = stream.as_mut()
         {
@@ -587,14 +587,14 @@ async fn send_datagrams(
 /// that the stream has not taken yet: while an object is being written, those that follow it
 /// are counted as they come. Objects already in the cache when one is written go out with it
 /// in one write; one that comes alone is written at once. Once the stream is open and its
-/// first write done, the stream is handed to the subgroup's appender ([`Direct`]) until it
-/// needs this future again.
+/// first write done, the stream is handed to the subgroup's appender ([`Direct`], made then in
+/// `direct`) until it needs this future again.
 async fn send_subgroup(
     serve: &Serve,
     mut opening: Option<Opening>,
     stream: &mut Option<SubgroupSender>,
     pending: &mut Pending,
-    direct: &Arc<Direct>,
+    direct: &mut Option<Arc<Direct>>,
 ) -> Result<(), Error> {
     let Serve {
         writer, sg, start, ..
@@ -615,7 +615,10 @@ async fn send_subgroup(
     let mut first_timed = false;
     let mut batch = Vec::new();
     loop {
-        if stream.is_some() {
+        // A subgroup that ended already is finished here: no follower is made for it (with
+        // a stream per object, the common case).
+        if stream.is_some() && sg.state() == SubgroupEnd::Open {
+            let direct = direct.get_or_insert_with(|| Direct::new(stats.clone()));
             match direct.follow(sg, stream, &mut i).await {
                 Back::Resume => {}
                 Back::Failed(e) => return Err(e),
