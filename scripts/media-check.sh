@@ -14,7 +14,7 @@
 #      publishes: the page shows the error;
 #   4. scripts/watch-check.sh: moq-dev's player @moq/watch plays a CMAF broadcast of our CLI.
 #   After 1, one viewer and a late one play live/demo-ws in a Chromium without WebTransport:
-#   the page falls back to its WebSocket (QMux, qmux.js) and must say so (window.transport).
+#   the page falls back to its WebSocket (QMux, qmux.js) and must say so (window.moqTransport).
 #   Then one viewer and a late one play live/demo-ff in Firefox ESR over WebTransport: Firefox
 #   negotiates no WebTransport protocol, so the page speaks draft-14 (window.moqVersion).
 #

@@ -16,7 +16,7 @@
 // wss:// URL) says otherwise; `transport` = auto (default) | webtransport | websocket picks,
 // `ws-delay` is WebTransport's head start in ms (default 300). The header shows the transport
 // in use (#transport, data-transport="webtransport" | "websocket", data-version = the draft; also
-// `window.transport`, `window.moqVersion`), and the status "connected <protocol> (draft-N) over ...";
+// `window.moqTransport`, `window.moqVersion`), and the status "connected <protocol> (draft-N) over ...";
 // when neither connects, the status says "error: could not connect: " and why each failed.
 //
 // The player's figures are on the page and in `window.player` (see player.js newStats):
@@ -202,7 +202,8 @@ async function main() {
     });
     const over = `${session.transport === "websocket" ? "WebSocket" : "WebTransport"} ${session.url}`;
     window.moqVersion = session.version;
-    window.transport = session.transport;
+    // Not `window.transport`: that name is the #transport element (named access) until set.
+    window.moqTransport = session.transport;
     $("transport").textContent = `${session.transport === "websocket" ? "WebSocket (QMux)" : "WebTransport"} · draft-${session.version}`;
     $("transport").dataset.transport = session.transport;
     $("transport").dataset.version = String(session.version);

@@ -12,7 +12,7 @@
 //
 // --no-webtransport: each page has no WebTransport (removed before its scripts run), so it
 // plays over its WebSocket fallback (QMux); --expect-transport: every page must say it uses
-// that transport (window.transport) before it is checked; --expect-version: and that draft
+// that transport (window.moqTransport) before it is checked; --expect-version: and that draft
 // (window.moqVersion: 19, or 14 over Firefox ESR's WebTransport, which negotiates no protocol).
 //
 // Playing (default): `--viewers` pages open at once; each must decode a first video frame
@@ -103,8 +103,8 @@ try {
     if (args.noWebtransport) await withoutWebTransport(page);
     await page.goto(args.page, 30000);
     if (args.expectTransport || args.expectVersion) {
-      await page.waitForFunction(() => window.transport, Number(args.timeoutMs));
-      [result.transport, result.version] = await page.evaluate(() => [window.transport, window.moqVersion]);
+      await page.waitForFunction(() => window.moqTransport, Number(args.timeoutMs));
+      [result.transport, result.version] = await page.evaluate(() => [window.moqTransport, window.moqVersion]);
       if (args.expectTransport && result.transport !== args.expectTransport) throw new Error(`${name} plays over ${result.transport}, expected ${args.expectTransport}`);
       if (args.expectVersion && result.version !== Number(args.expectVersion)) throw new Error(`${name} speaks draft-${result.version}, expected draft-${args.expectVersion}`);
     }
