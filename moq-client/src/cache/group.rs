@@ -48,7 +48,9 @@ pub struct Subgroup {
 /// What follows a subgroup as it grows and is told so by the appending call itself, on the
 /// appender's stack, with no task woken: a subscriber's subgroup stream that the objects are
 /// written to as they come (`serve`'s direct writes). A follower must not append to, end or
-/// follow a subgroup from these calls.
+/// follow a subgroup from these calls. Appenders on several threads may call it at once, and
+/// one that looked at the list before the end may call [`Follower::appended`] after
+/// [`Follower::ended`].
 pub(crate) trait Follower: Send + Sync {
     /// Objects were appended to `sg` (read them with [`Subgroup::get`]).
     fn appended(&self, sg: &Subgroup);
@@ -57,23 +59,50 @@ pub(crate) trait Follower: Send + Sync {
 }
 
 /// A subgroup's followers, each held weakly: one dropped is forgotten at the next call.
+///
+/// The list is shared copy-on-write: a call takes a snapshot under the lock (one reference
+/// count) and tells the followers with the lock released, so that a follower registering, a
+/// second upstream appending or the end never waits for the writes to a thousand streams
+/// (a multi-threaded relay's worker would block for milliseconds). Appenders telling at
+/// once is harmless: each follower writes from a position of its own, under a lock of its
+/// own. A registration while a snapshot is out copies the list.
 #[derive(Default)]
-struct Followers(Mutex<Vec<Weak<dyn Follower>>>);
+struct Followers(Mutex<Arc<Vec<Weak<dyn Follower>>>>);
 
 impl Followers {
-    /// Calls `f` for each follower still alive, forgetting the others.
+    /// Calls `f` for each follower still alive, then forgets the dropped ones.
     fn each(&self, f: impl Fn(&dyn Follower)) {
-        let mut list = self.0.lock();
-        if list.is_empty() {
-            return;
-        }
-        list.retain(|w| match w.upgrade() {
-            Some(follower) => {
-                f(&*follower);
-                true
+        let list = {
+            let list = self.0.lock();
+            if list.is_empty() {
+                return;
             }
-            None => false,
-        });
+            list.clone()
+        };
+        let mut dropped = false;
+        for w in list.iter() {
+            match w.upgrade() {
+                Some(follower) => f(&*follower),
+                None => dropped = true,
+            }
+        }
+        drop(list);
+        if dropped {
+            Arc::make_mut(&mut *self.0.lock()).retain(|w| w.strong_count() > 0);
+        }
+    }
+
+    /// Adds a follower, unless `open` says no more will be told.
+    fn add(&self, follower: Weak<dyn Follower>, open: impl FnOnce() -> bool) {
+        let mut list = self.0.lock();
+        if open() {
+            Arc::make_mut(&mut *list).push(follower);
+        }
+    }
+
+    /// Empties the list, returning what it held.
+    fn take(&self) -> Arc<Vec<Weak<dyn Follower>>> {
+        std::mem::take(&mut *self.0.lock())
     }
 }
 
@@ -115,12 +144,10 @@ impl Subgroup {
     /// An object appended just before may not be told: the follower looks for it itself. A
     /// subgroup that ended already keeps no follower (there is nothing more to tell).
     pub(crate) fn follow(&self, follower: Weak<dyn Follower>) {
-        let mut list = self.followers.0.lock();
         // Read under the list's lock, which the end takes after setting the state: a follower
         // added here is told of an end that comes later.
-        if self.state() == SubgroupEnd::Open {
-            list.push(follower);
-        }
+        self.followers
+            .add(follower, || self.state() == SubgroupEnd::Open);
     }
 
     /// Counts a stream writing into the subgroup (an upstream's subgroup stream, at a relay)
@@ -242,7 +269,7 @@ impl Subgroup {
             self.changed.send_modify(|v| *v += 1);
             // Told once, then forgotten: a cached subgroup holds no follower (nor the
             // allocation a weak reference keeps) after its end.
-            let followers = std::mem::take(&mut *self.followers.0.lock());
+            let followers = self.followers.take();
             for f in followers.iter().filter_map(Weak::upgrade) {
                 f.ended();
             }

@@ -231,3 +231,76 @@ fn followers_are_told_of_appends_and_the_end() {
     sg.follow(Arc::downgrade(&f) as Weak<dyn Follower>);
     assert_eq!(Arc::weak_count(&kept), 0);
 }
+
+/// Followers are told with the list's lock released: while an appender writes to them (here
+/// one follower blocks in the call), another thread registers a follower and ends the
+/// subgroup without waiting, and the late follower is told of the end.
+#[test]
+fn followers_are_told_without_the_lock() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex, Weak};
+
+    /// Blocks in its first `appended` until told to go on.
+    struct Slow {
+        inside: Mutex<Option<mpsc::Sender<()>>>,
+        go: Mutex<mpsc::Receiver<()>>,
+    }
+    impl Follower for Slow {
+        fn appended(&self, _: &Subgroup) {
+            if let Some(inside) = self.inside.lock().unwrap().take() {
+                inside.send(()).unwrap();
+                self.go.lock().unwrap().recv().unwrap();
+            }
+        }
+        fn ended(&self) {}
+    }
+    #[derive(Default)]
+    struct Ends(AtomicUsize);
+    impl Follower for Ends {
+        fn appended(&self, _: &Subgroup) {}
+        fn ended(&self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    let t = track();
+    let sg = t.subgroup(0, 0, 128, true, true).unwrap();
+    let (inside_tx, inside) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel();
+    let slow: Arc<dyn Follower> = Arc::new(Slow {
+        inside: Mutex::new(Some(inside_tx)),
+        go: Mutex::new(go_rx),
+    });
+    sg.follow(Arc::downgrade(&slow));
+    let appender = {
+        let (t, sg) = (t.clone(), sg.clone());
+        std::thread::spawn(move || t.append(&sg, object(0)))
+    };
+    inside
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the appender tells the slow follower");
+    // The appender is inside the slow follower's call: registering and ending do not wait.
+    let late = Arc::new(Ends::default());
+    let (done_tx, done) = mpsc::channel();
+    let other = {
+        let (sg, late) = (sg.clone(), late.clone());
+        std::thread::spawn(move || {
+            let f: Arc<dyn Follower> = late;
+            sg.follow(Arc::downgrade(&f) as Weak<dyn Follower>);
+            sg.finish();
+            done_tx.send(()).unwrap();
+            drop(f);
+        })
+    };
+    let finished = done.recv_timeout(Duration::from_secs(10));
+    go.send(()).unwrap();
+    assert!(appender.join().unwrap());
+    other.join().unwrap();
+    finished.expect("follow and finish return while a follower is being told");
+    assert_eq!(
+        late.0.load(Ordering::Relaxed),
+        1,
+        "the late follower is told of the end"
+    );
+}
