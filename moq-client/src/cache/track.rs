@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use moq_core::data::ObjectStatus;
 use moq_core::{FullTrackName, GroupOrder, Location, Properties, property};
-use moq_transport::track::{SubscriptionWriter, last_covered};
+use moq_transport::track::{SubscriptionWriter, TrackLargest, last_covered};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
@@ -75,6 +75,9 @@ struct TrackState {
     /// The subscriptions served from this track right now, by a key of their own.
     serving: Mutex<HashMap<u64, SubscriptionWriter>>,
     serving_keys: std::sync::atomic::AtomicU64,
+    /// The largest location, which every subscription served reads when it reports its
+    /// LARGEST_OBJECT (draft-19 §10.2.16).
+    published: TrackLargest,
 }
 
 impl TrackCache {
@@ -103,6 +106,7 @@ impl TrackCache {
                 subscribers: watch::channel(0).0,
                 serving: Mutex::new(HashMap::new()),
                 serving_keys: std::sync::atomic::AtomicU64::new(0),
+                published: TrackLargest::new(),
             }),
         }
     }
@@ -131,9 +135,7 @@ impl TrackCache {
         self.state.serving.lock().insert(key, writer.clone());
         // draft-19 §10.2.16: the subscription's LARGEST_OBJECT is the track's, even while it
         // forwards nothing (Forward State 0).
-        if let Some(l) = self.largest() {
-            writer.observe_track(l);
-        }
+        writer.follow_track(&self.state.published);
         self.state.subscribers.send_modify(|n| *n += 1);
         ServingGuard(self.clone(), key)
     }
@@ -217,10 +219,9 @@ impl TrackCache {
             inner.largest = Some(loc);
             drop(inner);
             // Every subscription served from the track reports it in LARGEST_OBJECT
-            // (draft-19 §10.2.16), whether it was sent the object or not.
-            for w in self.state.serving.lock().values() {
-                w.observe_track(loc);
-            }
+            // (draft-19 §10.2.16), whether it was sent the object or not: each reads it when
+            // it does (one update per object, not one per subscription).
+            self.state.published.raise(loc);
         }
     }
 

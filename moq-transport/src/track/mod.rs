@@ -26,7 +26,9 @@ pub use params::{
 pub use publish::{PublishOptions, PublishedTrack};
 pub use recv::{IncomingSubgroup, TrackEvent};
 pub use response::{FetchItem, FetchResponse};
-pub use send::{FetchEnd, FetchWriter, Fill, SubgroupSender, SubscriptionWriter, WriterChange};
+pub use send::{
+    FetchEnd, FetchWriter, Fill, SubgroupSender, SubscriptionWriter, TrackLargest, WriterChange,
+};
 pub use subscription::{JoiningStart, Subscription, SubscriptionInfo};
 pub use tracks::TrackSubscription;
 

@@ -22,8 +22,8 @@ use crate::latch::wait_until;
 use crate::session::SessionCore;
 pub use fetch::{FetchEnd, FetchWriter};
 pub use fill::Fill;
-pub use shared::WriterChange;
 pub(crate) use shared::{TaskStep, WriterShared};
+pub use shared::{TrackLargest, WriterChange};
 pub use subgroup::SubgroupSender;
 pub use writer::SubscriptionWriter;
 

@@ -76,6 +76,36 @@ pub(crate) struct WriterShared {
 pub(super) struct Largest {
     pub(super) written: Option<Location>,
     pub(super) track: Option<Location>,
+    /// The track's, read when asked (see [`TrackLargest`]).
+    pub(super) source: Option<TrackLargest>,
+}
+
+/// The largest location of a track, one for all the subscriptions served from it
+/// ([`SubscriptionWriter::follow_track`](super::SubscriptionWriter::follow_track)): raised
+/// once per object, and read by a subscription only when it reports its LARGEST_OBJECT
+/// (draft-19 §10.2.16), so that an object costs one update however many subscriptions there
+/// are. Clones share the location.
+#[derive(Clone, Debug, Default)]
+pub struct TrackLargest(Arc<Mutex<Option<Location>>>);
+
+impl TrackLargest {
+    /// None yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Raises it to `loc`, if `loc` is larger.
+    pub fn raise(&self, loc: Location) {
+        let mut l = self.0.lock();
+        if l.is_none_or(|x| loc > x) {
+            *l = Some(loc);
+        }
+    }
+
+    /// The largest location raised so far.
+    pub fn get(&self) -> Option<Location> {
+        *self.0.lock()
+    }
 }
 
 /// The rarely used part of [`WriterShared`].
@@ -152,7 +182,7 @@ impl WriterShared {
             streams_open: AtomicUsize::new(0),
             largest: Mutex::new(Largest {
                 written: largest,
-                track: None,
+                ..Largest::default()
             }),
             reaching: AtomicUsize::new(0),
             changed: Notify::new(),
@@ -362,7 +392,8 @@ impl WriterShared {
     /// on the subscription and what it was told of the track.
     pub(crate) fn largest_object(&self) -> Option<Location> {
         let l = self.largest.lock();
-        l.written.max(l.track)
+        let track = l.source.as_ref().and_then(TrackLargest::get);
+        l.written.max(l.track).max(track)
     }
 
     pub(super) fn note_largest(&self, loc: Location) {

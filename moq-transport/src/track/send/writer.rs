@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use super::fetch::{Ended, FetchWriter};
 use super::fill::{Fill, FillOwner};
-use super::shared::{NOTIFY_QUEUE, WriterChange, WriterShared};
+use super::shared::{NOTIFY_QUEUE, TrackLargest, WriterChange, WriterShared};
 use super::{Finish, written_priority};
 use crate::error::Error;
 use crate::latch::wait_until;
@@ -280,6 +280,14 @@ impl SubscriptionWriter {
         if l.track.is_none_or(|x| loc > x) {
             l.track = Some(loc);
         }
+    }
+
+    /// Like [`SubscriptionWriter::observe_track`] for every location `track` is raised to,
+    /// now and later: the subscription reads it when it reports its LARGEST_OBJECT, so a
+    /// relay serving many subscriptions of a track raises one [`TrackLargest`] per object
+    /// instead of telling each. A second call replaces the first's.
+    pub fn follow_track(&self, track: &TrackLargest) {
+        self.shared.largest.lock().source = Some(track.clone());
     }
 
     /// The subscription carries every object after `held`, the last one this publisher held
