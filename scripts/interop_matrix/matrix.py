@@ -20,6 +20,10 @@ class Matrix(Relays, Clients, Clocks, Browsers):
         self.versions: dict[str, str] = {}
         # The browser the browser cells run in now (browser() sets it for each of BROWSERS).
         self.js_browser = "chromium"
+        # The client invocation behind each client outcome (by id), to run it again.
+        self.cells: dict[int, tuple] = {}
+        # Outcomes that differed from their row once and matched it when run again.
+        self.flaky: list[Outcome] = []
 
     def wanted(self, *names: object) -> bool:
         return self.only is None or any(self.only in str(n) for n in names)
