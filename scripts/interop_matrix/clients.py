@@ -34,19 +34,12 @@ class Clients:
                     if not self.wanted("ours", relay, transport, f"d{draft}"):
                         continue
                     log(f"-- our interop client -> {relay} relay, draft-{draft}, {transport}")
-
-                    def cell(relay=relay, draft=draft, transport=transport, tag=""):
-                        rc, out, err = run(
-                            [OURS_CLIENT, "-r", self.url(relay, transport), "--tls-disable-verify"],
-                            timeout=300,
-                            env={"MOQT_DRAFT": str(draft)},
-                        )
-                        (OUT / "logs" / f"client-ours-{relay}-{draft}-{transport}{tag}.tap").write_text(
-                            out + "\n# stderr\n" + err
-                        )
-                        return self.collect("ours", relay, draft, transport, rc, out, err)
-
-                    self.run_cell(("ours", relay, draft, transport), cell)
+                    self.client_cell(
+                        ("ours", relay, draft, transport),
+                        [OURS_CLIENT, "-r", self.url(relay, transport), "--tls-disable-verify"],
+                        f"client-ours-{relay}-{draft}-{transport}",
+                        env={"MOQT_DRAFT": str(draft)},
+                    )
 
     def aiomoqt_client(self) -> None:
         # Against our relay: the 12 default cases, fetch and join, at every draft both speak.
@@ -63,15 +56,11 @@ class Clients:
                             "--draft", str(draft)]
                     if case:
                         argv += ["-t", case]
-
-                    def cell(argv=argv, draft=draft, transport=transport, case=case, tag=""):
-                        rc, out, err = run(argv, timeout=300)
-                        (OUT / "logs" / f"client-aiomoqt-{relay}-{draft}-{transport}-{case or 'default'}{tag}.tap").write_text(
-                            out + "\n# stderr\n" + err
-                        )
-                        return self.collect("aiomoqt", relay, draft, transport, rc, out, err)
-
-                    self.run_cell(("aiomoqt", relay, draft, transport, case), cell)
+                    self.client_cell(
+                        ("aiomoqt", relay, draft, transport, case),
+                        argv,
+                        f"client-aiomoqt-{relay}-{draft}-{transport}-{case or 'default'}",
+                    )
 
     def ietf_test_client(self) -> None:
         # Cloudflare's moq-test-client: every case at every draft it speaks (18), both
@@ -83,22 +72,24 @@ class Clients:
                         continue
                     log(f"-- moq-test-client -> {relay} relay, draft-{draft}, {transport}")
                     # Each case has its own 10 s limit inside the client (TEST_TIMEOUT).
-                    def cell(relay=relay, draft=draft, transport=transport, tag=""):
-                        rc, out, err = run(
-                            [IETF_TEST_CLIENT, "--relay", self.url(relay, transport), "--tls-disable-verify"],
-                            timeout=300,
-                            env={"RUST_LOG": os.environ.get("INTEROP_RUST_LOG", "warn")},
-                        )
-                        (OUT / "logs" / f"client-moq-test-client-{relay}-{draft}-{transport}{tag}.tap").write_text(
-                            out + "\n# stderr\n" + err
-                        )
-                        return self.collect("moq-test-client", relay, draft, transport, rc, out, err)
+                    self.client_cell(
+                        ("moq-test-client", relay, draft, transport),
+                        [IETF_TEST_CLIENT, "--relay", self.url(relay, transport), "--tls-disable-verify"],
+                        f"client-moq-test-client-{relay}-{draft}-{transport}",
+                        env={"RUST_LOG": os.environ.get("INTEROP_RUST_LOG", "warn")},
+                    )
 
-                    self.run_cell(("moq-test-client", relay, draft, transport), cell)
+    def client_cell(self, key: tuple, argv: list, log_name: str, env: dict | None = None) -> None:
+        """Runs one client invocation, `argv` (key: client, relay, draft, transport, ...),
+        its TAP output kept in logs/`log_name`.tap, and records its outcomes; keeps the run so
+        that a case differing from its row can be run again (`rerun`, logs/`log_name`-rerun.tap)."""
+        client, relay, draft, transport = key[:4]
 
-    def run_cell(self, key: tuple, cell) -> None:
-        """Runs one client invocation (`cell(tag="")` returns its outcomes) and records them;
-        keeps `cell` so that a case differing from its row can be run again (`rerun`)."""
+        def cell(tag: str = "") -> list[Outcome]:
+            rc, out, err = run(argv, timeout=300, env=env)
+            (OUT / "logs" / f"{log_name}{tag}.tap").write_text(out + "\n# stderr\n" + err)
+            return self.collect(client, relay, draft, transport, rc, out, err)
+
         for o in cell():
             self.record(o)
             self.cells[id(o)] = (key, cell)

@@ -30,7 +30,6 @@ pub struct NewGroup {
 #[derive(Debug)]
 struct TrackInner {
     groups: BTreeMap<u64, Arc<Group>>,
-    largest: Option<Location>,
     /// The largest location of an object actually in the cache (`largest` may run ahead of it:
     /// a relay learns the publisher's Largest Object before the objects arrive).
     stored: Option<Location>,
@@ -75,9 +74,9 @@ struct TrackState {
     /// The subscriptions served from this track right now, by a key of their own.
     serving: Mutex<HashMap<u64, SubscriptionWriter>>,
     serving_keys: std::sync::atomic::AtomicU64,
-    /// The largest location, which every subscription served reads when it reports its
-    /// LARGEST_OBJECT (draft-19 §10.2.16).
-    published: TrackLargest,
+    /// The largest location written or learned from upstream: the track's own, and what every
+    /// subscription served reads when it reports its LARGEST_OBJECT (draft-19 §10.2.16).
+    largest: TrackLargest,
 }
 
 impl TrackCache {
@@ -90,7 +89,6 @@ impl TrackCache {
                 limits,
                 inner: Mutex::new(TrackInner {
                     groups: BTreeMap::new(),
-                    largest: None,
                     stored: None,
                     log: Vec::new(),
                     log_base: 0,
@@ -106,7 +104,7 @@ impl TrackCache {
                 subscribers: watch::channel(0).0,
                 serving: Mutex::new(HashMap::new()),
                 serving_keys: std::sync::atomic::AtomicU64::new(0),
-                published: TrackLargest::new(),
+                largest: TrackLargest::new(),
             }),
         }
     }
@@ -135,7 +133,7 @@ impl TrackCache {
         self.state.serving.lock().insert(key, writer.clone());
         // draft-19 §10.2.16: the subscription's LARGEST_OBJECT is the track's, even while it
         // forwards nothing (Forward State 0).
-        writer.follow_track(&self.state.published);
+        writer.follow_track(&self.state.largest);
         self.state.subscribers.send_modify(|n| *n += 1);
         ServingGuard(self.clone(), key)
     }
@@ -204,7 +202,7 @@ impl TrackCache {
 
     /// The largest location written, if any.
     pub fn largest(&self) -> Option<Location> {
-        self.state.inner.lock().largest
+        self.state.largest.get()
     }
 
     /// The largest location of an object actually stored (the largest may run ahead of it).
@@ -214,15 +212,10 @@ impl TrackCache {
 
     /// Raises the largest location (a relay learns it from upstream before objects arrive).
     pub fn observe_largest(&self, loc: Location) {
-        let mut inner = self.state.inner.lock();
-        if inner.largest.is_none_or(|l| loc > l) {
-            inner.largest = Some(loc);
-            drop(inner);
-            // Every subscription served from the track reports it in LARGEST_OBJECT
-            // (draft-19 §10.2.16), whether it was sent the object or not: each reads it when
-            // it does (one update per object, not one per subscription).
-            self.state.published.raise(loc);
-        }
+        // Every subscription served from the track reports it in LARGEST_OBJECT (draft-19
+        // §10.2.16), whether it was sent the object or not: each reads it when it does (one
+        // update per object, not one per subscription).
+        self.state.largest.raise(loc);
     }
 
     /// The group `id`, if cached.
@@ -507,7 +500,7 @@ impl TrackCache {
     pub fn covers(&self, start: Location, end: Location) -> bool {
         let mut inner = self.state.inner.lock();
         self.evict(&mut inner);
-        let (Some(largest), Some(stored)) = (inner.largest, inner.stored) else {
+        let (Some(largest), Some(stored)) = (self.largest(), inner.stored) else {
             return false;
         };
         // draft-19 §12.3: a group past its age is not served, even the newest one.
@@ -568,7 +561,7 @@ impl TrackCache {
     /// The Group ID after the largest one written or started.
     pub fn next_group_id(&self) -> u64 {
         let inner = self.state.inner.lock();
-        let written = inner.largest.map(|l| l.group);
+        let written = self.largest().map(|l| l.group);
         let started = inner.groups.keys().next_back().copied();
         written.max(started).map_or(0, |g| g + 1)
     }
