@@ -30,8 +30,8 @@ pub struct NewGroup {
 #[derive(Debug)]
 struct TrackInner {
     groups: BTreeMap<u64, Arc<Group>>,
-    /// The largest location of an object actually in the cache (`largest` may run ahead of it:
-    /// a relay learns the publisher's Largest Object before the objects arrive).
+    /// The largest location of an object actually in the cache (`TrackState::largest` may run
+    /// ahead of it: a relay learns the publisher's Largest Object before the objects arrive).
     stored: Option<Location>,
     /// Every subgroup ever created, in creation order, as (group, subgroup) — readers follow
     /// this log; it is trimmed with the cache.
